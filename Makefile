@@ -1,0 +1,30 @@
+# The two commands a fresh machine needs: `make demo` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv clean bench
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH (set PY=...)"; exit 1; }
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch pinned to the CPU wheel first, so nothing pulls a CUDA build.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[real,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rolloutlab sim --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -x -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/python bench/sim_speed.py
+
+clean:
+	rm -rf $(VENV) runs

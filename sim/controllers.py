@@ -1,0 +1,251 @@
+"""Group-size controllers: the object that picks G for the next training step.
+
+The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
+(:mod:`real`). A controller is stateful, seedable and serialisable:
+
+- ``propose() -> int``: the group size G for the next step;
+- ``observe(lengths)``: response lengths (tokens) of the step just run with the last
+  proposed G, one sequence per prompt;
+- ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included.
+
+:class:`StaticG` is the fixed-G baseline. :class:`SAGC` is Straggler-Aware Group
+Control (Khan et al., 2026; PAPERS.md §1): online primal-dual + Thompson sampling
+maximising ``log2 G`` subject to a straggler-rate constraint ``E[S_t | G] <= delta``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from sim.metrics import straggler_ratio
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """What :mod:`sim.pipeline` and :mod:`real` need from a group-size controller."""
+
+    name: str
+
+    def propose(self) -> int:
+        """Return G for the next step (a positive int)."""
+
+    def observe(self, lengths: Sequence[Sequence[int]]) -> None:
+        """Take the response lengths (tokens) of the step just run, one list per prompt."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state; ``load_state_dict`` of it restores the controller."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict` output."""
+
+
+def _check_lengths(lengths: Sequence[Sequence[int]]) -> None:
+    if len(lengths) == 0 or all(len(g) == 0 for g in lengths):
+        raise ValueError("observe: got no response lengths")
+
+
+class StaticG:
+    """A fixed group size: ``propose()`` always returns ``G``; ``observe`` only counts.
+
+    Raises ValueError if ``G < 1``.
+    """
+
+    def __init__(self, G: int):
+        if int(G) < 1:
+            raise ValueError(f"StaticG: G must be >= 1, got {G}")
+        self.G = int(G)
+        self.name = f"static:{self.G}"
+        self.steps_observed = 0
+
+    def propose(self) -> int:
+        return self.G
+
+    def observe(self, lengths: Sequence[Sequence[int]]) -> None:
+        _check_lengths(lengths)
+        self.steps_observed += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "static", "G": self.G, "steps_observed": self.steps_observed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != "static" or int(state["G"]) != self.G:
+            raise ValueError(f"StaticG({self.G}): cannot load state {state}")
+        self.steps_observed = int(state["steps_observed"])
+
+
+@dataclass
+class SAGC:
+    """Straggler-Aware Group Control (PAPERS.md §1, Khan et al. 2026).
+
+    Each step: ``S_t = 1[max(L)/median(L) > tau]`` over all rollouts of the step
+    (:func:`sim.metrics.straggler_ratio`); the chosen G's posterior
+    ``Beta(alpha_G, beta_G)`` is updated with forgetting; the dual variable follows
+    projected dual ascent ``lambda <- max(0, lambda + eta_lambda (S_t - delta))``.
+    ``propose`` draws ``p~_G ~ Beta(alpha_G, beta_G)`` for each candidate within
+    ``radius`` positions of the current G (local search) and returns
+    ``argmax u(G) - lambda p~_G`` with ``u(G) = log2 G``.
+
+    Defaults (chosen so the controller adapts within a few hundred steps):
+    """
+
+    candidates: Sequence[int] = (4, 8, 16)
+    """Group sizes allowed, sorted ascending on init. The paper's static baselines."""
+    tau: float = 4.0
+    """Straggler threshold on max/median of the step's response lengths. 4 separates
+    G=4 from G=16 in the bundled scenarios (docs/controllers.md)."""
+    delta: float = 0.3
+    """Target long-run straggler rate. Not given by the paper; 0.3 is between the
+    straggler rates of the smallest and largest candidate in the bundled scenarios."""
+    eta_lambda: float = 0.1
+    """Dual step size (not given by the paper). With log2-utility gaps of 1 between
+    doubling candidates, lambda crosses 1-3 within ~10-40 steps of violation."""
+    gamma: float = 0.98
+    """Forgetting factor of the Beta posteriors: an effective memory of
+    ``1/(1-gamma)`` = 50 observations, for non-stationary (growing) lengths."""
+    prior: tuple[float, float] = (1.0, 1.0)
+    """Beta prior ``(alpha0, beta0)``: uniform on the straggler probability."""
+    forget: str = "chosen"
+    """``"chosen"``: ``alpha_G <- gamma alpha_G + S_t`` and ``beta_G <- gamma beta_G + 1 - S_t``
+    for the chosen G only (PAPERS.md's natural form). ``"to_prior"``: in addition every
+    candidate decays toward the prior, ``a <- gamma a + (1 - gamma) a0``, so an unused G
+    regains uncertainty and is re-explored."""
+    radius: int = 1
+    """Local search: G moves at most this many positions in the sorted candidates."""
+    init_G: int | None = None
+    """Starting G; default the middle candidate."""
+    seed: int = 0
+    """Seed of the Thompson-sampling RNG (numpy PCG64)."""
+    name: str = "sagc"
+
+    alpha: dict[int, float] = field(init=False)
+    beta: dict[int, float] = field(init=False)
+    lam: float = field(init=False, default=0.0)
+    current: int = field(init=False)
+    history: list[tuple[int, int, float]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        cands = sorted({int(g) for g in self.candidates})
+        if not cands or cands[0] < 1:
+            raise ValueError(f"SAGC: candidates must be positive ints, got {self.candidates}")
+        if not (0.0 <= self.delta <= 1.0):
+            raise ValueError(f"SAGC: delta must be in [0, 1], got {self.delta}")
+        if not (0.0 < self.gamma <= 1.0):
+            raise ValueError(f"SAGC: gamma must be in (0, 1], got {self.gamma}")
+        if self.tau <= 1.0 or self.eta_lambda <= 0 or self.radius < 1:
+            raise ValueError("SAGC: need tau > 1, eta_lambda > 0, radius >= 1")
+        if min(self.prior) <= 0:
+            raise ValueError(f"SAGC: prior must be positive, got {self.prior}")
+        if self.forget not in ("chosen", "to_prior"):
+            raise ValueError(f"SAGC: forget must be 'chosen' or 'to_prior', got {self.forget!r}")
+        self.candidates = tuple(cands)
+        self.alpha = {g: float(self.prior[0]) for g in cands}
+        self.beta = {g: float(self.prior[1]) for g in cands}
+        self.lam = 0.0
+        start = self.init_G if self.init_G is not None else cands[(len(cands) - 1) // 2]
+        if start not in cands:
+            raise ValueError(f"SAGC: init_G {start} is not a candidate {cands}")
+        self.current = start
+        self.history = []  # (G, S_t, lambda after update) per observed step
+        self._rng = np.random.default_rng(self.seed)
+
+    def neighbourhood(self) -> tuple[int, ...]:
+        """Candidates within ``radius`` positions of the current G (local search)."""
+        i = self.candidates.index(self.current)
+        lo, hi = max(0, i - self.radius), min(len(self.candidates), i + self.radius + 1)
+        return self.candidates[lo:hi]
+
+    def propose(self) -> int:
+        """Thompson-sample ``p~_G`` and return ``argmax log2 G - lambda p~_G`` locally."""
+        best, best_score = self.current, -math.inf
+        for g in self.neighbourhood():
+            p = float(self._rng.beta(self.alpha[g], self.beta[g]))
+            score = math.log2(g) - self.lam * p
+            if score > best_score:
+                best, best_score = g, score
+        self.current = best
+        return best
+
+    def observe(self, lengths: Sequence[Sequence[int]]) -> None:
+        """Update the chosen G's posterior and lambda from the step's lengths."""
+        _check_lengths(lengths)
+        s_t = 1 if straggler_ratio(lengths) > self.tau else 0
+        g = self.current
+        if self.forget == "to_prior":
+            a0, b0 = self.prior
+            for c in self.candidates:
+                self.alpha[c] = self.gamma * self.alpha[c] + (1 - self.gamma) * a0
+                self.beta[c] = self.gamma * self.beta[c] + (1 - self.gamma) * b0
+            self.alpha[g] += s_t
+            self.beta[g] += 1 - s_t
+        else:
+            self.alpha[g] = self.gamma * self.alpha[g] + s_t
+            self.beta[g] = self.gamma * self.beta[g] + (1 - s_t)
+        self.lam = max(0.0, self.lam + self.eta_lambda * (s_t - self.delta))
+        self.history.append((g, s_t, self.lam))
+
+    def posterior_mean(self) -> dict[int, float]:
+        """Posterior mean straggler probability per candidate G."""
+        return {g: self.alpha[g] / (self.alpha[g] + self.beta[g]) for g in self.candidates}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "sagc",
+            "candidates": list(self.candidates),
+            "alpha": {str(g): a for g, a in self.alpha.items()},
+            "beta": {str(g): b for g, b in self.beta.items()},
+            "lambda": self.lam,
+            "current": self.current,
+            "steps_observed": len(self.history),
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != "sagc" or list(state["candidates"]) != list(self.candidates):
+            raise ValueError(f"SAGC{self.candidates}: cannot load state of kind "
+                             f"{state.get('kind')!r} with candidates {state.get('candidates')}")
+        self.alpha = {int(g): float(a) for g, a in state["alpha"].items()}
+        self.beta = {int(g): float(b) for g, b in state["beta"].items()}
+        self.lam = float(state["lambda"])
+        self.current = int(state["current"])
+        self._rng.bit_generator.state = state["rng"]
+
+
+def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
+    """Build a controller from a CLI spec.
+
+    ``static:G`` -> :class:`StaticG`; ``sagc`` or ``sagc:key=value,...`` -> :class:`SAGC`
+    (keys: ``tau, delta, eta_lambda, gamma, radius, init_G``; ``candidates=4/8/16``).
+    ``sagc_defaults`` (e.g. a scenario's ``tau``) apply unless the spec overrides them.
+
+    Raises: ValueError naming the spec on anything else.
+    """
+    spec = spec.strip()
+    kind, _, args = spec.partition(":")
+    if kind == "static":
+        try:
+            return StaticG(int(args))
+        except ValueError:
+            raise ValueError(f"controller spec {spec!r}: expected static:G with G a positive int") from None
+    if kind == "sagc":
+        kwargs: dict[str, Any] = dict(sagc_defaults)
+        for item in filter(None, args.split(",")):
+            key, _, val = item.partition("=")
+            if key == "candidates":
+                kwargs[key] = tuple(int(v) for v in val.split("/"))
+            elif key in ("radius", "init_G"):
+                kwargs[key] = int(val)
+            elif key in ("tau", "delta", "eta_lambda", "gamma"):
+                kwargs[key] = float(val)
+            elif key == "forget":
+                kwargs[key] = val
+            else:
+                raise ValueError(f"controller spec {spec!r}: unknown SAGC option {key!r}")
+        ctl = SAGC(seed=seed, **kwargs)
+        if args:
+            ctl.name = spec
+        return ctl
+    raise ValueError(f"controller spec {spec!r}: expected 'static:G' or 'sagc[:k=v,...]'")

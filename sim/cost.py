@@ -1,0 +1,71 @@
+"""Accelerator cost model: time of prefill, of a decode iteration, of a learner update
+and of a weight sync.
+
+Decode iteration on one worker (one continuous-batching engine replica):
+``t_iter = a_s + b_s * running_seqs + c_s * context_tokens`` (s), with
+``context_tokens`` the sum over running sequences of prompt + tokens generated so far.
+In the memory-bound decode regime ``a_s`` is reading the weights, ``c_s`` reading the KV
+cache per token and ``b_s`` the per-sequence work (sampling, logits). Prefill adds
+``prefill_s_per_token`` per prompt token admitted in that iteration (prefix-cached
+tokens excluded). Learner step: ``learner_const_s + learner_s_per_token * tokens``
+(prompt + response tokens of the batch). Weight sync: ``sync_s``.
+
+The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
+why the decode cost is linear in the batch state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """Linear cost model; every field in seconds (per unit where named)."""
+
+    a_s: float
+    """Fixed time of one decode iteration (weights read, launch overhead)."""
+    b_s: float
+    """Extra time per running sequence per iteration."""
+    c_s: float
+    """Extra time per context token (KV cache read) per iteration."""
+    prefill_s_per_token: float = 0.0
+    """Prefill time per newly admitted prompt token."""
+    learner_const_s: float = 0.0
+    """Fixed part of a learner step (optimizer step, log-prob passes' overhead)."""
+    learner_s_per_token: float = 0.0
+    """Learner time per token (prompt + response) of the training batch."""
+    sync_s: float = 0.0
+    """Time to push new weights to the generators."""
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in asdict(self).items() if not (v >= 0)}
+        if bad:
+            raise ValueError(f"LinearCost: coefficients must be non-negative and finite, got {bad}")
+
+    def decode_iter_s(self, running_seqs: int, context_tokens: float) -> float:
+        """Time (s) of one decode iteration with that batch state."""
+        return self.a_s + self.b_s * running_seqs + self.c_s * context_tokens
+
+    def prefill_s(self, prompt_tokens: float) -> float:
+        """Extra time (s) of an iteration that prefills ``prompt_tokens`` new tokens."""
+        return self.prefill_s_per_token * prompt_tokens
+
+    def learner_step_s(self, tokens: float) -> float:
+        """Time (s) of one learner update on a batch of ``tokens`` tokens."""
+        return self.learner_const_s + self.learner_s_per_token * tokens
+
+    def weight_sync_s(self) -> float:
+        """Time (s) of one weight sync."""
+        return self.sync_s
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def ConstantCost(iter_s: float = 0.01, learner_s: float = 0.0, sync_s: float = 0.0,
+                 prefill_s_per_token: float = 0.0) -> LinearCost:
+    """A cost model with hand-computable answers, for tests: every decode iteration
+    takes ``iter_s`` whatever the batch, a learner step ``learner_s``, a sync ``sync_s``."""
+    return LinearCost(a_s=iter_s, b_s=0.0, c_s=0.0, prefill_s_per_token=prefill_s_per_token,
+                      learner_const_s=learner_s, sync_s=sync_s)

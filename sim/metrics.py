@@ -1,0 +1,169 @@
+"""Metrics of rollout traces, defined once (see docs/metrics.md) and used everywhere.
+
+Every function here takes rows of the trace schema (:mod:`sim.trace`) or plain arrays
+of response lengths, so the simulator, the real runners, the controllers and the
+analysis compute each number with the same code.
+
+Clock: seconds from run start (trace times). Lengths: tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+DEFAULT_TAU = 4.0
+"""Straggler threshold on max/median used when a caller gives none (SAGC's tau)."""
+
+
+def straggler_ratio(lengths: np.ndarray | Sequence[float] | Sequence[Sequence[float]]) -> float:
+    """``max(L) / median(L)`` over all response lengths given (SAGC, PAPERS.md §1).
+
+    Args:
+        lengths: response lengths in tokens, any shape (e.g. ``(n_prompts, G)``) or a
+            ragged list of per-prompt lists; all values are pooled.
+    Returns: the ratio (>= 1 for positive lengths).
+    Raises: ValueError on no lengths, a negative length, or a zero median.
+    """
+    flat = _flatten(lengths)
+    if flat.size == 0:
+        raise ValueError("straggler_ratio: no response lengths")
+    if (flat < 0).any():
+        raise ValueError("straggler_ratio: negative response length")
+    med = float(np.median(flat))
+    if med <= 0:
+        raise ValueError("straggler_ratio: median response length is 0")
+    return float(flat.max() / med)
+
+
+def group_straggler_ratio(lengths: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per-group variant: ``max / median`` within each prompt's group, shape ``(n_prompts,)``."""
+    return np.array([straggler_ratio(g) for g in lengths])
+
+
+def straggler_event(lengths, tau: float = DEFAULT_TAU) -> bool:
+    """``S_t = 1[straggler_ratio(lengths) > tau]`` (PAPERS.md §1)."""
+    return straggler_ratio(lengths) > tau
+
+
+def _flatten(lengths) -> np.ndarray:
+    if isinstance(lengths, np.ndarray):
+        return lengths.astype(float).ravel()
+    parts = [np.atleast_1d(np.asarray(g, dtype=float)).ravel() for g in lengths]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def slot_idle_fraction(t_finish_rel: np.ndarray) -> float:
+    """``sum_i (makespan - f_i) / (n * makespan)`` with ``f_i`` finish times from step start.
+
+    ``makespan = max_i f_i``. Equals ``1 - mean(f) / max(f)``; in ``[0, 1)``; 0 for
+    a step whose rollouts all finish together (or a zero-length step).
+    """
+    f = np.asarray(t_finish_rel, dtype=float)
+    span = float(f.max()) if f.size else 0.0
+    if span <= 0:
+        return 0.0
+    return float(np.sum(span - f) / (f.size * span))
+
+
+def busy_union_s(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length (s) of the union of intervals ``[starts_i, ends_i]``."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
+    # running max of ends: an interval opens a new block when it starts after all before it end
+    run_end = np.maximum.accumulate(e)
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > run_end[:-1]
+    block_id = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(block_id[-1] + 1)
+    np.maximum.at(block_end, block_id, e)
+    return float(np.sum(block_end - block_start))
+
+
+def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
+                 n_workers: int | None = None) -> pl.DataFrame:
+    """One row per step of a rollout table (schema: :data:`sim.trace.ROLLOUT_SCHEMA`).
+
+    Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
+    device_idle_s, straggler_ratio, straggler, response_length/mean,
+    response_length/max, response_length/min, response_length/clip_ratio,
+    response_tokens``. Definitions in docs/metrics.md:
+    - makespan: ``max(t_finish) - min(t_submit)`` over the step's rollouts;
+    - slot idle fraction: :func:`slot_idle_fraction` of ``t_finish - min(t_submit)``;
+    - device idle time: ``sum_w (makespan - busy_w)``, ``busy_w`` the length of the
+      union of ``[t_first_token_i, t_finish_i]`` over the rollouts run on worker ``w``
+      (a sequence is running from its first token to its last); workers with no
+      rollout count as idle for the whole makespan when ``n_workers`` is given;
+    - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``.
+    """
+    if rollouts.height == 0:
+        raise ValueError("step_metrics: the rollout table is empty")
+    rows = []
+    for (step,), df in rollouts.sort("step").group_by(["step"], maintain_order=True):
+        rows.append(_one_step(int(step), df, tau, n_workers))
+    return pl.DataFrame(rows)
+
+
+def _one_step(step: int, df: pl.DataFrame, tau: float, n_workers: int | None) -> dict:
+    t0 = float(df["t_submit"].min())
+    t1 = float(df["t_finish"].max())
+    span = t1 - t0
+    lengths = df["response_tokens"].to_numpy()
+    idle = 0.0
+    for (_w,), wdf in df.group_by(["worker"]):
+        busy = busy_union_s(wdf["t_first_token"].to_numpy(), wdf["t_finish"].to_numpy())
+        idle += max(span - busy, 0.0)
+    if n_workers is not None:
+        idle += max(n_workers - df["worker"].n_unique(), 0) * span
+    ratio = straggler_ratio(lengths) if np.median(lengths) > 0 else float("inf")
+    return {
+        "step": step,
+        "n_rollouts": df.height,
+        "group_size": int(df["group_size"].max()),
+        "makespan_s": span,
+        "slot_idle_frac": slot_idle_fraction(df["t_finish"].to_numpy() - t0),
+        "device_idle_s": idle,
+        "straggler_ratio": ratio,
+        "straggler": bool(ratio > tau),
+        "response_length/mean": float(lengths.mean()),
+        "response_length/max": float(lengths.max()),
+        "response_length/min": float(lengths.min()),
+        "response_length/clip_ratio": float((df["finish_reason"] == "length").mean()),
+        "response_tokens": int(lengths.sum()),
+    }
+
+
+def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU) -> dict:
+    """Whole-run numbers from the two trace tables of one run.
+
+    Returns a dict: ``steps, wall_clock_s`` (last ``t_end`` - first ``t_start``),
+    ``gen_time_s`` (sum of step ``gen_time``), ``train_time_s``, ``sync_time_s``,
+    ``slot_idle_frac`` (rollout-weighted mean over steps), ``device_idle_s``,
+    ``straggler_rate`` (mean of the per-step straggler event), ``mean_G``
+    (mean group size over steps), ``rollouts``, ``response_tokens``, ``tokens_per_s``
+    (response tokens / wall clock).
+    """
+    per_step = step_metrics(rollouts, tau)
+    wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
+    tokens = int(per_step["response_tokens"].sum())
+    n = per_step["n_rollouts"].to_numpy()
+    return {
+        "steps": int(steps.height),
+        "wall_clock_s": wall,
+        "gen_time_s": float(steps["gen_time"].sum()),
+        "train_time_s": float(steps["train_time"].sum()),
+        "sync_time_s": float(steps["sync_time"].sum()),
+        "slot_idle_frac": float(np.average(per_step["slot_idle_frac"].to_numpy(), weights=n)),
+        "device_idle_s": float(per_step["device_idle_s"].sum()),
+        "straggler_rate": float(per_step["straggler"].mean()),
+        "mean_G": float(per_step["group_size"].mean()),
+        "rollouts": int(n.sum()),
+        "response_tokens": tokens,
+        "tokens_per_s": tokens / wall if wall > 0 else float("nan"),
+    }

@@ -1,0 +1,312 @@
+"""The rollout trace and step trace: schema, validation, reading and writing.
+
+One row per rollout and one row per learner step, as in DESIGN.md ("Trace schema").
+The simulator and the real runners write exactly these tables, so every metric in
+:mod:`sim.metrics` is computed by one function from either source.
+
+Files: parquet (``rollouts.parquet``, ``steps.parquet``) carry the schema version in
+their key-value metadata under ``rolloutlab.schema_version``; JSONL (one JSON object a
+line, what a live run appends and flushes every step) is accepted too. Validation on
+read turns a missing column, a negative length or time, or a finish before its submit
+into a :class:`TraceError` naming the file, the row and the column; nothing is dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+"""Bumped whenever a column is added, removed or changes meaning."""
+
+META_KEY = b"rolloutlab.schema_version"
+
+ROLLOUT_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "step": pl.Int64,  # learner step that consumed (sync) or will consume the rollout
+    "prompt_id": pl.Int64,
+    "sample_idx": pl.Int64,  # index within the prompt's group, 0..G-1
+    "group_size": pl.Int64,  # G of that group
+    "policy_version": pl.Int64,  # weights version that generated it (last token)
+    "learner_version": pl.Int64,  # learner version when consumed
+    "prompt_tokens": pl.Int64,
+    "response_tokens": pl.Int64,  # EOS included, prompt excluded
+    "finish_reason": pl.String,  # "stop" | "length" | "abort"
+    "worker": pl.Int64,  # generation worker (engine replica) index
+    "t_submit": pl.Float64,  # s from run start
+    "t_first_token": pl.Float64,  # s from run start
+    "t_finish": pl.Float64,  # s from run start
+}
+
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String,
+    "step": pl.Int64,
+    "t_start": pl.Float64,  # s from run start: first rollout request of the step
+    "t_end": pl.Float64,  # s from run start: weights synced, step done
+    "gen_time": pl.Float64,  # s, generation phase (verl timing_s/gen)
+    "train_time": pl.Float64,  # s, learner update (verl timing_s/update_actor)
+    "sync_time": pl.Float64,  # s, weight sync to the generators
+    "lr": pl.Float64,
+    "reward_mean": pl.Float64,  # null in the simulator
+    "kl": pl.Float64,
+    "grad_norm": pl.Float64,
+    "grad_cosine": pl.Float64,  # cosine of this update with the previous one
+    "controller_state": pl.String,  # JSON of the controller's state_dict after observe
+}
+
+FINISH_REASONS = ("stop", "length", "abort")
+_NON_NEGATIVE = {
+    "rollouts": ("step", "prompt_id", "sample_idx", "group_size", "prompt_tokens",
+                 "response_tokens", "worker", "t_submit", "t_first_token", "t_finish",
+                 "policy_version", "learner_version"),
+    "steps": ("step", "t_start", "t_end", "gen_time", "train_time", "sync_time"),
+}
+
+
+class TraceError(ValueError):
+    """Bad trace input. The message names the file, the row (0-based) and the column."""
+
+
+def _schema_for(kind: str) -> dict[str, pl.DataType]:
+    if kind == "rollouts":
+        return ROLLOUT_SCHEMA
+    if kind == "steps":
+        return STEP_SCHEMA
+    raise ValueError(f"unknown trace kind {kind!r}; expected 'rollouts' or 'steps'")
+
+
+def _first_bad_row(mask: pl.Series) -> int | None:
+    idx = mask.fill_null(False).arg_true()
+    return int(idx[0]) if len(idx) else None
+
+
+def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFrame:
+    """Check ``df`` against the ``kind`` schema and return it cast to the schema types.
+
+    Args:
+        df: a rollout table (``kind="rollouts"``) or step table (``kind="steps"``).
+        source: file name used in error messages.
+    Returns: the table with exactly the schema's columns, in schema order.
+    Raises:
+        TraceError: a missing column, a value that cannot be cast, a null where a
+            value is required, a negative length/time/index, an unknown
+            ``finish_reason``, or ``t_finish < t_submit`` / ``t_first_token`` outside
+            ``[t_submit, t_finish]`` / ``t_end < t_start``; the message names
+            ``source``, the first offending row and the column.
+    """
+    schema = _schema_for(kind)
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise TraceError(f"{source}: {kind} table is missing column(s) {missing}; "
+                         f"found {df.columns}")
+    cols = []
+    for name, dtype in schema.items():
+        s = df.get_column(name)
+        try:
+            cols.append(s.cast(dtype, strict=True))
+        except Exception as exc:  # polars raises several types on a bad cast
+            raise TraceError(f"{source}: column {name!r} cannot be read as {dtype}: {exc}") from None
+    out = pl.DataFrame(cols)
+    required = [c for c in schema if kind == "rollouts" or c in ("run_id", "step", "t_start", "t_end")]
+    for name in required:
+        row = _first_bad_row(out.get_column(name).is_null())
+        if row is not None:
+            raise TraceError(f"{source}: row {row}, column {name!r}: value is missing")
+    for name in _NON_NEGATIVE[kind]:
+        col = out.get_column(name)
+        bad = col < 0
+        if col.dtype == pl.Float64:
+            bad = bad | col.is_nan()
+        row = _first_bad_row(bad)
+        if row is not None:
+            raise TraceError(f"{source}: row {row}, column {name!r}: expected a non-negative "
+                             f"number, found {col[row]}")
+    if kind == "rollouts":
+        _check_rollout_order(out, source)
+    else:
+        row = _first_bad_row(out["t_end"] < out["t_start"])
+        if row is not None:
+            raise TraceError(f"{source}: row {row}, column 't_end': {out['t_end'][row]} "
+                             f"is before t_start {out['t_start'][row]}")
+    return out
+
+
+def _check_rollout_order(out: pl.DataFrame, source: str) -> None:
+    row = _first_bad_row(~out["finish_reason"].is_in(FINISH_REASONS))
+    if row is not None:
+        raise TraceError(f"{source}: row {row}, column 'finish_reason': expected one of "
+                         f"{FINISH_REASONS}, found {out['finish_reason'][row]!r}")
+    checks = [
+        ("t_finish", out["t_finish"] < out["t_submit"], "is before t_submit"),
+        ("t_first_token", out["t_first_token"] < out["t_submit"], "is before t_submit"),
+        ("t_first_token", out["t_first_token"] > out["t_finish"], "is after t_finish"),
+        ("sample_idx", out["sample_idx"] >= out["group_size"], "is not below group_size"),
+    ]
+    for col, mask, what in checks:
+        row = _first_bad_row(mask)
+        if row is not None:
+            raise TraceError(f"{source}: row {row}, column {col!r}: {out[col][row]} {what}")
+
+
+def empty(kind: str) -> pl.DataFrame:
+    """An empty table of the ``kind`` schema ("rollouts" or "steps")."""
+    return pl.DataFrame(schema=_schema_for(kind))
+
+
+def write_parquet(df: pl.DataFrame, path: str | os.PathLike, kind: str) -> None:
+    """Validate and write ``df`` to ``path`` atomically (temp file + rename).
+
+    The schema version goes into the parquet metadata. Raises :class:`TraceError`
+    on invalid rows (nothing is written then).
+    """
+    path = Path(path)
+    table = validate(df, kind, str(path)).to_arrow()
+    meta = dict(table.schema.metadata or {})
+    meta[META_KEY] = str(SCHEMA_VERSION).encode()
+    meta[b"rolloutlab.kind"] = kind.encode()
+    table = table.replace_schema_metadata(meta)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read(path: str | os.PathLike, kind: str) -> pl.DataFrame:
+    """Read and validate a ``kind`` trace from parquet or JSONL (by suffix).
+
+    Raises:
+        TraceError: the file is missing, unreadable, of another schema version,
+            or holds an invalid row (see :func:`validate`).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such trace file")
+    if path.suffix == ".parquet":
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:
+            raise TraceError(f"{path}: not a readable parquet file: {exc}") from None
+        meta = table.schema.metadata or {}
+        version = meta.get(META_KEY)
+        if version is not None and int(version) != SCHEMA_VERSION:
+            raise TraceError(f"{path}: trace schema version {int(version)}, this rolloutlab "
+                             f"reads version {SCHEMA_VERSION}")
+        df = pl.from_arrow(table)
+    elif path.suffix in (".jsonl", ".ndjson"):
+        df = _read_jsonl(path, kind)
+    else:
+        raise TraceError(f"{path}: unknown trace format; expected .parquet or .jsonl")
+    return validate(df, kind, str(path))
+
+
+def _read_jsonl(path: Path, kind: str) -> pl.DataFrame:
+    rows = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"{path}: row {lineno}: not valid JSON ({exc.msg})") from None
+    if not rows:
+        return empty(kind)
+    versions = {r.pop("schema_version", SCHEMA_VERSION) for r in rows}
+    if versions != {SCHEMA_VERSION}:
+        raise TraceError(f"{path}: trace schema version(s) {sorted(versions)}, this rolloutlab "
+                         f"reads version {SCHEMA_VERSION}")
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+@dataclass
+class TraceWriter:
+    """Appends rollout and step rows to a run directory, one step at a time.
+
+    Life cycle: create, call :meth:`append_step` once per finished learner step
+    (rows are validated, appended to ``rollouts.jsonl`` / ``steps.jsonl`` and flushed
+    to disk, so a run that dies keeps every finished step), then :meth:`close`, which
+    writes ``rollouts.parquet`` and ``steps.parquet``. With ``stream=False`` rows are
+    kept in memory and only the parquet files are written (the simulator's mode);
+    :meth:`close` is still what writes them, also after an exception.
+    """
+
+    out_dir: Path
+    stream: bool = True
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._rollouts: list[pl.DataFrame] = []
+        self._steps: list[pl.DataFrame] = []
+
+    def path(self, kind: str, suffix: str) -> Path:
+        """``out_dir / f"{prefix}{kind}{suffix}"``."""
+        return self.out_dir / f"{self.prefix}{kind}{suffix}"
+
+    def append_step(self, rollouts: pl.DataFrame, step: pl.DataFrame) -> None:
+        """Validate and append one step's rows (rollout rows, and its one step row)."""
+        rollouts = validate(rollouts, "rollouts", "<rollouts of step>")
+        step = validate(step, "steps", "<step row>")
+        if self.stream:
+            for kind, df in (("rollouts", rollouts), ("steps", step)):
+                with open(self.path(kind, ".jsonl"), "a") as fh:
+                    fh.write(df.write_ndjson())
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        else:
+            self._rollouts.append(rollouts)
+            self._steps.append(step)
+
+    def close(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Write the parquet tables; return ``(rollouts, steps)``."""
+        if self.stream:
+            rollouts = read(self.path("rollouts", ".jsonl"), "rollouts") \
+                if self.path("rollouts", ".jsonl").exists() else empty("rollouts")
+            steps = read(self.path("steps", ".jsonl"), "steps") \
+                if self.path("steps", ".jsonl").exists() else empty("steps")
+        else:
+            rollouts = concat(self._rollouts, "rollouts")
+            steps = concat(self._steps, "steps")
+        write_parquet(rollouts, self.path("rollouts", ".parquet"), "rollouts")
+        write_parquet(steps, self.path("steps", ".parquet"), "steps")
+        return rollouts, steps
+
+
+def concat(frames: Iterable[pl.DataFrame], kind: str) -> pl.DataFrame:
+    """Concatenate tables of one kind (an empty table when there are none)."""
+    frames = list(frames)
+    return pl.concat(frames, how="vertical") if frames else empty(kind)
+
+
+def truncate_jsonl(path: str | os.PathLike, keep_steps: int) -> None:
+    """Keep only rows with ``step < keep_steps`` in a JSONL trace (for ``--resume``).
+
+    Rewrites the file atomically; a partial last line (a run killed mid-write) is
+    dropped with the steps after the checkpoint.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = []
+    with open(path) as fh:
+        for line in fh:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # torn final line of a killed run: its step is redone
+            if row.get("step", 0) < keep_steps:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        fh.writelines(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
