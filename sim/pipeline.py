@@ -1,0 +1,132 @@
+"""Training pipelines over the simulated engine; they emit the trace tables.
+
+Synchronous pipeline (GRPO/DAPO as in verl's default trainer), per learner step ``t``:
+``G_t = controller.propose()``; dispatch ``B`` prompts x ``G_t`` rollouts at once; wait
+for the last (the makespan: verl ``timing_s/gen``); learner update; weight sync;
+``controller.observe(lengths)``; next step. Policy version = learner version = ``t``.
+
+Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` and draws lengths from an RNG
+seeded by ``(seed, t)``, so controllers compared on one seed see the same prompts
+(:mod:`sim.lengths` draws sample ``j`` of a prompt identically whatever ``G``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import simpy
+
+from sim.controllers import Controller
+from sim.engine import Batch, Engine
+from sim.lengths import finish_reasons
+from sim.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One simulated training run."""
+
+    steps: int = 300
+    """Learner steps T."""
+    prompts: int = 64
+    """Prompt batch B (prompts per step)."""
+    seed: int = 0
+    """Seed of the prompt/length stream (the controller has its own)."""
+    run_id: str = "sim"
+    """``run_id`` written into the traces."""
+    lr: float = 1e-6
+    """Learning rate written into the step table (no effect on timing)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.prompts < 1:
+            raise ValueError(f"RunConfig: need steps >= 1 and prompts >= 1, got {self}")
+
+
+def step_rng(seed: int, step: int) -> np.random.Generator:
+    """The length RNG of one step: a function of ``(seed, step)`` only."""
+    return np.random.default_rng([seed, step])
+
+
+def rollout_rows(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: Batch,
+                 policy_version: int | np.ndarray, learner_version: int | np.ndarray,
+                 max_response_length: int, t_offset: float = 0.0) -> pl.DataFrame:
+    """Rollout-table rows (trace schema) of a finished step's :class:`Batch`.
+
+    ``prompt_ids`` is ``(n_prompts,)``; the batch holds ``n_prompts * G`` requests in
+    row-major ``(prompt, sample)`` order. ``t_offset`` is added to the batch times.
+    """
+    n = len(batch.response_tokens)
+    return pl.DataFrame({
+        "run_id": [run_id] * n,
+        "step": np.full(n, step, dtype=np.int64),
+        "prompt_id": np.repeat(np.asarray(prompt_ids, dtype=np.int64), G),
+        "sample_idx": np.tile(np.arange(G, dtype=np.int64), len(prompt_ids)),
+        "group_size": np.full(n, G, dtype=np.int64),
+        "policy_version": np.broadcast_to(np.asarray(policy_version, dtype=np.int64), n).copy(),
+        "learner_version": np.broadcast_to(np.asarray(learner_version, dtype=np.int64), n).copy(),
+        "prompt_tokens": batch.prompt_tokens,
+        "response_tokens": batch.response_tokens,
+        "finish_reason": finish_reasons(batch.response_tokens, max_response_length),
+        "worker": batch.worker,
+        "t_submit": batch.t_submit + t_offset,
+        "t_first_token": batch.t_first_token + t_offset,
+        "t_finish": batch.t_finish + t_offset,
+    })
+
+
+def step_row(run_id: str, step: int, t_start: float, t_end: float, gen_time: float,
+             train_time: float, sync_time: float, lr: float, controller: Controller) -> pl.DataFrame:
+    """The step-table row of one learner step (sim: no reward, KL or gradients)."""
+    return pl.DataFrame({
+        "run_id": [run_id], "step": [step], "t_start": [t_start], "t_end": [t_end],
+        "gen_time": [gen_time], "train_time": [train_time], "sync_time": [sync_time],
+        "lr": [lr], "reward_mean": [None], "kl": [None], "grad_norm": [None],
+        "grad_cosine": [None], "controller_state": [json.dumps(controller.state_dict())],
+    }, schema_overrides={"reward_mean": pl.Float64, "kl": pl.Float64,
+                         "grad_norm": pl.Float64, "grad_cosine": pl.Float64})
+
+
+def run_sync(scenario: Scenario, controller: Controller, cfg: RunConfig,
+             on_step: Callable[[int, int], None] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
+
+    ``on_step(step, G)`` is called after each step (progress bars). Raises ValueError
+    if the controller proposes G < 1.
+    """
+    env = simpy.Environment()
+    engine = Engine(env, scenario.cost, scenario.engine)
+    rollouts: list[pl.DataFrame] = []
+    steps: list[pl.DataFrame] = []
+    env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step))
+    env.run()
+    return pl.concat(rollouts), pl.concat(steps)
+
+
+def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step):
+    B, cap = cfg.prompts, scenario.lengths.max_response_length
+    for t in range(cfg.steps):
+        G = int(controller.propose())
+        if G < 1:
+            raise ValueError(f"controller {controller.name} proposed G={G} at step {t}")
+        lengths = scenario.lengths.sample(step_rng(cfg.seed, t), B, G, t)  # (B, G)
+        prompt_ids = t * B + np.arange(B)
+        t_start = env.now
+        batch = engine.submit(np.repeat(prompt_ids, G), np.full(B * G, scenario.prompt_tokens),
+                              lengths.ravel())
+        yield batch.done
+        gen_time = env.now - t_start
+        tokens = float(lengths.sum() + B * G * scenario.prompt_tokens)
+        train_time = scenario.cost.learner_step_s(tokens)
+        yield env.timeout(train_time)
+        sync_time = scenario.cost.weight_sync_s()
+        yield env.timeout(sync_time)
+        controller.observe(lengths.tolist())
+        rollouts.append(rollout_rows(cfg.run_id, t, G, prompt_ids, batch, t, t, cap))
+        steps.append(step_row(cfg.run_id, t, t_start, env.now, gen_time, train_time,
+                              sync_time, cfg.lr, controller))
+        if on_step is not None:
+            on_step(t, G)

@@ -1,0 +1,145 @@
+"""Scenarios: a calibrated length model, cost model and cluster, loaded from JSON.
+
+A calibration file (written by :mod:`calibration`, read here) is a JSON object::
+
+    {"format": "rolloutlab.calibration", "version": 1, "name": "...",
+     "lengths": {"kind": "lognormal", "mu": .., "sigma_prompt": .., "sigma_within": ..,
+                 "max_response_length": .., "mu_growth_per_step": 0.0,
+                 "sigma_growth_per_step": 0.0}
+                | {"kind": "empirical", "values": [...], "max_response_length": ..},
+     "prompt_tokens": 104,
+     "cost": {<sim.cost.LinearCost fields>},
+     "engine": {"n_workers": 8, "max_num_seqs": 256, "dispatch": "group"},
+     "defaults": {"prompts": 64, "steps": 300, "tau": 4.0},
+     "provenance": {...}, "fit": {...}}
+
+``provenance`` and ``fit`` are carried along untouched (source files, hashes, fit
+quality). Bundled scenarios live in ``sim/data/*.json`` and are listed by
+:func:`bundled_scenarios`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.cost import LinearCost
+from sim.engine import EngineConfig
+from sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
+
+FORMAT = "rolloutlab.calibration"
+VERSION = 1
+DEFAULT_SCENARIO = "longcot"
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything the simulator needs besides the controller and the run length."""
+
+    name: str
+    lengths: LengthModel
+    prompt_tokens: int
+    """Prompt length in tokens (every prompt)."""
+    cost: LinearCost
+    engine: EngineConfig
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Suggested ``prompts``, ``steps``, ``tau`` for this scenario."""
+    source: dict[str, Any] = field(default_factory=dict)
+    """The raw JSON (provenance and fit quality included), for ``config.json``."""
+
+
+def _get(d: dict, key: str, where: str, path: str):
+    if not isinstance(d, dict) or key not in d:
+        raise CalibrationError(f"{path}: missing field {where}{key!r}")
+    return d[key]
+
+
+def _lengths_from(d: dict, path: str) -> LengthModel:
+    kind = _get(d, "kind", "lengths.", path)
+    cap = int(_get(d, "max_response_length", "lengths.", path))
+    if kind == "lognormal":
+        keys = ("mu", "sigma_prompt", "sigma_within")
+        vals = {k: float(_get(d, k, "lengths.", path)) for k in keys}
+        for k, v in vals.items():
+            if not np.isfinite(v):
+                raise CalibrationError(f"{path}: field lengths.{k!r} is not finite ({v})")
+        extra = {k: float(d.get(k, 0.0)) for k in ("mu_growth_per_step", "sigma_growth_per_step")}
+        try:
+            return LognormalLengths(max_response_length=cap, **vals, **extra)
+        except ValueError as exc:
+            raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
+    if kind == "empirical":
+        values = np.asarray(_get(d, "values", "lengths.", path), dtype=np.int64)
+        groups = tuple(np.asarray(g, dtype=np.int64) for g in d.get("groups", []))
+        try:
+            return EmpiricalLengths(values=values, max_response_length=cap, groups=groups)
+        except ValueError as exc:
+            raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
+    raise CalibrationError(f"{path}: field lengths.kind: expected 'lognormal' or 'empirical', got {kind!r}")
+
+
+def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
+    """Build a :class:`Scenario` from a calibration dict.
+
+    Raises: :class:`CalibrationError` on another format or version, a missing field or
+    a bad value, naming ``path`` and the field.
+    """
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise CalibrationError(f"{path}: field 'format': expected {FORMAT!r}, "
+                               f"got {d.get('format') if isinstance(d, dict) else type(d).__name__!r}")
+    if d.get("version") != VERSION:
+        raise CalibrationError(f"{path}: field 'version': this rolloutlab reads calibration "
+                               f"version {VERSION}, got {d.get('version')!r}")
+    cost_d = _get(d, "cost", "", path)
+    known = {f.name for f in fields(LinearCost)}
+    unknown = set(cost_d) - known
+    if unknown:
+        raise CalibrationError(f"{path}: field 'cost': unknown coefficient(s) {sorted(unknown)}")
+    try:
+        cost = LinearCost(**{k: float(v) for k, v in cost_d.items()})
+        engine = EngineConfig(**d.get("engine", {}))
+    except (TypeError, ValueError) as exc:
+        raise CalibrationError(f"{path}: field 'cost'/'engine': {exc}") from None
+    prompt_tokens = int(_get(d, "prompt_tokens", "", path))
+    if prompt_tokens < 0:
+        raise CalibrationError(f"{path}: field 'prompt_tokens' must be >= 0, got {prompt_tokens}")
+    return Scenario(name=str(d.get("name", Path(path).stem)), lengths=_lengths_from(
+        _get(d, "lengths", "", path), path), prompt_tokens=prompt_tokens, cost=cost,
+        engine=engine, defaults=dict(d.get("defaults", {})), source=d)
+
+
+def load_scenario(path_or_name: str | Path) -> Scenario:
+    """Load a calibration file, or a bundled scenario by name (see :func:`bundled_scenarios`).
+
+    Raises: :class:`CalibrationError` for a missing/unreadable file or bad content.
+    """
+    name = str(path_or_name)
+    if name in bundled_scenarios():
+        text = resources.files("sim").joinpath("data", f"{name}.json").read_text()
+        path = f"sim/data/{name}.json"
+    else:
+        p = Path(name)
+        if not p.exists():
+            raise CalibrationError(f"{name}: no such calibration file or bundled scenario "
+                                   f"(bundled: {', '.join(bundled_scenarios())})")
+        text, path = p.read_text(), str(p)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return scenario_from_dict(data, path)
+
+
+def bundled_scenarios() -> list[str]:
+    """Names of the scenarios shipped in ``sim/data``."""
+    folder = resources.files("sim").joinpath("data")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
