@@ -12,7 +12,7 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
-    "sim": "sim.cli:sim",
+    "sim": "analysis.sim_command:sim",
 }
 
 

@@ -24,6 +24,7 @@ from sim.controllers import Controller
 from sim.engine import Batch, Engine
 from sim.lengths import finish_reasons
 from sim.scenario import Scenario
+from sim.trace import STEP_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,11 @@ def step_row(run_id: str, step: int, t_start: float, t_end: float, gen_time: flo
              train_time: float, sync_time: float, lr: float, controller: Controller) -> pl.DataFrame:
     """The step-table row of one learner step (sim: no reward, KL or gradients)."""
     return pl.DataFrame({
-        "run_id": [run_id], "step": [step], "t_start": [t_start], "t_end": [t_end],
-        "gen_time": [gen_time], "train_time": [train_time], "sync_time": [sync_time],
-        "lr": [lr], "reward_mean": [None], "kl": [None], "grad_norm": [None],
+        "run_id": [run_id], "step": [step], "t_start": [float(t_start)],
+        "t_end": [float(t_end)], "gen_time": [float(gen_time)],
+        "train_time": [float(train_time)], "sync_time": [float(sync_time)], "lr": [float(lr)], "reward_mean": [None], "kl": [None], "grad_norm": [None],
         "grad_cosine": [None], "controller_state": [json.dumps(controller.state_dict())],
-    }, schema_overrides={"reward_mean": pl.Float64, "kl": pl.Float64,
-                         "grad_norm": pl.Float64, "grad_cosine": pl.Float64})
+    }, schema=STEP_SCHEMA)
 
 
 def run_sync(scenario: Scenario, controller: Controller, cfg: RunConfig,

@@ -1,0 +1,46 @@
+"""Figures (seaborn/matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from sim.metrics import step_metrics  # noqa: E402
+
+
+def comparison_figure(rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path,
+                      tau: float) -> None:
+    """Three panels, one line per controller (``run_id``): G per step, straggler ratio
+    per step (with the threshold ``tau``), cumulative wall-clock (h). Writes ``path``."""
+    per_step = []
+    for (run_id,), df in rollouts.group_by(["run_id"], maintain_order=True):
+        m = step_metrics(df, tau).with_columns(pl.lit(run_id).alias("controller"))
+        per_step.append(m)
+    m = pl.concat(per_step)
+    wall = steps.sort("run_id", "step").with_columns(
+        ((pl.col("t_end") - pl.col("t_start").min().over("run_id")) / 3600).alias("wall_clock_h"),
+        pl.col("run_id").alias("controller"))
+    order = list(dict.fromkeys(rollouts["run_id"].to_list()))  # same colour per controller
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    sns.lineplot(m.to_pandas(), x="step", y="group_size", hue="controller", hue_order=order, ax=axes[0],
+                 drawstyle="steps-post")
+    axes[0].set_ylabel("group size G")
+    sns.lineplot(m.to_pandas(), x="step", y="straggler_ratio", hue="controller", hue_order=order, ax=axes[1],
+                 legend=False, alpha=0.7)
+    axes[1].axhline(tau, color="k", ls="--", lw=1, label=f"tau = {tau:g}")
+    axes[1].set_ylabel("straggler ratio max/median")
+    axes[1].legend(loc="upper right")
+    sns.lineplot(wall.to_pandas(), x="step", y="wall_clock_h", hue="controller", hue_order=order, ax=axes[2],
+                 legend=False)
+    axes[2].set_ylabel("cumulative wall-clock (h)")
+    axes[2].set_xlabel("learner step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,47 @@
+"""Shared fixtures: small scenarios with hand-computable costs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cost import ConstantCost, LinearCost
+from sim.engine import EngineConfig
+from sim.lengths import LognormalLengths
+from sim.scenario import FORMAT, VERSION, Scenario
+
+
+@pytest.fixture
+def tiny_scenario() -> Scenario:
+    """Short lognormal lengths, 2 workers, constant 10 ms iterations."""
+    return Scenario(
+        name="tiny",
+        lengths=LognormalLengths(mu=3.0, sigma_prompt=0.4, sigma_within=0.6, max_response_length=200),
+        prompt_tokens=16,
+        cost=ConstantCost(iter_s=0.01, learner_s=0.5, sync_s=0.1),
+        engine=EngineConfig(n_workers=2, max_num_seqs=16),
+        defaults={"prompts": 4, "steps": 5, "tau": 3.0},
+    )
+
+
+def calibration_dict(**overrides) -> dict:
+    """A valid calibration-file dict for a tiny scenario (CLI tests)."""
+    d = {
+        "format": FORMAT, "version": VERSION, "name": "tiny-file",
+        "lengths": {"kind": "lognormal", "mu": 3.0, "sigma_prompt": 0.4, "sigma_within": 0.6,
+                    "max_response_length": 200},
+        "prompt_tokens": 16,
+        "cost": LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-7, learner_const_s=0.5, sync_s=0.1).to_dict(),
+        "engine": {"n_workers": 2, "max_num_seqs": 16},
+        "defaults": {"prompts": 4, "steps": 6, "tau": 3.0},
+    }
+    d.update(overrides)
+    return d
+
+
+@pytest.fixture
+def calibration_file(tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(calibration_dict()))
+    return path

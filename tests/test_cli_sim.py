@@ -1,0 +1,43 @@
+"""CLI smoke tests of `rolloutlab sim` with tiny sizes."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from click.testing import CliRunner
+
+from rolloutlab.cli import main
+from tests.conftest import calibration_dict
+
+
+def test_sim_writes_every_output(tmp_path, calibration_file):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "5",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary["controller"].to_list() == ["static:4", "static:8", "static:16", "sagc"]
+    assert set(["controller", "steps", "wall_clock_s", "gen_time_s", "slot_idle_frac",
+                "straggler_rate", "mean_G", "rollouts", "tokens_per_s"]) <= set(summary.columns)
+    assert summary.filter(pl.col("controller") == "static:8")["rollouts"][0] == 5 * 4 * 8
+    for name in ("rollouts.parquet", "steps.parquet", "comparison.png", "config.json"):
+        assert (out / name).stat().st_size > 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["run"]["steps"] == 5 and cfg["versions"]["simpy"]
+    assert "static:16" in res.output
+
+
+def test_sim_bad_calibration_version(tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(calibration_dict(version=7)))
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(path), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0
+    assert "cal.json: field 'version'" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_sim_bad_controller_spec(tmp_path, calibration_file):
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
+                                    "--controllers", "static:4,dynamic", "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "dynamic" in res.output

@@ -1,0 +1,147 @@
+"""SAGC and StaticG: the properties issue 2 asks for, and state round trips."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.controllers import SAGC, StaticG, parse_controller
+
+
+def straggling_lengths(G: int, n_prompts: int, straggle: bool) -> list[list[int]]:
+    """Lengths whose max/median is 10 (straggle) or 1 (not)."""
+    lengths = [[100] * G for _ in range(n_prompts)]
+    if straggle:
+        lengths[0][0] = 1000
+    return lengths
+
+
+def drive(ctl: SAGC, p_of_G: dict[int, float], steps: int, seed: int) -> list[int]:
+    """Run ``ctl`` against a stationary straggler probability per G; return the S_t's."""
+    rng = np.random.default_rng(seed)
+    events = []
+    for _ in range(steps):
+        G = ctl.propose()
+        s = bool(rng.random() < p_of_G[G])
+        ctl.observe(straggling_lengths(G, 3, s))
+        events.append(int(s))
+    return events
+
+
+probs = st.floats(min_value=0.0, max_value=1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), p4=probs, p8=probs, p16=probs, steps=st.integers(1, 120))
+def test_sagc_invariants(seed, p4, p8, p16, steps):
+    ctl = SAGC(candidates=(4, 8, 16), seed=seed, tau=4.0)
+    rng = np.random.default_rng(seed)
+    prev = ctl.current
+    for _ in range(steps):
+        G = ctl.propose()
+        assert G in ctl.candidates
+        assert abs(ctl.candidates.index(G) - ctl.candidates.index(prev)) <= ctl.radius
+        prev = G
+        p = {4: p4, 8: p8, 16: p16}[G]
+        ctl.observe(straggling_lengths(G, 2, bool(rng.random() < p)))
+        assert ctl.lam >= 0.0
+        assert all(a > 0 for a in ctl.alpha.values()) and all(b > 0 for b in ctl.beta.values())
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**16), forget=st.sampled_from(["chosen", "to_prior"]))
+def test_sagc_same_seed_same_sequence(seed, forget):
+    p = {4: 0.1, 8: 0.4, 16: 0.9}
+    runs = []
+    for _ in range(2):
+        ctl = SAGC(seed=seed, forget=forget)
+        events = drive(ctl, p, 80, seed)
+        runs.append(([h[0] for h in ctl.history], events))
+    assert runs[0] == runs[1]
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**16), delta=st.sampled_from([0.2, 0.3, 0.5]))
+def test_sagc_long_run_straggler_rate_near_delta(seed, delta):
+    # Feasible constraint: the smallest G straggles less often than delta, the largest more.
+    p = {4: 0.05, 8: (0.05 + 0.9) / 2, 16: 0.9}
+    ctl = SAGC(seed=seed, delta=delta)
+    events = drive(ctl, p, 4000, seed)
+    rate = float(np.mean(events[1000:]))
+    assert abs(rate - delta) < 0.08, rate
+
+
+def test_sagc_learns_that_large_G_straggles_more():
+    ctl = SAGC(seed=1)
+    drive(ctl, {4: 0.05, 8: 0.3, 16: 0.95}, 600, 1)
+    visits = {g: sum(1 for h in ctl.history if h[0] == g) for g in ctl.candidates}
+    assert visits[16] > 0 and visits[4] > 0
+    post = ctl.posterior_mean()
+    assert post[16] > post[4]
+
+
+def test_sagc_prefers_largest_G_when_nothing_straggles():
+    ctl = SAGC(seed=3, init_G=4)
+    drive(ctl, {4: 0.0, 8: 0.0, 16: 0.0}, 50, 3)
+    assert [h[0] for h in ctl.history][-10:] == [16] * 10
+    assert ctl.lam == 0.0
+
+
+def test_sagc_dual_update_is_projected_ascent():
+    ctl = SAGC(seed=0, delta=0.25, eta_lambda=0.5)
+    lam = 0.0
+    for s in (1, 0, 0, 0, 1, 1):
+        ctl.propose()
+        ctl.observe(straggling_lengths(ctl.current, 2, bool(s)))
+        lam = max(0.0, lam + 0.5 * (s - 0.25))
+        assert ctl.lam == pytest.approx(lam)
+    assert ctl.lam == pytest.approx(0.75)  # 0.375, 0.25, 0.125, 0, 0.375, 0.75
+
+
+def test_sagc_beta_update_with_forgetting():
+    ctl = SAGC(seed=0, gamma=0.5, prior=(1.0, 1.0))
+    G = ctl.propose()
+    ctl.observe(straggling_lengths(G, 2, True))
+    assert ctl.alpha[G] == pytest.approx(0.5 * 1 + 1)
+    assert ctl.beta[G] == pytest.approx(0.5 * 1 + 0)
+    others = [g for g in ctl.candidates if g != G]
+    assert all(ctl.alpha[g] == 1.0 for g in others)
+
+
+def test_sagc_state_round_trip_continues_identically():
+    p = {4: 0.1, 8: 0.5, 16: 0.9}
+    a = SAGC(seed=7)
+    drive(a, p, 40, 7)
+    state = json.loads(json.dumps(a.state_dict()))  # must survive JSON
+    b = SAGC(seed=999)
+    b.load_state_dict(state)
+    assert [a.propose() for _ in range(20)] == [b.propose() for _ in range(20)]
+
+
+def test_static_g():
+    ctl = StaticG(8)
+    assert ctl.propose() == 8
+    ctl.observe([[1, 2]])
+    assert ctl.state_dict()["steps_observed"] == 1
+    with pytest.raises(ValueError):
+        StaticG(0)
+    with pytest.raises(ValueError):
+        ctl.observe([])
+
+
+@pytest.mark.parametrize("spec,err", [("static:x", "static:G"), ("foo", "expected"),
+                                      ("sagc:bogus=1", "unknown SAGC option")])
+def test_parse_controller_errors(spec, err):
+    with pytest.raises(ValueError, match=err):
+        parse_controller(spec)
+
+
+def test_parse_controller_options():
+    ctl = parse_controller("sagc:tau=3,delta=0.2,candidates=2/4/8", seed=1, tau=9.0)
+    assert (ctl.tau, ctl.delta, ctl.candidates) == (3.0, 0.2, (2, 4, 8))
+    assert parse_controller("sagc", tau=9.0).tau == 9.0
+    assert parse_controller("static:4").name == "static:4"
