@@ -24,7 +24,7 @@ from sim.controllers import Controller
 from sim.engine import Batch, Engine
 from sim.lengths import finish_reasons
 from sim.scenario import Scenario
-from sim.trace import STEP_SCHEMA
+from sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,19 @@ def step_rng(seed: int, step: int) -> np.random.Generator:
     return np.random.default_rng([seed, step])
 
 
-def rollout_rows(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: Batch,
-                 policy_version: int | np.ndarray, learner_version: int | np.ndarray,
-                 max_response_length: int, t_offset: float = 0.0) -> pl.DataFrame:
-    """Rollout-table rows (trace schema) of a finished step's :class:`Batch`.
+def rollout_columns(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: Batch,
+                    policy_version: int | np.ndarray, learner_version: int | np.ndarray,
+                    max_response_length: int, t_offset: float = 0.0) -> dict[str, np.ndarray]:
+    """Rollout-table columns (trace schema) of a finished step's :class:`Batch`.
 
     ``prompt_ids`` is ``(n_prompts,)``; the batch holds ``n_prompts * G`` requests in
     row-major ``(prompt, sample)`` order. ``t_offset`` is added to the batch times.
+    Returns a dict of ``(n_prompts * G,)`` arrays (build many steps' columns, then one
+    table: :func:`columns_to_rollouts`).
     """
     n = len(batch.response_tokens)
-    return pl.DataFrame({
-        "run_id": [run_id] * n,
+    return {
+        "run_id": np.full(n, run_id, dtype=object),
         "step": np.full(n, step, dtype=np.int64),
         "prompt_id": np.repeat(np.asarray(prompt_ids, dtype=np.int64), G),
         "sample_idx": np.tile(np.arange(G, dtype=np.int64), len(prompt_ids)),
@@ -76,18 +78,24 @@ def rollout_rows(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: 
         "t_submit": batch.t_submit + t_offset,
         "t_first_token": batch.t_first_token + t_offset,
         "t_finish": batch.t_finish + t_offset,
-    })
+    }
 
 
-def step_row(run_id: str, step: int, t_start: float, t_end: float, gen_time: float,
-             train_time: float, sync_time: float, lr: float, controller: Controller) -> pl.DataFrame:
-    """The step-table row of one learner step (sim: no reward, KL or gradients)."""
-    return pl.DataFrame({
-        "run_id": [run_id], "step": [step], "t_start": [float(t_start)],
-        "t_end": [float(t_end)], "gen_time": [float(gen_time)],
-        "train_time": [float(train_time)], "sync_time": [float(sync_time)], "lr": [float(lr)], "reward_mean": [None], "kl": [None], "grad_norm": [None],
-        "grad_cosine": [None], "controller_state": [json.dumps(controller.state_dict())],
-    }, schema=STEP_SCHEMA)
+def columns_to_rollouts(columns: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    """One rollout table (trace schema) from :func:`rollout_columns` dicts."""
+    return pl.DataFrame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]},
+                        schema=ROLLOUT_SCHEMA)
+
+
+def step_record(run_id: str, step: int, t_start: float, t_end: float, gen_time: float,
+                train_time: float, sync_time: float, lr: float, controller: Controller) -> dict:
+    """The step-table row of one learner step as a dict (sim: no reward, KL or gradients);
+    a list of them becomes a table with ``pl.DataFrame(rows, schema=STEP_SCHEMA)``."""
+    return {"run_id": run_id, "step": step, "t_start": float(t_start), "t_end": float(t_end),
+            "gen_time": float(gen_time), "train_time": float(train_time),
+            "sync_time": float(sync_time), "lr": float(lr), "reward_mean": None, "kl": None,
+            "grad_norm": None, "grad_cosine": None,
+            "controller_state": json.dumps(controller.state_dict())}
 
 
 def run_sync(scenario: Scenario, controller: Controller, cfg: RunConfig,
@@ -99,11 +107,11 @@ def run_sync(scenario: Scenario, controller: Controller, cfg: RunConfig,
     """
     env = simpy.Environment()
     engine = Engine(env, scenario.cost, scenario.engine)
-    rollouts: list[pl.DataFrame] = []
-    steps: list[pl.DataFrame] = []
+    rollouts: list[dict[str, np.ndarray]] = []
+    steps: list[dict] = []
     env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step))
     env.run()
-    return pl.concat(rollouts), pl.concat(steps)
+    return columns_to_rollouts(rollouts), pl.DataFrame(steps, schema=STEP_SCHEMA)
 
 
 def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step):
@@ -116,7 +124,7 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         prompt_ids = t * B + np.arange(B)
         t_start = env.now
         batch = engine.submit(np.repeat(prompt_ids, G), np.full(B * G, scenario.prompt_tokens),
-                              lengths.ravel())
+                              lengths.ravel(), exclusive=True)
         yield batch.done
         gen_time = env.now - t_start
         tokens = float(lengths.sum() + B * G * scenario.prompt_tokens)
@@ -125,8 +133,8 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         sync_time = scenario.cost.weight_sync_s()
         yield env.timeout(sync_time)
         controller.observe(lengths.tolist())
-        rollouts.append(rollout_rows(cfg.run_id, t, G, prompt_ids, batch, t, t, cap))
-        steps.append(step_row(cfg.run_id, t, t_start, env.now, gen_time, train_time,
+        rollouts.append(rollout_columns(cfg.run_id, t, G, prompt_ids, batch, t, t, cap))
+        steps.append(step_record(cfg.run_id, t, t_start, env.now, gen_time, train_time,
                               sync_time, cfg.lr, controller))
         if on_step is not None:
             on_step(t, G)

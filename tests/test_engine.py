@@ -28,10 +28,10 @@ def engine_case(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(engine_case())
-def test_closed_form_equals_reference_loop_exactly(case):
+@given(engine_case(), st.booleans())
+def test_closed_form_equals_reference_loop_exactly(case, exclusive):
     lengths, prompts, cost, cfg = case
-    batch = generate(lengths, prompts, cost, cfg)
+    batch = generate(lengths, prompts, cost, cfg, exclusive=exclusive)
     ref, features = reference_generate(lengths, prompts, cost, cfg)
     assert np.array_equal(batch.worker, ref["worker"])
     assert np.array_equal(batch.t_finish, ref["t_finish"])
