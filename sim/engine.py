@@ -22,9 +22,7 @@ events). :func:`reference_generate` is the plain per-iteration loop this must eq
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
-from itertools import repeat
 from dataclasses import dataclass
 from typing import Callable
 
@@ -87,8 +85,8 @@ class Batch:
         self.keys_ = self.prompt_keys.tolist()
         self.prompt_ = self.prompt_tokens.tolist()
         self.resp_ = self.response_tokens.tolist()
-        self.first_ = [math.nan] * n
-        self.finish_ = [math.nan] * n
+        self.first_ = np.full(n, np.nan)
+        self.finish_ = np.full(n, np.nan)
         self.worker = np.full(n, -1, dtype=np.int64)
         self.t_submit = np.full(n, np.nan)
         self.remaining = n
@@ -99,12 +97,12 @@ class Batch:
     @property
     def t_first_token(self) -> np.ndarray:
         """``(n,)`` time of each request's first token (s)."""
-        return np.array(self.first_)
+        return self.first_
 
     @property
     def t_finish(self) -> np.ndarray:
         """``(n,)`` time each request finished (s); NaN while running."""
-        return np.array(self.finish_)
+        return self.finish_
 
     def finished(self, i: int, t: float) -> None:
         """Record request ``i`` finished at ``t`` (now); fire :attr:`done` after the last."""
@@ -121,7 +119,9 @@ class Worker:
 
     def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
         self.env, self.index, self.cost, self.config = env, index, cost, config
-        self.waiting: deque[tuple[Batch, int]] = deque()
+        self.waiting: deque[list] = deque()  # FIFO chunks [batch, idx array, idx list, pos]
+        self.n_waiting = 0
+        self._n_streaming = 0  # held requests of batches that cannot run in closed form
         self.running: list[tuple[int, int, Batch, int]] = []  # heap (finish_k, seq, batch, i)
         self.k = 0  # iterations completed
         self.n = 0  # running sequences
@@ -138,7 +138,7 @@ class Worker:
     @property
     def outstanding(self) -> int:
         """Requests running or waiting on this worker."""
-        return self.n + len(self.waiting)
+        return self.n + self.n_waiting
 
     def enqueue(self, batch: Batch, idx: np.ndarray) -> None:
         """Queue requests ``idx`` (int array) of ``batch`` in that order (FIFO); wakes the worker."""
@@ -146,18 +146,26 @@ class Worker:
             raise RuntimeError(f"worker {self.index}: a request was submitted while an "
                                "exclusive batch was running (see Batch(exclusive=...))")
         batch.worker[idx] = self.index
-        self.waiting.extend(zip(repeat(batch), idx.tolist()))
+        self.waiting.append([batch, idx, idx.tolist(), 0])
+        self.n_waiting += len(idx)
+        if not batch.coalesce:
+            self._n_streaming += len(idx)
         if not self._wakeup.triggered:
             self._wakeup.succeed()
 
     def _admit(self, t: float) -> float:
         """Admit waiting requests into free slots at boundary time ``t``; set their first
         token times; return this iteration's prefill time (s)."""
-        if not self.waiting or self.n >= self.config.max_num_seqs:
+        if not self.n_waiting or self.n >= self.config.max_num_seqs:
             return 0.0
         admitted, prefill_tokens = [], 0
-        while self.n < self.config.max_num_seqs and self.waiting:
-            batch, i = self.waiting.popleft()
+        while self.n < self.config.max_num_seqs and self.n_waiting:
+            chunk = self.waiting[0]
+            batch, i = chunk[0], chunk[2][chunk[3]]
+            chunk[3] += 1
+            if chunk[3] == len(chunk[2]):
+                self.waiting.popleft()
+            self.n_waiting -= 1
             key = (id(batch), batch.keys_[i])
             if not self.config.prefix_caching or key not in self._cached:
                 prefill_tokens += batch.prompt_[i]
@@ -190,21 +198,21 @@ class Worker:
             self.n -= 1
             self.prompt_sum -= batch.prompt_[i]
             self.k0_sum -= self.k - batch.resp_[i]
+            if not batch.coalesce:
+                self._n_streaming -= 1
             done.append((batch, i))
         return done
 
-    def _all_coalescable(self) -> bool:
-        return all(b.coalesce for _, _, b, _ in self.running) and all(b.coalesce for b, _ in self.waiting)
 
     def run(self):
         """Process: admit, advance to the next completion in closed form, repeat."""
         env = self.env
         while True:
-            if self.n == 0 and not self.waiting:
+            if self.n == 0 and not self.n_waiting:
                 self._wakeup = env.event()
                 yield self._wakeup
                 continue
-            if self._all_coalescable():
+            if self._n_streaming == 0:
                 yield from self._run_exclusive()
                 continue
             prefill_s = self._admit(env.now)
@@ -235,10 +243,8 @@ class Worker:
 
     def _one_wave_fits(self) -> bool:
         """All waiting requests, of one batch, can be admitted at once into an idle worker."""
-        if self.n or not self.waiting or len(self.waiting) > self.config.max_num_seqs:
-            return False
-        first = self.waiting[0][0]
-        return all(b is first for b, _ in self.waiting)
+        return (self.n == 0 and len(self.waiting) == 1 and self.waiting[0][3] == 0
+                and self.n_waiting <= self.config.max_num_seqs)
 
     def _one_wave_times(self) -> tuple[Batch, np.ndarray, np.ndarray, float]:
         """Vectorised closed form for one wave admitted together at iteration ``k``.
@@ -247,19 +253,17 @@ class Worker:
         expression of :meth:`advance_s` and a sequential cumulative sum, so the times are
         bit-identical to the event-by-event path (why: tests compare them exactly).
         """
-        batch = self.waiting[0][0]
-        idx = np.fromiter((i for _, i in self.waiting), dtype=np.int64, count=len(self.waiting))
-        self.waiting.clear()
+        batch, idx, _, _ = self.waiting.popleft()
+        self.n_waiting = 0
         resp, prompt = batch.response_tokens[idx], batch.prompt_tokens[idx]
         if self.config.prefix_caching:
-            prefill_tokens, seen = 0, set()
-            for i in idx.tolist():
-                key = (id(batch), batch.keys_[i])
-                if key not in seen:
-                    seen.add(key)
-                    if key not in self._cached:
-                        prefill_tokens += batch.prompt_[i]
-            self._cached.update(seen)
+            _, first = np.unique(batch.prompt_keys[idx], return_index=True)  # one per prompt
+            prefill_tokens, bid = 0, id(batch)
+            for i in idx[np.sort(first)].tolist():
+                key = (bid, batch.keys_[i])
+                if key not in self._cached:
+                    prefill_tokens += batch.prompt_[i]
+                    self._cached.add(key)
         else:
             prefill_tokens = int(prompt.sum())
         c, k = self.cost, self.k
@@ -286,9 +290,8 @@ class Worker:
 
     def _run_one_wave(self):
         batch, idx, t_fin, t_first = self._one_wave_times()
-        for i, t in zip(idx.tolist(), t_fin.tolist()):
-            batch.first_[i] = t_first
-            batch.finish_[i] = t
+        batch.first_[idx] = t_first
+        batch.finish_[idx] = t_fin
         self._coalescing = True
         self.events += 1
         start = self.env.now
@@ -307,8 +310,8 @@ class Worker:
             return
         t = self.env.now
         finished = []
-        while self.n or self.waiting:
-            prefill_s = self._admit(t) if self.waiting else 0.0
+        while self.n or self.n_waiting:
+            prefill_s = self._admit(t) if self.n_waiting else 0.0
             m = self.running[0][0] - self.k
             t += self.advance_s(m) + prefill_s
             for batch, i in self._complete(m):
