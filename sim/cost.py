@@ -8,7 +8,8 @@ In the memory-bound decode regime ``a_s`` is reading the weights, ``c_s`` readin
 cache per token and ``b_s`` the per-sequence work (sampling, logits). Prefill adds
 ``prefill_s_per_token`` per prompt token admitted in that iteration (prefix-cached
 tokens excluded). Learner step: ``learner_const_s + learner_s_per_token * tokens``
-(prompt + response tokens of the batch). Weight sync: ``sync_s``.
+(prompt + response tokens of the batch). Weight sync:
+``sync_s + weight_bytes * sync_s_per_byte`` (a constant plus bytes / bandwidth).
 
 The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
 why the decode cost is linear in the batch state.
@@ -36,7 +37,11 @@ class LinearCost:
     learner_s_per_token: float = 0.0
     """Learner time per token (prompt + response) of the training batch."""
     sync_s: float = 0.0
-    """Time to push new weights to the generators."""
+    """Constant part of pushing new weights to the generators (launch, barrier, reload)."""
+    weight_bytes: float = 0.0
+    """Bytes of weights copied per sync (e.g. 2 x parameters in bf16)."""
+    sync_s_per_byte: float = 0.0
+    """Inverse copy bandwidth, s per byte (1 / bytes-per-second of the learner-to-generator link)."""
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if not (v >= 0)}
@@ -56,8 +61,8 @@ class LinearCost:
         return self.learner_const_s + self.learner_s_per_token * tokens
 
     def weight_sync_s(self) -> float:
-        """Time (s) of one weight sync."""
-        return self.sync_s
+        """Time (s) of one weight sync: ``sync_s + weight_bytes * sync_s_per_byte``."""
+        return self.sync_s + self.weight_bytes * self.sync_s_per_byte
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from sim import engine_control
 from sim.cost import LinearCost
 
 DISPATCH = ("round_robin", "least_loaded", "group")
@@ -90,6 +91,8 @@ class Batch:
         self.worker = np.full(n, -1, dtype=np.int64)
         self.t_submit = np.full(n, np.nan)
         self.remaining = n
+        self.aborted = np.zeros(n, dtype=bool)  # set by Engine.abort once the request is gone
+        self.abort_tokens = np.zeros(n, dtype=np.int64)  # tokens generated before the abort
         self.done = env.event()
         self.on_finish = on_finish
         self.coalesce = exclusive and on_finish is None
@@ -113,6 +116,19 @@ class Batch:
         if self.remaining == 0:
             self.done.succeed(self)
 
+    def record_abort(self, i: int, t: float, tokens: int) -> None:
+        """Record request ``i`` aborted at ``t`` after ``tokens`` generated tokens (0 if it
+        was never admitted; its first-token time is then ``t``); fire :attr:`done` after
+        the last request. ``on_finish`` is not called."""
+        self.aborted[i] = True
+        self.abort_tokens[i] = tokens
+        self.finish_[i] = t
+        if np.isnan(self.first_[i]) or self.first_[i] > t:
+            self.first_[i] = t
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.done.succeed(self)
+
 
 class Worker:
     """One continuous-batching engine replica (a SimPy process)."""
@@ -133,6 +149,10 @@ class Worker:
         self._coalescing = False
         self.busy_s = 0.0
         self.events = 0
+        self.hold: simpy.Event | None = None  # set by Engine.pause: wait on it at the next boundary
+        self.stopped: simpy.Event | None = None  # fires when this worker has stopped for `hold`
+        self._abort: set[tuple[int, int]] = set()  # (id(batch), i) to remove at the next boundary
+        self._at_boundary = True  # idle or held: aborts can be applied at once
         env.process(self.run())
 
     @property
@@ -208,9 +228,16 @@ class Worker:
         """Process: admit, advance to the next completion in closed form, repeat."""
         env = self.env
         while True:
+            if self._abort:
+                self.apply_aborts(env.now)
+            if self.hold is not None and not self.hold.triggered:
+                yield from self._held()
+                continue
             if self.n == 0 and not self.n_waiting:
                 self._wakeup = env.event()
+                self._at_boundary = True
                 yield self._wakeup
+                self._at_boundary = False
                 continue
             if self._n_streaming == 0:
                 yield from self._run_exclusive()
@@ -229,6 +256,23 @@ class Worker:
             self.busy_s += env.now - t0
             for batch, i in self._complete(m):
                 batch.finished(i, env.now)
+
+    def _held(self):
+        """Stop at this iteration boundary until :meth:`Engine.resume` (pause hook)."""
+        self._at_boundary = True
+        if not self.stopped.triggered:
+            self.stopped.succeed()
+        yield self.hold
+        self._at_boundary = False
+
+    def wake(self) -> None:
+        """Make the worker reach its next iteration boundary and look at pause/abort requests."""
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def apply_aborts(self, t: float) -> None:
+        """Remove requests marked by :meth:`Engine.abort` (at a boundary, time ``t``)."""
+        engine_control.apply_aborts(self, t)
 
     def _iterations_to_boundary(self, elapsed_s: float, m: int, prefill_s: float) -> int:
         """Smallest ``j`` in ``[1, m]`` whose boundary is at or after ``elapsed_s``."""
@@ -352,6 +396,18 @@ class Engine:
             if idx.size:
                 worker.enqueue(batch, idx)
         return batch
+
+    def pause(self) -> simpy.Event:
+        """Stop every worker at its next iteration boundary; see :func:`sim.engine_control.pause`."""
+        return engine_control.pause(self)
+
+    def resume(self) -> None:
+        """Let the workers stopped by :meth:`pause` continue now."""
+        engine_control.resume(self)
+
+    def abort(self, batch: Batch, idx) -> None:
+        """Abort requests ``idx`` of ``batch``; see :func:`sim.engine_control.abort`."""
+        engine_control.abort(self, batch, idx)
 
     def _assign(self, batch: Batch) -> np.ndarray:
         W, n = self.config.n_workers, len(batch.response_tokens)
