@@ -15,6 +15,7 @@ from sim import trace
 from sim.compare import run_comparison, sagc_defaults
 from sim.metrics import DEFAULT_TAU
 from sim.pipeline import RunConfig
+from sim.pipeline_spec import PLACEMENTS, parse_pipeline
 from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, load_scenario
 
 
@@ -28,12 +29,17 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
 @click.option("--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's).")
 @click.option("--controllers", default="static:4,static:8,static:16,sagc", show_default=True,
               help="Comma-separated controller specs: static:G, sagc[:key=value,...].")
+@click.option("--pipeline", "pipeline", default="sync", show_default=True,
+              help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
+                   "partial:S, oversample:R (docs/pipelines.md).")
+@click.option("--placement", type=click.Choice(PLACEMENTS), default="separate", show_default=True,
+              help="Generation and learner on separate devices, or colocated and time-sliced.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
-    """Simulate synchronous GRPO under each controller on the same prompt stream.
+def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, seed, out):
+    """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
-    Writes OUT/summary.csv (one row per controller), rollouts.parquet, steps.parquet,
+    Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
     try:
@@ -45,8 +51,12 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
     cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
                     prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed)
     specs = [s.strip() for s in controllers.split(",") if s.strip()]
+    try:
+        pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
-    bar = tqdm(total=cfg.steps * len(specs), desc="simulating", unit="step",
+    bar = tqdm(total=cfg.steps * len(specs) * len(pipes), desc="simulating", unit="step",
                disable=None, leave=False)
 
     def on_step(spec: str, t: int, G: int) -> None:
@@ -54,8 +64,8 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
         bar.update()
 
     try:
-        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step)
-    except ValueError as exc:
+        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, pipes)
+    except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         bar.close()
@@ -67,15 +77,17 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
     comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
     write_config(out_dir / "config.json", {
         "command": "sim", "scenario": sc.name, "run": dataclasses.asdict(cfg),
-        "controllers": specs, "sagc_defaults": sagc_defaults(sc), "tau": tau,
+        "controllers": specs, "pipelines": [dataclasses.asdict(p) for p in pipes],
+        "sagc_defaults": sagc_defaults(sc), "tau": tau,
         "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),
         "calibration": sc.source})
     click.echo(f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
                f"{sc.engine.n_workers} workers, tau={tau:g}")
     with pl.Config(tbl_rows=50, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
                    tbl_hide_column_data_types=True, tbl_width_chars=200):
-        click.echo(summary.select("controller", "steps", "wall_clock_s", "gen_time_s",
-                                  "slot_idle_frac", "straggler_rate", "mean_G", "rollouts",
-                                  "tokens_per_s"))
+        click.echo(summary.select("controller", "pipeline", "steps", "wall_clock_s",
+                                  "slot_idle_frac", "straggler_rate", "mean_G", "tokens_per_s",
+                                  "learner_idle_frac", "generator_idle_frac", "staleness_mean",
+                                  "staleness_max", "dropped"))
     click.echo(f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, "
                f"comparison.png, config.json")

@@ -1,8 +1,8 @@
-"""Run several controllers on one scenario and one prompt stream, and summarise.
+"""Run several controllers (and pipelines) on one scenario and one prompt stream, and summarise.
 
 Every controller sees the same seed, hence the same prompts and the same first
 samples of each prompt (:mod:`sim.pipeline`); the summary row of each run is
-:func:`sim.metrics.run_summary` of its traces.
+:func:`sim.metrics.run_summary` plus :func:`sim.metrics.pipeline_summary` of its traces.
 """
 
 from __future__ import annotations
@@ -12,14 +12,18 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
+from sim.async_pipeline import run_pipeline
 from sim.controllers import parse_controller
-from sim.metrics import DEFAULT_TAU, run_summary
+from sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from sim.pipeline import RunConfig, run_sync
+from sim.pipeline_spec import PipelineConfig
 from sim.scenario import Scenario
 
-SUMMARY_COLUMNS = ("controller", "steps", "wall_clock_s", "gen_time_s", "slot_idle_frac",
-                   "straggler_rate", "mean_G", "rollouts", "tokens_per_s", "device_idle_s",
-                   "train_time_s", "sync_time_s", "response_tokens")
+SUMMARY_COLUMNS = ("controller", "pipeline", "steps", "wall_clock_s", "gen_time_s",
+                   "slot_idle_frac", "straggler_rate", "mean_G", "rollouts", "tokens_per_s",
+                   "device_idle_s", "train_time_s", "sync_time_s", "response_tokens",
+                   "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max",
+                   "dropped", "aborted", "learner_idle_frac_steady", "len_consumed_over_generated")
 
 
 def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
@@ -28,24 +32,39 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
 
 
 def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
-                   on_step: Callable[[str, int, int], None] | None = None
+                   on_step: Callable[[str, int, int], None] | None = None,
+                   pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
                    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) for ``cfg.steps`` steps.
+    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
+    for ``cfg.steps`` steps.
 
-    Returns ``(summary, rollouts, steps)``: ``summary`` has one row per spec with
-    :data:`SUMMARY_COLUMNS`; the trace tables hold every run, ``run_id`` = the spec.
-    Raises ValueError on a bad or duplicated spec.
+    Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
+    with :data:`SUMMARY_COLUMNS`; the trace tables hold every run, ``run_id`` = the spec
+    (``spec@pipeline`` when several pipelines are given). The plain synchronous
+    pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
+    :func:`sim.async_pipeline.run_pipeline`.
+    Raises ValueError on a bad or duplicated spec or pipeline.
     """
     if len(set(specs)) != len(specs) or not specs:
         raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
+    if len(set(pipelines)) != len(pipelines) or not pipelines:
+        raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
-    controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
     rows, all_rollouts, all_steps = [], [], []
-    for spec, ctl in zip(specs, controllers):
-        hook = (lambda t, G, _s=spec: on_step(_s, t, G)) if on_step else None
-        rollouts, steps = run_sync(scenario, ctl, replace(cfg, run_id=spec), on_step=hook)
-        rows.append({"controller": spec, **run_summary(rollouts, steps, tau)})
-        all_rollouts.append(rollouts)
-        all_steps.append(steps)
+    for pipe in pipelines:
+        controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
+        for spec, ctl in zip(specs, controllers):
+            run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
+            hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
+            run_cfg = replace(cfg, run_id=run_id)
+            if pipe.kind == "sync":
+                rollouts, steps = run_sync(scenario, ctl, run_cfg, on_step=hook)
+            else:
+                rollouts, steps, _ = run_pipeline(scenario, ctl, run_cfg, pipe, on_step=hook)
+            rows.append({"controller": spec, "pipeline": pipe.spec, **run_summary(rollouts, steps, tau),
+                         **pipeline_summary(rollouts, steps, pipe.max_staleness,
+                                            scenario.engine.n_workers)})
+            all_rollouts.append(rollouts)
+            all_steps.append(steps)
     summary = pl.DataFrame(rows).select(SUMMARY_COLUMNS)
     return summary, pl.concat(all_rollouts), pl.concat(all_steps)

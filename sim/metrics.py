@@ -93,7 +93,8 @@ def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
     Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
     device_idle_s, straggler_ratio, straggler, response_length/mean,
     response_length/max, response_length/min, response_length/clip_ratio,
-    response_tokens``. Definitions in docs/metrics.md:
+    response_tokens``, over the rollouts the step trained on (rows with
+    ``finish_reason == "abort"`` are left out). Definitions in docs/metrics.md:
     - makespan: ``max(t_finish) - min(t_submit)`` over the step's rollouts;
     - slot idle fraction: :func:`slot_idle_fraction` of ``t_finish - min(t_submit)``;
     - device idle time: ``sum_w (makespan - busy_w)``, ``busy_w`` the length of the
@@ -102,8 +103,9 @@ def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
       rollout count as idle for the whole makespan when ``n_workers`` is given;
     - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``.
     """
+    rollouts = consumed(rollouts)
     if rollouts.height == 0:
-        raise ValueError("step_metrics: the rollout table is empty")
+        raise ValueError("step_metrics: the rollout table has no consumed rollout")
     rows = []
     for (step,), df in rollouts.sort("step").group_by(["step"], maintain_order=True):
         rows.append(_one_step(int(step), df, tau, n_workers))
@@ -139,6 +141,90 @@ def _one_step(step: int, df: pl.DataFrame, tau: float, n_workers: int | None) ->
     }
 
 
+def consumed(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """The rows a learner trained on: every row but ``finish_reason == "abort"`` (a rollout
+    dropped as too stale or aborted by over-sampling, see :mod:`sim.async_pipeline`)."""
+    return rollouts.filter(pl.col("finish_reason") != "abort")
+
+
+def staleness(rollouts: pl.DataFrame) -> np.ndarray:
+    """Per-row staleness ``learner_version - policy_version`` (versions), shape ``(rows,)``."""
+    return (rollouts["learner_version"] - rollouts["policy_version"]).to_numpy()
+
+
+def staleness_histogram(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """Per-step staleness histogram of the consumed rollouts: columns ``step, staleness,
+    rollouts`` (count), sorted; absent combinations have no row."""
+    df = consumed(rollouts).with_columns(
+        (pl.col("learner_version") - pl.col("policy_version")).alias("staleness"))
+    return df.group_by("step", "staleness").agg(pl.len().cast(pl.Int64).alias("rollouts")).sort(
+        "step", "staleness")
+
+
+def discarded_counts(rollouts: pl.DataFrame, max_staleness: int = 0) -> tuple[int, int]:
+    """``(dropped, aborted)``: ``"abort"`` rows staler than ``max_staleness`` (dropped as
+    too stale) and the others (aborted by an over-sampling tail abort)."""
+    ab = rollouts.filter(pl.col("finish_reason") == "abort")
+    n_drop = int((staleness(ab) > max_staleness).sum()) if ab.height else 0
+    return n_drop, ab.height - n_drop
+
+
+def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -> dict:
+    """Prompt-mix bias of dropping stale rollouts, over the rollouts generated to the end
+    (consumed + dropped; tail-aborted ones are truncated and left out).
+
+    Returns ``len_generated_mean``, ``len_consumed_mean`` (tokens), their ratio
+    ``len_consumed_over_generated`` (< 1: long responses trained on less often than
+    generated) and ``drop_rate_by_length_bin``: the dropped fraction in each of
+    ``n_bins`` equal-count bins of response length, shortest first. NaN when empty.
+    """
+    ab = rollouts["finish_reason"] == "abort"
+    dropped = (ab & pl.Series(staleness(rollouts) > max_staleness)).to_numpy()
+    full = ~ab.to_numpy() | dropped
+    lengths = rollouts["response_tokens"].to_numpy()[full].astype(float)  # (generated,)
+    drop = dropped[full]
+    if lengths.size == 0:
+        return {"len_generated_mean": float("nan"), "len_consumed_mean": float("nan"),
+                "len_consumed_over_generated": float("nan"), "drop_rate_by_length_bin": []}
+    order = np.argsort(lengths, kind="stable")
+    rates = [float(drop[b].mean()) if b.size else float("nan")
+             for b in np.array_split(order, n_bins)]
+    gen_mean = float(lengths.mean())
+    cons_mean = float(lengths[~drop].mean()) if (~drop).any() else float("nan")
+    return {"len_generated_mean": gen_mean, "len_consumed_mean": cons_mean,
+            "len_consumed_over_generated": cons_mean / gen_mean if gen_mean > 0 else float("nan"),
+            "drop_rate_by_length_bin": rates}
+
+
+def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
+    """``1 - sum(train_time + sync_time) / span``: the share of time the learner waits
+    for rollouts. ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
+    ``t_end`` of step ``skip - 1`` (steady state: leaves out the pipeline fill) to the
+    last ``t_end``; the sums are over steps ``>= skip``. NaN for a zero span."""
+    st = steps.sort("step")
+    span0 = float(st["t_start"].min()) if skip == 0 else float(st["t_end"][skip - 1])
+    rest = st[skip:]
+    span = float(rest["t_end"].max()) - span0
+    busy = float((rest["train_time"] + rest["sync_time"]).sum())
+    return 1.0 - busy / span if span > 0 else float("nan")
+
+
+def generator_idle_fraction(rollouts: pl.DataFrame, steps: pl.DataFrame,
+                            n_workers: int | None = None) -> float:
+    """``1 - sum_w busy_w / (W * wall)``: ``busy_w`` the union of ``[t_first_token,
+    t_finish]`` of every rollout (aborted ones included) run on worker ``w``, ``wall`` as
+    in :func:`run_summary`, ``W = n_workers`` (default: workers seen in the trace).
+    A rollout paused across a weight sync or a colocated training phase counts as busy
+    while paused, so the fraction is a lower bound there."""
+    wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
+    W = n_workers if n_workers is not None else rollouts["worker"].n_unique()
+    if wall <= 0 or W == 0:
+        return float("nan")
+    busy = sum(busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
+               for _, df in rollouts.group_by(["worker"]))
+    return 1.0 - busy / (W * wall)
+
+
 def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU) -> dict:
     """Whole-run numbers from the two trace tables of one run.
 
@@ -147,7 +233,8 @@ def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAUL
     ``slot_idle_frac`` (rollout-weighted mean over steps), ``device_idle_s``,
     ``straggler_rate`` (mean of the per-step straggler event), ``mean_G``
     (mean group size over steps), ``rollouts``, ``response_tokens``, ``tokens_per_s``
-    (response tokens / wall clock).
+    (response tokens / wall clock), over consumed rollouts (:func:`consumed`).
+    Pipeline metrics are in :func:`pipeline_summary`.
     """
     per_step = step_metrics(rollouts, tau)
     wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
@@ -166,4 +253,25 @@ def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAUL
         "rollouts": int(n.sum()),
         "response_tokens": tokens,
         "tokens_per_s": tokens / wall if wall > 0 else float("nan"),
+    }
+
+
+def pipeline_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, max_staleness: int = 0,
+                     n_workers: int | None = None) -> dict:
+    """Pipeline numbers of one run: ``learner_idle_frac`` (whole run),
+    ``learner_idle_frac_steady`` (from the end of step 0), ``generator_idle_frac``,
+    ``staleness_mean``, ``staleness_max`` (consumed rollouts), ``dropped``, ``aborted``
+    (:func:`discarded_counts`) and ``len_consumed_over_generated`` (:func:`drop_bias`)."""
+    s = staleness(consumed(rollouts))
+    dropped, aborted = discarded_counts(rollouts, max_staleness)
+    return {
+        "learner_idle_frac": learner_idle_fraction(steps),
+        "learner_idle_frac_steady": learner_idle_fraction(steps, skip=1) if steps.height > 1
+        else float("nan"),
+        "generator_idle_frac": generator_idle_fraction(rollouts, steps, n_workers),
+        "staleness_mean": float(s.mean()) if s.size else float("nan"),
+        "staleness_max": int(s.max()) if s.size else 0,
+        "dropped": dropped,
+        "aborted": aborted,
+        "len_consumed_over_generated": drop_bias(rollouts, max_staleness)["len_consumed_over_generated"],
     }
