@@ -152,7 +152,7 @@ class Worker:
         self.hold: simpy.Event | None = None  # set by Engine.pause: wait on it at the next boundary
         self.stopped: simpy.Event | None = None  # fires when this worker has stopped for `hold`
         self._abort: set[tuple[int, int]] = set()  # (id(batch), i) to remove at the next boundary
-        self._at_boundary = True  # idle or held: aborts can be applied at once
+        self._at_boundary = False  # True only while idle or held: aborts then apply at once
         env.process(self.run())
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
@@ -41,3 +42,28 @@ def test_sim_bad_controller_spec(tmp_path, calibration_file):
     res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
                                     "--controllers", "static:4,dynamic", "--out", str(tmp_path / "o")])
     assert res.exit_code != 0 and "dynamic" in res.output
+
+
+@pytest.mark.parametrize("pipeline", ["sync", "one-step-off", "interval:2", "bounded:1",
+                                      "partial:2", "oversample:1.5"])
+def test_sim_each_pipeline(tmp_path, calibration_file, pipeline):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "3",
+                                    "--prompts", "2", "--controllers", "static:4",
+                                    "--pipeline", pipeline, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary["pipeline"].to_list() == [pipeline]
+    for col in ("learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max", "dropped"):
+        assert col in summary.columns
+    assert summary["steps"][0] == 3
+
+
+def test_sim_colocated_and_bad_pipeline(tmp_path, calibration_file):
+    args = ["sim", "--calibration", str(calibration_file), "--steps", "2", "--controllers", "static:2"]
+    res = CliRunner().invoke(main, args + ["--pipeline", "sync,bounded:2", "--placement", "colocated",
+                                           "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert pl.read_csv(tmp_path / "a" / "summary.csv")["pipeline"].to_list() == ["sync", "bounded:2"]
+    res = CliRunner().invoke(main, args + ["--pipeline", "bounded", "--out", str(tmp_path / "b")])
+    assert res.exit_code != 0 and "bounded" in res.output
