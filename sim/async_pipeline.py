@@ -21,7 +21,9 @@ choice: in-flight rollouts finish under the weights they started with; the sync 
 pauses them); a partial rollout keeps running across syncs and carries the version of
 its last token (its dispatch version is kept in the ledger, not in the trace).
 A dropped or tail-aborted rollout is written with ``finish_reason = "abort"``;
-``response_tokens`` = tokens generated; ``learner_version`` = the step that discarded it.
+``response_tokens`` = tokens generated; ``learner_version`` = the step that discarded it;
+``policy_version`` = its group's version (for a partial group: its oldest sample's), so
+that ``learner_version - policy_version > S_max`` tells a stale drop from a tail abort.
 """
 
 from __future__ import annotations
@@ -277,8 +279,9 @@ class _Simulation:
             b = info.batch
             cols["response_tokens"] = np.where(b.aborted[sl], b.abort_tokens[sl], b.response_tokens[sl])
             cols["finish_reason"] = np.full(g.G, "abort", dtype=object)
-            if self.pc.partial:  # never-finished samples carry the version at the abort
-                cols["policy_version"] = np.where(b.aborted[sl], self.v_gen, cols["policy_version"])
+            if self.pc.partial:  # a discarded group is as old as its oldest sample
+                cols["policy_version"] = np.full(g.G, self._version(g) if status == "dropped"
+                                                  else g.v_dispatch, dtype=np.int64)
         return cols
 
     def _resolve(self, g: _Group, status: str, step: int) -> None:
