@@ -63,6 +63,7 @@ def write_json_atomic(obj: Any, out: str | Path) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, allow_nan=False)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a calibration is meant to be shared
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
