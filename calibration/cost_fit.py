@@ -1,10 +1,11 @@
 """Fit :class:`sim.cost.LinearCost` to logged step times.
 
-Decode/prefill coefficients ``theta = [a_s, b_s, c_s, prefill_s_per_token]`` are fitted
+Decode/prefill coefficients and the per-phase overhead
+``theta = [a_s, b_s, c_s, prefill_s_per_token, gen_overhead_s]`` are fitted
 to the generation time of each step (verl ``timing_s/gen``): the step's lengths are drawn
 to match its logged length statistics (:func:`draw_step_lengths`, fixed seeds), the
 engine schedule gives per-worker features ``F_w`` (:mod:`sim.features`) and the
-predicted makespan is ``max_w F_w . theta``, averaged over ``R`` draws. ``theta >= 0``
+predicted generation time is ``gen_overhead_s + max_w F_w . theta[:4]``, averaged over ``R`` draws. ``theta >= 0``
 minimises the squared relative errors ``sum_t ((pred_t - gen_t) / gen_t)^2``
 (``scipy.optimize.least_squares`` with bounds; a max of linear functions, so the
 problem is piecewise linear least squares).
@@ -84,20 +85,21 @@ def step_features(draws: list[StepDraw], icc: float, B: int, G: int, cap: int,
 
 
 def predict_gen_s(features: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """Predicted generation time (s) per step: mean over draws of the slowest worker.
-    ``features`` ``(n_steps, R, W, 4)``, ``theta`` ``(4,)`` -> ``(n_steps,)``."""
-    return (features @ theta).max(axis=2).mean(axis=1)
+    """Predicted generation time (s) per step: the per-phase overhead plus the mean over
+    draws of the slowest worker. ``features`` ``(n_steps, R, W, 4)``, ``theta`` ``(5,)``
+    = ``(a_s, b_s, c_s, prefill_s_per_token, gen_overhead_s)`` -> ``(n_steps,)``."""
+    return theta[4] + (features @ theta[:4]).max(axis=2).mean(axis=1)
 
 
 @dataclass(frozen=True)
 class DecodeFit:
     """Fitted decode/prefill coefficients and fit quality."""
 
-    theta: tuple[float, float, float, float]
-    """``(a_s, b_s, c_s, prefill_s_per_token)``."""
+    theta: tuple[float, float, float, float, float]
+    """``(a_s, b_s, c_s, prefill_s_per_token, gen_overhead_s)``."""
     mape: float
     """Mean |pred/gen - 1| over the fit steps."""
-    rel_se: tuple[float, float, float, float]
+    rel_se: tuple[float, float, float, float, float]
     """Relative standard errors of theta from the Jacobian (inf: not identified)."""
 
 
@@ -114,9 +116,9 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
     if len(gen_s) < 2 or (gen_s <= 0).any() or features.shape[0] != len(gen_s):
         raise ValueError("fit_decode: need >= 2 steps with positive generation times "
                          "and one feature block per step")
-    # x_j = theta_j / scale_j is O(1): each feature alone would explain a quarter of the time
-    med = np.median(features.reshape(-1, 4), axis=0)
-    scale = np.where(med > 0, np.median(gen_s) / (4 * np.maximum(med, 1e-300)), 0.0)
+    # x_j = theta_j / scale_j is O(1): each term alone would explain a fifth of the time
+    med = np.append(np.median(features.reshape(-1, 4), axis=0), 1.0)
+    scale = np.where(med > 0, np.median(gen_s) / (5 * np.maximum(med, 1e-300)), 0.0)
     if not fit_prefill:
         scale[3] = 0.0
 
@@ -124,13 +126,14 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
         return predict_gen_s(features, x * scale) / gen_s - 1.0
 
     best = None
-    for x0 in (np.full(4, 1.0), np.array([4.0, 0, 0, 0]), np.array([0, 4.0, 0, 0]), np.array([0, 0, 4.0, 0])):
+    for x0 in (np.full(5, 1.0), np.array([4.0, 0, 0, 0, 1.0]), np.array([0, 4.0, 0, 0, 1.0]),
+               np.array([0, 0, 4.0, 0, 1.0])):
         res = optimize.least_squares(resid, x0, bounds=(0, np.inf), x_scale=1.0)
         if best is None or res.cost < best.cost:
             best = res
     theta = best.x * scale
     J = best.jac
-    dof = max(len(gen_s) - 4, 1)
+    dof = max(len(gen_s) - 5, 1)
     cov = np.linalg.pinv(J.T @ J) * (2 * best.cost / dof)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(scale > 0, np.sqrt(np.abs(np.diag(cov))) / np.abs(best.x), 0.0)
@@ -174,7 +177,7 @@ def fit_learner(tokens: np.ndarray, train_s: np.ndarray, sync_s: np.ndarray) -> 
 
 def to_cost(decode: DecodeFit, learner: LearnerFit) -> LinearCost:
     """The :class:`LinearCost` of both fits."""
-    a, b, c, p = decode.theta
-    return LinearCost(a_s=a, b_s=b, c_s=c, prefill_s_per_token=p,
+    a, b, c, p, overhead = decode.theta
+    return LinearCost(a_s=a, b_s=b, c_s=c, prefill_s_per_token=p, gen_overhead_s=overhead,
                       learner_const_s=learner.learner_const_s,
                       learner_s_per_token=learner.learner_s_per_token, sync_s=learner.sync_s)

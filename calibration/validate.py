@@ -70,4 +70,4 @@ def _simulate(draw, B: int, cfg: VerlFitConfig, cost) -> float:
                               np.random.default_rng([cfg.seed + 1, draw.step, r]))
         batch = generate(L, np.full(B, draw.prompt_tokens), cost, cfg.engine)
         spans.append(float(np.max(batch.t_finish)))
-    return float(np.mean(spans))
+    return float(np.mean(spans)) + cost.gen_overhead_s

@@ -8,7 +8,8 @@ In the memory-bound decode regime ``a_s`` is reading the weights, ``c_s`` readin
 cache per token and ``b_s`` the per-sequence work (sampling, logits). Prefill adds
 ``prefill_s_per_token`` per prompt token admitted in that iteration (prefix-cached
 tokens excluded). Learner step: ``learner_const_s + learner_s_per_token * tokens``
-(prompt + response tokens of the batch). Weight sync: ``sync_s``.
+(prompt + response tokens of the batch). Weight sync: ``sync_s``. Each generation
+phase of a training step also pays ``gen_overhead_s`` once.
 
 The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
 why the decode cost is linear in the batch state.
@@ -37,6 +38,9 @@ class LinearCost:
     """Learner time per token (prompt + response) of the training batch."""
     sync_s: float = 0.0
     """Time to push new weights to the generators."""
+    gen_overhead_s: float = 0.0
+    """Fixed time of each generation phase outside the engine's iterations (request
+    preparation, detokenisation, the trainer's generate-call bookkeeping)."""
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if not (v >= 0)}

@@ -63,14 +63,16 @@ def _draws(k: int) -> list[StepDraw]:
             for i in range(k)]
 
 
-def test_decode_fit_recovers_known_coefficients():
-    theta = np.array([0.01, 3e-5, 2e-8, 0.0])
+@pytest.mark.parametrize("overhead_s", [0.0, 4.0])
+def test_decode_fit_recovers_known_coefficients(overhead_s):
+    theta = np.array([0.01, 3e-5, 2e-8, 0.0, overhead_s])
     feats = step_features(_draws(12), 0.5, B=32, G=4, cap=1024,
                           config=EngineConfig(n_workers=2, max_num_seqs=48), replicates=1)
     gen = predict_gen_s(feats, theta)
     fit = fit_decode(feats, gen)
     assert fit.mape < 1e-3
     np.testing.assert_allclose(fit.theta[:3], theta[:3], rtol=0.05)
+    assert fit.theta[4] == pytest.approx(overhead_s, abs=0.05)
 
 
 def test_learner_fit_recovers_line():
