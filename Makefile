@@ -1,5 +1,5 @@
 # The two commands a fresh machine needs: `make demo` and `make test`.
-PY ?= python3.11
+PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test venv clean bench
 
 $(STAMP): pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH (set PY=...)"; exit 1; }
+	@test -n "$(PY)" || { echo "need python3.11 on PATH (or set PY=...)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch pinned to the CPU wheel first, so nothing pulls a CUDA build.

@@ -14,6 +14,8 @@ import click
 COMMANDS = {
     "sim": "analysis.sim_command:sim",
     "stability": "sim.stability_cli:stability",
+    "calibrate": "calibration.cli:calibrate",
+    "validate": "calibration.cli:validate",
 }
 
 

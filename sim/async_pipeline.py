@@ -231,6 +231,8 @@ class _Simulation:
                     taken.append(g)
             if self.pc.kind == "oversample":
                 self._tail_abort(taken, t)
+            if cost.gen_overhead_s > 0:  # per generation phase, as in run_sync
+                yield env.timeout(cost.gen_overhead_s)
             paused = False
             if self.pc.placement == "colocated":
                 yield self.engine.pause()
@@ -265,7 +267,9 @@ class _Simulation:
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
         t_start = min(float(c["t_submit"].min()) for c in cols)
-        gen_time = max(float(c["t_finish"].max()) for c in cols) - t_start
+        last = max(float(c["t_finish"].max()) for c in cols)
+        overhead = self.sc.cost.gen_overhead_s
+        gen_time = (last + overhead if overhead > 0 else last) - t_start  # = run_sync's, bit for bit
         self.steps.append(step_record(self.cfg.run_id, t, t_start, t_end, gen_time, train_time,
                                       sync_time, self.cfg.lr, self.ctl))
 

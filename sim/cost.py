@@ -9,7 +9,8 @@ cache per token and ``b_s`` the per-sequence work (sampling, logits). Prefill ad
 ``prefill_s_per_token`` per prompt token admitted in that iteration (prefix-cached
 tokens excluded). Learner step: ``learner_const_s + learner_s_per_token * tokens``
 (prompt + response tokens of the batch). Weight sync:
-``sync_s + weight_bytes * sync_s_per_byte`` (a constant plus bytes / bandwidth).
+``sync_s + weight_bytes * sync_s_per_byte`` (a constant plus bytes / bandwidth). Each
+generation phase of a training step also pays ``gen_overhead_s`` once.
 
 The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
 why the decode cost is linear in the batch state.
@@ -42,6 +43,9 @@ class LinearCost:
     """Bytes of weights copied per sync (e.g. 2 x parameters in bf16)."""
     sync_s_per_byte: float = 0.0
     """Inverse copy bandwidth, s per byte (1 / bytes-per-second of the learner-to-generator link)."""
+    gen_overhead_s: float = 0.0
+    """Fixed time of each generation phase outside the engine's iterations (request
+    preparation, detokenisation, the trainer's generate-call bookkeeping)."""
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if not (v >= 0)}

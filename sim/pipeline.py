@@ -2,7 +2,8 @@
 
 Synchronous pipeline (GRPO/DAPO as in verl's default trainer), per learner step ``t``:
 ``G_t = controller.propose()``; dispatch ``B`` prompts x ``G_t`` rollouts at once; wait
-for the last (the makespan: verl ``timing_s/gen``); learner update; weight sync;
+for the last (the makespan), plus the cost model's per-phase ``gen_overhead_s`` (together:
+verl ``timing_s/gen``); learner update; weight sync;
 ``controller.observe(lengths)``; next step. Policy version = learner version = ``t``.
 
 Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` and draws lengths from an RNG
@@ -126,6 +127,8 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         batch = engine.submit(np.repeat(prompt_ids, G), np.full(B * G, scenario.prompt_tokens),
                               lengths.ravel(), exclusive=True)
         yield batch.done
+        if scenario.cost.gen_overhead_s > 0:
+            yield env.timeout(scenario.cost.gen_overhead_s)
         gen_time = env.now - t_start
         tokens = float(lengths.sum() + B * G * scenario.prompt_tokens)
         train_time = scenario.cost.learner_step_s(tokens)

@@ -84,7 +84,8 @@ def tiny(seed_len: float = 3.0) -> Scenario:
     return Scenario(
         name="tiny", prompt_tokens=16,
         lengths=LognormalLengths(mu=seed_len, sigma_prompt=0.5, sigma_within=0.7, max_response_length=120),
-        cost=LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-6, learner_const_s=0.3, sync_s=0.1),
+        cost=LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-6, learner_const_s=0.3, sync_s=0.1,
+                        gen_overhead_s=0.05),
         engine=EngineConfig(n_workers=2, max_num_seqs=8))
 
 

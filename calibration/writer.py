@@ -1,0 +1,71 @@
+"""Write a calibration JSON (the format of :mod:`sim.scenario`) with provenance.
+
+Every file is checked by :func:`sim.scenario.scenario_from_dict` before it is written,
+and written atomically (a temporary file in the same folder, then ``os.replace``), so
+a failed run never leaves a half-written calibration behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sim.scenario import FORMAT, VERSION, scenario_from_dict
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def source_entry(path: str | Path, label: str | None = None) -> dict[str, str]:
+    """``{"path", "sha256"}`` of a source file, the path as given (or ``label``)."""
+    return {"path": label or str(path), "sha256": sha256_file(path)}
+
+
+def rolloutlab_version() -> str:
+    """The installed rolloutlab version ("unknown" when not installed)."""
+    try:
+        return metadata.version("rolloutlab")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def calibration_dict(name: str, lengths: dict, prompt_tokens: int, cost: dict, engine: dict,
+                     defaults: dict, provenance: dict, fit: dict) -> dict[str, Any]:
+    """Assemble a calibration dict (format ``rolloutlab.calibration``, current version);
+    ``provenance`` gains ``rolloutlab_version``. Raises :class:`sim.scenario.CalibrationError`
+    if ``sim`` could not load it."""
+    d = {"format": FORMAT, "version": VERSION, "name": name, "lengths": lengths,
+         "prompt_tokens": int(prompt_tokens), "cost": cost, "engine": engine,
+         "defaults": defaults,
+         "provenance": {**provenance, "rolloutlab_version": rolloutlab_version()},
+         "fit": fit}
+    scenario_from_dict(d, f"<calibration {name!r}>")
+    return d
+
+
+def write_json_atomic(obj: Any, out: str | Path) -> Path:
+    """Write ``obj`` as indented JSON to ``out`` atomically; create parent folders."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a calibration is meant to be shared
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
