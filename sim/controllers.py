@@ -170,10 +170,19 @@ class SAGC:
         return best
 
     def observe(self, lengths: Sequence[Sequence[int]]) -> None:
-        """Update the chosen G's posterior and lambda from the step's lengths."""
+        """Update the posterior of the G that produced ``lengths``, and lambda.
+
+        That G is the common group size of ``lengths`` when it is a candidate (so an
+        asynchronous pipeline that consumes a batch several proposals after proposing it
+        credits the right G), else the last proposed G (e.g. groups trimmed by DAPO's
+        dynamic sampling).
+        """
         _check_lengths(lengths)
         s_t = 1 if straggler_ratio(lengths) > self.tau else 0
-        g = self.current
+        sizes = {len(group) for group in lengths}
+        g = sizes.pop() if len(sizes) == 1 else self.current
+        if g not in self.alpha:
+            g = self.current
         if self.forget == "to_prior":
             a0, b0 = self.prior
             for c in self.candidates:

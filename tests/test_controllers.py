@@ -112,6 +112,16 @@ def test_sagc_beta_update_with_forgetting():
     assert all(ctl.alpha[g] == 1.0 for g in others)
 
 
+def test_sagc_credits_the_group_size_that_produced_the_lengths():
+    ctl = SAGC(seed=0, init_G=16, gamma=1.0)
+    ctl.propose()
+    ctl.current = 8  # a later proposal, as in a pipeline that runs ahead
+    ctl.observe(straggling_lengths(16, 2, True))  # the G=16 batch is consumed now
+    assert ctl.alpha[16] == 2.0 and ctl.alpha[8] == 1.0
+    ctl.observe([[5, 5, 5], [5, 5]])  # ragged (trimmed) groups: the last proposed G
+    assert ctl.beta[8] == 2.0
+
+
 def test_sagc_state_round_trip_continues_identically():
     p = {4: 0.1, 8: 0.5, 16: 0.9}
     a = SAGC(seed=7)
