@@ -47,13 +47,36 @@ class EngineConfig:
     requests at submit) or ``group`` (a prompt's whole group on one worker, as vLLM does
     with ``n=G``; groups round-robin)."""
     prefix_caching: bool = True
-    """Samples of one prompt on one worker share its prefill."""
+    """Samples of one prompt on one worker share its prefill (and, with ``kv_blocks``,
+    the prompt's full KV blocks)."""
+    kv_blocks: int | None = None
+    """KV-cache capacity per worker in blocks of ``block_size`` tokens (e.g.
+    :meth:`sim.roofline.RooflineConfig.kv_blocks`); ``None`` = unlimited (no KV
+    pressure). When set, workers are :class:`sim.kv.PagedWorker` (preemption by
+    recompute)."""
+    block_size: int = 16
+    """KV block size in tokens (vLLM default 16)."""
+    max_num_batched_tokens: int | None = None
+    """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
+    prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
+    >= ``max_num_seqs`` (as vLLM requires)."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
             raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
         if self.dispatch not in DISPATCH:
             raise ValueError(f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}")
+        if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
+            raise ValueError(f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
+                             f"got {self.block_size}, {self.kv_blocks}")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                             f"must be >= max_num_seqs ({self.max_num_seqs})")
+
+    @property
+    def paged(self) -> bool:
+        """KV blocks or a token budget are modelled (:class:`sim.kv.PagedWorker`)."""
+        return self.kv_blocks is not None or self.max_num_batched_tokens is not None
 
 
 class Batch:
@@ -88,6 +111,7 @@ class Batch:
         self.first_ = np.full(n, np.nan)
         self.finish_ = np.full(n, np.nan)
         self.worker = np.full(n, -1, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)  # times each request was preempted
         self.t_submit = np.full(n, np.nan)
         self.remaining = n
         self.done = env.event()
@@ -334,7 +358,12 @@ class Engine:
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
-        self.workers = [Worker(env, w, cost, config) for w in range(config.n_workers)]
+        if config.paged:
+            from sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
+            worker_cls = PagedWorker
+        else:
+            worker_cls = Worker
+        self.workers = [worker_cls(env, w, cost, config) for w in range(config.n_workers)]
         self._rr = 0
 
     def submit(self, prompt_keys, prompt_tokens, response_tokens,
@@ -407,8 +436,14 @@ def reference_generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: Lin
     number of iterations, sum of running sequences, sum of context tokens and prefill
     tokens over its iterations, so that the worker's busy time is
     ``features @ [a_s, b_s, c_s, prefill_s_per_token]``. Only static dispatch
-    (``round_robin``/``group``, or ``least_loaded`` at one submit) is modelled.
+    (``round_robin``/``group``, or ``least_loaded`` at one submit) is modelled. With
+    ``config.paged`` the loop is :func:`sim.kv_reference.paged_reference` (KV blocks,
+    preemption, chunked prefill).
     """
+    if config.paged:
+        from sim.kv_reference import paged_reference
+        ref = paged_reference(lengths, prompt_tokens, cost, config)
+        return ref.times, ref.features
     lengths = np.asarray(lengths)
     n_prompts, G = lengths.shape
     env = simpy.Environment()
