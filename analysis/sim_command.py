@@ -15,6 +15,9 @@ from sim import trace
 from sim.compare import run_comparison, sagc_defaults
 from sim.metrics import DEFAULT_TAU
 from sim.pipeline import RunConfig
+from sim.dynamics import DRIFTS, servegen_lengths
+from sim.hardware import GPUS, MODELS
+from sim.roofline import roofline, roofline_cost
 from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, load_scenario
 
 
@@ -28,9 +31,23 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
 @click.option("--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's).")
 @click.option("--controllers", default="static:4,static:8,static:16,sagc", show_default=True,
               help="Comma-separated controller specs: static:G, sagc[:key=value,...].")
+@click.option("--engine", type=click.Choice(["simpy", "fast"]), default="simpy", show_default=True,
+              help="SimPy engine (reference; KV pressure) or the vectorised fast path.")
+@click.option("--model", type=click.Choice(sorted(MODELS)), help="Roofline cost of this model "
+              "(replaces the scenario's decode/prefill coefficients; with --gpu).")
+@click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor-parallel GPUs per worker (with --model/--gpu).")
+@click.option("--kv-cache/--no-kv-cache", default=True, show_default=True,
+              help="With --model/--gpu and --engine simpy: KV blocks from GPU memory (preemption).")
+@click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
+              "ServeGen long-reasoning model with this drift over steps.")
+@click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
+              "(ids recur every epoch; default: fresh prompts).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
+def sim(calibration, scenario, steps, prompts, workers, controllers, engine, model, gpu, tp,
+        kv_cache, drift, dataset_size, seed, out):
     """Simulate synchronous GRPO under each controller on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller), rollouts.parquet, steps.parquet,
@@ -42,8 +59,19 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
         raise click.ClickException(str(exc)) from None
     if workers:
         sc = dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, n_workers=workers))
+    if bool(model) != bool(gpu):
+        raise click.ClickException("--model and --gpu go together")
+    if model:
+        roof = roofline(model, gpu, tp=tp)
+        kv = roof.kv_blocks() if kv_cache and engine == "simpy" else None
+        sc = dataclasses.replace(sc, cost=roofline_cost(roof, base=sc.cost), engine=dataclasses.replace(
+            sc.engine, kv_blocks=kv, block_size=roof.block_size))
+    if drift:
+        sc = dataclasses.replace(sc, lengths=servegen_lengths(
+            drift, max_response_length=sc.lengths.max_response_length))
     cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
-                    prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed)
+                    prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
+                    dataset_size=dataset_size)
     specs = [s.strip() for s in controllers.split(",") if s.strip()]
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
     bar = tqdm(total=cfg.steps * len(specs), desc="simulating", unit="step",
@@ -54,7 +82,7 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
         bar.update()
 
     try:
-        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step)
+        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, engine=engine)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -66,7 +94,8 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, seed, out):
     trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
     comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
     write_config(out_dir / "config.json", {
-        "command": "sim", "scenario": sc.name, "run": dataclasses.asdict(cfg),
+        "command": "sim", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
+        "tp": tp, "drift": drift, "lengths": repr(sc.lengths)[:400], "run": dataclasses.asdict(cfg),
         "controllers": specs, "sagc_defaults": sagc_defaults(sc), "tau": tau,
         "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),
         "calibration": sc.source})

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from sim.controllers import parse_controller
+from sim.fastpath import run_sync_fast
 from sim.metrics import DEFAULT_TAU, run_summary
 from sim.pipeline import RunConfig, run_sync
 from sim.scenario import Scenario
@@ -28,9 +29,10 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
 
 
 def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
-                   on_step: Callable[[str, int, int], None] | None = None
-                   ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) for ``cfg.steps`` steps.
+                   on_step: Callable[[str, int, int], None] | None = None,
+                   engine: str = "simpy") -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) for ``cfg.steps`` steps
+    on the SimPy engine or the vectorised fast path (``engine="fast"``, no KV pressure).
 
     Returns ``(summary, rollouts, steps)``: ``summary`` has one row per spec with
     :data:`SUMMARY_COLUMNS`; the trace tables hold every run, ``run_id`` = the spec.
@@ -43,7 +45,8 @@ def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
     rows, all_rollouts, all_steps = [], [], []
     for spec, ctl in zip(specs, controllers):
         hook = (lambda t, G, _s=spec: on_step(_s, t, G)) if on_step else None
-        rollouts, steps = run_sync(scenario, ctl, replace(cfg, run_id=spec), on_step=hook)
+        run = run_sync_fast if engine == "fast" else run_sync
+        rollouts, steps = run(scenario, ctl, replace(cfg, run_id=spec), on_step=hook)
         rows.append({"controller": spec, **run_summary(rollouts, steps, tau)})
         all_rollouts.append(rollouts)
         all_steps.append(steps)

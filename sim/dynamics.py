@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -45,8 +46,8 @@ def hash_normal(seed: int, stream: int, *counters) -> np.ndarray:
     arrays); shape of the broadcast counters."""
     with np.errstate(over="ignore"):
         h = _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _GOLD + np.uint64(stream))
-        for c in np.broadcast_arrays(*[np.asarray(c, dtype=np.int64) for c in counters]):
-            h = _mix(h ^ (c.astype(np.uint64) * _GOLD))
+        for c in counters:  # broadcasting as it goes (why: small counters mix on small arrays)
+            h = _mix(h ^ (np.asarray(c, dtype=np.int64).astype(np.uint64) * _GOLD))
     u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53  # in (0, 1)
     return ndtri(u)
 
@@ -104,6 +105,11 @@ class GroupLengths:
         if self.quantiles and (np.diff(self.quantiles) < 0).any() or min(self.quantiles or (1,)) < 1:
             raise ValueError("GroupLengths: quantiles must be sorted and >= 1")
 
+    @cached_property
+    def _log_quantiles(self) -> tuple[np.ndarray, float]:
+        q = np.log(np.asarray(self.quantiles, dtype=np.float64))
+        return q, float(np.median(q))
+
     def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
         """``prompt_ids.shape + (G,)`` int64 lengths; ``step`` an int or an array that
         broadcasts with ``prompt_ids`` (many steps in one call)."""
@@ -115,8 +121,8 @@ class GroupLengths:
         z = np.sqrt(self.icc) * hash_normal(seed, 1, pid) + np.sqrt(1 - self.icc) * hash_normal(
             seed, 2, pid, step, j)  # (..., G)
         if self.quantiles:
-            q = np.log(np.asarray(self.quantiles, dtype=np.float64))
-            log0, center = q[np.minimum((ndtr(z) * len(q)).astype(np.int64), len(q) - 1)], np.median(q)
+            q, center = self._log_quantiles
+            log0 = q[np.minimum((ndtr(z) * len(q)).astype(np.int64), len(q) - 1)]
         else:
             log0, center = self.mu + self.sigma * z, self.mu
         shift, scale = self.drift.at(step)

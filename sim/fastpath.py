@@ -193,8 +193,12 @@ def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost
         return worker, np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), rr_out
     lane = (np.arange(T)[:, None] * W + worker).ravel()
     P = np.tile(np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G), T)
-    keys = np.tile(np.repeat(np.arange(n_prompts), G), T)
-    pre = _first_wave_prefill(lane, keys, P, config)
+    if config.prefix_caching:  # each prompt once per lane that holds one of its samples
+        held = np.zeros((T * W, n_prompts), dtype=bool)
+        held[lane, np.tile(np.repeat(np.arange(n_prompts), G), T)] = True
+        pre = held @ np.asarray(prompt_tokens, dtype=np.float64)
+    else:
+        pre = np.bincount(lane, weights=P, minlength=T * W)
     if W == 1:  # lanes are steps, already lane-major and of equal size
         t_first, t_fin = one_wave_matrix(lengths.reshape(T, n), P.reshape(T, n), pre, cost)
         return worker, np.repeat(t_first[:, None], n, axis=1), t_fin, rr_out
@@ -203,7 +207,7 @@ def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost
 
 
 def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int, int], None] | None = None,
-                  rollout_path=None, chunk_steps: int = 64) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+                  rollout_path=None, chunk_steps: int = 512) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """:func:`sim.pipeline.run_sync` on the fast path: same prompts, lengths and tables
     (times equal to float rounding).
 

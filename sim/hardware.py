@@ -99,15 +99,19 @@ GPUS: dict[str, Accelerator] = {
 }
 
 
+def _lookup(table: dict, kind: str, name: str):
+    try:
+        return table[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(table)}") from None
+
+
 def get_model(name: str) -> ModelConfig:
     """The shipped :class:`ModelConfig` named ``name`` (case-insensitive).
 
     Raises: ValueError naming the known models.
     """
-    try:
-        return MODELS[name.lower()]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+    return _lookup(MODELS, "model", name)
 
 
 def get_gpu(name: str) -> Accelerator:
@@ -115,7 +119,4 @@ def get_gpu(name: str) -> Accelerator:
 
     Raises: ValueError naming the known accelerators.
     """
-    try:
-        return GPUS[name.lower()]
-    except KeyError:
-        raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(GPUS)}") from None
+    return _lookup(GPUS, "accelerator", name)

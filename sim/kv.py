@@ -22,7 +22,7 @@ import numpy as np
 import simpy
 
 from sim.cost import LinearCost
-from sim.engine import Batch, EngineConfig
+from sim.engine import Batch, EngineConfig, hold_until
 
 
 class PrefixCache:
@@ -343,13 +343,4 @@ class PagedWorker:
             t_end = t + self._dt(len(producing), m, per_iter, prefill_s)
             self._apply(producing, m, t + per_iter + prefill_s, t_end, record)
             t = t_end
-        self._coalescing = True
-        self.events += 1
-        start = self.env.now
-        yield self.env.timeout(t - start)
-        self._coalescing = False
-        self.busy_s += t - start
-        for batch in finished:
-            batch.remaining -= 1
-            if batch.remaining == 0:
-                batch.done.succeed(batch)
+        yield from hold_until(self, t, finished)
