@@ -14,6 +14,9 @@ from analysis.provenance import write_config
 from sim import trace
 from sim.compare import run_comparison, sagc_defaults
 from sim.metrics import DEFAULT_TAU
+from sim.dynamics import DRIFTS
+from sim.hardware import GPUS, MODELS
+from sim.overrides import apply_overrides
 from sim.pipeline import RunConfig
 from sim.pipeline_spec import PLACEMENTS, parse_pipeline
 from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, load_scenario
@@ -34,9 +37,23 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
                    "partial:S, oversample:R (docs/pipelines.md).")
 @click.option("--placement", type=click.Choice(PLACEMENTS), default="separate", show_default=True,
               help="Generation and learner on separate devices, or colocated and time-sliced.")
+@click.option("--engine", type=click.Choice(["simpy", "fast"]), default="simpy", show_default=True,
+              help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).")
+@click.option("--model", type=click.Choice(sorted(MODELS)), help="Roofline cost of this model "
+              "(replaces the scenario's decode/prefill coefficients; with --gpu).")
+@click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor-parallel GPUs per worker (with --model/--gpu).")
+@click.option("--kv-cache/--no-kv-cache", default=True, show_default=True,
+              help="With --model/--gpu and --engine simpy: KV blocks from GPU memory (preemption).")
+@click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
+              "ServeGen long-reasoning model with this drift over steps.")
+@click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
+              "(ids recur every epoch; default: fresh prompts).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, seed, out):
+def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, engine,
+        model, gpu, tp, kv_cache, drift, dataset_size, seed, out):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
@@ -46,10 +63,14 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
         sc = load_scenario(calibration or scenario)
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from None
-    if workers:
-        sc = dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, n_workers=workers))
+    try:
+        sc = apply_overrides(sc, workers=workers, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
+                             engine=engine, drift=drift)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
-                    prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed)
+                    prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
+                    dataset_size=dataset_size)
     specs = [s.strip() for s in controllers.split(",") if s.strip()]
     try:
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
@@ -64,7 +85,7 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
         bar.update()
 
     try:
-        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, pipes)
+        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, pipes, engine=engine)
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -76,7 +97,8 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
     comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
     write_config(out_dir / "config.json", {
-        "command": "sim", "scenario": sc.name, "run": dataclasses.asdict(cfg),
+        "command": "sim", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
+        "tp": tp, "drift": drift, "lengths": repr(sc.lengths)[:400], "run": dataclasses.asdict(cfg),
         "controllers": specs, "pipelines": [dataclasses.asdict(p) for p in pipes],
         "sagc_defaults": sagc_defaults(sc), "tau": tau,
         "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),

@@ -14,6 +14,7 @@ import polars as pl
 
 from sim.async_pipeline import run_pipeline
 from sim.controllers import parse_controller
+from sim.fastpath import run_sync_fast
 from sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from sim.pipeline import RunConfig, run_sync
 from sim.pipeline_spec import PipelineConfig
@@ -34,9 +35,10 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
 def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
                    on_step: Callable[[str, int, int], None] | None = None,
                    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
-                   ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                   engine: str = "simpy") -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
-    for ``cfg.steps`` steps.
+    for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
+    vectorised fast path (``engine="fast"``, no KV pressure).
 
     Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
     with :data:`SUMMARY_COLUMNS`; the trace tables hold every run, ``run_id`` = the spec
@@ -58,7 +60,8 @@ def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
             hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
             run_cfg = replace(cfg, run_id=run_id)
             if pipe.kind == "sync":
-                rollouts, steps = run_sync(scenario, ctl, run_cfg, on_step=hook)
+                run = run_sync_fast if engine == "fast" else run_sync
+                rollouts, steps = run(scenario, ctl, run_cfg, on_step=hook)
             else:
                 rollouts, steps, _ = run_pipeline(scenario, ctl, run_cfg, pipe, on_step=hook)
             rows.append({"controller": spec, "pipeline": pipe.spec, **run_summary(rollouts, steps, tau),

@@ -48,13 +48,36 @@ class EngineConfig:
     requests at submit) or ``group`` (a prompt's whole group on one worker, as vLLM does
     with ``n=G``; groups round-robin)."""
     prefix_caching: bool = True
-    """Samples of one prompt on one worker share its prefill."""
+    """Samples of one prompt on one worker share its prefill (and, with ``kv_blocks``,
+    the prompt's full KV blocks)."""
+    kv_blocks: int | None = None
+    """KV-cache capacity per worker in blocks of ``block_size`` tokens (e.g.
+    :meth:`sim.roofline.RooflineConfig.kv_blocks`); ``None`` = unlimited (no KV
+    pressure). When set, workers are :class:`sim.kv.PagedWorker` (preemption by
+    recompute)."""
+    block_size: int = 16
+    """KV block size in tokens (vLLM default 16)."""
+    max_num_batched_tokens: int | None = None
+    """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
+    prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
+    >= ``max_num_seqs`` (as vLLM requires)."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
             raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
         if self.dispatch not in DISPATCH:
             raise ValueError(f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}")
+        if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
+            raise ValueError(f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
+                             f"got {self.block_size}, {self.kv_blocks}")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                             f"must be >= max_num_seqs ({self.max_num_seqs})")
+
+    @property
+    def paged(self) -> bool:
+        """KV blocks or a token budget are modelled (:class:`sim.kv.PagedWorker`)."""
+        return self.kv_blocks is not None or self.max_num_batched_tokens is not None
 
 
 class Batch:
@@ -89,6 +112,7 @@ class Batch:
         self.first_ = np.full(n, np.nan)
         self.finish_ = np.full(n, np.nan)
         self.worker = np.full(n, -1, dtype=np.int64)
+        self.preemptions = np.zeros(n, dtype=np.int64)  # times each request was preempted
         self.t_submit = np.full(n, np.nan)
         self.remaining = n
         self.aborted = np.zeros(n, dtype=bool)  # set by Engine.abort once the request is gone
@@ -361,16 +385,23 @@ class Worker:
             for batch, i in self._complete(m):
                 batch.finish_[i] = t
                 finished.append(batch)
-        self._coalescing = True
-        self.events += 1
-        start = self.env.now
-        yield self.env.timeout(t - start)
-        self._coalescing = False
-        self.busy_s += t - start
-        for batch in finished:
-            batch.remaining -= 1
-            if batch.remaining == 0:
-                batch.done.succeed(batch)
+        yield from hold_until(self, t, finished)
+
+
+def hold_until(worker, t_end: float, finished: list) -> object:
+    """Process step of an exclusive closed-form run: hold ``worker`` (refusing new
+    requests) until ``t_end``, then count each finished request (one ``Batch`` entry per
+    request in ``finished``) and fire the batches that are done."""
+    worker._coalescing = True
+    worker.events += 1
+    start = worker.env.now
+    yield worker.env.timeout(t_end - start)
+    worker._coalescing = False
+    worker.busy_s += t_end - start
+    for batch in finished:
+        batch.remaining -= 1
+        if batch.remaining == 0:
+            batch.done.succeed(batch)
 
 
 class Engine:
@@ -378,7 +409,12 @@ class Engine:
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
-        self.workers = [Worker(env, w, cost, config) for w in range(config.n_workers)]
+        if config.paged:
+            from sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
+            worker_cls = PagedWorker
+        else:
+            worker_cls = Worker
+        self.workers = [worker_cls(env, w, cost, config) for w in range(config.n_workers)]
         self._rr = 0
 
     def submit(self, prompt_keys, prompt_tokens, response_tokens,
@@ -431,74 +467,5 @@ class Engine:
         return out
 
 
-def generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-             config: EngineConfig, exclusive: bool = True) -> Batch:
-    """Simulate one synchronous generation phase from time 0.
-
-    Args:
-        lengths: ``(n_prompts, G)`` response lengths (tokens).
-        prompt_tokens: ``(n_prompts,)`` prompt lengths (tokens).
-        exclusive: run workers in closed form to the end (one event each) or with
-            one event per completion; both give the same times.
-    Returns: the finished :class:`Batch`; its arrays are flat ``(n_prompts * G,)``,
-        row-major in ``(prompt, sample)``.
-    """
-    lengths = np.asarray(lengths)
-    n_prompts, G = lengths.shape
-    env = simpy.Environment()
-    engine = Engine(env, cost, config)
-    keys = np.repeat(np.arange(n_prompts), G)
-    batch = engine.submit(keys, np.repeat(np.asarray(prompt_tokens), G), lengths.ravel(),
-                          exclusive=exclusive)
-    env.run(until=batch.done)
-    return batch
-
-
-def reference_generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-                       config: EngineConfig) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Plain per-iteration loop of the same engine, for tests and calibration.
-
-    Returns ``(times, features)``: ``times`` has flat arrays ``worker, t_first_token,
-    t_finish`` like :func:`generate`; ``features`` is ``(n_workers, 4)``: per worker the
-    number of iterations, sum of running sequences, sum of context tokens and prefill
-    tokens over its iterations, so that the worker's busy time is
-    ``features @ [a_s, b_s, c_s, prefill_s_per_token]``. Only static dispatch
-    (``round_robin``/``group``, or ``least_loaded`` at one submit) is modelled.
-    """
-    lengths = np.asarray(lengths)
-    n_prompts, G = lengths.shape
-    env = simpy.Environment()
-    assign = Engine(env, LinearCost(0, 0, 0), config)._assign(
-        Batch(env, np.repeat(np.arange(n_prompts), G), np.repeat(prompt_tokens, G), lengths.ravel()))
-    flat_len = lengths.ravel()
-    flat_prompt = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
-    keys = np.repeat(np.arange(n_prompts), G)
-    t_first = np.full(flat_len.size, np.nan)
-    t_finish = np.full(flat_len.size, np.nan)
-    features = np.zeros((config.n_workers, 4))
-    coef = np.array([cost.a_s, cost.b_s, cost.c_s, cost.prefill_s_per_token])
-    for w in range(config.n_workers):
-        queue = list(np.flatnonzero(assign == w))
-        running: dict[int, int] = {}  # request -> tokens generated
-        cached: set[int] = set()
-        t = 0.0
-        while queue or running:
-            new_prefill = 0
-            while queue and len(running) < config.max_num_seqs:
-                i = queue.pop(0)
-                running[i] = 0
-                if not config.prefix_caching or keys[i] not in cached:
-                    new_prefill += int(flat_prompt[i])
-                    cached.add(int(keys[i]))
-            ctx = sum(int(flat_prompt[i]) + g for i, g in running.items())
-            f = np.array([1.0, len(running), ctx, new_prefill])
-            features[w] += f
-            t += float(f @ coef)
-            for i in list(running):
-                running[i] += 1
-                if running[i] == 1:
-                    t_first[i] = t
-                if running[i] == flat_len[i]:
-                    t_finish[i] = t
-                    del running[i]
-    return {"worker": assign, "t_first_token": t_first, "t_finish": t_finish}, features
+# (why at the bottom: sim.engine_reference uses Engine and Batch defined above)
+from sim.engine_reference import generate, reference_generate  # noqa: E402,F401

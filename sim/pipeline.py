@@ -6,9 +6,11 @@ for the last (the makespan), plus the cost model's per-phase ``gen_overhead_s`` 
 verl ``timing_s/gen``); learner update; weight sync;
 ``controller.observe(lengths)``; next step. Policy version = learner version = ``t``.
 
-Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` and draws lengths from an RNG
-seeded by ``(seed, t)``, so controllers compared on one seed see the same prompts
-(:mod:`sim.lengths` draws sample ``j`` of a prompt identically whatever ``G``).
+Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` (modulo ``dataset_size`` when
+set, so prompts recur every epoch) and draws lengths from an RNG seeded by ``(seed, t)``,
+or keyed on prompt ids for models with ``sample_ids`` (:func:`sim.dynamics.step_lengths`),
+so controllers compared on one seed see the same prompts (:mod:`sim.lengths` draws
+sample ``j`` of a prompt identically whatever ``G``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import polars as pl
 import simpy
 
 from sim.controllers import Controller
+from sim.dynamics import prompt_ids_for, step_lengths
 from sim.engine import Batch, Engine
 from sim.lengths import finish_reasons
 from sim.scenario import Scenario
@@ -42,8 +45,14 @@ class RunConfig:
     """``run_id`` written into the traces."""
     lr: float = 1e-6
     """Learning rate written into the step table (no effect on timing)."""
+    dataset_size: int | None = None
+    """Prompts in the dataset: prompt ids are taken modulo it, so they recur every epoch
+    (``dataset_size / prompts`` steps); ``None`` = a fresh prompt every time."""
 
     def __post_init__(self) -> None:
+        if self.dataset_size is not None and self.dataset_size < self.prompts:
+            raise ValueError(f"RunConfig: dataset_size ({self.dataset_size}) must be >= prompts "
+                             f"({self.prompts})")
         if self.steps < 1 or self.prompts < 1:
             raise ValueError(f"RunConfig: need steps >= 1 and prompts >= 1, got {self}")
 
@@ -121,8 +130,8 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         G = int(controller.propose())
         if G < 1:
             raise ValueError(f"controller {controller.name} proposed G={G} at step {t}")
-        lengths = scenario.lengths.sample(step_rng(cfg.seed, t), B, G, t)  # (B, G)
-        prompt_ids = t * B + np.arange(B)
+        prompt_ids = prompt_ids_for(t, B, cfg.dataset_size)  # (B,)
+        lengths = step_lengths(scenario.lengths, cfg.seed, t, prompt_ids, G)  # (B, G)
         t_start = env.now
         batch = engine.submit(np.repeat(prompt_ids, G), np.full(B * G, scenario.prompt_tokens),
                               lengths.ravel(), exclusive=True)

@@ -142,6 +142,6 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
 def bundled_scenarios() -> list[str]:
     """Names of the scenarios shipped in ``sim/data``."""
     folder = resources.files("sim").joinpath("data")
-    if not folder.is_dir():  # no scenario bundled yet
+    if not folder.is_dir():
         return []
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))

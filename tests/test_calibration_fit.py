@@ -28,7 +28,9 @@ def test_censored_fit_recovers_mu_sigma(mu, sigma, n, seed):
     f = fit_step(s)
     assert abs(f.mu - mu) < 0.15
     assert abs(f.sigma / sigma - 1) < 0.2
-    assert f.model_mean == pytest.approx(L.mean(), rel=0.02)
+    # the fit matches mean, extremes and clipped fraction jointly: its mean is within a
+    # few standard errors of the sample mean, not equal to it
+    assert abs(f.model_mean - L.mean()) < 3 * L.std() / np.sqrt(n)
 
 
 def test_censored_mean_matches_monte_carlo():

@@ -67,3 +67,21 @@ def test_sim_colocated_and_bad_pipeline(tmp_path, calibration_file):
     assert pl.read_csv(tmp_path / "a" / "summary.csv")["pipeline"].to_list() == ["sync", "bounded:2"]
     res = CliRunner().invoke(main, args + ["--pipeline", "bounded", "--out", str(tmp_path / "b")])
     assert res.exit_code != 0 and "bounded" in res.output
+
+
+def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
+    out = tmp_path / "fast"
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "4",
+                                    "--engine", "fast", "--model", "qwen2.5-3b", "--gpu", "h100",
+                                    "--drift", "r1zero", "--dataset-size", "8",
+                                    "--controllers", "static:4,sagc", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["engine_impl"] == "fast" and cfg["engine"]["kv_blocks"] is None
+    assert cfg["cost"]["a_s"] == pytest.approx(0.0038, rel=0.05)  # roofline, not the file's
+    out2 = tmp_path / "kv"
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
+                                    "--model", "llama-3.2-3b", "--gpu", "a100",
+                                    "--controllers", "static:4", "--out", str(out2)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out2 / "config.json").read_text())["engine"]["kv_blocks"] > 1000

@@ -1,0 +1,78 @@
+"""Fast path against the SimPy engine, in one process; and a large fast-path run.
+
+(1) Simulated rollouts per second of the synchronous pipeline (static G=8, the
+scenario's prompt batch) on the SimPy engine and on the fast path, same scenario, same
+lengths (best of 3 each); last line ``fast_over_simpy=<ratio>`` (target >= 20). The
+scenario is the default bundled one with the ServeGen long-reasoning length model of
+:mod:`sim.dynamics` (counter-based draws: many steps per call); the ratio with the
+scenario's own length model (one RNG per step) is printed too.
+(2) ``--big``: 1,000 steps x 512 prompts x G=16 (8.2M rollouts) on the fast path,
+rollouts streamed to parquet; wall time and peak RSS (``resource.getrusage``).
+
+Usage: python bench/fast_path.py [--steps N] [--big]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from sim.controllers import StaticG
+from sim.dynamics import servegen_lengths
+from sim.fastpath import run_sync_fast
+from sim.pipeline import RunConfig, run_sync
+from sim.scenario import DEFAULT_SCENARIO, load_scenario
+
+
+def rate(run, sc, cfg, repeats: int = 3) -> float:
+    """Best-of-``repeats`` simulated rollouts per second of ``run(sc, StaticG(8), cfg)``."""
+    best = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        rollouts, _ = run(sc, StaticG(8), cfg)
+        best = max(best, rollouts.height / (time.perf_counter() - t0))
+    return best
+
+
+def big_run(sc) -> None:
+    """1,000 x 512 x 16 on the fast path, streamed; prints time, rollouts and peak RSS."""
+    cfg = RunConfig(steps=1000, prompts=512)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rollouts.parquet"
+        t0 = time.perf_counter()
+        _, steps = run_sync_fast(sc, StaticG(16), cfg, rollout_path=path, chunk_steps=16)
+        wall = time.perf_counter() - t0
+        size = path.stat().st_size
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"big_run steps={steps.height} rollouts={1000 * 512 * 16:,} wall_s={wall:.1f} "
+          f"parquet_mib={size / 2**20:.0f} peak_rss_mib={peak_mib:.0f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    ap.add_argument("--big", action="store_true")
+    args = ap.parse_args()
+    base = load_scenario(args.scenario)
+    sc = dataclasses.replace(base, lengths=servegen_lengths(
+        max_response_length=base.lengths.max_response_length))
+    if args.big:
+        big_run(sc)
+        return
+    cfg = RunConfig(steps=args.steps, prompts=int(sc.defaults.get("prompts", 64)))
+    own = rate(run_sync_fast, base, cfg) / rate(run_sync, base, cfg)
+    simpy_rps, fast_rps = rate(run_sync, sc, cfg), rate(run_sync_fast, sc, cfg)
+    print(f"scenario={args.scenario} lengths=servegen steps={args.steps} prompts={cfg.prompts} G=8")
+    print(f"scenario_own_lengths_fast_over_simpy={own:.1f}")
+    print(f"simpy_rollouts_per_s={simpy_rps:,.0f}")
+    print(f"fast_rollouts_per_s={fast_rps:,.0f}")
+    print(f"fast_over_simpy={fast_rps / simpy_rps:.1f}")
+
+
+if __name__ == "__main__":
+    main()

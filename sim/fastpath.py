@@ -1,0 +1,281 @@
+"""Vectorised numpy synchronous pipeline for engines without KV pressure.
+
+Without a KV limit or token budget, which iteration a request is admitted in and
+finishes in does not depend on costs: per worker, requests enter ``max_num_seqs``
+slots first-in first-out as slots free (list scheduling on integer iteration counts).
+Times then follow from the per-iteration cost ``a + b n_k + c ctx_k + p prefill_k``
+(:mod:`sim.cost`) by a cumulative sum. A worker whose share fits in one wave (the
+common case) needs no per-iteration array: between two distinct finishing lengths
+``e_{j-1} < e_j`` the batch is fixed, and the segment costs
+``m (a + b n + c P) + c n (m e_{j-1} + m (m - 1) / 2)``, ``m = e_j - e_{j-1}``, as in
+:mod:`sim.engine`; that form is evaluated for many (step, worker) lanes at once.
+Results equal the SimPy engine (:func:`sim.engine.generate`) to float rounding; the
+SimPy engine stays the reference and the only one for KV pressure and async pipelines.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from sim.controllers import Controller, StaticG
+from sim.cost import LinearCost
+from sim.dynamics import prompt_ids_for, step_lengths
+from sim.engine import EngineConfig
+from sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
+from sim.trace_stream import RolloutSink
+
+
+def assign_workers(n_prompts: int, G: int, config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, int]:
+    """Worker of each of the ``n_prompts * G`` requests (row-major (prompt, sample)) as
+    :meth:`sim.engine.Engine._assign` does on an idle engine; returns ``(worker, rr')``."""
+    W, n = config.n_workers, n_prompts * G
+    if config.dispatch == "round_robin":
+        return (rr + np.arange(n)) % W, (rr + n) % W
+    if config.dispatch == "group":
+        return np.repeat((rr + np.arange(n_prompts)) % W, G), (rr + n_prompts) % W
+    return np.arange(n) % W, rr  # least_loaded on an idle engine: greedy argmin = i mod W
+
+
+def one_wave_lanes(lane: np.ndarray, L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray,
+                   cost: LinearCost) -> tuple[np.ndarray, np.ndarray]:
+    """Times of lanes whose requests all start at iteration 0 (one wave per lane).
+
+    Args: ``lane`` (m,) lane index of each request in ``0..n_lanes-1``; ``L`` (m,)
+    response tokens (>= 1); ``P`` (m,) prompt tokens; ``prefill_tokens`` (n_lanes,)
+    tokens prefilled in each lane's first iteration.
+    Returns ``(t_first, t_finish)``, (m,) seconds from the lane's start.
+    """
+    c = cost
+    order = np.lexsort((L, lane))  # by lane, then length
+    ls, Ls, Ps = lane[order], L[order].astype(np.float64), P[order].astype(np.float64)
+    n_lanes = len(prefill_tokens)
+    count = np.bincount(lane, minlength=n_lanes)
+    first = np.concatenate(([0], np.cumsum(count)[:-1]))  # (n_lanes,) start index
+    pos = np.arange(len(order)) - first[ls]  # position in lane
+    lane_P = np.bincount(lane, weights=P, minlength=n_lanes)
+    P_left = lane_P[ls] - (np.cumsum(Ps) - Ps - np.concatenate(([0.0], np.cumsum(Ps)))[first[ls]])
+    prev = np.where(pos > 0, np.concatenate(([0.0], Ls[:-1])), 0.0)
+    m = Ls - prev  # (m,) iterations of this request's segment (0 for ties)
+    n_left = (count[ls] - pos).astype(np.float64)
+    seg = m * (c.a_s + c.b_s * n_left + c.c_s * P_left) + c.c_s * n_left * (m * prev + m * (m - 1) / 2.0)
+    cum = np.cumsum(seg)
+    base = np.concatenate(([0.0], cum))[first[ls]]
+    pre = c.prefill_s_per_token * prefill_tokens
+    t_fin = np.empty(len(order))
+    t_fin[order] = cum - base + pre[ls]
+    t_first_lane = c.a_s + c.b_s * count + c.c_s * lane_P + pre
+    return t_first_lane[lane], t_fin
+
+
+def one_wave_matrix(L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray,
+                    cost: LinearCost) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`one_wave_lanes` for lanes of equal size: ``L, P`` (n_lanes, k),
+    ``prefill_tokens`` (n_lanes,); returns ``(t_first (n_lanes,), t_finish (n_lanes, k))``
+    (why: a row-wise sort and cumsum beat one big lexsort several-fold)."""
+    c, k = cost, L.shape[1]
+    order = np.argsort(L, axis=1)
+    Ls = np.take_along_axis(L, order, 1).astype(np.float64)
+    Ps = np.take_along_axis(P, order, 1).astype(np.float64)
+    prev = np.concatenate((np.zeros((len(L), 1)), Ls[:, :-1]), axis=1)
+    m = Ls - prev  # (n_lanes, k) iterations of each segment (0 for ties)
+    n_left = (k - np.arange(k)).astype(np.float64)  # (k,) running during segment j
+    P_left = np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1]  # prompt tokens still running
+    seg = m * (c.a_s + c.b_s * n_left + c.c_s * P_left) + c.c_s * n_left * (m * prev + m * (m - 1) / 2.0)
+    pre = c.prefill_s_per_token * prefill_tokens
+    t_fin = np.empty_like(Ls)
+    np.put_along_axis(t_fin, order, np.cumsum(seg, axis=1) + pre[:, None], 1)
+    return c.a_s + c.b_s * k + c.c_s * P.sum(axis=1) + pre, t_fin
+
+
+def multi_wave_lane(L: np.ndarray, P: np.ndarray, keys: np.ndarray, cost: LinearCost,
+                    max_num_seqs: int, prefix_caching: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Times of one worker's FIFO share ``L, P, keys`` (k,) from an idle start, any size.
+
+    Admission iterations come from list scheduling on ``max_num_seqs`` slots; iteration
+    ``k`` then costs ``a + b n_k + c ctx_k + p prefill_k`` and times are its cumsum.
+    Returns ``(t_first, t_finish)`` (k,) seconds from the start.
+    """
+    k_req = len(L)
+    start = np.zeros(k_req, dtype=np.int64)
+    slots = [int(x) for x in L[:max_num_seqs]]
+    heapq.heapify(slots)
+    Ll = L.tolist()
+    for i in range(max_num_seqs, k_req):  # each request takes the earliest freed slot
+        s = heapq.heappop(slots)
+        start[i] = s
+        heapq.heappush(slots, s + Ll[i])
+    end = start + L  # exclusive: last iteration is end - 1
+    K = int(end.max())
+    n_k = np.cumsum(np.bincount(start, minlength=K + 1) - np.bincount(end, minlength=K + 1))[:K]
+    w = (P - start).astype(np.float64)
+    s_k = np.cumsum(np.bincount(start, weights=w, minlength=K + 1)
+                    - np.bincount(end, weights=w, minlength=K + 1))[:K]
+    ctx = s_k + np.arange(K) * n_k  # sum over running of P + (k - start)
+    if prefix_caching:
+        _, first_of_key = np.unique(keys, return_index=True)
+        pay = np.zeros(k_req, dtype=bool)
+        pay[first_of_key] = True
+    else:
+        pay = np.ones(k_req, dtype=bool)
+    pre = np.bincount(start[pay], weights=P[pay].astype(np.float64), minlength=K)
+    c = cost
+    T = np.cumsum(c.a_s + c.b_s * n_k + c.c_s * ctx + c.prefill_s_per_token * pre)
+    return T[start], T[end - 1]
+
+
+def step_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
+               config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One synchronous generation phase from time 0, as :func:`sim.engine.generate`.
+
+    Args: ``lengths`` (n_prompts, G) tokens; ``prompt_tokens`` (n_prompts,); ``rr`` the
+    dispatcher's round-robin position. Returns ``(worker, t_first, t_finish, rr')`` with
+    flat (n_prompts * G,) arrays. Raises ValueError for a paged config (KV pressure:
+    use the SimPy engine).
+    """
+    if config.paged:
+        raise ValueError("fast path: KV blocks / token budget need the SimPy engine (--engine simpy)")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n_prompts, G = lengths.shape
+    worker, rr = assign_workers(n_prompts, G, config, rr)
+    L = lengths.ravel()
+    P = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
+    keys = np.repeat(np.arange(n_prompts), G)
+    t_first, t_fin = np.empty(L.size), np.empty(L.size)
+    count = np.bincount(worker, minlength=config.n_workers)
+    big = count > config.max_num_seqs
+    for w in np.flatnonzero(big):
+        idx = np.flatnonzero(worker == w)
+        t_first[idx], t_fin[idx] = multi_wave_lane(L[idx], P[idx], keys[idx], cost,
+                                                   config.max_num_seqs, config.prefix_caching)
+    small = ~big[worker]
+    if small.any():
+        lane = worker[small]
+        pre = _first_wave_prefill(lane, keys[small], P[small], config)
+        t_first[small], t_fin[small] = one_wave_lanes(lane, L[small], P[small], pre, cost)
+    return worker, t_first, t_fin, rr
+
+
+def _first_wave_prefill(lane, keys, P, config) -> np.ndarray:
+    """(n_lanes,) prompt tokens prefilled in each lane's first iteration."""
+    n_lanes = int(lane.max()) + 1
+    if not config.prefix_caching:
+        return np.bincount(lane, weights=P, minlength=n_lanes)
+    _, first = np.unique(lane * (int(keys.max()) + 1) + keys, return_index=True)  # one per (lane, key)
+    return np.bincount(lane[first], weights=P[first], minlength=n_lanes)
+
+
+def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
+                config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`step_times` of ``T`` consecutive steps with one ``G`` in one call.
+
+    ``lengths`` (T, n_prompts, G). Returns ``worker, t_first, t_finish`` (T, n_prompts * G)
+    (seconds from each step's start) and the final ``rr``. Lanes are (step, worker) pairs;
+    when every lane fits in one wave they are computed together (why: the per-call numpy
+    overhead, not the arithmetic, dominates small steps).
+    """
+    T, n_prompts, G = lengths.shape
+    W, n = config.n_workers, n_prompts * G
+    if config.dispatch == "round_robin":
+        rrs, base, stride = (rr + np.arange(T) * n) % W, np.arange(n), n
+    elif config.dispatch == "group":
+        rrs, base, stride = (rr + np.arange(T) * n_prompts) % W, np.repeat(np.arange(n_prompts), G), n_prompts
+    else:
+        rrs, base, stride = np.zeros(T, dtype=np.int64), np.arange(n), 0
+    worker = (rrs[:, None] + base[None, :]) % W  # (T, n)
+    rr_out = int((rr + T * stride) % W) if stride else rr
+    if np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:  # same max every step
+        out = [step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]))[1:3] for s in range(T)]
+        return worker, np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), rr_out
+    lane = (np.arange(T)[:, None] * W + worker).ravel()
+    P = np.tile(np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G), T)
+    if config.prefix_caching:  # each prompt once per lane that holds one of its samples
+        held = np.zeros((T * W, n_prompts), dtype=bool)
+        held[lane, np.tile(np.repeat(np.arange(n_prompts), G), T)] = True
+        pre = held @ np.asarray(prompt_tokens, dtype=np.float64)
+    else:
+        pre = np.bincount(lane, weights=P, minlength=T * W)
+    if W == 1:  # lanes are steps, already lane-major and of equal size
+        t_first, t_fin = one_wave_matrix(lengths.reshape(T, n), P.reshape(T, n), pre, cost)
+        return worker, np.repeat(t_first[:, None], n, axis=1), t_fin, rr_out
+    t_first, t_fin = one_wave_lanes(lane, lengths.reshape(-1), P, pre, cost)
+    return worker, t_first.reshape(T, n), t_fin.reshape(T, n), rr_out
+
+
+def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int, int], None] | None = None,
+                  rollout_path=None, chunk_steps: int = 512) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """:func:`sim.pipeline.run_sync` on the fast path: same prompts, lengths and tables
+    (times equal to float rounding).
+
+    A :class:`~sim.controllers.StaticG` controller is open-loop, so ``chunk_steps`` steps
+    are drawn and timed in one vectorised call; other controllers go step by step.
+    ``rollout_path``: stream the rollout table to that parquet file (returned as
+    ``None``) instead of keeping it in memory. Raises ValueError for a paged engine
+    config or a proposed G < 1.
+    """
+    if scenario.engine.paged:
+        raise ValueError("fast path: KV blocks / token budget need the SimPy engine (--engine simpy)")
+    B, cost = cfg.prompts, scenario.cost
+    prompt_tokens = np.full(B, scenario.prompt_tokens, dtype=np.int64)
+    sink, cols = RolloutSink(rollout_path), {k: [] for k in ("step", "t_start", "t_end", "gen_time",
+                                                               "train_time", "sync_time", "controller_state")}
+    t_now, rr, step = 0.0, 0, 0
+    while step < cfg.steps:
+        G = int(controller.propose())
+        if G < 1:
+            raise ValueError(f"controller {controller.name} proposed G={G} at step {step}")
+        open_loop = isinstance(controller, StaticG)  # G never depends on what it observes
+        T = min(chunk_steps, cfg.steps - step) if open_loop else 1
+        ts = np.arange(step, step + T)
+        ids = prompt_ids_for(ts, B, cfg.dataset_size)  # (T, B)
+        if hasattr(scenario.lengths, "sample_ids"):
+            lengths = scenario.lengths.sample_ids(cfg.seed, ts[:, None], ids, G)  # (T, B, G)
+        else:
+            lengths = np.stack([step_lengths(scenario.lengths, cfg.seed, int(t), ids[i], G)
+                                for i, t in enumerate(ts)])
+        worker, t_first, t_fin, rr = block_times(lengths, prompt_tokens, cost, scenario.engine, rr)
+        gen = t_fin.max(axis=1)  # (T,)
+        tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
+        t_start = np.empty(T)
+        for i in range(T):
+            train, sync = cost.learner_step_s(float(tokens[i])), cost.weight_sync_s()
+            t_start[i] = t_now
+            t_now = ((t_now + gen[i]) + train) + sync
+            controller.observe(lengths[i] if open_loop else lengths[i].tolist())
+            for k, v in zip(cols, (int(ts[i]), float(t_start[i]), t_now, float(gen[i]), train, sync,
+                                   json.dumps(controller.state_dict()))):
+                cols[k].append(v)
+            if on_step is not None:
+                on_step(int(ts[i]), G)
+        sink.add(_rollout_frame(cfg.run_id, ts, ids, G, lengths, prompt_tokens, worker,
+                                t_start, t_first, t_fin, scenario.lengths.max_response_length))
+        step += T
+    n = len(cols["step"])
+    steps = pl.DataFrame({**cols, "run_id": [cfg.run_id] * n, "lr": [float(cfg.lr)] * n,
+                          **{k: [None] * n for k in ("reward_mean", "kl", "grad_norm", "grad_cosine")}},
+                         schema_overrides=STEP_SCHEMA).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)
+    return sink.close(), steps
+
+
+def _rollout_frame(run_id, ts, ids, G, lengths, prompt_tokens, worker, t_start, t_first, t_fin,
+                   cap) -> pl.DataFrame:
+    """Rollout rows (trace schema) of ``T`` steps; arrays are (T, B[, G]) / (T, B*G)."""
+    T, B = ids.shape
+    n = B * G
+    resp = lengths.reshape(-1)
+    df = pl.DataFrame({
+        "step": np.repeat(ts, n), "prompt_id": np.repeat(ids.reshape(-1), G),
+        "sample_idx": np.tile(np.arange(G, dtype=np.int64), T * B),
+        "group_size": np.full(T * n, G, dtype=np.int64), "policy_version": np.repeat(ts, n),
+        "learner_version": np.repeat(ts, n), "prompt_tokens": np.tile(np.repeat(prompt_tokens, G), T),
+        "response_tokens": resp, "worker": worker.reshape(-1).astype(np.int64),
+        "t_submit": np.repeat(t_start, n), "t_first_token": (t_first + t_start[:, None]).reshape(-1),
+        "t_finish": (t_fin + t_start[:, None]).reshape(-1)})
+    return df.with_columns(
+        pl.lit(run_id, dtype=pl.String).alias("run_id"),
+        pl.when(pl.col("response_tokens") >= cap).then(pl.lit("length")).otherwise(pl.lit("stop"))
+        .alias("finish_reason")).select(list(ROLLOUT_SCHEMA)).cast(ROLLOUT_SCHEMA)

@@ -1,0 +1,346 @@
+"""Paged engine worker: KV cache in blocks, preemption by recompute, chunked prefill.
+
+The scheduling rules are those of :mod:`sim.kv_reference` (which runs them iteration by
+iteration); :class:`PagedWorker` runs them in closed form between events. After the
+scheduling of a boundary, if nothing was preempted and no prefill is in progress, the
+batch stays fixed until the next finish or the next failed block allocation; both are
+computed analytically: a sequence computing over ``x`` tokens at the first iteration
+needs ``ceil((x + j) / B) - ceil(x / B)`` more blocks ``j`` iterations later, so the
+failing iteration is the first ``j`` where the sum over the batch exceeds the free blocks
+(a monotone function: binary search). ``m`` iterations with ``n`` sequences over ``X``
+context tokens at the first cost ``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill).
+A worker without KV pressure and without a token budget is the faster
+:class:`sim.engine.Worker` (same results, see tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+
+import numpy as np
+import simpy
+
+from sim.cost import LinearCost
+from sim.engine import Batch, EngineConfig, hold_until
+
+
+class PrefixCache:
+    """KV blocks of one worker: blocks referenced by running sequences (:attr:`used`)
+    and prompt blocks no running sequence references, kept for prefix hits and evicted
+    least-recently-released first when blocks are needed (vLLM's evictable cache).
+    Invariant: ``used + cached_blocks <= cap``."""
+
+    def __init__(self, cap: float):
+        self.cap = cap
+        self.used = 0  # blocks referenced by running sequences
+        self.cached_blocks = 0  # blocks of unreferenced, still cached prompts
+        self.refs: dict = {}  # prompt key -> (running sequences referencing it, blocks)
+        self.lru: OrderedDict = OrderedDict()  # prompt key -> blocks, oldest first
+
+    def free(self) -> float:
+        """Blocks available to allocate (evicting unreferenced prompts if needed)."""
+        return self.cap - self.used
+
+    def hit(self, key) -> bool:
+        """The prompt's blocks are in the cache (referenced or not)."""
+        return key in self.refs or key in self.lru
+
+    def give_back(self, n_blocks: int) -> None:
+        """Free ``n_blocks`` a sequence owned."""
+        self.used -= n_blocks
+
+    def alloc(self, n_blocks: int) -> None:
+        """Take ``n_blocks`` (caller checked :meth:`free`), evicting old prompts."""
+        self.used += n_blocks
+        while self.used + self.cached_blocks > self.cap and self.lru:
+            self.cached_blocks -= self.lru.popitem(last=False)[1]
+
+    def acquire(self, key, n_blocks: int) -> None:
+        """A sequence starts referencing prompt ``key`` (``n_blocks`` shared blocks)."""
+        if key in self.refs:
+            k, b = self.refs[key]
+            self.refs[key] = (k + 1, b)
+            return
+        if key in self.lru:
+            self.cached_blocks -= self.lru.pop(key)
+            self.used += n_blocks
+        else:
+            self.alloc(n_blocks)
+        self.refs[key] = (1, n_blocks)
+
+    def release(self, key, keep: bool) -> None:
+        """A sequence stops referencing ``key``; the last one leaves its blocks cached
+        (``keep``) or frees them."""
+        k, b = self.refs.pop(key)
+        if k > 1:
+            self.refs[key] = (k - 1, b)
+            return
+        self.used -= b
+        if keep:
+            self.lru[key] = b
+            self.cached_blocks += b
+
+
+class _Req:
+    """One request on a worker: prompt ``P``, target ``L``, generated ``g``, owned blocks
+    ``alloc``, prefill tokens still to compute ``rem``."""
+
+    __slots__ = ("batch", "i", "key", "P", "L", "sh", "g", "alloc", "rem", "computing")
+
+    def __init__(self, batch: Batch, i: int, block_size: int, caching: bool):
+        self.batch, self.i = batch, i
+        self.key = (id(batch), batch.keys_[i])
+        self.P, self.L = batch.prompt_[i], batch.resp_[i]
+        self.sh = self.P // block_size if caching else 0
+        self.g = self.alloc = self.rem = 0
+        self.computing = False
+
+
+class PagedWorker:
+    """A continuous-batching replica with a paged KV cache (a SimPy process).
+
+    Life cycle as :class:`sim.engine.Worker`; in addition requests can be preempted and
+    re-queued at the front (``batch.preemptions`` counts it), and :attr:`preemptions`,
+    :attr:`max_kv_blocks_used` summarise the worker.
+    """
+
+    def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
+        self.env, self.index, self.cost, self.config = env, index, cost, config
+        self.B = config.block_size
+        self.cap = config.kv_blocks if config.kv_blocks is not None else math.inf
+        self.tok_cap = (config.max_num_batched_tokens if config.max_num_batched_tokens is not None
+                        else math.inf)
+        self.waiting: deque[_Req] = deque()
+        self.running: list[_Req] = []  # admission order
+        self.cache = PrefixCache(self.cap)
+        self.left: dict = {}  # prompt key -> unfinished requests here
+        self.pending: set = set()  # prompt keys being prefilled
+        self.preemptions = 0
+        self.max_kv_blocks_used = 0
+        self.busy_s = 0.0
+        self.events = 0
+        self._n_streaming = 0
+        self._coalescing = False
+        self._wakeup = env.event()
+        env.process(self.run())
+
+    @property
+    def outstanding(self) -> int:
+        """Requests running or waiting on this worker."""
+        return len(self.running) + len(self.waiting)
+
+    def enqueue(self, batch: Batch, idx: np.ndarray) -> None:
+        """Queue requests ``idx`` of ``batch`` (FIFO). Raises ValueError if one can never
+        fit in the KV cache, RuntimeError during an exclusive batch."""
+        if self._coalescing:
+            raise RuntimeError(f"worker {self.index}: a request was submitted while an "
+                               "exclusive batch was running (see Batch(exclusive=...))")
+        batch.worker[idx] = self.index
+        for i in idx.tolist():
+            r = _Req(batch, i, self.B, self.config.prefix_caching)
+            if -(-(r.P + r.L - 1) // self.B) > self.cap:
+                raise ValueError(f"request {i}: prompt {r.P} + response {r.L} tokens need "
+                                 f"{-(-(r.P + r.L - 1) // self.B)} KV blocks, worker {self.index} "
+                                 f"has {self.cap}")
+            self.left[r.key] = self.left.get(r.key, 0) + 1
+            self.waiting.append(r)
+        if not batch.coalesce:
+            self._n_streaming += len(idx)
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def _own(self, r: _Req, g: int) -> int:
+        return -(-(r.P + g) // self.B) - r.sh
+
+    def _preempt_tail(self) -> _Req:
+        v = self.running.pop()
+        self.cache.give_back(v.alloc)
+        v.alloc = v.rem = 0
+        if self.config.prefix_caching:
+            self.cache.release(v.key, keep=not v.computing)
+        if v.computing:
+            v.computing = False
+            self.pending.discard(v.key)
+        self.waiting.appendleft(v)
+        v.batch.preemptions[v.i] += 1
+        self.preemptions += 1
+        return v
+
+    def _schedule(self) -> tuple[list[_Req], int, bool]:
+        """Rules 1-3 of :mod:`sim.kv_reference` at a boundary: returns the sequences
+        producing a token in the next iteration, its prefill tokens, and whether a
+        preemption happened."""
+        preempted, i, run = False, 0, self.running
+        while i < len(run):
+            r = run[i]
+            need = self._own(r, r.g) - r.alloc
+            if need <= self.cache.free():
+                self.cache.alloc(need)
+                r.alloc += need
+                i += 1
+            else:
+                self._preempt_tail()
+                preempted = True
+        producing = [r for r in run if r.rem == 0]
+        budget, prefill = self.tok_cap - len(producing), 0
+        for r in run:
+            if r.rem > 0 and budget > 0:
+                ch = min(r.rem, budget)
+                r.rem -= ch
+                budget -= ch
+                prefill += ch
+                if r.rem == 0:
+                    producing.append(r)
+                    if r.computing:
+                        r.computing = False
+                        self.pending.discard(r.key)
+        caching = self.config.prefix_caching
+        while (not preempted and self.waiting and len(run) < self.config.max_num_seqs
+               and budget > 0):
+            r = self.waiting[0]
+            if caching and r.key in self.pending:
+                break
+            hit = caching and self.cache.hit(r.key)
+            own = self._own(r, r.g)
+            if own + (0 if r.key in self.cache.refs else r.sh) > self.cache.free():
+                break
+            self.waiting.popleft()
+            if caching:
+                self.cache.acquire(r.key, r.sh)
+            self.cache.alloc(own)
+            r.alloc = own
+            r.rem = (0 if hit else r.P) + r.g
+            run.append(r)
+            ch = min(r.rem, budget) if r.rem else 0
+            r.rem -= ch
+            budget -= ch if ch else 1
+            prefill += ch
+            if r.rem == 0:
+                producing.append(r)
+            elif caching and not hit:
+                self.pending.add(r.key)
+                r.computing = True
+        if not run and self.waiting and not preempted:
+            raise RuntimeError(f"worker {self.index}: a request cannot be admitted into an empty "
+                               f"worker ({self.cache.free()} free KV blocks)")
+        self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
+        return producing, prefill, preempted
+
+    def _first_failure(self, producing: list[_Req], m: int) -> int:
+        """Smallest ``j`` in ``[1, m)`` at whose boundary block allocation fails, else ``m``."""
+        free = self.cache.free()
+        x = np.fromiter((r.P + r.g for r in producing), np.int64, len(producing))
+        base = -(-x // self.B)
+        extra = lambda j: int((-(-(x + j) // self.B) - base).sum())  # noqa: E731
+        if m <= 1 or extra(m - 1) <= free:
+            return m
+        lo, hi = 1, m - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if extra(mid) > free:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _segment(self):
+        """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing
+        runnable) or ``(producing, m, per_iter_s, prefill_s)``."""
+        producing, prefill, preempted = self._schedule()
+        if not self.running:
+            return None
+        c = self.cost
+        n, X = len(producing), sum(r.P + r.g for r in producing)
+        if preempted or n < len(self.running) or (prefill and self.waiting):
+            m = 1  # (why: the next boundary may admit, or a prefill is still chunking)
+        else:
+            m = min(r.L - r.g for r in producing)
+            if self.cap != math.inf:
+                m = self._first_failure(producing, m)
+        return producing, m, c.a_s + c.b_s * n + c.c_s * X, c.prefill_s(prefill)
+
+    def _dt(self, n: int, m: int, per_iter: float, prefill_s: float) -> float:
+        return m * per_iter + self.cost.c_s * n * (m * (m - 1) / 2.0) + prefill_s
+
+    def _apply(self, producing: list[_Req], m: int, t_first: float, t_end: float, record) -> None:
+        """Move the producing sequences ``m`` tokens ahead; finishes go to ``record``."""
+        finishing = []
+        for r in producing:
+            if r.g == 0 and math.isnan(r.batch.first_[r.i]):
+                r.batch.first_[r.i] = t_first
+            r.g += m
+            new = self._own(r, r.g - 1)  # blocks of the segment's last iteration
+            self.cache.alloc(new - r.alloc)
+            r.alloc = new
+            if r.g == r.L:
+                finishing.append(r)
+        self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
+        for r in finishing:
+            self.running.remove(r)
+            self.cache.give_back(r.alloc)
+            r.alloc = 0
+            self.left[r.key] -= 1
+            if self.left[r.key] == 0:
+                del self.left[r.key]
+            if self.config.prefix_caching:
+                self.cache.release(r.key, keep=r.key in self.left)
+            if not r.batch.coalesce:
+                self._n_streaming -= 1
+            record(r.batch, r.i, t_end)
+
+    def run(self):
+        """Process: schedule a boundary, advance in closed form to the next change, repeat."""
+        env = self.env
+        while True:
+            if not self.running and not self.waiting:
+                self._wakeup = env.event()
+                yield self._wakeup
+                continue
+            if self._n_streaming == 0:
+                yield from self._run_exclusive()
+                continue
+            seg = self._segment()
+            if seg is None:
+                continue
+            producing, m, per_iter, prefill_s = seg
+            n = len(producing)
+            dt = self._dt(n, m, per_iter, prefill_s)
+            self._wakeup = env.event()
+            t0 = env.now
+            self.events += 1
+            yield env.any_of([env.timeout(dt), self._wakeup])
+            if env.now < t0 + dt:  # an arrival: stop at the boundary after now
+                lo, hi = 1, m
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if self._dt(n, mid, per_iter, prefill_s) >= env.now - t0:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                m = lo
+                yield env.timeout(max(self._dt(n, m, per_iter, prefill_s) - (env.now - t0), 0.0))
+            self.busy_s += env.now - t0
+            done = []
+            self._apply(producing, m, t0 + per_iter + prefill_s, env.now,
+                        lambda b, i, t: done.append((b, i)))
+            for b, i in done:
+                b.finished(i, env.now)
+
+    def _run_exclusive(self):
+        """Run everything held to completion in closed form; yield once at the end."""
+        t, finished = self.env.now, []
+
+        def record(batch, i, t_end):
+            batch.finish_[i] = t_end
+            finished.append(batch)
+
+        while self.running or self.waiting:
+            seg = self._segment()
+            if seg is None:
+                continue
+            producing, m, per_iter, prefill_s = seg
+            t_end = t + self._dt(len(producing), m, per_iter, prefill_s)
+            self._apply(producing, m, t + per_iter + prefill_s, t_end, record)
+            t = t_end
+        yield from hold_until(self, t, finished)
