@@ -107,9 +107,16 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
                f"{sc.engine.n_workers} workers, tau={tau:g}")
     with pl.Config(tbl_rows=50, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
                    tbl_hide_column_data_types=True, tbl_width_chars=200):
-        click.echo(summary.select("controller", "pipeline", "steps", "wall_clock_s",
-                                  "slot_idle_frac", "straggler_rate", "mean_G", "tokens_per_s",
-                                  "learner_idle_frac", "generator_idle_frac", "staleness_mean",
-                                  "staleness_max", "dropped"))
+        click.echo(summary.select(_printed_columns(pipes)))
     click.echo(f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, "
                f"comparison.png, config.json")
+
+
+def _printed_columns(pipes) -> list[str]:
+    """The summary columns worth printing: staleness columns only for asynchronous runs."""
+    cols = ["controller", "pipeline", "steps", "wall_clock_s", "gen_time_s", "slot_idle_frac",
+            "straggler_rate", "mean_G", "rollouts", "tokens_per_s"]
+    if any(p.kind != "sync" for p in pipes):
+        cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + [
+            "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max", "dropped"]
+    return cols
