@@ -13,6 +13,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
     "sim": "sim.cli:sim",
+    "real": "real.cli:real",
 }
 
 
