@@ -19,7 +19,8 @@ from sim.trace import TraceError
 _FIELDS = {"controller": "controller", "steps": "steps", "prompts": "prompts", "seed": "seed",
            "lr": "learner.lr", "capacity": "capacity", "engine_mode": "engine_mode",
            "warm_start_steps": "warm_start.steps", "eval_every": "eval_every",
-           "checkpoint_every": "checkpoint_every", "tau": "tau"}
+           "checkpoint_every": "checkpoint_every", "tau": "tau", "eval_size": "eval_size",
+           "max_response_tokens": "max_response_tokens"}
 
 
 @click.group()
@@ -41,6 +42,9 @@ def real() -> None:
 @click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
 @click.option("--eval-every", default=SyncConfig.eval_every, show_default=True, type=int)
 @click.option("--checkpoint-every", default=SyncConfig.checkpoint_every, show_default=True, type=int)
+@click.option("--eval-size", default=SyncConfig.eval_size, show_default=True, type=int,
+              help="held-out problems")
+@click.option("--max-response-tokens", default=SyncConfig.max_response_tokens, show_default=True, type=int)
 @click.option("--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.pass_context
@@ -55,7 +59,7 @@ def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     try:
         rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
-    except (RunDirError, ConfigError, CheckpointError, TraceError, ValueError) as exc:
+    except (RunDirError, ConfigError, CheckpointError, TraceError) as exc:
         raise click.ClickException(str(exc)) from None
     summary = run_summary(rollouts, steps, tau=cfg.tau)
     click.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
@@ -66,3 +70,19 @@ def _set(cfg, dotted: str, value):
     if not rest:
         return dataclasses.replace(cfg, **{head: value})
     return dataclasses.replace(cfg, **{head: _set(getattr(cfg, head), rest, value)})
+
+
+@real.command("task-lengths")
+@click.option("--out", "out_png", default="docs/figures/real_task_lengths.png", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--problems", default=100_000, show_default=True, type=int)
+def task_lengths(out_png: Path, problems: int) -> None:
+    """Plot the digit-chain task's solution-length distribution and print its quantiles."""
+    from real.task import TaskConfig
+    from real.task_figure import plot, solution_lengths, summary
+
+    lengths = solution_lengths(TaskConfig(), problems)
+    plot(lengths, out_png)
+    for name, row in summary(lengths).items():
+        click.echo(f"{name}: " + " ".join(f"{k}={v:g}" for k, v in row.items()))
+    click.echo(f"wrote {out_png}")

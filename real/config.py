@@ -21,9 +21,9 @@ class SyncConfig:
 
     controller: str = "sagc"
     """Group-size controller spec (:func:`sim.controllers.parse_controller`): ``sagc[:k=v,...]`` or ``static:G``."""
-    steps: int = 300
+    steps: int = 200
     """Training steps (one GRPO update and one weight sync each)."""
-    prompts: int = 16
+    prompts: int = 8
     """Prompt batch ``B`` per step."""
     seed: int = 0
     """Seeds prompts, request sampling, the controller and minibatch order."""
@@ -49,6 +49,10 @@ class SyncConfig:
     """Held-out problems (fixed set, its own seed, never used for training)."""
     checkpoint_every: int = 20
     """Checkpoint every this many steps (and after the last)."""
+    torch_threads: int = 1
+    """torch intra-op threads. 1 by default: on the 2-vCPU dev machine two threads ran a
+    warm-start step in anywhere from 0.09 to 1.0 s (OpenMP spinning against the other
+    vCPU's load), one thread a steady 0.15 s."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """Optimiser and objective."""
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -58,7 +62,7 @@ class SyncConfig:
 
     def __post_init__(self) -> None:
         positive = ("steps", "prompts", "capacity", "max_response_tokens", "eval_every",
-                    "eval_size", "checkpoint_every")
+                    "eval_size", "checkpoint_every", "torch_threads")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -31,7 +31,7 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
         return torch.zeros_like(rewards)
     mean = rewards.mean(dim=1, keepdim=True)
     std = rewards.std(dim=1, keepdim=True)  # unbiased, as verl
-    return (rewards - mean) / (std + eps)
+    return torch.where(std > 0, (rewards - mean) / (std + eps), torch.zeros_like(rewards))
 
 
 def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
@@ -98,7 +98,7 @@ def grpo_loss(logp: torch.Tensor, logp_behaviour: torch.Tensor, advantages: torc
         kl = torch.exp(d) - d - 1.0  # k3, >= 0
         per_token = pg + kl_coef * kl
     loss = (per_token * mask).sum() / n_tokens
-    clipped = ((surr_clipped < surr).to(mask.dtype) * mask).sum() / n_tokens
-    return LossParts(loss=loss, pg_loss=float((pg * mask).sum() / n_tokens),
+    clipped = ((surr_clipped.detach() < surr.detach()).to(mask.dtype) * mask).sum() / n_tokens
+    return LossParts(loss=loss, pg_loss=float((pg.detach() * mask).sum() / n_tokens),
                      kl=float((kl.detach() * mask).sum() / n_tokens),
                      clip_frac=float(clipped), n_tokens=n_tokens)

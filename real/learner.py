@@ -24,7 +24,7 @@ from real.tokenizer import PAD_ID
 class LearnerConfig:
     """Optimiser and objective settings."""
 
-    lr: float = 1e-3
+    lr: float = 3e-4
     """AdamW learning rate (constant)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""

@@ -73,6 +73,7 @@ class SyncRun:
     def __init__(self, cfg: SyncConfig, out_dir: Path, run_id: str, resume: bool,
                  engine_factory: Callable[..., RolloutEngine] | None = None):
         self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
+        torch.set_num_threads(cfg.torch_threads)
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
             raise ConfigError(f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
@@ -148,7 +149,9 @@ class SyncRun:
             kept = [r for p in range(B) if keep[p] for r in groups[p]]
             batch = pack([reqs[r.request_id].prompt_ids for r in kept], [r.response_ids for r in kept],
                          [r.logprobs for r in kept], adv[keep].reshape(-1))
-            stats = self.learner.update(batch, torch.Generator().manual_seed(request_seed(cfg.seed, step, -1, 0)))
+            # prompt index B is no rollout's: the minibatch order gets its own stream
+            order_gen = torch.Generator().manual_seed(request_seed(cfg.seed, step, cfg.prompts, 0))
+            stats = self.learner.update(batch, order_gen)
         t_train = self.clock()
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
@@ -223,10 +226,13 @@ def run_sync(cfg: SyncConfig, out_dir: str | Path, resume: bool = False, progres
 
     Raises: RunDirError (directory holds another run / nothing to resume / conflicting
     setting), ConfigError (G above capacity, bad setting), CheckpointError (corrupt
-    checkpoint), ValueError (unknown controller spec); none of them changes the directory.
+    checkpoint), ConfigError (unknown controller spec); none of them changes the directory.
     """
     out = Path(out_dir)
-    parse_controller(cfg.controller, seed=cfg.seed)  # a bad spec fails before anything is written
+    try:  # a bad spec fails before anything is written
+        parse_controller(cfg.controller, seed=cfg.seed)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if resume:
         run_id, cfg = rundir.open_existing(out, overrides or {})
     else:

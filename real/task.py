@@ -39,7 +39,7 @@ class TaskConfig:
     """Fewest digits in a problem."""
     n_max: int = 16
     """Most digits in a problem (at most ``len(TAGS)`` = 16)."""
-    p_long: float = 0.3
+    p_long: float = 0.5
     """Share of long-scratchpad solutions in the warm-start data."""
     format_weight: float = 0.0
     """Weight of the format term in the reward (0: reward = exact-match correctness)."""
