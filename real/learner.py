@@ -58,24 +58,32 @@ class PackedBatch:
     """``(N,)`` one advantage per rollout."""
 
 
+def pad_prompt_response(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``ids (N, T)`` of prompt + response and the target mask ``(N, T - 1)``
+    (1 where target ``j + 1`` is a response token)."""
+    t = max(len(p) + len(r) for p, r in zip(prompts, responses))
+    ids = torch.full((len(prompts), t), PAD_ID, dtype=torch.long)
+    mask = torch.zeros(len(prompts), t - 1)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        ids[i, : len(p) + len(r)] = torch.tensor(list(p) + list(r))
+        mask[i, len(p) - 1: len(p) + len(r) - 1] = 1.0
+    return ids, mask
+
+
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
          logprobs: Sequence[Sequence[float]], advantages: torch.Tensor) -> PackedBatch:
     """Build a :class:`PackedBatch` from ragged prompts, responses and behaviour log-probs.
 
     Raises: ValueError when a response and its log-probs differ in length, or a response is empty.
     """
-    n = len(prompts)
-    t = max(len(p) + len(r) for p, r in zip(prompts, responses))
-    ids = torch.full((n, t), PAD_ID, dtype=torch.long)
-    mask = torch.zeros(n, t - 1)
-    old = torch.zeros(n, t - 1)
-    for i, (p, r, lp) in enumerate(zip(prompts, responses, logprobs)):
+    for i, (r, lp) in enumerate(zip(responses, logprobs)):
         if len(r) != len(lp) or not r:
             raise ValueError(f"pack: rollout {i} has {len(r)} response tokens and {len(lp)} log-probs")
-        ids[i, : len(p) + len(r)] = torch.tensor(list(p) + list(r))
-        lo, hi = len(p) - 1, len(p) + len(r) - 1
-        mask[i, lo:hi] = 1.0
-        old[i, lo:hi] = torch.tensor(lp)
+    ids, mask = pad_prompt_response(prompts, responses)
+    old = torch.zeros_like(mask)
+    for i, (p, lp) in enumerate(zip(prompts, logprobs)):
+        old[i, len(p) - 1: len(p) - 1 + len(lp)] = torch.tensor(lp)
     return PackedBatch(ids, mask, old, advantages.float())
 
 
@@ -144,7 +152,7 @@ class Learner:
         def mean(xs: list[float]) -> float:
             return float((torch.tensor(xs, dtype=torch.float64) * w).sum() / w.sum())
 
-        return UpdateStats(loss=mean([float(p.loss) for p in parts]), pg_loss=mean([p.pg_loss for p in parts]),
+        return UpdateStats(loss=mean([float(p.loss.detach()) for p in parts]), pg_loss=mean([p.pg_loss for p in parts]),
                            kl=mean([p.kl for p in parts]), clip_frac=mean([p.clip_frac for p in parts]),
                            grad_norm=float(sum(norms) / len(norms)), grad_cosine=cosine,
                            n_tokens=int(w.sum()))

@@ -111,10 +111,12 @@ class SyncRun:
             self._evaluate(-1)
         bar = tqdm(range(self.start_step, self.cfg.steps), initial=self.start_step,
                    total=self.cfg.steps, disable=not progress, desc="real sync", unit="step")
+        heldout = ""
         for step in bar:
             info = self.step(step)
+            heldout = info.get("heldout_accuracy", heldout)
             bar.set_postfix(G=info["G"], reward=f"{info['reward_mean']:.2f}",
-                            step_s=f"{info['step_s']:.2f}", acc=info.get("heldout_accuracy", ""))
+                            step_s=f"{info['step_s']:.2f}", heldout_acc=heldout)
         return self.writer.close()
 
     def _requests(self, step: int, G: int) -> tuple[list, list[RolloutRequest]]:

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from real.learner import pad_prompt_response
 from real.model import LlamaConfig, LlamaLM, build_model, load_pretrained, save_pretrained
 from real.task import Problem, TaskConfig, sample_problems
-from real.tokenizer import PAD_ID
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,8 @@ class WarmStartConfig:
 def sft_batch(problems: list[Problem], longs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """``ids (N, T)`` of prompt + solution (right-padded) and the loss mask ``(N, T - 1)``
     that selects the solution tokens as targets."""
-    seqs = [(p.prompt_ids, p.solution_ids(bool(lg))) for p, lg in zip(problems, longs)]
-    t = max(len(a) + len(b) for a, b in seqs)
-    ids = torch.full((len(seqs), t), PAD_ID, dtype=torch.long)
-    mask = torch.zeros(len(seqs), t - 1)
-    for i, (a, b) in enumerate(seqs):
-        ids[i, : len(a) + len(b)] = torch.tensor(a + b)
-        mask[i, len(a) - 1: len(a) + len(b) - 1] = 1.0
-    return ids, mask
+    return pad_prompt_response([p.prompt_ids for p in problems],
+                               [p.solution_ids(bool(lg)) for p, lg in zip(problems, longs)])
 
 
 def train_warm_start(model: LlamaLM, task: TaskConfig, cfg: WarmStartConfig,
