@@ -1,0 +1,50 @@
+"""The length distribution of the digit-chain task's correct solutions (figure + numbers).
+
+Used by ``rolloutlab real task-lengths`` to make docs/real_task.md's figure. No torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from real.task import TaskConfig, sample_n_digits
+
+
+def solution_lengths(cfg: TaskConfig, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Response lengths (tokens, EOS included) of ``n`` problems' correct solutions:
+    ``{"short": (n,), "long": (n,)}`` (``n + 3`` and ``4 n + 3`` for ``n`` digits)."""
+    digits = sample_n_digits(np.random.default_rng(seed), cfg, n)
+    return {"short": digits + 3, "long": 4 * digits + 3}
+
+
+def summary(lengths: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Median, p90, p99, max and max/median per format."""
+    out = {}
+    for name, x in lengths.items():
+        med = float(np.median(x))
+        out[name] = {"median": med, "p90": float(np.quantile(x, 0.9)), "p99": float(np.quantile(x, 0.99)),
+                     "max": float(x.max()), "max/median": float(x.max() / med)}
+    return out
+
+
+def plot(lengths: dict[str, np.ndarray], out: Path) -> None:
+    """Histogram of both formats' lengths on one axis, saved to ``out`` (png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    bins = np.arange(0, max(int(x.max()) for x in lengths.values()) + 2)
+    for name, x in lengths.items():
+        ax.hist(x, bins=bins, alpha=0.6, label=f"{name} scratchpad", density=True)
+    ax.set_xlabel("response length of a correct solution (tokens, EOS included)")
+    ax.set_ylabel("share of problems")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

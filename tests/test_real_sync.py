@@ -1,0 +1,139 @@
+"""The synchronous loop end to end with tiny budgets: traces, controller feed, bad input, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from real import checkpoint  # noqa: E402
+from real.config import ConfigError  # noqa: E402
+from real.rundir import RunDirError  # noqa: E402
+from real.sync import SyncRun, run_sync  # noqa: E402
+from sim.controllers import StaticG  # noqa: E402
+from sim.metrics import run_summary, step_metrics  # noqa: E402
+from sim.trace import read  # noqa: E402
+from real_helpers import tiny_config  # noqa: E402
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("spec", ["static:2", "sagc:candidates=2/4,init_G=2"])
+def test_a_tiny_run_writes_valid_traces_that_the_sim_metrics_read(tmp_path, spec):
+    cfg = tiny_config(controller=spec)
+    run_sync(cfg, tmp_path, progress=False)
+    rollouts = read(tmp_path / "rollouts.parquet", "rollouts")
+    steps = read(tmp_path / "steps.parquet", "steps")
+    assert steps["step"].to_list() == [0, 1, 2]
+    per_step = step_metrics(rollouts)
+    assert per_step["n_rollouts"].to_list() == [cfg.prompts * g for g in per_step["group_size"].to_list()]
+    assert (rollouts["policy_version"] == rollouts["step"]).all()
+    summary = run_summary(rollouts, steps)
+    assert 0.0 <= summary["slot_idle_frac"] < 1.0 and 0.0 <= summary["straggler_rate"] <= 1.0
+    state = json.loads(steps["controller_state"][-1])
+    assert state["steps_observed"] == 3
+    doc = json.loads((tmp_path / "config.json").read_text())
+    assert doc["versions"]["torch"] == torch.__version__ and doc["config"]["controller"] == spec
+    assert [json.loads(x)["step"] for x in (tmp_path / "eval.jsonl").read_text().splitlines()] == [-1, 1, 2]
+    assert checkpoint.latest(tmp_path).name == "step_000003"
+
+
+class SpyController(StaticG):
+    def __init__(self, G):
+        super().__init__(G)
+        self.seen = []
+
+    def observe(self, lengths):
+        self.seen.append([list(g) for g in lengths])
+        super().observe(lengths)
+
+
+def test_the_controller_receives_exactly_the_lengths_the_engine_produced(tmp_path):
+    cfg = tiny_config(controller="static:3", eval_every=100)
+    run = SyncRun(cfg, tmp_path, "spy-run", resume=False)
+    run.controller = SpyController(3)
+    produced = []
+    generate = run.engine.generate
+
+    def recording_generate(reqs, params):
+        res = generate(reqs, params)
+        produced.append([len(r.response_ids) for r in res])
+        return res
+
+    run.engine.generate = recording_generate
+    run.step(0)
+    run.step(1)
+    flat = [[n for g in step for n in g] for step in run.controller.seen]
+    assert flat == produced
+    assert all(len(g) == 3 for step in run.controller.seen for g in step)
+
+
+def test_unknown_controller_spec_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="bogus"):
+        run_sync(tiny_config(controller="bogus:1"), tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="capacity"):
+        run_sync(tiny_config(controller="static:16", capacity=8), tmp_path, progress=False)
+
+
+def test_an_out_dir_holding_another_run_is_refused_and_left_unchanged(tmp_path):
+    run_sync(tiny_config(steps=1), tmp_path, progress=False)
+    before = snapshot(tmp_path)
+    with pytest.raises(RunDirError, match="already holds a run"):
+        run_sync(tiny_config(steps=1), tmp_path, progress=False)
+    # a trace of another run under this run's config: --resume refuses to mix them
+    other = tmp_path / "rollouts.jsonl"
+    other.write_text(other.read_text().replace(json.loads(other.read_text().splitlines()[0])["run_id"], "someone-else"))
+    before = snapshot(tmp_path)
+    with pytest.raises(RunDirError, match="someone-else"):
+        run_sync(tiny_config(steps=2), tmp_path, resume=True, progress=False)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_corrupt_checkpoint_is_named_and_nothing_is_destroyed(tmp_path):
+    run_sync(tiny_config(steps=2), tmp_path, progress=False)
+    weights = checkpoint.latest(tmp_path) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8] + b"garbage!")
+    before = snapshot(tmp_path)
+    with pytest.raises(checkpoint.CheckpointError, match="model.safetensors"):
+        run_sync(tiny_config(steps=4), tmp_path, resume=True, progress=False)
+    assert snapshot(tmp_path) == before
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
+    steps, prompts, G = 40, 2, 2
+    cmd = [sys.executable, "-c", "from rolloutlab.cli import main; main()", "real", "sync", "--controller", f"static:{G}",
+           "--steps", str(steps), "--prompts", str(prompts), "--out", str(tmp_path), "--warm-start-steps", "2",
+           "--checkpoint-every", "3", "--eval-every", "100", "--capacity", "8", "--quiet",
+           "--eval-size", "4", "--max-response-tokens", "24"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while _lines(tmp_path / "steps.jsonl") < 5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = _lines(tmp_path / "steps.jsonl")
+    assert 0 < killed_at < steps, "the run must be killed mid-way for this test to mean anything"
+    done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trace = read(tmp_path / "steps.parquet", "steps")
+    assert trace["step"].to_list() == list(range(steps))
+    rollouts = read(tmp_path / "rollouts.parquet", "rollouts")
+    assert rollouts.group_by("step").len().sort("step")["len"].to_list() == [prompts * G] * steps
+    assert (trace["t_start"].diff().drop_nulls() > 0).all()  # the clock continues across the restart
