@@ -19,7 +19,7 @@ from real.sync import SyncRun, run_sync  # noqa: E402
 from sim.controllers import StaticG  # noqa: E402
 from sim.metrics import run_summary, step_metrics  # noqa: E402
 from sim.trace import read  # noqa: E402
-from real_helpers import tiny_config  # noqa: E402
+from tests.real_helpers import tiny_config  # noqa: E402
 
 
 def snapshot(d: Path) -> dict[str, bytes]:
