@@ -16,6 +16,7 @@ COMMANDS = {
     "stability": "sim.stability_cli:stability",
     "calibrate": "calibration.cli:calibrate",
     "validate": "calibration.cli:validate",
+    "real": "real.cli:real",
 }
 
 

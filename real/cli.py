@@ -1,0 +1,68 @@
+"""``rolloutlab real``: run GRPO on a real (tiny, CPU) model with the simulator's controllers."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from real.checkpoint import CheckpointError
+from real.config import ConfigError, SyncConfig
+from real.learner import LearnerConfig
+from real.rundir import RunDirError
+from real.warmstart import WarmStartConfig
+from sim.metrics import run_summary
+from sim.trace import TraceError
+
+# option name -> dotted SyncConfig field
+_FIELDS = {"controller": "controller", "steps": "steps", "prompts": "prompts", "seed": "seed",
+           "lr": "learner.lr", "capacity": "capacity", "engine_mode": "engine_mode",
+           "warm_start_steps": "warm_start.steps", "eval_every": "eval_every",
+           "checkpoint_every": "checkpoint_every", "tau": "tau"}
+
+
+@click.group()
+def real() -> None:
+    """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
+
+
+@real.command()
+@click.option("--controller", default="sagc", show_default=True, help="sagc[:k=v,...] or static:G")
+@click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
+@click.option("--prompts", default=SyncConfig.prompts, show_default=True, type=int, help="prompt batch B")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--resume", is_flag=True, help="continue the run in --out from its last checkpoint")
+@click.option("--lr", default=LearnerConfig.lr, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--capacity", default=SyncConfig.capacity, show_default=True, type=int, help="engine slots")
+@click.option("--engine-mode", default="continuous", show_default=True,
+              type=click.Choice(["continuous", "static"]))
+@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
+@click.option("--eval-every", default=SyncConfig.eval_every, show_default=True, type=int)
+@click.option("--checkpoint-every", default=SyncConfig.checkpoint_every, show_default=True, type=int)
+@click.option("--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.pass_context
+def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -> None:
+    """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
+    from real.sync import run_sync  # torch is imported only when a run starts
+
+    cfg = SyncConfig()
+    for name, dotted in _FIELDS.items():
+        cfg = _set(cfg, dotted, opts[name])
+    given = {dotted: opts[name] for name, dotted in _FIELDS.items()
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    try:
+        rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
+    except (RunDirError, ConfigError, CheckpointError, TraceError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    summary = run_summary(rollouts, steps, tau=cfg.tau)
+    click.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+
+
+def _set(cfg, dotted: str, value):
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return dataclasses.replace(cfg, **{head: value})
+    return dataclasses.replace(cfg, **{head: _set(getattr(cfg, head), rest, value)})

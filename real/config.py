@@ -1,0 +1,83 @@
+"""The resolved configuration of a synchronous real run (written to ``<run>/config.json``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from real.engine import MODES
+from real.learner import LearnerConfig
+from real.task import TaskConfig
+from real.warmstart import WarmStartConfig
+
+
+class ConfigError(ValueError):
+    """An invalid run setting; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """Everything that determines a ``rolloutlab real sync`` run."""
+
+    controller: str = "sagc"
+    """Group-size controller spec (:func:`sim.controllers.parse_controller`): ``sagc[:k=v,...]`` or ``static:G``."""
+    steps: int = 300
+    """Training steps (one GRPO update and one weight sync each)."""
+    prompts: int = 16
+    """Prompt batch ``B`` per step."""
+    seed: int = 0
+    """Seeds prompts, request sampling, the controller and minibatch order."""
+    tau: float = 4.0
+    """SAGC straggler threshold on max/median response length (a spec's ``tau=`` wins)."""
+    capacity: int = 64
+    """Engine slots (concurrent sequences); a group larger than this is refused."""
+    engine_mode: str = "continuous"
+    """``continuous`` or ``static`` batching (:mod:`real.engine`)."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts and of the sampled evaluation."""
+    top_p: float = 1.0
+    """Nucleus mass of rollouts."""
+    max_response_tokens: int = 72
+    """Response cap in tokens (finish reason ``length``); the longest correct answer is 67."""
+    dynamic_sampling: bool = True
+    """DAPO dynamic sampling: groups whose rewards are all equal are left out of the update (counted)."""
+    overlong_cache: int = 0
+    """DAPO soft overlong punishment window in tokens (0: off); see :func:`real.grpo.overlong_penalty`."""
+    eval_every: int = 20
+    """Held-out evaluation every this many steps (and after the last)."""
+    eval_size: int = 256
+    """Held-out problems (fixed set, its own seed, never used for training)."""
+    checkpoint_every: int = 20
+    """Checkpoint every this many steps (and after the last)."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """Optimiser and objective."""
+    task: TaskConfig = field(default_factory=TaskConfig)
+    """Problem distribution and reward."""
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    """Supervised warm start (cached in the run directory)."""
+
+    def __post_init__(self) -> None:
+        positive = ("steps", "prompts", "capacity", "max_response_tokens", "eval_every",
+                    "eval_size", "checkpoint_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.engine_mode not in MODES:
+            raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
+        if not (0 <= self.overlong_cache <= self.max_response_tokens):
+            raise ConfigError(f"overlong_cache must be in [0, max_response_tokens], got {self.overlong_cache}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-serialisable)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SyncConfig":
+        """Inverse of :meth:`to_dict`. Raises ConfigError naming an unknown key."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {unknown}")
+        nested = {"learner": LearnerConfig, "task": TaskConfig, "warm_start": WarmStartConfig}
+        kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
+        return cls(**kw)

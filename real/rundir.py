@@ -1,0 +1,105 @@
+"""The run directory of a real run: who owns it, and what a resumed run must agree with.
+
+A fresh run refuses a directory that already holds a run (``config.json`` or a trace)
+and changes nothing there. A resumed run reads the stored ``config.json`` and refuses a
+directory whose trace carries another ``run_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from real.config import SyncConfig
+
+TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
+CONFIG_FILE = "config.json"
+
+
+class RunDirError(RuntimeError):
+    """The output directory cannot be used as asked; nothing in it was changed."""
+
+
+def _trace_run_ids(out: Path) -> set[str]:
+    ids = set()
+    for name in ("rollouts.jsonl", "steps.jsonl"):
+        path = out / name
+        if path.exists():
+            with open(path) as fh:
+                for line in fh:
+                    try:
+                        ids.add(json.loads(line)["run_id"])
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a torn last line is handled by truncate_jsonl
+                    break
+    return ids
+
+
+def create(out: Path, cfg: SyncConfig) -> str:
+    """Claim ``out`` for a new run: write ``config.json``; returns the new run id.
+
+    Raises: RunDirError if ``out`` already holds a run's config or trace.
+    """
+    out = Path(out)
+    held = [n for n in (CONFIG_FILE, *TRACE_FILES) if (out / n).exists()]
+    if held:
+        raise RunDirError(f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
+                          "it or choose another --out (nothing was changed)")
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = f"real-sync-{uuid.uuid4().hex[:8]}"
+    write_config(out, run_id, cfg)
+    return run_id
+
+
+def write_config(out: Path, run_id: str, cfg: SyncConfig) -> None:
+    """Write the resolved config with library versions to ``out/config.json``."""
+    doc = {"run_id": run_id, "kind": "real-sync", "config": cfg.to_dict(),
+           "versions": {"torch": torch.__version__, "python": platform.python_version()}}
+    (Path(out) / CONFIG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _lookup(d: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def open_existing(out: Path, overrides: dict[str, Any]) -> tuple[str, SyncConfig]:
+    """Read the stored run of ``out`` for ``--resume``; returns ``(run_id, config)``.
+
+    ``overrides``: settings given explicitly on the command line (dotted for nested ones,
+    e.g. ``learner.lr``); ``steps`` may change
+    (extend a run), any other that differs from the stored value is refused.
+    Raises: RunDirError with no run to resume, a trace of another run, or a conflicting setting.
+    """
+    out = Path(out)
+    path = out / CONFIG_FILE
+    if not path.exists():
+        what = "a trace but no config.json (not a rolloutlab real sync run)" \
+            if any((out / n).exists() for n in TRACE_FILES) else "no run"
+        raise RunDirError(f"{out}: holds {what}; nothing to resume (nothing was changed)")
+    try:
+        doc = json.loads(path.read_text())
+        run_id, stored = doc["run_id"], doc["config"]
+        if doc.get("kind") != "real-sync":
+            raise KeyError("kind")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RunDirError(f"{path}: not a rolloutlab real sync config ({exc!r})") from None
+    others = _trace_run_ids(out) - {run_id}
+    if others:
+        raise RunDirError(f"{out}: its trace belongs to run(s) {sorted(others)}, its config.json to "
+                          f"{run_id!r}; refusing to mix runs (nothing was changed)")
+    for key, value in overrides.items():
+        old = _lookup(stored, key)
+        if key != "steps" and old != value:
+            raise RunDirError(f"{path}: --resume with {key}={value!r}, but the run was made with "
+                              f"{key}={old!r}")
+    stored.update({k: v for k, v in overrides.items() if k == "steps"})
+    cfg = SyncConfig.from_dict(stored)
+    write_config(out, run_id, cfg)
+    return run_id, cfg

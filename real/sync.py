@@ -1,0 +1,234 @@
+"""The synchronous GRPO loop: propose G, generate B x G, reward, update, sync weights, observe.
+
+One step (issue 5, DESIGN.md "Pipeline"):
+
+1. ``G = controller.propose()`` (refused if ``G > engine.capacity``);
+2. the engine generates ``G`` rollouts for each of ``B`` prompts (all submitted at once);
+3. rewards (exact match + format term + DAPO overlong penalty) and group advantages;
+4. the learner's update (DAPO dynamic sampling drops all-equal groups, counted);
+5. the weight sync: the learner's weights are copied into the engine's model, timed;
+6. ``controller.observe(lengths)`` with exactly the engine's response lengths, per prompt;
+7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace.TraceWriter`),
+   with learner statistics in ``learner.jsonl`` and held-out accuracy in ``eval.jsonl``.
+
+Policy version = learner version = step (the rollouts of step ``t`` come from the weights
+after ``t`` updates). Checkpoints every ``checkpoint_every`` steps; ``resume=True`` loads
+the newest and truncates every JSONL file to the steps before it, so each step is
+recorded exactly once. The clock is seconds from run start; a resumed run continues it
+from the checkpoint's time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+import torch
+from tqdm import tqdm
+
+from real import checkpoint, rundir
+from real.config import ConfigError, SyncConfig
+from real.engine import RolloutEngine, RolloutRequest, RolloutResult, TorchEngine
+from real.evaluate import evaluate
+from real.grpo import group_advantages, informative_groups, overlong_penalty
+from real.learner import Learner, pack
+from real.model import load_config
+from real.sampling import SamplingParams
+from real.task import heldout_problems, is_correct, reward, sample_problems
+from real.warmstart import cached_warm_start
+from sim.controllers import Controller, parse_controller
+from sim.trace import STEP_SCHEMA, ROLLOUT_SCHEMA, TraceWriter, truncate_jsonl
+
+EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
+
+
+def max_group_size(ctl: Controller) -> int:
+    """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
+    if hasattr(ctl, "candidates"):
+        return max(ctl.candidates)
+    return int(getattr(ctl, "G"))
+
+
+def request_seed(seed: int, step: int, prompt: int, sample_idx: int) -> int:
+    """Sampling seed of one rollout: a function of its coordinates only (so resumes and
+    batching modes reproduce it)."""
+    return int(np.random.SeedSequence([seed, step, prompt, sample_idx]).generate_state(1)[0])
+
+
+def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
+    with open(path, "a") as fh:
+        fh.write(json.dumps(row) + "\n")
+        fh.flush()
+
+
+class SyncRun:
+    """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps."""
+
+    def __init__(self, cfg: SyncConfig, out_dir: Path, run_id: str, resume: bool,
+                 engine_factory: Callable[..., RolloutEngine] | None = None):
+        self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
+        self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
+        if max_group_size(self.controller) > cfg.capacity:
+            raise ConfigError(f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
+                              f"more than the engine capacity {cfg.capacity} (--capacity)")
+        self.heldout = heldout_problems(cfg.task, cfg.eval_size)
+        self.exclude = frozenset(p.prompt_text for p in self.heldout)
+        self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
+        self.start_step, clock_offset = 0, 0.0
+        reference = cached_warm_start(self.out, load_config(), cfg.task, cfg.warm_start, self.exclude)
+        policy = copy.deepcopy(reference)
+        ckpt = checkpoint.latest(self.out) if resume else None
+        trainer = None
+        if ckpt is not None:
+            policy, trainer, state = checkpoint.load(ckpt)
+            self.start_step, clock_offset = int(state["step"]), float(state["t_s"])
+            self.controller.load_state_dict(state["controller"])
+            np.random.set_state(_np_state_from_json(state["numpy_rng"]))
+            random.setstate(_py_state_from_json(state["python_rng"]))
+        self.learner = Learner(policy, reference, cfg.learner)
+        if trainer is not None:
+            self.learner.load_state_dict(trainer["learner"])
+            torch.set_rng_state(trainer["torch_rng"])
+        t0 = time.perf_counter() - clock_offset
+        self.clock = lambda: time.perf_counter() - t0
+        factory = engine_factory or (lambda model, capacity, clock: TorchEngine(model, capacity, clock, cfg.engine_mode))
+        self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
+        self.engine.update_weights(policy.state_dict(), self.start_step)
+        for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
+            truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)
+        self.writer = TraceWriter(self.out)
+
+    def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``."""
+        if self.start_step == 0:
+            self._evaluate(-1)
+        bar = tqdm(range(self.start_step, self.cfg.steps), initial=self.start_step,
+                   total=self.cfg.steps, disable=not progress, desc="real sync", unit="step")
+        for step in bar:
+            info = self.step(step)
+            bar.set_postfix(G=info["G"], reward=f"{info['reward_mean']:.2f}",
+                            step_s=f"{info['step_s']:.2f}", acc=info.get("heldout_accuracy", ""))
+        return self.writer.close()
+
+    def _requests(self, step: int, G: int) -> tuple[list, list[RolloutRequest]]:
+        rng = np.random.default_rng([self.cfg.seed, step, 7])
+        problems = sample_problems(rng, self.cfg.task, self.cfg.prompts, self.exclude)
+        reqs = [RolloutRequest(p * G + j, tuple(prob.prompt_ids), request_seed(self.cfg.seed, step, p, j))
+                for p, prob in enumerate(problems) for j in range(G)]
+        return problems, reqs
+
+    def step(self, step: int) -> dict[str, Any]:
+        """Run one synchronous step and record it; returns the learner.jsonl row."""
+        cfg = self.cfg
+        G = self.controller.propose()
+        if G > cfg.capacity:
+            raise ConfigError(f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}")
+        problems, reqs = self._requests(step, G)
+        t_start = self.clock()
+        results = self.engine.generate(reqs, self.params)
+        t_gen = self.clock()
+        B = len(problems)
+        groups = [results[p * G:(p + 1) * G] for p in range(B)]
+        rewards = torch.tensor([[reward(problems[p], r.response_ids, cfg.task) for r in g]
+                                for p, g in enumerate(groups)], dtype=torch.float64)  # (B, G)
+        lengths = [[len(r.response_ids) for r in g] for g in groups]  # (B, G) ragged-safe
+        if cfg.overlong_cache:
+            rewards = rewards + overlong_penalty(torch.tensor(lengths), cfg.max_response_tokens,
+                                                 cfg.overlong_cache)
+        adv = group_advantages(rewards)  # (B, G)
+        keep = informative_groups(rewards) if cfg.dynamic_sampling else torch.ones(B, dtype=torch.bool)
+        stats = None
+        if keep.any():
+            kept = [r for p in range(B) if keep[p] for r in groups[p]]
+            batch = pack([reqs[r.request_id].prompt_ids for r in kept], [r.response_ids for r in kept],
+                         [r.logprobs for r in kept], adv[keep].reshape(-1))
+            stats = self.learner.update(batch, torch.Generator().manual_seed(request_seed(cfg.seed, step, -1, 0)))
+        t_train = self.clock()
+        self.engine.update_weights(self.learner.model.state_dict(), step + 1)
+        t_sync = self.clock()
+        self.controller.observe(lengths)
+        t_end = self.clock()
+        self.writer.append_step(self._rollout_rows(step, G, results),
+                                self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats))
+        correct = [is_correct(problems[r.request_id // G], r.response_ids) for r in results]
+        info = {"step": step, "G": G, "reward_mean": float(rewards.mean()), "accuracy": float(np.mean(correct)),
+                "groups_dropped": int((~keep).sum()), "step_s": t_end - t_start,
+                "response_length_mean": float(np.mean([len(r.response_ids) for r in results]))}
+        if stats is not None:
+            info.update(loss=stats.loss, pg_loss=stats.pg_loss, clip_frac=stats.clip_frac, n_tokens=stats.n_tokens)
+        _append_jsonl(self.out / "learner.jsonl", info)
+        done = step + 1
+        if done % cfg.eval_every == 0 or done == cfg.steps:
+            info["heldout_accuracy"] = round(self._evaluate(step), 3)
+        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            self._checkpoint(done, t_end)
+        return info
+
+    def _rollout_rows(self, step: int, G: int, results: list[RolloutResult]) -> pl.DataFrame:
+        rows = [{"run_id": self.run_id, "step": step, "prompt_id": step * self.cfg.prompts + r.request_id // G,
+                 "sample_idx": r.request_id % G, "group_size": G, "policy_version": step,
+                 "learner_version": step, "prompt_tokens": r.prompt_tokens,
+                 "response_tokens": len(r.response_ids), "finish_reason": r.finish_reason,
+                 "worker": r.worker, "t_submit": r.t_submit_s, "t_first_token": r.t_first_token_s,
+                 "t_finish": r.t_finish_s} for r in results]
+        return pl.DataFrame(rows, schema=ROLLOUT_SCHEMA)
+
+    def _step_row(self, step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats) -> pl.DataFrame:
+        row = {"run_id": self.run_id, "step": step, "t_start": t_start, "t_end": t_end,
+               "gen_time": t_gen - t_start, "train_time": t_train - t_gen, "sync_time": t_sync - t_train,
+               "lr": self.cfg.learner.lr, "reward_mean": float(rewards.mean()),
+               "kl": stats.kl if stats else None, "grad_norm": stats.grad_norm if stats else None,
+               "grad_cosine": stats.grad_cosine if stats else None,
+               "controller_state": json.dumps(self.controller.state_dict())}
+        return pl.DataFrame([row], schema=STEP_SCHEMA)
+
+    def _evaluate(self, step: int) -> float:
+        res = evaluate(self.engine, self.heldout, self.params, seed=self.cfg.seed)
+        _append_jsonl(self.out / "eval.jsonl", {"step": step, "t_s": self.clock(), **res})
+        return res["accuracy"]
+
+    def _checkpoint(self, done: int, t_s: float) -> None:
+        trainer = {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
+        state = {"t_s": t_s, "controller": self.controller.state_dict(),
+                 "numpy_rng": _np_state_to_json(np.random.get_state()),
+                 "python_rng": _py_state_to_json(random.getstate())}
+        checkpoint.save(self.out, done, self.learner.model, trainer, state)
+
+
+def _np_state_to_json(state: tuple) -> list:
+    return [state[0], state[1].tolist(), *state[2:]]
+
+
+def _np_state_from_json(state: list) -> tuple:
+    return (state[0], np.array(state[1], dtype=np.uint32), *state[2:])
+
+
+def _py_state_to_json(state: tuple) -> list:
+    return [state[0], list(state[1]), state[2]]
+
+
+def _py_state_from_json(state: list) -> tuple:
+    return (state[0], tuple(state[1]), state[2])
+
+
+def run_sync(cfg: SyncConfig, out_dir: str | Path, resume: bool = False, progress: bool = True,
+             overrides: dict[str, Any] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Start (or with ``resume`` continue) a synchronous run in ``out_dir``.
+
+    Raises: RunDirError (directory holds another run / nothing to resume / conflicting
+    setting), ConfigError (G above capacity, bad setting), CheckpointError (corrupt
+    checkpoint), ValueError (unknown controller spec); none of them changes the directory.
+    """
+    out = Path(out_dir)
+    parse_controller(cfg.controller, seed=cfg.seed)  # a bad spec fails before anything is written
+    if resume:
+        run_id, cfg = rundir.open_existing(out, overrides or {})
+    else:
+        run_id = rundir.create(out, cfg)
+    return SyncRun(cfg, out, run_id, resume).run(progress)
