@@ -133,3 +133,23 @@ def test_step_lengths_refuses_ragged_groups():
         ~((pl.col("prompt_id") == 0) & (pl.col("sample_idx") == 3)))
     with pytest.raises(ValueError, match="different sizes"):
         step_lengths(df)
+
+
+def test_cli_vllm_compare_writes_the_table(tmp_path):
+    from click.testing import CliRunner
+
+    from rolloutlab.cli import main
+    from sim.trace import write_parquet
+
+    eng = EngineConfig(n_workers=1, max_num_seqs=8)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_parquet(_trace(TRUE, eng), run / "rollouts.parquet", "rollouts")
+    base = load_scenario("gsm8k").source
+    calib = {**base, "cost": TRUE.to_dict(), "engine": {"n_workers": 1, "max_num_seqs": 8}}
+    (tmp_path / "c.json").write_text(json.dumps(calib))
+    res = CliRunner().invoke(main, ["calibrate", "vllm-compare", str(run), "--calibration",
+                                    str(tmp_path / "c.json"), "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    table = pl.read_csv(tmp_path / "cmp" / "sim_vs_measured.csv")
+    assert table.height == 3 and table["rel_err"].abs().max() < 1e-6
