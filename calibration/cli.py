@@ -139,3 +139,14 @@ def validate_verl_tb(run_dirs, fit_steps, out, group_size, max_response_length, 
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=4):
         click.echo(table)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
+
+
+def _add_vllm_commands() -> None:
+    # GPU commands live apart (calibration/vllm_cli.py); vllm itself is imported only when they run
+    from calibration.vllm_cli import vllm_compare, vllm_grid
+
+    calibrate.add_command(vllm_grid)
+    calibrate.add_command(vllm_compare)
+
+
+_add_vllm_commands()

@@ -9,6 +9,7 @@ import click
 
 from real.checkpoint import CheckpointError
 from real.config import ConfigError, SyncConfig
+from real.engine_factory import EngineUnavailable, check_engine
 from real.learner import LearnerConfig
 from real.rundir import RunDirError
 from real.warmstart import WarmStartConfig
@@ -17,7 +18,7 @@ from sim.trace import TraceError
 
 # option name -> dotted SyncConfig field
 _FIELDS = {"controller": "controller", "steps": "steps", "prompts": "prompts", "seed": "seed",
-           "lr": "learner.lr", "capacity": "capacity", "engine_mode": "engine_mode",
+           "lr": "learner.lr", "capacity": "capacity", "engine_mode": "engine_mode", "engine": "engine",
            "warm_start_steps": "warm_start.steps", "eval_every": "eval_every",
            "checkpoint_every": "checkpoint_every", "tau": "tau", "eval_size": "eval_size",
            "max_response_tokens": "max_response_tokens"}
@@ -39,6 +40,8 @@ def real() -> None:
 @click.option("--capacity", default=SyncConfig.capacity, show_default=True, type=int, help="engine slots")
 @click.option("--engine-mode", default="continuous", show_default=True,
               type=click.Choice(["continuous", "static"]))
+@click.option("--engine", default="torch", show_default=True, type=click.Choice(["torch", "vllm"]),
+              help="rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra)")
 @click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
 @click.option("--eval-every", default=SyncConfig.eval_every, show_default=True, type=int)
 @click.option("--checkpoint-every", default=SyncConfig.checkpoint_every, show_default=True, type=int)
@@ -58,8 +61,9 @@ def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -
     given = {dotted: opts[name] for name, dotted in _FIELDS.items()
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     try:
+        check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
         rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
-    except (RunDirError, ConfigError, CheckpointError, TraceError) as exc:
+    except (RunDirError, ConfigError, CheckpointError, TraceError, EngineUnavailable, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     summary = run_summary(rollouts, steps, tau=cfg.tau)
     click.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))

@@ -33,6 +33,8 @@ class SyncConfig:
     """Engine slots (concurrent sequences); a group larger than this is refused."""
     engine_mode: str = "continuous"
     """``continuous`` or ``static`` batching (:mod:`real.engine`)."""
+    engine: str = "torch"
+    """Rollout engine: ``torch`` (CPU) or ``vllm`` (GPU, continuous only; :mod:`real.engine_factory`)."""
     temperature: float = 1.0
     """Sampling temperature of rollouts and of the sampled evaluation."""
     top_p: float = 1.0
@@ -66,6 +68,8 @@ class SyncConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.engine not in ("torch", "vllm"):
+            raise ConfigError(f"engine must be 'torch' or 'vllm', got {self.engine!r}")
         if self.engine_mode not in MODES:
             raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
         if not (0 <= self.overlong_cache <= self.max_response_tokens):

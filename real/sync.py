@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from real import checkpoint, rundir
 from real.config import ConfigError, SyncConfig
-from real.engine import RolloutEngine, RolloutRequest, RolloutResult, TorchEngine
+from real.engine import RolloutEngine, RolloutRequest, RolloutResult
+from real.engine_factory import engine_factory as make_engine_factory
 from real.evaluate import evaluate
 from real.grpo import group_advantages, informative_groups, overlong_penalty
 from real.learner import Learner, pack
@@ -98,8 +99,10 @@ class SyncRun:
             torch.set_rng_state(trainer["torch_rng"])
         t0 = time.perf_counter() - clock_offset
         self.clock = lambda: time.perf_counter() - t0
-        factory = engine_factory or (lambda model, capacity, clock: TorchEngine(model, capacity, clock, cfg.engine_mode))
+        factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
+        if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
+            (self.out / "engine.json").write_text(json.dumps(self.engine.describe(), indent=2) + "\n")
         self.engine.update_weights(policy.state_dict(), self.start_step)
         for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
             truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)

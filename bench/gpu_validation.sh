@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One-shot validation of the vLLM path on a fresh single-GPU (H100/H200) machine.
+#   bench/gpu_validation.sh OUT_DIR
+# Expects: Python 3.12 with torch 2.11.0 (CUDA 13) on the machine, and either vllm 0.24.0
+# installed or its wheels in ./.whl (staged elsewhere by `python bench/gpu_wheels.py`).
+# Budget: < 8 minutes. Each stage records ok/FAILED in OUT_DIR/status.txt and the next
+# stage still runs when it can. Outputs (OUT_DIR): log.txt, status.txt, env.txt,
+# calib_tiny.json and calib_qwen2.5-3b.json (grid calibrations), run_static/ and
+# run_sagc/ (traces: rollouts.*, steps.*, engine.json, config.json), compare/
+# (sim_vs_measured.{csv,md,json}), summary.md.
+set -uo pipefail
+OUT=${1:?usage: bench/gpu_validation.sh OUT_DIR}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+STEPS=${STEPS:-6}            # GRPO steps per run
+QWEN_EAGER=${QWEN_EAGER:---enforce-eager}  # set QWEN_EAGER= to time the 3B grid with CUDA graphs
+T0=$SECONDS
+log() { echo "[$((SECONDS - T0))s] $*" | tee -a "$OUT/log.txt"; }
+stage() {  # stage NAME CMD... : run, log, record status
+  local name=$1; shift
+  log "stage $name: $*"
+  if "$@" >>"$OUT/log.txt" 2>&1; then echo "$name ok $((SECONDS - T0))s" >>"$OUT/status.txt"
+  else echo "$name FAILED $((SECONDS - T0))s" >>"$OUT/status.txt"; log "stage $name FAILED"; return 1; fi
+}
+export PYTHONUNBUFFERED=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 TOKENIZERS_PARALLELISM=false
+: >"$OUT/status.txt"
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  stage install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+RL() { "$PY" -m rolloutlab "$@"; }
+stage env "$PY" -c "import sys, torch, vllm; print(sys.version); print('torch', torch.__version__, \
+torch.version.cuda, torch.cuda.get_device_name(0)); print('vllm', vllm.__version__)" || { log "no vllm/CUDA: stop"; exit 1; }
+grep -E "torch|vllm|3\." "$OUT/log.txt" | tail -3 >"$OUT/env.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$OUT/env.txt" 2>/dev/null
+
+# 1. Timing grids: the tiny model (as the GRPO runs use it: float32, eager) and Qwen2.5-3B shapes.
+stage grid_tiny RL calibrate vllm-grid --model real/configs/tiny_llama --out "$OUT/calib_tiny.json" \
+  --running-seqs 1,4,16,64 --prompt-tokens 16,48 --response-tokens 32 --repeats 2 --dtype float32 \
+  --enforce-eager --gpu-memory-utilization 0.3 --name tiny-vllm
+stage grid_qwen RL calibrate vllm-grid --model calibration/data/qwen2.5-3b --out "$OUT/calib_qwen2.5-3b.json" \
+  --running-seqs 1,16,64,256 --prompt-tokens 128,1024 --response-tokens 64 --repeats 2 --dtype bfloat16 \
+  $QWEN_EAGER --gpu-memory-utilization 0.6 --name qwen2.5-3b-vllm
+
+# 2. Short synchronous GRPO on vLLM: static G and SAGC (same seed, prompts, capacity).
+COMMON=(--engine vllm --steps "$STEPS" --prompts 8 --capacity 64 --warm-start-steps 100
+        --eval-every 1000 --checkpoint-every 1000 --seed 0 --quiet)
+stage run_static RL real sync --controller static:8 "${COMMON[@]}" --out "$OUT/run_static"
+stage run_sagc RL real sync --controller sagc "${COMMON[@]}" --out "$OUT/run_sagc"
+
+# 3. Simulated vs measured makespan with the tiny model's measured calibration.
+RUNS=(); for r in run_static run_sagc; do [ -d "$OUT/$r" ] && RUNS+=("$OUT/$r"); done
+if [ -f "$OUT/calib_tiny.json" ] && [ ${#RUNS[@]} -gt 0 ]; then
+  stage compare RL calibrate vllm-compare "${RUNS[@]}" --calibration "$OUT/calib_tiny.json" \
+    --max-num-seqs 64 --out "$OUT/compare"
+fi
+
+{
+  echo "# GPU validation summary"; echo; echo '```'; cat "$OUT/env.txt"; echo '```'; echo
+  echo "## Stages"; echo; echo '```'; cat "$OUT/status.txt"; echo '```'; echo
+  for c in "$OUT"/calib_*.json; do [ -f "$c" ] && "$PY" - "$c" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1])); c, f, e = d["cost"], d["fit"], d["provenance"]["engine"]
+print(f"## {d['name']}\n\na={c['a_s']:.3e} s, b={c['b_s']:.3e} s/seq, c={c['c_s']:.3e} s/token, "
+      f"prefill={c['prefill_s_per_token']:.3e} s/token, overhead={c['gen_overhead_s']:.3e} s; "
+      f"decode MAPE {f['decode_mape']:.3f}, prefill MAPE {f['prefill_mape']:.3f} over {f['n_cells']} cells; "
+      f"vLLM {e['vllm_version']}, {e['num_gpu_blocks']} blocks of {e['block_size']}\n")
+PYEOF
+  done
+  [ -f "$OUT/compare/sim_vs_measured.md" ] && cat "$OUT/compare/sim_vs_measured.md"
+} >"$OUT/summary.md" 2>>"$OUT/log.txt"
+log "done in $((SECONDS - T0)) s; see $OUT/summary.md"
+grep -q FAILED "$OUT/status.txt" && exit 1 || exit 0

@@ -1,0 +1,255 @@
+"""The vLLM rollout engine (GPU): :class:`real.engine.RolloutEngine` on vLLM's offline ``LLM``.
+
+Built and read against **vLLM 0.24.0** (the ``gpu`` extra pins it; its wheel needs
+torch 2.11.0 built for CUDA 13, see docs/gpu.md). vllm is imported only inside
+:class:`VllmEngine`, so importing this module costs nothing on a machine without it.
+What it relies on, by file of that release:
+
+- ``vllm/entrypoints/llm.py``: ``LLM(model, ..., **EngineArgs)`` with
+  ``disable_log_stats=False`` (the default there is ``True``, which leaves
+  ``RequestOutput.metrics`` empty), ``skip_tokenizer_init=True`` (prompts are token ids,
+  ``{"prompt_token_ids": [...]}``), ``generate(prompts, [SamplingParams, ...])`` returning
+  outputs in prompt order, ``collective_rpc``, ``reset_prefix_cache``, ``sleep(level,
+  mode)`` / ``wake_up(tags)`` (level 0 pauses scheduling only, level 1 offloads weights
+  and drops the KV cache; needs ``enable_sleep_mode=True``).
+- ``vllm/sampling_params.py``: ``SamplingParams(n=1, seed=..., logprobs=0,
+  max_tokens=..., temperature=..., top_p=..., stop_token_ids=[EOS], detokenize=False)``.
+  Without a tokenizer the engine knows no EOS, so the stop token is given explicitly.
+- ``vllm/config/model.py``: ``logprobs_mode="processed_logprobs"`` returns log-probs
+  after temperature (the default ``raw_logprobs`` is before it); that equals
+  :func:`real.sampling.behaviour_logprobs` when ``top_p == 1`` (with ``top_p < 1``
+  vLLM's value is renormalised over the nucleus).
+- ``vllm/v1/worker/worker_base.py``: ``worker_extension_cls`` (see
+  :mod:`real.engines.vllm_worker`) for the weight sync.
+- ``vllm/envs.py``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the engine core in this
+  process (one clock for the driver and the engine's ``*_ts`` stamps, no pickling of
+  weights through a socket).
+
+One request per sample (``n=1``; a group of ``G`` is ``G`` requests with one prompt),
+so every rollout has its own finish time; prefix caching lets the ``G`` requests share
+their prompt's prefill. After each weight sync the prefix cache is reset (cached KV of
+the old weights must not be reused).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from real.engine import RolloutRequest, RolloutResult
+from real.engines.vllm_convert import read_anchor, rollout_results
+from real.sampling import SamplingParams
+from real.tokenizer import EOS_ID
+
+VLLM_VERSION = "0.24.0"
+"""The vLLM release this module was written against (``pyproject.toml`` extra ``gpu``)."""
+WORKER_EXTENSION = "real.engines.vllm_worker.WeightSyncExtension"
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """How the vLLM engine is built (every field is passed to ``vllm.LLM``)."""
+
+    dtype: str = "float32"
+    """Weights/activations dtype. float32 matches the torch learner's log-probs; vLLM then
+    picks an attention backend that supports it (Triton or FlexAttention, not FlashAttention)."""
+    gpu_memory_utilization: float = 0.3
+    """Share of GPU memory vLLM may take (weights + KV cache); small models need little."""
+    enforce_eager: bool = True
+    """No torch.compile / CUDA graphs: starts in seconds (graphs pay off on big models only)."""
+    enable_prefix_caching: bool = True
+    """The G requests of one prompt share its prefill."""
+    colocate: bool = False
+    """Colocated placement: sleep (level 1: weights to CPU, KV cache dropped) after each
+    generation, wake before the weight sync and the next generation."""
+    in_process: bool = True
+    """Run the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)."""
+    seed: int = 0
+    """Engine seed (per-request seeds decide the samples)."""
+    attention_backend: str | None = None
+    """Force an attention backend by vLLM's name (e.g. ``TRITON_ATTN``); None: vLLM chooses."""
+    clock_tolerance_s: float = 0.05
+    """Slack of the clock-window check (:func:`real.engines.vllm_convert.rollout_result`)."""
+
+
+def vllm_available() -> bool:
+    """Whether ``import vllm`` would find a package (the package is not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def sampling_params_kwargs(params: SamplingParams, seed: int, eos_id: int = EOS_ID) -> dict[str, Any]:
+    """Keyword arguments of vLLM's ``SamplingParams`` for one rollout request.
+
+    ``n=1``; ``seed`` per request; ``logprobs=0`` (the sampled token's log-prob only);
+    greedy when ``temperature == 0`` (vLLM then ignores ``top_p`` and the seed);
+    ``max_tokens`` is the response cap, EOS included, as in :class:`real.sampling.SamplingParams`.
+    """
+    return {"n": 1, "seed": int(seed), "logprobs": 0, "max_tokens": params.max_response_tokens,
+            "temperature": params.temperature, "top_p": params.top_p if params.temperature > 0 else 1.0,
+            "stop_token_ids": [eos_id], "detokenize": False}
+
+
+class VllmEngine:
+    """Continuous batching on one vLLM engine (one GPU, one worker).
+
+    Life cycle: built from the policy (written once to a temporary HF directory so vLLM
+    loads real weights and the tiny config), then ``generate`` per step and
+    ``update_weights`` after each learner step; ``close`` frees the GPU.
+
+    Args:
+        model: the policy (:class:`real.model.LlamaLM`; only its weights and config are read).
+        capacity: ``max_num_seqs``.
+        clock: the run clock (seconds from run start).
+        config: :class:`VllmConfig`.
+        worker: replica index written to every result.
+    Raises: RuntimeError if vllm is not installed.
+    """
+
+    def __init__(self, model, capacity: int, clock: Callable[[], float],
+                 config: VllmConfig = VllmConfig(), worker: int = 0):
+        if not vllm_available():
+            raise RuntimeError("the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
+                               f"on a CUDA machine; built against vllm=={VLLM_VERSION})")
+        from real.model import save_pretrained
+
+        self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
+        self.policy_version = 0
+        self.max_len = model.cfg.max_position_embeddings
+        self._dir = tempfile.TemporaryDirectory(prefix="rolloutlab-vllm-")
+        save_pretrained(model, self._dir.name)
+        self.llm = build_llm(self._dir.name, config, max_num_seqs=capacity, max_model_len=self.max_len,
+                             load_format="safetensors")
+        self.sync_times_s: list[float] = []
+        """Wall time of each weight sync (s), in order."""
+        self._asleep = False
+
+    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[RolloutResult]:
+        """Run all ``requests`` (one vLLM request each); results in request order.
+
+        Raises: ValueError naming a request whose prompt plus cap exceeds ``max_model_len``;
+        :class:`real.engines.vllm_convert.VllmOutputError` for an unusable output.
+        """
+        from vllm import SamplingParams as VSamplingParams
+
+        for r in requests:
+            if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
+                raise ValueError(f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
+                                 f"max_response_tokens {params.max_response_tokens} exceeds "
+                                 f"max_model_len {self.max_len}")
+        self._wake()
+        prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
+        sps = [VSamplingParams(**sampling_params_kwargs(params, r.seed)) for r in requests]
+        anchor = read_anchor(self.clock)
+        outputs = self.llm.generate(prompts, sps, use_tqdm=False)
+        returned = self.clock()
+        results = rollout_results(outputs, [r.request_id for r in requests], anchor, returned,
+                                  self.worker, self.policy_version, self.config.clock_tolerance_s)
+        if self.config.colocate:
+            self.sleep(level=1)
+        return results
+
+    def update_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Copy the learner's weights (HF names) into the engine through the worker
+        extension, reset the prefix cache, and record the sync's wall time."""
+        t0 = time.perf_counter()
+        if self._asleep:
+            self.llm.wake_up(tags=["weights"])
+        named = [(k, v.detach().contiguous()) for k, v in state_dict.items()]
+        self.llm.collective_rpc("rolloutlab_load_weights", args=(named,))
+        if self._asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self._asleep = False
+        self.llm.reset_prefix_cache()
+        self.policy_version = version
+        self.sync_times_s.append(time.perf_counter() - t0)
+
+    def weight_checksum(self) -> float:
+        """Sum of the engine's parameters (float64), for tests of the weight sync."""
+        return float(self.llm.collective_rpc("rolloutlab_weight_checksum")[0])
+
+    def sleep(self, level: int = 1) -> None:
+        """Free GPU memory between generations (colocated placement); no request may run."""
+        self.llm.sleep(level=level)
+        self._asleep = level >= 1
+
+    def _wake(self) -> None:
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+
+    def pause(self) -> None:
+        """Stop scheduling at the next iteration, keeping running requests (asynchronous
+        modes: sleep level 0, mode ``keep``)."""
+        self.llm.sleep(level=0, mode="keep")
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause`."""
+        self.llm.wake_up(tags=["scheduling"])
+
+    def describe(self) -> dict[str, Any]:
+        """The resolved engine config (versions, KV-cache blocks) for ``engine.json``."""
+        return resolved_engine_config(self.llm, self.config)
+
+    def close(self) -> None:
+        """Release the engine and its temporary model directory."""
+        self.llm = None
+        self._dir.cleanup()
+
+
+def build_llm(model_dir: str | Path, config: VllmConfig, max_num_seqs: int, max_model_len: int,
+              load_format: str = "auto", extra: Mapping[str, Any] | None = None):
+    """A ``vllm.LLM`` for token-id prompts with per-request stats and the weight-sync extension.
+
+    ``load_format="dummy"`` builds random weights from ``config.json`` alone (no download);
+    ``extra`` adds engine arguments (e.g. ``max_num_batched_tokens``).
+    """
+    if config.in_process:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read by vllm.envs at engine start
+    from vllm import LLM
+
+    kwargs: dict[str, Any] = dict(
+        model=str(model_dir), skip_tokenizer_init=True, dtype=config.dtype, seed=config.seed,
+        gpu_memory_utilization=config.gpu_memory_utilization, enforce_eager=config.enforce_eager,
+        enable_prefix_caching=config.enable_prefix_caching, max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len, load_format=load_format, disable_log_stats=False,
+        logprobs_mode="processed_logprobs", worker_extension_cls=WORKER_EXTENSION,
+        enable_sleep_mode=config.colocate)
+    if config.attention_backend:
+        kwargs["attention_config"] = {"backend": config.attention_backend}
+    kwargs.update(extra or {})
+    return LLM(**kwargs)
+
+
+def resolved_engine_config(llm, config: VllmConfig) -> dict[str, Any]:
+    """vLLM version, KV-cache size and scheduler limits the engine actually runs with.
+
+    Read from ``llm.llm_engine.vllm_config`` (``cache_config.num_gpu_blocks``,
+    ``block_size``, ``kv_cache_size_tokens``; ``scheduler_config.max_num_seqs``,
+    ``max_num_batched_tokens``; ``model_config.max_model_len``, ``dtype``); a field a
+    version lacks is written as None.
+    """
+    import torch
+    import vllm
+
+    vc = llm.llm_engine.vllm_config
+    get = lambda obj, name: (lambda v: v if isinstance(v, (int, float, str, bool)) or v is None else str(v))(
+        getattr(obj, name, None))
+    return {
+        "vllm_version": vllm.__version__, "torch_version": torch.__version__,
+        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "num_gpu_blocks": get(vc.cache_config, "num_gpu_blocks"),
+        "block_size": get(vc.cache_config, "block_size"),
+        "kv_cache_size_tokens": get(vc.cache_config, "kv_cache_size_tokens"),
+        "max_num_seqs": get(vc.scheduler_config, "max_num_seqs"),
+        "max_num_batched_tokens": get(vc.scheduler_config, "max_num_batched_tokens"),
+        "max_model_len": get(vc.model_config, "max_model_len"),
+        "dtype": get(vc.model_config, "dtype"),
+        "enable_prefix_caching": get(vc.cache_config, "enable_prefix_caching"),
+        "config": asdict(config),
+    }
