@@ -1,0 +1,79 @@
+"""``rolloutlab compare`` (predicted against measured) and ``rolloutlab report`` (HTML)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+import polars as pl
+
+from analysis.provenance import write_config
+
+
+def _fail(exc: Exception) -> None:
+    raise click.ClickException(str(exc)) from None
+
+
+def _echo_table(df: pl.DataFrame) -> None:
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=3,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        click.echo(df)
+
+
+@click.group()
+def compare() -> None:
+    """Put the simulator's predictions next to a real run's measurements."""
+
+
+@compare.command()
+@click.option("--real", "real_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory with rollouts/steps traces and config.json (rolloutlab real sync).")
+@click.option("--fit-steps", type=click.IntRange(min=2), default=None,
+              help="K: calibrate on steps 0..K-1, predict the rest [default: half the steps].")
+@click.option("--draws", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Length draws per step for the 'drawn' prediction.")
+@click.option("--capacity", type=click.IntRange(min=1), default=None,
+              help="Engine slots per worker [default: the run's config].")
+@click.option("--tau", type=float, default=None, help="Straggler threshold [default: the run's].")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def idle(real_dir: Path, fit_steps, draws, capacity, tau, seed, out_dir: Path) -> None:
+    """Generation makespan, slot idle fraction and stragglers: simulated against measured.
+
+    Writes OUT/idle_comparison.csv (per step; predicted_* = the 'drawn' prediction),
+    idle_summary.csv/.json, idle_scatter.png, idle_timeseries.png, replay_rollouts.parquet
+    and config.json.
+    """
+    from analysis.compare_plots import idle_scatter, idle_timeseries
+    from analysis.idle_compare import IdleCompareConfig, compare_idle
+    from analysis.run_input import RunInputError, load_run
+    from sim import trace
+    from sim.trace import TraceError
+
+    cfg = IdleCompareConfig(fit_steps=fit_steps, draws=draws, seed=seed, tau=tau)
+    try:
+        run = load_run(real_dir, capacity=capacity)
+        res = compare_idle(run, cfg)
+    except (RunInputError, TraceError, ValueError) as exc:
+        _fail(exc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res.per_step.write_csv(out_dir / "idle_comparison.csv")
+    res.summary.write_csv(out_dir / "idle_summary.csv")
+    run_cfg = run.config.get("config", run.config)
+    name = f"{real_dir.name} ({run_cfg.get('controller', '?')})"
+    meta = {"run": str(real_dir), "run_id": run.config.get("run_id"), "controller": run_cfg.get("controller"),
+            "fit_steps": res.fit_steps, "steps": run.steps.height, "tau": res.tau,
+            "engine": asdict(run.engine), "cost_fit": res.cost_fit.to_dict(),
+            "length_fit": res.lengths.to_dict()}
+    (out_dir / "idle_summary.json").write_text(json.dumps(
+        {**meta, "summary": res.summary.to_dicts()}, indent=2) + "\n")
+    trace.write_parquet(res.replay_rollouts, out_dir / "replay_rollouts.parquet", "rollouts")
+    idle_scatter(res.per_step, out_dir / "idle_scatter.png", f"{name}: held-out steps {res.fit_steps}+")
+    idle_timeseries(res.per_step, out_dir / "idle_timeseries.png", res.tau, f"{name}: per step")
+    write_config(out_dir / "config.json", {"kind": "compare-idle", "settings": asdict(cfg), **meta,
+                                           "real_config": run.config})
+    click.echo(f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps")
+    _echo_table(res.summary)
+    click.echo(f"-> {out_dir}")
