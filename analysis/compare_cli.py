@@ -77,3 +77,67 @@ def idle(real_dir: Path, fit_steps, draws, capacity, tau, seed, out_dir: Path) -
     click.echo(f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps")
     _echo_table(res.summary)
     click.echo(f"-> {out_dir}")
+
+
+def _grid_steps(grid_dir: Path, given: int | None) -> int:
+    if given is not None:
+        return given
+    cfg_path = (grid_dir if grid_dir.is_dir() else grid_dir.parent) / "config.json"
+    if cfg_path.exists():
+        raw = json.loads(cfg_path.read_text())
+        T = raw.get("steps") or raw.get("config", {}).get("steps")
+        if T:
+            return int(T)
+    raise click.ClickException(f"{cfg_path}: no 'steps' (learner steps T per run); pass --steps")
+
+
+@compare.command()
+@click.option("--real", "real_dir", required=True, type=click.Path(exists=True, path_type=Path),
+              help="Measured stability grid: a directory with stability.csv (+ config.json), or the CSV.")
+@click.option("--sim", "sim_dir", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Simulated grid (rolloutlab stability --out DIR), for its scaling checks.")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Learner steps T per real run [default: the real grid's config.json].")
+@click.option("--split", type=click.Choice(["lr", "seed"]), default="lr", show_default=True,
+              help="Hold out alternate learning rates, or odd seeds.")
+@click.option("--max-evals", type=click.IntRange(min=10), default=300, show_default=True,
+              help="Model-grid evaluations of the fit.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_dir: Path) -> None:
+    """Fit the collapse model on part of a measured stability grid and predict the rest.
+
+    Writes OUT/collapse_points.csv (held-out runs, measured and predicted),
+    collapse_scaling.csv (per S: S*eta_collapse and M_collapse*S*eta from the real grid,
+    the fitted model and the simulated grid), collapse_summary.json, collapse.png, config.json.
+    """
+    from analysis.collapse_compare import (GridError, agreement, fit_collapse, predict, read_grid,
+                                           scaling_table, split_grid)
+    from analysis.compare_plots import collapse_figure
+
+    T = _grid_steps(real_dir, steps)
+    try:
+        real = read_grid(real_dir)
+        sim = read_grid(sim_dir) if sim_dir is not None else None
+        fit_rows, held = split_grid(real, split)
+        fit = fit_collapse(fit_rows, T, max_evals=max_evals)
+    except GridError as exc:
+        _fail(exc)
+    held_pred = predict(fit.params, held, T)
+    summary = {"real": str(real_dir), "sim": str(sim_dir) if sim_dir else None, "steps": T, "split": split,
+               "fit_points": fit_rows.height, "held_out": agreement(held_pred),
+               "fit": {"loss": fit.loss, "fit_agreement": fit.fit_agreement, "evaluations": fit.evaluations,
+                       "params": asdict(fit.params)}}
+    table = scaling_table(real, predict(fit.params, real, T), sim)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    held_pred.write_csv(out_dir / "collapse_points.csv")
+    table.write_csv(out_dir / "collapse_scaling.csv")
+    (out_dir / "collapse_summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    collapse_figure(held_pred, table, out_dir / "collapse.png", f"{real_dir.name}: fit on half the {split} values")
+    write_config(out_dir / "config.json", {"kind": "compare-collapse", **summary})
+    h = summary["held_out"]
+    click.echo(f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
+               f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs collapsed on both sides")
+    click.echo("fitted: " + ", ".join(f"{k}={getattr(fit.params, k):.4g}" for k in ("lag_sensitivity", "sigma_prompt",
+                                                                                   "R_batch", "R_crit")))
+    _echo_table(table)
+    click.echo(f"-> {out_dir}")

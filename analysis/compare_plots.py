@@ -74,38 +74,43 @@ def idle_timeseries(per_step: pl.DataFrame, path: str | Path, tau: float, title:
     plt.close(fig)
 
 
-def collapse_figure(table: pl.DataFrame, path: str | Path, title: str = "") -> None:
-    """Left: the held-out grid points, measured collapse (x) against predicted (o) per
-    (S, lr). Right: both scaling checks, ``S * eta_max`` and ``M_collapse * S * eta``,
-    per S, from the real (measured) and the simulated side (``table`` from
-    :func:`analysis.collapse_compare.scaling_table`)."""
+def collapse_figure(points: pl.DataFrame, scaling: pl.DataFrame, path: str | Path, title: str = "") -> None:
+    """Left: held-out grid runs at (lr, S), marker = measured class, colour = whether the
+    prediction matched. Right: ``S * eta_collapse`` and ``M_collapse * S * eta`` per S from
+    each side of ``scaling`` (:func:`analysis.collapse_compare.scaling_table`); a flat line
+    is the scaling law holding."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    pts = table.filter(pl.col("kind") == "point").to_pandas()
-    if len(pts):
-        for collapsed, marker in ((True, "x"), (False, "o")):
-            sub = pts[pts.measured_collapsed == collapsed]
-            ok = sub.measured_collapsed == sub.predicted_collapsed
-            axes[0].scatter(sub.lr[ok], sub.S[ok], marker=marker, color="C2", s=40,
-                            label=f"measured {'collapsed' if collapsed else 'stable'}, predicted right")
-            axes[0].scatter(sub.lr[~ok], sub.S[~ok], marker=marker, color="C3", s=40,
-                            label=f"measured {'collapsed' if collapsed else 'stable'}, predicted wrong")
-        axes[0].set_xscale("log")
-        axes[0].set_yscale("log", base=2)
-        axes[0].set_xlabel("learning rate eta")
-        axes[0].set_ylabel("staleness S")
-        axes[0].legend(fontsize=7)
-        axes[0].set_title("held-out grid points")
-    sc = table.filter(pl.col("kind") == "scaling").to_pandas()
-    if len(sc):
-        sns.lineplot(sc, x="S", y="value", hue="quantity", style="side", markers=True, ax=axes[1])
+    pts = points.with_columns((pl.col("predicted_collapsed") == pl.col("collapsed")).alias("ok")).to_pandas()
+    for collapsed, marker, name in ((True, "x", "collapsed"), (False, "o", "stable")):
+        for ok, colour, verdict in ((True, "C2", "predicted right"), (False, "C3", "predicted wrong")):
+            sub = pts[(pts.collapsed == collapsed) & (pts.ok == ok)]
+            if len(sub):
+                axes[0].scatter(sub.lr, sub.S.clip(lower=0.5), marker=marker, color=colour, s=36, alpha=0.7,
+                                label=f"measured {name}, {verdict}")
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log", base=2)
+    axes[0].set_xlabel("learning rate eta")
+    axes[0].set_ylabel("staleness S (0 shown at 0.5)")
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("held-out grid runs")
+    rows = []
+    for col in scaling.columns:
+        if col == "S" or not (col.endswith("S_eta_collapse") or col.endswith("M_S_eta")):
+            continue
+        side, _, qty = col.partition("_")
+        label = "S * eta_collapse" if qty == "S_eta_collapse" else "M_collapse * S * eta"
+        rows.append(scaling.select("S", pl.col(col).alias("value"), pl.lit(side).alias("side"),
+                                   pl.lit(label).alias("quantity")))
+    long = pl.concat(rows).drop_nulls("value").with_columns(pl.col("S").clip(lower_bound=1)).to_pandas()
+    if len(long):
+        sns.lineplot(long, x="S", y="value", hue="quantity", style="side", markers=True, ax=axes[1])
         axes[1].set_xscale("log", base=2)
         axes[1].set_yscale("log")
-        axes[1].set_ylabel("value (a flat line: the law holds)")
-        axes[1].set_title("scaling checks")
         axes[1].legend(fontsize=7)
+    axes[1].set_ylabel("value (flat in S: the law holds)")
+    axes[1].set_title("scaling checks per S")
     fig.suptitle(title or "Collapse: predicted against measured")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
