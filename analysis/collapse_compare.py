@@ -7,13 +7,17 @@ write to ``stability.csv``), ``T`` learner steps per run.
 
 Fit. The model is invariant under ``theta -> c theta`` (``G_on, sigma_prompt, R_batch,
 R_crit`` times ``c``, ``lag_sensitivity`` over ``c``), so ``G_on = 1`` fixes the unit and
-``x = log(lag_sensitivity, sigma_prompt, R_batch, R_crit)`` is fitted. Loss over the fit
+``x = log(lag_sensitivity, R_batch, R_crit)`` is fitted; the noise scale comes from
+the stable runs' successive-update cosine (:func:`noise_from_cosine`: collapse times
+alone cannot tell a larger ``R_crit`` from more noise), and is fitted too only when the
+grid has no cosine. Loss over the fit
 points: ``mean |log(min(t_pred, T+1) / min(t_meas, T+1))|`` with a stable run counted as
 collapsing at ``T + 1`` — one number that charges both a wrong class (up to ``log(T+1)``)
 and a wrong horizon. Model runs use the grid row's seed (common random numbers).
 Minimised by Nelder-Mead from a closed-form start: ``R_crit ~ median(t_collapse * eta)``
 of late collapses (horizon: drift ``t eta G_on`` reaches ``R_crit``) and
-``R_batch / kappa ~ max_S S eta_collapse(S)`` (stale boundary, :func:`sim.staleness.predict_eta_max`).
+``R_batch / kappa ~ max_S S eta_collapse(S)`` (stale boundary, :func:`sim.staleness.predict_eta_max`),
+taking ``kappa ~ 5``; then two restarts from the best point so far.
 
 Split: ``lr`` (alternate learning rates, sorted: even index fit, odd held out) or
 ``seed`` (even seeds fit). Scaling checks per S from any grid (:func:`scaling_by_S`):
@@ -95,8 +99,27 @@ def _horizon(t: np.ndarray, T: int) -> np.ndarray:
     return np.where(np.isnan(t), T + 1.0, np.minimum(t, T + 1.0))
 
 
-def _params(x: np.ndarray, base: StalenessParams) -> StalenessParams:
-    return replace(base, G_on=1.0, **dict(zip(FITTED, np.exp(x).tolist())))
+def _params(x: np.ndarray, base: StalenessParams, names=FITTED) -> StalenessParams:
+    return replace(base, G_on=1.0, **dict(zip(names, np.exp(x).tolist())))
+
+
+def noise_from_cosine(df: pl.DataFrame, batch_prompts: int) -> float | None:
+    """``sigma_prompt`` from the successive-update cosine of stable runs, or None.
+
+    On policy, ``u_t = G_on e_0 + xi_t`` with ``E|xi|^2 = n^2`` gives
+    ``E cos(u_t, u_{t-1}) ~ G_on^2 / (G_on^2 + n^2)``, so ``n = G_on sqrt(1/c - 1)`` and
+    ``sigma_prompt = n sqrt(B)`` (``G_on = 1``). ``c`` = median ``cos_sim_mean`` of the
+    stable runs at learning rates up to the grid's median (where the lag bias is small),
+    clipped to [0.005, 0.99]. None without a ``cos_sim_mean`` column or such runs.
+    """
+    if "cos_sim_mean" not in df.columns:
+        return None
+    rows = df.filter(~pl.col("collapsed") & (pl.col("lr") <= df["lr"].median())
+                     & pl.col("cos_sim_mean").cast(pl.Float64).is_finite())
+    if rows.height == 0:
+        return None
+    c = min(max(float(rows["cos_sim_mean"].cast(pl.Float64).median()), 0.005), 0.99)
+    return math.sqrt(1.0 / c - 1.0) * math.sqrt(batch_prompts)
 
 
 def initial_guess(df: pl.DataFrame, T: int, base: StalenessParams = StalenessParams()) -> np.ndarray:
@@ -113,7 +136,7 @@ def initial_guess(df: pl.DataFrame, T: int, base: StalenessParams = StalenessPar
     s_eta = scal["S_eta_collapse"].drop_nulls()
     c = float(s_eta.max()) if s_eta.len() else float(df["lr"].max() * df["S"].max())
     L = base.lag_sensitivity
-    r_batch = math.expm1(min(c * L, 50.0)) / L if L > 0 else c
+    r_batch = 5.0 * c  # kappa ~ 5 at the default constants (sim.staleness.feedback_factor)
     return np.log([max(L, 1e-3), base.sigma_prompt, max(r_batch, 1e-6), max(r_crit, 1e-6)])
 
 
@@ -129,6 +152,8 @@ class CollapseFit:
     """Share of fit points whose predicted class matches."""
     evaluations: int
     """Model-grid evaluations the optimiser used."""
+    noise_from: str
+    """``cosine`` (sigma_prompt set by :func:`noise_from_cosine`) or ``fit``."""
 
 
 def fit_collapse(df: pl.DataFrame, T: int, base: StalenessParams = StalenessParams(),
@@ -140,28 +165,34 @@ def fit_collapse(df: pl.DataFrame, T: int, base: StalenessParams = StalenessPara
     if df.height == 0 or T < 1:
         raise GridError(f"fit_collapse: need grid rows and T >= 1, got {df.height} rows, T={T}")
     S, lr, seeds = df["S"].to_numpy(), df["lr"].to_numpy(), df["seed"].to_numpy()
+    sigma = noise_from_cosine(df, base.batch_prompts)
+    names = FITTED if sigma is None else tuple(n for n in FITTED if n != "sigma_prompt")
+    if sigma is not None:
+        base = replace(base, sigma_prompt=sigma)
     meas = _horizon(df["t_collapse"].cast(pl.Float64).fill_null(float("nan")).to_numpy(), T)
     n_eval = 0
 
     def loss(x: np.ndarray) -> float:
         nonlocal n_eval
         n_eval += 1
-        res = simulate_batch(_params(x, base), S, lr, T, seeds)
+        res = simulate_batch(_params(x, base, names), S, lr, T, seeds)
         pred = _horizon(np.array([r.t_collapse if r.collapsed else np.nan for r in res], float), T)
         return float(np.mean(np.abs(np.log(pred / meas))))
 
-    x0 = initial_guess(df, T, base)
+    x0 = initial_guess(df, T, base)[[FITTED.index(n) for n in names]]
+    k = len(names)
     best = None
-    for shift in (0.0, math.log(3.0), -math.log(3.0)):  # lag sensitivity is the least identified
-        start = x0 + np.array([shift, 0, 0, 0])
+    start = x0
+    for _ in range(3):  # why restarts: Nelder-Mead on a piecewise-constant loss stalls on plateaus
         res = optimize.minimize(loss, start, method="Nelder-Mead",
                                 options={"maxfev": max_evals // 3, "xatol": 0.01, "fatol": 1e-4,
-                                         "initial_simplex": start + 0.3 * np.vstack([np.zeros(4), np.eye(4)])})
+                                         "initial_simplex": start + 0.3 * np.vstack([np.zeros(k), np.eye(k)])})
         if best is None or res.fun < best.fun:
             best = res
-    params = _params(best.x, base)
+        start = best.x
+    params = _params(best.x, base, names)
     agree = float((predict(params, df, T)["predicted_collapsed"] == df["collapsed"]).mean())
-    return CollapseFit(params, float(best.fun), agree, n_eval)
+    return CollapseFit(params, float(best.fun), agree, n_eval, "fit" if sigma is None else "cosine")
 
 
 def scaling_by_S(df: pl.DataFrame, collapsed: str = "collapsed", M: str = "M_collapse") -> pl.DataFrame:

@@ -141,3 +141,17 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
                                                                                    "R_batch", "R_crit")))
     _echo_table(table)
     click.echo(f"-> {out_dir}")
+
+
+@click.command()
+@click.argument("studies", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def report(studies: tuple[Path, ...], out_dir: Path) -> None:
+    """One self-contained HTML page per study directory (figures embedded)."""
+    from analysis.report import ReportError, write_reports
+
+    try:
+        for path in write_reports(list(studies), out_dir):
+            click.echo(f"wrote {path}")
+    except ReportError as exc:
+        _fail(exc)
