@@ -17,6 +17,8 @@ COMMANDS = {
     "calibrate": "calibration.cli:calibrate",
     "validate": "calibration.cli:validate",
     "real": "real.cli:real",
+    "compare": "analysis.compare_cli:compare",
+    "report": "analysis.compare_cli:report",
 }
 
 

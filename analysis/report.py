@@ -1,0 +1,135 @@
+"""One self-contained HTML page per study directory: what was run, its configuration,
+every figure (embedded as base64 PNG) with a one-line caption, and the numbers.
+
+A study directory is any output of ``rolloutlab compare idle``, ``compare collapse``,
+``sim``, ``stability`` or ``real sync``: the page is built from its ``config.json``, its
+``*.png`` and its summary tables (``*summary*.csv``, ``collapse_scaling.csv``,
+``summary.csv``). Nothing outside the page is referenced.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import polars as pl
+
+CAPTIONS = {
+    "idle_scatter.png": "Held-out steps: simulated against measured generation makespan (left) and slot "
+                        "idle fraction (right); on the dashed line the prediction is exact.",
+    "idle_timeseries.png": "Per step: group size, makespan, slot idle fraction and straggler ratio, "
+                           "measured (black) and predicted; grey = steps used to calibrate.",
+    "collapse.png": "Left: held-out grid runs, green where the fitted model predicts the measured "
+                    "class. Right: the two scaling laws per S; flat lines mean the law holds.",
+    "phase_diagram.png": "Collapsed fraction over seeds per (S, learning rate); black: closed-form eta_max.",
+    "comparison.png": "Per controller: group size, straggler ratio and cumulative wall clock per step.",
+}
+"""One-line caption per known figure; other figures get their file name."""
+
+INTRO = {
+    "compare-idle": "A real synchronous GRPO run was traced. The simulator's cost model was fitted to the "
+                    "finish times of the first K steps and its length model to their response lengths; "
+                    "then every later step was simulated with the same group size and prompts, and the "
+                    "predicted generation makespan, slot idle fraction (padding waste while the slowest "
+                    "rollout finishes) and straggler events are compared with the measured ones. "
+                    "'drawn' draws lengths from the fitted model (the whole simulator); 'replay' uses the "
+                    "measured lengths (the engine and cost model only); 'constant' is the naive baseline.",
+    "compare-collapse": "A stability grid (staleness S x learning rate x seed, each run marked collapsed or "
+                        "not, with its collapse step) was split in two. The collapse model's constants were "
+                        "fitted on one half and the other half predicted. Both scaling laws of the staleness "
+                        "paper (S * eta_max and M_collapse * S * eta roughly constant) are checked per S on "
+                        "the measured grid, the fitted model and a simulated grid.",
+}
+
+_TABLES = ("idle_summary.csv", "collapse_scaling.csv", "summary.csv")
+_STYLE = ("body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
+          "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+          "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f0f0f0}"
+          "img{max-width:100%;border:1px solid #ddd}figcaption{font-size:13px;color:#444;margin-bottom:1.5em}"
+          "pre{background:#f7f7f7;padding:8px;font-size:11px;overflow-x:auto}")
+
+
+class ReportError(ValueError):
+    """A directory that is not a study (no config.json, no figure, no table)."""
+
+
+def _table_html(df: pl.DataFrame) -> str:
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return html.escape(str(v))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in df.iter_rows())
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+def _headline(cfg: dict, study: Path) -> list[str]:
+    """Key numbers in words, from the summary JSON of a comparison."""
+    lines = []
+    idle = study / "idle_summary.json"
+    if idle.exists():
+        rows = {(r["prediction"], r["scope"]): r for r in json.loads(idle.read_text())["summary"]}
+        for pred in ("drawn", "replay", "constant"):
+            r = rows.get((pred, "all"))
+            if r:
+                lines.append(f"{pred}: median absolute makespan error {100 * r['makespan_mdape']:.1f} % over "
+                             f"{r['held_out_steps']} held-out steps; idle fraction off by "
+                             f"{100 * r['idle_mae']:.1f} points on average")
+    coll = study / "collapse_summary.json"
+    if coll.exists():
+        h = json.loads(coll.read_text())["held_out"]
+        lines.append(f"collapse classification agrees on {100 * h['agreement']:.1f} % of {h['points']} held-out "
+                     f"runs; collapse step off by a median {100 * h['t_collapse_mdape']:.1f} % where both collapse")
+    return lines
+
+
+def render(study: str | Path) -> str:
+    """The HTML page of one study directory. Raises :class:`ReportError` when ``study``
+    has neither a figure nor a summary table."""
+    study = Path(study)
+    cfg_path = study / "config.json"
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    figures = sorted(study.glob("*.png"))
+    tables = [study / t for t in _TABLES if (study / t).exists()]
+    if not figures and not tables:
+        raise ReportError(f"{study}: no figure (*.png) and no summary table ({', '.join(_TABLES)}); "
+                          "is this a study output directory?")
+    kind = cfg.get("kind", "study")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.name)}</title>"
+             f"<style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(study.name)} <small>({html.escape(kind)})</small></h1>",
+             f"<p>{html.escape(INTRO.get(kind, 'Output of a rolloutlab study.'))}</p>"]
+    headline = _headline(cfg, study)
+    if headline:
+        parts.append("<h2>Numbers</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
+    for t in tables:
+        parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(pl.read_csv(t)))
+    if figures:
+        parts.append("<h2>Figures</h2>")
+    for fig in figures:
+        data = base64.b64encode(fig.read_bytes()).decode()
+        caption = CAPTIONS.get(fig.name, fig.stem.replace("_", " "))
+        parts.append(f"<figure><img alt='{html.escape(fig.name)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    if cfg:
+        shown = {k: v for k, v in cfg.items() if k != "versions"}
+        parts.append("<h2>Configuration</h2><pre>" + html.escape(json.dumps(shown, indent=2, default=str)) + "</pre>")
+        if "versions" in cfg:
+            parts.append("<h3>Library versions</h3><pre>" + html.escape(json.dumps(cfg["versions"], indent=2)) + "</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_reports(studies: list[Path], out_dir: Path) -> list[Path]:
+    """Write ``out_dir/<study name>.html`` for each study; returns the paths. Raises
+    :class:`ReportError` (before writing anything) on a directory that is not a study."""
+    pages = [(s, render(s)) for s in studies]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for s, page in pages:
+        path = out_dir / f"{Path(s).resolve().name}.html"
+        path.write_text(page)
+        written.append(path)
+    return written

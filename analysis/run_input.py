@@ -1,0 +1,136 @@
+"""Reading one run directory for the comparisons: its two trace tables, its
+configuration, the engine it ran on, and each step's layout.
+
+A run directory (``rolloutlab real sync``, or the simulator) holds ``rollouts.parquet``
+and ``steps.parquet`` (or the ``.jsonl`` a live run appends) in the trace schema
+(:mod:`sim.trace`, which checks the schema version of each file) and ``config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from sim import trace
+from sim.engine import EngineConfig
+from sim.metrics import DEFAULT_TAU
+
+
+class RunInputError(ValueError):
+    """A run directory that cannot be compared; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run, read and checked."""
+
+    path: Path
+    """The run directory."""
+    rollouts: pl.DataFrame
+    """Rollout table (trace schema), consumed rows only, sorted by step, prompt, sample."""
+    steps: pl.DataFrame
+    """Step table (trace schema), sorted by step."""
+    config: dict
+    """``config.json`` as written by the run (``{}`` when absent)."""
+    engine: EngineConfig
+    """The generation engine as the simulator models it: workers seen in the trace,
+    ``max_num_seqs`` = the run's capacity, no prefix caching (the torch engine prefills
+    every request)."""
+    tau: float
+    """Straggler threshold: the controller spec's ``tau=``, else the config's ``tau``."""
+    max_response_length: int
+    """Response cap (tokens): config ``max_response_tokens``, else the longest response."""
+
+
+def _read_table(run_dir: Path, kind: str) -> pl.DataFrame:
+    for suffix in ("parquet", "jsonl"):
+        path = run_dir / f"{kind}.{suffix}"
+        if path.exists():
+            return trace.read(path, kind)
+    raise RunInputError(f"{run_dir}: no {kind}.parquet or {kind}.jsonl (is this a run directory?)")
+
+
+def _tau(cfg: dict) -> float:
+    spec = str(cfg.get("controller", ""))
+    for item in spec.partition(":")[2].split(","):
+        key, _, val = item.partition("=")
+        if key.strip() == "tau":
+            return float(val)
+    return float(cfg.get("tau", DEFAULT_TAU))
+
+
+def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
+    """Read and check a run directory (module docstring).
+
+    ``capacity`` overrides the slots per worker (else ``config.capacity`` or
+    ``max_num_seqs``). Raises :class:`RunInputError` on a missing directory or table, a
+    run without steps, rollouts of a step the step table lacks, a step whose groups are
+    not all of one size, static batching (not modelled), or no capacity anywhere;
+    :class:`sim.trace.TraceError` on a bad trace file (schema version, columns, values).
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunInputError(f"{path}: not a directory")
+    cfg_path = path / "config.json"
+    raw = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    cfg = raw.get("config", raw)
+    rollouts = _read_table(path, "rollouts")
+    steps = _read_table(path, "steps").sort("step")
+    if steps.height == 0:
+        raise RunInputError(f"{path}: the step table has no step (did the run finish a step?)")
+    rollouts = rollouts.filter(pl.col("finish_reason") != "abort").sort("step", "prompt_id", "sample_idx")
+    if rollouts.height == 0:
+        raise RunInputError(f"{path}: the rollout table has no consumed rollout")
+    orphan = set(rollouts["step"].unique().to_list()) - set(steps["step"].to_list())
+    if orphan:
+        raise RunInputError(f"{path}: rollouts of step(s) {sorted(orphan)[:5]} have no row in the step table")
+    if cfg.get("engine_mode", "continuous") != "continuous":
+        raise RunInputError(f"{cfg_path}: engine_mode {cfg['engine_mode']!r}; only continuous batching is modelled")
+    slots = capacity or cfg.get("capacity") or cfg.get("max_num_seqs")
+    if not slots:
+        raise RunInputError(f"{cfg_path}: no 'capacity' or 'max_num_seqs'; pass --capacity")
+    engine = EngineConfig(n_workers=int(rollouts["worker"].max()) + 1, max_num_seqs=int(slots),
+                          prefix_caching=False)
+    cap = int(cfg.get("max_response_tokens") or rollouts["response_tokens"].max())
+    return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap)
+
+
+@dataclass(frozen=True)
+class StepLayout:
+    """One step's rollouts as the engine saw them."""
+
+    step: int
+    lengths: np.ndarray
+    """``(n_prompts, G)`` response lengths (tokens), prompts in submit order."""
+    prompt_tokens: np.ndarray
+    """``(n_prompts,)`` prompt lengths (tokens)."""
+    finish_s: np.ndarray
+    """``(n_prompts * G,)`` measured ``t_finish - t_submit`` (s), row-major (prompt, sample)."""
+
+
+def step_layouts(run: RunData) -> list[StepLayout]:
+    """Every step of ``run`` as a :class:`StepLayout`, in step order.
+
+    Raises :class:`RunInputError` naming the step whose groups differ in size or whose
+    rollouts were not all submitted at one time (not a synchronous step).
+    """
+    out = []
+    for (step,), df in run.rollouts.group_by(["step"], maintain_order=True):
+        sizes = df.group_by("prompt_id").len()["len"]
+        G = int(sizes[0])
+        if (sizes != G).any() or (df["group_size"] != G).any():
+            raise RunInputError(f"{run.path}: step {step}: groups of sizes {sorted(set(sizes.to_list()))}; "
+                                "expected one group size per step")
+        t_submit = df["t_submit"].to_numpy()
+        if np.ptp(t_submit) > 1e-9:
+            raise RunInputError(f"{run.path}: step {step}: rollouts submitted at different times; "
+                                "only synchronous steps (one submit) are compared")
+        n = df.height // G
+        out.append(StepLayout(int(step), df["response_tokens"].to_numpy().reshape(n, G),
+                              df["prompt_tokens"].to_numpy().reshape(n, G)[:, 0],
+                              df["t_finish"].to_numpy() - t_submit))
+    return out

@@ -1,0 +1,115 @@
+"""compare idle: the cost fit against the engine, recovery on synthetic traces, bad input, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+
+from analysis.finish_fit import finish_features, fit_finish_times
+from analysis.idle_compare import IdleCompareConfig, compare_idle
+from analysis.run_input import RunInputError, load_run, step_layouts
+from calibration.prompt_lengths import fit_prompt_lognormal
+from rolloutlab.cli import main
+from sim.cost import LinearCost
+from sim.engine import EngineConfig, generate
+from tests.compare_helpers import COST, LENGTHS, write_run
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_prompts=st.integers(1, 5), G=st.integers(1, 6), slots=st.integers(1, 12), seed=st.integers(0, 10_000),
+       coef=st.tuples(*[st.floats(0, 1e-2)] * 4))
+def test_finish_features_times_coefficients_are_the_engine_finish_times(n_prompts, G, slots, seed, coef):
+    rng = np.random.default_rng(seed)
+    L = rng.integers(1, 30, size=(n_prompts, G))
+    P = rng.integers(1, 20, size=n_prompts)
+    engine = EngineConfig(n_workers=1, max_num_seqs=slots, prefix_caching=False)
+    cost = LinearCost(*coef)
+    batch = generate(L, P, cost, engine)
+    np.testing.assert_allclose(finish_features(L, P, engine) @ np.array(coef), batch.t_finish, rtol=1e-9, atol=1e-12)
+
+
+def test_the_fit_recovers_the_cost_that_timed_a_synthetic_run(tmp_path):
+    run = load_run(write_run(tmp_path, [4, 16, 8, 16, 4, 12]))
+    fit = fit_finish_times(step_layouts(run), run.engine)
+    assert fit.rel_rmse < 1e-6 and fit.dropped_steps == ()
+    assert fit.cost.a_s == pytest.approx(COST.a_s, rel=1e-3)
+
+
+def test_a_step_slowed_by_another_process_is_left_out_of_the_fit(tmp_path):
+    run = load_run(write_run(tmp_path, [8] * 6, slow={2: 2.0}))
+    fit = fit_finish_times(step_layouts(run), run.engine)
+    assert fit.dropped_steps == (2,)
+    assert fit.cost.a_s == pytest.approx(COST.a_s, rel=1e-3)
+    untrimmed = fit_finish_times(step_layouts(run), run.engine, trim=None)
+    assert untrimmed.rel_rmse > 0.05
+
+
+def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_30_percent(tmp_path):
+    run = load_run(write_run(tmp_path, [4, 16] * 10, prompts=6))
+    res = compare_idle(run, IdleCompareConfig(fit_steps=10, draws=8))
+    s = {(r["prediction"], r["scope"]): r for r in res.summary.to_dicts()}
+    assert s[("replay", "all")]["makespan_mdape"] < 1e-6
+    assert s[("replay", "all")]["straggler_agreement"] == 1.0
+    assert s[("drawn", "all")]["makespan_mdape"] < 0.3
+    assert {"G=4", "G=16"} <= {scope for _, scope in s}
+    held = res.per_step.filter(pl.col("split") == "held_out")
+    assert held["step"].to_list() == list(range(10, 20))
+
+
+def test_prompt_lognormal_fit_recovers_its_parameters():
+    rng = np.random.default_rng(1)
+    P = rng.integers(4, 16, size=3000)
+    groups = list(LENGTHS.sample(rng, P, 8).astype(float))
+    fit = fit_prompt_lognormal(groups, P, 72)
+    assert fit.beta == pytest.approx(LENGTHS.beta, abs=0.08)
+    assert fit.sigma_within == pytest.approx(LENGTHS.sigma_within, rel=0.1)
+    assert fit.sigma_prompt == pytest.approx(LENGTHS.sigma_prompt, abs=0.04)
+
+
+def test_cli_writes_the_comparison_table_figures_and_a_report(tmp_path):
+    run_dir = write_run(tmp_path / "run", [4, 8] * 5)
+    out = tmp_path / "cmp"
+    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(run_dir), "--fit-steps", "4",
+                                    "--draws", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    df = pl.read_csv(out / "idle_comparison.csv")
+    for col in ("step", "predicted_makespan_s", "measured_makespan_s", "predicted_idle_frac",
+                "measured_idle_frac", "predicted_straggler", "measured_straggler", "replay_makespan_s"):
+        assert col in df.columns
+    assert json.loads((out / "idle_summary.json").read_text())["fit_steps"] == 4
+    rep = CliRunner().invoke(main, ["report", str(out), "--out", str(tmp_path / "html")])
+    assert rep.exit_code == 0, rep.output
+    page = (tmp_path / "html" / "cmp.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "median absolute makespan error" in page
+
+
+def test_traces_of_another_schema_version_are_refused_naming_the_file(tmp_path):
+    run_dir = write_run(tmp_path, [4] * 4)
+    table = pq.read_table(run_dir / "steps.parquet")
+    meta = dict(table.schema.metadata)
+    meta[b"rolloutlab.schema_version"] = b"2"
+    pq.write_table(table.replace_schema_metadata(meta), run_dir / "steps.parquet")
+    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(run_dir), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0
+    assert "steps.parquet" in res.output and "schema version 2" in res.output
+
+
+def test_a_run_directory_without_steps_is_refused(tmp_path):
+    run_dir = write_run(tmp_path, [4] * 4)
+    (run_dir / "steps.parquet").unlink()
+    with pytest.raises(RunInputError, match="no steps.parquet or steps.jsonl"):
+        load_run(run_dir)
+    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "not a directory" in res.output
+
+
+def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
+    run = load_run(write_run(tmp_path, [4] * 3))
+    with pytest.raises(ValueError, match="at least one step is held out"):
+        compare_idle(run, IdleCompareConfig(fit_steps=3))
