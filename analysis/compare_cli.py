@@ -10,6 +10,7 @@ import click
 import polars as pl
 
 from analysis.provenance import write_config
+from sim.outdir import OutDirError, claim_out_dir
 
 
 def _fail(exc: Exception) -> None:
@@ -54,11 +55,11 @@ def idle(real_dir: Path, fit_steps, draws, capacity, tau, seed, out_dir: Path) -
 
     cfg = IdleCompareConfig(fit_steps=fit_steps, draws=draws, seed=seed, tau=tau)
     try:
+        claim_out_dir(out_dir, "compare-idle")
         run = load_run(real_dir, capacity=capacity)
         res = compare_idle(run, cfg)
     except (RunInputError, TraceError, ValueError) as exc:
         _fail(exc)
-    out_dir.mkdir(parents=True, exist_ok=True)
     res.per_step.write_csv(out_dir / "idle_comparison.csv")
     res.summary.write_csv(out_dir / "idle_summary.csv")
     run_cfg = run.config.get("config", run.config)
@@ -116,11 +117,12 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 
     T = _grid_steps(real_dir, steps)
     try:
+        claim_out_dir(out_dir, "compare-collapse")
         real = read_grid(real_dir)
         sim = read_grid(sim_dir) if sim_dir is not None else None
         fit_rows, held = split_grid(real, split)
         fit = fit_collapse(fit_rows, T, max_evals=max_evals)
-    except GridError as exc:
+    except (GridError, OutDirError) as exc:
         _fail(exc)
     held_pred = predict(fit.params, held, T)
     summary = {"real": str(real_dir), "sim": str(sim_dir) if sim_dir else None, "steps": T, "split": split,
@@ -128,7 +130,6 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
                "fit": {"loss": fit.loss, "fit_agreement": fit.fit_agreement, "evaluations": fit.evaluations,
                        "params": asdict(fit.params)}}
     table = scaling_table(real, predict(fit.params, real, T), sim)
-    out_dir.mkdir(parents=True, exist_ok=True)
     held_pred.write_csv(out_dir / "collapse_points.csv")
     table.write_csv(out_dir / "collapse_scaling.csv")
     (out_dir / "collapse_summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -13,9 +13,11 @@ from analysis.plots import comparison_figure
 from analysis.provenance import write_config
 from sim import trace
 from sim.compare import run_comparison, sagc_defaults
+from sim.controllers import split_specs
 from sim.metrics import DEFAULT_TAU
 from sim.dynamics import DRIFTS
 from sim.hardware import GPUS, MODELS
+from sim.outdir import OutDirError, claim_out_dir
 from sim.overrides import apply_overrides
 from sim.pipeline import RunConfig
 from sim.pipeline_spec import PLACEMENTS, parse_pipeline
@@ -31,7 +33,8 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
 @click.option("--prompts", type=click.IntRange(min=1), help="Prompt batch B (default: scenario's).")
 @click.option("--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's).")
 @click.option("--controllers", default="static:4,static:8,static:16,sagc", show_default=True,
-              help="Comma-separated controller specs: static:G, sagc[:key=value,...].")
+              help="Comma-separated controller specs: static:G, sagc[:key=value,...] "
+                   "(e.g. static:4,sagc:tau=15,delta=0.2).")
 @click.option("--pipeline", "pipeline", default="sync", show_default=True,
               help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
                    "partial:S, oversample:R (docs/pipelines.md).")
@@ -49,7 +52,8 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
 @click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
               "ServeGen long-reasoning model with this drift over steps.")
 @click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
-              "(ids recur every epoch; default: fresh prompts).")
+              "(ids recur every epoch; default: fresh prompts). Only length models keyed on the "
+              "prompt id (--drift) make a recurring prompt long-prone again.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, engine,
@@ -61,18 +65,19 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     """
     try:
         sc = load_scenario(calibration or scenario)
-    except CalibrationError as exc:
+        claim_out_dir(out, "sim")  # fail before minutes of simulation, not after
+    except (CalibrationError, OutDirError) as exc:
         raise click.ClickException(str(exc)) from None
     try:
         sc = apply_overrides(sc, workers=workers, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
                              engine=engine, drift=drift)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
-                    prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
-                    dataset_size=dataset_size)
-    specs = [s.strip() for s in controllers.split(",") if s.strip()]
     try:
+        cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
+                        prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
+                        dataset_size=dataset_size)
+        specs = split_specs(controllers)
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -25,7 +25,7 @@ BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 
 
 def _fail(exc: Exception) -> None:
-    raise click.ClickException(f"{type(exc).__name__}: {exc}")
+    raise click.ClickException(str(exc))
 
 
 def _defaults(steps, tau, delta) -> dict:
@@ -66,11 +66,13 @@ def calibrate() -> None:
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write.")
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
-@click.option("--prompts", type=int, default=None, help="Simulated B (default: logged B).")
-@click.option("--workers", type=int, default=None, help="Simulated engine replicas (default: logged).")
-@click.option("--steps", type=int, default=None, help="Scenario default steps.")
-@click.option("--tau", type=float, default=None, help="Scenario default SAGC tau.")
-@click.option("--delta", type=float, default=None, help="Scenario default SAGC delta.")
+@click.option("--prompts", type=click.IntRange(min=1), default=None, help="Simulated B (default: logged B).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Simulated engine replicas (default: logged).")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
+@click.option("--tau", type=click.FloatRange(min=1.0, min_open=True), default=None,
+              help="Scenario default SAGC tau.")
+@click.option("--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta.")
 @verl_options
 def calibrate_verl_tb(run_dirs, out, name, prompts, workers, steps, tau, delta, group_size,
                       max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed):
@@ -94,10 +96,11 @@ def calibrate_verl_tb(run_dirs, out, name, prompts, workers, steps, tau, delta, 
 @click.option("--cost-from", default="gsm8k", show_default=True,
               help="Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
-@click.option("--prompts", type=int, required=True, help="Scenario default B.")
-@click.option("--steps", type=int, default=None, help="Scenario default steps.")
-@click.option("--tau", type=float, default=None, help="Scenario default SAGC tau.")
-@click.option("--delta", type=float, default=None, help="Scenario default SAGC delta.")
+@click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
+@click.option("--tau", type=click.FloatRange(min=1.0, min_open=True), default=None,
+              help="Scenario default SAGC tau.")
+@click.option("--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta.")
 @click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
 def calibrate_servegen(folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length):
     """Long-reasoning scenario: ServeGen DeepSeek-R1 output lengths + a verl-fitted cost."""
@@ -118,7 +121,8 @@ def validate() -> None:
 
 @validate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option("--fit-steps", "-k", default=20, show_default=True, help="Fit on the first K usable steps.")
+@click.option("--fit-steps", "-k", default=20, show_default=True, type=click.IntRange(min=2),
+              help="Fit on the first K usable steps.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv.")
 @verl_options
 def validate_verl_tb(run_dirs, fit_steps, out, group_size, max_response_length, gen_workers,

@@ -38,6 +38,8 @@ def event_files(run_dir: str | Path) -> list[Path]:
     """
     p = Path(run_dir)
     if p.is_file():
+        if not p.name.startswith("events.out.tfevents."):
+            raise VerlLogError(f"{p}: not a run folder nor an events.out.tfevents.* file")
         return [p]
     if not p.is_dir():
         raise VerlLogError(f"{p}: no such run folder or event file")

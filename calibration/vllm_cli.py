@@ -50,7 +50,7 @@ def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repe
                         response_tokens=response_tokens, repeats=repeats)
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        raise click.ClickException(str(exc)) from None
     from calibration.vllm_runner import measure_grid
 
     timings, resolved, dropped = measure_grid(model_dir, spec, dtype=dtype,
@@ -64,7 +64,7 @@ def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repe
         d = grid_calibration(fit, resolved, spec, base, name or Path(model_dir).name, prov)
         write_json_atomic(d, out)
     except (CalibrationError, ValueError, OSError) as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {out}: {len(timings)} cells; a={fit.a_s:.3e} b={fit.b_s:.3e} c={fit.c_s:.3e} "
                f"p={fit.prefill_s_per_token:.3e} s; decode MAPE {fit.decode_mape:.3f}, "
                f"prefill MAPE {fit.prefill_mape:.3f}")
@@ -101,7 +101,7 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
         engine = sc.engine if max_num_seqs is None else dataclasses.replace(sc.engine, max_num_seqs=max_num_seqs)
         table = pl.concat([sim_vs_measured(read_run_rollouts(Path(d)), sc.cost, engine) for d in run_dirs])
     except (CalibrationError, TraceError, ValueError) as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        raise click.ClickException(str(exc)) from None
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)

@@ -223,6 +223,21 @@ class SAGC:
         self._rng.bit_generator.state = state["rng"]
 
 
+def split_specs(text: str) -> list[str]:
+    """Split a comma-separated list of controller specs, keeping a SAGC spec's own
+    ``key=value`` pairs together: ``"static:4,sagc:tau=15,delta=0.2"`` ->
+    ``["static:4", "sagc:tau=15,delta=0.2"]`` (a new spec starts at ``static``/``sagc``)."""
+    specs: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if specs and "=" in part and not part.startswith(("static", "sagc")):
+            specs[-1] += "," + part
+        else:
+            specs.append(part)
+    return specs
+
+
 def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
     """Build a controller from a CLI spec.
 
@@ -243,18 +258,28 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
         kwargs: dict[str, Any] = dict(sagc_defaults)
         for item in filter(None, args.split(",")):
             key, _, val = item.partition("=")
-            if key == "candidates":
-                kwargs[key] = tuple(int(v) for v in val.split("/"))
-            elif key in ("radius", "init_G"):
-                kwargs[key] = int(val)
-            elif key in ("tau", "delta", "eta_lambda", "gamma"):
-                kwargs[key] = float(val)
-            elif key == "forget":
-                kwargs[key] = val
-            else:
-                raise ValueError(f"controller spec {spec!r}: unknown SAGC option {key!r}")
-        ctl = SAGC(seed=seed, **kwargs)
+            try:
+                kwargs.update(_sagc_option(key, val))
+            except ValueError as exc:
+                raise ValueError(f"controller spec {spec!r}: option {key!r}: {exc}") from None
+        try:
+            ctl = SAGC(seed=seed, **kwargs)
+        except ValueError as exc:
+            raise ValueError(f"controller spec {spec!r}: {exc}") from None
         if args:
             ctl.name = spec
         return ctl
     raise ValueError(f"controller spec {spec!r}: expected 'static:G' or 'sagc[:k=v,...]'")
+
+
+def _sagc_option(key: str, val: str) -> dict[str, Any]:
+    """One ``key=value`` of a SAGC spec as a keyword argument (ValueError if unknown/bad)."""
+    if key == "candidates":
+        return {key: tuple(int(v) for v in val.split("/"))}
+    if key in ("radius", "init_G"):
+        return {key: int(val)}
+    if key in ("tau", "delta", "eta_lambda", "gamma"):
+        return {key: float(val)}
+    if key == "forget":
+        return {key: val}
+    raise ValueError("unknown SAGC option")

@@ -238,7 +238,7 @@ def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int,
             lengths = np.stack([step_lengths(scenario.lengths, cfg.seed, int(t), ids[i], G)
                                 for i, t in enumerate(ts)])
         worker, t_first, t_fin, rr = block_times(lengths, prompt_tokens, cost, scenario.engine, rr)
-        gen = t_fin.max(axis=1)  # (T,)
+        gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
         tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
         t_start = np.empty(T)
         for i in range(T):

@@ -87,6 +87,34 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
     raise CalibrationError(f"{path}: field lengths.kind: expected 'lognormal' or 'empirical', got {kind!r}")
 
 
+_DEFAULT_CHECKS = {
+    "prompts": (int, lambda v: v >= 1, "an integer >= 1"),
+    "steps": (int, lambda v: v >= 1, "an integer >= 1"),
+    "tau": (float, lambda v: v > 1.0, "a number > 1"),
+    "delta": (float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
+}
+
+
+def _defaults_from(d: Any, path: str) -> dict[str, Any]:
+    """Check the ``defaults`` block (suggested prompts, steps, SAGC tau and delta)."""
+    if not isinstance(d, dict):
+        raise CalibrationError(f"{path}: field 'defaults' must be an object, got {type(d).__name__}")
+    out = dict(d)
+    for key, (kind, ok, what) in _DEFAULT_CHECKS.items():
+        if key not in d:
+            continue
+        try:
+            value = kind(d[key])
+            if kind is int and value != d[key]:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise CalibrationError(f"{path}: field defaults.{key}: expected {what}, got {d[key]!r}") from None
+        if not ok(value):
+            raise CalibrationError(f"{path}: field defaults.{key}: expected {what}, got {d[key]!r}")
+        out[key] = value
+    return out
+
+
 def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
     """Build a :class:`Scenario` from a calibration dict.
 
@@ -109,12 +137,13 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
         engine = EngineConfig(**d.get("engine", {}))
     except (TypeError, ValueError) as exc:
         raise CalibrationError(f"{path}: field 'cost'/'engine': {exc}") from None
+    defaults = _defaults_from(d.get("defaults", {}), path)
     prompt_tokens = int(_get(d, "prompt_tokens", "", path))
     if prompt_tokens < 0:
         raise CalibrationError(f"{path}: field 'prompt_tokens' must be >= 0, got {prompt_tokens}")
     return Scenario(name=str(d.get("name", Path(path).stem)), lengths=_lengths_from(
         _get(d, "lengths", "", path), path), prompt_tokens=prompt_tokens, cost=cost,
-        engine=engine, defaults=dict(d.get("defaults", {})), source=d)
+        engine=engine, defaults=defaults, source=d)
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:

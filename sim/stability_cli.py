@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from sim.outdir import OutDirError, claim_out_dir
 from sim.staleness import StalenessParams
 
 
@@ -65,14 +66,17 @@ def stability(S_text: str, lr_text: str | None, T: int, seeds: int, batch: int |
         if value is not None and value < 1:
             raise click.BadParameter(f"expected an integer >= 1, got {value}", param_hint=name)
     params = StalenessParams() if batch is None else replace(StalenessParams(), batch_prompts=batch)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        claim_out_dir(out_dir, "stability")
+    except OutDirError as exc:
+        raise click.ClickException(str(exc)) from None
     t0 = time.perf_counter()
     big = len(S_values) * len(lrs) * seeds * T > 5_000_000  # why: the bar only when the grid takes seconds
     df = run_grid(params, S_values, lrs, T, seeds, progress=big)
     runtime_s = time.perf_counter() - t0
     df.write_csv(out_dir / "stability.csv")
     plot_phase_diagram(df, params, T, out_dir / "phase_diagram.png")
-    config = {"params": asdict(params), "S": S_values, "lr": lrs, "steps": T, "seeds": seeds,
+    config = {"command": "stability", "params": asdict(params), "S": S_values, "lr": lrs, "steps": T, "seeds": seeds,
               "mode": "sync-interval", "runtime_s": runtime_s, "versions": _versions()}
     (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     with __import__("polars").Config(tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True):

@@ -38,6 +38,26 @@ def test_sim_bad_calibration_version(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("defaults,field", [({"steps": "abc"}, "defaults.steps"),
+                                            ({"prompts": -5}, "defaults.prompts"),
+                                            ({"tau": 0.5}, "defaults.tau")])
+def test_sim_bad_scenario_defaults_name_the_field(tmp_path, defaults, field):
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(calibration_dict(defaults=defaults)))
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(path), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1 and f"cal.json: field {field}" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_sim_two_sagc_options_in_the_controller_list(tmp_path, calibration_file):
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
+                                    "--controllers", "static:4,sagc:tau=15,delta=0.2",
+                                    "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert pl.read_csv(tmp_path / "o" / "summary.csv")["controller"].to_list() == [
+        "static:4", "sagc:tau=15,delta=0.2"]
+
+
 def test_sim_bad_controller_spec(tmp_path, calibration_file):
     res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
                                     "--controllers", "static:4,dynamic", "--out", str(tmp_path / "o")])

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.controllers import SAGC, StaticG, parse_controller
+from sim.controllers import SAGC, StaticG, parse_controller, split_specs
 
 
 def straggling_lengths(G: int, n_prompts: int, straggle: bool) -> list[list[int]]:
@@ -147,6 +147,18 @@ def test_static_g():
                                       ("sagc:bogus=1", "unknown SAGC option")])
 def test_parse_controller_errors(spec, err):
     with pytest.raises(ValueError, match=err):
+        parse_controller(spec)
+
+
+def test_split_specs_keeps_sagc_options_together():
+    assert split_specs("static:4, sagc:tau=15,delta=0.2,static:16") == [
+        "static:4", "sagc:tau=15,delta=0.2", "static:16"]
+    assert split_specs("sagc,sagc:tau=3") == ["sagc", "sagc:tau=3"]
+
+
+@pytest.mark.parametrize("spec", ["sagc:tau=abc", "sagc:tau=0.5", "sagc:delta=2"])
+def test_bad_sagc_values_name_the_spec(spec):
+    with pytest.raises(ValueError, match=f"controller spec '{spec}'"):
         parse_controller(spec)
 
 

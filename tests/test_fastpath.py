@@ -53,9 +53,11 @@ def test_fast_step_equals_simpy_engine(c, rr):
 
 @pytest.mark.parametrize("controller", [lambda: StaticG(4), lambda: SAGC(seed=1, tau=3.0)])
 @pytest.mark.parametrize("dataset_size", [None, 8])
-def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_size):
+@pytest.mark.parametrize("gen_overhead_s", [0.0, 2.5])
+def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_size, gen_overhead_s):
     sc = dataclasses.replace(tiny_scenario, lengths=GroupLengths(max_response_length=200, mu=3.0, sigma=0.7),
-                             engine=EngineConfig(n_workers=2, max_num_seqs=6, dispatch="round_robin"))
+                             engine=EngineConfig(n_workers=2, max_num_seqs=6, dispatch="round_robin"),
+                             cost=dataclasses.replace(tiny_scenario.cost, gen_overhead_s=gen_overhead_s))
     cfg = RunConfig(steps=12, prompts=4, seed=3, dataset_size=dataset_size)
     r1, s1 = run_sync(sc, controller(), cfg)
     r2, s2 = run_sync_fast(sc, controller(), cfg, chunk_steps=5)
@@ -66,7 +68,8 @@ def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_
             np.testing.assert_allclose(r2[col].to_numpy(), r1[col].to_numpy(), rtol=1e-9)
         else:
             assert r1[col].to_list() == r2[col].to_list(), col
-    np.testing.assert_allclose(s2["t_end"].to_numpy(), s1["t_end"].to_numpy(), rtol=1e-9)
+    for col in ("t_start", "t_end", "gen_time"):
+        np.testing.assert_allclose(s2[col].to_numpy(), s1[col].to_numpy(), rtol=1e-9)
     assert s1["controller_state"].to_list() == s2["controller_state"].to_list()
 
 
