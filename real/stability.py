@@ -100,10 +100,9 @@ def summarize_run(d: Path, S: int, lr: float, seed: int) -> dict:
     cos = upto["grad_cosine"].drop_nulls().drop_nans()
     cos_mean = float(cos.mean()) if cos.len() else math.nan
     regime = "undetermined" if not cos.len() else ("ballistic" if cos_mean >= BALLISTIC_COS else "diffusive")
-    interval = max(S, 1)
     wall = d / "wall_s.txt"
     return {"S": S, "lr": lr, "seed": seed, "collapsed": bool(outcome["collapsed"]), "t_collapse": t_c,
-            "M_collapse": None if t_c is None else math.ceil(t_c / interval), "regime": regime,
+            "M_collapse": outcome["weight_pushes_to_collapse"], "regime": regime,
             "cos_sim_mean": cos_mean, "failure": outcome["failure"], "steps_done": steps.height,
             "reward_first": float(steps["reward_mean"].head(5).mean()),
             "reward_last": float(steps["reward_mean"].tail(5).mean()),
