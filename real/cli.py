@@ -90,3 +90,8 @@ def task_lengths(out_png: Path, problems: int) -> None:
     for name, row in summary(lengths).items():
         click.echo(f"{name}: " + " ".join(f"{k}={v:g}" for k, v in row.items()))
     click.echo(f"wrote {out_png}")
+
+
+from real.async_cli import register  # noqa: E402  (after `sync`: async reuses its options)
+
+register(real, sync)

@@ -67,6 +67,10 @@ class LossParts:
     """Share of response tokens whose ratio was clipped (the min took the clipped side)."""
     n_tokens: int
     """Response tokens in the batch."""
+    log_ratio_abs_mean: float = 0.0
+    """Token-mean ``|logp - logp_behaviour|`` (0 on-policy; grows with staleness)."""
+    ratio_max: float = 1.0
+    """Largest token importance ratio ``exp(logp - logp_behaviour)`` in the batch."""
 
 
 def grpo_loss(logp: torch.Tensor, logp_behaviour: torch.Tensor, advantages: torch.Tensor,
@@ -99,6 +103,9 @@ def grpo_loss(logp: torch.Tensor, logp_behaviour: torch.Tensor, advantages: torc
         per_token = pg + kl_coef * kl
     loss = (per_token * mask).sum() / n_tokens
     clipped = ((surr_clipped.detach() < surr.detach()).to(mask.dtype) * mask).sum() / n_tokens
+    log_ratio = (logp - logp_behaviour).detach()  # (N, T)
     return LossParts(loss=loss, pg_loss=float((pg.detach() * mask).sum() / n_tokens),
                      kl=float((kl.detach() * mask).sum() / n_tokens),
-                     clip_frac=float(clipped), n_tokens=n_tokens)
+                     clip_frac=float(clipped), n_tokens=n_tokens,
+                     log_ratio_abs_mean=float((log_ratio.abs() * mask).sum() / n_tokens),
+                     ratio_max=float(torch.where(mask > 0, log_ratio, torch.full_like(log_ratio, -torch.inf)).max().exp()))

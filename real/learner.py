@@ -108,6 +108,11 @@ class UpdateStats:
     grad_cosine: float | None
     """Cosine between this step's parameter update and the previous step's (None on the first)."""
     n_tokens: int
+    log_ratio_abs_mean: float = 0.0
+    """Token-mean ``|log importance ratio|`` against the behaviour log-probs, on the first
+    minibatch (before this step moved the weights: the behaviour/learner gap alone)."""
+    ratio_max: float = 1.0
+    """Largest token importance ratio of the first minibatch."""
 
 
 class Learner:
@@ -155,7 +160,8 @@ class Learner:
         return UpdateStats(loss=mean([float(p.loss.detach()) for p in parts]), pg_loss=mean([p.pg_loss for p in parts]),
                            kl=mean([p.kl for p in parts]), clip_frac=mean([p.clip_frac for p in parts]),
                            grad_norm=float(sum(norms) / len(norms)), grad_cosine=cosine,
-                           n_tokens=int(w.sum()))
+                           n_tokens=int(w.sum()), log_ratio_abs_mean=parts[0].log_ratio_abs_mean,
+                           ratio_max=parts[0].ratio_max)
 
     def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:
         ids = batch.ids[rows]

@@ -19,6 +19,8 @@ from real.config import SyncConfig
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"
+EXTENDABLE = ("steps", "sync.steps")
+"""Settings ``--resume`` may change (extend a run; ``sync.steps`` is an asynchronous run's)."""
 
 
 class RunDirError(RuntimeError):
@@ -40,7 +42,7 @@ def _trace_run_ids(out: Path) -> set[str]:
     return ids
 
 
-def create(out: Path, cfg: SyncConfig) -> str:
+def create(out: Path, cfg: SyncConfig, kind: str = "real-sync") -> str:
     """Claim ``out`` for a new run: write ``config.json``; returns the new run id.
 
     Raises: RunDirError if ``out`` already holds a run's config or trace.
@@ -51,14 +53,16 @@ def create(out: Path, cfg: SyncConfig) -> str:
         raise RunDirError(f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
                           "it or choose another --out (nothing was changed)")
     out.mkdir(parents=True, exist_ok=True)
-    run_id = f"real-sync-{uuid.uuid4().hex[:8]}"
-    write_config(out, run_id, cfg)
+    run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
+    write_config(out, run_id, cfg, kind)
     return run_id
 
 
-def write_config(out: Path, run_id: str, cfg: SyncConfig) -> None:
-    """Write the resolved config with library versions to ``out/config.json``."""
-    doc = {"run_id": run_id, "kind": "real-sync", "config": cfg.to_dict(),
+def write_config(out: Path, run_id: str, cfg: SyncConfig, kind: str = "real-sync") -> None:
+    """Write the resolved config (any config with ``to_dict``: :class:`SyncConfig`, or
+    ``real.async_config.AsyncConfig`` with ``kind="real-async"``) with library versions
+    to ``out/config.json``."""
+    doc = {"run_id": run_id, "kind": kind, "config": cfg.to_dict(),
            "versions": {"torch": torch.__version__, "python": platform.python_version()}}
     (Path(out) / CONFIG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -69,12 +73,21 @@ def _lookup(d: dict[str, Any], dotted: str) -> Any:
     return d
 
 
-def open_existing(out: Path, overrides: dict[str, Any]) -> tuple[str, SyncConfig]:
+def _store(d: dict[str, Any], dotted: str, value: Any) -> None:
+    *heads, last = dotted.split(".")
+    for part in heads:
+        d = d[part]
+    d[last] = value
+
+
+def open_existing(out: Path, overrides: dict[str, Any], kind: str = "real-sync",
+                  config_cls: Any = SyncConfig) -> tuple[str, Any]:
     """Read the stored run of ``out`` for ``--resume``; returns ``(run_id, config)``.
 
     ``overrides``: settings given explicitly on the command line (dotted for nested ones,
     e.g. ``learner.lr``); ``steps`` may change
     (extend a run), any other that differs from the stored value is refused.
+    ``kind`` / ``config_cls``: what the stored run must be and how its config is read.
     Raises: RunDirError with no run to resume, a trace of another run, or a conflicting setting.
     """
     out = Path(out)
@@ -86,20 +99,22 @@ def open_existing(out: Path, overrides: dict[str, Any]) -> tuple[str, SyncConfig
     try:
         doc = json.loads(path.read_text())
         run_id, stored = doc["run_id"], doc["config"]
-        if doc.get("kind") != "real-sync":
+        if doc.get("kind") != kind:
             raise KeyError("kind")
     except (ValueError, KeyError, TypeError) as exc:
-        raise RunDirError(f"{path}: not a rolloutlab real sync config ({exc!r})") from None
+        raise RunDirError(f"{path}: not a rolloutlab {kind} config ({exc!r})") from None
     others = _trace_run_ids(out) - {run_id}
     if others:
         raise RunDirError(f"{out}: its trace belongs to run(s) {sorted(others)}, its config.json to "
                           f"{run_id!r}; refusing to mix runs (nothing was changed)")
     for key, value in overrides.items():
         old = _lookup(stored, key)
-        if key != "steps" and old != value:
+        if key not in EXTENDABLE and old != value:
             raise RunDirError(f"{path}: --resume with {key}={value!r}, but the run was made with "
                               f"{key}={old!r}")
-    stored.update({k: v for k, v in overrides.items() if k == "steps"})
-    cfg = SyncConfig.from_dict(stored)
-    write_config(out, run_id, cfg)
+    for key, value in overrides.items():
+        if key in EXTENDABLE:
+            _store(stored, key, value)
+    cfg = config_cls.from_dict(stored)
+    write_config(out, run_id, cfg, kind)
     return run_id, cfg

@@ -139,6 +139,21 @@ class SyncRun:
         t_start = self.clock()
         results = self.engine.generate(reqs, self.params)
         t_gen = self.clock()
+        rewards, lengths, keep, stats = self._learn(step, G, problems, reqs, results)
+        t_train = self.clock()
+        self.engine.update_weights(self.learner.model.state_dict(), step + 1)
+        t_sync = self.clock()
+        self.controller.observe(lengths)
+        t_end = self.clock()
+        self.writer.append_step(self._rollout_rows(step, G, results),
+                                self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats))
+        return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end)
+
+    def _learn(self, step: int, G: int, problems: list, reqs: list[RolloutRequest],
+               results: list[RolloutResult]) -> tuple[torch.Tensor, list[list[int]], torch.Tensor, Any]:
+        """Rewards ``(B, G)``, lengths ``(B, G)``, kept groups ``(B,)`` and the update's
+        statistics (None when no group was informative) of one step's rollouts."""
+        cfg = self.cfg
         B = len(problems)
         groups = [results[p * G:(p + 1) * G] for p in range(B)]
         rewards = torch.tensor([[reward(problems[p], r.response_ids, cfg.task) for r in g]
@@ -157,19 +172,20 @@ class SyncRun:
             # prompt index B is no rollout's: the minibatch order gets its own stream
             order_gen = torch.Generator().manual_seed(request_seed(cfg.seed, step, cfg.prompts, 0))
             stats = self.learner.update(batch, order_gen)
-        t_train = self.clock()
-        self.engine.update_weights(self.learner.model.state_dict(), step + 1)
-        t_sync = self.clock()
-        self.controller.observe(lengths)
-        t_end = self.clock()
-        self.writer.append_step(self._rollout_rows(step, G, results),
-                                self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats))
+        return rewards, lengths, keep, stats
+
+    def _record(self, step: int, G: int, problems: list, results: list[RolloutResult], rewards: torch.Tensor,
+                keep: torch.Tensor, stats: Any, t_start: float, t_end: float,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Append the learner.jsonl row (plus ``extra``), evaluate and checkpoint when due."""
+        cfg = self.cfg
         correct = [is_correct(problems[r.request_id // G], r.response_ids) for r in results]
         info = {"step": step, "G": G, "reward_mean": float(rewards.mean()), "accuracy": float(np.mean(correct)),
                 "groups_dropped": int((~keep).sum()), "step_s": t_end - t_start,
                 "response_length_mean": float(np.mean([len(r.response_ids) for r in results]))}
         if stats is not None:
             info.update(loss=stats.loss, pg_loss=stats.pg_loss, clip_frac=stats.clip_frac, n_tokens=stats.n_tokens)
+        info.update(extra or {})
         _append_jsonl(self.out / "learner.jsonl", info)
         done = step + 1
         if done % cfg.eval_every == 0 or done == cfg.steps:
@@ -201,11 +217,11 @@ class SyncRun:
         _append_jsonl(self.out / "eval.jsonl", {"step": step, "t_s": self.clock(), **res})
         return res["accuracy"]
 
-    def _checkpoint(self, done: int, t_s: float) -> None:
+    def _checkpoint(self, done: int, t_s: float, extra: dict[str, Any] | None = None) -> None:
         trainer = {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
         state = {"t_s": t_s, "controller": self.controller.state_dict(),
                  "numpy_rng": _np_state_to_json(np.random.get_state()),
-                 "python_rng": _py_state_to_json(random.getstate())}
+                 "python_rng": _py_state_to_json(random.getstate()), **(extra or {})}
         checkpoint.save(self.out, done, self.learner.model, trainer, state)
 
 
