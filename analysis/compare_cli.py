@@ -35,12 +35,15 @@ def compare() -> None:
               help="K: calibrate on steps 0..K-1, predict the rest [default: half the steps].")
 @click.option("--draws", type=click.IntRange(min=1), default=16, show_default=True,
               help="Length draws per step for the 'drawn' prediction.")
+@click.option("--length-model", type=click.Choice(["empirical", "lognormal"]), default="empirical",
+              show_default=True, help="Length model of the 'drawn' prediction: observed groups "
+              "resampled by prompt length, or a per-prompt lognormal.")
 @click.option("--capacity", type=click.IntRange(min=1), default=None,
               help="Engine slots per worker [default: the run's config].")
 @click.option("--tau", type=float, default=None, help="Straggler threshold [default: the run's].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
-def idle(real_dir: Path, fit_steps, draws, capacity, tau, seed, out_dir: Path) -> None:
+def idle(real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, out_dir: Path) -> None:
     """Generation makespan, slot idle fraction and stragglers: simulated against measured.
 
     Writes OUT/idle_comparison.csv (per step; predicted_* = the 'drawn' prediction),
@@ -53,7 +56,7 @@ def idle(real_dir: Path, fit_steps, draws, capacity, tau, seed, out_dir: Path) -
     from sim import trace
     from sim.trace import TraceError
 
-    cfg = IdleCompareConfig(fit_steps=fit_steps, draws=draws, seed=seed, tau=tau)
+    cfg = IdleCompareConfig(fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model)
     try:
         claim_out_dir(out_dir, "compare-idle")
         run = load_run(real_dir, capacity=capacity)

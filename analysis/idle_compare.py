@@ -35,7 +35,8 @@ import polars as pl
 
 from analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
 from analysis.run_input import RunData, StepLayout, step_layouts
-from calibration.prompt_lengths import PromptLognormalLengths, fit_prompt_lognormal
+from calibration.prompt_lengths import (PromptEmpiricalLengths, PromptLognormalLengths,
+                                       fit_prompt_empirical, fit_prompt_lognormal)
 from sim.lengths import finish_reasons
 from sim.metrics import step_metrics
 from sim.trace import ROLLOUT_SCHEMA
@@ -55,6 +56,14 @@ class IdleCompareConfig:
     """Seed of the length draws."""
     tau: float | None = None
     """Straggler threshold on max/median; None: the run's (controller spec's ``tau=``, else config)."""
+    length_model: str = "empirical"
+    """Length model of the ``drawn`` prediction: ``empirical`` (observed groups resampled by
+    prompt length, :class:`~calibration.prompt_lengths.PromptEmpiricalLengths`) or
+    ``lognormal`` (:class:`~calibration.prompt_lengths.PromptLognormalLengths`)."""
+
+    def __post_init__(self) -> None:
+        if self.length_model not in ("empirical", "lognormal"):
+            raise ValueError(f"length model must be 'empirical' or 'lognormal', got {self.length_model!r}")
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,7 @@ class IdleComparison:
     error), ``idle_mdape``, ``idle_mae`` (points), ``straggler_agreement``,
     ``straggler_rate_pred``, ``straggler_rate_meas``."""
     cost_fit: FinishFit
-    lengths: PromptLognormalLengths
+    lengths: PromptLognormalLengths | PromptEmpiricalLengths
     fit_steps: int
     tau: float
     replay_rollouts: pl.DataFrame = field(repr=False)
@@ -102,11 +111,13 @@ def _metrics(rollouts: pl.DataFrame, tau: float, prefix: str) -> pl.DataFrame:
                     pl.col("straggler_ratio").alias(f"{prefix}_straggler_ratio"))
 
 
-def fit_lengths(layouts: list[StepLayout], cap: int) -> PromptLognormalLengths:
-    """The length model of the fit steps: every prompt group of every step is one group."""
+def fit_lengths(layouts: list[StepLayout], cap: int, kind: str = "lognormal"
+                ) -> PromptLognormalLengths | PromptEmpiricalLengths:
+    """The ``kind`` length model of the fit steps: every prompt group of every step is one group."""
     groups = [row for lay in layouts for row in lay.lengths]
     prompts = np.concatenate([lay.prompt_tokens for lay in layouts])
-    return fit_prompt_lognormal(groups, prompts, cap)
+    fit = fit_prompt_empirical if kind == "empirical" else fit_prompt_lognormal
+    return fit(groups, prompts, cap)
 
 
 def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float) -> pl.DataFrame:
@@ -140,7 +151,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
                          f"{len(layouts)} so that at least one step is held out")
     tau = cfg.tau if cfg.tau is not None else run.tau
     fit = fit_finish_times(layouts[:K], run.engine)
-    model = fit_lengths(layouts[:K], run.max_response_length)
+    model = fit_lengths(layouts[:K], run.max_response_length, cfg.length_model)
     replay = _table([_rows("replay", lay, lay.lengths, *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
                            run.max_response_length) for lay in layouts])
     measured = _metrics(run.rollouts, tau, "measured").join(

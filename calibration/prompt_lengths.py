@@ -110,3 +110,60 @@ def fit_prompt_lognormal(groups: list[np.ndarray], prompt_tokens: np.ndarray,
     var_prompt = max(0.0, var_means - var_within / g_h)
     return PromptLognormalLengths(float(alpha), float(beta), float(np.sqrt(var_prompt)),
                                   float(np.sqrt(var_within)), int(max_response_length))
+
+
+@dataclass(frozen=True)
+class PromptEmpiricalLengths:
+    """Resamples observed groups, matched on prompt length (an empirical model).
+
+    To draw a prompt's ``G`` lengths: pick uniformly one observed group whose prompt had
+    the same length (the nearest observed length when none had), then draw ``G`` lengths
+    with replacement from that group. The prompt-length effect, the between-prompt spread
+    and the within-group spread are all the observed ones: nothing is assumed about the
+    shape of the tail (on the digit-chain task the lognormal's tail is too heavy).
+    """
+
+    prompt_tokens: tuple[int, ...]
+    """Prompt length (tokens) of each observed group."""
+    groups: tuple[tuple[int, ...], ...]
+    """Observed response lengths (tokens) of each group."""
+    max_response_length: int
+    """Cap in tokens."""
+
+    def __post_init__(self) -> None:
+        if not self.groups or len(self.groups) != len(self.prompt_tokens) or any(len(g) == 0 for g in self.groups):
+            raise ValueError("PromptEmpiricalLengths: need >= 1 non-empty group and one prompt length each")
+
+    def sample(self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int) -> np.ndarray:
+        """``(n_prompts, G)`` int64 lengths in ``[1, max_response_length]`` for these prompts.
+
+        Raises: ValueError on ``G < 1`` or no prompt.
+        """
+        P = np.asarray(prompt_tokens)
+        if G < 1 or P.size == 0:
+            raise ValueError(f"PromptEmpiricalLengths.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts")
+        observed = np.asarray(self.prompt_tokens)  # (n_groups,)
+        out = np.empty((P.size, G), dtype=np.int64)
+        for p, want in enumerate(P):
+            gap = np.abs(observed - want)
+            pool = np.flatnonzero(gap == gap.min())  # groups of the nearest observed prompt length
+            group = np.asarray(self.groups[int(pool[rng.integers(pool.size)])])
+            out[p] = group[rng.integers(group.size, size=G)]
+        return np.clip(out, 1, self.max_response_length)
+
+    def to_dict(self) -> dict:
+        """Summary (JSON-serialisable): group count, prompt lengths seen, cap."""
+        return {"kind": "empirical-by-prompt-length", "groups": len(self.groups),
+                "prompt_tokens_seen": sorted(set(int(p) for p in self.prompt_tokens)),
+                "max_response_length": self.max_response_length}
+
+
+def fit_prompt_empirical(groups: list[np.ndarray], prompt_tokens: np.ndarray,
+                         max_response_length: int) -> PromptEmpiricalLengths:
+    """:class:`PromptEmpiricalLengths` of observed groups (one array of lengths per group,
+    ``prompt_tokens`` ``(n_groups,)``). Raises ValueError on no group or mismatched sizes."""
+    P = np.asarray(prompt_tokens)
+    if len(groups) != P.size:
+        raise ValueError(f"fit_prompt_empirical: {len(groups)} groups but {P.size} prompt lengths")
+    return PromptEmpiricalLengths(tuple(int(p) for p in P),
+                                  tuple(tuple(int(v) for v in g) for g in groups), int(max_response_length))

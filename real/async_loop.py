@@ -43,9 +43,8 @@ from real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from real.collapse import CollapseDetector
 from real.config import ConfigError
 from real.model import load_config
-from real.sync import SyncRun
+from real.sync import SyncRun, check_before_writing
 from real.task import reward
-from sim.controllers import parse_controller
 
 
 def fresh_enough(policy_versions: Sequence[int], learner_version: int, max_staleness: int) -> np.ndarray:
@@ -190,10 +189,7 @@ def run_async(acfg: AsyncConfig, out_dir: str | Path, resume: bool = False, prog
     process dies (the trace then holds every step trained before).
     """
     out = Path(out_dir)
-    try:  # a bad spec fails before anything is written
-        parse_controller(acfg.sync.controller, seed=acfg.sync.seed)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_before_writing(acfg.sync)  # a bad setting fails before anything is written
     if resume:
         run_id, acfg = rundir.open_existing(out, overrides or {}, kind="real-async", config_cls=AsyncConfig)
     else:

@@ -55,12 +55,12 @@ def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
     from real.sync import run_sync  # torch is imported only when a run starts
 
-    cfg = SyncConfig()
-    for name, dotted in _FIELDS.items():
-        cfg = _set(cfg, dotted, opts[name])
     given = {dotted: opts[name] for name, dotted in _FIELDS.items()
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     try:
+        cfg = SyncConfig()
+        for name, dotted in _FIELDS.items():
+            cfg = _set(cfg, dotted, opts[name])
         check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
         rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
     except (RunDirError, ConfigError, CheckpointError, TraceError, EngineUnavailable, ValueError) as exc:
@@ -77,8 +77,8 @@ def _set(cfg, dotted: str, value):
 
 
 @real.command("task-lengths")
-@click.option("--out", "out_png", default="docs/figures/real_task_lengths.png", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_png", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="PNG to write (the committed one: docs/figures/real_task_lengths.png)")
 @click.option("--problems", default=100_000, show_default=True, type=int)
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""

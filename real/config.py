@@ -68,6 +68,10 @@ class SyncConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.learner.lr > 0:
+            raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
+        if not self.tau > 1:
+            raise ConfigError(f"tau must be > 1, got {self.tau}")
         if self.engine not in ("torch", "vllm"):
             raise ConfigError(f"engine must be 'torch' or 'vllm', got {self.engine!r}")
         if self.engine_mode not in MODES:

@@ -49,6 +49,21 @@ from sim.trace import STEP_SCHEMA, ROLLOUT_SCHEMA, TraceWriter, truncate_jsonl
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
 
+def check_before_writing(cfg: SyncConfig) -> None:
+    """Every check that can refuse a run, done before its directory is touched: the
+    controller spec (with the run's ``tau``), its largest G against the engine capacity.
+
+    Raises: ConfigError naming the setting.
+    """
+    try:
+        ctl = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if max_group_size(ctl) > cfg.capacity:
+        raise ConfigError(f"controller {cfg.controller!r} can propose G={max_group_size(ctl)}, "
+                          f"more than the engine capacity {cfg.capacity} (--capacity)")
+
+
 def max_group_size(ctl: Controller) -> int:
     """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
     if hasattr(ctl, "candidates"):
@@ -250,10 +265,7 @@ def run_sync(cfg: SyncConfig, out_dir: str | Path, resume: bool = False, progres
     checkpoint), ConfigError (unknown controller spec); none of them changes the directory.
     """
     out = Path(out_dir)
-    try:  # a bad spec fails before anything is written
-        parse_controller(cfg.controller, seed=cfg.seed)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_before_writing(cfg)  # a bad setting fails before anything is written
     if resume:
         run_id, cfg = rundir.open_existing(out, overrides or {})
     else:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from real.learner import pad_prompt_response
 from real.model import LlamaConfig, LlamaLM, build_model, load_pretrained, save_pretrained
@@ -51,7 +52,8 @@ def train_warm_start(model: LlamaLM, task: TaskConfig, cfg: WarmStartConfig,
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     losses = []
     model.train()
-    for _ in range(cfg.steps):
+    # a bar on a terminal only (disable=None): the warm start takes most of a minute
+    for _ in tqdm(range(cfg.steps), desc="supervised warm start", unit="step", disable=None, leave=False):
         problems = sample_problems(rng, task, cfg.batch_size, exclude)
         ids, mask = sft_batch(problems, rng.random(cfg.batch_size) < task.p_long)
         logits = model(ids)[:, :-1]  # (N, T-1, V)

@@ -113,3 +113,19 @@ def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
     run = load_run(write_run(tmp_path, [4] * 3))
     with pytest.raises(ValueError, match="at least one step is held out"):
         compare_idle(run, IdleCompareConfig(fit_steps=3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(5, 40), st.lists(st.integers(1, 200), min_size=1, max_size=6)),
+                min_size=1, max_size=8),
+       st.lists(st.integers(1, 60), min_size=1, max_size=5), st.integers(1, 6), st.integers(0, 99))
+def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, want, G, seed):
+    from calibration.prompt_lengths import fit_prompt_empirical
+    prompts = np.array([p for p, _ in obs])
+    model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)
+    L = model.sample(np.random.default_rng(seed), np.array(want), G)
+    assert L.shape == (len(want), G) and L.min() >= 1 and L.max() <= 150
+    for row, p in zip(L, want):
+        gap = np.abs(prompts - p)
+        allowed = {min(v, 150) for (q, g), d in zip(obs, gap) if d == gap.min() for v in g}
+        assert set(row.tolist()) <= allowed

@@ -84,7 +84,22 @@ def test_unknown_controller_spec_is_refused_before_anything_is_written(tmp_path)
 
 def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="capacity"):
-        run_sync(tiny_config(controller="static:16", capacity=8), tmp_path, progress=False)
+        run_sync(tiny_config(controller="static:16", capacity=8), tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()  # refused before the directory is made
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--steps", "-3"], "steps must be >= 1"), (["--capacity", "0"], "capacity must be >= 1"),
+    (["--lr", "-1"], "lr must be > 0"), (["--tau", "0.5"], "tau must be > 1"),
+    (["--controller", "sagc:tau=0.5"], "sagc:tau=0.5"), (["--controller", "static:128"], "capacity")])
+def test_bad_cli_settings_are_refused_cleanly_and_write_nothing(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from rolloutlab.cli import main
+    res = CliRunner().invoke(main, ["real", "sync", "--out", str(tmp_path / "r"), *args])
+    assert res.exit_code == 1 and message in res.output
+    assert isinstance(res.exception, SystemExit)  # a click error, not a traceback
+    assert not (tmp_path / "r").exists()
 
 
 def test_an_out_dir_holding_another_run_is_refused_and_left_unchanged(tmp_path):
