@@ -89,7 +89,9 @@ def _grid_steps(grid_dir: Path, given: int | None) -> int:
     cfg_path = (grid_dir if grid_dir.is_dir() else grid_dir.parent) / "config.json"
     if cfg_path.exists():
         raw = json.loads(cfg_path.read_text())
-        T = raw.get("steps") or raw.get("config", {}).get("steps")
+        # sim `stability` writes "steps"; `real stability` nests it in grid.base.sync
+        T = (raw.get("steps") or raw.get("config", {}).get("steps")
+             or raw.get("grid", {}).get("base", {}).get("sync", {}).get("steps"))
         if T:
             return int(T)
     raise click.ClickException(f"{cfg_path}: no 'steps' (learner steps T per run); pass --steps")
