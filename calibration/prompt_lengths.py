@@ -27,6 +27,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 
+def _sample_args(model, prompt_tokens, G: int) -> np.ndarray:
+    """``prompt_tokens`` as an array; ValueError naming ``model``'s class on ``G < 1`` or no prompt."""
+    P = np.asarray(prompt_tokens)
+    if G < 1 or P.size == 0:
+        raise ValueError(f"{type(model).__name__}.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts")
+    return P
+
+
 @dataclass(frozen=True)
 class PromptLognormalLengths:
     """Fitted per-prompt lognormal; see the module docstring for the formula."""
@@ -55,9 +63,7 @@ class PromptLognormalLengths:
 
         Raises: ValueError on ``G < 1`` or no prompt.
         """
-        P = np.asarray(prompt_tokens)
-        if G < 1 or P.size == 0:
-            raise ValueError(f"PromptLognormalLengths.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts")
+        P = _sample_args(self, prompt_tokens, G)
         z_prompt = rng.standard_normal(P.size)  # (n_prompts,)
         z_within = rng.standard_normal((P.size, G))  # (n_prompts, G)
         log_len = self.mean_log(P)[:, None] + self.sigma_prompt * z_prompt[:, None] + self.sigma_within * z_within
@@ -139,9 +145,7 @@ class PromptEmpiricalLengths:
 
         Raises: ValueError on ``G < 1`` or no prompt.
         """
-        P = np.asarray(prompt_tokens)
-        if G < 1 or P.size == 0:
-            raise ValueError(f"PromptEmpiricalLengths.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts")
+        P = _sample_args(self, prompt_tokens, G)
         observed = np.asarray(self.prompt_tokens)  # (n_groups,)
         out = np.empty((P.size, G), dtype=np.int64)
         for p, want in enumerate(P):
