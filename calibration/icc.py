@@ -3,8 +3,9 @@
 verl step logs pool all ``B*G`` lengths of a step, so they give the total log spread
 ``sigma`` but not its split into prompt difficulty (``sigma_prompt``) and sampling noise
 within a group (``sigma_within``). The split comes from data with groups:
-``calibration/data/math_cot_100_char_lengths.csv`` (100 MATH prompts x 8 sampled
-responses of a Qwen2.5-Math-Instruct model; character lengths, see the SOURCE note).
+``sim/data/lengths/math_cot_100_char_lengths.csv`` (100 MATH prompts x 8 sampled
+responses of a Qwen2.5-Math-Instruct model; character lengths, see the SOURCE note there;
+the simulator's length dynamics read the same table).
 
 Why characters are enough: if ``tokens = chars / k`` with a constant ``k`` (chars per
 token), then ``log tokens = log chars - log k``: a shift, which changes neither variance
@@ -32,9 +33,9 @@ def load_group_lengths(path: str | None = None) -> pl.DataFrame:
     """The per-group length table (columns ``idx, level, sample_idx, chars``); the bundled
     one by default. Raises: ValueError if a column is missing or a length is < 1."""
     if path is None:
-        with resources.files("calibration").joinpath("data", GROUP_TABLE).open("rb") as f:
+        with resources.files("sim").joinpath("data", "lengths", GROUP_TABLE).open("rb") as f:
             df = pl.read_csv(f)
-        path = f"calibration/data/{GROUP_TABLE}"
+        path = f"sim/data/lengths/{GROUP_TABLE}"
     else:
         df = pl.read_csv(path)
     for col in ("idx", "chars"):
