@@ -44,6 +44,10 @@ class Controller(Protocol):
 
 
 def _check_lengths(lengths: Sequence[Sequence[int]]) -> None:
+    if isinstance(lengths, np.ndarray):  # (n_prompts, G) from the fast path: no per-row loop
+        if lengths.size == 0:
+            raise ValueError("observe: got no response lengths")
+        return
     if len(lengths) == 0 or all(len(g) == 0 for g in lengths):
         raise ValueError("observe: got no response lengths")
 

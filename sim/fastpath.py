@@ -240,17 +240,24 @@ def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int,
         worker, t_first, t_fin, rr = block_times(lengths, prompt_tokens, cost, scenario.engine, rr)
         gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
         tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
+        train = np.asarray(cost.learner_step_s(tokens.astype(np.float64)), dtype=np.float64)  # (T,)
+        sync = cost.weight_sync_s()
+        # sequential sums, as the SimPy clock adds them: t_end_i = ((t_start_i + gen_i) + train_i) + sync
+        t_end = np.empty(T)
         t_start = np.empty(T)
-        for i in range(T):
-            train, sync = cost.learner_step_s(float(tokens[i])), cost.weight_sync_s()
+        for i, (g_i, tr_i) in enumerate(zip(gen.tolist(), train.tolist())):
             t_start[i] = t_now
-            t_now = ((t_now + gen[i]) + train) + sync
+            t_now = ((t_now + g_i) + tr_i) + sync
+            t_end[i] = t_now
+        states = []
+        for i in range(T):
             controller.observe(lengths[i] if open_loop else lengths[i].tolist())
-            for k, v in zip(cols, (int(ts[i]), float(t_start[i]), t_now, float(gen[i]), train, sync,
-                                   json.dumps(controller.state_dict()))):
-                cols[k].append(v)
+            states.append(json.dumps(controller.state_dict()))
             if on_step is not None:
                 on_step(int(ts[i]), G)
+        for k, v in zip(cols, (ts.tolist(), t_start.tolist(), t_end.tolist(), gen.tolist(), train.tolist(),
+                               [sync] * T, states)):
+            cols[k].extend(v)
         sink.add(_rollout_frame(cfg.run_id, ts, ids, G, lengths, prompt_tokens, worker,
                                 t_start, t_first, t_fin, scenario.lengths.max_response_length))
         step += T
