@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from calibration.writer import calibration_dict, source_entry
+from sim.dynamics import pmf_quantiles  # noqa: F401  (quantiles of a PMF: one implementation)
 from sim.scenario import load_scenario
 
 WINDOW_S = 21600
@@ -108,13 +109,6 @@ def pooled_output_pmf(folder: str | Path) -> tuple[np.ndarray, np.ndarray, list[
     tokens = np.array(sorted(total), dtype=np.int64)
     prob = np.array([total[k] for k in tokens])
     return tokens, prob / prob.sum(), files
-
-
-def pmf_quantiles(tokens: np.ndarray, prob: np.ndarray, n_values: int) -> np.ndarray:
-    """``(n_values,)`` quantiles of a discrete PMF at ``(j + 1/2) / n_values`` (int tokens)."""
-    cdf = np.cumsum(prob)
-    q = (np.arange(n_values) + 0.5) / n_values
-    return tokens[np.minimum(np.searchsorted(cdf, q), len(tokens) - 1)]
 
 
 @dataclass(frozen=True)
