@@ -48,8 +48,10 @@ def hash_normal(seed: int, stream: int, *counters) -> np.ndarray:
         h = _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _GOLD + np.uint64(stream))
         for c in counters:  # broadcasting as it goes (why: small counters mix on small arrays)
             h = _mix(h ^ (np.asarray(c, dtype=np.int64).astype(np.uint64) * _GOLD))
-    u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53  # in (0, 1)
-    return ndtri(u)
+    u = (h >> np.uint64(11)).astype(np.float64)  # top 53 bits; in place from here (why: big draws)
+    u += 0.5
+    u *= 2.0 ** -53  # in (0, 1)
+    return ndtri(u, out=u) if u.ndim else ndtri(u)
 
 
 @dataclass(frozen=True)
@@ -117,17 +119,32 @@ class GroupLengths:
         step = np.asarray(step, dtype=np.int64)
         if step.ndim:
             step = step[..., None]
-        j = np.arange(G)
-        z = np.sqrt(self.icc) * hash_normal(seed, 1, pid) + np.sqrt(1 - self.icc) * hash_normal(
-            seed, 2, pid, step, j)  # (..., G)
+        z = hash_normal(seed, 2, pid, step, np.arange(G))  # (..., G); in place below
+        z *= np.sqrt(1 - self.icc)
+        z += np.sqrt(self.icc) * hash_normal(seed, 1, pid)
+        flat = self.drift.mean_growth_per_step == 0 and self.drift.spread_growth_per_step == 0
         if self.quantiles:
             q, center = self._log_quantiles
-            log0 = q[np.minimum((ndtr(z) * len(q)).astype(np.int64), len(q) - 1)]
+            idx = ndtr(z, out=z).__imul__(len(q)).astype(np.int64)
+            np.minimum(idx, len(q) - 1, out=idx)
+            if flat:  # the length of each quantile, computed once (same float ops as below)
+                return self._flat_table[idx]
+            log0 = q[idx]
         else:
             log0, center = self.mu + self.sigma * z, self.mu
+        return self._to_length(log0, center, step)
+
+    def _to_length(self, log0, center: float, step) -> np.ndarray:
+        """int64 lengths from undrifted log lengths ``log0`` at ``step`` (drift, then cap)."""
         shift, scale = self.drift.at(step)
         log_len = center + scale * (log0 - center) + shift
         return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
+
+    @cached_property
+    def _flat_table(self) -> np.ndarray:
+        """(n_quantiles,) lengths of the quantile table under a flat drift."""
+        q, center = self._log_quantiles
+        return self._to_length(q, center, 0)
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """:class:`sim.lengths.LengthModel` form: fresh prompts keyed by ``rng``."""

@@ -16,6 +16,7 @@ from sim.dynamics import GroupLengths
 from sim.engine import EngineConfig, generate
 from sim.fastpath import block_times, run_sync_fast, step_times
 from sim.pipeline import RunConfig, run_sync
+from sim.trace import ROLLOUT_SCHEMA
 
 
 @st.composite
@@ -62,6 +63,7 @@ def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_
     r1, s1 = run_sync(sc, controller(), cfg)
     r2, s2 = run_sync_fast(sc, controller(), cfg, chunk_steps=5)
     key = ["step", "prompt_id", "sample_idx"]
+    assert dict(r2.schema) == ROLLOUT_SCHEMA  # built without a cast: types must come out right
     r1, r2 = r1.sort(key), r2.sort(key)
     for col in r1.columns:
         if r1[col].dtype == pl.Float64:
