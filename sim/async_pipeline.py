@@ -6,7 +6,8 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 - dispatcher: for prompt batch ``j`` it waits for admission (``j - v_gen <= lead``;
   batch-serial kinds also wait for batch ``j-1`` to finish generating), then
   ``G = controller.propose()`` and submits the batch (``B`` or ``ceil(R B)`` prompts,
-  lengths from :func:`sim.pipeline.step_rng` ``(seed, j)`` as in the synchronous pipeline);
+  lengths from :func:`sim.dynamics.step_lengths` keyed on ``(seed, prompt, j, sample)`` as
+  in the synchronous pipeline);
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
   completion order, dropping any with ``t - policy_version > S_max`` (counted); an
   over-sampling pipeline aborts the rest of the batch (tail abort); trains
@@ -38,7 +39,8 @@ import simpy
 
 from sim.controllers import Controller
 from sim.engine import Batch, Engine
-from sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record, step_rng
+from sim.dynamics import step_lengths
+from sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
 from sim.pipeline_spec import PipelineConfig
 from sim.scenario import Scenario
 from sim.trace import STEP_SCHEMA
@@ -182,8 +184,10 @@ class _Simulation:
             G = int(self.ctl.propose())
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
-            lengths = self.sc.lengths.sample(step_rng(self.cfg.seed, j), n_prompts, G, j)  # (n, G)
             prompt_ids = self.next_prompt + np.arange(n_prompts)
+            # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
+            # synchronous step j draws (common random numbers across pipelines)
+            lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
             self.next_prompt += n_prompts
             batch = self.engine.submit(np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens),
                                        lengths.ravel(), on_finish=self._on_finish)

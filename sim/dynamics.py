@@ -29,30 +29,9 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr
 
-_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (Steele et al. 2014) on uint64 arrays."""
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-def hash_normal(seed: int, stream: int, *counters) -> np.ndarray:
-    """Standard normals, a pure function of ``(seed, stream, counters...)`` (broadcast int
-    arrays); shape of the broadcast counters."""
-    with np.errstate(over="ignore"):
-        h = _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _GOLD + np.uint64(stream))
-        for c in counters:  # broadcasting as it goes (why: small counters mix on small arrays)
-            h = _mix(h ^ (np.asarray(c, dtype=np.int64).astype(np.uint64) * _GOLD))
-    u = (h >> np.uint64(11)).astype(np.float64)  # top 53 bits; in place from here (why: big draws)
-    u += 0.5
-    u *= 2.0 ** -53  # in (0, 1)
-    return ndtri(u, out=u) if u.ndim else ndtri(u)
-
+from sim.hashrng import hash_normal
 
 @dataclass(frozen=True)
 class Drift:
@@ -172,8 +151,8 @@ def _data(name: str):
 
 def math_group_lengths() -> np.ndarray:
     """``(100, 8)`` character lengths of the bundled Qwen2.5-Math groups (rows = problems)."""
-    rows = np.loadtxt(_data("math_cot_100_char_lengths.csv").open(), delimiter=",", skiprows=1,
-                      usecols=(0, 2, 3), dtype=np.int64)
+    with _data("math_cot_100_char_lengths.csv").open() as f:
+        rows = np.loadtxt(f, delimiter=",", skiprows=1, usecols=(0, 2, 3), dtype=np.int64)
     out = np.zeros((rows[:, 0].max() + 1, rows[:, 1].max() + 1), dtype=np.int64)
     out[rows[:, 0], rows[:, 1]] = rows[:, 2]
     return out
@@ -235,7 +214,8 @@ def servegen_lengths(drift: str | Drift = "flat", icc: float | None = None,
     """Long-reasoning lengths: the bundled ServeGen DeepSeek-R1 output quantiles (bimodal
     in log tokens, tail to ~30k) as marginal, the Qwen2.5-Math group ICC, and a named
     drift (:data:`DRIFTS`)."""
-    q = np.loadtxt(_data("servegen_r1_output_quantiles.csv").open(), skiprows=1, dtype=np.int64)
+    with _data("servegen_r1_output_quantiles.csv").open() as f:
+        q = np.loadtxt(f, skiprows=1, dtype=np.int64)
     return GroupLengths(max_response_length=max_response_length,
                         icc=fit_icc(math_group_lengths()) if icc is None else icc,
                         quantiles=tuple(q.tolist()),

@@ -5,17 +5,24 @@ int array of shape ``(n_prompts, G)`` of response lengths in tokens (EOS include
 prompt excluded), each at most ``max_response_length``; a length equal to the cap has
 finish reason ``length`` (:func:`finish_reasons`).
 
-Common random numbers: both models draw sample ``j`` of prompt ``p`` from the same
-stream position whatever ``G`` is, so controllers compared on one seed see the same
-prompts and the same first samples (a larger G only adds samples).
+Common random numbers: draws are counter-based (:mod:`sim.hashrng`), keyed on
+``(seed, prompt id, step, sample index)`` by :meth:`sample_ids`, so sample ``j`` of prompt
+``p`` is the same whatever ``G`` is (controllers compared on one seed see the same prompts
+and the same first samples; a larger G only adds samples), whichever pipeline draws it
+(SimPy step by step, the fast path many steps per call, the asynchronous pipeline), and
+a prompt's difficulty (its ``z_p`` or observed group) is the same whenever it recurs.
+``sample(rng, ...)`` keys fresh prompt ids ``0..n-1`` on a seed drawn from ``rng``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
+
+from sim.hashrng import hash_normal, hash_uniform
 
 
 class LengthModel(Protocol):
@@ -65,20 +72,34 @@ class LognormalLengths:
         if self.sigma_prompt < 0 or self.sigma_within < 0 or self.max_response_length < 1:
             raise ValueError(f"LognormalLengths: bad parameters {self}")
 
-    def params_at(self, step: int) -> tuple[float, float, float]:
-        """``(mu, sigma_prompt, sigma_within)`` in force at ``step``."""
+    def params_at(self, step) -> tuple:
+        """``(mu, sigma_prompt, sigma_within)`` in force at ``step`` (int or int array)."""
         scale = 1.0 + self.sigma_growth_per_step * step
         return (self.mu + self.mu_growth_per_step * step,
                 self.sigma_prompt * scale, self.sigma_within * scale)
 
+    def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
+        """``prompt_ids.shape + (G,)`` int64 lengths; ``z_p`` keyed on the prompt id,
+        ``z_pj`` on (prompt, step, sample); ``step`` an int or an array that broadcasts
+        with ``prompt_ids`` (many steps in one call). Raises ValueError if ``G < 1``."""
+        pid, step = _keys(prompt_ids, step, G)
+        mu, sp, sw = self.params_at(step)
+        log_len = hash_normal(seed, 2, step, pid, np.arange(G))  # (..., G) z_pj, in place below
+        log_len *= sw
+        log_len += mu + sp * hash_normal(seed, 1, pid)
+        return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
+
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         _check(n_prompts, G)
-        mu, sp, sw = self.params_at(step)
-        z_prompt = rng.standard_normal(n_prompts)  # (n_prompts,)
-        z_within = rng.standard_normal((G, n_prompts)).T  # (n_prompts, G), CRN across G
-        log_len = mu + sp * z_prompt[:, None] + sw * z_within
-        lengths = np.ceil(np.exp(log_len))
-        return np.clip(lengths, 1, self.max_response_length).astype(np.int64)
+        return self.sample_ids(int(rng.integers(2**62)), step, np.arange(n_prompts), G)
+
+
+def _keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(prompt ids (..., 1), step (..., 1) or scalar)`` int64 draw keys."""
+    if G < 1:
+        raise ValueError(f"need G >= 1, got {G}")
+    step = np.asarray(step, dtype=np.int64)
+    return np.asarray(prompt_ids, dtype=np.int64)[..., None], (step[..., None] if step.ndim else step)
 
 
 @dataclass(frozen=True)
@@ -99,18 +120,38 @@ class EmpiricalLengths:
         v = np.asarray(self.values)
         if v.size == 0 or (v < 1).any():
             raise ValueError("EmpiricalLengths: need at least one length, all >= 1")
+        if any(np.asarray(g).size == 0 for g in self.groups):
+            raise ValueError("EmpiricalLengths: every observed group needs at least one length")
+
+    def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
+        """``prompt_ids.shape + (G,)`` int64 lengths: a prompt's observed group is keyed on
+        its id (the same group whenever it recurs), each sample on (prompt, step, sample).
+        ``step`` broadcasts with ``prompt_ids``. Raises ValueError if ``G < 1``."""
+        pid, step = _keys(prompt_ids, step, G)
+        u = hash_uniform(seed, 4, step, pid, np.arange(G))  # (..., G)
+        if self.groups:
+            sizes, offsets, table = self._groups_table
+            which = (hash_uniform(seed, 3, pid) * len(sizes)).astype(np.int64)  # (..., 1)
+            idx = offsets[which] + (u * sizes[which]).astype(np.int64)
+        else:
+            table = self._values_table
+            idx = (u * table.size).astype(np.int64)
+        return table[idx]
+
+    @cached_property
+    def _values_table(self) -> np.ndarray:
+        """``values`` as int64, clipped to the cap once (why: per-draw clips cost more
+        than the draw on a 128-rollout step)."""
+        return np.minimum(np.asarray(self.values, dtype=np.int64), self.max_response_length)
+
+    @cached_property
+    def _groups_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(sizes, offsets, concatenated lengths clipped to the cap)`` of ``groups``."""
+        sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
+        flat = np.concatenate([np.asarray(g, dtype=np.int64) for g in self.groups])
+        return (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])),
+                np.clip(flat, 1, self.max_response_length))
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         _check(n_prompts, G)
-        if self.groups:
-            which = rng.integers(len(self.groups), size=n_prompts)  # (n_prompts,)
-            u = rng.random((G, n_prompts)).T  # (n_prompts, G)
-            out = np.empty((n_prompts, G), dtype=np.int64)
-            for p, gi in enumerate(which):
-                grp = np.asarray(self.groups[gi])
-                out[p] = grp[(u[p] * len(grp)).astype(int)]
-        else:
-            v = np.asarray(self.values)
-            idx = (rng.random((G, n_prompts)).T * v.size).astype(int)  # (n_prompts, G)
-            out = v[idx].astype(np.int64)
-        return np.clip(out, 1, self.max_response_length)
+        return self.sample_ids(int(rng.integers(2**62)), step, np.arange(n_prompts), G)

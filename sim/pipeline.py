@@ -7,10 +7,10 @@ verl ``timing_s/gen``); learner update; weight sync;
 ``controller.observe(lengths)``; next step. Policy version = learner version = ``t``.
 
 Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` (modulo ``dataset_size`` when
-set, so prompts recur every epoch) and draws lengths from an RNG seeded by ``(seed, t)``,
-or keyed on prompt ids for models with ``sample_ids`` (:func:`sim.dynamics.step_lengths`),
-so controllers compared on one seed see the same prompts (:mod:`sim.lengths` draws
-sample ``j`` of a prompt identically whatever ``G``).
+set, so prompts recur every epoch) and draws lengths keyed on ``(seed, prompt id, t,
+sample)`` (:func:`sim.dynamics.step_lengths`; a model without ``sample_ids`` gets an RNG
+seeded by ``(seed, t)``), so controllers compared on one seed see the same prompts and
+sample ``j`` of a prompt is the same whatever ``G`` (:mod:`sim.lengths`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,6 @@ class RunConfig:
                              f"({self.prompts})")
         if self.steps < 1 or self.prompts < 1:
             raise ValueError(f"RunConfig: need steps >= 1 and prompts >= 1, got {self}")
-
-
-def step_rng(seed: int, step: int) -> np.random.Generator:
-    """The length RNG of one step: a function of ``(seed, step)`` only."""
-    return np.random.default_rng([seed, step])
 
 
 def rollout_columns(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: Batch,
