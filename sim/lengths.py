@@ -80,18 +80,26 @@ class LognormalLengths:
 
     def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
         """``prompt_ids.shape + (G,)`` int64 lengths; ``z_p`` keyed on the prompt id,
-        ``z_pj`` on (prompt, step, sample); ``step`` an int or an array that broadcasts
+        ``z_pj`` on (step, prompt, sample); ``step`` an int or an array that broadcasts
         with ``prompt_ids`` (many steps in one call). Raises ValueError if ``G < 1``."""
         pid, step = _keys(prompt_ids, step, G)
-        mu, sp, sw = self.params_at(step)
-        log_len = hash_normal(seed, 2, step, pid, np.arange(G))  # (..., G) z_pj, in place below
-        log_len *= sw
-        log_len += mu + sp * hash_normal(seed, 1, pid)
-        return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
+        return self._lengths(hash_normal(seed, 1, pid), hash_normal(seed, 2, step, pid, np.arange(G)), step)
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
+        """Draws from the caller's ``rng`` (calibration's fixed-seed draws); ``z_pj`` of
+        sample ``j`` comes from the same stream position whatever ``G``."""
         _check(n_prompts, G)
-        return self.sample_ids(int(rng.integers(2**62)), step, np.arange(n_prompts), G)
+        z_prompt = rng.standard_normal(n_prompts)[:, None]  # (n_prompts, 1)
+        return self._lengths(z_prompt, rng.standard_normal((G, n_prompts)).T, step)
+
+    def _lengths(self, z_prompt: np.ndarray, z_within: np.ndarray, step) -> np.ndarray:
+        """``ceil(exp(mu + sp z_p + sw z_pj))`` clipped to ``[1, cap]``; ``z_within``
+        (..., G) is overwritten."""
+        mu, sp, sw = self.params_at(step)
+        log_len = z_within
+        log_len *= sw
+        log_len += mu + sp * z_prompt  # == mu + sp z_p + sw z_pj exactly (IEEE + commutes)
+        return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
 
 
 def _keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,15 +136,27 @@ class EmpiricalLengths:
         its id (the same group whenever it recurs), each sample on (prompt, step, sample).
         ``step`` broadcasts with ``prompt_ids``. Raises ValueError if ``G < 1``."""
         pid, step = _keys(prompt_ids, step, G)
-        u = hash_uniform(seed, 4, step, pid, np.arange(G))  # (..., G)
-        if self.groups:
-            sizes, offsets, table = self._groups_table
-            which = (hash_uniform(seed, 3, pid) * len(sizes)).astype(np.int64)  # (..., 1)
-            idx = offsets[which] + (u * sizes[which]).astype(np.int64)
-        else:
+        which = hash_uniform(seed, 3, pid) if self.groups else None  # (..., 1)
+        return self._lookup(which, hash_uniform(seed, 4, step, pid, np.arange(G)))
+
+    def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
+        """Draws from the caller's ``rng``; sample ``j`` from the same stream position
+        whatever ``G``."""
+        _check(n_prompts, G)
+        which = rng.integers(len(self.groups), size=n_prompts)[:, None] if self.groups else None
+        return self._lookup(which, rng.random((G, n_prompts)).T)
+
+    def _lookup(self, which, u: np.ndarray) -> np.ndarray:
+        """Lengths at uniforms ``u`` (..., G) in [0, 1): from observed group ``which``
+        (..., 1) (an int index, or a uniform to scale) when there are groups, else from
+        ``values``."""
+        if not self.groups:
             table = self._values_table
-            idx = (u * table.size).astype(np.int64)
-        return table[idx]
+            return table[(u * table.size).astype(np.int64)]
+        sizes, offsets, table = self._groups_table
+        if which.dtype.kind == "f":
+            which = (which * len(sizes)).astype(np.int64)
+        return table[offsets[which] + (u * sizes[which]).astype(np.int64)]
 
     @cached_property
     def _values_table(self) -> np.ndarray:
@@ -151,7 +171,3 @@ class EmpiricalLengths:
         flat = np.concatenate([np.asarray(g, dtype=np.int64) for g in self.groups])
         return (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])),
                 np.clip(flat, 1, self.max_response_length))
-
-    def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
-        _check(n_prompts, G)
-        return self.sample_ids(int(rng.integers(2**62)), step, np.arange(n_prompts), G)
