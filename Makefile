@@ -25,6 +25,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
+	$(BIN)/python bench/fast_path.py
 
 clean:
 	rm -rf $(VENV) runs
