@@ -6,7 +6,10 @@ The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
 - ``propose() -> int``: the group size G for the next step;
 - ``observe(lengths)``: response lengths (tokens) of the step just run with the last
   proposed G, one sequence per prompt;
-- ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included.
+- ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included;
+- optional, for open-loop controllers: ``observe_steps(lengths (T, n_prompts, G)) ->
+  list[str]``, ``T`` observations at once and the JSON state after each (the fast path
+  uses it for blocks of steps).
 
 :class:`StaticG` is the fixed-G baseline. :class:`SAGC` is Straggler-Aware Group
 Control (Khan et al., 2026; PAPERS.md §1): online primal-dual + Thompson sampling

@@ -143,6 +143,23 @@ def test_static_g():
         ctl.observe([])
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 64), st.integers(0, 50), st.integers(1, 40), st.integers(1, 5))
+def test_static_g_block_observe_equals_step_by_step(G, already, T, B):
+    lengths = np.ones((T, B, G), dtype=np.int64)
+    step_by_step, block = StaticG(G), StaticG(G)
+    for c in (step_by_step, block):
+        c.load_state_dict({"kind": "static", "G": G, "steps_observed": already})
+    expected = []
+    for t in range(T):
+        step_by_step.observe(lengths[t])
+        expected.append(json.dumps(step_by_step.state_dict()))
+    assert block.observe_steps(lengths) == expected
+    assert block.state_dict() == step_by_step.state_dict()
+    with pytest.raises(ValueError, match="observe_steps"):
+        block.observe_steps(lengths[0])
+
+
 @pytest.mark.parametrize("spec,err", [("static:x", "static:G"), ("foo", "expected"),
                                       ("sagc:bogus=1", "unknown SAGC option")])
 def test_parse_controller_errors(spec, err):
