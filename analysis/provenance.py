@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 LIBRARIES = ("rolloutlab", "numpy", "scipy", "simpy", "polars", "pyarrow", "matplotlib",
              "seaborn", "click", "tensorboard", "torch", "vllm")
@@ -28,3 +31,22 @@ def write_config(path: str | Path, config: dict[str, Any]) -> None:
     """Write ``config`` plus ``library_versions`` as indented JSON to ``path``."""
     payload = {**config, "versions": library_versions()}
     Path(path).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+def describe(obj: Any) -> Any:
+    """A JSON-ready description of a model object (e.g. a length model): a dataclass
+    becomes ``{"kind": class name, field: value}`` recursively; a numeric array or a long
+    tuple/list of numbers becomes ``{"n", "min", "median", "max"}``; a list of arrays
+    (observed groups) becomes ``{"groups": count}`` (why: ``repr`` of a 4,096-value table
+    is neither readable nor complete)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {"kind": type(obj).__name__,
+                **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+    if isinstance(obj, (tuple, list)) and obj and all(isinstance(x, np.ndarray) for x in obj):
+        return {"groups": len(obj)}
+    if isinstance(obj, np.ndarray) or (isinstance(obj, (tuple, list)) and len(obj) > 8
+                                       and all(isinstance(x, (int, float)) for x in obj)):
+        a = np.asarray(obj, dtype=np.float64)
+        return {"n": int(a.size), "min": float(a.min()), "median": float(np.median(a)),
+                "max": float(a.max())} if a.size else {"n": 0}
+    return obj

@@ -10,7 +10,7 @@ import polars as pl
 from tqdm import tqdm
 
 from analysis.plots import comparison_figure
-from analysis.provenance import write_config
+from analysis.provenance import describe, write_config
 from sim import trace
 from sim.compare import run_comparison, sagc_defaults
 from sim.controllers import split_specs
@@ -47,13 +47,15 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tensor-parallel GPUs per worker (with --model/--gpu).")
-@click.option("--kv-cache/--no-kv-cache", default=True, show_default=True,
-              help="With --model/--gpu and --engine simpy: KV blocks from GPU memory (preemption).")
+@click.option("--kv-cache/--no-kv-cache", default=None,
+              help="With --model/--gpu: KV blocks from GPU memory (preemption); default on with "
+              "--engine simpy; --engine fast has no KV model and needs --no-kv-cache.")
 @click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
               "ServeGen long-reasoning model with this drift over steps.")
 @click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
-              "(ids recur every epoch; default: fresh prompts). Only length models keyed on the "
-              "prompt id (--drift) make a recurring prompt long-prone again.")
+              "(ids recur every epoch; default: fresh prompts). A recurring prompt keeps its "
+              "difficulty under lognormal and --drift lengths and its observed group under "
+              "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, engine,
@@ -103,13 +105,13 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
     write_config(out_dir / "config.json", {
         "command": "sim", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
-        "tp": tp, "drift": drift, "lengths": repr(sc.lengths)[:400], "run": dataclasses.asdict(cfg),
+        "tp": tp, "drift": drift, "lengths": describe(sc.lengths), "run": dataclasses.asdict(cfg),
         "controllers": specs, "pipelines": [dataclasses.asdict(p) for p in pipes],
         "sagc_defaults": sagc_defaults(sc), "tau": tau,
         "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),
         "calibration": sc.source})
     click.echo(f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
-               f"{sc.engine.n_workers} workers, tau={tau:g}")
+               f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}")
     with pl.Config(tbl_rows=50, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
                    tbl_hide_column_data_types=True, tbl_width_chars=200):
         click.echo(summary.select(_printed_columns(pipes)))
@@ -123,5 +125,6 @@ def _printed_columns(pipes) -> list[str]:
             "straggler_rate", "mean_G", "rollouts", "tokens_per_s"]
     if any(p.kind != "sync" for p in pipes):
         cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + [
-            "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max", "dropped"]
+            "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max", "dropped",
+            "aborted"]
     return cols

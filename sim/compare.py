@@ -45,12 +45,20 @@ def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
     (``spec@pipeline`` when several pipelines are given). The plain synchronous
     pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
     :func:`sim.async_pipeline.run_pipeline`.
-    Raises ValueError on a bad or duplicated spec or pipeline.
+    Raises ValueError on a bad, missing or duplicated spec or pipeline, or an asynchronous
+    pipeline with ``engine="fast"``.
     """
-    if len(set(specs)) != len(specs) or not specs:
+    if not specs:
+        raise ValueError("controllers: none given (e.g. static:8,sagc)")
+    if len(set(specs)) != len(specs):
         raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
-    if len(set(pipelines)) != len(pipelines) or not pipelines:
+    if not pipelines:
+        raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
+    if len(set(pipelines)) != len(pipelines):
         raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
+    if engine == "fast" and any(p.kind != "sync" for p in pipelines):
+        raise ValueError("--engine fast runs the synchronous pipeline only; asynchronous pipelines "
+                         f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy")
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
     rows, all_rollouts, all_steps = [], [], []
     for pipe in pipelines:

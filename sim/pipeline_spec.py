@@ -111,9 +111,15 @@ def parse_pipeline(spec: str, placement: str = "separate") -> PipelineConfig:
         if kind in ("sync", "one-step-off") and not sep:
             return PipelineConfig(kind=kind, placement=placement)
         if kind in ("interval", "bounded", "partial") and sep:
+            if not arg.strip().lstrip("-").isdigit():
+                raise ValueError(f"S must be an integer number of learner steps, got {arg!r}")
             return PipelineConfig(kind=kind, S=int(arg), placement=placement)
         if kind == "oversample" and sep:
-            return PipelineConfig(kind=kind, ratio=float(arg), placement=placement)
+            try:
+                ratio = float(arg)
+            except ValueError:
+                raise ValueError(f"R must be a number (prompts dispatched per prompt trained), got {arg!r}") from None
+            return PipelineConfig(kind=kind, ratio=ratio, placement=placement)
     except ValueError as exc:
         raise ValueError(f"pipeline spec {spec!r}: {exc}") from None
     raise ValueError(f"pipeline spec {spec!r}: expected sync, one-step-off, interval:S, "

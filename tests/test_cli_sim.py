@@ -93,11 +93,12 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
     out = tmp_path / "fast"
     res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "4",
                                     "--engine", "fast", "--model", "qwen2.5-3b", "--gpu", "h100",
-                                    "--drift", "r1zero", "--dataset-size", "8",
+                                    "--no-kv-cache", "--drift", "r1zero", "--dataset-size", "8",
                                     "--controllers", "static:4,sagc", "--out", str(out)])
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["engine_impl"] == "fast" and cfg["engine"]["kv_blocks"] is None
+    assert cfg["lengths"]["kind"] == "GroupLengths" and cfg["lengths"]["quantiles"]["n"] == 1000
     assert cfg["cost"]["a_s"] == pytest.approx(0.0038, rel=0.05)  # roofline, not the file's
     out2 = tmp_path / "kv"
     res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
@@ -105,3 +106,20 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
                                     "--controllers", "static:4", "--out", str(out2)])
     assert res.exit_code == 0, res.output
     assert json.loads((out2 / "config.json").read_text())["engine"]["kv_blocks"] > 1000
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--engine", "fast", "--model", "qwen2.5-3b", "--gpu", "h100"], "--no-kv-cache"),
+    (["--engine", "fast", "--model", "qwen2.5-3b", "--gpu", "h100", "--kv-cache"], "no KV cache model"),
+    (["--engine", "fast", "--pipeline", "sync,one-step-off"], "one-step-off) need --engine simpy"),
+    (["--tp", "2"], "--tp needs --model"),
+    (["--kv-cache"], "--kv-cache needs --model"),
+    (["--controllers", ""], "controllers: none given"),
+    (["--pipeline", "bounded:x"], "S must be an integer"),
+    (["--pipeline", "oversample:y"], "R must be a number"),
+])
+def test_sim_refuses_what_it_would_silently_ignore(tmp_path, calibration_file, extra, message):
+    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
+                                    *extra, "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o" / "summary.csv").exists()
