@@ -11,30 +11,20 @@ from tqdm import tqdm
 
 from analysis.plots import comparison_figure
 from analysis.provenance import describe, write_config
+from analysis.scenario_options import load_for, scenario_options
 from sim import trace
 from sim.compare import run_comparison, sagc_defaults
 from sim.controllers import split_specs
 from sim.metrics import DEFAULT_TAU
-from sim.dynamics import DRIFTS
-from sim.hardware import GPUS, MODELS
-from sim.outdir import OutDirError, claim_out_dir
-from sim.overrides import apply_overrides
 from sim.pipeline import RunConfig
 from sim.pipeline_spec import PLACEMENTS, parse_pipeline
-from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, load_scenario
 
 
 @click.command()
-@click.option("--calibration", "calibration", type=click.Path(dir_okay=False),
-              help="Calibration JSON (from `rolloutlab calibrate`); overrides --scenario.")
-@click.option("--scenario", default=DEFAULT_SCENARIO, show_default=True,
-              help=f"Bundled scenario: {', '.join(bundled_scenarios()) or '(none)'}.")
+@scenario_options
 @click.option("--steps", type=click.IntRange(min=1), help="Learner steps (default: scenario's).")
 @click.option("--prompts", type=click.IntRange(min=1), help="Prompt batch B (default: scenario's).")
 @click.option("--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's).")
-@click.option("--controllers", default="static:4,static:8,static:16,sagc", show_default=True,
-              help="Comma-separated controller specs: static:G, sagc[:key=value,...] "
-                   "(e.g. static:4,sagc:tau=15,delta=0.2).")
 @click.option("--pipeline", "pipeline", default="sync", show_default=True,
               help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
                    "partial:S, oversample:R (docs/pipelines.md).")
@@ -42,20 +32,6 @@ from sim.scenario import DEFAULT_SCENARIO, CalibrationError, bundled_scenarios, 
               help="Generation and learner on separate devices, or colocated and time-sliced.")
 @click.option("--engine", type=click.Choice(["simpy", "fast"]), default="simpy", show_default=True,
               help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).")
-@click.option("--model", type=click.Choice(sorted(MODELS)), help="Roofline cost of this model "
-              "(replaces the scenario's decode/prefill coefficients; with --gpu).")
-@click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model.")
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Tensor-parallel GPUs per worker (with --model/--gpu).")
-@click.option("--kv-cache/--no-kv-cache", default=None,
-              help="With --model/--gpu: KV blocks from GPU memory (preemption); default on with "
-              "--engine simpy; --engine fast has no KV model and needs --no-kv-cache.")
-@click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
-              "ServeGen long-reasoning model with this drift over steps.")
-@click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
-              "(ids recur every epoch; default: fresh prompts). A recurring prompt keeps its "
-              "difficulty under lognormal and --drift lengths and its observed group under "
-              "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, engine,
@@ -65,16 +41,8 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
-    try:
-        sc = load_scenario(calibration or scenario)
-        claim_out_dir(out, "sim")  # fail before minutes of simulation, not after
-    except (CalibrationError, OutDirError) as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
-        sc = apply_overrides(sc, workers=workers, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
-                             engine=engine, drift=drift)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    sc = load_for("sim", out, calibration, scenario, engine=engine, workers=workers, model=model,
+                  gpu=gpu, tp=tp, kv_cache=kv_cache, drift=drift)
     try:
         cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
                         prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,

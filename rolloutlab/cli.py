@@ -13,6 +13,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
     "sim": "analysis.sim_command:sim",
+    "sweep": "analysis.sweep_command:sweep",
     "stability": "sim.stability_cli:stability",
     "calibrate": "calibration.cli:calibrate",
     "validate": "calibration.cli:validate",

@@ -106,39 +106,51 @@ def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
     rollouts = consumed(rollouts)
     if rollouts.height == 0:
         raise ValueError("step_metrics: the rollout table has no consumed rollout")
-    rows = []
-    for (step,), df in rollouts.sort("step").group_by(["step"], maintain_order=True):
-        rows.append(_one_step(int(step), df, tau, n_workers))
-    return pl.DataFrame(rows)
+    if (rollouts["response_tokens"] < 0).any():
+        raise ValueError("step_metrics: negative response length")
+    # one vectorised pass per quantity (why: a Python loop over steps made metrics, not
+    # simulation, the cost of a sweep)
+    L = pl.col("response_tokens")
+    per_step = rollouts.group_by("step").agg(
+        pl.len().alias("n_rollouts"), pl.col("group_size").max(), pl.col("t_submit").min().alias("t0"),
+        pl.col("t_finish").max().alias("t1"), pl.col("t_finish").sum().alias("finish_sum"),
+        L.mean().alias("response_length/mean"), L.max().cast(pl.Float64).alias("response_length/max"),
+        L.min().cast(pl.Float64).alias("response_length/min"),
+        (pl.col("finish_reason") == "length").mean().alias("response_length/clip_ratio"),
+        L.sum().alias("response_tokens"), L.median().alias("median"),
+        pl.col("worker").n_unique().alias("workers_used"))
+    span = pl.col("t1") - pl.col("t0")
+    idle = _worker_idle(rollouts).join(per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")),
+                                       on="step")
+    idle = idle.group_by("step").agg(
+        (pl.col("span") - pl.col("busy")).clip(lower_bound=0.0).sum().alias("device_idle_s"))
+    ratio = pl.when(pl.col("median") > 0).then(pl.col("response_length/max") / pl.col("median")) \
+        .otherwise(float("inf"))
+    # slot idle: sum_i (span - (f_i - t0)) / (n span) = (n t1 - sum f) / (n span); 0 if span <= 0
+    slot_idle = pl.when(span > 0).then(
+        (pl.col("n_rollouts") * pl.col("t1") - pl.col("finish_sum")) / (pl.col("n_rollouts") * span)
+    ).otherwise(0.0)
+    unused = (n_workers - pl.col("workers_used")).clip(lower_bound=0) * span if n_workers is not None else 0.0
+    return per_step.join(idle, on="step").sort("step").select(
+        pl.col("step"), pl.col("n_rollouts").cast(pl.Int64), pl.col("group_size").cast(pl.Int64),
+        span.alias("makespan_s"), slot_idle.alias("slot_idle_frac"),
+        (pl.col("device_idle_s") + unused).alias("device_idle_s"), ratio.alias("straggler_ratio"),
+        (ratio > tau).alias("straggler"), "response_length/mean", "response_length/max",
+        "response_length/min", "response_length/clip_ratio", pl.col("response_tokens").cast(pl.Int64))
 
 
-def _one_step(step: int, df: pl.DataFrame, tau: float, n_workers: int | None) -> dict:
-    t0 = float(df["t_submit"].min())
-    t1 = float(df["t_finish"].max())
-    span = t1 - t0
-    lengths = df["response_tokens"].to_numpy()
-    idle = 0.0
-    for (_w,), wdf in df.group_by(["worker"]):
-        busy = busy_union_s(wdf["t_first_token"].to_numpy(), wdf["t_finish"].to_numpy())
-        idle += max(span - busy, 0.0)
-    if n_workers is not None:
-        idle += max(n_workers - df["worker"].n_unique(), 0) * span
-    ratio = straggler_ratio(lengths) if np.median(lengths) > 0 else float("inf")
-    return {
-        "step": step,
-        "n_rollouts": df.height,
-        "group_size": int(df["group_size"].max()),
-        "makespan_s": span,
-        "slot_idle_frac": slot_idle_fraction(df["t_finish"].to_numpy() - t0),
-        "device_idle_s": idle,
-        "straggler_ratio": ratio,
-        "straggler": bool(ratio > tau),
-        "response_length/mean": float(lengths.mean()),
-        "response_length/max": float(lengths.max()),
-        "response_length/min": float(lengths.min()),
-        "response_length/clip_ratio": float((df["finish_reason"] == "length").mean()),
-        "response_tokens": int(lengths.sum()),
-    }
+def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """``(step, worker, busy)``: the length (s) of the union of ``[t_first_token,
+    t_finish]`` per step and worker (:func:`busy_union_s`, vectorised: an interval opens a
+    new block when it starts after every earlier one of its group has ended)."""
+    keys = ["step", "worker"]
+    df = rollouts.select(*keys, "t_first_token", "t_finish").sort(*keys, "t_first_token")
+    prev_end = pl.col("t_finish").cum_max().shift(1).over(keys)
+    df = df.with_columns((prev_end.is_null() | (pl.col("t_first_token") > prev_end)).cum_sum()
+                         .over(keys).alias("block"))
+    blocks = df.group_by(*keys, "block").agg(pl.col("t_first_token").min().alias("s"),
+                                             pl.col("t_finish").max().alias("e"))
+    return blocks.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().alias("busy"))
 
 
 def consumed(rollouts: pl.DataFrame) -> pl.DataFrame:

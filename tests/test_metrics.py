@@ -69,3 +69,43 @@ def test_run_summary(tiny_scenario):
     gen = (steps["gen_time"] + steps["train_time"] + steps["sync_time"]).sum()
     assert s["wall_clock_s"] == pytest.approx(gen)
     assert s["tokens_per_s"] == pytest.approx(rollouts["response_tokens"].sum() / gen)
+
+
+@st.composite
+def rollout_tables(draw):
+    """Random multi-step rollout tables: several workers, overlapping intervals, some caps."""
+    n = draw(st.integers(1, 40))
+    rows = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.floats(0, 50), st.floats(0, 30),
+                                   st.floats(0, 5), st.integers(0, 120)), min_size=n, max_size=n))
+    df = pl.DataFrame({
+        "run_id": ["r"] * n, "step": [r[0] for r in rows], "prompt_id": list(range(n)),
+        "sample_idx": [0] * n, "group_size": [r[1] + 1 for r in rows], "policy_version": [0] * n,
+        "learner_version": [0] * n, "prompt_tokens": [5] * n, "response_tokens": [r[5] for r in rows],
+        "finish_reason": ["length" if r[5] == 120 else "stop" for r in rows],
+        "worker": [r[1] for r in rows], "t_submit": [r[2] for r in rows],
+        "t_first_token": [r[2] + r[4] for r in rows], "t_finish": [r[2] + r[4] + r[3] for r in rows]})
+    return df, draw(st.sampled_from([None, 3, 5])), draw(st.floats(1.0, 6.0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rollout_tables())
+def test_step_metrics_equal_the_per_step_definitions(table):
+    """The vectorised table against the scalar definitions (docs/metrics.md), step by step."""
+    df, n_workers, tau = table
+    got = step_metrics(df, tau=tau, n_workers=n_workers)
+    assert got["step"].to_list() == sorted(set(df["step"].to_list()))
+    for row in got.iter_rows(named=True):
+        s = df.filter(pl.col("step") == row["step"])
+        t0, t1 = s["t_submit"].min(), s["t_finish"].max()
+        L = s["response_tokens"].to_numpy()
+        idle = sum(max(t1 - t0 - busy_union_s(w["t_first_token"].to_numpy(), w["t_finish"].to_numpy()), 0.0)
+                   for _, w in s.group_by("worker"))
+        if n_workers is not None:
+            idle += max(n_workers - s["worker"].n_unique(), 0) * (t1 - t0)
+        ratio = L.max() / np.median(L) if np.median(L) > 0 else float("inf")
+        assert row["n_rollouts"] == s.height and row["makespan_s"] == pytest.approx(t1 - t0)
+        assert row["device_idle_s"] == pytest.approx(idle, abs=1e-9)
+        assert row["slot_idle_frac"] == pytest.approx(slot_idle_fraction(s["t_finish"].to_numpy() - t0), abs=1e-12)
+        assert row["straggler_ratio"] == pytest.approx(ratio) and row["straggler"] == (ratio > tau)
+        assert row["response_length/clip_ratio"] == pytest.approx(float(np.mean(L == 120)))
+        assert row["response_tokens"] == L.sum() and row["group_size"] == s["group_size"].max()

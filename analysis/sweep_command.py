@@ -1,0 +1,86 @@
+"""``rolloutlab sweep``: every controller on a grid of B x workers x max_num_seqs x seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import polars as pl
+from tqdm import tqdm
+
+from analysis.plots import sweep_figure
+from analysis.provenance import describe, write_config
+from analysis.scenario_options import load_for, scenario_options
+from sim.controllers import split_specs
+from sim.sweep import grid, run_sweep, sweep_means
+
+
+def _ints(name: str):
+    """A click callback parsing a comma-separated list of ints, naming the option on error."""
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return [int(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated integers, got {value!r}", param_hint=name) from None
+    return parse
+
+
+@click.command()
+@scenario_options
+@click.option("--prompts", callback=_ints("--prompts"), help="Prompt batches B, e.g. 16,64,256 "
+              "(default: the scenario's).")
+@click.option("--workers", callback=_ints("--workers"), help="Generation worker counts, e.g. 1,2,4 "
+              "(default: the scenario's).")
+@click.option("--max-num-seqs", callback=_ints("--max-num-seqs"), help="vLLM max_num_seqs per "
+              "worker, e.g. 256,1024 (default: the scenario's).")
+@click.option("--seeds", default="0,1,2", show_default=True, callback=_ints("--seeds"),
+              help="Seeds; each gives every controller the same prompt stream.")
+@click.option("--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's).")
+@click.option("--engine", type=click.Choice(["fast", "simpy"]), default="fast", show_default=True,
+              help="Vectorised fast path (no KV pressure) or the SimPy engine.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+def sweep(calibration, scenario, controllers, model, gpu, tp, kv_cache, drift, dataset_size,
+          prompts, workers, max_num_seqs, seeds, steps, engine, out):
+    """Run every controller on every grid point of the synchronous pipeline.
+
+    Writes OUT/runs.csv (one row per point, controller and seed), means.csv (mean over
+    seeds per point and controller, with the fastest and the highest-throughput
+    controller of each point), sweep.png and config.json, and prints means.csv.
+    """
+    sc = load_for("sweep", out, calibration, scenario, engine=engine, model=model, gpu=gpu, tp=tp,
+                  kv_cache=kv_cache, drift=drift)
+    try:
+        specs = split_specs(controllers)
+        points = grid(prompts or [int(sc.defaults.get("prompts", 64))], workers or [sc.engine.n_workers],
+                      max_num_seqs or [sc.engine.max_num_seqs], seeds)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    n_steps = steps or int(sc.defaults.get("steps", 300))
+    bar = tqdm(total=len(points), desc="sweeping", unit="point", disable=None, leave=False)
+    try:
+        runs = run_sweep(sc, specs, points, n_steps, engine=engine, dataset_size=dataset_size,
+                         on_point=lambda p: bar.update())
+    except (ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
+    means = sweep_means(runs)
+    out_dir = Path(out)
+    runs.write_csv(out_dir / "runs.csv")
+    means.write_csv(out_dir / "means.csv")
+    sweep_figure(runs, out_dir / "sweep.png")
+    write_config(out_dir / "config.json", {
+        "command": "sweep", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
+        "tp": tp, "drift": drift, "lengths": describe(sc.lengths), "steps": n_steps,
+        "dataset_size": dataset_size, "controllers": specs, "points": points,
+        "engine": describe(sc.engine), "cost": sc.cost.to_dict(), "calibration": sc.source})
+    click.echo(f"scenario {sc.name}: {len(points)} points x {len(specs)} controllers x {n_steps} steps "
+               f"({engine} engine)")
+    with pl.Config(tbl_rows=200, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
+                   tbl_hide_column_data_types=True, tbl_width_chars=200):
+        click.echo(means.select("prompts", "workers", "max_num_seqs", "controller", "seeds", "wall_clock_s",
+                                "straggler_rate", "slot_idle_frac", "mean_G", "tokens_per_s", "fastest",
+                                "most_tokens_per_s"))
+    click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")
