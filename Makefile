@@ -26,6 +26,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
 	$(BIN)/python bench/fast_path.py
+	$(BIN)/python bench/sweep_speed.py
 
 clean:
 	rm -rf $(VENV) runs
