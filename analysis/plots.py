@@ -46,21 +46,31 @@ def comparison_figure(rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | P
     plt.close(fig)
 
 
-def sweep_figure(runs: pl.DataFrame, path: str | Path) -> None:
-    """Two panels over the prompt batch B (log2 axis), one line per controller (colour)
-    and worker count (marker), mean and sd over seeds: wall clock (h) and throughput
-    (tokens/s). ``runs``: :func:`sim.sweep.run_sweep` rows. Writes ``path``."""
-    df = runs.with_columns((pl.col("wall_clock_s") / 3600).alias("wall_clock_h")).to_pandas()
+def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
+    """Two panels over the prompt batch B (log2 axis, ticks at the swept values), one line
+    per controller (colour) and engine layout (line style: workers, and ``max_num_seqs``
+    when it varies), mean and sd over seeds: wall clock (h) and throughput (tokens/s).
+    ``runs``: :func:`sim.sweep.run_sweep` rows. Writes ``path``."""
+    several = runs["max_num_seqs"].n_unique() > 1
+    layout = (pl.format("workers={}, max_num_seqs={}", "workers", "max_num_seqs") if several
+              else pl.format("workers={}", "workers"))
+    df = runs.with_columns((pl.col("wall_clock_s") / 3600).alias("wall_clock_h"),
+                           layout.alias("engine layout")).to_pandas()
     order = list(dict.fromkeys(runs["controller"].to_list()))
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    ticks = sorted(set(runs["prompts"].to_list()))
     for ax, y, label in ((axes[0], "wall_clock_h", "wall clock (h)"), (axes[1], "tokens_per_s", "tokens/s")):
-        sns.lineplot(df, x="prompts", y=y, hue="controller", hue_order=order, style="workers",
+        sns.lineplot(df, x="prompts", y=y, hue="controller", hue_order=order, style="engine layout",
                      markers=True, errorbar="sd", ax=ax, legend=ax is axes[1])
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
         ax.set_xlabel("prompt batch B")
         ax.set_ylabel(label)
     axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -42,16 +42,30 @@ def scenario_options(command):
     return command
 
 
-def load_for(command: str, out: str, calibration: str | None, scenario: str, *, engine: str,
-             workers: int | None = None, model: str | None = None, gpu: str | None = None,
-             tp: int = 1, kv_cache: bool | None = None, drift: str | None = None) -> Scenario:
-    """Load the scenario, claim ``out`` for ``command`` (before any long run) and apply the
-    overrides (:func:`sim.overrides.apply_overrides`). Raises click.ClickException with the
-    loader's, the output folder's or the override's one-line message."""
+def load_for(calibration: str | None, scenario: str, *, engine: str, workers: int | None = None,
+             model: str | None = None, gpu: str | None = None, tp: int = 1,
+             kv_cache: bool | None = None, drift: str | None = None) -> Scenario:
+    """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
+    Raises click.ClickException with the loader's or the override's one-line message."""
     try:
         sc = load_scenario(calibration or scenario)
-        claim_out_dir(out, command)
         return apply_overrides(sc, workers=workers, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
                                engine=engine, drift=drift)
-    except (CalibrationError, OutDirError, ValueError) as exc:
+    except (CalibrationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def claim(out: str, command: str) -> None:
+    """Claim ``out`` for ``command`` (:func:`sim.outdir.claim_out_dir`), after every input
+    check and before any long run, so a refused command leaves no folder behind. Raises
+    click.ClickException."""
+    try:
+        claim_out_dir(out, command)
+    except OutDirError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def scenario_source(sc: Scenario) -> dict:
+    """What config.json keeps of the scenario's calibration file: its name, format,
+    provenance and fit, not the raw tables (the length model is described apart)."""
+    return {k: sc.source[k] for k in ("name", "format", "version", "provenance", "fit") if k in sc.source}

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from analysis.plots import comparison_figure
 from analysis.provenance import describe, write_config
-from analysis.scenario_options import load_for, scenario_options
+from analysis.scenario_options import claim, load_for, scenario_options, scenario_source
 from sim import trace
-from sim.compare import run_comparison, sagc_defaults
+from sim.compare import check_comparison, run_comparison, sagc_defaults
 from sim.controllers import split_specs
 from sim.metrics import DEFAULT_TAU
 from sim.pipeline import RunConfig
@@ -41,16 +41,18 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
-    sc = load_for("sim", out, calibration, scenario, engine=engine, workers=workers, model=model,
-                  gpu=gpu, tp=tp, kv_cache=kv_cache, drift=drift)
+    sc = load_for(calibration, scenario, engine=engine, workers=workers, model=model, gpu=gpu, tp=tp,
+                  kv_cache=kv_cache, drift=drift)
     try:
         cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
                         prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
                         dataset_size=dataset_size)
         specs = split_specs(controllers)
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
+        check_comparison(specs, pipes, engine)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    claim(out, "sim")  # after every check, before minutes of simulation
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
     bar = tqdm(total=cfg.steps * len(specs) * len(pipes), desc="simulating", unit="step",
                disable=None, leave=False)
@@ -77,7 +79,7 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
         "controllers": specs, "pipelines": [dataclasses.asdict(p) for p in pipes],
         "sagc_defaults": sagc_defaults(sc), "tau": tau,
         "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),
-        "calibration": sc.source})
+        "calibration": scenario_source(sc)})
     click.echo(f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
                f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}")
     with pl.Config(tbl_rows=50, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,

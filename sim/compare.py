@@ -32,6 +32,25 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
     return {k: scenario.defaults[k] for k in ("tau", "delta") if k in scenario.defaults}
 
 
+def check_comparison(specs: Sequence[str], pipelines: Sequence[PipelineConfig], engine: str = "simpy") -> None:
+    """Validate a comparison before running it (the commands call it before they create
+    their output folder): every controller spec parses, specs and pipelines are given and
+    distinct, and the fast path gets synchronous pipelines only. Raises ValueError."""
+    if not specs:
+        raise ValueError("controllers: none given (e.g. static:8,sagc)")
+    if len(set(specs)) != len(specs):
+        raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
+    for spec in specs:
+        parse_controller(spec)
+    if not pipelines:
+        raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
+    if len(set(pipelines)) != len(pipelines):
+        raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
+    if engine == "fast" and any(p.kind != "sync" for p in pipelines):
+        raise ValueError("--engine fast runs the synchronous pipeline only; asynchronous pipelines "
+                         f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy")
+
+
 def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
                    on_step: Callable[[str, int, int], None] | None = None,
                    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
@@ -45,20 +64,9 @@ def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
     (``spec@pipeline`` when several pipelines are given). The plain synchronous
     pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
     :func:`sim.async_pipeline.run_pipeline`.
-    Raises ValueError on a bad, missing or duplicated spec or pipeline, or an asynchronous
-    pipeline with ``engine="fast"``.
+    Raises ValueError as :func:`check_comparison`.
     """
-    if not specs:
-        raise ValueError("controllers: none given (e.g. static:8,sagc)")
-    if len(set(specs)) != len(specs):
-        raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
-    if not pipelines:
-        raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
-    if len(set(pipelines)) != len(pipelines):
-        raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
-    if engine == "fast" and any(p.kind != "sync" for p in pipelines):
-        raise ValueError("--engine fast runs the synchronous pipeline only; asynchronous pipelines "
-                         f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy")
+    check_comparison(specs, pipelines, engine)
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
     rows, all_rollouts, all_steps = [], [], []
     for pipe in pipelines:

@@ -33,12 +33,13 @@ def grid(prompts: Sequence[int], workers: Sequence[int], max_num_seqs: Sequence[
     Raises ValueError for an empty axis, a duplicated value or a value < 1 (seeds may be
     any int)."""
     out = []
-    for name, values in zip(AXES, (prompts, workers, max_num_seqs, seeds)):
+    for name, values in zip(("--prompts", "--workers", "--max-num-seqs", "--seeds"),
+                            (prompts, workers, max_num_seqs, seeds)):
         if not values:
             raise ValueError(f"sweep axis {name}: no values")
         if len(set(values)) != len(values):
             raise ValueError(f"sweep axis {name}: duplicated values {list(values)}")
-        if name != "seed" and min(values) < 1:
+        if name != "--seeds" and min(values) < 1:
             raise ValueError(f"sweep axis {name}: values must be >= 1, got {list(values)}")
         out.append(values)
     return [dict(zip(AXES, combo)) for combo in itertools.product(*out)]
@@ -73,13 +74,15 @@ def sweep_means(runs: pl.DataFrame) -> pl.DataFrame:
     controller), with ``seeds`` (count), ``wall_clock_s_sd`` (sample sd over seeds; null
     for one seed), ``fastest`` (lowest mean wall clock at that point: the fewest rollouts
     usually win it) and ``most_tokens_per_s`` (highest mean throughput: the least idle
-    hardware); sorted by the axes then wall clock."""
+    hardware); sorted by the axes, controllers in the order given."""
     keys = ["prompts", "workers", "max_num_seqs", "controller"]
     means = runs.group_by(keys, maintain_order=True).agg(
         pl.len().alias("seeds"), *(pl.col(c).mean() for c in MEAN_COLUMNS),
         pl.col("wall_clock_s").std().alias("wall_clock_s_sd"))
     fastest = pl.col("controller").sort_by("wall_clock_s").first().over(keys[:3])
     busiest = pl.col("controller").sort_by("tokens_per_s", descending=True).first().over(keys[:3])
+    order = {c: i for i, c in enumerate(dict.fromkeys(runs["controller"].to_list()))}
     return means.with_columns((pl.col("controller") == fastest).alias("fastest"),
-                              (pl.col("controller") == busiest).alias("most_tokens_per_s")
-                              ).sort(keys[:3] + ["wall_clock_s"])
+                              (pl.col("controller") == busiest).alias("most_tokens_per_s"),
+                              pl.col("controller").replace_strict(order, return_dtype=pl.Int64).alias("_order")
+                              ).sort(keys[:3] + ["_order"]).drop("_order")

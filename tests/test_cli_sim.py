@@ -122,4 +122,4 @@ def test_sim_refuses_what_it_would_silently_ignore(tmp_path, calibration_file, e
     res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
                                     *extra, "--out", str(tmp_path / "o")])
     assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
-    assert not (tmp_path / "o" / "summary.csv").exists()
+    assert not (tmp_path / "o").exists()  # refused before the output folder is made

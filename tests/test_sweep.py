@@ -27,11 +27,11 @@ def test_grid_is_the_cartesian_product_and_refuses_bad_axes():
     assert len(pts) == 12 and len({tuple(p.values()) for p in pts}) == 12
     assert pts[0] == {"prompts": 4, "workers": 1, "max_num_seqs": 16, "seed": 0}
     assert pts[1]["seed"] == 5  # the last axis varies fastest
-    with pytest.raises(ValueError, match="prompts: no values"):
+    with pytest.raises(ValueError, match="--prompts: no values"):
         grid([], [1], [1], [0])
-    with pytest.raises(ValueError, match="workers: duplicated"):
+    with pytest.raises(ValueError, match="--workers: duplicated"):
         grid([4], [1, 1], [1], [0])
-    with pytest.raises(ValueError, match="max_num_seqs: values must be >= 1"):
+    with pytest.raises(ValueError, match="--max-num-seqs: values must be >= 1"):
         grid([4], [1], [0], [0])
 
 
@@ -101,7 +101,7 @@ def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_fil
 
 @pytest.mark.parametrize("extra,message", [
     (["--prompts", "4,x"], "expected comma-separated integers"),
-    (["--workers", "2,2"], "duplicated"),
+    (["--workers", "2,2"], "--workers: duplicated"),
     (["--model", "qwen2.5-3b", "--gpu", "h100"], "--no-kv-cache"),
     (["--controllers", "static:0"], "static:G"),
 ])
@@ -109,4 +109,4 @@ def test_sweep_command_bad_input(tmp_path, calibration_file, extra, message):
     res = CliRunner().invoke(main, ["sweep", "--calibration", str(calibration_file), "--steps", "2",
                                     *extra, "--out", str(tmp_path / "o")])
     assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
-    assert not (tmp_path / "o" / "runs.csv").exists()
+    assert not (tmp_path / "o").exists()  # refused before the output folder is made
