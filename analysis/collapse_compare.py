@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 from scipy import optimize
 
-from sim.staleness import StalenessParams, simulate_batch
+from rolloutlab.sim.staleness import StalenessParams, simulate_batch
 
 GRID_COLUMNS = ("S", "lr", "seed", "collapsed", "t_collapse", "M_collapse")
 FITTED = ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 import polars as pl
 
-from analysis.provenance import write_config
-from sim.outdir import OutDirError, claim_out_dir
+from rolloutlab.analysis.provenance import write_config
+from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 
 
 def _fail(exc: Exception) -> None:
@@ -50,11 +50,11 @@ def idle(real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, ou
     idle_summary.csv/.json, idle_scatter.png, idle_timeseries.png, replay_rollouts.parquet
     and config.json.
     """
-    from analysis.compare_plots import idle_scatter, idle_timeseries
-    from analysis.idle_compare import IdleCompareConfig, compare_idle
-    from analysis.run_input import RunInputError, load_run
-    from sim import trace
-    from sim.trace import TraceError
+    from rolloutlab.analysis.compare_plots import idle_scatter, idle_timeseries
+    from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
+    from rolloutlab.analysis.run_input import RunInputError, load_run
+    from rolloutlab.sim import trace
+    from rolloutlab.sim.trace import TraceError
 
     cfg = IdleCompareConfig(fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model)
     try:
@@ -116,9 +116,9 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
     collapse_scaling.csv (per S: S*eta_collapse and M_collapse*S*eta from the real grid,
     the fitted model and the simulated grid), collapse_summary.json, collapse.png, config.json.
     """
-    from analysis.collapse_compare import (GridError, agreement, fit_collapse, predict, read_grid,
+    from rolloutlab.analysis.collapse_compare import (GridError, agreement, fit_collapse, predict, read_grid,
                                            scaling_table, split_grid)
-    from analysis.compare_plots import collapse_figure
+    from rolloutlab.analysis.compare_plots import collapse_figure
 
     T = _grid_steps(real_dir, steps)
     try:
@@ -154,7 +154,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     """One self-contained HTML page per study directory (figures embedded)."""
-    from analysis.report import ReportError, write_reports
+    from rolloutlab.analysis.report import ReportError, write_reports
 
     try:
         for path in write_reports(list(studies), out_dir):

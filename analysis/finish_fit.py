@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from analysis.run_input import StepLayout
-from sim.cost import LinearCost
-from sim.engine import EngineConfig, generate, reference_generate
+from rolloutlab.analysis.run_input import StepLayout
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
 
 _UNIT_COSTS = (LinearCost(1, 0, 0, 0), LinearCost(0, 1, 0, 0), LinearCost(0, 0, 1, 0),
                LinearCost(0, 0, 0, 1))

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
-from analysis.run_input import RunData, StepLayout, step_layouts
-from calibration.prompt_lengths import (PromptEmpiricalLengths, PromptLognormalLengths,
+from rolloutlab.analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
+from rolloutlab.analysis.run_input import RunData, StepLayout, step_layouts
+from rolloutlab.calibration.prompt_lengths import (PromptEmpiricalLengths, PromptLognormalLengths,
                                        fit_prompt_empirical, fit_prompt_lognormal)
-from sim.lengths import finish_reasons
-from sim.metrics import step_metrics
-from sim.trace import ROLLOUT_SCHEMA
+from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.sim.metrics import step_metrics
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 
 PREDICTIONS = ("drawn", "replay", "constant")
 

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from sim.metrics import step_metrics  # noqa: E402
+from rolloutlab.sim.metrics import step_metrics  # noqa: E402
 
 
 def comparison_figure(rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path,

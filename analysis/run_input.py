@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sim import trace
-from sim.engine import EngineConfig
-from sim.metrics import DEFAULT_TAU
+from rolloutlab.sim import trace
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.metrics import DEFAULT_TAU
 
 
 class RunInputError(ValueError):

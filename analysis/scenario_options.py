@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from sim.dynamics import DRIFTS
-from sim.hardware import GPUS, MODELS
-from sim.outdir import OutDirError, claim_out_dir
-from sim.overrides import apply_overrides
-from sim.scenario import DEFAULT_SCENARIO, CalibrationError, Scenario, bundled_scenarios, load_scenario
+from rolloutlab.sim.dynamics import DRIFTS
+from rolloutlab.sim.hardware import GPUS, MODELS
+from rolloutlab.sim.outdir import OutDirError, claim_out_dir
+from rolloutlab.sim.overrides import apply_overrides
+from rolloutlab.sim.scenario import DEFAULT_SCENARIO, CalibrationError, Scenario, bundled_scenarios, load_scenario
 
 _OPTIONS = [
     click.option("--calibration", "calibration", type=click.Path(dir_okay=False),

@@ -9,15 +9,15 @@ import click
 import polars as pl
 from tqdm import tqdm
 
-from analysis.plots import comparison_figure
-from analysis.provenance import describe, write_config
-from analysis.scenario_options import claim, load_for, scenario_options, scenario_source
-from sim import trace
-from sim.compare import check_comparison, run_comparison, sagc_defaults
-from sim.controllers import split_specs
-from sim.metrics import DEFAULT_TAU
-from sim.pipeline import RunConfig
-from sim.pipeline_spec import PLACEMENTS, parse_pipeline
+from rolloutlab.analysis.plots import comparison_figure
+from rolloutlab.analysis.provenance import describe, write_config
+from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
+from rolloutlab.sim import trace
+from rolloutlab.sim.compare import check_comparison, run_comparison, sagc_defaults
+from rolloutlab.sim.controllers import split_specs
+from rolloutlab.sim.metrics import DEFAULT_TAU
+from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
 
 
 @click.command()

@@ -8,13 +8,13 @@ import click
 import polars as pl
 from tqdm import tqdm
 
-from analysis.plots import sweep_figure
-from analysis.provenance import describe, write_config
-from analysis.scenario_options import claim, load_for, scenario_options, scenario_source
-from sim.compare import check_comparison
-from sim.controllers import split_specs
-from sim.pipeline_spec import PipelineConfig
-from sim.sweep import grid, run_sweep, sweep_means
+from rolloutlab.analysis.plots import sweep_figure
+from rolloutlab.analysis.provenance import describe, write_config
+from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
+from rolloutlab.sim.compare import check_comparison
+from rolloutlab.sim.controllers import split_specs
+from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
 
 
 def _ints(name: str):

@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.controllers import StaticG
-from sim.dynamics import servegen_lengths
-from sim.fastpath import run_sync_fast
-from sim.pipeline import RunConfig, run_sync
-from sim.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.dynamics import servegen_lengths
+from rolloutlab.sim.fastpath import run_sync_fast
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
 
 
 def rate(run, sc, cfg, repeats: int = 3) -> float:

@@ -19,10 +19,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sim.dynamics import servegen_lengths  # noqa: E402
-from sim.engine import EngineConfig  # noqa: E402
-from sim.kv_reference import paged_reference  # noqa: E402
-from sim.roofline import roofline, roofline_cost  # noqa: E402
+from rolloutlab.sim.dynamics import servegen_lengths  # noqa: E402
+from rolloutlab.sim.engine import EngineConfig  # noqa: E402
+from rolloutlab.sim.kv_reference import paged_reference  # noqa: E402
+from rolloutlab.sim.roofline import roofline, roofline_cost  # noqa: E402
 
 
 def main() -> None:

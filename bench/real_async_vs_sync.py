@@ -17,12 +17,12 @@ import shutil
 import time
 from pathlib import Path
 
-from real.async_config import AsyncConfig
-from real.async_loop import run_async
-from real.config import SyncConfig
-from real.stability import prepare_warm_start
-from real.sync import run_sync
-from sim.metrics import pipeline_summary, run_summary
+from rolloutlab.real.async_config import AsyncConfig
+from rolloutlab.real.async_loop import run_async
+from rolloutlab.real.config import SyncConfig
+from rolloutlab.real.stability import prepare_warm_start
+from rolloutlab.real.sync import run_sync
+from rolloutlab.sim.metrics import pipeline_summary, run_summary
 
 
 def main() -> None:

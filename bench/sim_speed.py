@@ -16,9 +16,9 @@ import time
 
 import simpy
 
-from sim.controllers import StaticG
-from sim.pipeline import RunConfig, run_sync
-from sim.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
 
 
 def bare_timeouts_per_s(n: int = 500_000) -> float:

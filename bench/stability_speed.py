@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from sim.stability import default_lrs
-from sim.staleness import StalenessParams, simulate, simulate_batch
+from rolloutlab.sim.stability import default_lrs
+from rolloutlab.sim.staleness import StalenessParams, simulate, simulate_batch
 
 P, T, SEEDS = StalenessParams(), 1000, 4
 S, lr, seed = map(np.ravel, np.meshgrid([1, 2, 4, 8, 16, 32], default_lrs(), np.arange(SEEDS), indexing="ij"))

@@ -12,14 +12,14 @@ import click
 import polars as pl
 from tqdm import tqdm
 
-from calibration.servegen import LongCotConfig, ServeGenError, build_longcot
-from calibration.validate import validate_runs
-from calibration.verl_fit import VerlFitConfig
-from calibration.verl_scenario import calibrate_verl
-from calibration.verl_tb import VerlLogError
-from calibration.writer import write_json_atomic
-from sim.engine import EngineConfig
-from sim.scenario import CalibrationError
+from rolloutlab.calibration.servegen import LongCotConfig, ServeGenError, build_longcot
+from rolloutlab.calibration.validate import validate_runs
+from rolloutlab.calibration.verl_fit import VerlFitConfig
+from rolloutlab.calibration.verl_scenario import calibrate_verl
+from rolloutlab.calibration.verl_tb import VerlLogError
+from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.scenario import CalibrationError
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 
@@ -147,7 +147,7 @@ def validate_verl_tb(run_dirs, fit_steps, out, group_size, max_response_length, 
 
 def _add_vllm_commands() -> None:
     # GPU commands live apart (calibration/vllm_cli.py); vllm itself is imported only when they run
-    from calibration.vllm_cli import vllm_compare, vllm_grid
+    from rolloutlab.calibration.vllm_cli import vllm_compare, vllm_grid
 
     calibrate.add_command(vllm_grid)
     calibrate.add_command(vllm_compare)

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from sim.cost import LinearCost
-from sim.engine import EngineConfig
-from sim.features import schedule_features
-from sim.lengths import LognormalLengths
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.features import schedule_features
+from rolloutlab.sim.lengths import LognormalLengths
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def load_group_lengths(path: str | None = None) -> pl.DataFrame:
     """The per-group length table (columns ``idx, level, sample_idx, chars``); the bundled
     one by default. Raises: ValueError if a column is missing or a length is < 1."""
     if path is None:
-        with resources.files("sim").joinpath("data", "lengths", GROUP_TABLE).open("rb") as f:
+        with resources.files("rolloutlab.sim").joinpath("data", "lengths", GROUP_TABLE).open("rb") as f:
             df = pl.read_csv(f)
         path = f"sim/data/lengths/{GROUP_TABLE}"
     else:

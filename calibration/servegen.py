@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.writer import calibration_dict, source_entry
-from sim.dynamics import pmf_quantiles  # noqa: F401  (quantiles of a PMF: one implementation)
-from sim.scenario import load_scenario
+from rolloutlab.calibration.writer import calibration_dict, source_entry
+from rolloutlab.sim.dynamics import pmf_quantiles  # noqa: F401  (quantiles of a PMF: one implementation)
+from rolloutlab.sim.scenario import load_scenario
 
 WINDOW_S = 21600
 TRACE_ROW_S = 600

@@ -18,10 +18,10 @@ import numpy as np
 import polars as pl
 from scipy import linalg
 
-from calibration.cost_fit import draw_step_lengths, to_cost
-from calibration.verl_fit import VerlFitConfig, fit_run_model
-from calibration.verl_scenario import load_runs
-from sim.engine import generate
+from rolloutlab.calibration.cost_fit import draw_step_lengths, to_cost
+from rolloutlab.calibration.verl_fit import VerlFitConfig, fit_run_model
+from rolloutlab.calibration.verl_scenario import load_runs
+from rolloutlab.sim.engine import generate
 
 COLUMNS = ["run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"]
 

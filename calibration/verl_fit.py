@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from calibration.icc import bundled_icc
-from calibration.cost_fit import (DecodeFit, LearnerFit, StepDraw, fit_decode, fit_learner,
+from rolloutlab.calibration.icc import bundled_icc
+from rolloutlab.calibration.cost_fit import (DecodeFit, LearnerFit, StepDraw, fit_decode, fit_learner,
                                   step_features)
-from calibration.lengths_fit import (RunLengthFit, StepFit, StepLengthStats, fit_run,
+from rolloutlab.calibration.lengths_fit import (RunLengthFit, StepFit, StepLengthStats, fit_run,
                                      fit_step)
-from calibration.verl_tb import LENGTH_TAGS, VerlLogError, require
-from sim.engine import EngineConfig
+from rolloutlab.calibration.verl_tb import LENGTH_TAGS, VerlLogError, require
+from rolloutlab.sim.engine import EngineConfig
 
 GEN_TAG = "timing_s/gen"
 TRAIN_TAGS = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")

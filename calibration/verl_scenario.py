@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.cost_fit import fit_decode, fit_learner, step_features, to_cost
-from calibration.lengths_fit import fit_run, split_sigma
-from calibration.verl_fit import (PROMPT_TAG, SYNC_TAG, TOKENS_TAG, TRAIN_TAGS, StepData,
+from rolloutlab.calibration.cost_fit import fit_decode, fit_learner, step_features, to_cost
+from rolloutlab.calibration.lengths_fit import fit_run, split_sigma
+from rolloutlab.calibration.verl_fit import (PROMPT_TAG, SYNC_TAG, TOKENS_TAG, TRAIN_TAGS, StepData,
                                   VerlFitConfig, step_data)
-from calibration.verl_tb import event_files, read_run, require
-from calibration.writer import calibration_dict, source_entry
+from rolloutlab.calibration.verl_tb import event_files, read_run, require
+from rolloutlab.calibration.writer import calibration_dict, source_entry
 
 
 def load_runs(run_dirs: list[str], cfg: VerlFitConfig) -> list[tuple[str, list[Path], StepData]]:

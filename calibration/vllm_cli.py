@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from calibration.writer import source_entry, write_json_atomic
+from rolloutlab.calibration.writer import source_entry, write_json_atomic
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -40,9 +40,9 @@ def _ints(text: str) -> tuple[int, ...]:
 def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repeats, dtype,
               gpu_memory_utilization, enforce_eager, lengths_from, name):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
-    from calibration.vllm_grid import GridSpec, fit_grid, grid_calibration
-    from real.engine_factory import EngineUnavailable, check_engine
-    from sim.scenario import CalibrationError, load_scenario
+    from rolloutlab.calibration.vllm_grid import GridSpec, fit_grid, grid_calibration
+    from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
+    from rolloutlab.sim.scenario import CalibrationError, load_scenario
 
     try:
         check_engine("vllm")
@@ -51,7 +51,7 @@ def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repe
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
-    from calibration.vllm_runner import measure_grid
+    from rolloutlab.calibration.vllm_runner import measure_grid
 
     timings, resolved, dropped = measure_grid(model_dir, spec, dtype=dtype,
                                               gpu_memory_utilization=gpu_memory_utilization,
@@ -72,7 +72,7 @@ def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repe
 
 def read_run_rollouts(run_dir: Path):
     """The rollout trace of a real run directory (parquet if closed, else JSONL)."""
-    from sim.trace import read
+    from rolloutlab.sim.trace import read
 
     for name in ("rollouts.parquet", "rollouts.jsonl"):
         if (run_dir / name).exists():
@@ -92,9 +92,9 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
 
     import polars as pl
 
-    from calibration.vllm_compare import sim_vs_measured, summary_markdown
-    from sim.scenario import CalibrationError, load_scenario
-    from sim.trace import TraceError
+    from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
+    from rolloutlab.sim.scenario import CalibrationError, load_scenario
+    from rolloutlab.sim.trace import TraceError
 
     try:
         sc = load_scenario(calib)

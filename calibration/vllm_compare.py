@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from sim.cost import LinearCost
-from sim.engine import EngineConfig, generate
-from sim.metrics import consumed, step_metrics
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.metrics import consumed, step_metrics
 
 
 def step_lengths(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import optimize
 
-from sim.cost import LinearCost
+from rolloutlab.sim.cost import LinearCost
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ def grid_calibration(fit: GridFit, resolved: dict, spec: GridSpec, base: dict, n
     engine is one worker with the engine's resolved ``max_num_seqs``.
     Raises: :class:`sim.scenario.CalibrationError` if the result would not load.
     """
-    from calibration.writer import calibration_dict
+    from rolloutlab.calibration.writer import calibration_dict
 
     engine = {"n_workers": 1, "max_num_seqs": int(resolved.get("max_num_seqs") or max(spec.running_seqs)),
               "dispatch": "group", "prefix_caching": True}

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from calibration.vllm_grid import CellTiming, EngineLimits, GridCell, GridSpec, plan_grid
-from real.engines.vllm_convert import read_anchor
+from rolloutlab.calibration.vllm_grid import CellTiming, EngineLimits, GridCell, GridSpec, plan_grid
+from rolloutlab.real.engines.vllm_convert import read_anchor
 
 
 def engine_limits(resolved: dict) -> EngineLimits:
@@ -62,7 +62,7 @@ def measure_grid(model_dir: str | Path, spec: GridSpec, dtype: str = "bfloat16",
     timing is the median-decode run of ``spec.repeats`` runs. Raises: ValueError from
     :func:`plan_grid` when the engine fits too few cells.
     """
-    from real.engines.vllm_engine import VllmConfig, build_llm, resolved_engine_config
+    from rolloutlab.real.engines.vllm_engine import VllmConfig, build_llm, resolved_engine_config
 
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
     max_len = min(int(cfg.get("max_position_embeddings", 4096)),

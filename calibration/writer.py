@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sim.scenario import FORMAT, VERSION, scenario_from_dict
+from rolloutlab.sim.scenario import FORMAT, VERSION, scenario_from_dict
 
 
 def sha256_file(path: str | Path) -> str:

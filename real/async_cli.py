@@ -9,14 +9,14 @@ from pathlib import Path
 
 import click
 
-from real.checkpoint import CheckpointError
-from real.config import ConfigError, SyncConfig
-from real.rundir import RunDirError
-from sim.trace import TraceError
+from rolloutlab.real.checkpoint import CheckpointError
+from rolloutlab.real.config import ConfigError, SyncConfig
+from rolloutlab.real.rundir import RunDirError
+from rolloutlab.sim.trace import TraceError
 
 
 def _sync_config(opts: dict) -> SyncConfig:
-    from real.cli import _FIELDS, _set
+    from rolloutlab.real.cli import _FIELDS, _set
 
     cfg = SyncConfig()
     for name, dotted in _FIELDS.items():
@@ -31,11 +31,11 @@ def _sync_config(opts: dict) -> SyncConfig:
 def async_cmd(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, pipeline: str,
               stop_on_collapse: bool, **opts) -> None:
     """Asynchronous GRPO: generator and learner processes, bounded staleness; traces in --out."""
-    from real.async_config import AsyncConfig
-    from real.async_loop import run_async
-    from real.async_workers import GeneratorDied
-    from real.cli import _FIELDS
-    from sim.metrics import pipeline_summary, run_summary
+    from rolloutlab.real.async_config import AsyncConfig
+    from rolloutlab.real.async_loop import run_async
+    from rolloutlab.real.async_workers import GeneratorDied
+    from rolloutlab.real.cli import _FIELDS
+    from rolloutlab.sim.metrics import pipeline_summary, run_summary
 
     given = {f"sync.{dotted}": opts[name] for name, dotted in _FIELDS.items()
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
@@ -55,7 +55,7 @@ def async_cmd(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, pipe
 
 
 def _floats(option: str, text: str) -> list[float]:
-    from sim.stability_cli import _parse_list
+    from rolloutlab.sim.stability_cli import _parse_list
 
     return _parse_list(option, text, float, lambda v: v > 0, "numbers > 0")
 
@@ -80,12 +80,12 @@ def stability_cmd(S_text: str, lr_text: str, seeds: int, steps: int, prompts: in
     """
     import polars as pl
 
-    from real.async_config import AsyncConfig
-    from real.stability import GridConfig, run_grid
-    from real.stability_fit import eta_max_table, fit_laws, t_collapse_table
-    from real.warmstart import WarmStartConfig
-    from sim.stability import plot_phase_diagram
-    from sim.stability_cli import _parse_list
+    from rolloutlab.real.async_config import AsyncConfig
+    from rolloutlab.real.stability import GridConfig, run_grid
+    from rolloutlab.real.stability_fit import eta_max_table, fit_laws, t_collapse_table
+    from rolloutlab.real.warmstart import WarmStartConfig
+    from rolloutlab.sim.stability import plot_phase_diagram
+    from rolloutlab.sim.stability_cli import _parse_list
 
     S_values = _parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     try:

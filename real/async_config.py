@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from real.collapse import CollapseConfig
-from real.config import ConfigError, SyncConfig
-from sim.pipeline_spec import PipelineConfig, parse_pipeline
+from rolloutlab.real.collapse import CollapseConfig
+from rolloutlab.real.config import ConfigError, SyncConfig
+from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
 
 ASYNC_KINDS = ("one-step-off", "interval", "bounded")
 """Pipelines of :mod:`sim.pipeline_spec` the real asynchronous loop runs (``partial`` and

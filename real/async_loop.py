@@ -37,14 +37,14 @@ import polars as pl
 import torch
 from tqdm import tqdm
 
-from real import checkpoint, rundir
-from real.async_config import AsyncConfig
-from real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
-from real.collapse import CollapseDetector
-from real.config import ConfigError
-from real.model import load_config
-from real.sync import SyncRun, check_before_writing
-from real.task import reward
+from rolloutlab.real import checkpoint, rundir
+from rolloutlab.real.async_config import AsyncConfig
+from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
+from rolloutlab.real.collapse import CollapseDetector
+from rolloutlab.real.config import ConfigError
+from rolloutlab.real.model import load_config
+from rolloutlab.real.sync import SyncRun, check_before_writing
+from rolloutlab.real.task import reward
 
 
 def fresh_enough(policy_versions: Sequence[int], learner_version: int, max_staleness: int) -> np.ndarray:

@@ -28,9 +28,9 @@ from typing import Any, Callable, Mapping
 import torch
 import torch.multiprocessing as mp
 
-from real.engine import RolloutRequest, RolloutResult, TorchEngine
-from real.model import LlamaConfig, build_model
-from real.sampling import SamplingParams
+from rolloutlab.real.engine import RolloutRequest, RolloutResult, TorchEngine
+from rolloutlab.real.model import LlamaConfig, build_model
+from rolloutlab.real.sampling import SamplingParams
 
 _CTX = mp.get_context("spawn")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from real.model import LlamaLM, load_pretrained, save_pretrained
+from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
 
 KEEP = 2
 """Checkpoints kept on disk (older ones are removed after a new one is in place)."""

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from real.checkpoint import CheckpointError
-from real.config import ConfigError, SyncConfig
-from real.engine_factory import EngineUnavailable, check_engine
-from real.learner import LearnerConfig
-from real.rundir import RunDirError
-from real.warmstart import WarmStartConfig
-from sim.metrics import run_summary
-from sim.trace import TraceError
+from rolloutlab.real.checkpoint import CheckpointError
+from rolloutlab.real.config import ConfigError, SyncConfig
+from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
+from rolloutlab.real.learner import LearnerConfig
+from rolloutlab.real.rundir import RunDirError
+from rolloutlab.real.warmstart import WarmStartConfig
+from rolloutlab.sim.metrics import run_summary
+from rolloutlab.sim.trace import TraceError
 
 # option name -> dotted SyncConfig field
 _FIELDS = {"controller": "controller", "steps": "steps", "prompts": "prompts", "seed": "seed",
@@ -53,7 +53,7 @@ def real() -> None:
 @click.pass_context
 def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -> None:
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
-    from real.sync import run_sync  # torch is imported only when a run starts
+    from rolloutlab.real.sync import run_sync  # torch is imported only when a run starts
 
     given = {dotted: opts[name] for name, dotted in _FIELDS.items()
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
@@ -82,8 +82,8 @@ def _set(cfg, dotted: str, value):
 @click.option("--problems", default=100_000, show_default=True, type=int)
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""
-    from real.task import TaskConfig
-    from real.task_figure import plot, solution_lengths, summary
+    from rolloutlab.real.task import TaskConfig
+    from rolloutlab.real.task_figure import plot, solution_lengths, summary
 
     lengths = solution_lengths(TaskConfig(), problems)
     plot(lengths, out_png)
@@ -92,6 +92,6 @@ def task_lengths(out_png: Path, problems: int) -> None:
     click.echo(f"wrote {out_png}")
 
 
-from real.async_cli import register  # noqa: E402  (after `sync`: async reuses its options)
+from rolloutlab.real.async_cli import register  # noqa: E402  (after `sync`: async reuses its options)
 
 register(real, sync)

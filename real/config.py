@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from real.engine import MODES
-from real.learner import LearnerConfig
-from real.task import TaskConfig
-from real.warmstart import WarmStartConfig
+from rolloutlab.real.engine import MODES
+from rolloutlab.real.learner import LearnerConfig
+from rolloutlab.real.task import TaskConfig
+from rolloutlab.real.warmstart import WarmStartConfig
 
 
 class ConfigError(ValueError):

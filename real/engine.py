@@ -21,9 +21,9 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import torch
 
-from real.model import KVCache, LlamaLM
-from real.sampling import SamplingParams, behaviour_logprobs, sample
-from real.tokenizer import EOS_ID, PAD_ID
+from rolloutlab.real.model import KVCache, LlamaLM
+from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs, sample
+from rolloutlab.real.tokenizer import EOS_ID, PAD_ID
 
 MODES = ("continuous", "static")
 

@@ -29,7 +29,7 @@ def check_engine(engine: str, engine_mode: str = "continuous") -> None:
         if engine_mode != "continuous":
             raise ValueError(f"engine 'vllm' batches continuously; engine_mode {engine_mode!r} "
                              "is only available with the torch engine")
-        from real.engines.vllm_engine import VLLM_VERSION, vllm_available
+        from rolloutlab.real.engines.vllm_engine import VLLM_VERSION, vllm_available
 
         if not vllm_available():
             raise EngineUnavailable(
@@ -45,10 +45,10 @@ def engine_factory(engine: str, engine_mode: str = "continuous", vllm_config=Non
     """
     check_engine(engine, engine_mode)
     if engine == "torch":
-        from real.engine import TorchEngine
+        from rolloutlab.real.engine import TorchEngine
 
         return lambda model, capacity, clock: TorchEngine(model, capacity, clock, engine_mode)
-    from real.engines.vllm_engine import VllmConfig, VllmEngine
+    from rolloutlab.real.engines.vllm_engine import VllmConfig, VllmEngine
 
     cfg = vllm_config or VllmConfig()
     return lambda model, capacity, clock: VllmEngine(model, capacity, clock, cfg)

@@ -6,9 +6,9 @@ import dataclasses
 
 import numpy as np
 
-from real.engine import RolloutEngine, RolloutRequest
-from real.sampling import SamplingParams
-from real.task import Problem, is_correct, is_long_format
+from rolloutlab.real.engine import RolloutEngine, RolloutRequest
+from rolloutlab.real.sampling import SamplingParams
+from rolloutlab.real.task import Problem, is_correct, is_long_format
 
 
 def evaluate(engine: RolloutEngine, problems: list[Problem], params: SamplingParams,

@@ -15,9 +15,9 @@ from typing import Sequence
 
 import torch
 
-from real.grpo import LossParts, grpo_loss
-from real.model import LlamaLM
-from real.tokenizer import PAD_ID
+from rolloutlab.real.grpo import LossParts, grpo_loss
+from rolloutlab.real.model import LlamaLM
+from rolloutlab.real.tokenizer import PAD_ID
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from real.config import SyncConfig
+from rolloutlab.real.config import SyncConfig
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"

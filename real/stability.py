@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import torch.multiprocessing as mp
 
-from real.async_config import AsyncConfig
+from rolloutlab.real.async_config import AsyncConfig
 
 CSV_COLUMNS = ["S", "lr", "seed", "collapsed", "t_collapse", "M_collapse", "regime", "cos_sim_mean",
                "failure", "steps_done", "reward_first", "reward_last", "kl_max", "staleness_max", "wall_s"]
@@ -77,7 +77,7 @@ def run_dir(out: Path, S: int, lr: float, seed: int) -> Path:
 def _one(args: tuple) -> dict:
     """Worker: run (or reuse) one grid point; returns its CSV row."""
     out, S, lr, seed, acfg = args
-    from real.async_loop import run_async  # torch imported in the worker
+    from rolloutlab.real.async_loop import run_async  # torch imported in the worker
 
     d = run_dir(out, S, lr, seed)
     if not (d / "collapse.json").exists():
@@ -113,9 +113,9 @@ def summarize_run(d: Path, S: int, lr: float, seed: int) -> dict:
 
 def prepare_warm_start(out: Path, base: AsyncConfig) -> None:
     """Train (or load) the shared warm start in ``out/warmstart`` once, before the grid."""
-    from real.model import load_config
-    from real.task import heldout_problems
-    from real.warmstart import cached_warm_start
+    from rolloutlab.real.model import load_config
+    from rolloutlab.real.task import heldout_problems
+    from rolloutlab.real.warmstart import cached_warm_start
 
     cfg = base.sync
     exclude = frozenset(p.prompt_text for p in heldout_problems(cfg.task, cfg.eval_size))

@@ -32,19 +32,19 @@ import polars as pl
 import torch
 from tqdm import tqdm
 
-from real import checkpoint, rundir
-from real.config import ConfigError, SyncConfig
-from real.engine import RolloutEngine, RolloutRequest, RolloutResult
-from real.engine_factory import engine_factory as make_engine_factory
-from real.evaluate import evaluate
-from real.grpo import group_advantages, informative_groups, overlong_penalty
-from real.learner import Learner, pack
-from real.model import load_config
-from real.sampling import SamplingParams
-from real.task import heldout_problems, is_correct, reward, sample_problems
-from real.warmstart import cached_warm_start
-from sim.controllers import Controller, parse_controller
-from sim.trace import STEP_SCHEMA, ROLLOUT_SCHEMA, TraceWriter, truncate_jsonl
+from rolloutlab.real import checkpoint, rundir
+from rolloutlab.real.config import ConfigError, SyncConfig
+from rolloutlab.real.engine import RolloutEngine, RolloutRequest, RolloutResult
+from rolloutlab.real.engine_factory import engine_factory as make_engine_factory
+from rolloutlab.real.evaluate import evaluate
+from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_penalty
+from rolloutlab.real.learner import Learner, pack
+from rolloutlab.real.model import load_config
+from rolloutlab.real.sampling import SamplingParams
+from rolloutlab.real.task import heldout_problems, is_correct, reward, sample_problems
+from rolloutlab.real.warmstart import cached_warm_start
+from rolloutlab.sim.controllers import Controller, parse_controller
+from rolloutlab.sim.trace import STEP_SCHEMA, ROLLOUT_SCHEMA, TraceWriter, truncate_jsonl
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from real.tokenizer import BOS_ID, EOS_ID, PROMPT_TAGS, TAGS, decode, encode
+from rolloutlab.real.tokenizer import BOS_ID, EOS_ID, PROMPT_TAGS, TAGS, decode, encode
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from real.task import TaskConfig, sample_n_digits
+from rolloutlab.real.task import TaskConfig, sample_n_digits
 
 
 def solution_lengths(cfg: TaskConfig, n: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from real.learner import pad_prompt_response
-from real.model import LlamaConfig, LlamaLM, build_model, load_pretrained, save_pretrained
-from real.task import Problem, TaskConfig, sample_problems
+from rolloutlab.real.learner import pad_prompt_response
+from rolloutlab.real.model import LlamaConfig, LlamaLM, build_model, load_pretrained, save_pretrained
+from rolloutlab.real.task import Problem, TaskConfig, sample_problems
 
 
 @dataclass(frozen=True)

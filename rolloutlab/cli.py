@@ -12,14 +12,14 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
-    "sim": "analysis.sim_command:sim",
-    "sweep": "analysis.sweep_command:sweep",
-    "stability": "sim.stability_cli:stability",
-    "calibrate": "calibration.cli:calibrate",
-    "validate": "calibration.cli:validate",
-    "real": "real.cli:real",
-    "compare": "analysis.compare_cli:compare",
-    "report": "analysis.compare_cli:report",
+    "sim": "rolloutlab.analysis.sim_command:sim",
+    "sweep": "rolloutlab.analysis.sweep_command:sweep",
+    "stability": "rolloutlab.sim.stability_cli:stability",
+    "calibrate": "rolloutlab.calibration.cli:calibrate",
+    "validate": "rolloutlab.calibration.cli:validate",
+    "real": "rolloutlab.real.cli:real",
+    "compare": "rolloutlab.analysis.compare_cli:compare",
+    "report": "rolloutlab.analysis.compare_cli:report",
 }
 
 

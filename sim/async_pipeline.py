@@ -37,13 +37,13 @@ import numpy as np
 import polars as pl
 import simpy
 
-from sim.controllers import Controller
-from sim.engine import Batch, Engine
-from sim.dynamics import step_lengths
-from sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
-from sim.pipeline_spec import PipelineConfig
-from sim.scenario import Scenario
-from sim.trace import STEP_SCHEMA
+from rolloutlab.sim.controllers import Controller
+from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.dynamics import step_lengths
+from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
+from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.trace import STEP_SCHEMA
 
 
 @dataclass

@@ -12,13 +12,13 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from sim.async_pipeline import run_pipeline
-from sim.controllers import parse_controller
-from sim.fastpath import run_sync_fast
-from sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
-from sim.pipeline import RunConfig, run_sync
-from sim.pipeline_spec import PipelineConfig
-from sim.scenario import Scenario
+from rolloutlab.sim.async_pipeline import run_pipeline
+from rolloutlab.sim.controllers import parse_controller
+from rolloutlab.sim.fastpath import run_sync_fast
+from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.scenario import Scenario
 
 SUMMARY_COLUMNS = ("controller", "pipeline", "steps", "wall_clock_s", "gen_time_s",
                    "slot_idle_frac", "straggler_rate", "mean_G", "rollouts", "tokens_per_s",

@@ -25,7 +25,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from sim.metrics import straggler_ratio
+from rolloutlab.sim.metrics import straggler_ratio
 
 
 @runtime_checkable

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import ndtr
 
-from sim.hashrng import hash_normal
+from rolloutlab.sim.hashrng import hash_normal
 
 @dataclass(frozen=True)
 class Drift:
@@ -146,7 +146,7 @@ def prompt_ids_for(step, n_prompts: int, dataset_size: int | None) -> np.ndarray
 
 
 def _data(name: str):
-    return resources.files("sim").joinpath("data", "lengths", name)
+    return resources.files("rolloutlab.sim").joinpath("data", "lengths", name)
 
 
 def math_group_lengths() -> np.ndarray:

@@ -29,9 +29,9 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from sim import engine_control
-from sim.batch import Batch
-from sim.cost import LinearCost
+from rolloutlab.sim import engine_control
+from rolloutlab.sim.batch import Batch
+from rolloutlab.sim.cost import LinearCost
 
 DISPATCH = ("round_robin", "least_loaded", "group")
 
@@ -337,7 +337,7 @@ class Engine:
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
         if config.paged:
-            from sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
+            from rolloutlab.sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
             worker_cls = PagedWorker
         else:
             worker_cls = Worker
@@ -395,4 +395,4 @@ class Engine:
 
 
 # (why at the bottom: sim.engine_reference uses Engine and Batch defined above)
-from sim.engine_reference import generate, reference_generate  # noqa: E402,F401
+from rolloutlab.sim.engine_reference import generate, reference_generate  # noqa: E402,F401

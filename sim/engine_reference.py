@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.cost import LinearCost
-from sim.engine import Batch, Engine, EngineConfig
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import Batch, Engine, EngineConfig
 
 
 def generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
@@ -48,7 +48,7 @@ def reference_generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: Lin
     preemption, chunked prefill).
     """
     if config.paged:
-        from sim.kv_reference import paged_reference
+        from rolloutlab.sim.kv_reference import paged_reference
         ref = paged_reference(lengths, prompt_tokens, cost, config)
         return ref.times, ref.features
     lengths = np.asarray(lengths)

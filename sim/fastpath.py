@@ -22,12 +22,12 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from sim.controllers import Controller, StaticG
-from sim.cost import LinearCost
-from sim.dynamics import prompt_ids_for, step_lengths
-from sim.engine import EngineConfig
-from sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
-from sim.trace_stream import RolloutSink
+from rolloutlab.sim.controllers import Controller, StaticG
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
+from rolloutlab.sim.trace_stream import RolloutSink
 
 CHUNK_ROWS = 1 << 17
 """Rollouts timed per vectorised block by default: ~30 arrays of 1 MiB at peak, while the

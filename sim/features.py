@@ -23,8 +23,8 @@ import heapq
 import numpy as np
 import simpy
 
-from sim.cost import LinearCost
-from sim.engine import Batch, Engine, EngineConfig
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import Batch, Engine, EngineConfig
 
 
 def assign_workers(n_prompts: int, G: int, prompt_tokens: np.ndarray, lengths_flat: np.ndarray,

@@ -21,8 +21,8 @@ from collections import OrderedDict, deque
 import numpy as np
 import simpy
 
-from sim.cost import LinearCost
-from sim.engine import Batch, EngineConfig, hold_until
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import Batch, EngineConfig, hold_until
 
 
 class PrefixCache:

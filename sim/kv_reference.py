@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from sim.cost import LinearCost
-from sim.engine import Batch, Engine, EngineConfig
-from sim.kv import PrefixCache
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import Batch, Engine, EngineConfig
+from rolloutlab.sim.kv import PrefixCache
 
 TIMELINE_COLUMNS = ("worker", "t_start_s", "dt_s", "running", "context_tokens",
                     "prefill_tokens", "kv_blocks_used", "waiting")

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sim.hashrng import hash_normal, hash_uniform
+from rolloutlab.sim.hashrng import hash_normal, hash_uniform
 
 
 class LengthModel(Protocol):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from sim.dynamics import servegen_lengths
-from sim.roofline import roofline, roofline_cost
-from sim.scenario import Scenario
+from rolloutlab.sim.dynamics import servegen_lengths
+from rolloutlab.sim.roofline import roofline, roofline_cost
+from rolloutlab.sim.scenario import Scenario
 
 
 def apply_overrides(sc: Scenario, *, workers: int | None = None, model: str | None = None,

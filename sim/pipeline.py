@@ -23,12 +23,12 @@ import numpy as np
 import polars as pl
 import simpy
 
-from sim.controllers import Controller
-from sim.dynamics import prompt_ids_for, step_lengths
-from sim.engine import Batch, Engine
-from sim.lengths import finish_reasons
-from sim.scenario import Scenario
-from sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
+from rolloutlab.sim.controllers import Controller
+from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
+from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sim.cost import LinearCost
-from sim.hardware import Accelerator, ModelConfig, get_gpu, get_model
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.hardware import Accelerator, ModelConfig, get_gpu, get_model
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from sim.cost import LinearCost
-from sim.engine import EngineConfig
-from sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 
 FORMAT = "rolloutlab.calibration"
 VERSION = 1
@@ -153,7 +153,7 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     """
     name = str(path_or_name)
     if name in bundled_scenarios():
-        text = resources.files("sim").joinpath("data", f"{name}.json").read_text()
+        text = resources.files("rolloutlab.sim").joinpath("data", f"{name}.json").read_text()
         path = f"sim/data/{name}.json"
     else:
         p = Path(name)
@@ -170,7 +170,7 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
 
 def bundled_scenarios() -> list[str]:
     """Names of the scenarios shipped in ``sim/data``."""
-    folder = resources.files("sim").joinpath("data")
+    folder = resources.files("rolloutlab.sim").joinpath("data")
     if not folder.is_dir():
         return []
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))

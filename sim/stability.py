@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from sim.staleness import StalenessParams, predict_eta_max, simulate_batch
+from rolloutlab.sim.staleness import StalenessParams, predict_eta_max, simulate_batch
 
 CSV_COLUMNS = ["S", "lr", "seed", "collapsed", "t_collapse", "M_collapse", "regime",
                "cos_sim_mean", "failure", "drift_final", "eta_max_pred"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from sim.outdir import OutDirError, claim_out_dir
-from sim.staleness import StalenessParams
+from rolloutlab.sim.outdir import OutDirError, claim_out_dir
+from rolloutlab.sim.staleness import StalenessParams
 
 
 def _parse_list(option: str, text: str, cast, check, expected: str) -> list:
@@ -57,7 +57,7 @@ def stability(S_text: str, lr_text: str | None, T: int, seeds: int, batch: int |
     """
     import numpy as np
 
-    from sim.stability import default_lrs, plot_phase_diagram, run_grid, summarize
+    from rolloutlab.sim.stability import default_lrs, plot_phase_diagram, run_grid, summarize
 
     S_values = _parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     lrs = (default_lrs().tolist() if lr_text is None else

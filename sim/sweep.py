@@ -15,9 +15,9 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from sim.compare import SUMMARY_COLUMNS, run_comparison
-from sim.pipeline import RunConfig
-from sim.scenario import Scenario
+from rolloutlab.sim.compare import SUMMARY_COLUMNS, run_comparison
+from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.scenario import Scenario
 
 AXES = ("prompts", "workers", "max_num_seqs", "seed")
 """Grid axes, in the order of the output columns and of the loop (last varies fastest)."""

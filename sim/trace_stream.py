@@ -13,7 +13,7 @@ import os
 import polars as pl
 import pyarrow.parquet as pq
 
-from sim.trace import ROLLOUT_SCHEMA
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 
 
 class RolloutSink:

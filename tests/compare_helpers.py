@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from calibration.prompt_lengths import PromptLognormalLengths
-from sim import trace
-from sim.cost import LinearCost
-from sim.engine import EngineConfig, generate
-from sim.lengths import finish_reasons
+from rolloutlab.calibration.prompt_lengths import PromptLognormalLengths
+from rolloutlab.sim import trace
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.lengths import finish_reasons
 
 COST = LinearCost(a_s=2e-3, b_s=5e-5, c_s=1e-6, prefill_s_per_token=3e-5)
 LENGTHS = PromptLognormalLengths(alpha=1.0, beta=1.0, sigma_prompt=0.1, sigma_within=0.3, max_response_length=72)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from sim.cost import ConstantCost, LinearCost
-from sim.engine import EngineConfig
-from sim.lengths import LognormalLengths
-from sim.scenario import FORMAT, VERSION, Scenario
+from rolloutlab.sim.cost import ConstantCost, LinearCost
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.sim.scenario import FORMAT, VERSION, Scenario
 
 
 @pytest.fixture

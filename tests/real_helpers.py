@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from real.config import SyncConfig
-from real.task import TaskConfig
-from real.warmstart import WarmStartConfig
+from rolloutlab.real.config import SyncConfig
+from rolloutlab.real.task import TaskConfig
+from rolloutlab.real.warmstart import WarmStartConfig
 
 
 def tiny_config(**kw) -> SyncConfig:

@@ -9,16 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from sim.async_pipeline import run_pipeline
-from sim.controllers import SAGC, StaticG
-from sim.cost import LinearCost
-from sim.engine import EngineConfig
-from sim.lengths import LognormalLengths
-from sim.metrics import consumed, drop_bias, learner_idle_fraction, staleness, staleness_histogram
-from sim.pipeline import RunConfig, run_sync
-from sim.pipeline_spec import PipelineConfig, parse_pipeline
-from sim.scenario import Scenario
-from sim.trace import validate
+from rolloutlab.sim.async_pipeline import run_pipeline
+from rolloutlab.sim.controllers import SAGC, StaticG
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.sim.metrics import consumed, drop_bias, learner_idle_fraction, staleness, staleness_histogram
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.trace import validate
 
 
 def phase_scenario(gen_s: float, train_s: float, sync_s: float = 0.0, weight_bytes: float = 0.0,

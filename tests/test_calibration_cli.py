@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
-from sim.scenario import CalibrationError, load_scenario
+from rolloutlab.sim.scenario import CalibrationError, load_scenario
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events
 
 

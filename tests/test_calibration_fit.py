@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration.cost_fit import (StepDraw, draw_step_lengths, fit_decode, fit_learner,
+from rolloutlab.calibration.cost_fit import (StepDraw, draw_step_lengths, fit_decode, fit_learner,
                                   predict_gen_s, step_features)
-from calibration.icc import bundled_icc, icc_log_lengths
-from calibration.lengths_fit import (StepLengthStats, censored_moments, fit_step,
+from rolloutlab.calibration.icc import bundled_icc, icc_log_lengths
+from rolloutlab.calibration.lengths_fit import (StepLengthStats, censored_moments, fit_step,
                                      split_sigma)
-from sim.engine import EngineConfig, reference_generate
-from sim.cost import LinearCost
-from sim.features import schedule_features
+from rolloutlab.sim.engine import EngineConfig, reference_generate
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.features import schedule_features
 
 
 @settings(max_examples=25, deadline=None)

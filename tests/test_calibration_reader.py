@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from calibration.verl_fit import VerlFitConfig, step_data
-from calibration.verl_tb import VerlLogError, read_run
+from rolloutlab.calibration.verl_fit import VerlFitConfig, step_data
+from rolloutlab.calibration.verl_tb import VerlLogError, read_run
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events
 
 

@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analysis.collapse_compare import (GridError, agreement, fit_collapse, predict, read_grid,
+from rolloutlab.analysis.collapse_compare import (GridError, agreement, fit_collapse, predict, read_grid,
                                        scaling_by_S, split_grid)
 from rolloutlab.cli import main
-from sim.stability import run_grid
-from sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.stability import run_grid
+from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
 
 T = 200
 TRUE = replace(StalenessParams(), lag_sensitivity=20.0, R_batch=0.8, R_crit=8.0, sigma_prompt=12.0)

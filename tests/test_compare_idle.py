@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from analysis.finish_fit import finish_features, fit_finish_times
-from analysis.idle_compare import IdleCompareConfig, compare_idle
-from analysis.run_input import RunInputError, load_run, step_layouts
-from calibration.prompt_lengths import fit_prompt_lognormal
+from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
+from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
+from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
+from rolloutlab.calibration.prompt_lengths import fit_prompt_lognormal
 from rolloutlab.cli import main
-from sim.cost import LinearCost
-from sim.engine import EngineConfig, generate
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate
 from tests.compare_helpers import COST, LENGTHS, write_run
 
 
@@ -120,7 +120,7 @@ def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
                 min_size=1, max_size=8),
        st.lists(st.integers(1, 60), min_size=1, max_size=5), st.integers(1, 6), st.integers(0, 99))
 def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, want, G, seed):
-    from calibration.prompt_lengths import fit_prompt_empirical
+    from rolloutlab.calibration.prompt_lengths import fit_prompt_empirical
     prompts = np.array([p for p, _ in obs])
     model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)
     L = model.sample(np.random.default_rng(seed), np.array(want), G)

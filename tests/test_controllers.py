@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.controllers import SAGC, StaticG, parse_controller, split_specs
+from rolloutlab.sim.controllers import SAGC, StaticG, parse_controller, split_specs
 
 
 def straggling_lengths(G: int, n_prompts: int, straggle: bool) -> list[list[int]]:

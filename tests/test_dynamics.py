@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.hashrng import hash_normal, hash_uniform
-from sim.dynamics import (DRIFTS, GroupLengths, derive_math_table, fit_icc,
+from rolloutlab.sim.hashrng import hash_normal, hash_uniform
+from rolloutlab.sim.dynamics import (DRIFTS, GroupLengths, derive_math_table, fit_icc,
                           math_group_lengths, prompt_ids_for, servegen_lengths, servegen_pmf)
 
 SHARED = Path("/work/shared/data")

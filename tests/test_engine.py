@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import ConstantCost, LinearCost
-from sim.engine import EngineConfig, generate, reference_generate
-from sim.metrics import slot_idle_fraction
+from rolloutlab.sim.cost import ConstantCost, LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
+from rolloutlab.sim.metrics import slot_idle_fraction
 
 
 @st.composite

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.cost import ConstantCost
-from sim.engine import Engine, EngineConfig
+from rolloutlab.sim.cost import ConstantCost
+from rolloutlab.sim.engine import Engine, EngineConfig
 
 
 def _engine():

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.controllers import SAGC, StaticG
-from sim.cost import LinearCost
-from sim.dynamics import GroupLengths
-from sim.engine import EngineConfig, generate
-from sim.fastpath import block_times, run_sync_fast, step_times
-from sim.pipeline import RunConfig, run_sync
-from sim.trace import ROLLOUT_SCHEMA
+from rolloutlab.sim.controllers import SAGC, StaticG
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.dynamics import GroupLengths
+from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.fastpath import block_times, run_sync_fast, step_times
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 
 
 @st.composite

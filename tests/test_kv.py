@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import ConstantCost, LinearCost
-from sim.engine import Engine, EngineConfig, generate
-from sim.kv_reference import paged_reference
+from rolloutlab.sim.cost import ConstantCost, LinearCost
+from rolloutlab.sim.engine import Engine, EngineConfig, generate
+from rolloutlab.sim.kv_reference import paged_reference
 
 
 @st.composite

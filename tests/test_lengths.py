@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.dynamics import GroupLengths, prompt_ids_for, step_lengths
-from sim.lengths import EmpiricalLengths, LognormalLengths
+from rolloutlab.sim.dynamics import GroupLengths, prompt_ids_for, step_lengths
+from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
 
 MODELS = {
     "lognormal": LognormalLengths(mu=5.0, sigma_prompt=0.6, sigma_within=0.5, max_response_length=3000,

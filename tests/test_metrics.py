@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.metrics import (busy_union_s, run_summary, slot_idle_fraction, step_metrics,
+from rolloutlab.sim.metrics import (busy_union_s, run_summary, slot_idle_fraction, step_metrics,
                          straggler_event, straggler_ratio)
 
 
@@ -61,8 +61,8 @@ def test_step_metrics_by_hand():
 
 
 def test_run_summary(tiny_scenario):
-    from sim.controllers import StaticG
-    from sim.pipeline import RunConfig, run_sync
+    from rolloutlab.sim.controllers import StaticG
+    from rolloutlab.sim.pipeline import RunConfig, run_sync
     rollouts, steps = run_sync(tiny_scenario, StaticG(4), RunConfig(steps=4, prompts=3))
     s = run_summary(rollouts, steps, tau=3.0)
     assert s["steps"] == 4 and s["rollouts"] == 4 * 3 * 4 and s["mean_G"] == 4

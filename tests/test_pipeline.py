@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from sim.controllers import SAGC, StaticG
-from sim.pipeline import RunConfig, run_sync
-from sim.trace import validate
+from rolloutlab.sim.controllers import SAGC, StaticG
+from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.trace import validate
 
 
 class Recorder(StaticG):

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from real.async_config import AsyncConfig  # noqa: E402
-from real.async_loop import AsyncRun, fresh_enough, run_async  # noqa: E402
-from real.async_workers import GeneratorDied  # noqa: E402
-from real.collapse import CollapseConfig, CollapseDetector  # noqa: E402
-from real.config import ConfigError  # noqa: E402
-from real.sync import run_sync  # noqa: E402
-from sim.metrics import pipeline_summary, staleness  # noqa: E402
-from sim.trace import read  # noqa: E402
+from rolloutlab.real.async_config import AsyncConfig  # noqa: E402
+from rolloutlab.real.async_loop import AsyncRun, fresh_enough, run_async  # noqa: E402
+from rolloutlab.real.async_workers import GeneratorDied  # noqa: E402
+from rolloutlab.real.collapse import CollapseConfig, CollapseDetector  # noqa: E402
+from rolloutlab.real.config import ConfigError  # noqa: E402
+from rolloutlab.real.sync import run_sync  # noqa: E402
+from rolloutlab.sim.metrics import pipeline_summary, staleness  # noqa: E402
+from rolloutlab.sim.trace import read  # noqa: E402
 from tests.real_helpers import tiny_config  # noqa: E402
 
 TIMING = ["run_id", "t_submit", "t_first_token", "t_finish"]
@@ -141,8 +141,8 @@ def test_nan_kl_and_ratio_criteria_fire_at_once_and_the_first_failure_sticks(kw,
 
 
 def test_a_tiny_stability_grid_writes_the_simulator_columns(tmp_path):
-    from real.stability import CSV_COLUMNS, GridConfig, run_grid
-    from sim.stability import CSV_COLUMNS as SIM_COLUMNS
+    from rolloutlab.real.stability import CSV_COLUMNS, GridConfig, run_grid
+    from rolloutlab.sim.stability import CSV_COLUMNS as SIM_COLUMNS
 
     grid = GridConfig(S_values=(2,), lrs=(1e-4, 0.5), seeds=1, jobs=2,
                       base=AsyncConfig(sync=tiny_config(steps=3, eval_every=3, checkpoint_every=3)))

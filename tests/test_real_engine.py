@@ -5,11 +5,11 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from real.engine import RolloutRequest, TorchEngine  # noqa: E402
-from real.learner import pack, token_logprobs  # noqa: E402
-from real.model import build_model, load_config  # noqa: E402
-from real.sampling import SamplingParams, sample  # noqa: E402
-from real.task import Problem  # noqa: E402
+from rolloutlab.real.engine import RolloutRequest, TorchEngine  # noqa: E402
+from rolloutlab.real.learner import pack, token_logprobs  # noqa: E402
+from rolloutlab.real.model import build_model, load_config  # noqa: E402
+from rolloutlab.real.sampling import SamplingParams, sample  # noqa: E402
+from rolloutlab.real.task import Problem  # noqa: E402
 
 
 class TickClock:

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from real.grpo import group_advantages, grpo_loss, informative_groups, overlong_penalty  # noqa: E402
+from rolloutlab.real.grpo import group_advantages, grpo_loss, informative_groups, overlong_penalty  # noqa: E402
 
 
 def test_advantages_are_normalised_with_the_unbiased_group_std():

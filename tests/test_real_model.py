@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from real.model import KVCache, build_model, load_config, load_pretrained, save_pretrained  # noqa: E402
+from rolloutlab.real.model import KVCache, build_model, load_config, load_pretrained, save_pretrained  # noqa: E402
 
 
 @pytest.fixture(scope="module")

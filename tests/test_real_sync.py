@@ -12,13 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from real import checkpoint  # noqa: E402
-from real.config import ConfigError  # noqa: E402
-from real.rundir import RunDirError  # noqa: E402
-from real.sync import SyncRun, run_sync  # noqa: E402
-from sim.controllers import StaticG  # noqa: E402
-from sim.metrics import run_summary, step_metrics  # noqa: E402
-from sim.trace import read  # noqa: E402
+from rolloutlab.real import checkpoint  # noqa: E402
+from rolloutlab.real.config import ConfigError  # noqa: E402
+from rolloutlab.real.rundir import RunDirError  # noqa: E402
+from rolloutlab.real.sync import SyncRun, run_sync  # noqa: E402
+from rolloutlab.sim.controllers import StaticG  # noqa: E402
+from rolloutlab.sim.metrics import run_summary, step_metrics  # noqa: E402
+from rolloutlab.sim.trace import read  # noqa: E402
 from tests.real_helpers import tiny_config  # noqa: E402
 
 

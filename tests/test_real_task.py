@@ -3,9 +3,9 @@
 import numpy as np
 from hypothesis import given, strategies as st
 
-from real.task import Problem, TaskConfig, heldout_problems, is_correct, is_long_format, reward, \
+from rolloutlab.real.task import Problem, TaskConfig, heldout_problems, is_correct, is_long_format, reward, \
     sample_n_digits, sample_problems
-from real.tokenizer import EOS_ID, decode, encode
+from rolloutlab.real.tokenizer import EOS_ID, decode, encode
 
 digits = st.lists(st.integers(0, 9), min_size=1, max_size=16).map(tuple)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost import ConstantCost, LinearCost
-from sim.engine import EngineConfig, generate
-from sim.hardware import GPUS, MODELS, get_model
-from sim.kv_reference import paged_reference
-from sim.roofline import roofline, roofline_cost
+from rolloutlab.sim.cost import ConstantCost, LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.hardware import GPUS, MODELS, get_model
+from rolloutlab.sim.kv_reference import paged_reference
+from rolloutlab.sim.roofline import roofline, roofline_cost
 
 
 @pytest.mark.parametrize("name, billions", [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.staleness import (StalenessParams, predict_eta_max, simulate, simulate_batch,
+from rolloutlab.sim.staleness import (StalenessParams, predict_eta_max, simulate, simulate_batch,
                            staleness_schedule)
 
 P = StalenessParams()

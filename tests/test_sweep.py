@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutlab.cli import main
-from sim.compare import run_comparison
-from sim.cost import LinearCost
-from sim.pipeline import RunConfig
-from sim.sweep import AXES, grid, run_sweep, sweep_means
+from rolloutlab.sim.compare import run_comparison
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.sweep import AXES, grid, run_sweep, sweep_means
 
 SPECS = ["static:2", "static:4", "sagc"]
 

@@ -9,9 +9,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from sim import trace
-from sim.controllers import StaticG
-from sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim import trace
+from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.pipeline import RunConfig, run_sync
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import dataclasses
 import polars as pl
 import pytest
 
-from real.engines.vllm_convert import (ClockAnchor, ClockError, VllmOutputError, read_anchor,
+from rolloutlab.real.engines.vllm_convert import (ClockAnchor, ClockError, VllmOutputError, read_anchor,
                                        rollout_result, rollout_results, sampled_logprobs)
-from sim.trace import ROLLOUT_SCHEMA, validate
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA, validate
 from tests.vllm_fixtures import MONO0, WALL0, Logprob, make_output
 
 ANCHOR = ClockAnchor(run_s=10.0, wall_s=WALL0, mono_s=MONO0)

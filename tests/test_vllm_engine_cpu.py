@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from real.engine_factory import EngineUnavailable, check_engine, engine_factory
-from real.engines.vllm_engine import VllmConfig, sampling_params_kwargs, vllm_available
-from real.engines.vllm_worker import WeightSyncExtension
-from real.sampling import SamplingParams
+from rolloutlab.real.engine_factory import EngineUnavailable, check_engine, engine_factory
+from rolloutlab.real.engines.vllm_engine import VllmConfig, sampling_params_kwargs, vllm_available
+from rolloutlab.real.engines.vllm_worker import WeightSyncExtension
+from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.cli import main
 
 no_vllm = pytest.mark.skipif(vllm_available(), reason="vllm is installed here")
@@ -66,7 +66,7 @@ def test_vllm_config_is_frozen_with_documented_defaults():
 
 def test_worker_extension_loads_hf_named_weights_into_the_model():
     torch = pytest.importorskip("torch")
-    from real.model import build_model, load_config
+    from rolloutlab.real.model import build_model, load_config
 
     src, dst = build_model(load_config(), seed=1), build_model(load_config(), seed=2)
 
@@ -87,7 +87,7 @@ def test_worker_extension_loads_hf_named_weights_into_the_model():
 
 
 def test_sync_config_records_the_engine(tmp_path):
-    from real.config import ConfigError, SyncConfig
+    from rolloutlab.real.config import ConfigError, SyncConfig
 
     assert SyncConfig(engine="vllm").to_dict()["engine"] == "vllm"
     assert SyncConfig.from_dict({k: v for k, v in SyncConfig().to_dict().items() if k != "engine"}).engine == "torch"

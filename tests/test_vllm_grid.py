@@ -9,12 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from calibration.vllm_compare import sim_vs_measured, step_lengths, summary_markdown
-from calibration.vllm_grid import (CellTiming, EngineLimits, GridCell, GridSpec, fit_grid,
+from rolloutlab.calibration.vllm_compare import sim_vs_measured, step_lengths, summary_markdown
+from rolloutlab.calibration.vllm_grid import (CellTiming, EngineLimits, GridCell, GridSpec, fit_grid,
                                    grid_calibration, plan_grid)
-from sim.cost import LinearCost
-from sim.engine import EngineConfig, generate, reference_generate
-from sim.scenario import load_scenario, scenario_from_dict
+from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
+from rolloutlab.sim.scenario import load_scenario, scenario_from_dict
 
 LIMITS = EngineLimits(max_num_seqs=64, max_model_len=1024, kv_cache_tokens=40_000, max_num_batched_tokens=16_384)
 TRUE = LinearCost(a_s=4e-3, b_s=2e-5, c_s=3e-8, prefill_s_per_token=6e-6)
@@ -139,7 +139,7 @@ def test_cli_vllm_compare_writes_the_table(tmp_path):
     from click.testing import CliRunner
 
     from rolloutlab.cli import main
-    from sim.trace import write_parquet
+    from rolloutlab.sim.trace import write_parquet
 
     eng = EngineConfig(n_workers=1, max_num_seqs=8)
     run = tmp_path / "run"

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from real.engine import RolloutResult
+from rolloutlab.real.engine import RolloutResult
 
 FINISH_REASONS = ("stop", "length", "abort")
 """vLLM's ``CompletionOutput.finish_reason`` values that map onto the trace's names as is."""

@@ -40,14 +40,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from real.engine import RolloutRequest, RolloutResult
-from real.engines.vllm_convert import read_anchor, rollout_results
-from real.sampling import SamplingParams
-from real.tokenizer import EOS_ID
+from rolloutlab.real.engine import RolloutRequest, RolloutResult
+from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
+from rolloutlab.real.sampling import SamplingParams
+from rolloutlab.real.tokenizer import EOS_ID
 
 VLLM_VERSION = "0.24.0"
 """The vLLM release this module was written against (``pyproject.toml`` extra ``gpu``)."""
-WORKER_EXTENSION = "real.engines.vllm_worker.WeightSyncExtension"
+WORKER_EXTENSION = "rolloutlab.real.engines.vllm_worker.WeightSyncExtension"
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class VllmEngine:
         if not vllm_available():
             raise RuntimeError("the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
                                f"on a CUDA machine; built against vllm=={VLLM_VERSION})")
-        from real.model import save_pretrained
+        from rolloutlab.real.model import save_pretrained
 
         self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
         self.policy_version = 0
