@@ -21,6 +21,8 @@ demo: $(STAMP)
 	$(BIN)/rolloutlab sim --out runs/demo
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -x -p no:cacheprovider
 
 bench: $(STAMP)

@@ -33,9 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy import optimize
-
 from rolloutlab.sim.staleness import StalenessParams, simulate_batch
+from scipy import optimize
 
 GRID_COLUMNS = ("S", "lr", "seed", "collapsed", "t_collapse", "M_collapse")
 FITTED = ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")
@@ -44,6 +43,9 @@ SPLITS = ("lr", "seed")
 
 class GridError(ValueError):
     """A stability grid that cannot be fitted; the message names the file and the problem."""
+
+
+DEFAULT_PARAMS = StalenessParams()  # frozen defaults shared by the fits below
 
 
 def read_grid(path: str | Path) -> pl.DataFrame:
@@ -59,18 +61,33 @@ def read_grid(path: str | Path) -> pl.DataFrame:
     df = pl.read_csv(csv, infer_schema_length=None)
     missing = [c for c in GRID_COLUMNS if c not in df.columns]
     if missing:
-        raise GridError(f"{csv}: missing column(s) {missing}; expected at least {list(GRID_COLUMNS)}")
-    df = df.with_columns(pl.col("collapsed").cast(pl.Utf8).str.to_lowercase().is_in(["true", "1"]).alias("collapsed"),
-                         pl.col("S").cast(pl.Int64), pl.col("seed").cast(pl.Int64), pl.col("lr").cast(pl.Float64),
-                         pl.col("t_collapse").cast(pl.Int64), pl.col("M_collapse").cast(pl.Int64))
+        raise GridError(
+            f"{csv}: missing column(s) {missing}; expected at least {list(GRID_COLUMNS)}"
+        )
+    df = df.with_columns(
+        pl.col("collapsed")
+        .cast(pl.Utf8)
+        .str.to_lowercase()
+        .is_in(["true", "1"])
+        .alias("collapsed"),
+        pl.col("S").cast(pl.Int64),
+        pl.col("seed").cast(pl.Int64),
+        pl.col("lr").cast(pl.Float64),
+        pl.col("t_collapse").cast(pl.Int64),
+        pl.col("M_collapse").cast(pl.Int64),
+    )
     n_points = df.select("S", "lr").unique().height
     if n_points < 2:
-        raise GridError(f"{csv}: {df.height} run(s) at {n_points} (S, lr) point; a fit and a held-out "
-                        "prediction need a grid of at least two points")
+        raise GridError(
+            f"{csv}: {df.height} run(s) at {n_points} (S, lr) point; a fit and a held-out "
+            "prediction need a grid of at least two points"
+        )
     bad = df.filter(pl.col("collapsed") & pl.col("t_collapse").is_null())
     if bad.height:
-        raise GridError(f"{csv}: run S={bad['S'][0]}, lr={bad['lr'][0]}, seed={bad['seed'][0]} collapsed "
-                        "without t_collapse")
+        raise GridError(
+            f"{csv}: run S={bad['S'][0]}, lr={bad['lr'][0]}, seed={bad['seed'][0]} collapsed "
+            "without t_collapse"
+        )
     return df
 
 
@@ -80,7 +97,9 @@ def split_grid(df: pl.DataFrame, by: str = "lr") -> tuple[pl.DataFrame, pl.DataF
         raise GridError(f"split {by!r}: expected one of {SPLITS}")
     values = sorted(df[by].unique().to_list())
     if len(values) < 2:
-        raise GridError(f"split by {by}: the grid has a single {by} value ({values}); need two or more")
+        raise GridError(
+            f"split by {by}: the grid has a single {by} value ({values}); need two or more"
+        )
     fit_values = values[0::2]
     mask = pl.col(by).is_in(fit_values)
     return df.filter(mask), df.filter(~mask)
@@ -90,9 +109,11 @@ def predict(params: StalenessParams, df: pl.DataFrame, T: int) -> pl.DataFrame:
     """Model runs at the rows of ``df`` (same S, lr, seed): adds ``predicted_collapsed``,
     ``predicted_t_collapse``, ``predicted_M_collapse``."""
     res = simulate_batch(params, df["S"].to_numpy(), df["lr"].to_numpy(), T, df["seed"].to_numpy())
-    return df.with_columns(pl.Series("predicted_collapsed", [r.collapsed for r in res]),
-                           pl.Series("predicted_t_collapse", [r.t_collapse for r in res], dtype=pl.Int64),
-                           pl.Series("predicted_M_collapse", [r.M_collapse for r in res], dtype=pl.Int64))
+    return df.with_columns(
+        pl.Series("predicted_collapsed", [r.collapsed for r in res]),
+        pl.Series("predicted_t_collapse", [r.t_collapse for r in res], dtype=pl.Int64),
+        pl.Series("predicted_M_collapse", [r.M_collapse for r in res], dtype=pl.Int64),
+    )
 
 
 def _horizon(t: np.ndarray, T: int) -> np.ndarray:
@@ -114,17 +135,22 @@ def noise_from_cosine(df: pl.DataFrame, batch_prompts: int) -> float | None:
     """
     if "cos_sim_mean" not in df.columns:
         return None
-    rows = df.filter(~pl.col("collapsed") & (pl.col("lr") <= df["lr"].median())
-                     & pl.col("cos_sim_mean").cast(pl.Float64).is_finite())
+    rows = df.filter(
+        ~pl.col("collapsed")
+        & (pl.col("lr") <= df["lr"].median())
+        & pl.col("cos_sim_mean").cast(pl.Float64).is_finite()
+    )
     if rows.height == 0:
         return None
     c = min(max(float(rows["cos_sim_mean"].cast(pl.Float64).median()), 0.005), 0.99)
     return math.sqrt(1.0 / c - 1.0) * math.sqrt(batch_prompts)
 
 
-def initial_guess(df: pl.DataFrame, T: int, base: StalenessParams = StalenessParams()) -> np.ndarray:
+def initial_guess(df: pl.DataFrame, T: int, base: StalenessParams = DEFAULT_PARAMS) -> np.ndarray:
     """Closed-form start ``log(lag_sensitivity, sigma_prompt, R_batch, R_crit)`` (module docstring)."""
-    late = df.filter(pl.col("collapsed") & (pl.col("t_collapse") > 2 * pl.col("S").clip(lower_bound=1)))
+    late = df.filter(
+        pl.col("collapsed") & (pl.col("t_collapse") > 2 * pl.col("S").clip(lower_bound=1))
+    )
     coll = df.filter(pl.col("collapsed"))
     if late.height:
         r_crit = float((late["t_collapse"] * late["lr"]).median())
@@ -156,8 +182,9 @@ class CollapseFit:
     """``cosine`` (sigma_prompt set by :func:`noise_from_cosine`) or ``fit``."""
 
 
-def fit_collapse(df: pl.DataFrame, T: int, base: StalenessParams = StalenessParams(),
-                 max_evals: int = 300) -> CollapseFit:
+def fit_collapse(
+    df: pl.DataFrame, T: int, base: StalenessParams = DEFAULT_PARAMS, max_evals: int = 300
+) -> CollapseFit:
     """Fit ``lag_sensitivity, sigma_prompt, R_batch, R_crit`` to grid rows ``df`` (module docstring).
 
     Raises GridError on an empty grid or T < 1.
@@ -184,9 +211,17 @@ def fit_collapse(df: pl.DataFrame, T: int, base: StalenessParams = StalenessPara
     best = None
     start = x0
     for _ in range(3):  # why restarts: Nelder-Mead on a piecewise-constant loss stalls on plateaus
-        res = optimize.minimize(loss, start, method="Nelder-Mead",
-                                options={"maxfev": max_evals // 3, "xatol": 0.01, "fatol": 1e-4,
-                                         "initial_simplex": start + 0.3 * np.vstack([np.zeros(k), np.eye(k)])})
+        res = optimize.minimize(
+            loss,
+            start,
+            method="Nelder-Mead",
+            options={
+                "maxfev": max_evals // 3,
+                "xatol": 0.01,
+                "fatol": 1e-4,
+                "initial_simplex": start + 0.3 * np.vstack([np.zeros(k), np.eye(k)]),
+            },
+        )
         if best is None or res.fun < best.fun:
             best = res
         start = best.x
@@ -195,18 +230,30 @@ def fit_collapse(df: pl.DataFrame, T: int, base: StalenessParams = StalenessPara
     return CollapseFit(params, float(best.fun), agree, n_eval, "fit" if sigma is None else "cosine")
 
 
-def scaling_by_S(df: pl.DataFrame, collapsed: str = "collapsed", M: str = "M_collapse") -> pl.DataFrame:
+def scaling_by_S(
+    df: pl.DataFrame, collapsed: str = "collapsed", M: str = "M_collapse"
+) -> pl.DataFrame:
     """Per S: ``eta_collapse`` (smallest lr with at least half the seeds collapsed; null
     if none), ``S_eta_collapse = max(S, 1) * eta_collapse`` and ``M_S_eta`` = median
     over collapsed runs of ``M_collapse * max(S, 1) * lr`` (null if none)."""
     frac = df.group_by("S", "lr").agg(pl.col(collapsed).cast(pl.Float64).mean().alias("frac"))
-    eta = frac.filter(pl.col("frac") >= 0.5).group_by("S").agg(pl.col("lr").min().alias("eta_collapse"))
+    eta = (
+        frac.filter(pl.col("frac") >= 0.5)
+        .group_by("S")
+        .agg(pl.col("lr").min().alias("eta_collapse"))
+    )
     s_eff = pl.col("S").clip(lower_bound=1)
-    m = (df.filter(pl.col(collapsed)).group_by("S")
-         .agg((pl.col(M) * s_eff * pl.col("lr")).median().alias("M_S_eta")))
+    m = (
+        df.filter(pl.col(collapsed))
+        .group_by("S")
+        .agg((pl.col(M) * s_eff * pl.col("lr")).median().alias("M_S_eta"))
+    )
     out = df.select("S").unique().join(eta, on="S", how="left").join(m, on="S", how="left")
-    return out.with_columns((pl.col("eta_collapse") * s_eff).alias("S_eta_collapse")).sort("S").select(
-        "S", "eta_collapse", "S_eta_collapse", "M_S_eta")
+    return (
+        out.with_columns((pl.col("eta_collapse") * s_eff).alias("S_eta_collapse"))
+        .sort("S")
+        .select("S", "eta_collapse", "S_eta_collapse", "M_S_eta")
+    )
 
 
 def agreement(pred: pl.DataFrame) -> dict:
@@ -215,22 +262,41 @@ def agreement(pred: pl.DataFrame) -> dict:
     (median ``|t_pred / t_meas - 1|`` over runs that collapsed on both sides; NaN if none)."""
     agree = float((pred["predicted_collapsed"] == pred["collapsed"]).mean())
     both = pred.filter(pl.col("collapsed") & pl.col("predicted_collapsed"))
-    mdape = (float(((both["predicted_t_collapse"] / both["t_collapse"]) - 1).abs().median())
-             if both.height else float("nan"))
-    return {"points": pred.height, "agreement": agree, "both_collapsed": both.height, "t_collapse_mdape": mdape,
-            "collapsed_measured": int(pred["collapsed"].sum()), "collapsed_predicted": int(pred["predicted_collapsed"].sum())}
+    mdape = (
+        float(((both["predicted_t_collapse"] / both["t_collapse"]) - 1).abs().median())
+        if both.height
+        else float("nan")
+    )
+    return {
+        "points": pred.height,
+        "agreement": agree,
+        "both_collapsed": both.height,
+        "t_collapse_mdape": mdape,
+        "collapsed_measured": int(pred["collapsed"].sum()),
+        "collapsed_predicted": int(pred["predicted_collapsed"].sum()),
+    }
 
 
-def scaling_table(real: pl.DataFrame, fitted: pl.DataFrame, sim: pl.DataFrame | None) -> pl.DataFrame:
+def scaling_table(
+    real: pl.DataFrame, fitted: pl.DataFrame, sim: pl.DataFrame | None
+) -> pl.DataFrame:
     """One row per S: the two scaling quantities from the real grid (``real_*``), from the
     fitted model run at every real grid point (``fitted_*``) and from the simulated grid
     (``sim_*``, when given). ``fitted`` is :func:`predict` output on the whole real grid."""
-    parts = [("real", scaling_by_S(real)),
-             ("fitted", scaling_by_S(fitted, "predicted_collapsed", "predicted_M_collapse"))]
+    parts = [
+        ("real", scaling_by_S(real)),
+        ("fitted", scaling_by_S(fitted, "predicted_collapsed", "predicted_M_collapse")),
+    ]
     if sim is not None:
         parts.append(("sim", scaling_by_S(sim)))
     out = None
     for side, df in parts:
-        df = df.select("S", *[pl.col(c).alias(f"{side}_{c}") for c in ("eta_collapse", "S_eta_collapse", "M_S_eta")])
+        df = df.select(
+            "S",
+            *[
+                pl.col(c).alias(f"{side}_{c}")
+                for c in ("eta_collapse", "S_eta_collapse", "M_S_eta")
+            ],
+        )
         out = df if out is None else out.join(df, on="S", how="full", coalesce=True)
     return out.sort("S")

@@ -26,20 +26,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
-
 from rolloutlab.analysis.run_input import StepLayout
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
+from scipy import optimize
 
-_UNIT_COSTS = (LinearCost(1, 0, 0, 0), LinearCost(0, 1, 0, 0), LinearCost(0, 0, 1, 0),
-               LinearCost(0, 0, 0, 1))
+_UNIT_COSTS = (
+    LinearCost(1, 0, 0, 0),
+    LinearCost(0, 1, 0, 0),
+    LinearCost(0, 0, 1, 0),
+    LinearCost(0, 0, 0, 1),
+)
 
 
-def finish_features(lengths: np.ndarray, prompt_tokens: np.ndarray, engine: EngineConfig) -> np.ndarray:
+def finish_features(
+    lengths: np.ndarray, prompt_tokens: np.ndarray, engine: EngineConfig
+) -> np.ndarray:
     """``(n_prompts * G, 4)`` schedule features of each rollout's finish (module docstring),
     rows in row-major (prompt, sample) order."""
-    cols = [reference_generate(lengths, prompt_tokens, unit, engine)[0]["t_finish"] for unit in _UNIT_COSTS]
+    cols = [
+        reference_generate(lengths, prompt_tokens, unit, engine)[0]["t_finish"]
+        for unit in _UNIT_COSTS
+    ]
     return np.column_stack(cols)
 
 
@@ -62,9 +70,18 @@ class FinishFit:
 
     def to_dict(self) -> dict:
         """JSON-serialisable dict (cost coefficients flattened)."""
-        return {**{k: v for k, v in self.cost.to_dict().items() if k in ("a_s", "b_s", "c_s", "prefill_s_per_token")},
-                "submit_delay_s": self.submit_delay_s, "rel_rmse": self.rel_rmse,
-                "n_rollouts": self.n_rollouts, "n_steps": self.n_steps, "dropped_steps": list(self.dropped_steps)}
+        return {
+            **{
+                k: v
+                for k, v in self.cost.to_dict().items()
+                if k in ("a_s", "b_s", "c_s", "prefill_s_per_token")
+            },
+            "submit_delay_s": self.submit_delay_s,
+            "rel_rmse": self.rel_rmse,
+            "n_rollouts": self.n_rollouts,
+            "n_steps": self.n_steps,
+            "dropped_steps": list(self.dropped_steps),
+        }
 
 
 def _nnls(blocks: list[np.ndarray], targets: list[np.ndarray]) -> np.ndarray:
@@ -73,7 +90,9 @@ def _nnls(blocks: list[np.ndarray], targets: list[np.ndarray]) -> np.ndarray:
     return optimize.nnls(X / scale, y)[0] / scale
 
 
-def fit_finish_times(layouts: list[StepLayout], engine: EngineConfig, trim: float | None = 1.25) -> FinishFit:
+def fit_finish_times(
+    layouts: list[StepLayout], engine: EngineConfig, trim: float | None = 1.25
+) -> FinishFit:
     """Fit :class:`FinishFit` to the measured finish times of ``layouts`` (module docstring).
 
     ``trim``: after a first fit, steps whose measured makespan exceeds ``trim`` times the
@@ -96,10 +115,14 @@ def fit_finish_times(layouts: list[StepLayout], engine: EngineConfig, trim: floa
     coef = _nnls(blocks, targets)
     keep = np.ones(len(layouts), dtype=bool)
     if trim is not None:
-        ratio = np.array([1.0 / max(float((b @ coef).max()), 1e-12) for b in blocks])  # measured / predicted
+        ratio = np.array(
+            [1.0 / max(float((b @ coef).max()), 1e-12) for b in blocks]
+        )  # measured / predicted
         keep = ratio <= trim * np.median(ratio)
         if keep.sum() >= 2 and not keep.all():
-            coef = _nnls([b for b, k in zip(blocks, keep) if k], [t for t, k in zip(targets, keep) if k])
+            coef = _nnls(
+                [b for b, k in zip(blocks, keep) if k], [t for t, k in zip(targets, keep) if k]
+            )
     X = np.vstack([b for b, k in zip(blocks, keep) if k])
     y = np.concatenate([t for t, k in zip(targets, keep) if k])
     rel_rmse = float(np.sqrt(np.mean((X @ coef - y) ** 2)))
@@ -108,12 +131,17 @@ def fit_finish_times(layouts: list[StepLayout], engine: EngineConfig, trim: floa
     return FinishFit(cost, float(coef[0]), rel_rmse, len(y), int(keep.sum()), dropped)
 
 
-def simulate_step(lengths: np.ndarray, prompt_tokens: np.ndarray, fit: FinishFit,
-                  engine: EngineConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def simulate_step(
+    lengths: np.ndarray, prompt_tokens: np.ndarray, fit: FinishFit, engine: EngineConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run one synchronous step on the SimPy engine with the fitted cost.
 
     Returns ``(worker, t_first_token, t_finish)``, each ``(n_prompts * G,)``, times in s
     from the step's submit (``submit_delay_s`` included).
     """
     batch = generate(lengths, prompt_tokens, fit.cost, engine)
-    return batch.worker, batch.t_first_token + fit.submit_delay_s, batch.t_finish + fit.submit_delay_s
+    return (
+        batch.worker,
+        batch.t_first_token + fit.submit_delay_s,
+        batch.t_finish + fit.submit_delay_s,
+    )

@@ -32,11 +32,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-
 from rolloutlab.analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
 from rolloutlab.analysis.run_input import RunData, StepLayout, step_layouts
-from rolloutlab.calibration.prompt_lengths import (PromptEmpiricalLengths, PromptLognormalLengths,
-                                       fit_prompt_empirical, fit_prompt_lognormal)
+from rolloutlab.calibration.prompt_lengths import (
+    PromptEmpiricalLengths,
+    PromptLognormalLengths,
+    fit_prompt_empirical,
+    fit_prompt_lognormal,
+)
 from rolloutlab.sim.lengths import finish_reasons
 from rolloutlab.sim.metrics import step_metrics
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA
@@ -63,7 +66,9 @@ class IdleCompareConfig:
 
     def __post_init__(self) -> None:
         if self.length_model not in ("empirical", "lognormal"):
-            raise ValueError(f"length model must be 'empirical' or 'lognormal', got {self.length_model!r}")
+            raise ValueError(
+                f"length model must be 'empirical' or 'lognormal', got {self.length_model!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -88,31 +93,49 @@ class IdleComparison:
     """The replayed run as a rollout table (trace schema, times from each step's submit)."""
 
 
-def _rows(run_id: str, lay: StepLayout, lengths: np.ndarray, worker, t_first, t_finish, cap: int) -> dict:
+def _rows(
+    run_id: str, lay: StepLayout, lengths: np.ndarray, worker, t_first, t_finish, cap: int
+) -> dict:
     n, G = lengths.shape
     size = n * G
-    return {"run_id": np.full(size, run_id, dtype=object), "step": np.full(size, lay.step),
-            "prompt_id": np.repeat(np.arange(n), G), "sample_idx": np.tile(np.arange(G), n),
-            "group_size": np.full(size, G), "policy_version": np.full(size, lay.step),
-            "learner_version": np.full(size, lay.step), "prompt_tokens": np.repeat(lay.prompt_tokens, G),
-            "response_tokens": lengths.ravel(), "finish_reason": finish_reasons(lengths.ravel(), cap),
-            "worker": worker, "t_submit": np.zeros(size), "t_first_token": t_first, "t_finish": t_finish}
+    return {
+        "run_id": np.full(size, run_id, dtype=object),
+        "step": np.full(size, lay.step),
+        "prompt_id": np.repeat(np.arange(n), G),
+        "sample_idx": np.tile(np.arange(G), n),
+        "group_size": np.full(size, G),
+        "policy_version": np.full(size, lay.step),
+        "learner_version": np.full(size, lay.step),
+        "prompt_tokens": np.repeat(lay.prompt_tokens, G),
+        "response_tokens": lengths.ravel(),
+        "finish_reason": finish_reasons(lengths.ravel(), cap),
+        "worker": worker,
+        "t_submit": np.zeros(size),
+        "t_first_token": t_first,
+        "t_finish": t_finish,
+    }
 
 
 def _table(columns: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, schema=ROLLOUT_SCHEMA)
+    return pl.DataFrame(
+        {k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, schema=ROLLOUT_SCHEMA
+    )
 
 
 def _metrics(rollouts: pl.DataFrame, tau: float, prefix: str) -> pl.DataFrame:
     m = step_metrics(rollouts, tau)
-    return m.select("step", pl.col("makespan_s").alias(f"{prefix}_makespan_s"),
-                    pl.col("slot_idle_frac").alias(f"{prefix}_idle_frac"),
-                    pl.col("straggler").alias(f"{prefix}_straggler"),
-                    pl.col("straggler_ratio").alias(f"{prefix}_straggler_ratio"))
+    return m.select(
+        "step",
+        pl.col("makespan_s").alias(f"{prefix}_makespan_s"),
+        pl.col("slot_idle_frac").alias(f"{prefix}_idle_frac"),
+        pl.col("straggler").alias(f"{prefix}_straggler"),
+        pl.col("straggler_ratio").alias(f"{prefix}_straggler_ratio"),
+    )
 
 
-def fit_lengths(layouts: list[StepLayout], cap: int, kind: str = "lognormal"
-                ) -> PromptLognormalLengths | PromptEmpiricalLengths:
+def fit_lengths(
+    layouts: list[StepLayout], cap: int, kind: str = "lognormal"
+) -> PromptLognormalLengths | PromptEmpiricalLengths:
     """The ``kind`` length model of the fit steps: every prompt group of every step is one group."""
     groups = [row for lay in layouts for row in lay.lengths]
     prompts = np.concatenate([lay.prompt_tokens for lay in layouts])
@@ -129,13 +152,16 @@ def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float
             w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine)
             cols.append(_rows(f"drawn-{r}", lay, L, w, t1, tf, run.max_response_length))
     table = _table(cols)
-    per_draw = pl.concat([step_metrics(df, tau) for _, df in table.group_by(["run_id"])])  # one table per draw
+    per_draw = pl.concat(
+        [step_metrics(df, tau) for _, df in table.group_by(["run_id"])]
+    )  # one table per draw
     return per_draw.group_by("step").agg(
         pl.col("makespan_s").mean().alias("predicted_makespan_s"),
         pl.col("slot_idle_frac").mean().alias("predicted_idle_frac"),
         (pl.col("straggler").mean() >= 0.5).alias("predicted_straggler"),
         pl.col("straggler_ratio").mean().alias("predicted_straggler_ratio"),
-        pl.col("straggler").mean().alias("drawn_straggler_prob"))
+        pl.col("straggler").mean().alias("drawn_straggler_prob"),
+    )
 
 
 def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> IdleComparison:
@@ -147,31 +173,53 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
     layouts = step_layouts(run)
     K = cfg.fit_steps if cfg.fit_steps is not None else len(layouts) // 2
     if K < 2 or K >= len(layouts):
-        raise ValueError(f"{run.path}: --fit-steps {K} with {len(layouts)} steps; need 2 <= K < "
-                         f"{len(layouts)} so that at least one step is held out")
+        raise ValueError(
+            f"{run.path}: --fit-steps {K} with {len(layouts)} steps; need 2 <= K < "
+            f"{len(layouts)} so that at least one step is held out"
+        )
     tau = cfg.tau if cfg.tau is not None else run.tau
     fit = fit_finish_times(layouts[:K], run.engine)
     model = fit_lengths(layouts[:K], run.max_response_length, cfg.length_model)
-    replay = _table([_rows("replay", lay, lay.lengths, *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
-                           run.max_response_length) for lay in layouts])
+    replay = _table(
+        [
+            _rows(
+                "replay",
+                lay,
+                lay.lengths,
+                *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
+                run.max_response_length,
+            )
+            for lay in layouts
+        ]
+    )
     measured = _metrics(run.rollouts, tau, "measured").join(
-        step_metrics(run.rollouts, tau).select("step", "group_size"), on="step")
-    per_step = (measured.join(_metrics(replay, tau, "replay"), on="step")
-                .join(_drawn(layouts, model, fit, run, cfg, tau), on="step")
-                .with_columns(pl.when(pl.col("step") < layouts[K].step).then(pl.lit("fit"))
-                              .otherwise(pl.lit("held_out")).alias("split")))
+        step_metrics(run.rollouts, tau).select("step", "group_size"), on="step"
+    )
+    per_step = (
+        measured.join(_metrics(replay, tau, "replay"), on="step")
+        .join(_drawn(layouts, model, fit, run, cfg, tau), on="step")
+        .with_columns(
+            pl.when(pl.col("step") < layouts[K].step)
+            .then(pl.lit("fit"))
+            .otherwise(pl.lit("held_out"))
+            .alias("split")
+        )
+    )
     per_step = _add_constant(per_step)
     return IdleComparison(per_step, summarize(per_step), fit, model, K, tau, replay)
 
 
 def _add_constant(per_step: pl.DataFrame) -> pl.DataFrame:
     fit = per_step.filter(pl.col("split") == "fit")
-    by_g = fit.group_by("group_size").agg(pl.col("measured_makespan_s").median().alias("constant_makespan_s"),
-                                          pl.col("measured_idle_frac").median().alias("constant_idle_frac"))
+    by_g = fit.group_by("group_size").agg(
+        pl.col("measured_makespan_s").median().alias("constant_makespan_s"),
+        pl.col("measured_idle_frac").median().alias("constant_idle_frac"),
+    )
     out = per_step.join(by_g, on="group_size", how="left")
     return out.with_columns(
         pl.col("constant_makespan_s").fill_null(fit["measured_makespan_s"].median()),
-        pl.col("constant_idle_frac").fill_null(fit["measured_idle_frac"].median())).sort("step")
+        pl.col("constant_idle_frac").fill_null(fit["measured_idle_frac"].median()),
+    ).sort("step")
 
 
 def _errors(df: pl.DataFrame, pred: str) -> dict:
@@ -179,13 +227,20 @@ def _errors(df: pl.DataFrame, pred: str) -> dict:
     idle_p, idle_m = df[f"{pred}_idle_frac"].to_numpy(), df["measured_idle_frac"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         idle_rel = np.abs(idle_p / idle_m - 1.0)
-    out = {"held_out_steps": df.height, "makespan_mdape": float(np.median(np.abs(rel))),
-           "makespan_mape": float(np.mean(np.abs(rel))), "makespan_bias": float(np.median(rel)),
-           "idle_mdape": float(np.median(idle_rel)), "idle_mae": float(np.mean(np.abs(idle_p - idle_m)))}
+    out = {
+        "held_out_steps": df.height,
+        "makespan_mdape": float(np.median(np.abs(rel))),
+        "makespan_mape": float(np.mean(np.abs(rel))),
+        "makespan_bias": float(np.median(rel)),
+        "idle_mdape": float(np.median(idle_rel)),
+        "idle_mae": float(np.mean(np.abs(idle_p - idle_m))),
+    }
     strag = f"{pred}_straggler"
     if strag in df.columns:
-        out.update(straggler_agreement=float((df[strag] == df["measured_straggler"]).mean()),
-                   straggler_rate_pred=float(df[strag].mean()))
+        out.update(
+            straggler_agreement=float((df[strag] == df["measured_straggler"]).mean()),
+            straggler_rate_pred=float(df[strag].mean()),
+        )
     else:
         out.update(straggler_agreement=float("nan"), straggler_rate_pred=float("nan"))
     out["straggler_rate_meas"] = float(df["measured_straggler"].mean())
@@ -196,8 +251,10 @@ def summarize(per_step: pl.DataFrame) -> pl.DataFrame:
     """Error table over the held-out steps of ``per_step`` (see :class:`IdleComparison`)."""
     held = per_step.filter(pl.col("split") == "held_out")
     rows = []
-    scopes = [("all", held)] + [(f"G={g}", held.filter(pl.col("group_size") == g))
-                                for g in sorted(held["group_size"].unique().to_list())]
+    scopes = [("all", held)] + [
+        (f"G={g}", held.filter(pl.col("group_size") == g))
+        for g in sorted(held["group_size"].unique().to_list())
+    ]
     if len(scopes) == 2:  # one G: its row would repeat "all"
         scopes = scopes[:1]
     for pred in PREDICTIONS:

@@ -7,15 +7,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import polars as pl
+import seaborn as sns
+from rolloutlab.sim.metrics import step_metrics
 
-from rolloutlab.sim.metrics import step_metrics  # noqa: E402
 
-
-def comparison_figure(rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path,
-                      tau: float) -> None:
+def comparison_figure(
+    rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path, tau: float
+) -> None:
     """Three panels, one line per controller (``run_id``): G per step, straggler ratio
     per step (with the threshold ``tau``), cumulative wall-clock (h). Writes ``path``."""
     per_step = []
@@ -25,20 +25,43 @@ def comparison_figure(rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | P
     m = pl.concat(per_step)
     wall = steps.sort("run_id", "step").with_columns(
         ((pl.col("t_end") - pl.col("t_start").min().over("run_id")) / 3600).alias("wall_clock_h"),
-        pl.col("run_id").alias("controller"))
+        pl.col("run_id").alias("controller"),
+    )
     order = list(dict.fromkeys(rollouts["run_id"].to_list()))  # same colour per controller
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-    sns.lineplot(m.to_pandas(), x="step", y="group_size", hue="controller", hue_order=order, ax=axes[0],
-                 drawstyle="steps-post")
+    sns.lineplot(
+        m.to_pandas(),
+        x="step",
+        y="group_size",
+        hue="controller",
+        hue_order=order,
+        ax=axes[0],
+        drawstyle="steps-post",
+    )
     axes[0].set_ylabel("group size G")
-    sns.lineplot(m.to_pandas(), x="step", y="straggler_ratio", hue="controller", hue_order=order, ax=axes[1],
-                 legend=False, alpha=0.7)
+    sns.lineplot(
+        m.to_pandas(),
+        x="step",
+        y="straggler_ratio",
+        hue="controller",
+        hue_order=order,
+        ax=axes[1],
+        legend=False,
+        alpha=0.7,
+    )
     axes[1].axhline(tau, color="k", ls="--", lw=1, label=f"tau = {tau:g}")
     axes[1].set_ylabel("straggler ratio max/median")
     axes[1].legend(loc="upper right")
-    sns.lineplot(wall.to_pandas(), x="step", y="wall_clock_h", hue="controller", hue_order=order, ax=axes[2],
-                 legend=False)
+    sns.lineplot(
+        wall.to_pandas(),
+        x="step",
+        y="wall_clock_h",
+        hue="controller",
+        hue_order=order,
+        ax=axes[2],
+        legend=False,
+    )
     axes[2].set_ylabel("cumulative wall-clock (h)")
     axes[2].set_xlabel("learner step")
     fig.tight_layout()
@@ -52,17 +75,34 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
     when it varies), mean and sd over seeds: wall clock (h) and throughput (tokens/s).
     ``runs``: :func:`sim.sweep.run_sweep` rows. Writes ``path``."""
     several = runs["max_num_seqs"].n_unique() > 1
-    layout = (pl.format("workers={}, max_num_seqs={}", "workers", "max_num_seqs") if several
-              else pl.format("workers={}", "workers"))
-    df = runs.with_columns((pl.col("wall_clock_s") / 3600).alias("wall_clock_h"),
-                           layout.alias("engine layout")).to_pandas()
+    layout = (
+        pl.format("workers={}, max_num_seqs={}", "workers", "max_num_seqs")
+        if several
+        else pl.format("workers={}", "workers")
+    )
+    df = runs.with_columns(
+        (pl.col("wall_clock_s") / 3600).alias("wall_clock_h"), layout.alias("engine layout")
+    ).to_pandas()
     order = list(dict.fromkeys(runs["controller"].to_list()))
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     ticks = sorted(set(runs["prompts"].to_list()))
-    for ax, y, label in ((axes[0], "wall_clock_h", "wall clock (h)"), (axes[1], "tokens_per_s", "tokens/s")):
-        sns.lineplot(df, x="prompts", y=y, hue="controller", hue_order=order, style="engine layout",
-                     markers=True, errorbar="sd", ax=ax, legend=ax is axes[1])
+    for ax, y, label in (
+        (axes[0], "wall_clock_h", "wall clock (h)"),
+        (axes[1], "tokens_per_s", "tokens/s"),
+    ):
+        sns.lineplot(
+            df,
+            x="prompts",
+            y=y,
+            hue="controller",
+            hue_order=order,
+            style="engine layout",
+            markers=True,
+            errorbar="sd",
+            ax=ax,
+            legend=ax is axes[1],
+        )
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()

@@ -12,8 +12,20 @@ from typing import Any
 
 import numpy as np
 
-LIBRARIES = ("rolloutlab", "numpy", "scipy", "simpy", "polars", "pyarrow", "matplotlib",
-             "seaborn", "click", "tensorboard", "torch", "vllm")
+LIBRARIES = (
+    "rolloutlab",
+    "numpy",
+    "scipy",
+    "simpy",
+    "polars",
+    "pyarrow",
+    "matplotlib",
+    "seaborn",
+    "click",
+    "tensorboard",
+    "torch",
+    "vllm",
+)
 
 
 def library_versions() -> dict[str, str | None]:
@@ -40,13 +52,26 @@ def describe(obj: Any) -> Any:
     (observed groups) becomes ``{"groups": count}`` (why: ``repr`` of a 4,096-value table
     is neither readable nor complete)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {"kind": type(obj).__name__,
-                **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+        return {
+            "kind": type(obj).__name__,
+            **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
     if isinstance(obj, (tuple, list)) and obj and all(isinstance(x, np.ndarray) for x in obj):
         return {"groups": len(obj)}
-    if isinstance(obj, np.ndarray) or (isinstance(obj, (tuple, list)) and len(obj) > 8
-                                       and all(isinstance(x, (int, float)) for x in obj)):
+    if isinstance(obj, np.ndarray) or (
+        isinstance(obj, (tuple, list))
+        and len(obj) > 8
+        and all(isinstance(x, (int, float)) for x in obj)
+    ):
         a = np.asarray(obj, dtype=np.float64)
-        return {"n": int(a.size), "min": float(a.min()), "median": float(np.median(a)),
-                "max": float(a.max())} if a.size else {"n": 0}
+        return (
+            {
+                "n": int(a.size),
+                "min": float(a.min()),
+                "median": float(np.median(a)),
+                "max": float(a.max()),
+            }
+            if a.size
+            else {"n": 0}
+        )
     return obj

@@ -18,11 +18,11 @@ import polars as pl
 
 CAPTIONS = {
     "idle_scatter.png": "Held-out steps: simulated against measured generation makespan (left) and slot "
-                        "idle fraction (right); on the dashed line the prediction is exact.",
+    "idle fraction (right); on the dashed line the prediction is exact.",
     "idle_timeseries.png": "Per step: group size, makespan, slot idle fraction and straggler ratio, "
-                           "measured (black) and predicted; grey = steps used to calibrate.",
+    "measured (black) and predicted; grey = steps used to calibrate.",
     "collapse.png": "Left: held-out grid runs, green where the fitted model predicts the measured "
-                    "class. Right: the two scaling laws per S; flat lines mean the law holds.",
+    "class. Right: the two scaling laws per S; flat lines mean the law holds.",
     "phase_diagram.png": "Collapsed fraction over seeds per (S, learning rate); black: closed-form eta_max.",
     "comparison.png": "Per controller: group size, straggler ratio and cumulative wall clock per step.",
 }
@@ -30,25 +30,27 @@ CAPTIONS = {
 
 INTRO = {
     "compare-idle": "A real synchronous GRPO run was traced. The simulator's cost model was fitted to the "
-                    "finish times of the first K steps and its length model to their response lengths; "
-                    "then every later step was simulated with the same group size and prompts, and the "
-                    "predicted generation makespan, slot idle fraction (padding waste while the slowest "
-                    "rollout finishes) and straggler events are compared with the measured ones. "
-                    "'drawn' draws lengths from the fitted model (the whole simulator); 'replay' uses the "
-                    "measured lengths (the engine and cost model only); 'constant' is the naive baseline.",
+    "finish times of the first K steps and its length model to their response lengths; "
+    "then every later step was simulated with the same group size and prompts, and the "
+    "predicted generation makespan, slot idle fraction (padding waste while the slowest "
+    "rollout finishes) and straggler events are compared with the measured ones. "
+    "'drawn' draws lengths from the fitted model (the whole simulator); 'replay' uses the "
+    "measured lengths (the engine and cost model only); 'constant' is the naive baseline.",
     "compare-collapse": "A stability grid (staleness S x learning rate x seed, each run marked collapsed or "
-                        "not, with its collapse step) was split in two. The collapse model's constants were "
-                        "fitted on one half and the other half predicted. Both scaling laws of the staleness "
-                        "paper (S * eta_max and M_collapse * S * eta roughly constant) are checked per S on "
-                        "the measured grid, the fitted model and a simulated grid.",
+    "not, with its collapse step) was split in two. The collapse model's constants were "
+    "fitted on one half and the other half predicted. Both scaling laws of the staleness "
+    "paper (S * eta_max and M_collapse * S * eta roughly constant) are checked per S on "
+    "the measured grid, the fitted model and a simulated grid.",
 }
 
 _TABLES = ("idle_summary.csv", "collapse_scaling.csv", "summary.csv")
-_STYLE = ("body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
-          "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
-          "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f0f0f0}"
-          "img{max-width:100%;border:1px solid #ddd}figcaption{font-size:13px;color:#444;margin-bottom:1.5em}"
-          "pre{background:#f7f7f7;padding:8px;font-size:11px;overflow-x:auto}")
+_STYLE = (
+    "body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
+    "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f0f0f0}"
+    "img{max-width:100%;border:1px solid #ddd}figcaption{font-size:13px;color:#444;margin-bottom:1.5em}"
+    "pre{background:#f7f7f7;padding:8px;font-size:11px;overflow-x:auto}"
+)
 
 
 class ReportError(ValueError):
@@ -60,8 +62,11 @@ def _table_html(df: pl.DataFrame) -> str:
         if isinstance(v, float):
             return f"{v:.4g}"
         return html.escape(str(v))
+
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in df.iter_rows())
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in df.iter_rows()
+    )
     return f"<table><tr>{head}</tr>{rows}</table>"
 
 
@@ -74,14 +79,18 @@ def _headline(cfg: dict, study: Path) -> list[str]:
         for pred in ("drawn", "replay", "constant"):
             r = rows.get((pred, "all"))
             if r:
-                lines.append(f"{pred}: median absolute makespan error {100 * r['makespan_mdape']:.1f} % over "
-                             f"{r['held_out_steps']} held-out steps; idle fraction off by "
-                             f"{100 * r['idle_mae']:.1f} points on average")
+                lines.append(
+                    f"{pred}: median absolute makespan error {100 * r['makespan_mdape']:.1f} % over "
+                    f"{r['held_out_steps']} held-out steps; idle fraction off by "
+                    f"{100 * r['idle_mae']:.1f} points on average"
+                )
     coll = study / "collapse_summary.json"
     if coll.exists():
         h = json.loads(coll.read_text())["held_out"]
-        lines.append(f"collapse classification agrees on {100 * h['agreement']:.1f} % of {h['points']} held-out "
-                     f"runs; collapse step off by a median {100 * h['t_collapse_mdape']:.1f} % where both collapse")
+        lines.append(
+            f"collapse classification agrees on {100 * h['agreement']:.1f} % of {h['points']} held-out "
+            f"runs; collapse step off by a median {100 * h['t_collapse_mdape']:.1f} % where both collapse"
+        )
     return lines
 
 
@@ -94,16 +103,24 @@ def render(study: str | Path) -> str:
     figures = sorted(study.glob("*.png"))
     tables = [study / t for t in _TABLES if (study / t).exists()]
     if not figures and not tables:
-        raise ReportError(f"{study}: no figure (*.png) and no summary table ({', '.join(_TABLES)}); "
-                          "is this a study output directory?")
+        raise ReportError(
+            f"{study}: no figure (*.png) and no summary table ({', '.join(_TABLES)}); "
+            "is this a study output directory?"
+        )
     kind = cfg.get("kind", "study")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.name)}</title>"
-             f"<style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(study.name)} <small>({html.escape(kind)})</small></h1>",
-             f"<p>{html.escape(INTRO.get(kind, 'Output of a rolloutlab study.'))}</p>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.name)}</title>"
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(study.name)} <small>({html.escape(kind)})</small></h1>",
+        f"<p>{html.escape(INTRO.get(kind, 'Output of a rolloutlab study.'))}</p>",
+    ]
     headline = _headline(cfg, study)
     if headline:
-        parts.append("<h2>Numbers</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
+        parts.append(
+            "<h2>Numbers</h2><ul>"
+            + "".join(f"<li>{html.escape(x)}</li>" for x in headline)
+            + "</ul>"
+        )
     for t in tables:
         parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(pl.read_csv(t)))
     if figures:
@@ -111,13 +128,23 @@ def render(study: str | Path) -> str:
     for fig in figures:
         data = base64.b64encode(fig.read_bytes()).decode()
         caption = CAPTIONS.get(fig.name, fig.stem.replace("_", " "))
-        parts.append(f"<figure><img alt='{html.escape(fig.name)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        parts.append(
+            f"<figure><img alt='{html.escape(fig.name)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
     if cfg:
         shown = {k: v for k, v in cfg.items() if k != "versions"}
-        parts.append("<h2>Configuration</h2><pre>" + html.escape(json.dumps(shown, indent=2, default=str)) + "</pre>")
+        parts.append(
+            "<h2>Configuration</h2><pre>"
+            + html.escape(json.dumps(shown, indent=2, default=str))
+            + "</pre>"
+        )
         if "versions" in cfg:
-            parts.append("<h3>Library versions</h3><pre>" + html.escape(json.dumps(cfg["versions"], indent=2)) + "</pre>")
+            parts.append(
+                "<h3>Library versions</h3><pre>"
+                + html.escape(json.dumps(cfg["versions"], indent=2))
+                + "</pre>"
+            )
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-
 from rolloutlab.sim import trace
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.metrics import DEFAULT_TAU
@@ -82,19 +81,26 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     steps = _read_table(path, "steps").sort("step")
     if steps.height == 0:
         raise RunInputError(f"{path}: the step table has no step (did the run finish a step?)")
-    rollouts = rollouts.filter(pl.col("finish_reason") != "abort").sort("step", "prompt_id", "sample_idx")
+    rollouts = rollouts.filter(pl.col("finish_reason") != "abort").sort(
+        "step", "prompt_id", "sample_idx"
+    )
     if rollouts.height == 0:
         raise RunInputError(f"{path}: the rollout table has no consumed rollout")
     orphan = set(rollouts["step"].unique().to_list()) - set(steps["step"].to_list())
     if orphan:
-        raise RunInputError(f"{path}: rollouts of step(s) {sorted(orphan)[:5]} have no row in the step table")
+        raise RunInputError(
+            f"{path}: rollouts of step(s) {sorted(orphan)[:5]} have no row in the step table"
+        )
     if cfg.get("engine_mode", "continuous") != "continuous":
-        raise RunInputError(f"{cfg_path}: engine_mode {cfg['engine_mode']!r}; only continuous batching is modelled")
+        raise RunInputError(
+            f"{cfg_path}: engine_mode {cfg['engine_mode']!r}; only continuous batching is modelled"
+        )
     slots = capacity or cfg.get("capacity") or cfg.get("max_num_seqs")
     if not slots:
         raise RunInputError(f"{cfg_path}: no 'capacity' or 'max_num_seqs'; pass --capacity")
-    engine = EngineConfig(n_workers=int(rollouts["worker"].max()) + 1, max_num_seqs=int(slots),
-                          prefix_caching=False)
+    engine = EngineConfig(
+        n_workers=int(rollouts["worker"].max()) + 1, max_num_seqs=int(slots), prefix_caching=False
+    )
     cap = int(cfg.get("max_response_tokens") or rollouts["response_tokens"].max())
     return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap)
 
@@ -123,14 +129,23 @@ def step_layouts(run: RunData) -> list[StepLayout]:
         sizes = df.group_by("prompt_id").len()["len"]
         G = int(sizes[0])
         if (sizes != G).any() or (df["group_size"] != G).any():
-            raise RunInputError(f"{run.path}: step {step}: groups of sizes {sorted(set(sizes.to_list()))}; "
-                                "expected one group size per step")
+            raise RunInputError(
+                f"{run.path}: step {step}: groups of sizes {sorted(set(sizes.to_list()))}; "
+                "expected one group size per step"
+            )
         t_submit = df["t_submit"].to_numpy()
         if np.ptp(t_submit) > 1e-9:
-            raise RunInputError(f"{run.path}: step {step}: rollouts submitted at different times; "
-                                "only synchronous steps (one submit) are compared")
+            raise RunInputError(
+                f"{run.path}: step {step}: rollouts submitted at different times; "
+                "only synchronous steps (one submit) are compared"
+            )
         n = df.height // G
-        out.append(StepLayout(int(step), df["response_tokens"].to_numpy().reshape(n, G),
-                              df["prompt_tokens"].to_numpy().reshape(n, G)[:, 0],
-                              df["t_finish"].to_numpy() - t_submit))
+        out.append(
+            StepLayout(
+                int(step),
+                df["response_tokens"].to_numpy().reshape(n, G),
+                df["prompt_tokens"].to_numpy().reshape(n, G)[:, 0],
+                df["t_finish"].to_numpy() - t_submit,
+            )
+        )
     return out

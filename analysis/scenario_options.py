@@ -3,35 +3,72 @@
 from __future__ import annotations
 
 import click
-
 from rolloutlab.sim.dynamics import DRIFTS
 from rolloutlab.sim.hardware import GPUS, MODELS
 from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.scenario import DEFAULT_SCENARIO, CalibrationError, Scenario, bundled_scenarios, load_scenario
+from rolloutlab.sim.scenario import (
+    DEFAULT_SCENARIO,
+    CalibrationError,
+    Scenario,
+    bundled_scenarios,
+    load_scenario,
+)
 
 _OPTIONS = [
-    click.option("--calibration", "calibration", type=click.Path(dir_okay=False),
-                 help="Calibration JSON (from `rolloutlab calibrate`); overrides --scenario."),
-    click.option("--scenario", default=DEFAULT_SCENARIO, show_default=True,
-                 help=f"Bundled scenario: {', '.join(bundled_scenarios()) or '(none)'}."),
-    click.option("--controllers", default="static:4,static:8,static:16,sagc", show_default=True,
-                 help="Comma-separated controller specs: static:G, sagc[:key=value,...] "
-                      "(e.g. static:4,sagc:tau=15,delta=0.2)."),
-    click.option("--model", type=click.Choice(sorted(MODELS)), help="Roofline cost of this model "
-                 "(replaces the scenario's decode/prefill coefficients; with --gpu)."),
+    click.option(
+        "--calibration",
+        "calibration",
+        type=click.Path(dir_okay=False),
+        help="Calibration JSON (from `rolloutlab calibrate`); overrides --scenario.",
+    ),
+    click.option(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        show_default=True,
+        help=f"Bundled scenario: {', '.join(bundled_scenarios()) or '(none)'}.",
+    ),
+    click.option(
+        "--controllers",
+        default="static:4,static:8,static:16,sagc",
+        show_default=True,
+        help="Comma-separated controller specs: static:G, sagc[:key=value,...] "
+        "(e.g. static:4,sagc:tau=15,delta=0.2).",
+    ),
+    click.option(
+        "--model",
+        type=click.Choice(sorted(MODELS)),
+        help="Roofline cost of this model "
+        "(replaces the scenario's decode/prefill coefficients; with --gpu).",
+    ),
     click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model."),
-    click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
-                 help="Tensor-parallel GPUs per worker (with --model/--gpu)."),
-    click.option("--kv-cache/--no-kv-cache", default=None,
-                 help="With --model/--gpu: KV blocks from GPU memory (preemption); default on with "
-                      "--engine simpy; --engine fast has no KV model and needs --no-kv-cache."),
-    click.option("--drift", type=click.Choice(sorted(DRIFTS)), help="Replace the length model by the "
-                 "ServeGen long-reasoning model with this drift over steps."),
-    click.option("--dataset-size", type=click.IntRange(min=1), help="Prompts in the dataset "
-                 "(ids recur every epoch; default: fresh prompts). A recurring prompt keeps its "
-                 "difficulty under lognormal and --drift lengths and its observed group under "
-                 "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep."),
+    click.option(
+        "--tp",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Tensor-parallel GPUs per worker (with --model/--gpu).",
+    ),
+    click.option(
+        "--kv-cache/--no-kv-cache",
+        default=None,
+        help="With --model/--gpu: KV blocks from GPU memory (preemption); default on with "
+        "--engine simpy; --engine fast has no KV model and needs --no-kv-cache.",
+    ),
+    click.option(
+        "--drift",
+        type=click.Choice(sorted(DRIFTS)),
+        help="Replace the length model by the "
+        "ServeGen long-reasoning model with this drift over steps.",
+    ),
+    click.option(
+        "--dataset-size",
+        type=click.IntRange(min=1),
+        help="Prompts in the dataset "
+        "(ids recur every epoch; default: fresh prompts). A recurring prompt keeps its "
+        "difficulty under lognormal and --drift lengths and its observed group under "
+        "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep.",
+    ),
 ]
 
 
@@ -42,15 +79,32 @@ def scenario_options(command):
     return command
 
 
-def load_for(calibration: str | None, scenario: str, *, engine: str, workers: int | None = None,
-             model: str | None = None, gpu: str | None = None, tp: int = 1,
-             kv_cache: bool | None = None, drift: str | None = None) -> Scenario:
+def load_for(
+    calibration: str | None,
+    scenario: str,
+    *,
+    engine: str,
+    workers: int | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    tp: int = 1,
+    kv_cache: bool | None = None,
+    drift: str | None = None,
+) -> Scenario:
     """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
     Raises click.ClickException with the loader's or the override's one-line message."""
     try:
         sc = load_scenario(calibration or scenario)
-        return apply_overrides(sc, workers=workers, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
-                               engine=engine, drift=drift)
+        return apply_overrides(
+            sc,
+            workers=workers,
+            model=model,
+            gpu=gpu,
+            tp=tp,
+            kv_cache=kv_cache,
+            engine=engine,
+            drift=drift,
+        )
     except (CalibrationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -68,4 +122,8 @@ def claim(out: str, command: str) -> None:
 def scenario_source(sc: Scenario) -> dict:
     """What config.json keeps of the scenario's calibration file: its name, format,
     provenance and fit, not the raw tables (the length model is described apart)."""
-    return {k: sc.source[k] for k in ("name", "format", "version", "provenance", "fit") if k in sc.source}
+    return {
+        k: sc.source[k]
+        for k in ("name", "format", "version", "provenance", "fit")
+        if k in sc.source
+    }

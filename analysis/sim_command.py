@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 import polars as pl
-from tqdm import tqdm
-
 from rolloutlab.analysis.plots import comparison_figure
 from rolloutlab.analysis.provenance import describe, write_config
 from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
@@ -18,35 +16,82 @@ from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
+from tqdm import tqdm
 
 
 @click.command()
 @scenario_options
 @click.option("--steps", type=click.IntRange(min=1), help="Learner steps (default: scenario's).")
 @click.option("--prompts", type=click.IntRange(min=1), help="Prompt batch B (default: scenario's).")
-@click.option("--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's).")
-@click.option("--pipeline", "pipeline", default="sync", show_default=True,
-              help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
-                   "partial:S, oversample:R (docs/pipelines.md).")
-@click.option("--placement", type=click.Choice(PLACEMENTS), default="separate", show_default=True,
-              help="Generation and learner on separate devices, or colocated and time-sliced.")
-@click.option("--engine", type=click.Choice(["simpy", "fast"]), default="simpy", show_default=True,
-              help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).")
+@click.option(
+    "--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's)."
+)
+@click.option(
+    "--pipeline",
+    "pipeline",
+    default="sync",
+    show_default=True,
+    help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
+    "partial:S, oversample:R (docs/pipelines.md).",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(PLACEMENTS),
+    default="separate",
+    show_default=True,
+    help="Generation and learner on separate devices, or colocated and time-sliced.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["simpy", "fast"]),
+    default="simpy",
+    show_default=True,
+    help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, placement, engine,
-        model, gpu, tp, kv_cache, drift, dataset_size, seed, out):
+def sim(
+    calibration,
+    scenario,
+    steps,
+    prompts,
+    workers,
+    controllers,
+    pipeline,
+    placement,
+    engine,
+    model,
+    gpu,
+    tp,
+    kv_cache,
+    drift,
+    dataset_size,
+    seed,
+    out,
+):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
-    sc = load_for(calibration, scenario, engine=engine, workers=workers, model=model, gpu=gpu, tp=tp,
-                  kv_cache=kv_cache, drift=drift)
+    sc = load_for(
+        calibration,
+        scenario,
+        engine=engine,
+        workers=workers,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        kv_cache=kv_cache,
+        drift=drift,
+    )
     try:
-        cfg = RunConfig(steps=steps or int(sc.defaults.get("steps", 300)),
-                        prompts=prompts or int(sc.defaults.get("prompts", 64)), seed=seed,
-                        dataset_size=dataset_size)
+        cfg = RunConfig(
+            steps=steps or int(sc.defaults.get("steps", 300)),
+            prompts=prompts or int(sc.defaults.get("prompts", 64)),
+            seed=seed,
+            dataset_size=dataset_size,
+        )
         specs = split_specs(controllers)
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
         check_comparison(specs, pipes, engine)
@@ -54,8 +99,13 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
         raise click.ClickException(str(exc)) from None
     claim(out, "sim")  # after every check, before minutes of simulation
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
-    bar = tqdm(total=cfg.steps * len(specs) * len(pipes), desc="simulating", unit="step",
-               disable=None, leave=False)
+    bar = tqdm(
+        total=cfg.steps * len(specs) * len(pipes),
+        desc="simulating",
+        unit="step",
+        disable=None,
+        leave=False,
+    )
 
     def on_step(spec: str, t: int, G: int) -> None:
         bar.set_postfix_str(f"{spec} G={G}", refresh=False)
@@ -73,28 +123,66 @@ def sim(calibration, scenario, steps, prompts, workers, controllers, pipeline, p
     trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
     trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
     comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
-    write_config(out_dir / "config.json", {
-        "command": "sim", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
-        "tp": tp, "drift": drift, "lengths": describe(sc.lengths), "run": dataclasses.asdict(cfg),
-        "controllers": specs, "pipelines": [dataclasses.asdict(p) for p in pipes],
-        "sagc_defaults": sagc_defaults(sc), "tau": tau,
-        "engine": dataclasses.asdict(sc.engine), "cost": sc.cost.to_dict(),
-        "calibration": scenario_source(sc)})
-    click.echo(f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
-               f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}")
-    with pl.Config(tbl_rows=50, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
-                   tbl_hide_column_data_types=True, tbl_width_chars=200):
+    write_config(
+        out_dir / "config.json",
+        {
+            "command": "sim",
+            "scenario": sc.name,
+            "engine_impl": engine,
+            "model": model,
+            "gpu": gpu,
+            "tp": tp,
+            "drift": drift,
+            "lengths": describe(sc.lengths),
+            "run": dataclasses.asdict(cfg),
+            "controllers": specs,
+            "pipelines": [dataclasses.asdict(p) for p in pipes],
+            "sagc_defaults": sagc_defaults(sc),
+            "tau": tau,
+            "engine": dataclasses.asdict(sc.engine),
+            "cost": sc.cost.to_dict(),
+            "calibration": scenario_source(sc),
+        },
+    )
+    click.echo(
+        f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
+        f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
+    )
+    with pl.Config(
+        tbl_rows=50,
+        tbl_cols=20,
+        float_precision=3,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        tbl_width_chars=200,
+    ):
         click.echo(summary.select(_printed_columns(pipes)))
-    click.echo(f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, "
-               f"comparison.png, config.json")
+    click.echo(
+        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
+    )
 
 
 def _printed_columns(pipes) -> list[str]:
     """The summary columns worth printing: staleness columns only for asynchronous runs."""
-    cols = ["controller", "pipeline", "steps", "wall_clock_s", "gen_time_s", "slot_idle_frac",
-            "straggler_rate", "mean_G", "rollouts", "tokens_per_s"]
+    cols = [
+        "controller",
+        "pipeline",
+        "steps",
+        "wall_clock_s",
+        "gen_time_s",
+        "slot_idle_frac",
+        "straggler_rate",
+        "mean_G",
+        "rollouts",
+        "tokens_per_s",
+    ]
     if any(p.kind != "sync" for p in pipes):
         cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + [
-            "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max", "dropped",
-            "aborted"]
+            "learner_idle_frac",
+            "generator_idle_frac",
+            "staleness_mean",
+            "staleness_max",
+            "dropped",
+            "aborted",
+        ]
     return cols

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import click
 import polars as pl
-from tqdm import tqdm
-
 from rolloutlab.analysis.plots import sweep_figure
 from rolloutlab.analysis.provenance import describe, write_config
 from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
@@ -15,36 +13,82 @@ from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
+from tqdm import tqdm
 
 
 def _ints(name: str):
     """A click callback parsing a comma-separated list of ints, naming the option on error."""
+
     def parse(ctx, param, value):
         if value is None:
             return None
         try:
             return [int(v) for v in value.split(",") if v.strip()]
         except ValueError:
-            raise click.BadParameter(f"expected comma-separated integers, got {value!r}", param_hint=name) from None
+            raise click.BadParameter(
+                f"expected comma-separated integers, got {value!r}", param_hint=name
+            ) from None
+
     return parse
 
 
 @click.command()
 @scenario_options
-@click.option("--prompts", metavar="B[,B...]", callback=_ints("--prompts"), help="Prompt batches B, e.g. 16,64,256 "
-              "(default: the scenario's).")
-@click.option("--workers", metavar="W[,W...]", callback=_ints("--workers"), help="Generation worker counts, e.g. 1,2,4 "
-              "(default: the scenario's).")
-@click.option("--max-num-seqs", metavar="N[,N...]", callback=_ints("--max-num-seqs"), help="vLLM max_num_seqs per "
-              "worker, e.g. 256,1024 (default: the scenario's).")
-@click.option("--seeds", metavar="S[,S...]", default="0,1,2", show_default=True, callback=_ints("--seeds"),
-              help="Seeds; each gives every controller the same prompt stream.")
-@click.option("--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's).")
-@click.option("--engine", type=click.Choice(["fast", "simpy"]), default="fast", show_default=True,
-              help="Vectorised fast path (no KV pressure) or the SimPy engine.")
+@click.option(
+    "--prompts",
+    metavar="B[,B...]",
+    callback=_ints("--prompts"),
+    help="Prompt batches B, e.g. 16,64,256 (default: the scenario's).",
+)
+@click.option(
+    "--workers",
+    metavar="W[,W...]",
+    callback=_ints("--workers"),
+    help="Generation worker counts, e.g. 1,2,4 (default: the scenario's).",
+)
+@click.option(
+    "--max-num-seqs",
+    metavar="N[,N...]",
+    callback=_ints("--max-num-seqs"),
+    help="vLLM max_num_seqs per worker, e.g. 256,1024 (default: the scenario's).",
+)
+@click.option(
+    "--seeds",
+    metavar="S[,S...]",
+    default="0,1,2",
+    show_default=True,
+    callback=_ints("--seeds"),
+    help="Seeds; each gives every controller the same prompt stream.",
+)
+@click.option(
+    "--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's)."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["fast", "simpy"]),
+    default="fast",
+    show_default=True,
+    help="Vectorised fast path (no KV pressure) or the SimPy engine.",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sweep(calibration, scenario, controllers, model, gpu, tp, kv_cache, drift, dataset_size,
-          prompts, workers, max_num_seqs, seeds, steps, engine, out):
+def sweep(
+    calibration,
+    scenario,
+    controllers,
+    model,
+    gpu,
+    tp,
+    kv_cache,
+    drift,
+    dataset_size,
+    prompts,
+    workers,
+    max_num_seqs,
+    seeds,
+    steps,
+    engine,
+    out,
+):
     """Run every controller on every grid point of the synchronous pipeline.
 
     Writes OUT/runs.csv (one row per grid point, seed and controller), means.csv (mean and
@@ -53,21 +97,40 @@ def sweep(calibration, scenario, controllers, model, gpu, tp, kv_cache, drift, d
     throughput), sweep.png and config.json, and prints means.csv. The fast path has no KV
     cache model: with --model/--gpu add --no-kv-cache, or use --engine simpy.
     """
-    sc = load_for(calibration, scenario, engine=engine, model=model, gpu=gpu, tp=tp, kv_cache=kv_cache,
-                  drift=drift)
+    sc = load_for(
+        calibration,
+        scenario,
+        engine=engine,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        kv_cache=kv_cache,
+        drift=drift,
+    )
     try:
         specs = split_specs(controllers)
         check_comparison(specs, [PipelineConfig()], engine)
-        points = grid(prompts or [int(sc.defaults.get("prompts", 64))], workers or [sc.engine.n_workers],
-                      max_num_seqs or [sc.engine.max_num_seqs], seeds)
+        points = grid(
+            prompts or [int(sc.defaults.get("prompts", 64))],
+            workers or [sc.engine.n_workers],
+            max_num_seqs or [sc.engine.max_num_seqs],
+            seeds,
+        )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     claim(out, "sweep")  # after every check, before the runs
     n_steps = steps or int(sc.defaults.get("steps", 300))
     bar = tqdm(total=len(points), desc="sweeping", unit="point", disable=None, leave=False)
     try:
-        runs = run_sweep(sc, specs, points, n_steps, engine=engine, dataset_size=dataset_size,
-                         on_point=lambda p: bar.update())
+        runs = run_sweep(
+            sc,
+            specs,
+            points,
+            n_steps,
+            engine=engine,
+            dataset_size=dataset_size,
+            on_point=lambda p: bar.update(),
+        )
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -77,18 +140,53 @@ def sweep(calibration, scenario, controllers, model, gpu, tp, kv_cache, drift, d
     runs.write_csv(out_dir / "runs.csv")
     means.write_csv(out_dir / "means.csv")
     sweep_figure(runs, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
-    write_config(out_dir / "config.json", {
-        "command": "sweep", "scenario": sc.name, "engine_impl": engine, "model": model, "gpu": gpu,
-        "tp": tp, "drift": drift, "lengths": describe(sc.lengths), "steps": n_steps,
-        "dataset_size": dataset_size, "controllers": specs, "points": points,
-        "engine_before_grid": describe(sc.engine), "cost": sc.cost.to_dict(),
-        "calibration": scenario_source(sc)})
-    click.echo(f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
-               f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)")
-    with pl.Config(tbl_rows=200, tbl_cols=20, float_precision=3, tbl_hide_dataframe_shape=True,
-                   tbl_hide_column_data_types=True, tbl_width_chars=200):
-        click.echo(means.select("prompts", "workers", "max_num_seqs", "controller", "seeds", "wall_clock_s",
-                                "wall_clock_s_sd",
-                                "straggler_rate", "slot_idle_frac", "mean_G", "tokens_per_s", "fastest",
-                                "most_tokens_per_s"))
+    write_config(
+        out_dir / "config.json",
+        {
+            "command": "sweep",
+            "scenario": sc.name,
+            "engine_impl": engine,
+            "model": model,
+            "gpu": gpu,
+            "tp": tp,
+            "drift": drift,
+            "lengths": describe(sc.lengths),
+            "steps": n_steps,
+            "dataset_size": dataset_size,
+            "controllers": specs,
+            "points": points,
+            "engine_before_grid": describe(sc.engine),
+            "cost": sc.cost.to_dict(),
+            "calibration": scenario_source(sc),
+        },
+    )
+    click.echo(
+        f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
+        f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
+    )
+    with pl.Config(
+        tbl_rows=200,
+        tbl_cols=20,
+        float_precision=3,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        tbl_width_chars=200,
+    ):
+        click.echo(
+            means.select(
+                "prompts",
+                "workers",
+                "max_num_seqs",
+                "controller",
+                "seeds",
+                "wall_clock_s",
+                "wall_clock_s_sd",
+                "straggler_rate",
+                "slot_idle_frac",
+                "mean_G",
+                "tokens_per_s",
+                "fastest",
+                "most_tokens_per_s",
+            )
+        )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")

@@ -48,8 +48,10 @@ def big_run(sc) -> None:
         wall = time.perf_counter() - t0
         size = path.stat().st_size
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"big_run steps={steps.height} rollouts={1000 * 512 * 16:,} wall_s={wall:.1f} "
-          f"parquet_mib={size / 2**20:.0f} peak_rss_mib={peak_mib:.0f}")
+    print(
+        f"big_run steps={steps.height} rollouts={1000 * 512 * 16:,} wall_s={wall:.1f} "
+        f"parquet_mib={size / 2**20:.0f} peak_rss_mib={peak_mib:.0f}"
+    )
 
 
 def main() -> None:
@@ -59,20 +61,24 @@ def main() -> None:
     ap.add_argument("--big", action="store_true")
     args = ap.parse_args()
     base = load_scenario(args.scenario)
-    sc = dataclasses.replace(base, lengths=servegen_lengths(
-        max_response_length=base.lengths.max_response_length))
+    sc = dataclasses.replace(
+        base, lengths=servegen_lengths(max_response_length=base.lengths.max_response_length)
+    )
     if args.big:
         big_run(sc)
         return
     cfg = RunConfig(steps=args.steps, prompts=int(sc.defaults.get("prompts", 64)))
     group = rate(run_sync_fast, sc, cfg) / rate(run_sync, sc, cfg)
     simpy_rps, fast_rps = rate(run_sync, base, cfg), rate(run_sync_fast, base, cfg)
-    print(f"scenario={args.scenario} lengths={type(base.lengths).__name__} steps={args.steps} "
-          f"prompts={cfg.prompts} G=8")
+    print(
+        f"scenario={args.scenario} lengths={type(base.lengths).__name__} steps={args.steps} "
+        f"prompts={cfg.prompts} G=8"
+    )
     print(f"servegen_group_lengths_fast_over_simpy={group:.1f}")
     print(f"simpy_rollouts_per_s={simpy_rps:,.0f}")
     print(f"fast_rollouts_per_s={fast_rps:,.0f}")
     print(f"fast_over_simpy={fast_rps / simpy_rps:.1f}")
+
 
 if __name__ == "__main__":
     main()

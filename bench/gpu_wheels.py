@@ -29,18 +29,37 @@ from packaging.utils import canonicalize_name
 
 ROOTS = ["vllm==0.24.0", "simpy>=4.1", "polars>=1.0"]
 NEVER = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*|cuda-.*)$")
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64",
-             "manylinux1_x86_64"]
-ENV = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.3",
-       "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-       "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+PLATFORMS = [
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux1_x86_64",
+]
+ENV = {
+    **default_environment(),
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
 
 
 def image_packages(path: Path) -> set[str]:
     """Canonical names listed one per line (``#`` comments allowed)."""
-    return {canonicalize_name(line.split("#")[0].strip()) for line in path.read_text().splitlines()
-            if line.split("#")[0].strip()}
+    return {
+        canonicalize_name(line.split("#")[0].strip())
+        for line in path.read_text().splitlines()
+        if line.split("#")[0].strip()
+    }
 
 
 def requirements_of(wheel: Path) -> list[Requirement]:
@@ -48,20 +67,48 @@ def requirements_of(wheel: Path) -> list[Requirement]:
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         lines = z.read(meta).decode().splitlines()
-    reqs = [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
+    reqs = [
+        Requirement(line.split(":", 1)[1].strip())
+        for line in lines
+        if line.startswith("Requires-Dist:")
+    ]
     return [r for r in reqs if r.marker is None or r.marker.evaluate(ENV)]
 
 
 def download(req: str, dest: Path) -> Path:
     """``pip download --no-deps`` one requirement as a cp312 manylinux x86_64 (or pure) wheel."""
     before = set(dest.glob("*.whl"))
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(dest),
-           "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3",
-           "--abi", "none", *[a for p in PLATFORMS for a in ("--platform", p)], "--platform", "any", req]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+        str(dest),
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp312",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        *[a for p in PLATFORMS for a in ("--platform", p)],
+        "--platform",
+        "any",
+        req,
+    ]
     subprocess.run(cmd, check=True)
     new = set(dest.glob("*.whl")) - before
     name = canonicalize_name(Requirement(req).name)
-    match = [w for w in (new or dest.glob("*.whl")) if canonicalize_name(w.name.split("-")[0]) == name]
+    match = [
+        w for w in (new or dest.glob("*.whl")) if canonicalize_name(w.name.split("-")[0]) == name
+    ]
     if not match:
         raise RuntimeError(f"pip download {req}: no wheel for {name} in {dest}")
     return match[0]
@@ -75,7 +122,9 @@ def main() -> None:
     args = ap.parse_args()
     dest = Path(args.dest)
     dest.mkdir(exist_ok=True)
-    have = image_packages(Path(args.image)) | {canonicalize_name(s) for s in args.skip.split(",") if s}
+    have = image_packages(Path(args.image)) | {
+        canonicalize_name(s) for s in args.skip.split(",") if s
+    }
     todo, seen = [Requirement(r) for r in ROOTS], set()
     while todo:
         req = todo.pop(0)

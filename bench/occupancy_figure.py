@@ -16,13 +16,12 @@ import argparse
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from rolloutlab.sim.dynamics import servegen_lengths  # noqa: E402
-from rolloutlab.sim.engine import EngineConfig  # noqa: E402
-from rolloutlab.sim.kv_reference import paged_reference  # noqa: E402
-from rolloutlab.sim.roofline import roofline, roofline_cost  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from rolloutlab.sim.dynamics import servegen_lengths
+from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.kv_reference import paged_reference
+from rolloutlab.sim.roofline import roofline, roofline_cost
 
 
 def main() -> None:
@@ -44,13 +43,18 @@ def main() -> None:
     ax2.set_ylabel("iteration time (ms)", color="C3")
     ax2.set_ylim(0, 1.5e3 * np.percentile(tl["dt_s"], 99))  # (why: the first prefill spikes)
     half = t > 0.5 * t[-1]
-    ax.set_title(f"one step, {lengths.size} rollouts: last half of the step runs "
-                 f"<= {tl['running'][half].max()} sequences", fontsize=9)
+    ax.set_title(
+        f"one step, {lengths.size} rollouts: last half of the step runs "
+        f"<= {tl['running'][half].max()} sequences",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(args.out)
-    print(f"wrote {args.out}: makespan {t[-1]:.1f} s, {len(t)} iterations, "
-          f"preemptions {run.preemptions.sum()}, max KV blocks {run.max_kv_blocks_used[0]} "
-          f"of {cfg.kv_blocks}")
+    print(
+        f"wrote {args.out}: makespan {t[-1]:.1f} s, {len(t)} iterations, "
+        f"preemptions {run.preemptions.sum()}, max KV blocks {run.max_kv_blocks_used[0]} "
+        f"of {cfg.kv_blocks}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,14 @@ def main() -> None:
     ap.add_argument("--pipelines", default="one-step-off,bounded:2,interval:2")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    sync = SyncConfig(controller=args.controller, steps=args.steps, prompts=args.prompts,
-                      eval_every=args.steps, eval_size=64, checkpoint_every=args.steps)
+    sync = SyncConfig(
+        controller=args.controller,
+        steps=args.steps,
+        prompts=args.prompts,
+        eval_every=args.steps,
+        eval_size=64,
+        checkpoint_every=args.steps,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     prepare_warm_start(args.out, AsyncConfig(sync=sync))
     rows = []
@@ -53,19 +59,33 @@ def main() -> None:
             S_max = acfg.pipeline_config.max_staleness
         total = time.perf_counter() - t0
         rs, ps = run_summary(rollouts, steps), pipeline_summary(rollouts, steps, S_max)
-        rows.append({"pipeline": spec, "steps": rs["steps"], "wall_s": rs["wall_clock_s"], "run_s": total,
-                     "learner_idle": ps["learner_idle_frac"], "generator_idle": ps["generator_idle_frac"],
-                     "tokens_per_s": rs["tokens_per_s"], "staleness_mean": ps["staleness_mean"],
-                     "staleness_max": ps["staleness_max"], "reward_last10": float(steps["reward_mean"].tail(10).mean())})
+        rows.append(
+            {
+                "pipeline": spec,
+                "steps": rs["steps"],
+                "wall_s": rs["wall_clock_s"],
+                "run_s": total,
+                "learner_idle": ps["learner_idle_frac"],
+                "generator_idle": ps["generator_idle_frac"],
+                "tokens_per_s": rs["tokens_per_s"],
+                "staleness_mean": ps["staleness_mean"],
+                "staleness_max": ps["staleness_max"],
+                "reward_last10": float(steps["reward_mean"].tail(10).mean()),
+            }
+        )
         print(rows[-1], flush=True)
     base = rows[0]["wall_s"]
-    print("| pipeline | steps | wall clock (s) | speed-up vs sync | run() incl. spawn (s) | learner idle | "
-          "generator idle | tokens/s | staleness mean / max | reward, last 10 steps |")
+    print(
+        "| pipeline | steps | wall clock (s) | speed-up vs sync | run() incl. spawn (s) | learner idle | "
+        "generator idle | tokens/s | staleness mean / max | reward, last 10 steps |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| `{r['pipeline']}` | {r['steps']} | {r['wall_s']:.1f} | {base / r['wall_s']:.2f}x | {r['run_s']:.1f} | "
-              f"{r['learner_idle']:.3f} | {r['generator_idle']:.3f} | {r['tokens_per_s']:.0f} | "
-              f"{r['staleness_mean']:.2f} / {r['staleness_max']} | {r['reward_last10']:.3f} |")
+        print(
+            f"| `{r['pipeline']}` | {r['steps']} | {r['wall_s']:.1f} | {base / r['wall_s']:.2f}x | {r['run_s']:.1f} | "
+            f"{r['learner_idle']:.3f} | {r['generator_idle']:.3f} | {r['tokens_per_s']:.0f} | "
+            f"{r['staleness_mean']:.2f} / {r['staleness_max']} | {r['reward_last10']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

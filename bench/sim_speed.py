@@ -15,7 +15,6 @@ import argparse
 import time
 
 import simpy
-
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import click
 import polars as pl
-from tqdm import tqdm
-
 from rolloutlab.calibration.servegen import LongCotConfig, ServeGenError, build_longcot
 from rolloutlab.calibration.validate import validate_runs
 from rolloutlab.calibration.verl_fit import VerlFitConfig
@@ -20,6 +18,7 @@ from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
+from tqdm import tqdm
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 
@@ -32,23 +31,41 @@ def _defaults(steps, tau, delta) -> dict:
     return {k: v for k, v in (("steps", steps), ("tau", tau), ("delta", delta)) if v is not None}
 
 
-def _verl_config(group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill,
-                 replicates, seed) -> VerlFitConfig:
-    return VerlFitConfig(group_size=group_size, max_response_length=max_response_length,
-                         engine=EngineConfig(n_workers=gen_workers, max_num_seqs=max_num_seqs),
-                         fit_prefill=fit_prefill, replicates=replicates, seed=seed)
+def _verl_config(
+    group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+) -> VerlFitConfig:
+    return VerlFitConfig(
+        group_size=group_size,
+        max_response_length=max_response_length,
+        engine=EngineConfig(n_workers=gen_workers, max_num_seqs=max_num_seqs),
+        fit_prefill=fit_prefill,
+        replicates=replicates,
+        seed=seed,
+    )
 
 
 def verl_options(f):
     """Options describing the logged runs (what the logs do not say)."""
     opts = [
         click.option("--group-size", default=5, show_default=True, help="G of the logged runs."),
-        click.option("--max-response-length", default=1024, show_default=True, help="Cap (tokens)."),
-        click.option("--gen-workers", default=4, show_default=True,
-                     help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2)."),
-        click.option("--max-num-seqs", default=1024, show_default=True,
-                     help="vLLM max_num_seqs of the logged runs (verl's default)."),
-        click.option("--fit-prefill", is_flag=True, help="Also fit prefill_s_per_token (not identified)."),
+        click.option(
+            "--max-response-length", default=1024, show_default=True, help="Cap (tokens)."
+        ),
+        click.option(
+            "--gen-workers",
+            default=4,
+            show_default=True,
+            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2).",
+        ),
+        click.option(
+            "--max-num-seqs",
+            default=1024,
+            show_default=True,
+            help="vLLM max_num_seqs of the logged runs (verl's default).",
+        ),
+        click.option(
+            "--fit-prefill", is_flag=True, help="Also fit prefill_s_per_token (not identified)."
+        ),
         click.option("--replicates", default=2, show_default=True, help="Length draws per step."),
         click.option("--seed", default=0, show_default=True, help="Seed of the length draws."),
     ]
@@ -64,49 +81,106 @@ def calibrate() -> None:
 
 @calibrate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write.")
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+)
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
-@click.option("--prompts", type=click.IntRange(min=1), default=None, help="Simulated B (default: logged B).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Simulated engine replicas (default: logged).")
+@click.option(
+    "--prompts", type=click.IntRange(min=1), default=None, help="Simulated B (default: logged B)."
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Simulated engine replicas (default: logged).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option("--tau", type=click.FloatRange(min=1.0, min_open=True), default=None,
-              help="Scenario default SAGC tau.")
-@click.option("--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta.")
+@click.option(
+    "--tau",
+    type=click.FloatRange(min=1.0, min_open=True),
+    default=None,
+    help="Scenario default SAGC tau.",
+)
+@click.option(
+    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
+)
 @verl_options
-def calibrate_verl_tb(run_dirs, out, name, prompts, workers, steps, tau, delta, group_size,
-                      max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed):
+def calibrate_verl_tb(
+    run_dirs,
+    out,
+    name,
+    prompts,
+    workers,
+    steps,
+    tau,
+    delta,
+    group_size,
+    max_response_length,
+    gen_workers,
+    max_num_seqs,
+    fit_prefill,
+    replicates,
+    seed,
+):
     """Fit lengths and cost to verl TensorBoard runs (RUN_DIR holds events.out.tfevents.*)."""
-    cfg = _verl_config(group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill,
-                       replicates, seed)
+    cfg = _verl_config(
+        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+    )
     try:
-        d = calibrate_verl(list(run_dirs), cfg, name=name, prompts=prompts, workers=workers,
-                           defaults=_defaults(steps, tau, delta))
+        d = calibrate_verl(
+            list(run_dirs),
+            cfg,
+            name=name,
+            prompts=prompts,
+            workers=workers,
+            defaults=_defaults(steps, tau, delta),
+        )
         write_json_atomic(d, out)
     except BAD_INPUT as exc:
         _fail(exc)
     f = d["fit"]
-    click.echo(f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "
-               f"learner MAPE {f['learner']['mape']:.3f}, length rms z {f['lengths']['rms_z']:.2f}")
+    click.echo(
+        f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "
+        f"learner MAPE {f['learner']['mape']:.3f}, length rms z {f['lengths']['rms_z']:.2f}"
+    )
 
 
 @calibrate.command("servegen")
 @click.argument("folder", type=click.Path())
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write.")
-@click.option("--cost-from", default="gsm8k", show_default=True,
-              help="Calibration file or bundled scenario whose cost and engine are reused.")
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+)
+@click.option(
+    "--cost-from",
+    default="gsm8k",
+    show_default=True,
+    help="Calibration file or bundled scenario whose cost and engine are reused.",
+)
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option("--tau", type=click.FloatRange(min=1.0, min_open=True), default=None,
-              help="Scenario default SAGC tau.")
-@click.option("--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta.")
+@click.option(
+    "--tau",
+    type=click.FloatRange(min=1.0, min_open=True),
+    default=None,
+    help="Scenario default SAGC tau.",
+)
+@click.option(
+    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
+)
 @click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
-def calibrate_servegen(folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length):
+def calibrate_servegen(
+    folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length
+):
     """Long-reasoning scenario: ServeGen DeepSeek-R1 output lengths + a verl-fitted cost."""
     try:
-        d = build_longcot(folder, cost_from, LongCotConfig(max_response_length=max_response_length),
-                          defaults={"prompts": prompts, **_defaults(steps, tau, delta)}, name=name)
+        d = build_longcot(
+            folder,
+            cost_from,
+            LongCotConfig(max_response_length=max_response_length),
+            defaults={"prompts": prompts, **_defaults(steps, tau, delta)},
+            name=name,
+        )
         write_json_atomic(d, out)
     except BAD_INPUT as exc:
         _fail(exc)
@@ -121,15 +195,34 @@ def validate() -> None:
 
 @validate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option("--fit-steps", "-k", default=20, show_default=True, type=click.IntRange(min=2),
-              help="Fit on the first K usable steps.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv.")
+@click.option(
+    "--fit-steps",
+    "-k",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Fit on the first K usable steps.",
+)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv."
+)
 @verl_options
-def validate_verl_tb(run_dirs, fit_steps, out, group_size, max_response_length, gen_workers,
-                     max_num_seqs, fit_prefill, replicates, seed):
+def validate_verl_tb(
+    run_dirs,
+    fit_steps,
+    out,
+    group_size,
+    max_response_length,
+    gen_workers,
+    max_num_seqs,
+    fit_prefill,
+    replicates,
+    seed,
+):
     """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
-    cfg = _verl_config(group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill,
-                       replicates, seed)
+    cfg = _verl_config(
+        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+    )
     try:
         with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
             table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())

@@ -22,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.features import schedule_features
 from rolloutlab.sim.lengths import LognormalLengths
+from scipy import optimize
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,9 @@ class StepDraw:
     """Prompt length used for every prompt (logged ``prompt_length/mean``, rounded)."""
 
 
-def draw_step_lengths(d: StepDraw, icc: float, B: int, G: int, cap: int,
-                      rng: np.random.Generator) -> np.ndarray:
+def draw_step_lengths(
+    d: StepDraw, icc: float, B: int, G: int, cap: int, rng: np.random.Generator
+) -> np.ndarray:
     """``(B, G)`` lengths (tokens) from the step's fitted hierarchical lognormal, with the
     logged extremes imposed: the ``n_clipped`` longest draws are set to ``cap`` (if none,
     the longest is set to the logged ``max`` and no draw exceeds it); the shortest is set
@@ -62,8 +62,8 @@ def draw_step_lengths(d: StepDraw, icc: float, B: int, G: int, cap: int,
     flat = L.ravel()
     order = np.argsort(flat, kind="stable")
     if d.n_clipped > 0:
-        flat[order[-d.n_clipped:]] = cap
-        flat[order[:-d.n_clipped]] = np.minimum(flat[order[:-d.n_clipped]], cap - 1)
+        flat[order[-d.n_clipped :]] = cap
+        flat[order[: -d.n_clipped]] = np.minimum(flat[order[: -d.n_clipped]], cap - 1)
     else:
         flat[:] = np.minimum(flat, d.max)
         flat[order[-1]] = d.max
@@ -72,8 +72,16 @@ def draw_step_lengths(d: StepDraw, icc: float, B: int, G: int, cap: int,
     return flat.reshape(B, G)
 
 
-def step_features(draws: list[StepDraw], icc: float, B: int, G: int, cap: int,
-                  config: EngineConfig, replicates: int = 2, seed: int = 0) -> np.ndarray:
+def step_features(
+    draws: list[StepDraw],
+    icc: float,
+    B: int,
+    G: int,
+    cap: int,
+    config: EngineConfig,
+    replicates: int = 2,
+    seed: int = 0,
+) -> np.ndarray:
     """Schedule features ``(n_steps, replicates, n_workers, 4)`` of each step's draws;
     the RNG of draw ``r`` of step ``s`` is seeded by ``(seed, s, r)``."""
     out = np.zeros((len(draws), replicates, config.n_workers, 4))
@@ -114,8 +122,10 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
     """
     gen_s = np.asarray(gen_s, dtype=float)
     if len(gen_s) < 2 or (gen_s <= 0).any() or features.shape[0] != len(gen_s):
-        raise ValueError("fit_decode: need >= 2 steps with positive generation times "
-                         "and one feature block per step")
+        raise ValueError(
+            "fit_decode: need >= 2 steps with positive generation times "
+            "and one feature block per step"
+        )
     # x_j = theta_j / scale_j is O(1): each term alone would explain a fifth of the time
     med = np.append(np.median(features.reshape(-1, 4), axis=0), 1.0)
     scale = np.where(med > 0, np.median(gen_s) / (5 * np.maximum(med, 1e-300)), 0.0)
@@ -126,8 +136,12 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
         return predict_gen_s(features, x * scale) / gen_s - 1.0
 
     best = None
-    for x0 in (np.full(5, 1.0), np.array([4.0, 0, 0, 0, 1.0]), np.array([0, 4.0, 0, 0, 1.0]),
-               np.array([0, 0, 4.0, 0, 1.0])):
+    for x0 in (
+        np.full(5, 1.0),
+        np.array([4.0, 0, 0, 0, 1.0]),
+        np.array([0, 4.0, 0, 0, 1.0]),
+        np.array([0, 0, 4.0, 0, 1.0]),
+    ):
         res = optimize.least_squares(resid, x0, bounds=(0, np.inf), x_scale=1.0)
         if best is None or res.cost < best.cost:
             best = res
@@ -138,8 +152,11 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(scale > 0, np.sqrt(np.abs(np.diag(cov))) / np.abs(best.x), 0.0)
     mape = float(np.mean(np.abs(resid(best.x))))
-    return DecodeFit(theta=tuple(float(v) for v in theta), mape=mape,
-                     rel_se=tuple(float(v) if np.isfinite(v) else float("inf") for v in rel))
+    return DecodeFit(
+        theta=tuple(float(v) for v in theta),
+        mape=mape,
+        rel_se=tuple(float(v) if np.isfinite(v) else float("inf") for v in rel),
+    )
 
 
 @dataclass(frozen=True)
@@ -170,14 +187,25 @@ def fit_learner(tokens: np.ndarray, train_s: np.ndarray, sync_s: np.ndarray) -> 
     coef, _ = optimize.nnls(A, train_s)
     pred = A @ coef
     r2 = 1.0 - np.sum((train_s - pred) ** 2) / max(np.sum((train_s - train_s.mean()) ** 2), 1e-300)
-    return LearnerFit(learner_const_s=float(coef[0]), learner_s_per_token=float(coef[1] / s),
-                      mape=float(np.mean(np.abs(pred / train_s - 1))), r2=float(r2),
-                      sync_s=float(np.median(sync_s)))
+    return LearnerFit(
+        learner_const_s=float(coef[0]),
+        learner_s_per_token=float(coef[1] / s),
+        mape=float(np.mean(np.abs(pred / train_s - 1))),
+        r2=float(r2),
+        sync_s=float(np.median(sync_s)),
+    )
 
 
 def to_cost(decode: DecodeFit, learner: LearnerFit) -> LinearCost:
     """The :class:`LinearCost` of both fits."""
     a, b, c, p, overhead = decode.theta
-    return LinearCost(a_s=a, b_s=b, c_s=c, prefill_s_per_token=p, gen_overhead_s=overhead,
-                      learner_const_s=learner.learner_const_s,
-                      learner_s_per_token=learner.learner_s_per_token, sync_s=learner.sync_s)
+    return LinearCost(
+        a_s=a,
+        b_s=b,
+        c_s=c,
+        prefill_s_per_token=p,
+        gen_overhead_s=overhead,
+        learner_const_s=learner.learner_const_s,
+        learner_s_per_token=learner.learner_s_per_token,
+        sync_s=learner.sync_s,
+    )

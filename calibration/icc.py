@@ -33,7 +33,11 @@ def load_group_lengths(path: str | None = None) -> pl.DataFrame:
     """The per-group length table (columns ``idx, level, sample_idx, chars``); the bundled
     one by default. Raises: ValueError if a column is missing or a length is < 1."""
     if path is None:
-        with resources.files("rolloutlab.sim").joinpath("data", "lengths", GROUP_TABLE).open("rb") as f:
+        with (
+            resources.files("rolloutlab.sim")
+            .joinpath("data", "lengths", GROUP_TABLE)
+            .open("rb") as f
+        ):
             df = pl.read_csv(f)
         path = f"sim/data/lengths/{GROUP_TABLE}"
     else:
@@ -50,11 +54,15 @@ def load_group_lengths(path: str | None = None) -> pl.DataFrame:
 def icc_log_lengths(df: pl.DataFrame) -> float:
     """ICC(1) of ``log(chars)`` grouped by ``idx`` (formula in the module docstring),
     clipped to [0, 1]. Needs equal group sizes >= 2. Raises: ValueError otherwise."""
-    groups = [np.log(g["chars"].to_numpy().astype(float))
-              for _, g in df.group_by("idx", maintain_order=True)]
+    groups = [
+        np.log(g["chars"].to_numpy().astype(float))
+        for _, g in df.group_by("idx", maintain_order=True)
+    ]
     sizes = {len(g) for g in groups}
     if len(sizes) != 1 or min(sizes) < 2 or len(groups) < 2:
-        raise ValueError(f"icc_log_lengths: need >= 2 groups of one size >= 2, got sizes {sorted(sizes)}")
+        raise ValueError(
+            f"icc_log_lengths: need >= 2 groups of one size >= 2, got sizes {sorted(sizes)}"
+        )
     k = sizes.pop()
     F = stats.f_oneway(*groups).statistic
     return float(np.clip((F - 1) / (F + k - 1), 0.0, 1.0))

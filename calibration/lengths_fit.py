@@ -122,10 +122,18 @@ def fit_step(s: StepLengthStats) -> StepFit:
     def fun(x):
         return np.array(list(residuals(x[0], np.exp(x[1]), s).values()))
 
-    res = optimize.least_squares(fun, x0, bounds=([0.0, np.log(0.01)], [np.log(s.cap) + 5, np.log(5.0)]))
+    res = optimize.least_squares(
+        fun, x0, bounds=([0.0, np.log(0.01)], [np.log(s.cap) + 5, np.log(5.0)])
+    )
     mu, sigma = float(res.x[0]), float(np.exp(res.x[1]))
-    return StepFit(step=s.step, mu=mu, sigma=sigma, z=residuals(mu, sigma, s),
-                   model_mean=censored_moments(mu, sigma, s.cap)[0], logged_mean=s.mean)
+    return StepFit(
+        step=s.step,
+        mu=mu,
+        sigma=sigma,
+        z=residuals(mu, sigma, s),
+        model_mean=censored_moments(mu, sigma, s.cap)[0],
+        logged_mean=s.mean,
+    )
 
 
 @dataclass(frozen=True)
@@ -161,11 +169,15 @@ def fit_run(fits: list[StepFit]) -> RunLengthFit:
     lr_s = stats.linregress(t, [f.sigma for f in fits])
     zs = np.array([v for f in fits for v in f.z.values()])
     return RunLengthFit(
-        mu0=float(lr_mu.intercept), mu_growth_per_step=float(lr_mu.slope),
-        mu_growth_se=float(lr_mu.stderr), sigma0=float(lr_s.intercept),
-        sigma_growth_per_step=float(lr_s.slope / lr_s.intercept), step0=int(steps[0]),
+        mu0=float(lr_mu.intercept),
+        mu_growth_per_step=float(lr_mu.slope),
+        mu_growth_se=float(lr_mu.stderr),
+        sigma0=float(lr_s.intercept),
+        sigma_growth_per_step=float(lr_s.slope / lr_s.intercept),
+        step0=int(steps[0]),
         rms_z=float(np.sqrt(np.mean(zs**2))),
-        mean_abs_rel_err_mean=float(np.mean([abs(f.model_mean / f.logged_mean - 1) for f in fits])))
+        mean_abs_rel_err_mean=float(np.mean([abs(f.model_mean / f.logged_mean - 1) for f in fits])),
+    )
 
 
 def split_sigma(sigma: float, icc: float) -> tuple[float, float]:

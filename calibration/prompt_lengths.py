@@ -31,7 +31,9 @@ def _sample_args(model, prompt_tokens, G: int) -> np.ndarray:
     """``prompt_tokens`` as an array; ValueError naming ``model``'s class on ``G < 1`` or no prompt."""
     P = np.asarray(prompt_tokens)
     if G < 1 or P.size == 0:
-        raise ValueError(f"{type(model).__name__}.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts")
+        raise ValueError(
+            f"{type(model).__name__}.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts"
+        )
     return P
 
 
@@ -66,22 +68,27 @@ class PromptLognormalLengths:
         P = _sample_args(self, prompt_tokens, G)
         z_prompt = rng.standard_normal(P.size)  # (n_prompts,)
         z_within = rng.standard_normal((P.size, G))  # (n_prompts, G)
-        log_len = self.mean_log(P)[:, None] + self.sigma_prompt * z_prompt[:, None] + self.sigma_within * z_within
+        log_len = (
+            self.mean_log(P)[:, None]
+            + self.sigma_prompt * z_prompt[:, None]
+            + self.sigma_within * z_within
+        )
         return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
 
     @property
     def icc(self) -> float:
         """Intra-class correlation of log lengths within a group (beyond the prompt-length effect)."""
-        total = self.sigma_prompt ** 2 + self.sigma_within ** 2
-        return self.sigma_prompt ** 2 / total if total > 0 else 0.0
+        total = self.sigma_prompt**2 + self.sigma_within**2
+        return self.sigma_prompt**2 / total if total > 0 else 0.0
 
     def to_dict(self) -> dict:
         """Plain dict of the fields (JSON-serialisable)."""
         return asdict(self)
 
 
-def fit_prompt_lognormal(groups: list[np.ndarray], prompt_tokens: np.ndarray,
-                         max_response_length: int) -> PromptLognormalLengths:
+def fit_prompt_lognormal(
+    groups: list[np.ndarray], prompt_tokens: np.ndarray, max_response_length: int
+) -> PromptLognormalLengths:
     """Fit :class:`PromptLognormalLengths` to observed groups (module docstring).
 
     Args:
@@ -92,8 +99,10 @@ def fit_prompt_lognormal(groups: list[np.ndarray], prompt_tokens: np.ndarray,
     """
     P = np.asarray(prompt_tokens, float)
     if len(groups) < 2 or len(groups) != P.size:
-        raise ValueError(f"fit_prompt_lognormal: need >= 2 groups and one prompt length each, "
-                         f"got {len(groups)} groups and {P.size} prompt lengths")
+        raise ValueError(
+            f"fit_prompt_lognormal: need >= 2 groups and one prompt length each, "
+            f"got {len(groups)} groups and {P.size} prompt lengths"
+        )
     logs = [np.log(np.asarray(g, float)) for g in groups]
     if any(g.size == 0 or not np.all(np.isfinite(g)) for g in logs):
         raise ValueError("fit_prompt_lognormal: every group needs lengths >= 1")
@@ -112,10 +121,15 @@ def fit_prompt_lognormal(groups: list[np.ndarray], prompt_tokens: np.ndarray,
     var_within = ss_within / dof if dof > 0 else 0.0
     g_h = len(sizes) / float(np.sum(1.0 / sizes))
     n_coef = 2 if np.ptp(logP) > 0 else 1
-    var_means = float((resid ** 2).sum()) / (len(resid) - n_coef) if len(resid) > n_coef else 0.0
+    var_means = float((resid**2).sum()) / (len(resid) - n_coef) if len(resid) > n_coef else 0.0
     var_prompt = max(0.0, var_means - var_within / g_h)
-    return PromptLognormalLengths(float(alpha), float(beta), float(np.sqrt(var_prompt)),
-                                  float(np.sqrt(var_within)), int(max_response_length))
+    return PromptLognormalLengths(
+        float(alpha),
+        float(beta),
+        float(np.sqrt(var_prompt)),
+        float(np.sqrt(var_within)),
+        int(max_response_length),
+    )
 
 
 @dataclass(frozen=True)
@@ -137,8 +151,14 @@ class PromptEmpiricalLengths:
     """Cap in tokens."""
 
     def __post_init__(self) -> None:
-        if not self.groups or len(self.groups) != len(self.prompt_tokens) or any(len(g) == 0 for g in self.groups):
-            raise ValueError("PromptEmpiricalLengths: need >= 1 non-empty group and one prompt length each")
+        if (
+            not self.groups
+            or len(self.groups) != len(self.prompt_tokens)
+            or any(len(g) == 0 for g in self.groups)
+        ):
+            raise ValueError(
+                "PromptEmpiricalLengths: need >= 1 non-empty group and one prompt length each"
+            )
 
     def sample(self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int) -> np.ndarray:
         """``(n_prompts, G)`` int64 lengths in ``[1, max_response_length]`` for these prompts.
@@ -157,17 +177,24 @@ class PromptEmpiricalLengths:
 
     def to_dict(self) -> dict:
         """Summary (JSON-serialisable): group count, prompt lengths seen, cap."""
-        return {"kind": "empirical-by-prompt-length", "groups": len(self.groups),
-                "prompt_tokens_seen": sorted(set(int(p) for p in self.prompt_tokens)),
-                "max_response_length": self.max_response_length}
+        return {
+            "kind": "empirical-by-prompt-length",
+            "groups": len(self.groups),
+            "prompt_tokens_seen": sorted(set(int(p) for p in self.prompt_tokens)),
+            "max_response_length": self.max_response_length,
+        }
 
 
-def fit_prompt_empirical(groups: list[np.ndarray], prompt_tokens: np.ndarray,
-                         max_response_length: int) -> PromptEmpiricalLengths:
+def fit_prompt_empirical(
+    groups: list[np.ndarray], prompt_tokens: np.ndarray, max_response_length: int
+) -> PromptEmpiricalLengths:
     """:class:`PromptEmpiricalLengths` of observed groups (one array of lengths per group,
     ``prompt_tokens`` ``(n_groups,)``). Raises ValueError on no group or mismatched sizes."""
     P = np.asarray(prompt_tokens)
     if len(groups) != P.size:
         raise ValueError(f"fit_prompt_empirical: {len(groups)} groups but {P.size} prompt lengths")
-    return PromptEmpiricalLengths(tuple(int(p) for p in P),
-                                  tuple(tuple(int(v) for v in g) for g in groups), int(max_response_length))
+    return PromptEmpiricalLengths(
+        tuple(int(p) for p in P),
+        tuple(tuple(int(v) for v in g) for g in groups),
+        int(max_response_length),
+    )

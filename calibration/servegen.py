@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
 from rolloutlab.calibration.writer import calibration_dict, source_entry
-from rolloutlab.sim.dynamics import pmf_quantiles  # noqa: F401  (quantiles of a PMF: one implementation)
+from rolloutlab.sim.dynamics import pmf_quantiles
 from rolloutlab.sim.scenario import load_scenario
 
 WINDOW_S = 21600
@@ -48,8 +47,10 @@ def _parse_pmf(text: str, path: Path, where: str) -> dict[int, float]:
     out = {}
     for k, v in pmf.items():
         if not isinstance(k, int) or k < 1 or not isinstance(v, (int, float)) or not (v >= 0):
-            raise ServeGenError(f"{path}: field {where}: bad entry {k!r}: {v!r} "
-                                f"(expected int tokens >= 1 -> probability >= 0)")
+            raise ServeGenError(
+                f"{path}: field {where}: bad entry {k!r}: {v!r} "
+                f"(expected int tokens >= 1 -> probability >= 0)"
+            )
         out[k] = float(v)
     return out
 
@@ -64,8 +65,10 @@ def _window_requests(trace: Path) -> dict[int, float]:
             try:
                 ts, rate = float(row[0]), float(row[1] or 0.0)
             except (IndexError, ValueError):
-                raise ServeGenError(f"{trace}: row {row_no}: fields timestamp, rate: "
-                                    f"expected numbers, got {row[:2]!r}") from None
+                raise ServeGenError(
+                    f"{trace}: row {row_no}: fields timestamp, rate: "
+                    f"expected numbers, got {row[:2]!r}"
+                ) from None
             if not (rate >= 0):
                 raise ServeGenError(f"{trace}: row {row_no}: field rate is {rate} (expected >= 0)")
             w = int(ts // WINDOW_S) * WINDOW_S
@@ -129,8 +132,9 @@ class LongCotConfig:
     chat contexts, not RL prompts)."""
 
 
-def build_longcot(folder: str | Path, base: str | Path, cfg: LongCotConfig,
-                  defaults: dict, name: str = "longcot") -> dict:
+def build_longcot(
+    folder: str | Path, base: str | Path, cfg: LongCotConfig, defaults: dict, name: str = "longcot"
+) -> dict:
     """Calibration dict: ServeGen lengths + ``base`` scenario's cost and engine.
 
     Raises :class:`ServeGenError` or :class:`sim.scenario.CalibrationError`.
@@ -141,19 +145,36 @@ def build_longcot(folder: str | Path, base: str | Path, cfg: LongCotConfig,
     cost = base_sc.cost.to_dict()
     cost["c_s"] = max(cost["c_s"], cfg.kv_s_per_token)
     cdf = np.cumsum(prob)
-    quant = {f"p{int(q * 1000) / 10:g}": int(tokens[np.searchsorted(cdf, q)])
-             for q in (0.1, 0.5, 0.9, 0.99, 0.999)}
+    quant = {
+        f"p{int(q * 1000) / 10:g}": int(tokens[np.searchsorted(cdf, q)])
+        for q in (0.1, 0.5, 0.9, 0.99, 0.999)
+    }
     return calibration_dict(
         name=name,
-        lengths={"kind": "empirical", "values": [int(v) for v in values],
-                 "max_response_length": cfg.max_response_length},
-        prompt_tokens=cfg.prompt_tokens or base_sc.prompt_tokens, cost=cost,
-        engine=asdict(base_sc.engine), defaults=defaults,
-        provenance={"kind": "servegen", "sources": [source_entry(f) for f in files],
-                    "origin": "https://github.com/alibaba/ServeGen data/reason/deepseek-r1 "
-                              "@ f891d1189eb32b3868dfc443800c4150548c282a (Apache-2.0)",
-                    "cost_from": str(base), "cost_from_provenance": base_sc.source.get("provenance", {}),
-                    "config": asdict(cfg)},
-        fit={"pooled_output_tokens": {**quant, "mean": float(tokens @ prob),
-                                      "support": int(len(tokens))},
-             "c_s_floor_applied": base_sc.cost.c_s < cfg.kv_s_per_token})
+        lengths={
+            "kind": "empirical",
+            "values": [int(v) for v in values],
+            "max_response_length": cfg.max_response_length,
+        },
+        prompt_tokens=cfg.prompt_tokens or base_sc.prompt_tokens,
+        cost=cost,
+        engine=asdict(base_sc.engine),
+        defaults=defaults,
+        provenance={
+            "kind": "servegen",
+            "sources": [source_entry(f) for f in files],
+            "origin": "https://github.com/alibaba/ServeGen data/reason/deepseek-r1 "
+            "@ f891d1189eb32b3868dfc443800c4150548c282a (Apache-2.0)",
+            "cost_from": str(base),
+            "cost_from_provenance": base_sc.source.get("provenance", {}),
+            "config": asdict(cfg),
+        },
+        fit={
+            "pooled_output_tokens": {
+                **quant,
+                "mean": float(tokens @ prob),
+                "support": int(len(tokens)),
+            },
+            "c_s_floor_applied": base_sc.cost.c_s < cfg.kv_s_per_token,
+        },
+    )

@@ -20,12 +20,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-
+from rolloutlab.calibration.cost_fit import (
+    DecodeFit,
+    LearnerFit,
+    StepDraw,
+    fit_decode,
+    fit_learner,
+    step_features,
+)
 from rolloutlab.calibration.icc import bundled_icc
-from rolloutlab.calibration.cost_fit import (DecodeFit, LearnerFit, StepDraw, fit_decode, fit_learner,
-                                  step_features)
-from rolloutlab.calibration.lengths_fit import (RunLengthFit, StepFit, StepLengthStats, fit_run,
-                                     fit_step)
+from rolloutlab.calibration.lengths_fit import (
+    RunLengthFit,
+    StepFit,
+    StepLengthStats,
+    fit_run,
+    fit_step,
+)
 from rolloutlab.calibration.verl_tb import LENGTH_TAGS, VerlLogError, require
 from rolloutlab.sim.engine import EngineConfig
 
@@ -44,8 +54,11 @@ class VerlFitConfig:
     """G (verl ``actor_rollout_ref.rollout.n``); not logged."""
     max_response_length: int = 1024
     """Cap in tokens (verl ``data.max_response_length``)."""
-    engine: EngineConfig = field(default_factory=lambda: EngineConfig(
-        n_workers=4, max_num_seqs=1024, dispatch="group", prefix_caching=True))
+    engine: EngineConfig = field(
+        default_factory=lambda: EngineConfig(
+            n_workers=4, max_num_seqs=1024, dispatch="group", prefix_caching=True
+        )
+    )
     """Generation cluster: 8 GPUs / rollout TP 2 = 4 workers, verl's max_num_seqs 1024."""
     replicates: int = 2
     """Length draws per step averaged in the cost fit and the predictions."""
@@ -93,19 +106,38 @@ def step_data(table: pl.DataFrame, source: str, cfg: VerlFitConfig) -> StepData:
     cap = cfg.max_response_length
     for i, step in enumerate(rows["step"].to_list()):
         if n[i] % cfg.group_size:
-            raise VerlLogError(f"{source}: step {step}: inferred n={n[i]} responses is not a "
-                               f"multiple of G={cfg.group_size} (tag {TOKENS_TAG!r})")
-        s = StepLengthStats(step, float(mean[i]), float(mx[i]), float(mn[i]), float(clip[i]),
-                            int(n[i]), cap)
+            raise VerlLogError(
+                f"{source}: step {step}: inferred n={n[i]} responses is not a "
+                f"multiple of G={cfg.group_size} (tag {TOKENS_TAG!r})"
+            )
+        s = StepLengthStats(
+            step, float(mean[i]), float(mx[i]), float(mn[i]), float(clip[i]), int(n[i]), cap
+        )
         try:
             f = fit_step(s)
         except ValueError as exc:
             raise VerlLogError(f"{source}: tags response_length/*: {exc}") from None
         fits.append(f)
-        draws.append(StepDraw(step, f.mu, f.sigma, int(mx[i]), int(mn[i]),
-                              int(round(clip[i] * n[i])), int(round(rows[PROMPT_TAG][i]))))
-    return StepData(steps=rows["step"].to_numpy(), n=n, fits=fits, draws=draws,
-                    gen_s=rows[GEN_TAG].to_numpy(), table=rows, dropped_steps=dropped)
+        draws.append(
+            StepDraw(
+                step,
+                f.mu,
+                f.sigma,
+                int(mx[i]),
+                int(mn[i]),
+                int(round(clip[i] * n[i])),
+                int(round(rows[PROMPT_TAG][i])),
+            )
+        )
+    return StepData(
+        steps=rows["step"].to_numpy(),
+        n=n,
+        fits=fits,
+        draws=draws,
+        gen_s=rows[GEN_TAG].to_numpy(),
+        table=rows,
+        dropped_steps=dropped,
+    )
 
 
 @dataclass(frozen=True)
@@ -134,13 +166,26 @@ def fit_run_model(data: StepData, cfg: VerlFitConfig, k: int | None = None) -> R
     sl = fit_steps_of(data, k)
     fits, draws, gen = data.fits[sl], data.draws[sl], data.gen_s[sl]
     B = int(np.median(data.n[sl])) // cfg.group_size
-    feats = step_features(draws, cfg.icc, B, cfg.group_size, cfg.max_response_length,
-                          cfg.engine, cfg.replicates, cfg.seed)
+    feats = step_features(
+        draws,
+        cfg.icc,
+        B,
+        cfg.group_size,
+        cfg.max_response_length,
+        cfg.engine,
+        cfg.replicates,
+        cfg.seed,
+    )
     decode = fit_decode(feats, gen, cfg.fit_prefill)
     rows = data.table[sl]
     train_rows = require(rows, TRAIN_TAGS + (SYNC_TAG,), "learner tags")
     train = sum(train_rows[t].to_numpy() for t in TRAIN_TAGS)
     learner = fit_learner(train_rows[TOKENS_TAG].to_numpy(), train, train_rows[SYNC_TAG].to_numpy())
-    return RunFit(lengths=fit_run(fits), decode=decode, learner=learner, B=B,
-                  prompt_tokens=int(round(float(np.median(rows[PROMPT_TAG].to_numpy())))),
-                  fit_steps=[f.step for f in fits])
+    return RunFit(
+        lengths=fit_run(fits),
+        decode=decode,
+        learner=learner,
+        B=B,
+        prompt_tokens=int(round(float(np.median(rows[PROMPT_TAG].to_numpy())))),
+        fit_steps=[f.step for f in fits],
+    )

@@ -13,16 +13,20 @@ per tag, null where a tag has no value at that step (e.g. ``val-core/*`` every 5
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import polars as pl
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat.tensorflow_stub import errors as tb_errors
 from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 
-LENGTH_TAGS = ("response_length/mean", "response_length/max", "response_length/min",
-               "response_length/clip_ratio")
+LENGTH_TAGS = (
+    "response_length/mean",
+    "response_length/max",
+    "response_length/min",
+    "response_length/clip_ratio",
+)
 """Tags the length fit needs (verl ``compute_data_metrics``)."""
 
 
@@ -79,7 +83,9 @@ def read_event_file(path: str | Path) -> pl.DataFrame:
     """
     path = Path(path)
     check_records(path)
-    acc = event_accumulator.EventAccumulator(str(path), size_guidance={event_accumulator.SCALARS: 0})
+    acc = event_accumulator.EventAccumulator(
+        str(path), size_guidance={event_accumulator.SCALARS: 0}
+    )
     acc.Reload()
     tags = acc.Tags().get("scalars", [])
     if not tags:
@@ -108,13 +114,16 @@ def read_run(run_dir: str | Path) -> pl.DataFrame:
         table = table.update(read_event_file(f), on="step", how="full")
     missing = [t for t in LENGTH_TAGS if t not in table.columns]
     if missing:
-        raise VerlLogError(f"{', '.join(map(str, files))}: missing tag(s) {missing} "
-                           f"(the length fit needs {list(LENGTH_TAGS)})")
+        raise VerlLogError(
+            f"{', '.join(map(str, files))}: missing tag(s) {missing} "
+            f"(the length fit needs {list(LENGTH_TAGS)})"
+        )
     return table.sort("step")
 
 
-def require(table: pl.DataFrame, tags: Iterable[str], source: str,
-            nonnegative: bool = True) -> pl.DataFrame:
+def require(
+    table: pl.DataFrame, tags: Iterable[str], source: str, nonnegative: bool = True
+) -> pl.DataFrame:
     """Rows of ``table`` where every tag in ``tags`` is logged, checked.
 
     Steps where any of the tags is null (not logged, e.g. the last step's ``perf/*``)
@@ -130,7 +139,9 @@ def require(table: pl.DataFrame, tags: Iterable[str], source: str,
     for t in tags:
         for step, v in zip(rows["step"].to_list(), rows[t].to_list()):
             if not math.isfinite(v):
-                raise VerlLogError(f"{source}: tag {t!r} at step {step} is {v} (expected a finite number)")
+                raise VerlLogError(
+                    f"{source}: tag {t!r} at step {step} is {v} (expected a finite number)"
+                )
             if nonnegative and v < 0:
                 raise VerlLogError(f"{source}: tag {t!r} at step {step} is negative ({v})")
     return rows

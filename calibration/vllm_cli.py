@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import click
-
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
 
 
@@ -24,21 +23,49 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 @click.command("vllm-grid")
-@click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False, exists=True),
-              help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write.")
-@click.option("--running-seqs", default="1,8,32,128", show_default=True, help="Concurrent sequences per cell.")
-@click.option("--prompt-tokens", default="64,512,2048", show_default=True, help="Prompt tokens per cell.")
-@click.option("--response-tokens", default=64, show_default=True, help="Generated tokens per request.")
+@click.option(
+    "--model",
+    "model_dir",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).",
+)
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+)
+@click.option(
+    "--running-seqs", default="1,8,32,128", show_default=True, help="Concurrent sequences per cell."
+)
+@click.option(
+    "--prompt-tokens", default="64,512,2048", show_default=True, help="Prompt tokens per cell."
+)
+@click.option(
+    "--response-tokens", default=64, show_default=True, help="Generated tokens per request."
+)
 @click.option("--repeats", default=2, show_default=True, help="Runs per cell (median kept).")
 @click.option("--dtype", default="bfloat16", show_default=True)
 @click.option("--gpu-memory-utilization", default=0.85, show_default=True, type=float)
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (faster start, slower decode).")
-@click.option("--lengths-from", default="gsm8k", show_default=True,
-              help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.")
+@click.option(
+    "--lengths-from",
+    default="gsm8k",
+    show_default=True,
+    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
+)
 @click.option("--name", default=None, help="Scenario name (default: the model folder's name).")
-def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repeats, dtype,
-              gpu_memory_utilization, enforce_eager, lengths_from, name):
+def vllm_grid(
+    model_dir,
+    out,
+    running_seqs,
+    prompt_tokens,
+    response_tokens,
+    repeats,
+    dtype,
+    gpu_memory_utilization,
+    enforce_eager,
+    lengths_from,
+    name,
+):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
     from rolloutlab.calibration.vllm_grid import GridSpec, fit_grid, grid_calibration
     from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
@@ -46,28 +73,41 @@ def vllm_grid(model_dir, out, running_seqs, prompt_tokens, response_tokens, repe
 
     try:
         check_engine("vllm")
-        spec = GridSpec(running_seqs=_ints(running_seqs), prompt_tokens=_ints(prompt_tokens),
-                        response_tokens=response_tokens, repeats=repeats)
+        spec = GridSpec(
+            running_seqs=_ints(running_seqs),
+            prompt_tokens=_ints(prompt_tokens),
+            response_tokens=response_tokens,
+            repeats=repeats,
+        )
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     from rolloutlab.calibration.vllm_runner import measure_grid
 
-    timings, resolved, dropped = measure_grid(model_dir, spec, dtype=dtype,
-                                              gpu_memory_utilization=gpu_memory_utilization,
-                                              enforce_eager=enforce_eager, progress=click.echo)
+    timings, resolved, dropped = measure_grid(
+        model_dir,
+        spec,
+        dtype=dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enforce_eager=enforce_eager,
+        progress=click.echo,
+    )
     fit = fit_grid(timings)
-    prov = {"model_config": source_entry(Path(model_dir) / "config.json"),
-            "command": " ".join(shlex.quote(a) for a in ["rolloutlab", *sys.argv[1:]]),
-            "dropped_cells": [{"cell": list(vars(c).values()), "reason": why} for c, why in dropped]}
+    prov = {
+        "model_config": source_entry(Path(model_dir) / "config.json"),
+        "command": " ".join(shlex.quote(a) for a in ["rolloutlab", *sys.argv[1:]]),
+        "dropped_cells": [{"cell": list(vars(c).values()), "reason": why} for c, why in dropped],
+    }
     try:
         d = grid_calibration(fit, resolved, spec, base, name or Path(model_dir).name, prov)
         write_json_atomic(d, out)
     except (CalibrationError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"wrote {out}: {len(timings)} cells; a={fit.a_s:.3e} b={fit.b_s:.3e} c={fit.c_s:.3e} "
-               f"p={fit.prefill_s_per_token:.3e} s; decode MAPE {fit.decode_mape:.3f}, "
-               f"prefill MAPE {fit.prefill_mape:.3f}")
+    click.echo(
+        f"wrote {out}: {len(timings)} cells; a={fit.a_s:.3e} b={fit.b_s:.3e} c={fit.c_s:.3e} "
+        f"p={fit.prefill_s_per_token:.3e} s; decode MAPE {fit.decode_mape:.3f}, "
+        f"prefill MAPE {fit.prefill_mape:.3f}"
+    )
 
 
 def read_run_rollouts(run_dir: Path):
@@ -82,24 +122,40 @@ def read_run_rollouts(run_dir: Path):
 
 @click.command("vllm-compare")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
-@click.option("--calibration", "calib", required=True, help="Calibration file (e.g. from vllm-grid).")
-@click.option("--max-num-seqs", type=int, default=None,
-              help="Engine slots of the runs (default: the calibration's engine.max_num_seqs).")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for sim_vs_measured.{csv,md}.")
+@click.option(
+    "--calibration", "calib", required=True, help="Calibration file (e.g. from vllm-grid)."
+)
+@click.option(
+    "--max-num-seqs",
+    type=int,
+    default=None,
+    help="Engine slots of the runs (default: the calibration's engine.max_num_seqs).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for sim_vs_measured.{csv,md}.",
+)
 def vllm_compare(run_dirs, calib, max_num_seqs, out):
     """Replay each step's measured lengths through the simulator; predicted vs measured makespan."""
     import dataclasses
 
     import polars as pl
-
     from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
     from rolloutlab.sim.scenario import CalibrationError, load_scenario
     from rolloutlab.sim.trace import TraceError
 
     try:
         sc = load_scenario(calib)
-        engine = sc.engine if max_num_seqs is None else dataclasses.replace(sc.engine, max_num_seqs=max_num_seqs)
-        table = pl.concat([sim_vs_measured(read_run_rollouts(Path(d)), sc.cost, engine) for d in run_dirs])
+        engine = (
+            sc.engine
+            if max_num_seqs is None
+            else dataclasses.replace(sc.engine, max_num_seqs=max_num_seqs)
+        )
+        table = pl.concat(
+            [sim_vs_measured(read_run_rollouts(Path(d)), sc.cost, engine) for d in run_dirs]
+        )
     except (CalibrationError, TraceError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     out_dir = Path(out)
@@ -107,6 +163,11 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)
     md = summary_markdown(table, label=f"calibration {Path(calib).name}")
     (out_dir / "sim_vs_measured.md").write_text(md)
-    (out_dir / "sim_vs_measured.json").write_text(json.dumps(
-        {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)}, indent=1) + "\n")
+    (out_dir / "sim_vs_measured.json").write_text(
+        json.dumps(
+            {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)},
+            indent=1,
+        )
+        + "\n"
+    )
     click.echo(md)

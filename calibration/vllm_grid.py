@@ -27,9 +27,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import optimize
-
 from rolloutlab.sim.cost import LinearCost
+from scipy import optimize
 
 
 @dataclass(frozen=True)
@@ -48,11 +47,19 @@ class GridSpec:
     """Share of the KV cache a cell may fill (``n (P + L) <= kv_headroom * kv_tokens``), so no preemption."""
 
     def __post_init__(self) -> None:
-        if not self.running_seqs or not self.prompt_tokens or min(self.running_seqs) < 1 \
-                or min(self.prompt_tokens) < 1:
-            raise ValueError(f"GridSpec: need non-empty running_seqs and prompt_tokens >= 1: {self}")
+        if (
+            not self.running_seqs
+            or not self.prompt_tokens
+            or min(self.running_seqs) < 1
+            or min(self.prompt_tokens) < 1
+        ):
+            raise ValueError(
+                f"GridSpec: need non-empty running_seqs and prompt_tokens >= 1: {self}"
+            )
         if self.response_tokens < 2 or self.repeats < 1 or not (0 < self.kv_headroom <= 1):
-            raise ValueError(f"GridSpec: need response_tokens >= 2, repeats >= 1, 0 < kv_headroom <= 1: {self}")
+            raise ValueError(
+                f"GridSpec: need response_tokens >= 2, repeats >= 1, 0 < kv_headroom <= 1: {self}"
+            )
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,9 @@ class EngineLimits:
     """Tokens one iteration may process (larger prefills are chunked)."""
 
 
-def plan_grid(spec: GridSpec, limits: EngineLimits) -> tuple[list[GridCell], list[tuple[GridCell, str]]]:
+def plan_grid(
+    spec: GridSpec, limits: EngineLimits
+) -> tuple[list[GridCell], list[tuple[GridCell, str]]]:
     """Cells of ``spec`` that fit ``limits``, and the dropped ones with the reason.
 
     A cell fits when ``n <= max_num_seqs``, ``P + L <= max_model_len``,
@@ -102,17 +111,29 @@ def plan_grid(spec: GridSpec, limits: EngineLimits) -> tuple[list[GridCell], lis
             if n > limits.max_num_seqs:
                 why.append(f"n {n} > max_num_seqs {limits.max_num_seqs}")
             if P + cell.response_tokens > limits.max_model_len:
-                why.append(f"P + L {P + cell.response_tokens} > max_model_len {limits.max_model_len}")
+                why.append(
+                    f"P + L {P + cell.response_tokens} > max_model_len {limits.max_model_len}"
+                )
             if n * (P + cell.response_tokens) > spec.kv_headroom * limits.kv_cache_tokens:
-                why.append(f"n (P + L) {n * (P + cell.response_tokens)} > {spec.kv_headroom} x KV "
-                           f"{limits.kv_cache_tokens} tokens")
+                why.append(
+                    f"n (P + L) {n * (P + cell.response_tokens)} > {spec.kv_headroom} x KV "
+                    f"{limits.kv_cache_tokens} tokens"
+                )
             if cell.prefill_tokens > limits.max_num_batched_tokens:
-                why.append(f"n P {cell.prefill_tokens} > max_num_batched_tokens {limits.max_num_batched_tokens}")
+                why.append(
+                    f"n P {cell.prefill_tokens} > max_num_batched_tokens {limits.max_num_batched_tokens}"
+                )
             (dropped.append((cell, "; ".join(why))) if why else kept.append(cell))
-    if len(kept) < 4 or len({c.running_seqs for c in kept}) < 2 or len({c.prompt_tokens for c in kept}) < 2:
-        raise ValueError(f"plan_grid: {len(kept)} cells fit the engine ({limits}); need >= 4 with >= 2 "
-                         f"values of running_seqs and of prompt_tokens. Dropped: "
-                         f"{[(asdict(c), w) for c, w in dropped][:4]}")
+    if (
+        len(kept) < 4
+        or len({c.running_seqs for c in kept}) < 2
+        or len({c.prompt_tokens for c in kept}) < 2
+    ):
+        raise ValueError(
+            f"plan_grid: {len(kept)} cells fit the engine ({limits}); need >= 4 with >= 2 "
+            f"values of running_seqs and of prompt_tokens. Dropped: "
+            f"{[(asdict(c), w) for c, w in dropped][:4]}"
+        )
     return kept, dropped
 
 
@@ -150,8 +171,13 @@ class GridFit:
 
     def cost(self) -> LinearCost:
         """The generation part of :class:`sim.cost.LinearCost` (learner and sync left 0)."""
-        return LinearCost(a_s=self.a_s, b_s=self.b_s, c_s=self.c_s,
-                          prefill_s_per_token=self.prefill_s_per_token, gen_overhead_s=self.gen_overhead_s)
+        return LinearCost(
+            a_s=self.a_s,
+            b_s=self.b_s,
+            c_s=self.c_s,
+            prefill_s_per_token=self.prefill_s_per_token,
+            gen_overhead_s=self.gen_overhead_s,
+        )
 
 
 def design_rows(timings: list[CellTiming]) -> tuple[np.ndarray, np.ndarray]:
@@ -178,26 +204,43 @@ def fit_grid(timings: list[CellTiming]) -> GridFit:
     X, y = design_rows(timings)
     if not (np.isfinite(y).all() and (y > 0).all()):
         bad = [asdict(t.cell) for t in timings if not (t.decode_iter_s > 0 and t.prefill_s > 0)]
-        raise ValueError(f"fit_grid: decode and prefill times must be positive and finite; bad cells {bad}")
+        raise ValueError(
+            f"fit_grid: decode and prefill times must be positive and finite; bad cells {bad}"
+        )
     scale = np.maximum(np.abs(X).max(axis=0), 1e-300)  # columns O(1): nnls is scale-sensitive
     coef, _ = optimize.nnls((X / scale) / y[:, None], np.ones_like(y))
     theta = coef / scale
     pred = X @ theta
     rel = pred / y - 1.0  # (2k,) decode rows even, prefill rows odd
     overhead = [t.call_s - t.span_s for t in timings if t.call_s > 0]
-    cells = [{**asdict(t.cell), "decode_iter_s": t.decode_iter_s, "decode_pred_s": float(pred[2 * i]),
-              "prefill_s": t.prefill_s, "prefill_pred_s": float(pred[2 * i + 1]),
-              "call_s": t.call_s, "span_s": t.span_s} for i, t in enumerate(timings)]
-    return GridFit(a_s=float(theta[0]), b_s=float(theta[1]), c_s=float(theta[2]),
-                   prefill_s_per_token=float(theta[3]),
-                   gen_overhead_s=float(max(np.median(overhead), 0.0)) if overhead else 0.0,
-                   decode_mape=float(np.mean(np.abs(rel[0::2]))),
-                   prefill_mape=float(np.mean(np.abs(rel[1::2]))),
-                   decode_max_rel_err=float(np.max(np.abs(rel[0::2]))), cells=cells)
+    cells = [
+        {
+            **asdict(t.cell),
+            "decode_iter_s": t.decode_iter_s,
+            "decode_pred_s": float(pred[2 * i]),
+            "prefill_s": t.prefill_s,
+            "prefill_pred_s": float(pred[2 * i + 1]),
+            "call_s": t.call_s,
+            "span_s": t.span_s,
+        }
+        for i, t in enumerate(timings)
+    ]
+    return GridFit(
+        a_s=float(theta[0]),
+        b_s=float(theta[1]),
+        c_s=float(theta[2]),
+        prefill_s_per_token=float(theta[3]),
+        gen_overhead_s=float(max(np.median(overhead), 0.0)) if overhead else 0.0,
+        decode_mape=float(np.mean(np.abs(rel[0::2]))),
+        prefill_mape=float(np.mean(np.abs(rel[1::2]))),
+        decode_max_rel_err=float(np.max(np.abs(rel[0::2]))),
+        cells=cells,
+    )
 
 
-def grid_calibration(fit: GridFit, resolved: dict, spec: GridSpec, base: dict, name: str,
-                     provenance: dict) -> dict:
+def grid_calibration(
+    fit: GridFit, resolved: dict, spec: GridSpec, base: dict, name: str, provenance: dict
+) -> dict:
     """The calibration dict (format of :mod:`sim.scenario`) of a grid fit.
 
     ``base``: a calibration dict (a bundled scenario's) whose ``lengths``,
@@ -208,14 +251,35 @@ def grid_calibration(fit: GridFit, resolved: dict, spec: GridSpec, base: dict, n
     """
     from rolloutlab.calibration.writer import calibration_dict
 
-    engine = {"n_workers": 1, "max_num_seqs": int(resolved.get("max_num_seqs") or max(spec.running_seqs)),
-              "dispatch": "group", "prefix_caching": True}
-    fit_d = {"method": "vllm-grid: relative NNLS on decode and prefill iteration times",
-             "decode_mape": fit.decode_mape, "prefill_mape": fit.prefill_mape,
-             "decode_max_rel_err": fit.decode_max_rel_err, "n_cells": len(fit.cells),
-             "cells": fit.cells, "not_measured": ["lengths", "learner", "sync"]}
-    prov = {**provenance, "source": "vllm-grid", "engine": resolved, "grid": asdict(spec),
-            "lengths_from": base.get("name")}
-    return calibration_dict(name=name, lengths=base["lengths"], prompt_tokens=base["prompt_tokens"],
-                            cost=fit.cost().to_dict(), engine=engine, defaults=base.get("defaults", {}),
-                            provenance=prov, fit=fit_d)
+    engine = {
+        "n_workers": 1,
+        "max_num_seqs": int(resolved.get("max_num_seqs") or max(spec.running_seqs)),
+        "dispatch": "group",
+        "prefix_caching": True,
+    }
+    fit_d = {
+        "method": "vllm-grid: relative NNLS on decode and prefill iteration times",
+        "decode_mape": fit.decode_mape,
+        "prefill_mape": fit.prefill_mape,
+        "decode_max_rel_err": fit.decode_max_rel_err,
+        "n_cells": len(fit.cells),
+        "cells": fit.cells,
+        "not_measured": ["lengths", "learner", "sync"],
+    }
+    prov = {
+        **provenance,
+        "source": "vllm-grid",
+        "engine": resolved,
+        "grid": asdict(spec),
+        "lengths_from": base.get("name"),
+    }
+    return calibration_dict(
+        name=name,
+        lengths=base["lengths"],
+        prompt_tokens=base["prompt_tokens"],
+        cost=fit.cost().to_dict(),
+        engine=engine,
+        defaults=base.get("defaults", {}),
+        provenance=prov,
+        fit=fit_d,
+    )

@@ -40,16 +40,31 @@ def rolloutlab_version() -> str:
         return "unknown"
 
 
-def calibration_dict(name: str, lengths: dict, prompt_tokens: int, cost: dict, engine: dict,
-                     defaults: dict, provenance: dict, fit: dict) -> dict[str, Any]:
+def calibration_dict(
+    name: str,
+    lengths: dict,
+    prompt_tokens: int,
+    cost: dict,
+    engine: dict,
+    defaults: dict,
+    provenance: dict,
+    fit: dict,
+) -> dict[str, Any]:
     """Assemble a calibration dict (format ``rolloutlab.calibration``, current version);
     ``provenance`` gains ``rolloutlab_version``. Raises :class:`sim.scenario.CalibrationError`
     if ``sim`` could not load it."""
-    d = {"format": FORMAT, "version": VERSION, "name": name, "lengths": lengths,
-         "prompt_tokens": int(prompt_tokens), "cost": cost, "engine": engine,
-         "defaults": defaults,
-         "provenance": {**provenance, "rolloutlab_version": rolloutlab_version()},
-         "fit": fit}
+    d = {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": name,
+        "lengths": lengths,
+        "prompt_tokens": int(prompt_tokens),
+        "cost": cost,
+        "engine": engine,
+        "defaults": defaults,
+        "provenance": {**provenance, "rolloutlab_version": rolloutlab_version()},
+        "fit": fit,
+    }
     scenario_from_dict(d, f"<calibration {name!r}>")
     return d
 

@@ -35,8 +35,10 @@ class AsyncConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if pc.kind not in ASYNC_KINDS:
-            raise ConfigError(f"pipeline {self.pipeline!r}: the real asynchronous loop runs "
-                              f"{', '.join(ASYNC_KINDS)} (use `real sync` for sync)")
+            raise ConfigError(
+                f"pipeline {self.pipeline!r}: the real asynchronous loop runs "
+                f"{', '.join(ASYNC_KINDS)} (use `real sync` for sync)"
+            )
         if not self.poll_s > 0:
             raise ConfigError(f"poll_s must be > 0, got {self.poll_s}")
 
@@ -50,7 +52,7 @@ class AsyncConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "AsyncConfig":
+    def from_dict(cls, d: dict[str, Any]) -> AsyncConfig:
         """Inverse of :meth:`to_dict`. Raises ConfigError naming an unknown key."""
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:

@@ -29,14 +29,13 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
-from tqdm import tqdm
-
 from rolloutlab.real import checkpoint, rundir
 from rolloutlab.real.async_config import AsyncConfig
 from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
@@ -45,9 +44,12 @@ from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.sync import SyncRun, check_before_writing
 from rolloutlab.real.task import reward
+from tqdm import tqdm
 
 
-def fresh_enough(policy_versions: Sequence[int], learner_version: int, max_staleness: int) -> np.ndarray:
+def fresh_enough(
+    policy_versions: Sequence[int], learner_version: int, max_staleness: int
+) -> np.ndarray:
     """Bool ``(n,)``: which groups (one policy version each) may be trained on at
     ``learner_version``: ``0 <= learner_version - policy_version <= max_staleness``.
 
@@ -55,8 +57,10 @@ def fresh_enough(policy_versions: Sequence[int], learner_version: int, max_stale
     """
     s = learner_version - np.asarray(policy_versions, dtype=np.int64)
     if (s < 0).any():
-        raise ValueError(f"a rollout of policy version {int(np.max(policy_versions))} reached learner "
-                         f"version {learner_version}: versions must not run ahead of the learner")
+        raise ValueError(
+            f"a rollout of policy version {int(np.max(policy_versions))} reached learner "
+            f"version {learner_version}: versions must not run ahead of the learner"
+        )
     return s <= max_staleness
 
 
@@ -81,8 +85,14 @@ class AsyncRun(SyncRun):
         self._t_prev_end: float | None = None
         self.weights = SharedWeights(self.learner.model.state_dict(), self.start_step)
         t0 = time.perf_counter() - self.clock()
-        spec = GeneratorSpec(load_config(), self.cfg.capacity, self.cfg.engine_mode, t0, acfg.poll_s,
-                             self.cfg.torch_threads)
+        spec = GeneratorSpec(
+            load_config(),
+            self.cfg.capacity,
+            self.cfg.engine_mode,
+            t0,
+            acfg.poll_s,
+            self.cfg.torch_threads,
+        )
         self.generator = GeneratorHandle(spec, self.weights, self.pc.lead + 1)
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -92,12 +102,22 @@ class AsyncRun(SyncRun):
         try:
             if self.start_step == 0:
                 self._evaluate(-1)
-            bar = tqdm(range(self.start_step, self.cfg.steps), initial=self.start_step, total=self.cfg.steps,
-                       disable=not progress, desc=f"real async {self.pc.spec}", unit="step")
+            bar = tqdm(
+                range(self.start_step, self.cfg.steps),
+                initial=self.start_step,
+                total=self.cfg.steps,
+                disable=not progress,
+                desc=f"real async {self.pc.spec}",
+                unit="step",
+            )
             for t in bar:
                 info = self.step(t)
-                bar.set_postfix(G=info["G"], reward=f"{info['reward_mean']:.2f}", staleness=info["staleness"])
-                if self.detector.failure == "nan" or (self.acfg.stop_on_collapse and self.detector.collapsed):
+                bar.set_postfix(
+                    G=info["G"], reward=f"{info['reward_mean']:.2f}", staleness=info["staleness"]
+                )
+                if self.detector.failure == "nan" or (
+                    self.acfg.stop_on_collapse and self.detector.collapsed
+                ):
                     break
         finally:
             self.generator.stop()
@@ -111,7 +131,9 @@ class AsyncRun(SyncRun):
             j = self.next_batch
             G = self.pending_G.pop(0) if self.pending_G else self.controller.propose()
             if G > self.cfg.capacity:
-                raise ConfigError(f"batch {j}: controller proposed G={G} > engine capacity {self.cfg.capacity}")
+                raise ConfigError(
+                    f"batch {j}: controller proposed G={G} > engine capacity {self.cfg.capacity}"
+                )
             problems, reqs = self._requests(j, G)
             self.inflight[j] = (G, problems, reqs)
             self.generator.dispatch(j, reqs, self.params)
@@ -128,10 +150,20 @@ class AsyncRun(SyncRun):
         if fresh:
             rewards, lengths, keep, stats = self._learn(step, G, problems, reqs, results)
         else:  # never trained on: only its rewards are logged
-            rewards = torch.tensor([[reward(problems[r.request_id // G], r.response_ids, self.cfg.task)
-                                     for r in results[p * G:(p + 1) * G]] for p in range(len(problems))],
-                                   dtype=torch.float64)  # (B, G)
-            lengths = [[len(r.response_ids) for r in results[p * G:(p + 1) * G]] for p in range(len(problems))]
+            rewards = torch.tensor(
+                [
+                    [
+                        reward(problems[r.request_id // G], r.response_ids, self.cfg.task)
+                        for r in results[p * G : (p + 1) * G]
+                    ]
+                    for p in range(len(problems))
+                ],
+                dtype=torch.float64,
+            )  # (B, G)
+            lengths = [
+                [len(r.response_ids) for r in results[p * G : (p + 1) * G]]
+                for p in range(len(problems))
+            ]
             keep, stats = torch.zeros(len(problems), dtype=torch.bool), None
         t_train = self.clock()
         if (step + 1) % self.pc.sync_every == 0:
@@ -142,17 +174,26 @@ class AsyncRun(SyncRun):
         fired = self.detector.observe(step, float(rewards.mean()), *self._health(stats))
         t_end = self.clock()
         rows = self._rollout_rows(step, G, results).with_columns(
-            pl.Series("policy_version", [version] * len(results), dtype=pl.Int64))
+            pl.Series("policy_version", [version] * len(results), dtype=pl.Int64)
+        )
         if not fresh:
             rows = rows.with_columns(pl.lit("abort").alias("finish_reason"))
-        step_row = self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats).with_columns(
-            pl.lit(t_train - t_recv).alias("train_time"))
+        step_row = self._step_row(
+            step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats
+        ).with_columns(pl.lit(t_train - t_recv).alias("train_time"))
         self.writer.append_step(rows, step_row)
-        extra = {"policy_version": version, "staleness": step - version, "dropped": 0 if fresh else len(results),
-                 "pull_s": pull_s, "wait_s": None if self._t_prev_end is None else t_recv - self._t_prev_end,
-                 "collapse": fired}
+        extra = {
+            "policy_version": version,
+            "staleness": step - version,
+            "dropped": 0 if fresh else len(results),
+            "pull_s": pull_s,
+            "wait_s": None if self._t_prev_end is None else t_recv - self._t_prev_end,
+            "collapse": fired,
+        }
         if stats is not None:
-            extra.update(kl=stats.kl, log_ratio_abs_mean=stats.log_ratio_abs_mean, ratio_max=stats.ratio_max)
+            extra.update(
+                kl=stats.kl, log_ratio_abs_mean=stats.log_ratio_abs_mean, ratio_max=stats.ratio_max
+            )
         self._t_prev_end = t_end
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
 
@@ -168,19 +209,33 @@ class AsyncRun(SyncRun):
 
     def _checkpoint(self, done: int, t_s: float, extra: dict[str, Any] | None = None) -> None:
         pending = [self.inflight[j][0] for j in sorted(self.inflight)]
-        super()._checkpoint(done, t_s, {"pending_G": pending, "collapse": self.detector.state_dict()})
+        super()._checkpoint(
+            done, t_s, {"pending_G": pending, "collapse": self.detector.state_dict()}
+        )
 
     def _write_outcome(self) -> None:
         d = self.detector
-        doc = {"pipeline": self.pc.spec, "lr": self.cfg.learner.lr, "seed": self.cfg.seed,
-               "collapsed": d.collapsed, "t_collapse": d.t_collapse, "failure": d.failure,
-               "weight_pushes_to_collapse": None if d.t_collapse is None else
-               math.ceil(d.t_collapse / self.pc.sync_every)}
+        doc = {
+            "pipeline": self.pc.spec,
+            "lr": self.cfg.learner.lr,
+            "seed": self.cfg.seed,
+            "collapsed": d.collapsed,
+            "t_collapse": d.t_collapse,
+            "failure": d.failure,
+            "weight_pushes_to_collapse": None
+            if d.t_collapse is None
+            else math.ceil(d.t_collapse / self.pc.sync_every),
+        }
         (self.out / "collapse.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def run_async(acfg: AsyncConfig, out_dir: str | Path, resume: bool = False, progress: bool = True,
-              overrides: dict[str, Any] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run_async(
+    acfg: AsyncConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Start (or with ``resume`` continue) an asynchronous run in ``out_dir``.
 
     ``overrides``: settings given on the command line, dotted (``sync.learner.lr``);
@@ -191,7 +246,9 @@ def run_async(acfg: AsyncConfig, out_dir: str | Path, resume: bool = False, prog
     out = Path(out_dir)
     check_before_writing(acfg.sync)  # a bad setting fails before anything is written
     if resume:
-        run_id, acfg = rundir.open_existing(out, overrides or {}, kind="real-async", config_cls=AsyncConfig)
+        run_id, acfg = rundir.open_existing(
+            out, overrides or {}, kind="real-async", config_cls=AsyncConfig
+        )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")
     return AsyncRun(acfg, out, run_id, resume).run(progress)

@@ -22,12 +22,12 @@ import os
 import queue
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 import torch.multiprocessing as mp
-
 from rolloutlab.real.engine import RolloutRequest, RolloutResult, TorchEngine
 from rolloutlab.real.model import LlamaConfig, build_model
 from rolloutlab.real.sampling import SamplingParams
@@ -90,14 +90,20 @@ class GeneratorSpec:
     torch_threads: int = 1
 
 
-def generator_main(spec: GeneratorSpec, weights: SharedWeights, commands: Any, results: Any) -> None:
+def generator_main(
+    spec: GeneratorSpec, weights: SharedWeights, commands: Any, results: Any
+) -> None:
     """Generator process body: ``(j, requests, params)`` commands in, ``("batch", j, results,
     version, pull_s)`` out; ``None`` ends it; an exception is sent as ``("error", text)``."""
     torch.set_num_threads(spec.torch_threads)
     parent = _CTX.parent_process()
     try:
-        engine = TorchEngine(build_model(spec.model, 0), spec.capacity,
-                             lambda: time.perf_counter() - spec.t0, spec.engine_mode)
+        engine = TorchEngine(
+            build_model(spec.model, 0),
+            spec.capacity,
+            lambda: time.perf_counter() - spec.t0,
+            spec.engine_mode,
+        )
         have = -1
         while True:
             cmd = _get(commands, spec.poll_s, parent)
@@ -144,8 +150,12 @@ class GeneratorHandle:
         self.spec, self.weights = spec, weights
         self.commands = _CTX.Queue()
         self.results = _CTX.Queue(maxsize=max_outstanding)
-        self.proc = _CTX.Process(target=generator_main, args=(spec, weights, self.commands, self.results),
-                                 name="rolloutlab-generator", daemon=True)
+        self.proc = _CTX.Process(
+            target=generator_main,
+            args=(spec, weights, self.commands, self.results),
+            name="rolloutlab-generator",
+            daemon=True,
+        )
         self.ready: dict[int, tuple[list[RolloutResult], int, float]] = {}
 
     @property
@@ -171,11 +181,15 @@ class GeneratorHandle:
                 msg = self.results.get(timeout=self.spec.poll_s)
             except queue.Empty:
                 if not self.proc.is_alive():
-                    raise GeneratorDied(f"generator process {self.proc.pid} exited with code "
-                                        f"{self.proc.exitcode} while the learner waited for batch {j}") from None
+                    raise GeneratorDied(
+                        f"generator process {self.proc.pid} exited with code "
+                        f"{self.proc.exitcode} while the learner waited for batch {j}"
+                    ) from None
                 continue
             if msg[0] == "error":
-                raise GeneratorDied(f"generator process {self.proc.pid} failed on a batch before {j + 1}:\n{msg[1]}")
+                raise GeneratorDied(
+                    f"generator process {self.proc.pid} failed on a batch before {j + 1}:\n{msg[1]}"
+                )
             _, jj, res, version, pull_s = msg
             self.ready[jj] = (res, version, pull_s)
         return self.ready.pop(j)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
 
 KEEP = 2
@@ -40,7 +39,9 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step_{step:06d}"
 
 
-def save(run_dir: Path, step: int, model: LlamaLM, trainer: dict[str, Any], state: dict[str, Any]) -> Path:
+def save(
+    run_dir: Path, step: int, model: LlamaLM, trainer: dict[str, Any], state: dict[str, Any]
+) -> Path:
     """Write the checkpoint after ``step`` completed steps; returns its directory.
 
     ``trainer``: tensors and plain values (``torch.save``); ``state``: JSON-serialisable.
@@ -52,7 +53,9 @@ def save(run_dir: Path, step: int, model: LlamaLM, trainer: dict[str, Any], stat
     torch.save(trainer, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
     files = sorted(p.name for p in tmp.iterdir())
-    (tmp / "manifest.json").write_text(json.dumps({"step": step, "sha256": {f: _sha256(tmp / f) for f in files}}, indent=2))
+    (tmp / "manifest.json").write_text(
+        json.dumps({"step": step, "sha256": {f: _sha256(tmp / f) for f in files}}, indent=2)
+    )
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -83,7 +86,9 @@ def load(path: Path) -> tuple[LlamaLM, dict[str, Any], dict[str, Any]]:
         if not f.exists():
             raise CheckpointError(f"{f}: listed in {manifest} but missing")
         if _sha256(f) != digest:
-            raise CheckpointError(f"{f}: sha256 does not match {manifest}: the checkpoint is corrupt")
+            raise CheckpointError(
+                f"{f}: sha256 does not match {manifest}: the checkpoint is corrupt"
+            )
     try:
         model = load_pretrained(path)
         trainer = torch.load(path / "trainer.pt", weights_only=True)

@@ -47,7 +47,9 @@ class CollapseConfig:
 
     def __post_init__(self) -> None:
         if not (0 < self.reward_frac < 1 and 0 < self.reward_ema <= 1):
-            raise ValueError(f"CollapseConfig: need 0 < reward_frac < 1 and 0 < reward_ema <= 1, got {self}")
+            raise ValueError(
+                f"CollapseConfig: need 0 < reward_frac < 1 and 0 < reward_ema <= 1, got {self}"
+            )
         if self.patience < 1 or not (self.kl_max > 0 and self.log_ratio_max > 0):
             raise ValueError(f"CollapseConfig: need patience >= 1 and positive bounds, got {self}")
 
@@ -73,8 +75,15 @@ class CollapseDetector:
         """Whether a criterion has fired."""
         return self.t_collapse is not None
 
-    def observe(self, step: int, reward: float, kl: float | None = None, log_ratio: float | None = None,
-                loss: float | None = None, grad_norm: float | None = None) -> str | None:
+    def observe(
+        self,
+        step: int,
+        reward: float,
+        kl: float | None = None,
+        log_ratio: float | None = None,
+        loss: float | None = None,
+        grad_norm: float | None = None,
+    ) -> str | None:
         """Check step ``step`` (0-based); returns the failure name if it fires now, else None.
 
         ``kl``, ``log_ratio``, ``loss``, ``grad_norm`` are None for a step without an update.
@@ -87,9 +96,15 @@ class CollapseDetector:
 
     def _criterion(self, reward, kl, log_ratio, loss, grad_norm) -> str | None:
         cfg = self.cfg
-        if any(x is not None and not math.isfinite(x) for x in (reward, kl, log_ratio, loss, grad_norm)):
+        if any(
+            x is not None and not math.isfinite(x) for x in (reward, kl, log_ratio, loss, grad_norm)
+        ):
             return "nan"
-        self.ema = reward if self.ema is None else cfg.reward_ema * reward + (1 - cfg.reward_ema) * self.ema
+        self.ema = (
+            reward
+            if self.ema is None
+            else cfg.reward_ema * reward + (1 - cfg.reward_ema) * self.ema
+        )
         self.best = max(self.best, self.ema)
         armed = self.best > cfg.min_best
         self.below = self.below + 1 if armed and self.ema < cfg.reward_frac * self.best else 0
@@ -103,8 +118,13 @@ class CollapseDetector:
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state."""
-        return {"ema": self.ema, "best": self.best if math.isfinite(self.best) else None,
-                "below": self.below, "t_collapse": self.t_collapse, "failure": self.failure}
+        return {
+            "ema": self.ema,
+            "best": self.best if math.isfinite(self.best) else None,
+            "below": self.below,
+            "t_collapse": self.t_collapse,
+            "failure": self.failure,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""

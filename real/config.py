@@ -63,8 +63,16 @@ class SyncConfig:
     """Supervised warm start (cached in the run directory)."""
 
     def __post_init__(self) -> None:
-        positive = ("steps", "prompts", "capacity", "max_response_tokens", "eval_every",
-                    "eval_size", "checkpoint_every", "torch_threads")
+        positive = (
+            "steps",
+            "prompts",
+            "capacity",
+            "max_response_tokens",
+            "eval_every",
+            "eval_size",
+            "checkpoint_every",
+            "torch_threads",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -77,14 +85,16 @@ class SyncConfig:
         if self.engine_mode not in MODES:
             raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
         if not (0 <= self.overlong_cache <= self.max_response_tokens):
-            raise ConfigError(f"overlong_cache must be in [0, max_response_tokens], got {self.overlong_cache}")
+            raise ConfigError(
+                f"overlong_cache must be in [0, max_response_tokens], got {self.overlong_cache}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable)."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SyncConfig":
+    def from_dict(cls, d: dict[str, Any]) -> SyncConfig:
         """Inverse of :meth:`to_dict`. Raises ConfigError naming an unknown key."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

@@ -16,11 +16,11 @@ wave waits for its longest member (the padding waste SAGC targets).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 import torch
-
 from rolloutlab.real.model import KVCache, LlamaLM
 from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs, sample
 from rolloutlab.real.tokenizer import EOS_ID, PAD_ID
@@ -68,7 +68,9 @@ class RolloutEngine(Protocol):
     """Most sequences generated concurrently (vLLM's ``max_num_seqs``)."""
     policy_version: int
 
-    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[RolloutResult]:
+    def generate(
+        self, requests: Sequence[RolloutRequest], params: SamplingParams
+    ) -> list[RolloutResult]:
         """Generate every request; results in request order."""
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
@@ -95,8 +97,14 @@ class TorchEngine:
     Raises: ValueError on an unknown mode or a non-positive capacity.
     """
 
-    def __init__(self, model: LlamaLM, capacity: int, clock: Callable[[], float],
-                 mode: str = "continuous", worker: int = 0):
+    def __init__(
+        self,
+        model: LlamaLM,
+        capacity: int,
+        clock: Callable[[], float],
+        mode: str = "continuous",
+        worker: int = 0,
+    ):
         if mode not in MODES:
             raise ValueError(f"TorchEngine: mode {mode!r}, expected one of {MODES}")
         if capacity < 1:
@@ -105,8 +113,9 @@ class TorchEngine:
         self.capacity, self.clock, self.mode, self.worker = capacity, clock, mode, worker
         self.policy_version = 0
         self.max_len = model.cfg.max_position_embeddings
-        self.cache = KVCache.empty(model.cfg, capacity, self.max_len,
-                                   next(model.parameters()).dtype)
+        self.cache = KVCache.empty(
+            model.cfg, capacity, self.max_len, next(model.parameters()).dtype
+        )
         self.decode_iterations = 0
         """Decode iterations run so far (a batch-occupancy statistic)."""
 
@@ -115,7 +124,9 @@ class TorchEngine:
         self.model.load_state_dict(state_dict, strict=True)
         self.policy_version = version
 
-    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[RolloutResult]:
+    def generate(
+        self, requests: Sequence[RolloutRequest], params: SamplingParams
+    ) -> list[RolloutResult]:
         """Run all ``requests``; see the class docstring for the scheduling.
 
         Raises: ValueError naming the request whose prompt plus ``max_response_tokens``
@@ -123,9 +134,11 @@ class TorchEngine:
         """
         for r in requests:
             if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
-                raise ValueError(f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
-                                 f"max_response_tokens {params.max_response_tokens} exceeds the "
-                                 f"model's max_position_embeddings {self.max_len}")
+                raise ValueError(
+                    f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
+                    f"max_response_tokens {params.max_response_tokens} exceeds the "
+                    f"model's max_position_embeddings {self.max_len}"
+                )
         t_submit = self.clock()
         waiting = deque(requests)
         free = list(range(self.capacity))
@@ -137,11 +150,17 @@ class TorchEngine:
                     admitted = []
                     while waiting and free:
                         req = waiting.popleft()
-                        res = RolloutResult(req.request_id, len(req.prompt_ids), t_submit_s=t_submit,
-                                            worker=self.worker, policy_version=self.policy_version)
+                        res = RolloutResult(
+                            req.request_id,
+                            len(req.prompt_ids),
+                            t_submit_s=t_submit,
+                            worker=self.worker,
+                            policy_version=self.policy_version,
+                        )
                         gen = torch.Generator().manual_seed(req.seed)
-                        admitted.append((_Running(res, gen, free.pop(0), len(req.prompt_ids)),
-                                         req.prompt_ids))
+                        admitted.append(
+                            (_Running(res, gen, free.pop(0), len(req.prompt_ids)), req.prompt_ids)
+                        )
                     self._prefill(admitted, params)
                     running += [seq for seq, _ in admitted]
                 else:
@@ -153,7 +172,9 @@ class TorchEngine:
                     done[seq.result.request_id] = seq.result
         return [done[r.request_id] for r in requests]
 
-    def _prefill(self, admitted: list[tuple[_Running, tuple[int, ...]]], params: SamplingParams) -> None:
+    def _prefill(
+        self, admitted: list[tuple[_Running, tuple[int, ...]]], params: SamplingParams
+    ) -> None:
         n, p_max = len(admitted), max(len(p) for _, p in admitted)
         ids = torch.full((n, p_max), PAD_ID, dtype=torch.long)  # (N, P) right-padded
         for i, (_, prompt) in enumerate(admitted):
@@ -174,8 +195,9 @@ class TorchEngine:
         self.decode_iterations += 1
         self._sample_into(running, logits, params, first=False)
 
-    def _sample_into(self, seqs: list[_Running], logits: torch.Tensor, params: SamplingParams,
-                     first: bool) -> None:
+    def _sample_into(
+        self, seqs: list[_Running], logits: torch.Tensor, params: SamplingParams, first: bool
+    ) -> None:
         uniforms = torch.cat([torch.rand(1, generator=s.generator) for s in seqs])  # (N,)
         tokens = sample(logits, uniforms, params)
         logps = behaviour_logprobs(logits, tokens, params.temperature)

@@ -8,7 +8,7 @@ when the vLLM engine is built.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 ENGINES = ("torch", "vllm")
 
@@ -27,15 +27,18 @@ def check_engine(engine: str, engine_mode: str = "continuous") -> None:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if engine == "vllm":
         if engine_mode != "continuous":
-            raise ValueError(f"engine 'vllm' batches continuously; engine_mode {engine_mode!r} "
-                             "is only available with the torch engine")
+            raise ValueError(
+                f"engine 'vllm' batches continuously; engine_mode {engine_mode!r} "
+                "is only available with the torch engine"
+            )
         from rolloutlab.real.engines.vllm_engine import VLLM_VERSION, vllm_available
 
         if not vllm_available():
             raise EngineUnavailable(
                 "--engine vllm: the 'vllm' package is not installed. It needs a CUDA GPU: "
                 f"pip install 'rolloutlab[gpu]' (vllm=={VLLM_VERSION}); see docs/gpu.md. "
-                "Use --engine torch on this machine.")
+                "Use --engine torch on this machine."
+            )
 
 
 def engine_factory(engine: str, engine_mode: str = "continuous", vllm_config=None) -> Callable:

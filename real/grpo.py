@@ -26,7 +26,9 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     A group of one has no spread: its advantages are 0. An all-equal group gives 0 too.
     """
     if rewards.ndim != 2:
-        raise ValueError(f"group_advantages: rewards must be (B, G), got shape {tuple(rewards.shape)}")
+        raise ValueError(
+            f"group_advantages: rewards must be (B, G), got shape {tuple(rewards.shape)}"
+        )
     if rewards.shape[1] < 2:
         return torch.zeros_like(rewards)
     mean = rewards.mean(dim=1, keepdim=True)
@@ -46,11 +48,16 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -> tor
     Raises: ValueError unless ``0 < cache_len <= max_len``.
     """
     if not (0 < cache_len <= max_len):
-        raise ValueError(f"overlong_penalty: need 0 < cache_len <= max_len, got {cache_len}, {max_len}")
+        raise ValueError(
+            f"overlong_penalty: need 0 < cache_len <= max_len, got {cache_len}, {max_len}"
+        )
     lengths = lengths.to(torch.float64)
     soft = ((max_len - cache_len) - lengths) / cache_len
-    return torch.where(lengths <= max_len - cache_len, torch.zeros_like(lengths),
-                       torch.where(lengths <= max_len, soft, torch.full_like(lengths, -1.0)))
+    return torch.where(
+        lengths <= max_len - cache_len,
+        torch.zeros_like(lengths),
+        torch.where(lengths <= max_len, soft, torch.full_like(lengths, -1.0)),
+    )
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,16 @@ class LossParts:
     """Largest token importance ratio ``exp(logp - logp_behaviour)`` in the batch."""
 
 
-def grpo_loss(logp: torch.Tensor, logp_behaviour: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.2,
-              logp_ref: torch.Tensor | None = None, kl_coef: float = 0.0) -> LossParts:
+def grpo_loss(
+    logp: torch.Tensor,
+    logp_behaviour: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    logp_ref: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> LossParts:
     """Token-level clipped-surrogate GRPO loss (module docstring for the formulas).
 
     Args:
@@ -104,8 +118,14 @@ def grpo_loss(logp: torch.Tensor, logp_behaviour: torch.Tensor, advantages: torc
     loss = (per_token * mask).sum() / n_tokens
     clipped = ((surr_clipped.detach() < surr.detach()).to(mask.dtype) * mask).sum() / n_tokens
     log_ratio = (logp - logp_behaviour).detach()  # (N, T)
-    return LossParts(loss=loss, pg_loss=float((pg.detach() * mask).sum() / n_tokens),
-                     kl=float((kl.detach() * mask).sum() / n_tokens),
-                     clip_frac=float(clipped), n_tokens=n_tokens,
-                     log_ratio_abs_mean=float((log_ratio.abs() * mask).sum() / n_tokens),
-                     ratio_max=float(torch.where(mask > 0, log_ratio, torch.full_like(log_ratio, -torch.inf)).max().exp()))
+    return LossParts(
+        loss=loss,
+        pg_loss=float((pg.detach() * mask).sum() / n_tokens),
+        kl=float((kl.detach() * mask).sum() / n_tokens),
+        clip_frac=float(clipped),
+        n_tokens=n_tokens,
+        log_ratio_abs_mean=float((log_ratio.abs() * mask).sum() / n_tokens),
+        ratio_max=float(
+            torch.where(mask > 0, log_ratio, torch.full_like(log_ratio, -torch.inf)).max().exp()
+        ),
+    )

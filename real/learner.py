@@ -10,11 +10,10 @@ later chunks see ratios away from 1, which is where clipping acts (verl's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
-
 from rolloutlab.real.grpo import LossParts, grpo_loss
 from rolloutlab.real.model import LlamaLM
 from rolloutlab.real.tokenizer import PAD_ID
@@ -58,8 +57,9 @@ class PackedBatch:
     """``(N,)`` one advantage per rollout."""
 
 
-def pad_prompt_response(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_prompt_response(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ``ids (N, T)`` of prompt + response and the target mask ``(N, T - 1)``
     (1 where target ``j + 1`` is a response token)."""
     t = max(len(p) + len(r) for p, r in zip(prompts, responses))
@@ -67,23 +67,29 @@ def pad_prompt_response(prompts: Sequence[Sequence[int]], responses: Sequence[Se
     mask = torch.zeros(len(prompts), t - 1)
     for i, (p, r) in enumerate(zip(prompts, responses)):
         ids[i, : len(p) + len(r)] = torch.tensor(list(p) + list(r))
-        mask[i, len(p) - 1: len(p) + len(r) - 1] = 1.0
+        mask[i, len(p) - 1 : len(p) + len(r) - 1] = 1.0
     return ids, mask
 
 
-def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
-         logprobs: Sequence[Sequence[float]], advantages: torch.Tensor) -> PackedBatch:
+def pack(
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    logprobs: Sequence[Sequence[float]],
+    advantages: torch.Tensor,
+) -> PackedBatch:
     """Build a :class:`PackedBatch` from ragged prompts, responses and behaviour log-probs.
 
     Raises: ValueError when a response and its log-probs differ in length, or a response is empty.
     """
     for i, (r, lp) in enumerate(zip(responses, logprobs)):
         if len(r) != len(lp) or not r:
-            raise ValueError(f"pack: rollout {i} has {len(r)} response tokens and {len(lp)} log-probs")
+            raise ValueError(
+                f"pack: rollout {i} has {len(r)} response tokens and {len(lp)} log-probs"
+            )
     ids, mask = pad_prompt_response(prompts, responses)
     old = torch.zeros_like(mask)
     for i, (p, lp) in enumerate(zip(prompts, logprobs)):
-        old[i, len(p) - 1: len(p) - 1 + len(lp)] = torch.tensor(lp)
+        old[i, len(p) - 1 : len(p) - 1 + len(lp)] = torch.tensor(lp)
     return PackedBatch(ids, mask, old, advantages.float())
 
 
@@ -127,8 +133,9 @@ class Learner:
         self.model, self.reference, self.cfg = model, reference, cfg
         if reference is not None:
             reference.eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr,
-                                           weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
         self.prev_delta: torch.Tensor | None = None
 
     def _flat_params(self) -> torch.Tensor:
@@ -143,8 +150,9 @@ class Learner:
         norms: list[float] = []
         for chunk in order.chunk(min(self.cfg.minibatches, len(order))):
             parts.append(self._step(batch, chunk))
-            norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(),
-                                                              self.cfg.grad_clip)))
+            norms.append(
+                float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+            )
             self.optimizer.step()
         delta = self._flat_params() - before
         cosine = None
@@ -157,11 +165,17 @@ class Learner:
         def mean(xs: list[float]) -> float:
             return float((torch.tensor(xs, dtype=torch.float64) * w).sum() / w.sum())
 
-        return UpdateStats(loss=mean([float(p.loss.detach()) for p in parts]), pg_loss=mean([p.pg_loss for p in parts]),
-                           kl=mean([p.kl for p in parts]), clip_frac=mean([p.clip_frac for p in parts]),
-                           grad_norm=float(sum(norms) / len(norms)), grad_cosine=cosine,
-                           n_tokens=int(w.sum()), log_ratio_abs_mean=parts[0].log_ratio_abs_mean,
-                           ratio_max=parts[0].ratio_max)
+        return UpdateStats(
+            loss=mean([float(p.loss.detach()) for p in parts]),
+            pg_loss=mean([p.pg_loss for p in parts]),
+            kl=mean([p.kl for p in parts]),
+            clip_frac=mean([p.clip_frac for p in parts]),
+            grad_norm=float(sum(norms) / len(norms)),
+            grad_cosine=cosine,
+            n_tokens=int(w.sum()),
+            log_ratio_abs_mean=parts[0].log_ratio_abs_mean,
+            ratio_max=parts[0].ratio_max,
+        )
 
     def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:
         ids = batch.ids[rows]
@@ -172,8 +186,16 @@ class Learner:
             with torch.no_grad():
                 ref = token_logprobs(self.reference, ids, self.cfg.temperature)
         logp = token_logprobs(self.model, ids, self.cfg.temperature)
-        parts = grpo_loss(logp, old, batch.advantages[rows], mask, self.cfg.eps_low,
-                          self.cfg.eps_high, ref, self.cfg.kl_coef)
+        parts = grpo_loss(
+            logp,
+            old,
+            batch.advantages[rows],
+            mask,
+            self.cfg.eps_low,
+            self.cfg.eps_high,
+            ref,
+            self.cfg.kl_coef,
+        )
         self.optimizer.zero_grad(set_to_none=True)
         parts.loss.backward()
         return parts

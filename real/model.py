@@ -52,7 +52,7 @@ class LlamaConfig:
     """RoPE base."""
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "LlamaConfig":
+    def from_json(cls, path: str | Path) -> LlamaConfig:
         """Read a Hugging Face ``config.json`` (unknown keys ignored).
 
         Raises: ValueError naming the file if it is not a Llama config or lacks a key.
@@ -62,8 +62,10 @@ class LlamaConfig:
         if raw.get("model_type") != "llama":
             raise ValueError(f"{path}: model_type {raw.get('model_type')!r}, expected 'llama'")
         if raw.get("rope_scaling") or raw.get("attention_bias") or raw.get("tie_word_embeddings"):
-            raise ValueError(f"{path}: rope_scaling, attention_bias and tied embeddings are not "
-                             "implemented by real.model")
+            raise ValueError(
+                f"{path}: rope_scaling, attention_bias and tied embeddings are not "
+                "implemented by real.model"
+            )
         names = {f.name for f in fields(cls)}
         missing = sorted(names - raw.keys())
         if missing:
@@ -118,11 +120,13 @@ class KVCache:
     v: list[torch.Tensor]
 
     @classmethod
-    def empty(cls, cfg: LlamaConfig, n_slots: int, max_len: int, dtype=torch.float32) -> "KVCache":
+    def empty(cls, cfg: LlamaConfig, n_slots: int, max_len: int, dtype=torch.float32) -> KVCache:
         """A zero cache."""
         shape = (n_slots, cfg.num_key_value_heads, max_len, cfg.head_dim)
-        return cls([torch.zeros(shape, dtype=dtype) for _ in range(cfg.num_hidden_layers)],
-                   [torch.zeros(shape, dtype=dtype) for _ in range(cfg.num_hidden_layers)])
+        return cls(
+            [torch.zeros(shape, dtype=dtype) for _ in range(cfg.num_hidden_layers)],
+            [torch.zeros(shape, dtype=dtype) for _ in range(cfg.num_hidden_layers)],
+        )
 
 
 class Attention(nn.Module):
@@ -232,8 +236,9 @@ class LlamaLM(nn.Module):
         mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None]  # (1, 1, T, T)
         return self._run(ids, positions, mask)
 
-    def forward_cached(self, ids: torch.Tensor, slots: torch.Tensor, start: torch.Tensor,
-                       cache: KVCache) -> torch.Tensor:
+    def forward_cached(
+        self, ids: torch.Tensor, slots: torch.Tensor, start: torch.Tensor, cache: KVCache
+    ) -> torch.Tensor:
         """Run ``ids`` ``(N, T)`` at positions ``start[i] + 0..T-1`` of cache slots ``slots`` ``(N,)``.
 
         Writes their keys/values into ``cache``; each token attends to its slot's
@@ -244,8 +249,10 @@ class LlamaLM(nn.Module):
         positions = start[:, None] + torch.arange(t)  # (N, T)
         k_len = int(positions.max()) + 1
         if k_len > cache.k[0].shape[2]:
-            raise ValueError(f"forward_cached: position {k_len - 1} is past the cache length "
-                             f"{cache.k[0].shape[2]}")
+            raise ValueError(
+                f"forward_cached: position {k_len - 1} is past the cache length "
+                f"{cache.k[0].shape[2]}"
+            )
         mask = torch.arange(k_len)[None, None, None, :] <= positions[:, None, :, None]  # (N,1,T,K)
         return self._run(ids, positions, mask, cache, slots)
 
@@ -257,7 +264,9 @@ def build_model(cfg: LlamaConfig, seed: int) -> LlamaLM:
     return model
 
 
-def save_pretrained(model: LlamaLM, out_dir: str | Path, src_config: Path = CONFIG_DIR / "config.json") -> None:
+def save_pretrained(
+    model: LlamaLM, out_dir: str | Path, src_config: Path = CONFIG_DIR / "config.json"
+) -> None:
     """Write ``config.json`` (the HF config the model was built from) and ``model.safetensors``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -288,5 +297,3 @@ def load_pretrained(model_dir: str | Path) -> LlamaLM:
 def n_params(model: nn.Module) -> int:
     """Number of parameters."""
     return sum(p.numel() for p in model.parameters())
-
-

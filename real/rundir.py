@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from rolloutlab.real.config import SyncConfig
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
@@ -50,8 +49,10 @@ def create(out: Path, cfg: SyncConfig, kind: str = "real-sync") -> str:
     out = Path(out)
     held = [n for n in (CONFIG_FILE, *TRACE_FILES) if (out / n).exists()]
     if held:
-        raise RunDirError(f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
-                          "it or choose another --out (nothing was changed)")
+        raise RunDirError(
+            f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
+            "it or choose another --out (nothing was changed)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
     write_config(out, run_id, cfg, kind)
@@ -62,8 +63,12 @@ def write_config(out: Path, run_id: str, cfg: SyncConfig, kind: str = "real-sync
     """Write the resolved config (any config with ``to_dict``: :class:`SyncConfig`, or
     ``real.async_config.AsyncConfig`` with ``kind="real-async"``) with library versions
     to ``out/config.json``."""
-    doc = {"run_id": run_id, "kind": kind, "config": cfg.to_dict(),
-           "versions": {"torch": torch.__version__, "python": platform.python_version()}}
+    doc = {
+        "run_id": run_id,
+        "kind": kind,
+        "config": cfg.to_dict(),
+        "versions": {"torch": torch.__version__, "python": platform.python_version()},
+    }
     (Path(out) / CONFIG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
 
 
@@ -80,8 +85,9 @@ def _store(d: dict[str, Any], dotted: str, value: Any) -> None:
     d[last] = value
 
 
-def open_existing(out: Path, overrides: dict[str, Any], kind: str = "real-sync",
-                  config_cls: Any = SyncConfig) -> tuple[str, Any]:
+def open_existing(
+    out: Path, overrides: dict[str, Any], kind: str = "real-sync", config_cls: Any = SyncConfig
+) -> tuple[str, Any]:
     """Read the stored run of ``out`` for ``--resume``; returns ``(run_id, config)``.
 
     ``overrides``: settings given explicitly on the command line (dotted for nested ones,
@@ -93,8 +99,11 @@ def open_existing(out: Path, overrides: dict[str, Any], kind: str = "real-sync",
     out = Path(out)
     path = out / CONFIG_FILE
     if not path.exists():
-        what = "a trace but no config.json (not a rolloutlab real sync run)" \
-            if any((out / n).exists() for n in TRACE_FILES) else "no run"
+        what = (
+            "a trace but no config.json (not a rolloutlab real sync run)"
+            if any((out / n).exists() for n in TRACE_FILES)
+            else "no run"
+        )
         raise RunDirError(f"{out}: holds {what}; nothing to resume (nothing was changed)")
     try:
         doc = json.loads(path.read_text())
@@ -105,13 +114,16 @@ def open_existing(out: Path, overrides: dict[str, Any], kind: str = "real-sync",
         raise RunDirError(f"{path}: not a rolloutlab {kind} config ({exc!r})") from None
     others = _trace_run_ids(out) - {run_id}
     if others:
-        raise RunDirError(f"{out}: its trace belongs to run(s) {sorted(others)}, its config.json to "
-                          f"{run_id!r}; refusing to mix runs (nothing was changed)")
+        raise RunDirError(
+            f"{out}: its trace belongs to run(s) {sorted(others)}, its config.json to "
+            f"{run_id!r}; refusing to mix runs (nothing was changed)"
+        )
     for key, value in overrides.items():
         old = _lookup(stored, key)
         if key not in EXTENDABLE and old != value:
-            raise RunDirError(f"{path}: --resume with {key}={value!r}, but the run was made with "
-                              f"{key}={old!r}")
+            raise RunDirError(
+                f"{path}: --resume with {key}={value!r}, but the run was made with {key}={old!r}"
+            )
     for key, value in overrides.items():
         if key in EXTENDABLE:
             _store(stored, key, value)

@@ -27,11 +27,15 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or not (0.0 < self.top_p <= 1.0) or self.max_response_tokens < 1:
-            raise ValueError(f"SamplingParams: need temperature >= 0, 0 < top_p <= 1, "
-                             f"max_response_tokens >= 1; got {self}")
+            raise ValueError(
+                f"SamplingParams: need temperature >= 0, 0 < top_p <= 1, "
+                f"max_response_tokens >= 1; got {self}"
+            )
 
 
-def behaviour_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+def behaviour_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float
+) -> torch.Tensor:
     """``log softmax(logits / T)[token]`` ``(N,)`` for logits ``(N, V)`` and tokens ``(N,)``.
 
     This is the log-probability the learner recomputes (same temperature, no top-p

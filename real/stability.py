@@ -28,11 +28,25 @@ from pathlib import Path
 
 import polars as pl
 import torch.multiprocessing as mp
-
 from rolloutlab.real.async_config import AsyncConfig
 
-CSV_COLUMNS = ["S", "lr", "seed", "collapsed", "t_collapse", "M_collapse", "regime", "cos_sim_mean",
-               "failure", "steps_done", "reward_first", "reward_last", "kl_max", "staleness_max", "wall_s"]
+CSV_COLUMNS = [
+    "S",
+    "lr",
+    "seed",
+    "collapsed",
+    "t_collapse",
+    "M_collapse",
+    "regime",
+    "cos_sim_mean",
+    "failure",
+    "steps_done",
+    "reward_first",
+    "reward_last",
+    "kl_max",
+    "staleness_max",
+    "wall_s",
+]
 BALLISTIC_COS = 0.5
 """Mean successive-update cosine at or above which a run is called ballistic (the simulator's
 default, :attr:`sim.staleness.StalenessParams.ballistic_cos`)."""
@@ -57,14 +71,19 @@ class GridConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in ("interval", "bounded") or self.seeds < 1 or self.jobs < 1:
-            raise ValueError(f"GridConfig: need mode interval|bounded, seeds >= 1, jobs >= 1; got {self}")
+            raise ValueError(
+                f"GridConfig: need mode interval|bounded, seeds >= 1, jobs >= 1; got {self}"
+            )
         if not self.S_values or not self.lrs or min(self.S_values) < 0 or not min(self.lrs) > 0:
-            raise ValueError(f"GridConfig: need S >= 0 and lr > 0 lists, got S={self.S_values}, lr={self.lrs}")
+            raise ValueError(
+                f"GridConfig: need S >= 0 and lr > 0 lists, got S={self.S_values}, lr={self.lrs}"
+            )
 
     def run_config(self, S: int, lr: float, seed: int) -> AsyncConfig:
         """The :class:`AsyncConfig` of one grid point (stops at collapse)."""
-        sync = dataclasses.replace(self.base.sync, seed=seed,
-                                   learner=dataclasses.replace(self.base.sync.learner, lr=lr))
+        sync = dataclasses.replace(
+            self.base.sync, seed=seed, learner=dataclasses.replace(self.base.sync.learner, lr=lr)
+        )
         pipeline = f"{self.mode}:{S}"  # interval:0|1 and bounded:0 are the synchronous pipeline
         return dataclasses.replace(self.base, sync=sync, pipeline=pipeline, stop_on_collapse=True)
 
@@ -99,16 +118,29 @@ def summarize_run(d: Path, S: int, lr: float, seed: int) -> dict:
     upto = steps if t_c is None else steps.filter(pl.col("step") < t_c)
     cos = upto["grad_cosine"].drop_nulls().drop_nans()
     cos_mean = float(cos.mean()) if cos.len() else math.nan
-    regime = "undetermined" if not cos.len() else ("ballistic" if cos_mean >= BALLISTIC_COS else "diffusive")
+    regime = (
+        "undetermined"
+        if not cos.len()
+        else ("ballistic" if cos_mean >= BALLISTIC_COS else "diffusive")
+    )
     wall = d / "wall_s.txt"
-    return {"S": S, "lr": lr, "seed": seed, "collapsed": bool(outcome["collapsed"]), "t_collapse": t_c,
-            "M_collapse": outcome["weight_pushes_to_collapse"], "regime": regime,
-            "cos_sim_mean": cos_mean, "failure": outcome["failure"], "steps_done": steps.height,
-            "reward_first": float(steps["reward_mean"].head(5).mean()),
-            "reward_last": float(steps["reward_mean"].tail(5).mean()),
-            "kl_max": float(steps["kl"].drop_nulls().max() or math.nan),
-            "staleness_max": int((rollouts["learner_version"] - rollouts["policy_version"]).max()),
-            "wall_s": float(wall.read_text()) if wall.exists() else math.nan}
+    return {
+        "S": S,
+        "lr": lr,
+        "seed": seed,
+        "collapsed": bool(outcome["collapsed"]),
+        "t_collapse": t_c,
+        "M_collapse": outcome["weight_pushes_to_collapse"],
+        "regime": regime,
+        "cos_sim_mean": cos_mean,
+        "failure": outcome["failure"],
+        "steps_done": steps.height,
+        "reward_first": float(steps["reward_mean"].head(5).mean()),
+        "reward_last": float(steps["reward_mean"].tail(5).mean()),
+        "kl_max": float(steps["kl"].drop_nulls().max() or math.nan),
+        "staleness_max": int((rollouts["learner_version"] - rollouts["policy_version"]).max()),
+        "wall_s": float(wall.read_text()) if wall.exists() else math.nan,
+    }
 
 
 def prepare_warm_start(out: Path, base: AsyncConfig) -> None:
@@ -132,9 +164,24 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
     points = [(S, lr, seed) for S in grid.S_values for lr in grid.lrs for seed in range(grid.seeds)]
     args = [(out, S, lr, seed, grid.run_config(S, lr, seed)) for S, lr, seed in points]
     with cf.ProcessPoolExecutor(grid.jobs, mp_context=mp.get_context("spawn")) as ex:
-        rows = list(tqdm(ex.map(_one, args), total=len(args), disable=not progress, desc="real stability"))
-    schema = {"S": pl.Int64, "lr": pl.Float64, "seed": pl.Int64, "collapsed": pl.Boolean,
-              "t_collapse": pl.Int64, "M_collapse": pl.Int64, "regime": pl.Utf8, "cos_sim_mean": pl.Float64,
-              "failure": pl.Utf8, "steps_done": pl.Int64, "reward_first": pl.Float64,
-              "reward_last": pl.Float64, "kl_max": pl.Float64, "staleness_max": pl.Int64, "wall_s": pl.Float64}
+        rows = list(
+            tqdm(ex.map(_one, args), total=len(args), disable=not progress, desc="real stability")
+        )
+    schema = {
+        "S": pl.Int64,
+        "lr": pl.Float64,
+        "seed": pl.Int64,
+        "collapsed": pl.Boolean,
+        "t_collapse": pl.Int64,
+        "M_collapse": pl.Int64,
+        "regime": pl.Utf8,
+        "cos_sim_mean": pl.Float64,
+        "failure": pl.Utf8,
+        "steps_done": pl.Int64,
+        "reward_first": pl.Float64,
+        "reward_last": pl.Float64,
+        "kl_max": pl.Float64,
+        "staleness_max": pl.Int64,
+        "wall_s": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema).select(CSV_COLUMNS)

@@ -30,9 +30,15 @@ def eta_max_table(df: pl.DataFrame) -> pl.DataFrame:
         hi_i = int(up[0]) if up.size else None
         lo = float(lrs[hi_i - 1]) if hi_i else math.nan
         hi = float(lrs[hi_i]) if hi_i is not None else math.nan
-        rows.append({"S": int(S), "eta_lo": lo, "eta_hi": hi,
-                     "eta_max": math.sqrt(lo * hi) if hi_i else math.nan,
-                     "frac_by_lr": " ".join(f"{x:.2f}" for x in f)})
+        rows.append(
+            {
+                "S": int(S),
+                "eta_lo": lo,
+                "eta_hi": hi,
+                "eta_max": math.sqrt(lo * hi) if hi_i else math.nan,
+                "frac_by_lr": " ".join(f"{x:.2f}" for x in f),
+            }
+        )
     return pl.DataFrame(rows).sort("S")
 
 
@@ -63,7 +69,11 @@ def _bootstrap(df: pl.DataFrame, stat, reps: int, seed: int) -> tuple[float, flo
         vals.append(stat(sample))
     vals = np.array(vals, float)
     vals = vals[np.isfinite(vals)]
-    return (float(np.percentile(vals, 16)), float(np.percentile(vals, 84))) if vals.size else (math.nan, math.nan)
+    return (
+        (float(np.percentile(vals, 16)), float(np.percentile(vals, 84)))
+        if vals.size
+        else (math.nan, math.nan)
+    )
 
 
 def fit_laws(df: pl.DataFrame, reps: int = 200, seed: int = 0) -> dict:
@@ -73,20 +83,37 @@ def fit_laws(df: pl.DataFrame, reps: int = 200, seed: int = 0) -> dict:
     c = df.filter(pl.col("collapsed"))
     out = {}
     for name, x, y, stat in (
-            ("eta_max_vs_S", t["S"].to_numpy().astype(float), t["eta_max"].to_numpy(), _eta_slope),
-            ("t_collapse_vs_eta", c["lr"].to_numpy(), c["t_collapse"].to_numpy().astype(float), _tc_slope)):
+        ("eta_max_vs_S", t["S"].to_numpy().astype(float), t["eta_max"].to_numpy(), _eta_slope),
+        (
+            "t_collapse_vs_eta",
+            c["lr"].to_numpy(),
+            c["t_collapse"].to_numpy().astype(float),
+            _tc_slope,
+        ),
+    ):
         slope, err = _fit(x, y)
         lo, hi = _bootstrap(df, stat, reps, seed)
-        out[name] = {"slope": slope, "stderr": err, "boot_16": lo, "boot_84": hi,
-                     "n": int((np.isfinite(x) & np.isfinite(y)).sum())}
+        out[name] = {
+            "slope": slope,
+            "stderr": err,
+            "boot_16": lo,
+            "boot_84": hi,
+            "n": int((np.isfinite(x) & np.isfinite(y)).sum()),
+        }
     out["S_eta_max"] = {int(s): float(s * e) for s, e in zip(t["S"], t["eta_max"])}
     return out
 
 
 def t_collapse_table(df: pl.DataFrame) -> pl.DataFrame:
     """Per (lr, S): collapsed runs, mean and std of ``t_collapse`` and mean ``lr * t_collapse``."""
-    return (df.filter(pl.col("collapsed")).group_by("lr", "S")
-            .agg(pl.len().alias("collapsed_runs"), pl.col("t_collapse").mean().alias("t_collapse_mean"),
-                 pl.col("t_collapse").std().alias("t_collapse_std"),
-                 (pl.col("t_collapse") * pl.col("lr")).mean().alias("eta_t_collapse"))
-            .sort("lr", "S"))
+    return (
+        df.filter(pl.col("collapsed"))
+        .group_by("lr", "S")
+        .agg(
+            pl.len().alias("collapsed_runs"),
+            pl.col("t_collapse").mean().alias("t_collapse_mean"),
+            pl.col("t_collapse").std().alias("t_collapse_std"),
+            (pl.col("t_collapse") * pl.col("lr")).mean().alias("eta_t_collapse"),
+        )
+        .sort("lr", "S")
+    )

@@ -24,14 +24,13 @@ import copy
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
-from tqdm import tqdm
-
 from rolloutlab.real import checkpoint, rundir
 from rolloutlab.real.config import ConfigError, SyncConfig
 from rolloutlab.real.engine import RolloutEngine, RolloutRequest, RolloutResult
@@ -44,7 +43,8 @@ from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.task import heldout_problems, is_correct, reward, sample_problems
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim.controllers import Controller, parse_controller
-from rolloutlab.sim.trace import STEP_SCHEMA, ROLLOUT_SCHEMA, TraceWriter, truncate_jsonl
+from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, TraceWriter, truncate_jsonl
+from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
@@ -60,15 +60,17 @@ def check_before_writing(cfg: SyncConfig) -> None:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if max_group_size(ctl) > cfg.capacity:
-        raise ConfigError(f"controller {cfg.controller!r} can propose G={max_group_size(ctl)}, "
-                          f"more than the engine capacity {cfg.capacity} (--capacity)")
+        raise ConfigError(
+            f"controller {cfg.controller!r} can propose G={max_group_size(ctl)}, "
+            f"more than the engine capacity {cfg.capacity} (--capacity)"
+        )
 
 
 def max_group_size(ctl: Controller) -> int:
     """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
     if hasattr(ctl, "candidates"):
         return max(ctl.candidates)
-    return int(getattr(ctl, "G"))
+    return int(ctl.G)
 
 
 def request_seed(seed: int, step: int, prompt: int, sample_idx: int) -> int:
@@ -86,19 +88,29 @@ def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
 class SyncRun:
     """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps."""
 
-    def __init__(self, cfg: SyncConfig, out_dir: Path, run_id: str, resume: bool,
-                 engine_factory: Callable[..., RolloutEngine] | None = None):
+    def __init__(
+        self,
+        cfg: SyncConfig,
+        out_dir: Path,
+        run_id: str,
+        resume: bool,
+        engine_factory: Callable[..., RolloutEngine] | None = None,
+    ):
         self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
         torch.set_num_threads(cfg.torch_threads)
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
-            raise ConfigError(f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
-                              f"more than the engine capacity {cfg.capacity} (--capacity)")
+            raise ConfigError(
+                f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
+                f"more than the engine capacity {cfg.capacity} (--capacity)"
+            )
         self.heldout = heldout_problems(cfg.task, cfg.eval_size)
         self.exclude = frozenset(p.prompt_text for p in self.heldout)
         self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
         self.start_step, clock_offset = 0, 0.0
-        reference = cached_warm_start(self.out, load_config(), cfg.task, cfg.warm_start, self.exclude)
+        reference = cached_warm_start(
+            self.out, load_config(), cfg.task, cfg.warm_start, self.exclude
+        )
         policy = copy.deepcopy(reference)
         ckpt = checkpoint.latest(self.out) if resume else None
         trainer = None
@@ -117,7 +129,9 @@ class SyncRun:
         factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
         if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
-            (self.out / "engine.json").write_text(json.dumps(self.engine.describe(), indent=2) + "\n")
+            (self.out / "engine.json").write_text(
+                json.dumps(self.engine.describe(), indent=2) + "\n"
+            )
         self.engine.update_weights(policy.state_dict(), self.start_step)
         for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
             truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)
@@ -127,21 +141,36 @@ class SyncRun:
         """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``."""
         if self.start_step == 0:
             self._evaluate(-1)
-        bar = tqdm(range(self.start_step, self.cfg.steps), initial=self.start_step,
-                   total=self.cfg.steps, disable=not progress, desc="real sync", unit="step")
+        bar = tqdm(
+            range(self.start_step, self.cfg.steps),
+            initial=self.start_step,
+            total=self.cfg.steps,
+            disable=not progress,
+            desc="real sync",
+            unit="step",
+        )
         heldout = ""
         for step in bar:
             info = self.step(step)
             heldout = info.get("heldout_accuracy", heldout)
-            bar.set_postfix(G=info["G"], reward=f"{info['reward_mean']:.2f}",
-                            step_s=f"{info['step_s']:.2f}", heldout_acc=heldout)
+            bar.set_postfix(
+                G=info["G"],
+                reward=f"{info['reward_mean']:.2f}",
+                step_s=f"{info['step_s']:.2f}",
+                heldout_acc=heldout,
+            )
         return self.writer.close()
 
     def _requests(self, step: int, G: int) -> tuple[list, list[RolloutRequest]]:
         rng = np.random.default_rng([self.cfg.seed, step, 7])
         problems = sample_problems(rng, self.cfg.task, self.cfg.prompts, self.exclude)
-        reqs = [RolloutRequest(p * G + j, tuple(prob.prompt_ids), request_seed(self.cfg.seed, step, p, j))
-                for p, prob in enumerate(problems) for j in range(G)]
+        reqs = [
+            RolloutRequest(
+                p * G + j, tuple(prob.prompt_ids), request_seed(self.cfg.seed, step, p, j)
+            )
+            for p, prob in enumerate(problems)
+            for j in range(G)
+        ]
         return problems, reqs
 
     def step(self, step: int) -> dict[str, Any]:
@@ -149,7 +178,9 @@ class SyncRun:
         cfg = self.cfg
         G = self.controller.propose()
         if G > cfg.capacity:
-            raise ConfigError(f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}")
+            raise ConfigError(
+                f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
+            )
         problems, reqs = self._requests(step, G)
         t_start = self.clock()
         results = self.engine.generate(reqs, self.params)
@@ -160,46 +191,87 @@ class SyncRun:
         t_sync = self.clock()
         self.controller.observe(lengths)
         t_end = self.clock()
-        self.writer.append_step(self._rollout_rows(step, G, results),
-                                self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats))
+        self.writer.append_step(
+            self._rollout_rows(step, G, results),
+            self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats),
+        )
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end)
 
-    def _learn(self, step: int, G: int, problems: list, reqs: list[RolloutRequest],
-               results: list[RolloutResult]) -> tuple[torch.Tensor, list[list[int]], torch.Tensor, Any]:
+    def _learn(
+        self,
+        step: int,
+        G: int,
+        problems: list,
+        reqs: list[RolloutRequest],
+        results: list[RolloutResult],
+    ) -> tuple[torch.Tensor, list[list[int]], torch.Tensor, Any]:
         """Rewards ``(B, G)``, lengths ``(B, G)``, kept groups ``(B,)`` and the update's
         statistics (None when no group was informative) of one step's rollouts."""
         cfg = self.cfg
         B = len(problems)
-        groups = [results[p * G:(p + 1) * G] for p in range(B)]
-        rewards = torch.tensor([[reward(problems[p], r.response_ids, cfg.task) for r in g]
-                                for p, g in enumerate(groups)], dtype=torch.float64)  # (B, G)
+        groups = [results[p * G : (p + 1) * G] for p in range(B)]
+        rewards = torch.tensor(
+            [
+                [reward(problems[p], r.response_ids, cfg.task) for r in g]
+                for p, g in enumerate(groups)
+            ],
+            dtype=torch.float64,
+        )  # (B, G)
         lengths = [[len(r.response_ids) for r in g] for g in groups]  # (B, G) ragged-safe
         if cfg.overlong_cache:
-            rewards = rewards + overlong_penalty(torch.tensor(lengths), cfg.max_response_tokens,
-                                                 cfg.overlong_cache)
+            rewards = rewards + overlong_penalty(
+                torch.tensor(lengths), cfg.max_response_tokens, cfg.overlong_cache
+            )
         adv = group_advantages(rewards)  # (B, G)
-        keep = informative_groups(rewards) if cfg.dynamic_sampling else torch.ones(B, dtype=torch.bool)
+        keep = (
+            informative_groups(rewards) if cfg.dynamic_sampling else torch.ones(B, dtype=torch.bool)
+        )
         stats = None
         if keep.any():
             kept = [r for p in range(B) if keep[p] for r in groups[p]]
-            batch = pack([reqs[r.request_id].prompt_ids for r in kept], [r.response_ids for r in kept],
-                         [r.logprobs for r in kept], adv[keep].reshape(-1))
+            batch = pack(
+                [reqs[r.request_id].prompt_ids for r in kept],
+                [r.response_ids for r in kept],
+                [r.logprobs for r in kept],
+                adv[keep].reshape(-1),
+            )
             # prompt index B is no rollout's: the minibatch order gets its own stream
             order_gen = torch.Generator().manual_seed(request_seed(cfg.seed, step, cfg.prompts, 0))
             stats = self.learner.update(batch, order_gen)
         return rewards, lengths, keep, stats
 
-    def _record(self, step: int, G: int, problems: list, results: list[RolloutResult], rewards: torch.Tensor,
-                keep: torch.Tensor, stats: Any, t_start: float, t_end: float,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _record(
+        self,
+        step: int,
+        G: int,
+        problems: list,
+        results: list[RolloutResult],
+        rewards: torch.Tensor,
+        keep: torch.Tensor,
+        stats: Any,
+        t_start: float,
+        t_end: float,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Append the learner.jsonl row (plus ``extra``), evaluate and checkpoint when due."""
         cfg = self.cfg
         correct = [is_correct(problems[r.request_id // G], r.response_ids) for r in results]
-        info = {"step": step, "G": G, "reward_mean": float(rewards.mean()), "accuracy": float(np.mean(correct)),
-                "groups_dropped": int((~keep).sum()), "step_s": t_end - t_start,
-                "response_length_mean": float(np.mean([len(r.response_ids) for r in results]))}
+        info = {
+            "step": step,
+            "G": G,
+            "reward_mean": float(rewards.mean()),
+            "accuracy": float(np.mean(correct)),
+            "groups_dropped": int((~keep).sum()),
+            "step_s": t_end - t_start,
+            "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),
+        }
         if stats is not None:
-            info.update(loss=stats.loss, pg_loss=stats.pg_loss, clip_frac=stats.clip_frac, n_tokens=stats.n_tokens)
+            info.update(
+                loss=stats.loss,
+                pg_loss=stats.pg_loss,
+                clip_frac=stats.clip_frac,
+                n_tokens=stats.n_tokens,
+            )
         info.update(extra or {})
         _append_jsonl(self.out / "learner.jsonl", info)
         done = step + 1
@@ -210,21 +282,45 @@ class SyncRun:
         return info
 
     def _rollout_rows(self, step: int, G: int, results: list[RolloutResult]) -> pl.DataFrame:
-        rows = [{"run_id": self.run_id, "step": step, "prompt_id": step * self.cfg.prompts + r.request_id // G,
-                 "sample_idx": r.request_id % G, "group_size": G, "policy_version": step,
-                 "learner_version": step, "prompt_tokens": r.prompt_tokens,
-                 "response_tokens": len(r.response_ids), "finish_reason": r.finish_reason,
-                 "worker": r.worker, "t_submit": r.t_submit_s, "t_first_token": r.t_first_token_s,
-                 "t_finish": r.t_finish_s} for r in results]
+        rows = [
+            {
+                "run_id": self.run_id,
+                "step": step,
+                "prompt_id": step * self.cfg.prompts + r.request_id // G,
+                "sample_idx": r.request_id % G,
+                "group_size": G,
+                "policy_version": step,
+                "learner_version": step,
+                "prompt_tokens": r.prompt_tokens,
+                "response_tokens": len(r.response_ids),
+                "finish_reason": r.finish_reason,
+                "worker": r.worker,
+                "t_submit": r.t_submit_s,
+                "t_first_token": r.t_first_token_s,
+                "t_finish": r.t_finish_s,
+            }
+            for r in results
+        ]
         return pl.DataFrame(rows, schema=ROLLOUT_SCHEMA)
 
-    def _step_row(self, step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats) -> pl.DataFrame:
-        row = {"run_id": self.run_id, "step": step, "t_start": t_start, "t_end": t_end,
-               "gen_time": t_gen - t_start, "train_time": t_train - t_gen, "sync_time": t_sync - t_train,
-               "lr": self.cfg.learner.lr, "reward_mean": float(rewards.mean()),
-               "kl": stats.kl if stats else None, "grad_norm": stats.grad_norm if stats else None,
-               "grad_cosine": stats.grad_cosine if stats else None,
-               "controller_state": json.dumps(self.controller.state_dict())}
+    def _step_row(
+        self, step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats
+    ) -> pl.DataFrame:
+        row = {
+            "run_id": self.run_id,
+            "step": step,
+            "t_start": t_start,
+            "t_end": t_end,
+            "gen_time": t_gen - t_start,
+            "train_time": t_train - t_gen,
+            "sync_time": t_sync - t_train,
+            "lr": self.cfg.learner.lr,
+            "reward_mean": float(rewards.mean()),
+            "kl": stats.kl if stats else None,
+            "grad_norm": stats.grad_norm if stats else None,
+            "grad_cosine": stats.grad_cosine if stats else None,
+            "controller_state": json.dumps(self.controller.state_dict()),
+        }
         return pl.DataFrame([row], schema=STEP_SCHEMA)
 
     def _evaluate(self, step: int) -> float:
@@ -234,9 +330,13 @@ class SyncRun:
 
     def _checkpoint(self, done: int, t_s: float, extra: dict[str, Any] | None = None) -> None:
         trainer = {"learner": self.learner.state_dict(), "torch_rng": torch.get_rng_state()}
-        state = {"t_s": t_s, "controller": self.controller.state_dict(),
-                 "numpy_rng": _np_state_to_json(np.random.get_state()),
-                 "python_rng": _py_state_to_json(random.getstate()), **(extra or {})}
+        state = {
+            "t_s": t_s,
+            "controller": self.controller.state_dict(),
+            "numpy_rng": _np_state_to_json(np.random.get_state()),
+            "python_rng": _py_state_to_json(random.getstate()),
+            **(extra or {}),
+        }
         checkpoint.save(self.out, done, self.learner.model, trainer, state)
 
 
@@ -256,8 +356,13 @@ def _py_state_from_json(state: list) -> tuple:
     return (state[0], tuple(state[1]), state[2])
 
 
-def run_sync(cfg: SyncConfig, out_dir: str | Path, resume: bool = False, progress: bool = True,
-             overrides: dict[str, Any] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run_sync(
+    cfg: SyncConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Start (or with ``resume`` continue) a synchronous run in ``out_dir``.
 
     Raises: RunDirError (directory holds another run / nothing to resume / conflicting

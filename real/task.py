@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from rolloutlab.real.tokenizer import BOS_ID, EOS_ID, PROMPT_TAGS, TAGS, decode, encode
 
 
@@ -46,8 +45,10 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         if not (1 <= self.n_min <= self.n_max <= len(TAGS)):
-            raise ValueError(f"TaskConfig: need 1 <= n_min <= n_max <= {len(TAGS)}, got "
-                             f"n_min={self.n_min}, n_max={self.n_max}")
+            raise ValueError(
+                f"TaskConfig: need 1 <= n_min <= n_max <= {len(TAGS)}, got "
+                f"n_min={self.n_min}, n_max={self.n_max}"
+            )
         if not (0.0 <= self.p_long <= 1.0):
             raise ValueError(f"TaskConfig: p_long must be in [0, 1], got {self.p_long}")
 
@@ -98,8 +99,9 @@ def sample_n_digits(rng: np.random.Generator, cfg: TaskConfig, size: int) -> np.
     return np.clip(n, cfg.n_min, cfg.n_max).astype(np.int64)
 
 
-def sample_problems(rng: np.random.Generator, cfg: TaskConfig, size: int,
-                    exclude: frozenset[str] = frozenset()) -> list[Problem]:
+def sample_problems(
+    rng: np.random.Generator, cfg: TaskConfig, size: int, exclude: frozenset[str] = frozenset()
+) -> list[Problem]:
     """``size`` problems; any whose prompt is in ``exclude`` (held-out set) is redrawn."""
     out: list[Problem] = []
     while len(out) < size:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from rolloutlab.real.task import TaskConfig, sample_n_digits
 
 
@@ -24,8 +23,13 @@ def summary(lengths: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     out = {}
     for name, x in lengths.items():
         med = float(np.median(x))
-        out[name] = {"median": med, "p90": float(np.quantile(x, 0.9)), "p99": float(np.quantile(x, 0.99)),
-                     "max": float(x.max()), "max/median": float(x.max() / med)}
+        out[name] = {
+            "median": med,
+            "p90": float(np.quantile(x, 0.9)),
+            "p99": float(np.quantile(x, 0.99)),
+            "max": float(x.max()),
+            "max/median": float(x.max() / med),
+        }
     return out
 
 

@@ -13,7 +13,7 @@ Ids are fixed (the vocabulary is part of the model contract: ``vocab_size`` in
 from __future__ import annotations
 
 import string
-from typing import Sequence
+from collections.abc import Sequence
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIALS = (PAD, BOS, EOS)
@@ -36,15 +36,17 @@ def encode(text: str) -> list[int]:
     """
     ids, i = [], 0
     while i < len(text):
-        if text[i: i + 2] in _TO_ID:
-            ids.append(_TO_ID[text[i: i + 2]])
+        if text[i : i + 2] in _TO_ID:
+            ids.append(_TO_ID[text[i : i + 2]])
             i += 2
         elif text[i] in _TO_ID and text[i] not in SPECIALS:
             ids.append(_TO_ID[text[i]])
             i += 1
         else:
-            raise ValueError(f"tokenizer: {text[i:i + 2]!r} at offset {i} of {text!r} starts no "
-                             f"token of the vocabulary")
+            raise ValueError(
+                f"tokenizer: {text[i : i + 2]!r} at offset {i} of {text!r} starts no "
+                f"token of the vocabulary"
+            )
     return ids
 
 

@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import simpy
-
 from rolloutlab.sim.controllers import Controller
-from rolloutlab.sim.engine import Batch, Engine
 from rolloutlab.sim.dynamics import step_lengths
+from rolloutlab.sim.engine import Batch, Engine
 from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.scenario import Scenario
@@ -95,10 +94,16 @@ class Ledger:
     def as_dict(self) -> dict:
         """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""
         span = np.asarray(self.spanned_versions, dtype=float)
-        return {"dispatched": self.dispatched, "consumed": self.consumed, "dropped": self.dropped,
-                "aborted": self.aborted, "ready": self.ready, "in_flight": self.in_flight,
-                "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
-                "spanned_versions_max": int(span.max()) if span.size else 0}
+        return {
+            "dispatched": self.dispatched,
+            "consumed": self.consumed,
+            "dropped": self.dropped,
+            "aborted": self.aborted,
+            "ready": self.ready,
+            "in_flight": self.in_flight,
+            "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
+            "spanned_versions_max": int(span.max()) if span.size else 0,
+        }
 
 
 class _Rows:
@@ -113,9 +118,13 @@ class _Rows:
         self.t_finish = batch.t_finish[sl]
 
 
-def run_pipeline(scenario: Scenario, controller: Controller, cfg: RunConfig,
-                 pipeline: PipelineConfig, on_step=None
-                 ) -> tuple[pl.DataFrame, pl.DataFrame, Ledger]:
+def run_pipeline(
+    scenario: Scenario,
+    controller: Controller,
+    cfg: RunConfig,
+    pipeline: PipelineConfig,
+    on_step=None,
+) -> tuple[pl.DataFrame, pl.DataFrame, Ledger]:
     """Simulate ``cfg.steps`` learner steps of ``pipeline``; return ``(rollouts, steps, ledger)``.
 
     ``rollouts`` (trace schema) holds every consumed rollout and every dropped or aborted
@@ -131,7 +140,13 @@ def run_pipeline(scenario: Scenario, controller: Controller, cfg: RunConfig,
 
 class _Simulation:
     def __init__(self, scenario, controller, cfg, pipeline, on_step):
-        self.sc, self.ctl, self.cfg, self.pc, self.on_step = scenario, controller, cfg, pipeline, on_step
+        self.sc, self.ctl, self.cfg, self.pc, self.on_step = (
+            scenario,
+            controller,
+            cfg,
+            pipeline,
+            on_step,
+        )
         self.env = simpy.Environment()
         self.engine = Engine(self.env, scenario.cost, scenario.engine)
         self.v_gen = 0
@@ -154,12 +169,15 @@ class _Simulation:
         except RuntimeError as exc:
             if "until" not in str(exc) and "No scheduled events" not in str(exc):
                 raise
-            raise RuntimeError(f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
-                               f"{self.cfg.prompts} groups (all admissible groups dropped as "
-                               "stale)") from None
+            raise RuntimeError(
+                f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
+                f"{self.cfg.prompts} groups (all admissible groups dropped as "
+                "stale)"
+            ) from None
         self._account_leftovers()
-        rollouts = columns_to_rollouts(self.columns).sort("step", "prompt_id", "sample_idx",
-                                                          maintain_order=True)
+        rollouts = columns_to_rollouts(self.columns).sort(
+            "step", "prompt_id", "sample_idx", maintain_order=True
+        )
         return rollouts, pl.DataFrame(self.steps, schema=STEP_SCHEMA), self.ledger
 
     # --- generator side ---------------------------------------------------------------
@@ -189,11 +207,23 @@ class _Simulation:
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
             self.next_prompt += n_prompts
-            batch = self.engine.submit(np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens),
-                                       lengths.ravel(), on_finish=self._on_finish)
+            batch = self.engine.submit(
+                np.repeat(prompt_ids, G),
+                np.full(n_prompts * G, cap_tokens),
+                lengths.ravel(),
+                on_finish=self._on_finish,
+            )
             groups = [_Group(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
-            info = _BatchInfo(j, G, batch, lengths, groups, np.full(n_prompts * G, -1, dtype=np.int64),
-                              unresolved=n_prompts, generating=n_prompts)
+            info = _BatchInfo(
+                j,
+                G,
+                batch,
+                lengths,
+                groups,
+                np.full(n_prompts * G, -1, dtype=np.int64),
+                unresolved=n_prompts,
+                generating=n_prompts,
+            )
             self.info_of[id(batch)] = info
             self.batches.append(info)
             self.ledger.dispatched += n_prompts * G
@@ -217,7 +247,7 @@ class _Simulation:
         if not self.pc.partial:
             return g.v_dispatch
         info = self.batches[g.j]
-        return int(info.v_last[g.lo:g.lo + g.G].min())
+        return int(info.v_last[g.lo : g.lo + g.G].min())
 
     # --- learner side -----------------------------------------------------------------
     def _learner(self):
@@ -241,8 +271,10 @@ class _Simulation:
             if self.pc.placement == "colocated":
                 yield self.engine.pause()
                 paused = True
-            tokens = sum(int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
-                         for g in taken)
+            tokens = sum(
+                int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
+                for g in taken
+            )
             train_time = cost.learner_step_s(float(tokens))
             yield env.timeout(train_time)
             for g in taken:
@@ -273,23 +305,47 @@ class _Simulation:
         t_start = min(float(c["t_submit"].min()) for c in cols)
         last = max(float(c["t_finish"].max()) for c in cols)
         overhead = self.sc.cost.gen_overhead_s
-        gen_time = (last + overhead if overhead > 0 else last) - t_start  # = run_sync's, bit for bit
-        self.steps.append(step_record(self.cfg.run_id, t, t_start, t_end, gen_time, train_time,
-                                      sync_time, self.cfg.lr, self.ctl))
+        gen_time = (
+            last + overhead if overhead > 0 else last
+        ) - t_start  # = run_sync's, bit for bit
+        self.steps.append(
+            step_record(
+                self.cfg.run_id,
+                t,
+                t_start,
+                t_end,
+                gen_time,
+                train_time,
+                sync_time,
+                self.cfg.lr,
+                self.ctl,
+            )
+        )
 
     def _columns(self, g: _Group, step: int, status: str) -> dict[str, np.ndarray]:
         info = self.batches[g.j]
         sl = slice(g.lo, g.lo + g.G)
         version = info.v_last[sl] if self.pc.partial else g.v_dispatch
-        cols = rollout_columns(self.cfg.run_id, step, g.G, np.array([g.prompt_id]),
-                               _Rows(info.batch, sl), version, step, self.sc.lengths.max_response_length)
+        cols = rollout_columns(
+            self.cfg.run_id,
+            step,
+            g.G,
+            np.array([g.prompt_id]),
+            _Rows(info.batch, sl),
+            version,
+            step,
+            self.sc.lengths.max_response_length,
+        )
         if status != "consumed":
             b = info.batch
-            cols["response_tokens"] = np.where(b.aborted[sl], b.abort_tokens[sl], b.response_tokens[sl])
+            cols["response_tokens"] = np.where(
+                b.aborted[sl], b.abort_tokens[sl], b.response_tokens[sl]
+            )
             cols["finish_reason"] = np.full(g.G, "abort", dtype=object)
             if self.pc.partial:  # a discarded group is as old as its oldest sample
-                cols["policy_version"] = np.full(g.G, self._version(g) if status == "dropped"
-                                                  else g.v_dispatch, dtype=np.int64)
+                cols["policy_version"] = np.full(
+                    g.G, self._version(g) if status == "dropped" else g.v_dispatch, dtype=np.int64
+                )
         return cols
 
     def _resolve(self, g: _Group, status: str, step: int) -> None:
@@ -327,8 +383,11 @@ class _Simulation:
         for info in self.batches:
             if info.unresolved == 0 and not info.observed:
                 info.observed = True
-                lengths = [info.lengths[k].tolist() for k, g in enumerate(info.groups)
-                           if g.status in ("consumed", "dropped")]
+                lengths = [
+                    info.lengths[k].tolist()
+                    for k, g in enumerate(info.groups)
+                    if g.status in ("consumed", "dropped")
+                ]
                 self.ctl.observe(lengths)
 
     def _account_leftovers(self) -> None:

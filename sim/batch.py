@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -21,13 +21,21 @@ class Batch:
     completion).
     """
 
-    def __init__(self, env: simpy.Environment, prompt_keys: np.ndarray, prompt_tokens: np.ndarray,
-                 response_tokens: np.ndarray, on_finish: Callable | None = None,
-                 exclusive: bool = False):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        prompt_keys: np.ndarray,
+        prompt_tokens: np.ndarray,
+        response_tokens: np.ndarray,
+        on_finish: Callable | None = None,
+        exclusive: bool = False,
+    ):
         n = len(response_tokens)
         if not (len(prompt_keys) == len(prompt_tokens) == n) or n == 0:
-            raise ValueError("Batch: prompt_keys, prompt_tokens, response_tokens must be "
-                             "non-empty and of one length")
+            raise ValueError(
+                "Batch: prompt_keys, prompt_tokens, response_tokens must be "
+                "non-empty and of one length"
+            )
         if (np.asarray(response_tokens) < 1).any() or (np.asarray(prompt_tokens) < 0).any():
             raise ValueError("Batch: response_tokens must be >= 1 and prompt_tokens >= 0")
         self.prompt_keys = np.asarray(prompt_keys)

@@ -7,11 +7,11 @@ samples of each prompt (:mod:`sim.pipeline`); the summary row of each run is
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import polars as pl
-
 from rolloutlab.sim.async_pipeline import run_pipeline
 from rolloutlab.sim.controllers import parse_controller
 from rolloutlab.sim.fastpath import run_sync_fast
@@ -20,11 +20,30 @@ from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.scenario import Scenario
 
-SUMMARY_COLUMNS = ("controller", "pipeline", "steps", "wall_clock_s", "gen_time_s",
-                   "slot_idle_frac", "straggler_rate", "mean_G", "rollouts", "tokens_per_s",
-                   "device_idle_s", "train_time_s", "sync_time_s", "response_tokens",
-                   "learner_idle_frac", "generator_idle_frac", "staleness_mean", "staleness_max",
-                   "dropped", "aborted", "learner_idle_frac_steady", "len_consumed_over_generated")
+SUMMARY_COLUMNS = (
+    "controller",
+    "pipeline",
+    "steps",
+    "wall_clock_s",
+    "gen_time_s",
+    "slot_idle_frac",
+    "straggler_rate",
+    "mean_G",
+    "rollouts",
+    "tokens_per_s",
+    "device_idle_s",
+    "train_time_s",
+    "sync_time_s",
+    "response_tokens",
+    "learner_idle_frac",
+    "generator_idle_frac",
+    "staleness_mean",
+    "staleness_max",
+    "dropped",
+    "aborted",
+    "learner_idle_frac_steady",
+    "len_consumed_over_generated",
+)
 
 
 def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
@@ -32,7 +51,9 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
     return {k: scenario.defaults[k] for k in ("tau", "delta") if k in scenario.defaults}
 
 
-def check_comparison(specs: Sequence[str], pipelines: Sequence[PipelineConfig], engine: str = "simpy") -> None:
+def check_comparison(
+    specs: Sequence[str], pipelines: Sequence[PipelineConfig], engine: str = "simpy"
+) -> None:
     """Validate a comparison before running it (the commands call it before they create
     their output folder): every controller spec parses, specs and pipelines are given and
     distinct, and the fast path gets synchronous pipelines only. Raises ValueError."""
@@ -47,14 +68,20 @@ def check_comparison(specs: Sequence[str], pipelines: Sequence[PipelineConfig], 
     if len(set(pipelines)) != len(pipelines):
         raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
     if engine == "fast" and any(p.kind != "sync" for p in pipelines):
-        raise ValueError("--engine fast runs the synchronous pipeline only; asynchronous pipelines "
-                         f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy")
+        raise ValueError(
+            "--engine fast runs the synchronous pipeline only; asynchronous pipelines "
+            f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy"
+        )
 
 
-def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
-                   on_step: Callable[[str, int, int], None] | None = None,
-                   pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
-                   engine: str = "simpy") -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def run_comparison(
+    scenario: Scenario,
+    specs: Sequence[str],
+    cfg: RunConfig,
+    on_step: Callable[[str, int, int], None] | None = None,
+    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
+    engine: str = "simpy",
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
     vectorised fast path (``engine="fast"``, no KV pressure).
@@ -80,9 +107,16 @@ def run_comparison(scenario: Scenario, specs: Sequence[str], cfg: RunConfig,
                 rollouts, steps = run(scenario, ctl, run_cfg, on_step=hook)
             else:
                 rollouts, steps, _ = run_pipeline(scenario, ctl, run_cfg, pipe, on_step=hook)
-            rows.append({"controller": spec, "pipeline": pipe.spec, **run_summary(rollouts, steps, tau),
-                         **pipeline_summary(rollouts, steps, pipe.max_staleness,
-                                            scenario.engine.n_workers)})
+            rows.append(
+                {
+                    "controller": spec,
+                    "pipeline": pipe.spec,
+                    **run_summary(rollouts, steps, tau),
+                    **pipeline_summary(
+                        rollouts, steps, pipe.max_staleness, scenario.engine.n_workers
+                    ),
+                }
+            )
             all_rollouts.append(rollouts)
             all_steps.append(steps)
     summary = pl.DataFrame(rows).select(SUMMARY_COLUMNS)

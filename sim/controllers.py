@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-
 from rolloutlab.sim.metrics import straggler_ratio
 
 
@@ -90,7 +90,9 @@ class StaticG:
         """
         lengths = np.asarray(lengths)
         if lengths.ndim != 3 or lengths.shape[1] * lengths.shape[2] == 0:
-            raise ValueError(f"observe_steps: need (T, n_prompts, G) lengths, got shape {lengths.shape}")
+            raise ValueError(
+                f"observe_steps: need (T, n_prompts, G) lengths, got shape {lengths.shape}"
+            )
         first = self.steps_observed + 1
         self.steps_observed += len(lengths)
         head, tail = json.dumps({**self.state_dict(), "steps_observed": "@"}).split('"@"')
@@ -239,8 +241,10 @@ class SAGC:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != "sagc" or list(state["candidates"]) != list(self.candidates):
-            raise ValueError(f"SAGC{self.candidates}: cannot load state of kind "
-                             f"{state.get('kind')!r} with candidates {state.get('candidates')}")
+            raise ValueError(
+                f"SAGC{self.candidates}: cannot load state of kind "
+                f"{state.get('kind')!r} with candidates {state.get('candidates')}"
+            )
         self.alpha = {int(g): float(a) for g, a in state["alpha"].items()}
         self.beta = {int(g): float(b) for g, b in state["beta"].items()}
         self.lam = float(state["lambda"])
@@ -278,7 +282,9 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
         try:
             return StaticG(int(args))
         except ValueError:
-            raise ValueError(f"controller spec {spec!r}: expected static:G with G a positive int") from None
+            raise ValueError(
+                f"controller spec {spec!r}: expected static:G with G a positive int"
+            ) from None
     if kind == "sagc":
         kwargs: dict[str, Any] = dict(sagc_defaults)
         for item in filter(None, args.split(",")):

@@ -72,9 +72,19 @@ class LinearCost:
         return asdict(self)
 
 
-def ConstantCost(iter_s: float = 0.01, learner_s: float = 0.0, sync_s: float = 0.0,
-                 prefill_s_per_token: float = 0.0) -> LinearCost:
+def ConstantCost(
+    iter_s: float = 0.01,
+    learner_s: float = 0.0,
+    sync_s: float = 0.0,
+    prefill_s_per_token: float = 0.0,
+) -> LinearCost:
     """A cost model with hand-computable answers, for tests: every decode iteration
     takes ``iter_s`` whatever the batch, a learner step ``learner_s``, a sync ``sync_s``."""
-    return LinearCost(a_s=iter_s, b_s=0.0, c_s=0.0, prefill_s_per_token=prefill_s_per_token,
-                      learner_const_s=learner_s, sync_s=sync_s)
+    return LinearCost(
+        a_s=iter_s,
+        b_s=0.0,
+        c_s=0.0,
+        prefill_s_per_token=prefill_s_per_token,
+        learner_const_s=learner_s,
+        sync_s=sync_s,
+    )

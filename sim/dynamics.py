@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from rolloutlab.sim.hashrng import hash_normal
 from scipy.special import ndtr
 
-from rolloutlab.sim.hashrng import hash_normal
 
 @dataclass(frozen=True)
 class Drift:
@@ -55,8 +55,9 @@ DRIFTS: dict[str, Drift] = {
     # DeepSeek-R1-Zero (DeepSeek-AI 2025, arXiv 2501.12948, Fig. 3): the average response
     # length grows roughly linearly, about tenfold over ~8k RL steps; the spread growth is
     # our assumption (+50 % of the log spread over the same horizon).
-    "r1zero": Drift(mean_growth_per_step=9.0 / 8000, spread_growth_per_step=0.5 / 8000,
-                    saturate_step=8000),
+    "r1zero": Drift(
+        mean_growth_per_step=9.0 / 8000, spread_growth_per_step=0.5 / 8000, saturate_step=8000
+    ),
 }
 
 
@@ -83,7 +84,11 @@ class GroupLengths:
     def __post_init__(self) -> None:
         if not (0 <= self.icc < 1) or self.sigma < 0 or self.max_response_length < 1:
             raise ValueError(f"GroupLengths: need 0 <= icc < 1, sigma >= 0, cap >= 1: {self}")
-        if self.quantiles and (np.diff(self.quantiles) < 0).any() or min(self.quantiles or (1,)) < 1:
+        if (
+            self.quantiles
+            and (np.diff(self.quantiles) < 0).any()
+            or min(self.quantiles or (1,)) < 1
+        ):
             raise ValueError("GroupLengths: quantiles must be sorted and >= 1")
 
     @cached_property
@@ -209,14 +214,17 @@ def pmf_quantiles(values: np.ndarray, probs: np.ndarray, n: int = 1000) -> np.nd
     return values[np.minimum(np.searchsorted(cdf, (np.arange(n) + 0.5) / n), len(values) - 1)]
 
 
-def servegen_lengths(drift: str | Drift = "flat", icc: float | None = None,
-                     max_response_length: int = 32768) -> GroupLengths:
+def servegen_lengths(
+    drift: str | Drift = "flat", icc: float | None = None, max_response_length: int = 32768
+) -> GroupLengths:
     """Long-reasoning lengths: the bundled ServeGen DeepSeek-R1 output quantiles (bimodal
     in log tokens, tail to ~30k) as marginal, the Qwen2.5-Math group ICC, and a named
     drift (:data:`DRIFTS`)."""
     with _data("servegen_r1_output_quantiles.csv").open() as f:
         q = np.loadtxt(f, skiprows=1, dtype=np.int64)
-    return GroupLengths(max_response_length=max_response_length,
-                        icc=fit_icc(math_group_lengths()) if icc is None else icc,
-                        quantiles=tuple(q.tolist()),
-                        drift=DRIFTS[drift] if isinstance(drift, str) else drift)
+    return GroupLengths(
+        max_response_length=max_response_length,
+        icc=fit_icc(math_group_lengths()) if icc is None else icc,
+        quantiles=tuple(q.tolist()),
+        drift=DRIFTS[drift] if isinstance(drift, str) else drift,
+    )

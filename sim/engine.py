@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim import engine_control
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
@@ -67,13 +66,22 @@ class EngineConfig:
         if self.n_workers < 1 or self.max_num_seqs < 1:
             raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
         if self.dispatch not in DISPATCH:
-            raise ValueError(f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}")
+            raise ValueError(
+                f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}"
+            )
         if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
-            raise ValueError(f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
-                             f"got {self.block_size}, {self.kv_blocks}")
-        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
-            raise ValueError(f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
-                             f"must be >= max_num_seqs ({self.max_num_seqs})")
+            raise ValueError(
+                f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
+                f"got {self.block_size}, {self.kv_blocks}"
+            )
+        if (
+            self.max_num_batched_tokens is not None
+            and self.max_num_batched_tokens < self.max_num_seqs
+        ):
+            raise ValueError(
+                f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                f"must be >= max_num_seqs ({self.max_num_seqs})"
+            )
 
     @property
     def paged(self) -> bool:
@@ -114,8 +122,10 @@ class Worker:
     def enqueue(self, batch: Batch, idx: np.ndarray) -> None:
         """Queue requests ``idx`` (int array) of ``batch`` in that order (FIFO); wakes the worker."""
         if self._coalescing:
-            raise RuntimeError(f"worker {self.index}: a request was submitted while an "
-                               "exclusive batch was running (see Batch(exclusive=...))")
+            raise RuntimeError(
+                f"worker {self.index}: a request was submitted while an "
+                "exclusive batch was running (see Batch(exclusive=...))"
+            )
         batch.worker[idx] = self.index
         self.waiting.append([batch, idx, idx.tolist(), 0])
         self.n_waiting += len(idx)
@@ -173,7 +183,6 @@ class Worker:
                 self._n_streaming -= 1
             done.append((batch, i))
         return done
-
 
     def run(self):
         """Process: admit, advance to the next completion in closed form, repeat."""
@@ -238,8 +247,12 @@ class Worker:
 
     def _one_wave_fits(self) -> bool:
         """All waiting requests, of one batch, can be admitted at once into an idle worker."""
-        return (self.n == 0 and len(self.waiting) == 1 and self.waiting[0][3] == 0
-                and self.n_waiting <= self.config.max_num_seqs)
+        return (
+            self.n == 0
+            and len(self.waiting) == 1
+            and self.waiting[0][3] == 0
+            and self.n_waiting <= self.config.max_num_seqs
+        )
 
     def _one_wave_times(self) -> tuple[Batch, np.ndarray, np.ndarray, float]:
         """Vectorised closed form for one wave admitted together at iteration ``k``.
@@ -338,14 +351,21 @@ class Engine:
         self.env, self.cost, self.config = env, cost, config
         if config.paged:
             from rolloutlab.sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
+
             worker_cls = PagedWorker
         else:
             worker_cls = Worker
         self.workers = [worker_cls(env, w, cost, config) for w in range(config.n_workers)]
         self._rr = 0
 
-    def submit(self, prompt_keys, prompt_tokens, response_tokens,
-               on_finish: Callable | None = None, exclusive: bool = False) -> Batch:
+    def submit(
+        self,
+        prompt_keys,
+        prompt_tokens,
+        response_tokens,
+        on_finish: Callable | None = None,
+        exclusive: bool = False,
+    ) -> Batch:
         """Submit requests now; returns their :class:`Batch` (wait on ``batch.done``).
 
         ``exclusive``: see :class:`Batch`. Raises RuntimeError if an exclusive batch

@@ -55,7 +55,9 @@ def abort(engine, batch, idx) -> None:
     Raises RuntimeError for an exclusive batch (its times are precomputed).
     """
     if batch.coalesce:
-        raise RuntimeError("Engine.abort: an exclusive batch runs in closed form and cannot be aborted")
+        raise RuntimeError(
+            "Engine.abort: an exclusive batch runs in closed form and cannot be aborted"
+        )
     for i in np.atleast_1d(np.asarray(idx, dtype=np.int64)).tolist():
         if batch.aborted[i] or not np.isnan(batch.finish_[i]):
             continue

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import Batch, Engine, EngineConfig
 
 
-def generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-             config: EngineConfig, exclusive: bool = True) -> Batch:
+def generate(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    config: EngineConfig,
+    exclusive: bool = True,
+) -> Batch:
     """Simulate one synchronous generation phase from time 0.
 
     Args:
@@ -28,14 +32,16 @@ def generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
     env = simpy.Environment()
     engine = Engine(env, cost, config)
     keys = np.repeat(np.arange(n_prompts), G)
-    batch = engine.submit(keys, np.repeat(np.asarray(prompt_tokens), G), lengths.ravel(),
-                          exclusive=exclusive)
+    batch = engine.submit(
+        keys, np.repeat(np.asarray(prompt_tokens), G), lengths.ravel(), exclusive=exclusive
+    )
     env.run(until=batch.done)
     return batch
 
 
-def reference_generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-                       config: EngineConfig) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def reference_generate(
+    lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost, config: EngineConfig
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Plain per-iteration loop of the same engine, for tests and calibration.
 
     Returns ``(times, features)``: ``times`` has flat arrays ``worker, t_first_token,
@@ -49,13 +55,15 @@ def reference_generate(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: Lin
     """
     if config.paged:
         from rolloutlab.sim.kv_reference import paged_reference
+
         ref = paged_reference(lengths, prompt_tokens, cost, config)
         return ref.times, ref.features
     lengths = np.asarray(lengths)
     n_prompts, G = lengths.shape
     env = simpy.Environment()
     assign = Engine(env, LinearCost(0, 0, 0), config)._assign(
-        Batch(env, np.repeat(np.arange(n_prompts), G), np.repeat(prompt_tokens, G), lengths.ravel()))
+        Batch(env, np.repeat(np.arange(n_prompts), G), np.repeat(prompt_tokens, G), lengths.ravel())
+    )
     flat_len = lengths.ravel()
     flat_prompt = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
     keys = np.repeat(np.arange(n_prompts), G)

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import heapq
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
-
 from rolloutlab.sim.controllers import Controller, StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
@@ -34,7 +33,9 @@ CHUNK_ROWS = 1 << 17
 per-block Python overhead (~1 ms) stays small against the arithmetic."""
 
 
-def assign_workers(n_prompts: int, G: int, config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, int]:
+def assign_workers(
+    n_prompts: int, G: int, config: EngineConfig, rr: int = 0
+) -> tuple[np.ndarray, int]:
     """Worker of each of the ``n_prompts * G`` requests (row-major (prompt, sample)) as
     :meth:`sim.engine.Engine._assign` does on an idle engine; returns ``(worker, rr')``."""
     W, n = config.n_workers, n_prompts * G
@@ -45,8 +46,9 @@ def assign_workers(n_prompts: int, G: int, config: EngineConfig, rr: int = 0) ->
     return np.arange(n) % W, rr  # least_loaded on an idle engine: greedy argmin = i mod W
 
 
-def one_wave_lanes(lane: np.ndarray, L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray,
-                   cost: LinearCost) -> tuple[np.ndarray, np.ndarray]:
+def one_wave_lanes(
+    lane: np.ndarray, L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray, cost: LinearCost
+) -> tuple[np.ndarray, np.ndarray]:
     """Times of lanes whose requests all start at iteration 0 (one wave per lane).
 
     Args: ``lane`` (m,) lane index of each request in ``0..n_lanes-1``; ``L`` (m,)
@@ -66,7 +68,9 @@ def one_wave_lanes(lane: np.ndarray, L: np.ndarray, P: np.ndarray, prefill_token
     prev = np.where(pos > 0, np.concatenate(([0.0], Ls[:-1])), 0.0)
     m = Ls - prev  # (m,) iterations of this request's segment (0 for ties)
     n_left = (count[ls] - pos).astype(np.float64)
-    seg = m * (c.a_s + c.b_s * n_left + c.c_s * P_left) + c.c_s * n_left * (m * prev + m * (m - 1) / 2.0)
+    seg = m * (c.a_s + c.b_s * n_left + c.c_s * P_left) + c.c_s * n_left * (
+        m * prev + m * (m - 1) / 2.0
+    )
     cum = np.cumsum(seg)
     base = np.concatenate(([0.0], cum))[first[ls]]
     pre = c.prefill_s_per_token * prefill_tokens
@@ -76,8 +80,9 @@ def one_wave_lanes(lane: np.ndarray, L: np.ndarray, P: np.ndarray, prefill_token
     return t_first_lane[lane], t_fin
 
 
-def one_wave_matrix(L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray,
-                    cost: LinearCost) -> tuple[np.ndarray, np.ndarray]:
+def one_wave_matrix(
+    L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray, cost: LinearCost
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`one_wave_lanes` for lanes of equal size: ``L, P`` (n_lanes, k),
     ``prefill_tokens`` (n_lanes,); returns ``(t_first (n_lanes,), t_finish (n_lanes, k))``
     (why: a row-wise sort and cumsum beat one big lexsort several-fold).
@@ -112,8 +117,14 @@ def one_wave_matrix(L: np.ndarray, P: np.ndarray, prefill_tokens: np.ndarray,
     return c.a_s + c.b_s * k + c.c_s * P.sum(axis=1) + pre, t_fin
 
 
-def multi_wave_lane(L: np.ndarray, P: np.ndarray, keys: np.ndarray, cost: LinearCost,
-                    max_num_seqs: int, prefix_caching: bool) -> tuple[np.ndarray, np.ndarray]:
+def multi_wave_lane(
+    L: np.ndarray,
+    P: np.ndarray,
+    keys: np.ndarray,
+    cost: LinearCost,
+    max_num_seqs: int,
+    prefix_caching: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """Times of one worker's FIFO share ``L, P, keys`` (k,) from an idle start, any size.
 
     Admission iterations come from list scheduling on ``max_num_seqs`` slots; iteration
@@ -133,8 +144,10 @@ def multi_wave_lane(L: np.ndarray, P: np.ndarray, keys: np.ndarray, cost: Linear
     K = int(end.max())
     n_k = np.cumsum(np.bincount(start, minlength=K + 1) - np.bincount(end, minlength=K + 1))[:K]
     w = (P - start).astype(np.float64)
-    s_k = np.cumsum(np.bincount(start, weights=w, minlength=K + 1)
-                    - np.bincount(end, weights=w, minlength=K + 1))[:K]
+    s_k = np.cumsum(
+        np.bincount(start, weights=w, minlength=K + 1)
+        - np.bincount(end, weights=w, minlength=K + 1)
+    )[:K]
     ctx = s_k + np.arange(K) * n_k  # sum over running of P + (k - start)
     if prefix_caching:
         _, first_of_key = np.unique(keys, return_index=True)
@@ -148,8 +161,13 @@ def multi_wave_lane(L: np.ndarray, P: np.ndarray, keys: np.ndarray, cost: Linear
     return T[start], T[end - 1]
 
 
-def step_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-               config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def step_times(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    config: EngineConfig,
+    rr: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """One synchronous generation phase from time 0, as :func:`sim.engine.generate`.
 
     Args: ``lengths`` (n_prompts, G) tokens; ``prompt_tokens`` (n_prompts,); ``rr`` the
@@ -158,7 +176,9 @@ def step_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
     use the SimPy engine).
     """
     if config.paged:
-        raise ValueError("fast path: KV blocks / token budget need the SimPy engine (--engine simpy)")
+        raise ValueError(
+            "fast path: KV blocks / token budget need the SimPy engine (--engine simpy)"
+        )
     lengths = np.asarray(lengths, dtype=np.int64)
     n_prompts, G = lengths.shape
     worker, rr = assign_workers(n_prompts, G, config, rr)
@@ -170,8 +190,9 @@ def step_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
     big = count > config.max_num_seqs
     for w in np.flatnonzero(big):
         idx = np.flatnonzero(worker == w)
-        t_first[idx], t_fin[idx] = multi_wave_lane(L[idx], P[idx], keys[idx], cost,
-                                                   config.max_num_seqs, config.prefix_caching)
+        t_first[idx], t_fin[idx] = multi_wave_lane(
+            L[idx], P[idx], keys[idx], cost, config.max_num_seqs, config.prefix_caching
+        )
     small = ~big[worker]
     if small.any():
         lane = worker[small]
@@ -185,12 +206,19 @@ def _first_wave_prefill(lane, keys, P, config) -> np.ndarray:
     n_lanes = int(lane.max()) + 1
     if not config.prefix_caching:
         return np.bincount(lane, weights=P, minlength=n_lanes)
-    _, first = np.unique(lane * (int(keys.max()) + 1) + keys, return_index=True)  # one per (lane, key)
+    _, first = np.unique(
+        lane * (int(keys.max()) + 1) + keys, return_index=True
+    )  # one per (lane, key)
     return np.bincount(lane[first], weights=P[first], minlength=n_lanes)
 
 
-def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-                config: EngineConfig, rr: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def block_times(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    config: EngineConfig,
+    rr: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`step_times` of ``T`` consecutive steps with one ``G`` in one call.
 
     ``lengths`` (T, n_prompts, G). Returns ``worker, t_first, t_finish`` (T, n_prompts * G)
@@ -203,7 +231,11 @@ def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost
     if config.dispatch == "round_robin":
         rrs, base, stride = (rr + np.arange(T) * n) % W, np.arange(n), n
     elif config.dispatch == "group":
-        rrs, base, stride = (rr + np.arange(T) * n_prompts) % W, np.repeat(np.arange(n_prompts), G), n_prompts
+        rrs, base, stride = (
+            (rr + np.arange(T) * n_prompts) % W,
+            np.repeat(np.arange(n_prompts), G),
+            n_prompts,
+        )
     else:
         rrs, base, stride = np.zeros(T, dtype=np.int64), np.arange(n), 0
     rr_out = int((rr + T * stride) % W) if stride else rr
@@ -212,10 +244,17 @@ def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost
         pre = np.full(T, float(tokens.sum()) * (1 if config.prefix_caching else G))
         P = np.broadcast_to(np.repeat(tokens, G), (T, n))
         t_first, t_fin = one_wave_matrix(lengths.reshape(T, n), P, pre, cost)
-        return np.zeros((T, n), dtype=np.int64), np.repeat(t_first[:, None], n, axis=1), t_fin, rr_out
+        return (
+            np.zeros((T, n), dtype=np.int64),
+            np.repeat(t_first[:, None], n, axis=1),
+            t_fin,
+            rr_out,
+        )
     worker = (rrs[:, None] + base[None, :]) % W  # (T, n)
     if np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:  # same max every step
-        out = [step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]))[1:3] for s in range(T)]
+        out = [
+            step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]))[1:3] for s in range(T)
+        ]
         return worker, np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), rr_out
     lane = (np.arange(T)[:, None] * W + worker).ravel()
     P = np.tile(np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G), T)
@@ -229,8 +268,14 @@ def block_times(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost
     return worker, t_first.reshape(T, n), t_fin.reshape(T, n), rr_out
 
 
-def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int, int], None] | None = None,
-                  rollout_path=None, chunk_steps: int | None = None) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+def run_sync_fast(
+    scenario,
+    controller: Controller,
+    cfg,
+    on_step: Callable[[int, int], None] | None = None,
+    rollout_path=None,
+    chunk_steps: int | None = None,
+) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """:func:`sim.pipeline.run_sync` on the fast path: same prompts, lengths and tables
     (times equal to float rounding).
 
@@ -242,11 +287,26 @@ def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int,
     config or a proposed G < 1.
     """
     if scenario.engine.paged:
-        raise ValueError("fast path: KV blocks / token budget need the SimPy engine (--engine simpy)")
+        raise ValueError(
+            "fast path: KV blocks / token budget need the SimPy engine (--engine simpy)"
+        )
     B, cost = cfg.prompts, scenario.cost
     prompt_tokens = np.full(B, scenario.prompt_tokens, dtype=np.int64)
-    sink, cols = RolloutSink(rollout_path), {k: [] for k in ("step", "t_start", "t_end", "gen_time",
-                                                               "train_time", "sync_time", "controller_state")}
+    sink, cols = (
+        RolloutSink(rollout_path),
+        {
+            k: []
+            for k in (
+                "step",
+                "t_start",
+                "t_end",
+                "gen_time",
+                "train_time",
+                "sync_time",
+                "controller_state",
+            )
+        },
+    )
     t_now, rr, step = 0.0, 0, 0
     pending, pending_rows = [], 0  # per-block columns not yet in a frame
     while step < cfg.steps:
@@ -261,8 +321,12 @@ def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int,
         if hasattr(scenario.lengths, "sample_ids"):
             lengths = scenario.lengths.sample_ids(cfg.seed, ts[:, None], ids, G)  # (T, B, G)
         else:
-            lengths = np.stack([step_lengths(scenario.lengths, cfg.seed, int(t), ids[i], G)
-                                for i, t in enumerate(ts)])
+            lengths = np.stack(
+                [
+                    step_lengths(scenario.lengths, cfg.seed, int(t), ids[i], G)
+                    for i, t in enumerate(ts)
+                ]
+            )
         worker, t_first, t_fin, rr = block_times(lengths, prompt_tokens, cost, scenario.engine, rr)
         gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
         tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
@@ -285,20 +349,46 @@ def run_sync_fast(scenario, controller: Controller, cfg, on_step: Callable[[int,
         if on_step is not None:
             for t in ts.tolist():
                 on_step(t, G)
-        for k, v in zip(cols, (ts.tolist(), t_start.tolist(), t_end.tolist(), gen.tolist(), train.tolist(),
-                               [sync] * T, states)):
+        for k, v in zip(
+            cols,
+            (
+                ts.tolist(),
+                t_start.tolist(),
+                t_end.tolist(),
+                gen.tolist(),
+                train.tolist(),
+                [sync] * T,
+                states,
+            ),
+        ):
             cols[k].extend(v)
         pending.append(_block_columns(ts, ids, G, lengths, worker, t_start, t_first, t_fin))
         pending_rows += T * B * G
         step += T
         if pending_rows >= CHUNK_ROWS or step >= cfg.steps:  # one frame per ~CHUNK_ROWS rollouts
-            sink.add(_rollout_frame(pending, cfg.run_id, scenario.prompt_tokens,
-                                    scenario.lengths.max_response_length))
+            sink.add(
+                _rollout_frame(
+                    pending,
+                    cfg.run_id,
+                    scenario.prompt_tokens,
+                    scenario.lengths.max_response_length,
+                )
+            )
             pending, pending_rows = [], 0
     n = len(cols["step"])
-    steps = pl.DataFrame({**cols, "run_id": [cfg.run_id] * n, "lr": [float(cfg.lr)] * n,
-                          **{k: [None] * n for k in ("reward_mean", "kl", "grad_norm", "grad_cosine")}},
-                         schema_overrides=STEP_SCHEMA).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)
+    steps = (
+        pl.DataFrame(
+            {
+                **cols,
+                "run_id": [cfg.run_id] * n,
+                "lr": [float(cfg.lr)] * n,
+                **{k: [None] * n for k in ("reward_mean", "kl", "grad_norm", "grad_cosine")},
+            },
+            schema_overrides=STEP_SCHEMA,
+        )
+        .select(list(STEP_SCHEMA))
+        .cast(STEP_SCHEMA)
+    )
     return sink.close(), steps
 
 
@@ -307,25 +397,40 @@ def _block_columns(ts, ids, G, lengths, worker, t_start, t_first, t_fin) -> dict
     (T,), (T, B[, G]) and (T, B*G)."""
     T, B = ids.shape
     n = B * G
-    return {"step": np.repeat(ts, n), "prompt_id": np.repeat(ids.reshape(-1), G),
-            "sample_idx": np.tile(np.arange(G, dtype=np.int64), T * B),
-            "group_size": np.full(T * n, G, dtype=np.int64), "response_tokens": lengths.reshape(-1),
-            "worker": worker.reshape(-1).astype(np.int64), "t_submit": np.repeat(t_start, n),
-            "t_first_token": (t_first + t_start[:, None]).reshape(-1),
-            "t_finish": (t_fin + t_start[:, None]).reshape(-1)}
+    return {
+        "step": np.repeat(ts, n),
+        "prompt_id": np.repeat(ids.reshape(-1), G),
+        "sample_idx": np.tile(np.arange(G, dtype=np.int64), T * B),
+        "group_size": np.full(T * n, G, dtype=np.int64),
+        "response_tokens": lengths.reshape(-1),
+        "worker": worker.reshape(-1).astype(np.int64),
+        "t_submit": np.repeat(t_start, n),
+        "t_first_token": (t_first + t_start[:, None]).reshape(-1),
+        "t_finish": (t_fin + t_start[:, None]).reshape(-1),
+    }
 
 
-def _rollout_frame(blocks: list[dict[str, np.ndarray]], run_id: str, prompt_tokens: int,
-                   cap: int) -> pl.DataFrame:
+def _rollout_frame(
+    blocks: list[dict[str, np.ndarray]], run_id: str, prompt_tokens: int, cap: int
+) -> pl.DataFrame:
     """Rollout rows (trace schema) of consecutive blocks of :func:`_block_columns`, in one
     frame (why: a frame per step cost ~1 ms, more than timing the step, for controllers
     that go step by step). Every prompt has ``prompt_tokens`` tokens."""
-    cols = {k: np.concatenate([b[k] for b in blocks]) if len(blocks) > 1 else blocks[0][k] for k in blocks[0]}
-    exprs = {"policy_version": pl.col("step"), "learner_version": pl.col("step"),
-             "prompt_tokens": pl.lit(int(prompt_tokens), dtype=pl.Int64),
-             "run_id": pl.lit(run_id, dtype=pl.String),
-             "finish_reason": pl.when(pl.col("response_tokens") >= cap).then(pl.lit("length"))
-             .otherwise(pl.lit("stop"))}
+    cols = {
+        k: np.concatenate([b[k] for b in blocks]) if len(blocks) > 1 else blocks[0][k]
+        for k in blocks[0]
+    }
+    exprs = {
+        "policy_version": pl.col("step"),
+        "learner_version": pl.col("step"),
+        "prompt_tokens": pl.lit(int(prompt_tokens), dtype=pl.Int64),
+        "run_id": pl.lit(run_id, dtype=pl.String),
+        "finish_reason": pl.when(pl.col("response_tokens") >= cap)
+        .then(pl.lit("length"))
+        .otherwise(pl.lit("stop")),
+    }
     # one eager select, every expression already of its schema type (why: on blocks of
     # ~10^4 rows a second call or a lazy query's planning costs more than the columns)
-    return pl.DataFrame(cols).select([exprs[k].alias(k) if k in exprs else pl.col(k) for k in ROLLOUT_SCHEMA])
+    return pl.DataFrame(cols).select(
+        [exprs[k].alias(k) if k in exprs else pl.col(k) for k in ROLLOUT_SCHEMA]
+    )

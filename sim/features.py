@@ -22,13 +22,17 @@ import heapq
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import Batch, Engine, EngineConfig
 
 
-def assign_workers(n_prompts: int, G: int, prompt_tokens: np.ndarray, lengths_flat: np.ndarray,
-                   config: EngineConfig) -> np.ndarray:
+def assign_workers(
+    n_prompts: int,
+    G: int,
+    prompt_tokens: np.ndarray,
+    lengths_flat: np.ndarray,
+    config: EngineConfig,
+) -> np.ndarray:
     """Worker of each request ``(n_prompts * G,)`` as a fresh :class:`Engine` would
     dispatch one submit of this step (same code path)."""
     env = simpy.Environment()
@@ -52,8 +56,9 @@ def _slot_starts(lengths: np.ndarray, slots: int) -> np.ndarray:
     return starts
 
 
-def schedule_features(lengths: np.ndarray, prompt_tokens: np.ndarray,
-                      config: EngineConfig) -> np.ndarray:
+def schedule_features(
+    lengths: np.ndarray, prompt_tokens: np.ndarray, config: EngineConfig
+) -> np.ndarray:
     """Per-worker features of one synchronous generation phase.
 
     Args:
@@ -83,8 +88,12 @@ def schedule_features(lengths: np.ndarray, prompt_tokens: np.ndarray,
             prefill = P[first].sum()
         else:
             prefill = P.sum()
-        out[w] = (float((starts + L).max()), float(L.sum()),
-                  float((L * P + L * (L - 1) // 2).sum()), float(prefill))
+        out[w] = (
+            float((starts + L).max()),
+            float(L.sum()),
+            float((L * P + L * (L - 1) // 2).sum()),
+            float(prefill),
+        )
     return out
 
 

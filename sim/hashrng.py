@@ -13,7 +13,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2, _GOLD = (
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+    np.uint64(0x9E3779B97F4A7C15),
+)
 
 
 _MASK = (1 << 64) - 1
@@ -49,7 +53,7 @@ def hash_uniform(seed: int, stream: int, *counters) -> np.ndarray:
         h = _mix(h ^ (np.asarray(c, dtype=np.int64).view(np.uint64) * _GOLD))
     u = (h >> np.uint64(11)).astype(np.float64)  # top 53 bits; in place from here (why: big draws)
     u += 0.5
-    u *= 2.0 ** -53
+    u *= 2.0**-53
     return u
 
 

@@ -20,7 +20,6 @@ from collections import OrderedDict, deque
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import Batch, EngineConfig, hold_until
 
@@ -109,8 +108,9 @@ class PagedWorker:
         self.env, self.index, self.cost, self.config = env, index, cost, config
         self.B = config.block_size
         self.cap = config.kv_blocks if config.kv_blocks is not None else math.inf
-        self.tok_cap = (config.max_num_batched_tokens if config.max_num_batched_tokens is not None
-                        else math.inf)
+        self.tok_cap = (
+            config.max_num_batched_tokens if config.max_num_batched_tokens is not None else math.inf
+        )
         self.waiting: deque[_Req] = deque()
         self.running: list[_Req] = []  # admission order
         self.cache = PrefixCache(self.cap)
@@ -134,15 +134,19 @@ class PagedWorker:
         """Queue requests ``idx`` of ``batch`` (FIFO). Raises ValueError if one can never
         fit in the KV cache, RuntimeError during an exclusive batch."""
         if self._coalescing:
-            raise RuntimeError(f"worker {self.index}: a request was submitted while an "
-                               "exclusive batch was running (see Batch(exclusive=...))")
+            raise RuntimeError(
+                f"worker {self.index}: a request was submitted while an "
+                "exclusive batch was running (see Batch(exclusive=...))"
+            )
         batch.worker[idx] = self.index
         for i in idx.tolist():
             r = _Req(batch, i, self.B, self.config.prefix_caching)
             if -(-(r.P + r.L - 1) // self.B) > self.cap:
-                raise ValueError(f"request {i}: prompt {r.P} + response {r.L} tokens need "
-                                 f"{-(-(r.P + r.L - 1) // self.B)} KV blocks, worker {self.index} "
-                                 f"has {self.cap}")
+                raise ValueError(
+                    f"request {i}: prompt {r.P} + response {r.L} tokens need "
+                    f"{-(-(r.P + r.L - 1) // self.B)} KV blocks, worker {self.index} "
+                    f"has {self.cap}"
+                )
             self.left[r.key] = self.left.get(r.key, 0) + 1
             self.waiting.append(r)
         if not batch.coalesce:
@@ -196,8 +200,7 @@ class PagedWorker:
                         r.computing = False
                         self.pending.discard(r.key)
         caching = self.config.prefix_caching
-        while (not preempted and self.waiting and len(run) < self.config.max_num_seqs
-               and budget > 0):
+        while not preempted and self.waiting and len(run) < self.config.max_num_seqs and budget > 0:
             r = self.waiting[0]
             if caching and r.key in self.pending:
                 break
@@ -222,8 +225,10 @@ class PagedWorker:
                 self.pending.add(r.key)
                 r.computing = True
         if not run and self.waiting and not preempted:
-            raise RuntimeError(f"worker {self.index}: a request cannot be admitted into an empty "
-                               f"worker ({self.cache.free()} free KV blocks)")
+            raise RuntimeError(
+                f"worker {self.index}: a request cannot be admitted into an empty "
+                f"worker ({self.cache.free()} free KV blocks)"
+            )
         self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
         return producing, prefill, preempted
 
@@ -232,7 +237,7 @@ class PagedWorker:
         free = self.cache.free()
         x = np.fromiter((r.P + r.g for r in producing), np.int64, len(producing))
         base = -(-x // self.B)
-        extra = lambda j: int((-(-(x + j) // self.B) - base).sum())  # noqa: E731
+        extra = lambda j: int((-(-(x + j) // self.B) - base).sum())
         if m <= 1 or extra(m - 1) <= free:
             return m
         lo, hi = 1, m - 1
@@ -322,8 +327,13 @@ class PagedWorker:
                 yield env.timeout(max(self._dt(n, m, per_iter, prefill_s) - (env.now - t0), 0.0))
             self.busy_s += env.now - t0
             done = []
-            self._apply(producing, m, t0 + per_iter + prefill_s, env.now,
-                        lambda b, i, t: done.append((b, i)))
+            self._apply(
+                producing,
+                m,
+                t0 + per_iter + prefill_s,
+                env.now,
+                lambda b, i, t, done=done: done.append((b, i)),
+            )
             for b, i in done:
                 b.finished(i, env.now)
 

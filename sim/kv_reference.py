@@ -31,13 +31,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import Batch, Engine, EngineConfig
 from rolloutlab.sim.kv import PrefixCache
 
-TIMELINE_COLUMNS = ("worker", "t_start_s", "dt_s", "running", "context_tokens",
-                    "prefill_tokens", "kv_blocks_used", "waiting")
+TIMELINE_COLUMNS = (
+    "worker",
+    "t_start_s",
+    "dt_s",
+    "running",
+    "context_tokens",
+    "prefill_tokens",
+    "kv_blocks_used",
+    "waiting",
+)
 
 
 @dataclass
@@ -56,8 +63,13 @@ class PagedRun:
     """Per iteration (``record=True``): :data:`TIMELINE_COLUMNS` arrays."""
 
 
-def paged_reference(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: LinearCost,
-                    config: EngineConfig, record: bool = False) -> PagedRun:
+def paged_reference(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    config: EngineConfig,
+    record: bool = False,
+) -> PagedRun:
     """Run one synchronous phase (``(n_prompts, G)`` lengths, ``(n_prompts,)`` prompt
     tokens, all submitted at 0) iteration by iteration under the rules above.
 
@@ -69,19 +81,33 @@ def paged_reference(lengths: np.ndarray, prompt_tokens: np.ndarray, cost: Linear
     env = simpy.Environment()
     keys = np.repeat(np.arange(n_prompts), G)
     prompts = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
-    assign = Engine(env, LinearCost(0, 0, 0), EngineConfig(
-        n_workers=config.n_workers, dispatch=config.dispatch))._assign(
-        Batch(env, keys, prompts, lengths.ravel()))
+    assign = Engine(
+        env, LinearCost(0, 0, 0), EngineConfig(n_workers=config.n_workers, dispatch=config.dispatch)
+    )._assign(Batch(env, keys, prompts, lengths.ravel()))
     n = lengths.size
-    out = PagedRun(times={"worker": assign, "t_first_token": np.full(n, np.nan),
-                          "t_finish": np.full(n, np.nan)},
-                   features=np.zeros((config.n_workers, 4)),
-                   preemptions=np.zeros(n, dtype=np.int64),
-                   max_kv_blocks_used=np.zeros(config.n_workers, dtype=np.int64))
+    out = PagedRun(
+        times={
+            "worker": assign,
+            "t_first_token": np.full(n, np.nan),
+            "t_finish": np.full(n, np.nan),
+        },
+        features=np.zeros((config.n_workers, 4)),
+        preemptions=np.zeros(n, dtype=np.int64),
+        max_kv_blocks_used=np.zeros(config.n_workers, dtype=np.int64),
+    )
     rows: list[tuple] = []
     for w in range(config.n_workers):
-        _run_worker(w, np.flatnonzero(assign == w).tolist(), keys.tolist(), prompts.tolist(),
-                    lengths.ravel().tolist(), cost, config, out, rows if record else None)
+        _run_worker(
+            w,
+            np.flatnonzero(assign == w).tolist(),
+            keys.tolist(),
+            prompts.tolist(),
+            lengths.ravel().tolist(),
+            cost,
+            config,
+            out,
+            rows if record else None,
+        )
     if record:
         cols = list(zip(*rows)) if rows else [[] for _ in TIMELINE_COLUMNS]
         out.timeline = {c: np.asarray(v) for c, v in zip(TIMELINE_COLUMNS, cols)}
@@ -93,11 +119,13 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
     cap = cfg.kv_blocks if cfg.kv_blocks is not None else float("inf")
     tok_cap = cfg.max_num_batched_tokens if cfg.max_num_batched_tokens is not None else float("inf")
     shared = (lambda r: P[r] // B) if caching else (lambda r: 0)
-    own = lambda r, g: -(-(P[r] + g) // B) - shared(r)  # noqa: E731
+    own = lambda r, g: -(-(P[r] + g) // B) - shared(r)
     for r in queue:
         if -(-(P[r] + L[r] - 1) // B) > cap:
-            raise ValueError(f"request {r}: needs {-(-(P[r] + L[r] - 1) // B)} KV blocks, "
-                             f"worker capacity is {cap}")
+            raise ValueError(
+                f"request {r}: needs {-(-(P[r] + L[r] - 1) // B)} KV blocks, "
+                f"worker capacity is {cap}"
+            )
     left: dict[int, int] = {}
     for r in queue:
         left[keys[r]] = left.get(keys[r], 0) + 1
@@ -169,8 +197,10 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
                 computing.add(r)
         if not running:
             if not preempted:
-                raise RuntimeError(f"worker {w}: request {queue[0]} cannot be admitted into an "
-                                   f"empty worker ({cache.free()} free KV blocks)")
+                raise RuntimeError(
+                    f"worker {w}: request {queue[0]} cannot be admitted into an "
+                    f"empty worker ({cache.free()} free KV blocks)"
+                )
             continue
         ctx = sum(P[r] + g[r] for r in producing)
         f = np.array([1.0, len(producing), ctx, prefill])

@@ -21,7 +21,6 @@ from functools import cached_property
 from typing import Protocol
 
 import numpy as np
-
 from rolloutlab.sim.hashrng import hash_normal, hash_uniform
 
 
@@ -75,15 +74,20 @@ class LognormalLengths:
     def params_at(self, step) -> tuple:
         """``(mu, sigma_prompt, sigma_within)`` in force at ``step`` (int or int array)."""
         scale = 1.0 + self.sigma_growth_per_step * step
-        return (self.mu + self.mu_growth_per_step * step,
-                self.sigma_prompt * scale, self.sigma_within * scale)
+        return (
+            self.mu + self.mu_growth_per_step * step,
+            self.sigma_prompt * scale,
+            self.sigma_within * scale,
+        )
 
     def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
         """``prompt_ids.shape + (G,)`` int64 lengths; ``z_p`` keyed on the prompt id,
         ``z_pj`` on (step, prompt, sample); ``step`` an int or an array that broadcasts
         with ``prompt_ids`` (many steps in one call). Raises ValueError if ``G < 1``."""
         pid, step = _keys(prompt_ids, step, G)
-        return self._lengths(hash_normal(seed, 1, pid), hash_normal(seed, 2, step, pid, np.arange(G)), step)
+        return self._lengths(
+            hash_normal(seed, 1, pid), hash_normal(seed, 2, step, pid, np.arange(G)), step
+        )
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """Draws from the caller's ``rng`` (calibration's fixed-seed draws); ``z_pj`` of
@@ -107,7 +111,9 @@ def _keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:
     if G < 1:
         raise ValueError(f"need G >= 1, got {G}")
     step = np.asarray(step, dtype=np.int64)
-    return np.asarray(prompt_ids, dtype=np.int64)[..., None], (step[..., None] if step.ndim else step)
+    return np.asarray(prompt_ids, dtype=np.int64)[..., None], (
+        step[..., None] if step.ndim else step
+    )
 
 
 @dataclass(frozen=True)
@@ -169,5 +175,8 @@ class EmpiricalLengths:
         """``(sizes, offsets, concatenated lengths clipped to the cap)`` of ``groups``."""
         sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
         flat = np.concatenate([np.asarray(g, dtype=np.int64) for g in self.groups])
-        return (sizes, np.concatenate(([0], np.cumsum(sizes)[:-1])),
-                np.clip(flat, 1, self.max_response_length))
+        return (
+            sizes,
+            np.concatenate(([0], np.cumsum(sizes)[:-1])),
+            np.clip(flat, 1, self.max_response_length),
+        )

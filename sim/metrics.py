@@ -9,7 +9,7 @@ Clock: seconds from run start (trace times). Lengths: tokens.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -86,8 +86,9 @@ def busy_union_s(starts: np.ndarray, ends: np.ndarray) -> float:
     return float(np.sum(block_end - block_start))
 
 
-def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
-                 n_workers: int | None = None) -> pl.DataFrame:
+def step_metrics(
+    rollouts: pl.DataFrame, tau: float = DEFAULT_TAU, n_workers: int | None = None
+) -> pl.DataFrame:
     """One row per step of a rollout table (schema: :data:`sim.trace.ROLLOUT_SCHEMA`).
 
     Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
@@ -112,31 +113,64 @@ def step_metrics(rollouts: pl.DataFrame, tau: float = DEFAULT_TAU,
     # simulation, the cost of a sweep)
     L = pl.col("response_tokens")
     per_step = rollouts.group_by("step").agg(
-        pl.len().alias("n_rollouts"), pl.col("group_size").max(), pl.col("t_submit").min().alias("t0"),
-        pl.col("t_finish").max().alias("t1"), pl.col("t_finish").sum().alias("finish_sum"),
-        L.mean().alias("response_length/mean"), L.max().cast(pl.Float64).alias("response_length/max"),
+        pl.len().alias("n_rollouts"),
+        pl.col("group_size").max(),
+        pl.col("t_submit").min().alias("t0"),
+        pl.col("t_finish").max().alias("t1"),
+        pl.col("t_finish").sum().alias("finish_sum"),
+        L.mean().alias("response_length/mean"),
+        L.max().cast(pl.Float64).alias("response_length/max"),
         L.min().cast(pl.Float64).alias("response_length/min"),
         (pl.col("finish_reason") == "length").mean().alias("response_length/clip_ratio"),
-        L.sum().alias("response_tokens"), L.median().alias("median"),
-        pl.col("worker").n_unique().alias("workers_used"))
+        L.sum().alias("response_tokens"),
+        L.median().alias("median"),
+        pl.col("worker").n_unique().alias("workers_used"),
+    )
     span = pl.col("t1") - pl.col("t0")
-    idle = _worker_idle(rollouts).join(per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")),
-                                       on="step")
+    idle = _worker_idle(rollouts).join(
+        per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")), on="step"
+    )
     idle = idle.group_by("step").agg(
-        (pl.col("span") - pl.col("busy")).clip(lower_bound=0.0).sum().alias("device_idle_s"))
-    ratio = pl.when(pl.col("median") > 0).then(pl.col("response_length/max") / pl.col("median")) \
+        (pl.col("span") - pl.col("busy")).clip(lower_bound=0.0).sum().alias("device_idle_s")
+    )
+    ratio = (
+        pl.when(pl.col("median") > 0)
+        .then(pl.col("response_length/max") / pl.col("median"))
         .otherwise(float("inf"))
+    )
     # slot idle: sum_i (span - (f_i - t0)) / (n span) = (n t1 - sum f) / (n span); 0 if span <= 0
-    slot_idle = pl.when(span > 0).then(
-        (pl.col("n_rollouts") * pl.col("t1") - pl.col("finish_sum")) / (pl.col("n_rollouts") * span)
-    ).otherwise(0.0)
-    unused = (n_workers - pl.col("workers_used")).clip(lower_bound=0) * span if n_workers is not None else 0.0
-    return per_step.join(idle, on="step").sort("step").select(
-        pl.col("step"), pl.col("n_rollouts").cast(pl.Int64), pl.col("group_size").cast(pl.Int64),
-        span.alias("makespan_s"), slot_idle.alias("slot_idle_frac"),
-        (pl.col("device_idle_s") + unused).alias("device_idle_s"), ratio.alias("straggler_ratio"),
-        (ratio > tau).alias("straggler"), "response_length/mean", "response_length/max",
-        "response_length/min", "response_length/clip_ratio", pl.col("response_tokens").cast(pl.Int64))
+    slot_idle = (
+        pl.when(span > 0)
+        .then(
+            (pl.col("n_rollouts") * pl.col("t1") - pl.col("finish_sum"))
+            / (pl.col("n_rollouts") * span)
+        )
+        .otherwise(0.0)
+    )
+    unused = (
+        (n_workers - pl.col("workers_used")).clip(lower_bound=0) * span
+        if n_workers is not None
+        else 0.0
+    )
+    return (
+        per_step.join(idle, on="step")
+        .sort("step")
+        .select(
+            pl.col("step"),
+            pl.col("n_rollouts").cast(pl.Int64),
+            pl.col("group_size").cast(pl.Int64),
+            span.alias("makespan_s"),
+            slot_idle.alias("slot_idle_frac"),
+            (pl.col("device_idle_s") + unused).alias("device_idle_s"),
+            ratio.alias("straggler_ratio"),
+            (ratio > tau).alias("straggler"),
+            "response_length/mean",
+            "response_length/max",
+            "response_length/min",
+            "response_length/clip_ratio",
+            pl.col("response_tokens").cast(pl.Int64),
+        )
+    )
 
 
 def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
@@ -146,10 +180,15 @@ def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
     keys = ["step", "worker"]
     df = rollouts.select(*keys, "t_first_token", "t_finish").sort(*keys, "t_first_token")
     prev_end = pl.col("t_finish").cum_max().shift(1).over(keys)
-    df = df.with_columns((prev_end.is_null() | (pl.col("t_first_token") > prev_end)).cum_sum()
-                         .over(keys).alias("block"))
-    blocks = df.group_by(*keys, "block").agg(pl.col("t_first_token").min().alias("s"),
-                                             pl.col("t_finish").max().alias("e"))
+    df = df.with_columns(
+        (prev_end.is_null() | (pl.col("t_first_token") > prev_end))
+        .cum_sum()
+        .over(keys)
+        .alias("block")
+    )
+    blocks = df.group_by(*keys, "block").agg(
+        pl.col("t_first_token").min().alias("s"), pl.col("t_finish").max().alias("e")
+    )
     return blocks.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().alias("busy"))
 
 
@@ -168,9 +207,13 @@ def staleness_histogram(rollouts: pl.DataFrame) -> pl.DataFrame:
     """Per-step staleness histogram of the consumed rollouts: columns ``step, staleness,
     rollouts`` (count), sorted; absent combinations have no row."""
     df = consumed(rollouts).with_columns(
-        (pl.col("learner_version") - pl.col("policy_version")).alias("staleness"))
-    return df.group_by("step", "staleness").agg(pl.len().cast(pl.Int64).alias("rollouts")).sort(
-        "step", "staleness")
+        (pl.col("learner_version") - pl.col("policy_version")).alias("staleness")
+    )
+    return (
+        df.group_by("step", "staleness")
+        .agg(pl.len().cast(pl.Int64).alias("rollouts"))
+        .sort("step", "staleness")
+    )
 
 
 def discarded_counts(rollouts: pl.DataFrame, max_staleness: int = 0) -> tuple[int, int]:
@@ -196,16 +239,24 @@ def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -
     lengths = rollouts["response_tokens"].to_numpy()[full].astype(float)  # (generated,)
     drop = dropped[full]
     if lengths.size == 0:
-        return {"len_generated_mean": float("nan"), "len_consumed_mean": float("nan"),
-                "len_consumed_over_generated": float("nan"), "drop_rate_by_length_bin": []}
+        return {
+            "len_generated_mean": float("nan"),
+            "len_consumed_mean": float("nan"),
+            "len_consumed_over_generated": float("nan"),
+            "drop_rate_by_length_bin": [],
+        }
     order = np.argsort(lengths, kind="stable")
-    rates = [float(drop[b].mean()) if b.size else float("nan")
-             for b in np.array_split(order, n_bins)]
+    rates = [
+        float(drop[b].mean()) if b.size else float("nan") for b in np.array_split(order, n_bins)
+    ]
     gen_mean = float(lengths.mean())
     cons_mean = float(lengths[~drop].mean()) if (~drop).any() else float("nan")
-    return {"len_generated_mean": gen_mean, "len_consumed_mean": cons_mean,
-            "len_consumed_over_generated": cons_mean / gen_mean if gen_mean > 0 else float("nan"),
-            "drop_rate_by_length_bin": rates}
+    return {
+        "len_generated_mean": gen_mean,
+        "len_consumed_mean": cons_mean,
+        "len_consumed_over_generated": cons_mean / gen_mean if gen_mean > 0 else float("nan"),
+        "drop_rate_by_length_bin": rates,
+    }
 
 
 def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
@@ -221,8 +272,9 @@ def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
     return 1.0 - busy / span if span > 0 else float("nan")
 
 
-def generator_idle_fraction(rollouts: pl.DataFrame, steps: pl.DataFrame,
-                            n_workers: int | None = None) -> float:
+def generator_idle_fraction(
+    rollouts: pl.DataFrame, steps: pl.DataFrame, n_workers: int | None = None
+) -> float:
     """``1 - sum_w busy_w / (W * wall)``: ``busy_w`` the union of ``[t_first_token,
     t_finish]`` of every rollout (aborted ones included) run on worker ``w``, ``wall`` as
     in :func:`run_summary`, ``W = n_workers`` (default: workers seen in the trace).
@@ -232,8 +284,10 @@ def generator_idle_fraction(rollouts: pl.DataFrame, steps: pl.DataFrame,
     W = n_workers if n_workers is not None else rollouts["worker"].n_unique()
     if wall <= 0 or W == 0:
         return float("nan")
-    busy = sum(busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
-               for _, df in rollouts.group_by(["worker"]))
+    busy = sum(
+        busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
+        for _, df in rollouts.group_by(["worker"])
+    )
     return 1.0 - busy / (W * wall)
 
 
@@ -268,8 +322,12 @@ def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAUL
     }
 
 
-def pipeline_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, max_staleness: int = 0,
-                     n_workers: int | None = None) -> dict:
+def pipeline_summary(
+    rollouts: pl.DataFrame,
+    steps: pl.DataFrame,
+    max_staleness: int = 0,
+    n_workers: int | None = None,
+) -> dict:
     """Pipeline numbers of one run: ``learner_idle_frac`` (whole run),
     ``learner_idle_frac_steady`` (from the end of step 0), ``generator_idle_frac``,
     ``staleness_mean``, ``staleness_max`` (consumed rollouts), ``dropped``, ``aborted``
@@ -278,12 +336,15 @@ def pipeline_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, max_staleness:
     dropped, aborted = discarded_counts(rollouts, max_staleness)
     return {
         "learner_idle_frac": learner_idle_fraction(steps),
-        "learner_idle_frac_steady": learner_idle_fraction(steps, skip=1) if steps.height > 1
+        "learner_idle_frac_steady": learner_idle_fraction(steps, skip=1)
+        if steps.height > 1
         else float("nan"),
         "generator_idle_frac": generator_idle_fraction(rollouts, steps, n_workers),
         "staleness_mean": float(s.mean()) if s.size else float("nan"),
         "staleness_max": int(s.max()) if s.size else 0,
         "dropped": dropped,
         "aborted": aborted,
-        "len_consumed_over_generated": drop_bias(rollouts, max_staleness)["len_consumed_over_generated"],
+        "len_consumed_over_generated": drop_bias(rollouts, max_staleness)[
+            "len_consumed_over_generated"
+        ],
     }

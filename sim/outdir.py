@@ -35,7 +35,11 @@ def claim_out_dir(path: str | Path, command: str) -> Path:
     if p.is_dir() and any(p.iterdir()):
         owner = owner_of(p)
         if owner != command:
-            what = f"the results of `{owner}`" if owner else "other files (no config.json of this command)"
+            what = (
+                f"the results of `{owner}`"
+                if owner
+                else "other files (no config.json of this command)"
+            )
             raise OutDirError(f"{p}: already holds {what}; choose another --out or remove it")
     p.mkdir(parents=True, exist_ok=True)
     return p

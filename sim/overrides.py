@@ -9,9 +9,17 @@ from rolloutlab.sim.roofline import roofline, roofline_cost
 from rolloutlab.sim.scenario import Scenario
 
 
-def apply_overrides(sc: Scenario, *, workers: int | None = None, model: str | None = None,
-                    gpu: str | None = None, tp: int = 1, kv_cache: bool | None = None,
-                    engine: str = "simpy", drift: str | None = None) -> Scenario:
+def apply_overrides(
+    sc: Scenario,
+    *,
+    workers: int | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    tp: int = 1,
+    kv_cache: bool | None = None,
+    engine: str = "simpy",
+    drift: str | None = None,
+) -> Scenario:
     """Return ``sc`` with the overrides applied.
 
     - ``workers``: generation workers (engine replicas);
@@ -36,13 +44,19 @@ def apply_overrides(sc: Scenario, *, workers: int | None = None, model: str | No
         raise ValueError("--kv-cache needs --model and --gpu (KV blocks follow from them)")
     if model:
         if engine == "fast" and kv_cache is not False:
-            raise ValueError("--engine fast has no KV cache model: add --no-kv-cache to simulate "
-                             "without KV pressure, or use --engine simpy")
+            raise ValueError(
+                "--engine fast has no KV cache model: add --no-kv-cache to simulate "
+                "without KV pressure, or use --engine simpy"
+            )
         roof = roofline(model, gpu, tp=tp)
         kv = roof.kv_blocks() if engine == "simpy" and kv_cache is not False else None
-        sc = dataclasses.replace(sc, cost=roofline_cost(roof, base=sc.cost), engine=dataclasses.replace(
-            sc.engine, kv_blocks=kv, block_size=roof.block_size))
+        sc = dataclasses.replace(
+            sc,
+            cost=roofline_cost(roof, base=sc.cost),
+            engine=dataclasses.replace(sc.engine, kv_blocks=kv, block_size=roof.block_size),
+        )
     if drift:
-        sc = dataclasses.replace(sc, lengths=servegen_lengths(
-            drift, max_response_length=sc.lengths.max_response_length))
+        sc = dataclasses.replace(
+            sc, lengths=servegen_lengths(drift, max_response_length=sc.lengths.max_response_length)
+        )
     return sc

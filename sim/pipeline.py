@@ -16,13 +16,12 @@ sample ``j`` of a prompt is the same whatever ``G`` (:mod:`sim.lengths`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import polars as pl
 import simpy
-
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
 from rolloutlab.sim.engine import Batch, Engine
@@ -51,15 +50,24 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if self.dataset_size is not None and self.dataset_size < self.prompts:
-            raise ValueError(f"RunConfig: dataset_size ({self.dataset_size}) must be >= prompts "
-                             f"({self.prompts})")
+            raise ValueError(
+                f"RunConfig: dataset_size ({self.dataset_size}) must be >= prompts ({self.prompts})"
+            )
         if self.steps < 1 or self.prompts < 1:
             raise ValueError(f"RunConfig: need steps >= 1 and prompts >= 1, got {self}")
 
 
-def rollout_columns(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batch: Batch,
-                    policy_version: int | np.ndarray, learner_version: int | np.ndarray,
-                    max_response_length: int, t_offset: float = 0.0) -> dict[str, np.ndarray]:
+def rollout_columns(
+    run_id: str,
+    step: int,
+    G: int,
+    prompt_ids: np.ndarray,
+    batch: Batch,
+    policy_version: int | np.ndarray,
+    learner_version: int | np.ndarray,
+    max_response_length: int,
+    t_offset: float = 0.0,
+) -> dict[str, np.ndarray]:
     """Rollout-table columns (trace schema) of a finished step's :class:`Batch`.
 
     ``prompt_ids`` is ``(n_prompts,)``; the batch holds ``n_prompts * G`` requests in
@@ -88,23 +96,47 @@ def rollout_columns(run_id: str, step: int, G: int, prompt_ids: np.ndarray, batc
 
 def columns_to_rollouts(columns: list[dict[str, np.ndarray]]) -> pl.DataFrame:
     """One rollout table (trace schema) from :func:`rollout_columns` dicts."""
-    return pl.DataFrame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]},
-                        schema=ROLLOUT_SCHEMA)
+    return pl.DataFrame(
+        {k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, schema=ROLLOUT_SCHEMA
+    )
 
 
-def step_record(run_id: str, step: int, t_start: float, t_end: float, gen_time: float,
-                train_time: float, sync_time: float, lr: float, controller: Controller) -> dict:
+def step_record(
+    run_id: str,
+    step: int,
+    t_start: float,
+    t_end: float,
+    gen_time: float,
+    train_time: float,
+    sync_time: float,
+    lr: float,
+    controller: Controller,
+) -> dict:
     """The step-table row of one learner step as a dict (sim: no reward, KL or gradients);
     a list of them becomes a table with ``pl.DataFrame(rows, schema=STEP_SCHEMA)``."""
-    return {"run_id": run_id, "step": step, "t_start": float(t_start), "t_end": float(t_end),
-            "gen_time": float(gen_time), "train_time": float(train_time),
-            "sync_time": float(sync_time), "lr": float(lr), "reward_mean": None, "kl": None,
-            "grad_norm": None, "grad_cosine": None,
-            "controller_state": json.dumps(controller.state_dict())}
+    return {
+        "run_id": run_id,
+        "step": step,
+        "t_start": float(t_start),
+        "t_end": float(t_end),
+        "gen_time": float(gen_time),
+        "train_time": float(train_time),
+        "sync_time": float(sync_time),
+        "lr": float(lr),
+        "reward_mean": None,
+        "kl": None,
+        "grad_norm": None,
+        "grad_cosine": None,
+        "controller_state": json.dumps(controller.state_dict()),
+    }
 
 
-def run_sync(scenario: Scenario, controller: Controller, cfg: RunConfig,
-             on_step: Callable[[int, int], None] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def run_sync(
+    scenario: Scenario,
+    controller: Controller,
+    cfg: RunConfig,
+    on_step: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
 
     ``on_step(step, G)`` is called after each step (progress bars). Raises ValueError
@@ -128,8 +160,12 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         prompt_ids = prompt_ids_for(t, B, cfg.dataset_size)  # (B,)
         lengths = step_lengths(scenario.lengths, cfg.seed, t, prompt_ids, G)  # (B, G)
         t_start = env.now
-        batch = engine.submit(np.repeat(prompt_ids, G), np.full(B * G, scenario.prompt_tokens),
-                              lengths.ravel(), exclusive=True)
+        batch = engine.submit(
+            np.repeat(prompt_ids, G),
+            np.full(B * G, scenario.prompt_tokens),
+            lengths.ravel(),
+            exclusive=True,
+        )
         yield batch.done
         if scenario.cost.gen_overhead_s > 0:
             yield env.timeout(scenario.cost.gen_overhead_s)
@@ -141,7 +177,10 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         yield env.timeout(sync_time)
         controller.observe(lengths.tolist())
         rollouts.append(rollout_columns(cfg.run_id, t, G, prompt_ids, batch, t, t, cap))
-        steps.append(step_record(cfg.run_id, t, t_start, env.now, gen_time, train_time,
-                              sync_time, cfg.lr, controller))
+        steps.append(
+            step_record(
+                cfg.run_id, t, t_start, env.now, gen_time, train_time, sync_time, cfg.lr, controller
+            )
+        )
         if on_step is not None:
             on_step(t, G)

@@ -49,9 +49,13 @@ class PipelineConfig:
         if self.S < 0:
             raise ValueError(f"pipeline {self.kind}: S must be >= 0, got {self.S}")
         if not (self.ratio >= 1.0) or math.isinf(self.ratio):
-            raise ValueError(f"pipeline oversample: ratio must be finite and >= 1, got {self.ratio}")
+            raise ValueError(
+                f"pipeline oversample: ratio must be finite and >= 1, got {self.ratio}"
+            )
         if self.placement not in PLACEMENTS:
-            raise ValueError(f"pipeline: placement must be one of {PLACEMENTS}, got {self.placement!r}")
+            raise ValueError(
+                f"pipeline: placement must be one of {PLACEMENTS}, got {self.placement!r}"
+            )
 
     @property
     def spec(self) -> str:
@@ -118,9 +122,13 @@ def parse_pipeline(spec: str, placement: str = "separate") -> PipelineConfig:
             try:
                 ratio = float(arg)
             except ValueError:
-                raise ValueError(f"R must be a number (prompts dispatched per prompt trained), got {arg!r}") from None
+                raise ValueError(
+                    f"R must be a number (prompts dispatched per prompt trained), got {arg!r}"
+                ) from None
             return PipelineConfig(kind=kind, ratio=ratio, placement=placement)
     except ValueError as exc:
         raise ValueError(f"pipeline spec {spec!r}: {exc}") from None
-    raise ValueError(f"pipeline spec {spec!r}: expected sync, one-step-off, interval:S, "
-                     "bounded:S, partial:S or oversample:R")
+    raise ValueError(
+        f"pipeline spec {spec!r}: expected sync, one-step-off, interval:S, "
+        "bounded:S, partial:S or oversample:R"
+    )

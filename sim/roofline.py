@@ -53,18 +53,29 @@ class RooflineConfig:
     """KV-cache block size in tokens (vLLM default 16)."""
 
     def __post_init__(self) -> None:
-        if self.tp < 1 or not (0 < self.gpu_memory_utilization <= 1) or not (0 < self.prefill_mfu <= 1):
-            raise ValueError(f"RooflineConfig: need tp >= 1, 0 < gpu_memory_utilization <= 1, "
-                             f"0 < prefill_mfu <= 1; got tp={self.tp}, "
-                             f"util={self.gpu_memory_utilization}, mfu={self.prefill_mfu}")
+        if (
+            self.tp < 1
+            or not (0 < self.gpu_memory_utilization <= 1)
+            or not (0 < self.prefill_mfu <= 1)
+        ):
+            raise ValueError(
+                f"RooflineConfig: need tp >= 1, 0 < gpu_memory_utilization <= 1, "
+                f"0 < prefill_mfu <= 1; got tp={self.tp}, "
+                f"util={self.gpu_memory_utilization}, mfu={self.prefill_mfu}"
+            )
         if self.kv_tokens() < 1:
-            raise ValueError(f"RooflineConfig: {self.model.name} weights "
-                             f"({self.model.weight_bytes() / 1e9:.1f} GB) leave no KV memory on "
-                             f"{self.tp} x {self.gpu.name} at utilization {self.gpu_memory_utilization}")
+            raise ValueError(
+                f"RooflineConfig: {self.model.name} weights "
+                f"({self.model.weight_bytes() / 1e9:.1f} GB) leave no KV memory on "
+                f"{self.tp} x {self.gpu.name} at utilization {self.gpu_memory_utilization}"
+            )
 
     def kv_tokens(self) -> int:
         """Tokens of KV cache that fit on this worker (all ``tp`` GPUs)."""
-        free = self.tp * self.gpu_memory_utilization * self.gpu.memory_bytes - self.model.weight_bytes()
+        free = (
+            self.tp * self.gpu_memory_utilization * self.gpu.memory_bytes
+            - self.model.weight_bytes()
+        )
         return int(free // self.model.kv_bytes_per_token())
 
     def kv_blocks(self) -> int:
@@ -78,8 +89,9 @@ def roofline(model: str, gpu: str, **kwargs) -> RooflineConfig:
     return RooflineConfig(get_model(model), get_gpu(gpu), **kwargs)
 
 
-def roofline_cost(cfg: RooflineConfig, override: dict[str, float] | None = None,
-                  base: LinearCost | None = None) -> LinearCost:
+def roofline_cost(
+    cfg: RooflineConfig, override: dict[str, float] | None = None, base: LinearCost | None = None
+) -> LinearCost:
     """The decode/prefill :class:`LinearCost` of ``cfg`` (formulas in the module docstring).
 
     ``base`` supplies the learner and sync fields (kept as they are); ``override`` maps

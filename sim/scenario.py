@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
@@ -84,7 +83,9 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
             return EmpiricalLengths(values=values, max_response_length=cap, groups=groups)
         except ValueError as exc:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
-    raise CalibrationError(f"{path}: field lengths.kind: expected 'lognormal' or 'empirical', got {kind!r}")
+    raise CalibrationError(
+        f"{path}: field lengths.kind: expected 'lognormal' or 'empirical', got {kind!r}"
+    )
 
 
 _DEFAULT_CHECKS = {
@@ -98,7 +99,9 @@ _DEFAULT_CHECKS = {
 def _defaults_from(d: Any, path: str) -> dict[str, Any]:
     """Check the ``defaults`` block (suggested prompts, steps, SAGC tau and delta)."""
     if not isinstance(d, dict):
-        raise CalibrationError(f"{path}: field 'defaults' must be an object, got {type(d).__name__}")
+        raise CalibrationError(
+            f"{path}: field 'defaults' must be an object, got {type(d).__name__}"
+        )
     out = dict(d)
     for key, (kind, ok, what) in _DEFAULT_CHECKS.items():
         if key not in d:
@@ -108,7 +111,9 @@ def _defaults_from(d: Any, path: str) -> dict[str, Any]:
             if kind is int and value != d[key]:
                 raise ValueError
         except (TypeError, ValueError):
-            raise CalibrationError(f"{path}: field defaults.{key}: expected {what}, got {d[key]!r}") from None
+            raise CalibrationError(
+                f"{path}: field defaults.{key}: expected {what}, got {d[key]!r}"
+            ) from None
         if not ok(value):
             raise CalibrationError(f"{path}: field defaults.{key}: expected {what}, got {d[key]!r}")
         out[key] = value
@@ -122,11 +127,15 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
     a bad value, naming ``path`` and the field.
     """
     if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise CalibrationError(f"{path}: field 'format': expected {FORMAT!r}, "
-                               f"got {d.get('format') if isinstance(d, dict) else type(d).__name__!r}")
+        raise CalibrationError(
+            f"{path}: field 'format': expected {FORMAT!r}, "
+            f"got {d.get('format') if isinstance(d, dict) else type(d).__name__!r}"
+        )
     if d.get("version") != VERSION:
-        raise CalibrationError(f"{path}: field 'version': this rolloutlab reads calibration "
-                               f"version {VERSION}, got {d.get('version')!r}")
+        raise CalibrationError(
+            f"{path}: field 'version': this rolloutlab reads calibration "
+            f"version {VERSION}, got {d.get('version')!r}"
+        )
     cost_d = _get(d, "cost", "", path)
     known = {f.name for f in fields(LinearCost)}
     unknown = set(cost_d) - known
@@ -141,9 +150,15 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
     prompt_tokens = int(_get(d, "prompt_tokens", "", path))
     if prompt_tokens < 0:
         raise CalibrationError(f"{path}: field 'prompt_tokens' must be >= 0, got {prompt_tokens}")
-    return Scenario(name=str(d.get("name", Path(path).stem)), lengths=_lengths_from(
-        _get(d, "lengths", "", path), path), prompt_tokens=prompt_tokens, cost=cost,
-        engine=engine, defaults=defaults, source=d)
+    return Scenario(
+        name=str(d.get("name", Path(path).stem)),
+        lengths=_lengths_from(_get(d, "lengths", "", path), path),
+        prompt_tokens=prompt_tokens,
+        cost=cost,
+        engine=engine,
+        defaults=defaults,
+        source=d,
+    )
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:
@@ -158,8 +173,10 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     else:
         p = Path(name)
         if not p.exists():
-            raise CalibrationError(f"{name}: no such calibration file or bundled scenario "
-                                   f"(bundled: {', '.join(bundled_scenarios())})")
+            raise CalibrationError(
+                f"{name}: no such calibration file or bundled scenario "
+                f"(bundled: {', '.join(bundled_scenarios())})"
+            )
         text, path = p.read_text(), str(p)
     try:
         data = json.loads(text)

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from rolloutlab.sim.staleness import StalenessParams, predict_eta_max, simulate_batch
 from tqdm import tqdm
 
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max, simulate_batch
-
-CSV_COLUMNS = ["S", "lr", "seed", "collapsed", "t_collapse", "M_collapse", "regime",
-               "cos_sim_mean", "failure", "drift_final", "eta_max_pred"]
+CSV_COLUMNS = [
+    "S",
+    "lr",
+    "seed",
+    "collapsed",
+    "t_collapse",
+    "M_collapse",
+    "regime",
+    "cos_sim_mean",
+    "failure",
+    "drift_final",
+    "eta_max_pred",
+]
 
 
 def default_lrs(n: int = 21) -> np.ndarray:
@@ -20,8 +30,9 @@ def default_lrs(n: int = 21) -> np.ndarray:
     return np.geomspace(1e-3, 0.3, n)
 
 
-def run_grid(params: StalenessParams, S_values, lrs, T: int, seeds: int,
-             progress: bool = False) -> pl.DataFrame:
+def run_grid(
+    params: StalenessParams, S_values, lrs, T: int, seeds: int, progress: bool = False
+) -> pl.DataFrame:
     """Simulate every (S, lr, seed) with seed in range(seeds); one row per run.
 
     Columns: :data:`CSV_COLUMNS` (t_collapse, M_collapse null when stable). Runs are
@@ -34,12 +45,34 @@ def run_grid(params: StalenessParams, S_values, lrs, T: int, seeds: int,
         results = simulate_batch(params, S, lr_g.ravel(), T, seed_g.ravel())
         pred = float(predict_eta_max(params, S, T))
         for lr, seed, r in zip(lr_g.ravel(), seed_g.ravel(), results):
-            rows.append((int(S), float(lr), int(seed), r.collapsed, r.t_collapse, r.M_collapse,
-                         r.regime, r.cos_sim_mean, r.failure, r.drift_final, pred))
-    schema = {"S": pl.Int64, "lr": pl.Float64, "seed": pl.Int64, "collapsed": pl.Boolean,
-              "t_collapse": pl.Int64, "M_collapse": pl.Int64, "regime": pl.Utf8,
-              "cos_sim_mean": pl.Float64, "failure": pl.Utf8, "drift_final": pl.Float64,
-              "eta_max_pred": pl.Float64}
+            rows.append(
+                (
+                    int(S),
+                    float(lr),
+                    int(seed),
+                    r.collapsed,
+                    r.t_collapse,
+                    r.M_collapse,
+                    r.regime,
+                    r.cos_sim_mean,
+                    r.failure,
+                    r.drift_final,
+                    pred,
+                )
+            )
+    schema = {
+        "S": pl.Int64,
+        "lr": pl.Float64,
+        "seed": pl.Int64,
+        "collapsed": pl.Boolean,
+        "t_collapse": pl.Int64,
+        "M_collapse": pl.Int64,
+        "regime": pl.Utf8,
+        "cos_sim_mean": pl.Float64,
+        "failure": pl.Utf8,
+        "drift_final": pl.Float64,
+        "eta_max_pred": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -48,23 +81,50 @@ def summarize(df: pl.DataFrame) -> pl.DataFrame:
     predicted eta_max, the main failure mode there, and cosine means of stable and
     collapsed runs."""
     frac = df.group_by("S", "lr").agg(pl.col("collapsed").mean().alias("frac"))
-    first = (frac.filter(pl.col("frac") >= 0.5).group_by("S")
-             .agg(pl.col("lr").min().alias("eta_collapse")))
-    mode = (df.filter(pl.col("collapsed")).join(first, on="S")
-            .filter(pl.col("lr") == pl.col("eta_collapse")).group_by("S")
-            .agg(pl.col("failure").mode().first().alias("failure_at_boundary")))
+    first = (
+        frac.filter(pl.col("frac") >= 0.5)
+        .group_by("S")
+        .agg(pl.col("lr").min().alias("eta_collapse"))
+    )
+    mode = (
+        df.filter(pl.col("collapsed"))
+        .join(first, on="S")
+        .filter(pl.col("lr") == pl.col("eta_collapse"))
+        .group_by("S")
+        .agg(pl.col("failure").mode().first().alias("failure_at_boundary"))
+    )
     cos = df.group_by("S").agg(
         pl.col("eta_max_pred").first(),
         pl.col("cos_sim_mean").filter(~pl.col("collapsed")).mean().alias("cos_stable"),
-        pl.col("cos_sim_mean").filter(pl.col("collapsed") & pl.col("cos_sim_mean").is_not_nan()).mean().alias("cos_collapsed"),
+        pl.col("cos_sim_mean")
+        .filter(pl.col("collapsed") & pl.col("cos_sim_mean").is_not_nan())
+        .mean()
+        .alias("cos_collapsed"),
     )
-    return (cos.join(first, on="S", how="left").join(mode, on="S", how="left").sort("S")
-            .select("S", "eta_max_pred", "eta_collapse", "failure_at_boundary",
-                    "cos_stable", "cos_collapsed"))
+    return (
+        cos.join(first, on="S", how="left")
+        .join(mode, on="S", how="left")
+        .sort("S")
+        .select(
+            "S",
+            "eta_max_pred",
+            "eta_collapse",
+            "failure_at_boundary",
+            "cos_stable",
+            "cos_collapsed",
+        )
+    )
 
 
-def measure_eta_max(params: StalenessParams, S_values, T: int, seeds: int,
-                    lo: float = 1e-4, hi: float = 1.0, iters: int = 18) -> np.ndarray:
+def measure_eta_max(
+    params: StalenessParams,
+    S_values,
+    T: int,
+    seeds: int,
+    lo: float = 1e-4,
+    hi: float = 1.0,
+    iters: int = 18,
+) -> np.ndarray:
     """Boundary eta_max(S) by geometric bisection: the lr at which half the seeds collapse.
 
     Returns shape (len(S_values),). All S and seeds of one bisection step run as one
@@ -75,12 +135,15 @@ def measure_eta_max(params: StalenessParams, S_values, T: int, seeds: int,
     seed_ids = np.arange(seeds)
 
     def frac(lrs: np.ndarray) -> np.ndarray:  # (n_S,) collapsed fraction at lrs
-        rs = simulate_batch(params, np.repeat(S, seeds), np.repeat(lrs, seeds), T,
-                            np.tile(seed_ids, S.size))
+        rs = simulate_batch(
+            params, np.repeat(S, seeds), np.repeat(lrs, seeds), T, np.tile(seed_ids, S.size)
+        )
         return np.array([r.collapsed for r in rs], float).reshape(S.size, seeds).mean(1)
 
     if np.any(frac(hi_v) < 0.5) or np.any(frac(lo_v) >= 0.5):
-        raise ValueError(f"measure_eta_max: [lo, hi] = [{lo}, {hi}] does not bracket the boundary for S = {S.tolist()}")
+        raise ValueError(
+            f"measure_eta_max: [lo, hi] = [{lo}, {hi}] does not bracket the boundary for S = {S.tolist()}"
+        )
     for _ in range(iters):
         mid = np.sqrt(lo_v * hi_v)
         up = frac(mid) >= 0.5
@@ -89,8 +152,14 @@ def measure_eta_max(params: StalenessParams, S_values, T: int, seeds: int,
     return np.sqrt(lo_v * hi_v)
 
 
-def plot_phase_diagram(df: pl.DataFrame, params: StalenessParams | None, T: int, path,
-                       title: str | None = None, eta_max: dict | None = None) -> None:
+def plot_phase_diagram(
+    df: pl.DataFrame,
+    params: StalenessParams | None,
+    T: int,
+    path,
+    title: str | None = None,
+    eta_max: dict | None = None,
+) -> None:
     """S x lr heat map of the collapsed fraction with the closed-form eta_max(S, T) over it.
 
     Rows are the S values (categorical), columns the lrs (log axis); written to ``path``.
@@ -104,8 +173,13 @@ def plot_phase_diagram(df: pl.DataFrame, params: StalenessParams | None, T: int,
 
     S_vals = sorted(df["S"].unique().to_list())
     lrs = np.array(sorted(df["lr"].unique().to_list()))
-    frac = (df.group_by("S", "lr").agg(pl.col("collapsed").mean().alias("f"))
-            .sort("S", "lr")["f"].to_numpy().reshape(len(S_vals), len(lrs)))  # (n_S, n_lr)
+    frac = (
+        df.group_by("S", "lr")
+        .agg(pl.col("collapsed").mean().alias("f"))
+        .sort("S", "lr")["f"]
+        .to_numpy()
+        .reshape(len(S_vals), len(lrs))
+    )  # (n_S, n_lr)
     if lrs.size > 1:
         mids = np.sqrt(lrs[1:] * lrs[:-1])
         edges = np.concatenate([[lrs[0] ** 2 / mids[0]], mids, [lrs[-1] ** 2 / mids[-1]]])
@@ -117,10 +191,27 @@ def plot_phase_diagram(df: pl.DataFrame, params: StalenessParams | None, T: int,
     if params is not None:
         pred = predict_eta_max(params, np.array(S_vals), T)
         for i, eta in enumerate(np.atleast_1d(pred)):
-            ax.plot([eta, eta], [i, i + 1], color="black", lw=2, label="closed form eta_max" if i == 0 else None)
-    shown = [(i, eta_max[s]) for i, s in enumerate(S_vals) if eta_max and np.isfinite(eta_max.get(s, np.nan))]
+            ax.plot(
+                [eta, eta],
+                [i, i + 1],
+                color="black",
+                lw=2,
+                label="closed form eta_max" if i == 0 else None,
+            )
+    shown = [
+        (i, eta_max[s])
+        for i, s in enumerate(S_vals)
+        if eta_max and np.isfinite(eta_max.get(s, np.nan))
+    ]
     for k, (i, eta) in enumerate(shown):
-        ax.plot([eta, eta], [i, i + 1], color="black", lw=2, ls="--", label="measured eta_max" if k == 0 else None)
+        ax.plot(
+            [eta, eta],
+            [i, i + 1],
+            color="black",
+            lw=2,
+            ls="--",
+            label="measured eta_max" if k == 0 else None,
+        )
     ax.set_xscale("log")
     ax.set_yticks(np.arange(len(S_vals)) + 0.5, [str(s) for s in S_vals])
     ax.set_xlabel("learning rate eta")

@@ -10,7 +10,6 @@ from importlib import metadata
 from pathlib import Path
 
 import click
-
 from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 from rolloutlab.sim.staleness import StalenessParams
 
@@ -18,11 +17,15 @@ from rolloutlab.sim.staleness import StalenessParams
 def _parse_list(option: str, text: str, cast, check, expected: str) -> list:
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
-        raise click.BadParameter(f"expected a comma-separated list, got {text!r}", param_hint=option)
+        raise click.BadParameter(
+            f"expected a comma-separated list, got {text!r}", param_hint=option
+        )
     try:
         values = [cast(x) for x in items]
     except ValueError:
-        raise click.BadParameter(f"expected a list of numbers, got {text!r}", param_hint=option) from None
+        raise click.BadParameter(
+            f"expected a list of numbers, got {text!r}", param_hint=option
+        ) from None
     bad = [v for v in values if not check(v)]
     if bad:
         raise click.BadParameter(f"expected {expected}, got {bad}", param_hint=option)
@@ -40,28 +43,53 @@ def _versions() -> dict:
 
 
 @click.command()
-@click.option("--S", "S_text", default="1,2,4,8,16,32", show_default=True,
-              help="Sync intervals S (learner steps per weight sync), comma-separated; 0 = synchronous.")
-@click.option("--lr", "lr_text", default=None,
-              help="Learning rates, comma-separated [default: 21 log-spaced in 1e-3..0.3].")
-@click.option("--steps", "T", default=1000, show_default=True, type=int, help="Learner steps T per run.")
+@click.option(
+    "--S",
+    "S_text",
+    default="1,2,4,8,16,32",
+    show_default=True,
+    help="Sync intervals S (learner steps per weight sync), comma-separated; 0 = synchronous.",
+)
+@click.option(
+    "--lr",
+    "lr_text",
+    default=None,
+    help="Learning rates, comma-separated [default: 21 log-spaced in 1e-3..0.3].",
+)
+@click.option(
+    "--steps", "T", default=1000, show_default=True, type=int, help="Learner steps T per run."
+)
 @click.option("--seeds", default=4, show_default=True, type=int, help="Seeds per (S, lr).")
-@click.option("--batch", "batch", default=None, type=int,
-              help=f"Prompts per learner step B [default: {StalenessParams().batch_prompts}].")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output directory.")
-def stability(S_text: str, lr_text: str | None, T: int, seeds: int, batch: int | None, out_dir: Path) -> None:
+@click.option(
+    "--batch",
+    "batch",
+    default=None,
+    type=int,
+    help=f"Prompts per learner step B [default: {StalenessParams().batch_prompts}].",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory.",
+)
+def stability(
+    S_text: str, lr_text: str | None, T: int, seeds: int, batch: int | None, out_dir: Path
+) -> None:
     """Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.
 
     Writes DIR/stability.csv, DIR/phase_diagram.png and DIR/config.json.
     """
     import numpy as np
-
     from rolloutlab.sim.stability import default_lrs, plot_phase_diagram, run_grid, summarize
 
     S_values = _parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
-    lrs = (default_lrs().tolist() if lr_text is None else
-           _parse_list("--lr", lr_text, float, lambda v: v > 0 and np.isfinite(v), "numbers > 0"))
+    lrs = (
+        default_lrs().tolist()
+        if lr_text is None
+        else _parse_list("--lr", lr_text, float, lambda v: v > 0 and np.isfinite(v), "numbers > 0")
+    )
     for name, value in (("--steps", T), ("--seeds", seeds), ("--batch", batch)):
         if value is not None and value < 1:
             raise click.BadParameter(f"expected an integer >= 1, got {value}", param_hint=name)
@@ -71,13 +99,24 @@ def stability(S_text: str, lr_text: str | None, T: int, seeds: int, batch: int |
     except OutDirError as exc:
         raise click.ClickException(str(exc)) from None
     t0 = time.perf_counter()
-    big = len(S_values) * len(lrs) * seeds * T > 5_000_000  # why: the bar only when the grid takes seconds
+    big = (
+        len(S_values) * len(lrs) * seeds * T > 5_000_000
+    )  # why: the bar only when the grid takes seconds
     df = run_grid(params, S_values, lrs, T, seeds, progress=big)
     runtime_s = time.perf_counter() - t0
     df.write_csv(out_dir / "stability.csv")
     plot_phase_diagram(df, params, T, out_dir / "phase_diagram.png")
-    config = {"command": "stability", "params": asdict(params), "S": S_values, "lr": lrs, "steps": T, "seeds": seeds,
-              "mode": "sync-interval", "runtime_s": runtime_s, "versions": _versions()}
+    config = {
+        "command": "stability",
+        "params": asdict(params),
+        "S": S_values,
+        "lr": lrs,
+        "steps": T,
+        "seeds": seeds,
+        "mode": "sync-interval",
+        "runtime_s": runtime_s,
+        "versions": _versions(),
+    }
     (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     with __import__("polars").Config(tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True):
         click.echo(summarize(df))

@@ -65,14 +65,21 @@ class StalenessParams:
     """Mean successive-update cosine at or above which a run is called ballistic."""
 
     def __post_init__(self) -> None:
-        positive = {k: v for k, v in asdict(self).items()
-                    if k not in ("lag_sensitivity", "ballistic_cos") and not (v > 0)}
+        positive = {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("lag_sensitivity", "ballistic_cos") and not (v > 0)
+        }
         if positive:
             raise ValueError(f"StalenessParams: expected positive values, got {positive}")
         if not self.lag_sensitivity >= 0:
-            raise ValueError(f"StalenessParams.lag_sensitivity: expected >= 0, got {self.lag_sensitivity}")
+            raise ValueError(
+                f"StalenessParams.lag_sensitivity: expected >= 0, got {self.lag_sensitivity}"
+            )
         if not -1 <= self.ballistic_cos <= 1:
-            raise ValueError(f"StalenessParams.ballistic_cos: expected in [-1, 1], got {self.ballistic_cos}")
+            raise ValueError(
+                f"StalenessParams.ballistic_cos: expected in [-1, 1], got {self.ballistic_cos}"
+            )
 
     @property
     def noise_norm(self) -> float:
@@ -132,8 +139,11 @@ def _check(S, lr, T) -> None:
 def _result(params, S, t_c, failure, cos_sum, cos_n, drift) -> RunResult:
     cos = cos_sum / cos_n if cos_n else math.nan  # why: one update has no successor
     collapsed = t_c > 0
-    regime = "undetermined" if not cos_n else (
-        "ballistic" if cos >= params.ballistic_cos else "diffusive")
+    regime = (
+        "undetermined"
+        if not cos_n
+        else ("ballistic" if cos >= params.ballistic_cos else "diffusive")
+    )
     return RunResult(
         collapsed=bool(collapsed),
         t_collapse=int(t_c) if collapsed else None,
@@ -215,8 +225,10 @@ def simulate_batch(params: StalenessParams, S, lr, T: int, seeds) -> list[RunRes
         if not alive.any():
             break
     drift = np.sqrt((theta * theta).sum(1))
-    return [_result(params, int(S[i]), t_c[i], failure[i], cos_sum[i], cos_n[i], drift[i])
-            for i in range(n)]
+    return [
+        _result(params, int(S[i]), t_c[i], failure[i], cos_sum[i], cos_n[i], drift[i])
+        for i in range(n)
+    ]
 
 
 def feedback_factor(params: StalenessParams) -> float:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
-
 from rolloutlab.sim.compare import SUMMARY_COLUMNS, run_comparison
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.scenario import Scenario
@@ -22,19 +21,31 @@ from rolloutlab.sim.scenario import Scenario
 AXES = ("prompts", "workers", "max_num_seqs", "seed")
 """Grid axes, in the order of the output columns and of the loop (last varies fastest)."""
 
-MEAN_COLUMNS = ("wall_clock_s", "gen_time_s", "slot_idle_frac", "straggler_rate", "mean_G",
-                "tokens_per_s")
+MEAN_COLUMNS = (
+    "wall_clock_s",
+    "gen_time_s",
+    "slot_idle_frac",
+    "straggler_rate",
+    "mean_G",
+    "tokens_per_s",
+)
 
 
-def grid(prompts: Sequence[int], workers: Sequence[int], max_num_seqs: Sequence[int],
-         seeds: Sequence[int]) -> list[dict[str, int]]:
+def grid(
+    prompts: Sequence[int],
+    workers: Sequence[int],
+    max_num_seqs: Sequence[int],
+    seeds: Sequence[int],
+) -> list[dict[str, int]]:
     """The Cartesian product of the axes, as dicts keyed by :data:`AXES`.
 
     Raises ValueError for an empty axis, a duplicated value or a value < 1 (seeds may be
     any int)."""
     out = []
-    for name, values in zip(("--prompts", "--workers", "--max-num-seqs", "--seeds"),
-                            (prompts, workers, max_num_seqs, seeds)):
+    for name, values in zip(
+        ("--prompts", "--workers", "--max-num-seqs", "--seeds"),
+        (prompts, workers, max_num_seqs, seeds),
+    ):
         if not values:
             raise ValueError(f"sweep axis {name}: no values")
         if len(set(values)) != len(values):
@@ -45,9 +56,15 @@ def grid(prompts: Sequence[int], workers: Sequence[int], max_num_seqs: Sequence[
     return [dict(zip(AXES, combo)) for combo in itertools.product(*out)]
 
 
-def run_sweep(scenario: Scenario, specs: Sequence[str], points: Sequence[dict[str, int]], steps: int,
-              engine: str = "fast", dataset_size: int | None = None,
-              on_point: Callable[[dict[str, int]], None] | None = None) -> pl.DataFrame:
+def run_sweep(
+    scenario: Scenario,
+    specs: Sequence[str],
+    points: Sequence[dict[str, int]],
+    steps: int,
+    engine: str = "fast",
+    dataset_size: int | None = None,
+    on_point: Callable[[dict[str, int]], None] | None = None,
+) -> pl.DataFrame:
     """Run every controller spec at every grid point (:func:`grid`) for ``steps`` steps.
 
     Returns one row per (point, controller): the :data:`AXES` columns, then
@@ -57,13 +74,25 @@ def run_sweep(scenario: Scenario, specs: Sequence[str], points: Sequence[dict[st
     """
     frames = []
     for point in points:
-        sc = dataclasses.replace(scenario, engine=dataclasses.replace(
-            scenario.engine, n_workers=point["workers"], max_num_seqs=point["max_num_seqs"]))
-        cfg = RunConfig(steps=steps, prompts=point["prompts"], seed=point["seed"],
-                        dataset_size=dataset_size, run_id="sweep")
+        sc = dataclasses.replace(
+            scenario,
+            engine=dataclasses.replace(
+                scenario.engine, n_workers=point["workers"], max_num_seqs=point["max_num_seqs"]
+            ),
+        )
+        cfg = RunConfig(
+            steps=steps,
+            prompts=point["prompts"],
+            seed=point["seed"],
+            dataset_size=dataset_size,
+            run_id="sweep",
+        )
         summary, _, _ = run_comparison(sc, specs, cfg, engine=engine)
-        frames.append(summary.select(*(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES),
-                                     *SUMMARY_COLUMNS))
+        frames.append(
+            summary.select(
+                *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *SUMMARY_COLUMNS
+            )
+        )
         if on_point is not None:
             on_point(point)
     return pl.concat(frames)
@@ -77,12 +106,19 @@ def sweep_means(runs: pl.DataFrame) -> pl.DataFrame:
     hardware); sorted by the axes, controllers in the order given."""
     keys = ["prompts", "workers", "max_num_seqs", "controller"]
     means = runs.group_by(keys, maintain_order=True).agg(
-        pl.len().alias("seeds"), *(pl.col(c).mean() for c in MEAN_COLUMNS),
-        pl.col("wall_clock_s").std().alias("wall_clock_s_sd"))
+        pl.len().alias("seeds"),
+        *(pl.col(c).mean() for c in MEAN_COLUMNS),
+        pl.col("wall_clock_s").std().alias("wall_clock_s_sd"),
+    )
     fastest = pl.col("controller").sort_by("wall_clock_s").first().over(keys[:3])
     busiest = pl.col("controller").sort_by("tokens_per_s", descending=True).first().over(keys[:3])
     order = {c: i for i, c in enumerate(dict.fromkeys(runs["controller"].to_list()))}
-    return means.with_columns((pl.col("controller") == fastest).alias("fastest"),
-                              (pl.col("controller") == busiest).alias("most_tokens_per_s"),
-                              pl.col("controller").replace_strict(order, return_dtype=pl.Int64).alias("_order")
-                              ).sort(keys[:3] + ["_order"]).drop("_order")
+    return (
+        means.with_columns(
+            (pl.col("controller") == fastest).alias("fastest"),
+            (pl.col("controller") == busiest).alias("most_tokens_per_s"),
+            pl.col("controller").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
+        )
+        .sort(keys[:3] + ["_order"])
+        .drop("_order")
+    )

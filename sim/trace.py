@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
@@ -64,9 +63,20 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
 
 FINISH_REASONS = ("stop", "length", "abort")
 _NON_NEGATIVE = {
-    "rollouts": ("step", "prompt_id", "sample_idx", "group_size", "prompt_tokens",
-                 "response_tokens", "worker", "t_submit", "t_first_token", "t_finish",
-                 "policy_version", "learner_version"),
+    "rollouts": (
+        "step",
+        "prompt_id",
+        "sample_idx",
+        "group_size",
+        "prompt_tokens",
+        "response_tokens",
+        "worker",
+        "t_submit",
+        "t_first_token",
+        "t_finish",
+        "policy_version",
+        "learner_version",
+    ),
     "steps": ("step", "t_start", "t_end", "gen_time", "train_time", "sync_time"),
 }
 
@@ -105,17 +115,22 @@ def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFr
     schema = _schema_for(kind)
     missing = [c for c in schema if c not in df.columns]
     if missing:
-        raise TraceError(f"{source}: {kind} table is missing column(s) {missing}; "
-                         f"found {df.columns}")
+        raise TraceError(
+            f"{source}: {kind} table is missing column(s) {missing}; found {df.columns}"
+        )
     cols = []
     for name, dtype in schema.items():
         s = df.get_column(name)
         try:
             cols.append(s.cast(dtype, strict=True))
         except Exception as exc:  # polars raises several types on a bad cast
-            raise TraceError(f"{source}: column {name!r} cannot be read as {dtype}: {exc}") from None
+            raise TraceError(
+                f"{source}: column {name!r} cannot be read as {dtype}: {exc}"
+            ) from None
     out = pl.DataFrame(cols)
-    required = [c for c in schema if kind == "rollouts" or c in ("run_id", "step", "t_start", "t_end")]
+    required = [
+        c for c in schema if kind == "rollouts" or c in ("run_id", "step", "t_start", "t_end")
+    ]
     for name in required:
         row = _first_bad_row(out.get_column(name).is_null())
         if row is not None:
@@ -127,23 +142,29 @@ def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFr
             bad = bad | col.is_nan()
         row = _first_bad_row(bad)
         if row is not None:
-            raise TraceError(f"{source}: row {row}, column {name!r}: expected a non-negative "
-                             f"number, found {col[row]}")
+            raise TraceError(
+                f"{source}: row {row}, column {name!r}: expected a non-negative "
+                f"number, found {col[row]}"
+            )
     if kind == "rollouts":
         _check_rollout_order(out, source)
     else:
         row = _first_bad_row(out["t_end"] < out["t_start"])
         if row is not None:
-            raise TraceError(f"{source}: row {row}, column 't_end': {out['t_end'][row]} "
-                             f"is before t_start {out['t_start'][row]}")
+            raise TraceError(
+                f"{source}: row {row}, column 't_end': {out['t_end'][row]} "
+                f"is before t_start {out['t_start'][row]}"
+            )
     return out
 
 
 def _check_rollout_order(out: pl.DataFrame, source: str) -> None:
     row = _first_bad_row(~out["finish_reason"].is_in(FINISH_REASONS))
     if row is not None:
-        raise TraceError(f"{source}: row {row}, column 'finish_reason': expected one of "
-                         f"{FINISH_REASONS}, found {out['finish_reason'][row]!r}")
+        raise TraceError(
+            f"{source}: row {row}, column 'finish_reason': expected one of "
+            f"{FINISH_REASONS}, found {out['finish_reason'][row]!r}"
+        )
     checks = [
         ("t_finish", out["t_finish"] < out["t_submit"], "is before t_submit"),
         ("t_first_token", out["t_first_token"] < out["t_submit"], "is before t_submit"),
@@ -196,8 +217,10 @@ def read(path: str | os.PathLike, kind: str) -> pl.DataFrame:
         meta = table.schema.metadata or {}
         version = meta.get(META_KEY)
         if version is not None and int(version) != SCHEMA_VERSION:
-            raise TraceError(f"{path}: trace schema version {int(version)}, this rolloutlab "
-                             f"reads version {SCHEMA_VERSION}")
+            raise TraceError(
+                f"{path}: trace schema version {int(version)}, this rolloutlab "
+                f"reads version {SCHEMA_VERSION}"
+            )
         df = pl.from_arrow(table)
     elif path.suffix in (".jsonl", ".ndjson"):
         df = _read_jsonl(path, kind)
@@ -220,8 +243,10 @@ def _read_jsonl(path: Path, kind: str) -> pl.DataFrame:
         return empty(kind)
     versions = {r.pop("schema_version", SCHEMA_VERSION) for r in rows}
     if versions != {SCHEMA_VERSION}:
-        raise TraceError(f"{path}: trace schema version(s) {sorted(versions)}, this rolloutlab "
-                         f"reads version {SCHEMA_VERSION}")
+        raise TraceError(
+            f"{path}: trace schema version(s) {sorted(versions)}, this rolloutlab "
+            f"reads version {SCHEMA_VERSION}"
+        )
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
@@ -268,10 +293,16 @@ class TraceWriter:
     def close(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Write the parquet tables; return ``(rollouts, steps)``."""
         if self.stream:
-            rollouts = read(self.path("rollouts", ".jsonl"), "rollouts") \
-                if self.path("rollouts", ".jsonl").exists() else empty("rollouts")
-            steps = read(self.path("steps", ".jsonl"), "steps") \
-                if self.path("steps", ".jsonl").exists() else empty("steps")
+            rollouts = (
+                read(self.path("rollouts", ".jsonl"), "rollouts")
+                if self.path("rollouts", ".jsonl").exists()
+                else empty("rollouts")
+            )
+            steps = (
+                read(self.path("steps", ".jsonl"), "steps")
+                if self.path("steps", ".jsonl").exists()
+                else empty("steps")
+            )
         else:
             rollouts = concat(self._rollouts, "rollouts")
             steps = concat(self._steps, "steps")

@@ -12,7 +12,6 @@ import os
 
 import polars as pl
 import pyarrow.parquet as pq
-
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 
 
@@ -46,8 +45,11 @@ class RolloutSink:
     def close(self) -> pl.DataFrame | None:
         """Flush and close; the whole table when kept in memory, else ``None``."""
         if self.path is None:
-            return (pl.concat(self._frames, how="vertical") if self._frames
-                    else pl.DataFrame(schema=ROLLOUT_SCHEMA))
+            return (
+                pl.concat(self._frames, how="vertical")
+                if self._frames
+                else pl.DataFrame(schema=ROLLOUT_SCHEMA)
+            )
         if self._writer is None and not self._frames:
             self._frames.append(pl.DataFrame(schema=ROLLOUT_SCHEMA))
         self._flush()

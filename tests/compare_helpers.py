@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-
 from rolloutlab.calibration.prompt_lengths import PromptLognormalLengths
 from rolloutlab.sim import trace
 from rolloutlab.sim.cost import LinearCost
@@ -15,11 +14,19 @@ from rolloutlab.sim.engine import EngineConfig, generate
 from rolloutlab.sim.lengths import finish_reasons
 
 COST = LinearCost(a_s=2e-3, b_s=5e-5, c_s=1e-6, prefill_s_per_token=3e-5)
-LENGTHS = PromptLognormalLengths(alpha=1.0, beta=1.0, sigma_prompt=0.1, sigma_within=0.3, max_response_length=72)
+LENGTHS = PromptLognormalLengths(
+    alpha=1.0, beta=1.0, sigma_prompt=0.1, sigma_within=0.3, max_response_length=72
+)
 
 
-def write_run(out: Path, group_sizes: list[int], prompts: int = 4, capacity: int = 16,
-              slow: dict[int, float] | None = None, seed: int = 0) -> Path:
+def write_run(
+    out: Path,
+    group_sizes: list[int],
+    prompts: int = 4,
+    capacity: int = 16,
+    slow: dict[int, float] | None = None,
+    seed: int = 0,
+) -> Path:
     """A synchronous run in ``out``: step t has G = group_sizes[t]; times from the SimPy
     engine under :data:`COST` (times of step t multiplied by ``slow[t]`` when given)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -32,22 +39,60 @@ def write_run(out: Path, group_sizes: list[int], prompts: int = 4, capacity: int
         batch = generate(L, P, COST, engine)
         k = (slow or {}).get(t, 1.0)
         n = prompts * G
-        rows.append(pl.DataFrame({
-            "run_id": ["synthetic"] * n, "step": [t] * n, "prompt_id": np.repeat(t * prompts + np.arange(prompts), G),
-            "sample_idx": np.tile(np.arange(G), prompts), "group_size": [G] * n, "policy_version": [t] * n,
-            "learner_version": [t] * n, "prompt_tokens": np.repeat(P, G), "response_tokens": L.ravel(),
-            "finish_reason": finish_reasons(L.ravel(), 72), "worker": batch.worker, "t_submit": np.full(n, t0),
-            "t_first_token": t0 + k * batch.t_first_token, "t_finish": t0 + k * batch.t_finish},
-            schema=trace.ROLLOUT_SCHEMA))
+        rows.append(
+            pl.DataFrame(
+                {
+                    "run_id": ["synthetic"] * n,
+                    "step": [t] * n,
+                    "prompt_id": np.repeat(t * prompts + np.arange(prompts), G),
+                    "sample_idx": np.tile(np.arange(G), prompts),
+                    "group_size": [G] * n,
+                    "policy_version": [t] * n,
+                    "learner_version": [t] * n,
+                    "prompt_tokens": np.repeat(P, G),
+                    "response_tokens": L.ravel(),
+                    "finish_reason": finish_reasons(L.ravel(), 72),
+                    "worker": batch.worker,
+                    "t_submit": np.full(n, t0),
+                    "t_first_token": t0 + k * batch.t_first_token,
+                    "t_finish": t0 + k * batch.t_finish,
+                },
+                schema=trace.ROLLOUT_SCHEMA,
+            )
+        )
         span = float(k * batch.t_finish.max())
-        steps.append({"run_id": "synthetic", "step": t, "t_start": t0, "t_end": t0 + span + 0.01,
-                      "gen_time": span, "train_time": 0.01, "sync_time": 0.0, "lr": 1e-3, "reward_mean": None,
-                      "kl": None, "grad_norm": None, "grad_cosine": None, "controller_state": "{}"})
+        steps.append(
+            {
+                "run_id": "synthetic",
+                "step": t,
+                "t_start": t0,
+                "t_end": t0 + span + 0.01,
+                "gen_time": span,
+                "train_time": 0.01,
+                "sync_time": 0.0,
+                "lr": 1e-3,
+                "reward_mean": None,
+                "kl": None,
+                "grad_norm": None,
+                "grad_cosine": None,
+                "controller_state": "{}",
+            }
+        )
         t0 += span + 0.01
     trace.write_parquet(pl.concat(rows), out / "rollouts.parquet", "rollouts")
-    trace.write_parquet(pl.DataFrame(steps, schema=trace.STEP_SCHEMA), out / "steps.parquet", "steps")
-    cfg = {"run_id": "synthetic", "kind": "synthetic",
-           "config": {"controller": "sagc:tau=2.0", "capacity": capacity, "max_response_tokens": 72,
-                      "engine_mode": "continuous", "steps": len(group_sizes)}}
+    trace.write_parquet(
+        pl.DataFrame(steps, schema=trace.STEP_SCHEMA), out / "steps.parquet", "steps"
+    )
+    cfg = {
+        "run_id": "synthetic",
+        "kind": "synthetic",
+        "config": {
+            "controller": "sagc:tau=2.0",
+            "capacity": capacity,
+            "max_response_tokens": 72,
+            "engine_mode": "continuous",
+            "steps": len(group_sizes),
+        },
+    }
     (out / "config.json").write_text(json.dumps(cfg))
     return out

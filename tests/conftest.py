@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.lengths import LognormalLengths
@@ -17,7 +16,9 @@ def tiny_scenario() -> Scenario:
     """Short lognormal lengths, 2 workers, constant 10 ms iterations."""
     return Scenario(
         name="tiny",
-        lengths=LognormalLengths(mu=3.0, sigma_prompt=0.4, sigma_within=0.6, max_response_length=200),
+        lengths=LognormalLengths(
+            mu=3.0, sigma_prompt=0.4, sigma_within=0.6, max_response_length=200
+        ),
         prompt_tokens=16,
         cost=ConstantCost(iter_s=0.01, learner_s=0.5, sync_s=0.1),
         engine=EngineConfig(n_workers=2, max_num_seqs=16),
@@ -28,9 +29,16 @@ def tiny_scenario() -> Scenario:
 def calibration_dict(**overrides) -> dict:
     """A valid calibration-file dict for a tiny scenario (CLI tests)."""
     d = {
-        "format": FORMAT, "version": VERSION, "name": "tiny-file",
-        "lengths": {"kind": "lognormal", "mu": 3.0, "sigma_prompt": 0.4, "sigma_within": 0.6,
-                    "max_response_length": 200},
+        "format": FORMAT,
+        "version": VERSION,
+        "name": "tiny-file",
+        "lengths": {
+            "kind": "lognormal",
+            "mu": 3.0,
+            "sigma_prompt": 0.4,
+            "sigma_within": 0.6,
+            "max_response_length": 200,
+        },
         "prompt_tokens": 16,
         "cost": LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-7, learner_const_s=0.5, sync_s=0.1).to_dict(),
         "engine": {"n_workers": 2, "max_num_seqs": 16},

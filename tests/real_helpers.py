@@ -11,8 +11,16 @@ from rolloutlab.real.warmstart import WarmStartConfig
 
 def tiny_config(**kw) -> SyncConfig:
     """A run of a few seconds: 2 prompts, G=2, 2 warm-start steps, 4 held-out problems."""
-    base = SyncConfig(controller="static:2", steps=3, prompts=2, capacity=8, eval_every=2,
-                      eval_size=4, checkpoint_every=2, max_response_tokens=24,
-                      task=TaskConfig(n_median=3.0, n_max=5),
-                      warm_start=WarmStartConfig(steps=2, batch_size=8))
+    base = SyncConfig(
+        controller="static:2",
+        steps=3,
+        prompts=2,
+        capacity=8,
+        eval_every=2,
+        eval_size=4,
+        checkpoint_every=2,
+        max_response_tokens=24,
+        task=TaskConfig(n_median=3.0, n_max=5),
+        warm_start=WarmStartConfig(steps=2, batch_size=8),
+    )
     return dataclasses.replace(base, **kw)

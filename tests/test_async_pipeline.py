@@ -8,21 +8,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
-
 from rolloutlab.sim.async_pipeline import run_pipeline
 from rolloutlab.sim.controllers import SAGC, StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, drop_bias, learner_idle_fraction, staleness, staleness_histogram
+from rolloutlab.sim.metrics import (
+    consumed,
+    drop_bias,
+    learner_idle_fraction,
+    staleness,
+    staleness_histogram,
+)
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import validate
 
 
-def phase_scenario(gen_s: float, train_s: float, sync_s: float = 0.0, weight_bytes: float = 0.0,
-                   workers: int = 2) -> Scenario:
+def phase_scenario(
+    gen_s: float, train_s: float, sync_s: float = 0.0, weight_bytes: float = 0.0, workers: int = 2
+) -> Scenario:
     """Constant-cost scenario whose generation phase takes exactly ``gen_s``.
 
     Every decode iteration costs ``gen_s / 2048`` whatever the batch; responses are
@@ -32,11 +38,22 @@ def phase_scenario(gen_s: float, train_s: float, sync_s: float = 0.0, weight_byt
     ``train_s``; weight sync ``sync_s`` + ``weight_bytes`` at 1.5e-10 s/byte (6.7 GB/s).
     """
     return Scenario(
-        name="phases", prompt_tokens=0,
-        lengths=LognormalLengths(mu=7.5, sigma_prompt=0.3, sigma_within=0.6, max_response_length=2048),
-        cost=LinearCost(a_s=gen_s / 2048, b_s=0.0, c_s=0.0, learner_const_s=train_s, sync_s=sync_s,
-                        weight_bytes=weight_bytes, sync_s_per_byte=1.5e-10),
-        engine=EngineConfig(n_workers=workers, max_num_seqs=256))
+        name="phases",
+        prompt_tokens=0,
+        lengths=LognormalLengths(
+            mu=7.5, sigma_prompt=0.3, sigma_within=0.6, max_response_length=2048
+        ),
+        cost=LinearCost(
+            a_s=gen_s / 2048,
+            b_s=0.0,
+            c_s=0.0,
+            learner_const_s=train_s,
+            sync_s=sync_s,
+            weight_bytes=weight_bytes,
+            sync_s_per_byte=1.5e-10,
+        ),
+        engine=EngineConfig(n_workers=workers, max_num_seqs=256),
+    )
 
 
 def step_time_s(steps: pl.DataFrame) -> float:
@@ -52,10 +69,12 @@ def test_separate_placement_matches_public_sync_vs_async_ab():
     The model with the synchronous-phase times predicts one-step-off idle ~16 %."""
     cfg = RunConfig(steps=6, prompts=32, seed=0)
     _, sync_steps = run_sync(phase_scenario(97.0, 81.4), StaticG(8), cfg)
-    _, osp_steps, _ = run_pipeline(phase_scenario(104.0, 99.6), StaticG(8), cfg,
-                                   parse_pipeline("one-step-off"))
-    _, osp_same, _ = run_pipeline(phase_scenario(97.0, 81.4), StaticG(8), cfg,
-                                  parse_pipeline("one-step-off"))
+    _, osp_steps, _ = run_pipeline(
+        phase_scenario(104.0, 99.6), StaticG(8), cfg, parse_pipeline("one-step-off")
+    )
+    _, osp_same, _ = run_pipeline(
+        phase_scenario(97.0, 81.4), StaticG(8), cfg, parse_pipeline("one-step-off")
+    )
     assert learner_idle_fraction(sync_steps) == pytest.approx(0.55, abs=0.01)
     assert 0.04 <= learner_idle_fraction(osp_steps, skip=1) <= 0.05
     assert step_time_s(sync_steps) / step_time_s(osp_steps) == pytest.approx(1.72, abs=0.03)
@@ -82,16 +101,25 @@ def test_staleness_zero_to_four_halves_time_to_100_updates():
 
 def tiny(seed_len: float = 3.0) -> Scenario:
     return Scenario(
-        name="tiny", prompt_tokens=16,
-        lengths=LognormalLengths(mu=seed_len, sigma_prompt=0.5, sigma_within=0.7, max_response_length=120),
-        cost=LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-6, learner_const_s=0.3, sync_s=0.1,
-                        gen_overhead_s=0.05),
-        engine=EngineConfig(n_workers=2, max_num_seqs=8))
+        name="tiny",
+        prompt_tokens=16,
+        lengths=LognormalLengths(
+            mu=seed_len, sigma_prompt=0.5, sigma_within=0.7, max_response_length=120
+        ),
+        cost=LinearCost(
+            a_s=0.01, b_s=1e-4, c_s=1e-6, learner_const_s=0.3, sync_s=0.1, gen_overhead_s=0.05
+        ),
+        engine=EngineConfig(n_workers=2, max_num_seqs=8),
+    )
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.sampled_from(["bounded:0", "partial:0", "interval:0", "interval:1", "oversample:1"]),
-       st.integers(1, 4), st.integers(1, 4), st.integers(0, 1000))
+@given(
+    st.sampled_from(["bounded:0", "partial:0", "interval:0", "interval:1", "oversample:1"]),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(0, 1000),
+)
 def test_staleness_zero_reproduces_the_synchronous_pipeline(spec, B, steps, seed):
     cfg = RunConfig(steps=steps, prompts=B, seed=seed)
     r0, s0 = run_sync(tiny(), SAGC(seed=seed, tau=3.0), cfg)
@@ -102,9 +130,15 @@ def test_staleness_zero_reproduces_the_synchronous_pipeline(spec, B, steps, seed
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["one-step-off", "interval", "bounded", "partial", "oversample"]),
-       st.integers(0, 4), st.sampled_from(["separate", "colocated"]), st.integers(1, 4),
-       st.integers(1, 4), st.integers(1, 8), st.integers(0, 1000))
+@given(
+    st.sampled_from(["one-step-off", "interval", "bounded", "partial", "oversample"]),
+    st.integers(0, 4),
+    st.sampled_from(["separate", "colocated"]),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 8),
+    st.integers(0, 1000),
+)
 def test_staleness_bounded_nonnegative_and_nothing_lost(kind, S, placement, B, G, steps, seed):
     pc = PipelineConfig(kind, S=S, ratio=1.0 + S / 4, placement=placement)
     rollouts, step_df, ledger = run_pipeline(tiny(), StaticG(G), RunConfig(steps, B, seed), pc)
@@ -112,15 +146,18 @@ def test_staleness_bounded_nonnegative_and_nothing_lost(kind, S, placement, B, G
     validate(step_df, "steps")
     used = consumed(rollouts)
     s_used = staleness(used)
-    assert (s_used >= 0).all() and (s_used <= pc.max_staleness).all() and pc.max_staleness <= max(S, 1)
+    assert (
+        (s_used >= 0).all() and (s_used <= pc.max_staleness).all() and pc.max_staleness <= max(S, 1)
+    )
     assert (staleness(rollouts) >= 0).all()
     assert used.height == steps * B * G == ledger.consumed
     assert (used.group_by("step").len()["len"] == B * G).all()
     discarded = rollouts.filter(pl.col("finish_reason") == "abort")
     assert discarded.height == ledger.dropped + ledger.aborted
     assert (staleness(discarded) > pc.max_staleness).sum() == ledger.dropped
-    assert ledger.dispatched == (ledger.consumed + ledger.dropped + ledger.aborted
-                                 + ledger.ready + ledger.in_flight)
+    assert ledger.dispatched == (
+        ledger.consumed + ledger.dropped + ledger.aborted + ledger.ready + ledger.in_flight
+    )
     hist = staleness_histogram(rollouts)
     assert int(hist["rollouts"].sum()) == used.height
 
@@ -131,9 +168,15 @@ def test_partial_rollouts_span_versions_and_bounded_drops_long_ones():
     consumed; partial rollouts carry their last token's version and span syncs (they can
     still be dropped: a group is as old as its oldest sample)."""
     sc = tiny()
-    sc = Scenario(name="tail", prompt_tokens=16, cost=sc.cost, engine=sc.engine,
-                  lengths=LognormalLengths(mu=3.0, sigma_prompt=1.0, sigma_within=0.3,
-                                           max_response_length=400))
+    sc = Scenario(
+        name="tail",
+        prompt_tokens=16,
+        cost=sc.cost,
+        engine=sc.engine,
+        lengths=LognormalLengths(
+            mu=3.0, sigma_prompt=1.0, sigma_within=0.3, max_response_length=400
+        ),
+    )
     cfg = RunConfig(steps=30, prompts=4, seed=3)
     r_b, _, led_b = run_pipeline(sc, StaticG(4), cfg, parse_pipeline("bounded:1"))
     r_p, _, led_p = run_pipeline(sc, StaticG(4), cfg, parse_pipeline("partial:1"))

@@ -7,9 +7,9 @@ import json
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from rolloutlab.sim.scenario import CalibrationError, load_scenario
 
 from rolloutlab.cli import main
-from rolloutlab.sim.scenario import CalibrationError, load_scenario
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events
 
 
@@ -19,8 +19,21 @@ def _run(*args):
 
 def test_calibrate_verl_tb_writes_a_loadable_scenario(tmp_path):
     out = tmp_path / "cal.json"
-    r = _run("calibrate", "verl-tb", SAMPLE_RUN, "--out", out, "--prompts", 32, "--workers", 1,
-             "--tau", 2.8, "--replicates", 1)
+    r = _run(
+        "calibrate",
+        "verl-tb",
+        SAMPLE_RUN,
+        "--out",
+        out,
+        "--prompts",
+        32,
+        "--workers",
+        1,
+        "--tau",
+        2.8,
+        "--replicates",
+        1,
+    )
     assert r.exit_code == 0, r.output
     sc = load_scenario(out)
     assert sc.defaults == {"prompts": 32, "tau": 2.8} and sc.engine.n_workers == 1
@@ -30,10 +43,19 @@ def test_calibrate_verl_tb_writes_a_loadable_scenario(tmp_path):
 
 
 def test_validate_verl_tb_writes_one_row_per_run(tmp_path):
-    r = _run("validate", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--replicates", 1, "--out", tmp_path)
+    r = _run(
+        "validate", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--replicates", 1, "--out", tmp_path
+    )
     assert r.exit_code == 0, r.output
     t = pl.read_csv(tmp_path / "validation.csv")
-    assert t.columns == ["run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"]
+    assert t.columns == [
+        "run",
+        "fit_steps",
+        "test_steps",
+        "mape_sim",
+        "mape_constant",
+        "mape_linear",
+    ]
     assert t.row(0)[:3] == ("q3b_fsdp_base", 100, 4) and 0 <= t["mape_sim"][0] < 0.2
 
 

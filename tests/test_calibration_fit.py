@@ -7,20 +7,33 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rolloutlab.calibration.cost_fit import (StepDraw, draw_step_lengths, fit_decode, fit_learner,
-                                  predict_gen_s, step_features)
+from rolloutlab.calibration.cost_fit import (
+    StepDraw,
+    draw_step_lengths,
+    fit_decode,
+    fit_learner,
+    predict_gen_s,
+    step_features,
+)
 from rolloutlab.calibration.icc import bundled_icc, icc_log_lengths
-from rolloutlab.calibration.lengths_fit import (StepLengthStats, censored_moments, fit_step,
-                                     split_sigma)
-from rolloutlab.sim.engine import EngineConfig, reference_generate
+from rolloutlab.calibration.lengths_fit import (
+    StepLengthStats,
+    censored_moments,
+    fit_step,
+    split_sigma,
+)
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine import EngineConfig, reference_generate
 from rolloutlab.sim.features import schedule_features
 
 
 @settings(max_examples=25, deadline=None)
-@given(mu=st.floats(4.0, 6.5), sigma=st.floats(0.2, 1.0), n=st.integers(1000, 6000),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    mu=st.floats(4.0, 6.5),
+    sigma=st.floats(0.2, 1.0),
+    n=st.integers(1000, 6000),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_censored_fit_recovers_mu_sigma(mu, sigma, n, seed):
     cap = 1024
     L = np.minimum(np.ceil(np.random.default_rng(seed).lognormal(mu, sigma, n)), cap)
@@ -46,9 +59,15 @@ def test_inconsistent_stats_are_refused():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 6), G=st.integers(1, 4), W=st.integers(1, 3), slots=st.integers(1, 5),
-       dispatch=st.sampled_from(["group", "round_robin", "least_loaded"]),
-       cache=st.booleans(), seed=st.integers(0, 2**32 - 1))
+@given(
+    n=st.integers(1, 6),
+    G=st.integers(1, 4),
+    W=st.integers(1, 3),
+    slots=st.integers(1, 5),
+    dispatch=st.sampled_from(["group", "round_robin", "least_loaded"]),
+    cache=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_fast_features_equal_reference_loop(n, G, W, slots, dispatch, cache, seed):
     rng = np.random.default_rng(seed)
     L, P = rng.integers(1, 30, (n, G)), rng.integers(0, 20, n)
@@ -59,17 +78,32 @@ def test_fast_features_equal_reference_loop(n, G, W, slots, dispatch, cache, see
 
 def _draws(k: int) -> list[StepDraw]:
     rng = np.random.default_rng(3)
-    return [StepDraw(step=i, mu=float(rng.uniform(4.0, 6.0)), sigma=float(rng.uniform(0.3, 0.7)),
-                     max=int(rng.integers(600, 1000)), min=int(rng.integers(5, 40)),
-                     n_clipped=int(rng.integers(0, 2)), prompt_tokens=int(rng.integers(50, 300)))
-            for i in range(k)]
+    return [
+        StepDraw(
+            step=i,
+            mu=float(rng.uniform(4.0, 6.0)),
+            sigma=float(rng.uniform(0.3, 0.7)),
+            max=int(rng.integers(600, 1000)),
+            min=int(rng.integers(5, 40)),
+            n_clipped=int(rng.integers(0, 2)),
+            prompt_tokens=int(rng.integers(50, 300)),
+        )
+        for i in range(k)
+    ]
 
 
 @pytest.mark.parametrize("overhead_s", [0.0, 4.0])
 def test_decode_fit_recovers_known_coefficients(overhead_s):
     theta = np.array([0.01, 3e-5, 2e-8, 0.0, overhead_s])
-    feats = step_features(_draws(12), 0.5, B=32, G=4, cap=1024,
-                          config=EngineConfig(n_workers=2, max_num_seqs=48), replicates=1)
+    feats = step_features(
+        _draws(12),
+        0.5,
+        B=32,
+        G=4,
+        cap=1024,
+        config=EngineConfig(n_workers=2, max_num_seqs=48),
+        replicates=1,
+    )
     gen = predict_gen_s(feats, theta)
     fit = fit_decode(feats, gen)
     assert fit.mape < 1e-3

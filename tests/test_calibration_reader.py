@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from rolloutlab.calibration.verl_fit import VerlFitConfig, step_data
 from rolloutlab.calibration.verl_tb import VerlLogError, read_run
+
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events
 
 
@@ -20,8 +20,9 @@ def test_sample_run_has_known_steps_and_values():
     assert first["response_length/mean"] == pytest.approx(287.9498, abs=1e-3)
     assert first["response_length/max"] == 1024
     assert first["timing_s/gen"] == pytest.approx(29.8061, abs=1e-3)
-    assert first["perf/total_num_tokens"] / (first["response_length/mean"] + first["prompt_length/mean"]) \
-        == pytest.approx(5120, abs=0.5)
+    assert first["perf/total_num_tokens"] / (
+        first["response_length/mean"] + first["prompt_length/mean"]
+    ) == pytest.approx(5120, abs=0.5)
 
 
 def test_sample_run_leaves_out_the_step_without_perf_tags():
@@ -49,7 +50,9 @@ def test_empty_event_file_is_named(tmp_path):
 def test_truncated_event_file_is_corrupt(tmp_path, cut):
     src = next(SAMPLE_RUN.glob("events.*")).read_bytes()
     (tmp_path / "events.out.tfevents.x").write_bytes(src[:cut])
-    with pytest.raises(VerlLogError, match=r"events.out.tfevents.x: corrupt event file at record \d+"):
+    with pytest.raises(
+        VerlLogError, match=r"events.out.tfevents.x: corrupt event file at record \d+"
+    ):
         read_run(tmp_path)
 
 
@@ -67,14 +70,21 @@ def test_run_without_response_length_tags_is_named(tmp_path):
         read_run(tmp_path)
 
 
-@pytest.mark.parametrize("tag,value,what", [("timing_s__gen", float("nan"), "nan"),
-                                            ("response_length__min", -3.0, "negative"),
-                                            ("perf__total_num_tokens", float("inf"), "inf")])
+@pytest.mark.parametrize(
+    "tag,value,what",
+    [
+        ("timing_s__gen", float("nan"), "nan"),
+        ("response_length__min", -3.0, "negative"),
+        ("perf__total_num_tokens", float("inf"), "inf"),
+    ],
+)
 def test_bad_values_name_tag_and_step(tmp_path, tag, value, what):
     rows = {s: verl_row(s) for s in range(1, 5)}
     rows[3] = verl_row(3, **{tag: value})
     f = write_events(tmp_path, rows)
-    with pytest.raises(VerlLogError, match=rf"tag '{tag.replace('__', '/')}' at step 3 is .*{what}"):
+    with pytest.raises(
+        VerlLogError, match=rf"tag '{tag.replace('__', '/')}' at step 3 is .*{what}"
+    ):
         step_data(read_run(tmp_path), str(f), VerlFitConfig(icc=0.75))
 
 

@@ -6,14 +6,22 @@ import json
 
 import numpy as np
 import pytest
-
 from rolloutlab.calibration.servegen import ServeGenError, pmf_quantiles, pooled_output_pmf
 from rolloutlab.sim.scenario import load_scenario
 
 
 def _client(folder, i, pmf_text, rate):
-    (folder / f"chunk-{i}-dataset.json").write_text(json.dumps(
-        {"0": {"input_tokens": "{10: 1.0}", "output_tokens": pmf_text, "reason_ratio": "{0.5: 1.0}"}}))
+    (folder / f"chunk-{i}-dataset.json").write_text(
+        json.dumps(
+            {
+                "0": {
+                    "input_tokens": "{10: 1.0}",
+                    "output_tokens": pmf_text,
+                    "reason_ratio": "{0.5: 1.0}",
+                }
+            }
+        )
+    )
     (folder / f"chunk-{i}-trace.csv").write_text(f"0,{rate},1,Gamma,1,1\n600,{rate},1,Gamma,1,1\n")
 
 
@@ -49,7 +57,10 @@ def test_longcot_default_shows_sagc_beating_static_16():
     d = sc.defaults
     cfg = RunConfig(steps=d["steps"], prompts=d["prompts"], seed=0)
     res = {}
-    for name, c in [("static:16", StaticG(16)), ("sagc", SAGC(tau=d["tau"], delta=d.get("delta", 0.3), seed=0))]:
+    for name, c in [
+        ("static:16", StaticG(16)),
+        ("sagc", SAGC(tau=d["tau"], delta=d.get("delta", 0.3), seed=0)),
+    ]:
         res[name] = run_summary(*run_sync(sc, c, cfg), tau=d["tau"])
     assert res["sagc"]["straggler_rate"] < res["static:16"]["straggler_rate"]
     assert res["sagc"]["wall_clock_s"] < res["static:16"]["wall_clock_s"]

@@ -9,29 +9,39 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
 from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.calibration.prompt_lengths import fit_prompt_lognormal
-from rolloutlab.cli import main
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine import EngineConfig, generate
+
+from rolloutlab.cli import main
 from tests.compare_helpers import COST, LENGTHS, write_run
 
 
 @settings(max_examples=25, deadline=None)
-@given(n_prompts=st.integers(1, 5), G=st.integers(1, 6), slots=st.integers(1, 12), seed=st.integers(0, 10_000),
-       coef=st.tuples(*[st.floats(0, 1e-2)] * 4))
-def test_finish_features_times_coefficients_are_the_engine_finish_times(n_prompts, G, slots, seed, coef):
+@given(
+    n_prompts=st.integers(1, 5),
+    G=st.integers(1, 6),
+    slots=st.integers(1, 12),
+    seed=st.integers(0, 10_000),
+    coef=st.tuples(*[st.floats(0, 1e-2)] * 4),
+)
+def test_finish_features_times_coefficients_are_the_engine_finish_times(
+    n_prompts, G, slots, seed, coef
+):
     rng = np.random.default_rng(seed)
     L = rng.integers(1, 30, size=(n_prompts, G))
     P = rng.integers(1, 20, size=n_prompts)
     engine = EngineConfig(n_workers=1, max_num_seqs=slots, prefix_caching=False)
     cost = LinearCost(*coef)
     batch = generate(L, P, cost, engine)
-    np.testing.assert_allclose(finish_features(L, P, engine) @ np.array(coef), batch.t_finish, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        finish_features(L, P, engine) @ np.array(coef), batch.t_finish, rtol=1e-9, atol=1e-12
+    )
 
 
 def test_the_fit_recovers_the_cost_that_timed_a_synthetic_run(tmp_path):
@@ -50,7 +60,9 @@ def test_a_step_slowed_by_another_process_is_left_out_of_the_fit(tmp_path):
     assert untrimmed.rel_rmse > 0.05
 
 
-def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_30_percent(tmp_path):
+def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_30_percent(
+    tmp_path,
+):
     run = load_run(write_run(tmp_path, [4, 16] * 10, prompts=6))
     res = compare_idle(run, IdleCompareConfig(fit_steps=10, draws=8))
     s = {(r["prediction"], r["scope"]): r for r in res.summary.to_dicts()}
@@ -75,12 +87,33 @@ def test_prompt_lognormal_fit_recovers_its_parameters():
 def test_cli_writes_the_comparison_table_figures_and_a_report(tmp_path):
     run_dir = write_run(tmp_path / "run", [4, 8] * 5)
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(run_dir), "--fit-steps", "4",
-                                    "--draws", "2", "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "idle",
+            "--real",
+            str(run_dir),
+            "--fit-steps",
+            "4",
+            "--draws",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     df = pl.read_csv(out / "idle_comparison.csv")
-    for col in ("step", "predicted_makespan_s", "measured_makespan_s", "predicted_idle_frac",
-                "measured_idle_frac", "predicted_straggler", "measured_straggler", "replay_makespan_s"):
+    for col in (
+        "step",
+        "predicted_makespan_s",
+        "measured_makespan_s",
+        "predicted_idle_frac",
+        "measured_idle_frac",
+        "predicted_straggler",
+        "measured_straggler",
+        "replay_makespan_s",
+    ):
         assert col in df.columns
     assert json.loads((out / "idle_summary.json").read_text())["fit_steps"] == 4
     rep = CliRunner().invoke(main, ["report", str(out), "--out", str(tmp_path / "html")])
@@ -95,7 +128,9 @@ def test_traces_of_another_schema_version_are_refused_naming_the_file(tmp_path):
     meta = dict(table.schema.metadata)
     meta[b"rolloutlab.schema_version"] = b"2"
     pq.write_table(table.replace_schema_metadata(meta), run_dir / "steps.parquet")
-    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(run_dir), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        main, ["compare", "idle", "--real", str(run_dir), "--out", str(tmp_path / "o")]
+    )
     assert res.exit_code != 0
     assert "steps.parquet" in res.output and "schema version 2" in res.output
 
@@ -105,7 +140,9 @@ def test_a_run_directory_without_steps_is_refused(tmp_path):
     (run_dir / "steps.parquet").unlink()
     with pytest.raises(RunInputError, match="no steps.parquet or steps.jsonl"):
         load_run(run_dir)
-    res = CliRunner().invoke(main, ["compare", "idle", "--real", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        main, ["compare", "idle", "--real", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")]
+    )
     assert res.exit_code != 0 and "not a directory" in res.output
 
 
@@ -116,11 +153,19 @@ def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(5, 40), st.lists(st.integers(1, 200), min_size=1, max_size=6)),
-                min_size=1, max_size=8),
-       st.lists(st.integers(1, 60), min_size=1, max_size=5), st.integers(1, 6), st.integers(0, 99))
+@given(
+    st.lists(
+        st.tuples(st.integers(5, 40), st.lists(st.integers(1, 200), min_size=1, max_size=6)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.integers(1, 60), min_size=1, max_size=5),
+    st.integers(1, 6),
+    st.integers(0, 99),
+)
 def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, want, G, seed):
     from rolloutlab.calibration.prompt_lengths import fit_prompt_empirical
+
     prompts = np.array([p for p, _ in obs])
     model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)
     L = model.sample(np.random.default_rng(seed), np.array(want), G)

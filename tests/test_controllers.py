@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rolloutlab.sim.controllers import SAGC, StaticG, parse_controller, split_specs
 
 
@@ -160,8 +159,10 @@ def test_static_g_block_observe_equals_step_by_step(G, already, T, B):
         block.observe_steps(lengths[0])
 
 
-@pytest.mark.parametrize("spec,err", [("static:x", "static:G"), ("foo", "expected"),
-                                      ("sagc:bogus=1", "unknown SAGC option")])
+@pytest.mark.parametrize(
+    "spec,err",
+    [("static:x", "static:G"), ("foo", "expected"), ("sagc:bogus=1", "unknown SAGC option")],
+)
 def test_parse_controller_errors(spec, err):
     with pytest.raises(ValueError, match=err):
         parse_controller(spec)
@@ -169,7 +170,10 @@ def test_parse_controller_errors(spec, err):
 
 def test_split_specs_keeps_sagc_options_together():
     assert split_specs("static:4, sagc:tau=15,delta=0.2,static:16") == [
-        "static:4", "sagc:tau=15,delta=0.2", "static:16"]
+        "static:4",
+        "sagc:tau=15,delta=0.2",
+        "static:16",
+    ]
     assert split_specs("sagc,sagc:tau=3") == ["sagc", "sagc:tau=3"]
 
 

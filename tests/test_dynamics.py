@@ -6,10 +6,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from rolloutlab.sim.hashrng import hash_normal, hash_uniform
-from rolloutlab.sim.dynamics import (DRIFTS, GroupLengths, derive_math_table, fit_icc,
-                          math_group_lengths, prompt_ids_for, servegen_lengths, servegen_pmf)
+from rolloutlab.sim.dynamics import (
+    DRIFTS,
+    GroupLengths,
+    derive_math_table,
+    fit_icc,
+    math_group_lengths,
+    prompt_ids_for,
+    servegen_lengths,
+    servegen_pmf,
+)
+from rolloutlab.sim.hashrng import hash_normal
 
 SHARED = Path("/work/shared/data")
 
@@ -25,7 +32,9 @@ def test_a_long_prone_prompt_is_long_prone_when_it_recurs():
     m = GroupLengths(max_response_length=10**6, icc=0.8, mu=6.0, sigma=1.0)
     ids = prompt_ids_for(np.array([0, 10]), 50, dataset_size=500)  # epoch 0 and epoch 1
     assert np.array_equal(ids[0], ids[1])
-    first, again = (np.log(m.sample_ids(0, s, ids[i], 8)).mean(axis=1) for i, s in enumerate((0, 10)))
+    first, again = (
+        np.log(m.sample_ids(0, s, ids[i], 8)).mean(axis=1) for i, s in enumerate((0, 10))
+    )
     assert np.corrcoef(first, again)[0, 1] > 0.9  # same prompts, fresh samples
     other = np.log(m.sample_ids(0, 10, ids[1] + 1000, 8)).mean(axis=1)
     assert abs(np.corrcoef(first, other)[0, 1]) < 0.4
@@ -39,13 +48,17 @@ def test_icc_of_the_model_matches_its_parameter_and_the_data():
 
 def test_same_first_samples_whatever_G():
     m = servegen_lengths()
-    assert np.array_equal(m.sample_ids(0, 3, np.arange(9), 16)[:, :4], m.sample_ids(0, 3, np.arange(9), 4))
+    assert np.array_equal(
+        m.sample_ids(0, 3, np.arange(9), 16)[:, :4], m.sample_ids(0, 3, np.arange(9), 4)
+    )
 
 
 def test_r1zero_drift_grows_mean_and_spread_flat_does_not():
     ids = np.arange(3000)
     flat, grow = servegen_lengths("flat"), servegen_lengths("r1zero")
-    assert np.median(flat.sample_ids(0, 0, ids, 4)) == pytest.approx(np.median(flat.sample_ids(0, 5000, ids, 4)), rel=0.05)
+    assert np.median(flat.sample_ids(0, 0, ids, 4)) == pytest.approx(
+        np.median(flat.sample_ids(0, 5000, ids, 4)), rel=0.05
+    )
     early, late = np.log(grow.sample_ids(0, 0, ids, 4)), np.log(grow.sample_ids(0, 4000, ids, 4))
     assert np.exp(np.median(late) - np.median(early)) == pytest.approx(1 + 9 * 4000 / 8000, rel=0.1)
     assert late.std() > 1.1 * early.std()

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
 from rolloutlab.sim.metrics import slot_idle_fraction
@@ -16,14 +15,23 @@ from rolloutlab.sim.metrics import slot_idle_fraction
 def engine_case(draw):
     B = draw(st.integers(1, 5))
     G = draw(st.integers(1, 5))
-    lengths = np.array(draw(st.lists(st.integers(1, 40), min_size=B * G, max_size=B * G))).reshape(B, G)
+    lengths = np.array(draw(st.lists(st.integers(1, 40), min_size=B * G, max_size=B * G))).reshape(
+        B, G
+    )
     prompts = np.array(draw(st.lists(st.integers(0, 30), min_size=B, max_size=B)))
     # dyadic costs: every sum is exact in binary floating point, so equality is exact
-    cost = LinearCost(a_s=draw(st.integers(0, 8)) / 8, b_s=draw(st.integers(0, 8)) / 16,
-                      c_s=draw(st.integers(0, 8)) / 64, prefill_s_per_token=draw(st.integers(0, 4)) / 32)
-    cfg = EngineConfig(n_workers=draw(st.integers(1, 3)), max_num_seqs=draw(st.integers(1, 8)),
-                       dispatch=draw(st.sampled_from(["round_robin", "group", "least_loaded"])),
-                       prefix_caching=draw(st.booleans()))
+    cost = LinearCost(
+        a_s=draw(st.integers(0, 8)) / 8,
+        b_s=draw(st.integers(0, 8)) / 16,
+        c_s=draw(st.integers(0, 8)) / 64,
+        prefill_s_per_token=draw(st.integers(0, 4)) / 32,
+    )
+    cfg = EngineConfig(
+        n_workers=draw(st.integers(1, 3)),
+        max_num_seqs=draw(st.integers(1, 8)),
+        dispatch=draw(st.sampled_from(["round_robin", "group", "least_loaded"])),
+        prefix_caching=draw(st.booleans()),
+    )
     return lengths, prompts, cost, cfg
 
 
@@ -63,16 +71,24 @@ def test_makespan_bounds_and_slot_idle(case):
 def test_one_long_sample_bounds_the_step():
     # 4,096 tokens decoded alone at ~11 tokens/s take ~372 s whatever the rest does
     lengths = np.array([[4096] + [50] * 15])
-    batch = generate(lengths, np.array([100]), ConstantCost(iter_s=1 / 11),
-                     EngineConfig(n_workers=1, max_num_seqs=256))
+    batch = generate(
+        lengths,
+        np.array([100]),
+        ConstantCost(iter_s=1 / 11),
+        EngineConfig(n_workers=1, max_num_seqs=256),
+    )
     assert batch.t_finish.max() == pytest.approx(4096 / 11)
     assert batch.t_finish.max() == pytest.approx(372.4, abs=0.1)
 
 
 def test_max_num_seqs_queues_requests():
     # 4 requests of 10 tokens, 2 slots, 1 s per iteration: two waves
-    batch = generate(np.array([[10, 10, 10, 10]]), np.array([0]), ConstantCost(iter_s=1.0),
-                     EngineConfig(n_workers=1, max_num_seqs=2))
+    batch = generate(
+        np.array([[10, 10, 10, 10]]),
+        np.array([0]),
+        ConstantCost(iter_s=1.0),
+        EngineConfig(n_workers=1, max_num_seqs=2),
+    )
     assert sorted(batch.t_finish) == [10, 10, 20, 20]
     assert sorted(batch.t_first_token) == [1, 1, 11, 11]
 
@@ -88,8 +104,9 @@ def test_prefix_caching_shares_group_prefill():
 
 def test_context_cost_closed_form_by_hand():
     # one sequence, prompt 10, 3 tokens: contexts 10, 11, 12 -> c * 33
-    batch = generate(np.array([[3]]), np.array([10]), LinearCost(a_s=0, b_s=0, c_s=1.0),
-                     EngineConfig())
+    batch = generate(
+        np.array([[3]]), np.array([10]), LinearCost(a_s=0, b_s=0, c_s=1.0), EngineConfig()
+    )
     assert batch.t_finish[0] == 33.0
     assert batch.t_first_token[0] == 10.0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import simpy
-
 from rolloutlab.sim.cost import ConstantCost
 from rolloutlab.sim.engine import Engine, EngineConfig
 
@@ -32,7 +31,9 @@ def test_pause_shifts_running_requests_by_the_pause():
 
 def test_abort_records_tokens_so_far_and_frees_the_slot():
     env, eng = _engine()
-    batch = eng.submit(np.array([0, 1, 2]), np.zeros(3), np.array([10, 10, 3]), on_finish=lambda *a: None)
+    batch = eng.submit(
+        np.array([0, 1, 2]), np.zeros(3), np.array([10, 10, 3]), on_finish=lambda *a: None
+    )
 
     def aborter():
         yield env.timeout(3.5)

@@ -9,7 +9,6 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rolloutlab.sim.controllers import SAGC, StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.dynamics import GroupLengths
@@ -22,13 +21,18 @@ from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 @st.composite
 def case(draw):
     B, G = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    lengths = np.array(draw(st.lists(st.integers(1, 300), min_size=B * G, max_size=B * G))).reshape(B, G)
+    lengths = np.array(draw(st.lists(st.integers(1, 300), min_size=B * G, max_size=B * G))).reshape(
+        B, G
+    )
     prompts = np.array(draw(st.lists(st.integers(0, 200), min_size=B, max_size=B)))
     f = st.floats(0, 1e-2, allow_nan=False)
     cost = LinearCost(a_s=draw(f), b_s=draw(f), c_s=draw(f) / 100, prefill_s_per_token=draw(f) / 10)
-    cfg = EngineConfig(n_workers=draw(st.integers(1, 4)), max_num_seqs=draw(st.integers(1, 12)),
-                       dispatch=draw(st.sampled_from(["round_robin", "group", "least_loaded"])),
-                       prefix_caching=draw(st.booleans()))
+    cfg = EngineConfig(
+        n_workers=draw(st.integers(1, 4)),
+        max_num_seqs=draw(st.integers(1, 12)),
+        dispatch=draw(st.sampled_from(["round_robin", "group", "least_loaded"])),
+        prefix_caching=draw(st.booleans()),
+    )
     return lengths, prompts, cost, cfg
 
 
@@ -55,10 +59,15 @@ def test_fast_step_equals_simpy_engine(c, rr):
 @pytest.mark.parametrize("controller", [lambda: StaticG(4), lambda: SAGC(seed=1, tau=3.0)])
 @pytest.mark.parametrize("dataset_size", [None, 8])
 @pytest.mark.parametrize("gen_overhead_s", [0.0, 2.5])
-def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_size, gen_overhead_s):
-    sc = dataclasses.replace(tiny_scenario, lengths=GroupLengths(max_response_length=200, mu=3.0, sigma=0.7),
-                             engine=EngineConfig(n_workers=2, max_num_seqs=6, dispatch="round_robin"),
-                             cost=dataclasses.replace(tiny_scenario.cost, gen_overhead_s=gen_overhead_s))
+def test_fast_pipeline_equals_simpy_pipeline(
+    tiny_scenario, controller, dataset_size, gen_overhead_s
+):
+    sc = dataclasses.replace(
+        tiny_scenario,
+        lengths=GroupLengths(max_response_length=200, mu=3.0, sigma=0.7),
+        engine=EngineConfig(n_workers=2, max_num_seqs=6, dispatch="round_robin"),
+        cost=dataclasses.replace(tiny_scenario.cost, gen_overhead_s=gen_overhead_s),
+    )
     cfg = RunConfig(steps=12, prompts=4, seed=3, dataset_size=dataset_size)
     r1, s1 = run_sync(sc, controller(), cfg)
     r2, s2 = run_sync_fast(sc, controller(), cfg, chunk_steps=5)
@@ -77,7 +86,9 @@ def test_fast_pipeline_equals_simpy_pipeline(tiny_scenario, controller, dataset_
 
 def test_fast_path_streams_rollouts_to_parquet(tiny_scenario, tmp_path):
     path = tmp_path / "r.parquet"
-    none, steps = run_sync_fast(tiny_scenario, StaticG(2), RunConfig(steps=6, prompts=3), rollout_path=path)
+    none, steps = run_sync_fast(
+        tiny_scenario, StaticG(2), RunConfig(steps=6, prompts=3), rollout_path=path
+    )
     assert none is None and steps.height == 6
     assert pl.read_parquet(path).height == 6 * 3 * 2
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import Engine, EngineConfig, generate
 from rolloutlab.sim.kv_reference import paged_reference
@@ -16,18 +15,29 @@ from rolloutlab.sim.kv_reference import paged_reference
 @st.composite
 def paged_case(draw, unlimited: bool = False):
     B, G = draw(st.integers(1, 5)), draw(st.integers(1, 5))
-    lengths = np.array(draw(st.lists(st.integers(1, 40), min_size=B * G, max_size=B * G))).reshape(B, G)
+    lengths = np.array(draw(st.lists(st.integers(1, 40), min_size=B * G, max_size=B * G))).reshape(
+        B, G
+    )
     prompts = np.array(draw(st.lists(st.integers(0, 30), min_size=B, max_size=B)))
-    cost = LinearCost(a_s=draw(st.integers(0, 8)) / 8, b_s=draw(st.integers(0, 8)) / 16,
-                      c_s=draw(st.integers(0, 8)) / 64, prefill_s_per_token=draw(st.integers(0, 4)) / 32)
+    cost = LinearCost(
+        a_s=draw(st.integers(0, 8)) / 8,
+        b_s=draw(st.integers(0, 8)) / 16,
+        c_s=draw(st.integers(0, 8)) / 64,
+        prefill_s_per_token=draw(st.integers(0, 4)) / 32,
+    )
     bs, ms = draw(st.integers(1, 8)), draw(st.integers(1, 8))
     least = max(1, *(-(-(int(p) + int(row.max()) - 1) // bs) for p, row in zip(prompts, lengths)))
     cfg = EngineConfig(
-        n_workers=draw(st.integers(1, 3)), max_num_seqs=ms,
+        n_workers=draw(st.integers(1, 3)),
+        max_num_seqs=ms,
         dispatch=draw(st.sampled_from(["round_robin", "group", "least_loaded"])),
-        prefix_caching=draw(st.booleans()), block_size=bs,
+        prefix_caching=draw(st.booleans()),
+        block_size=bs,
         kv_blocks=None if unlimited else least + draw(st.integers(0, 12)),
-        max_num_batched_tokens=None if unlimited else draw(st.one_of(st.none(), st.integers(ms, ms + 24))))
+        max_num_batched_tokens=None
+        if unlimited
+        else draw(st.one_of(st.none(), st.integers(ms, ms + 24))),
+    )
     return lengths, prompts, cost, cfg
 
 
@@ -47,12 +57,17 @@ def test_paged_closed_form_equals_reference_loop_exactly(case, exclusive):
 def test_every_request_finishes_once_and_kv_stays_within_capacity(case):
     lengths, prompts, cost, cfg = case
     import simpy
+
     env = simpy.Environment()
     engine = Engine(env, cost, cfg)
     G = lengths.shape[1]
     finished = []
-    batch = engine.submit(np.repeat(np.arange(len(prompts)), G), np.repeat(prompts, G),
-                          lengths.ravel(), on_finish=lambda b, i, t: finished.append(i))
+    batch = engine.submit(
+        np.repeat(np.arange(len(prompts)), G),
+        np.repeat(prompts, G),
+        lengths.ravel(),
+        on_finish=lambda b, i, t: finished.append(i),
+    )
     env.run(until=batch.done)
     assert sorted(finished) == list(range(lengths.size))  # exactly once each
     assert np.all(batch.t_first_token <= batch.t_finish)
@@ -102,8 +117,12 @@ def test_prefix_caching_shares_prompt_blocks():
     ref = paged_reference(np.array([[1, 1, 1, 1]]), np.array([64]), ConstantCost(), cfg)
     # 4 shared prompt blocks + each sample's own block for its 65th token... 64 + 0
     assert ref.max_kv_blocks_used[0] == 4
-    nocache = paged_reference(np.array([[1, 1, 1, 1]]), np.array([64]), ConstantCost(),
-                              EngineConfig(max_num_seqs=8, kv_blocks=10**6, prefix_caching=False))
+    nocache = paged_reference(
+        np.array([[1, 1, 1, 1]]),
+        np.array([64]),
+        ConstantCost(),
+        EngineConfig(max_num_seqs=8, kv_blocks=10**6, prefix_caching=False),
+    )
     assert nocache.max_kv_blocks_used[0] == 16
 
 

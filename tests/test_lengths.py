@@ -7,24 +7,42 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rolloutlab.sim.dynamics import GroupLengths, prompt_ids_for, step_lengths
 from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
 
 MODELS = {
-    "lognormal": LognormalLengths(mu=5.0, sigma_prompt=0.6, sigma_within=0.5, max_response_length=3000,
-                                  mu_growth_per_step=1e-3, sigma_growth_per_step=1e-3),
-    "empirical": EmpiricalLengths(values=np.array([3, 40, 41, 900, 5000]), max_response_length=4096),
-    "empirical_groups": EmpiricalLengths(values=np.array([1]), max_response_length=4096,
-                                         groups=(np.array([10, 12]), np.array([700]), np.array([90, 95, 99]))),
+    "lognormal": LognormalLengths(
+        mu=5.0,
+        sigma_prompt=0.6,
+        sigma_within=0.5,
+        max_response_length=3000,
+        mu_growth_per_step=1e-3,
+        sigma_growth_per_step=1e-3,
+    ),
+    "empirical": EmpiricalLengths(
+        values=np.array([3, 40, 41, 900, 5000]), max_response_length=4096
+    ),
+    "empirical_groups": EmpiricalLengths(
+        values=np.array([1]),
+        max_response_length=4096,
+        groups=(np.array([10, 12]), np.array([700]), np.array([90, 95, 99])),
+    ),
     "group": GroupLengths(max_response_length=3000, icc=0.7, mu=5.0, sigma=0.8),
 }
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(sorted(MODELS)), st.integers(0, 2**40), st.integers(1, 6), st.integers(1, 9),
-       st.integers(1, 5), st.sampled_from([None, 7]))
-def test_block_draws_equal_step_by_step_and_first_samples_whatever_G(name, seed, T, B, G, dataset_size):
+@given(
+    st.sampled_from(sorted(MODELS)),
+    st.integers(0, 2**40),
+    st.integers(1, 6),
+    st.integers(1, 9),
+    st.integers(1, 5),
+    st.sampled_from([None, 7]),
+)
+def test_block_draws_equal_step_by_step_and_first_samples_whatever_G(
+    name, seed, T, B, G, dataset_size
+):
     model = MODELS[name]
     ts = np.arange(T) + 3
     ids = prompt_ids_for(ts, B, dataset_size)  # (T, B)
@@ -66,4 +84,6 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="G >= 1"):
         MODELS["lognormal"].sample_ids(0, 0, np.arange(3), 0)
     with pytest.raises(ValueError, match="every observed group"):
-        EmpiricalLengths(values=np.array([1]), max_response_length=9, groups=(np.array([], dtype=int),))
+        EmpiricalLengths(
+            values=np.array([1]), max_response_length=9, groups=(np.array([], dtype=int),)
+        )

@@ -7,9 +7,14 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rolloutlab.sim.metrics import (busy_union_s, run_summary, slot_idle_fraction, step_metrics,
-                         straggler_event, straggler_ratio)
+from rolloutlab.sim.metrics import (
+    busy_union_s,
+    run_summary,
+    slot_idle_fraction,
+    step_metrics,
+    straggler_event,
+    straggler_ratio,
+)
 
 
 def test_straggler_ratio_pools_ragged_groups():
@@ -40,13 +45,24 @@ def test_busy_union_matches_unit_grid(intervals):
 def _rows(spec):
     """Rollout rows from (worker, t_first, t_finish, length) tuples, one step."""
     n = len(spec)
-    return pl.DataFrame({
-        "run_id": ["r"] * n, "step": [0] * n, "prompt_id": list(range(n)), "sample_idx": [0] * n,
-        "group_size": [1] * n, "policy_version": [0] * n, "learner_version": [0] * n,
-        "prompt_tokens": [5] * n, "response_tokens": [s[3] for s in spec],
-        "finish_reason": ["length" if s[3] == 100 else "stop" for s in spec],
-        "worker": [s[0] for s in spec], "t_submit": [0.0] * n,
-        "t_first_token": [s[1] for s in spec], "t_finish": [s[2] for s in spec]})
+    return pl.DataFrame(
+        {
+            "run_id": ["r"] * n,
+            "step": [0] * n,
+            "prompt_id": list(range(n)),
+            "sample_idx": [0] * n,
+            "group_size": [1] * n,
+            "policy_version": [0] * n,
+            "learner_version": [0] * n,
+            "prompt_tokens": [5] * n,
+            "response_tokens": [s[3] for s in spec],
+            "finish_reason": ["length" if s[3] == 100 else "stop" for s in spec],
+            "worker": [s[0] for s in spec],
+            "t_submit": [0.0] * n,
+            "t_first_token": [s[1] for s in spec],
+            "t_finish": [s[2] for s in spec],
+        }
+    )
 
 
 def test_step_metrics_by_hand():
@@ -63,6 +79,7 @@ def test_step_metrics_by_hand():
 def test_run_summary(tiny_scenario):
     from rolloutlab.sim.controllers import StaticG
     from rolloutlab.sim.pipeline import RunConfig, run_sync
+
     rollouts, steps = run_sync(tiny_scenario, StaticG(4), RunConfig(steps=4, prompts=3))
     s = run_summary(rollouts, steps, tau=3.0)
     assert s["steps"] == 4 and s["rollouts"] == 4 * 3 * 4 and s["mean_G"] == 4
@@ -75,15 +92,38 @@ def test_run_summary(tiny_scenario):
 def rollout_tables(draw):
     """Random multi-step rollout tables: several workers, overlapping intervals, some caps."""
     n = draw(st.integers(1, 40))
-    rows = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.floats(0, 50), st.floats(0, 30),
-                                   st.floats(0, 5), st.integers(0, 120)), min_size=n, max_size=n))
-    df = pl.DataFrame({
-        "run_id": ["r"] * n, "step": [r[0] for r in rows], "prompt_id": list(range(n)),
-        "sample_idx": [0] * n, "group_size": [r[1] + 1 for r in rows], "policy_version": [0] * n,
-        "learner_version": [0] * n, "prompt_tokens": [5] * n, "response_tokens": [r[5] for r in rows],
-        "finish_reason": ["length" if r[5] == 120 else "stop" for r in rows],
-        "worker": [r[1] for r in rows], "t_submit": [r[2] for r in rows],
-        "t_first_token": [r[2] + r[4] for r in rows], "t_finish": [r[2] + r[4] + r[3] for r in rows]})
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 3),
+                st.integers(0, 2),
+                st.floats(0, 50),
+                st.floats(0, 30),
+                st.floats(0, 5),
+                st.integers(0, 120),
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    df = pl.DataFrame(
+        {
+            "run_id": ["r"] * n,
+            "step": [r[0] for r in rows],
+            "prompt_id": list(range(n)),
+            "sample_idx": [0] * n,
+            "group_size": [r[1] + 1 for r in rows],
+            "policy_version": [0] * n,
+            "learner_version": [0] * n,
+            "prompt_tokens": [5] * n,
+            "response_tokens": [r[5] for r in rows],
+            "finish_reason": ["length" if r[5] == 120 else "stop" for r in rows],
+            "worker": [r[1] for r in rows],
+            "t_submit": [r[2] for r in rows],
+            "t_first_token": [r[2] + r[4] for r in rows],
+            "t_finish": [r[2] + r[4] + r[3] for r in rows],
+        }
+    )
     return df, draw(st.sampled_from([None, 3, 5])), draw(st.floats(1.0, 6.0))
 
 
@@ -98,14 +138,20 @@ def test_step_metrics_equal_the_per_step_definitions(table):
         s = df.filter(pl.col("step") == row["step"])
         t0, t1 = s["t_submit"].min(), s["t_finish"].max()
         L = s["response_tokens"].to_numpy()
-        idle = sum(max(t1 - t0 - busy_union_s(w["t_first_token"].to_numpy(), w["t_finish"].to_numpy()), 0.0)
-                   for _, w in s.group_by("worker"))
+        idle = sum(
+            max(
+                t1 - t0 - busy_union_s(w["t_first_token"].to_numpy(), w["t_finish"].to_numpy()), 0.0
+            )
+            for _, w in s.group_by("worker")
+        )
         if n_workers is not None:
             idle += max(n_workers - s["worker"].n_unique(), 0) * (t1 - t0)
         ratio = L.max() / np.median(L) if np.median(L) > 0 else float("inf")
         assert row["n_rollouts"] == s.height and row["makespan_s"] == pytest.approx(t1 - t0)
         assert row["device_idle_s"] == pytest.approx(idle, abs=1e-9)
-        assert row["slot_idle_frac"] == pytest.approx(slot_idle_fraction(s["t_finish"].to_numpy() - t0), abs=1e-12)
+        assert row["slot_idle_frac"] == pytest.approx(
+            slot_idle_fraction(s["t_finish"].to_numpy() - t0), abs=1e-12
+        )
         assert row["straggler_ratio"] == pytest.approx(ratio) and row["straggler"] == (ratio > tau)
         assert row["response_length/clip_ratio"] == pytest.approx(float(np.mean(L == 120)))
         assert row["response_tokens"] == L.sum() and row["group_size"] == s["group_size"].max()

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 
 from rolloutlab.cli import main
-from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 
 
 def test_claim_new_empty_and_same_command(tmp_path):
@@ -29,16 +29,32 @@ def test_claim_refuses_another_run(tmp_path, config):
     with pytest.raises(OutDirError, match=f"{d}: already holds"):
         claim_out_dir(d, "sim")
     assert sorted(p.name for p in d.iterdir()) == sorted(
-        ["rollouts.jsonl"] + (["config.json"] if config is not None else []))
+        ["rollouts.jsonl"] + (["config.json"] if config is not None else [])
+    )
 
 
 def test_sim_and_stability_refuse_each_others_dirs(tmp_path, calibration_file):
     out = tmp_path / "o"
-    run = CliRunner().invoke(main, ["stability", "--S", "1,2", "--lr", "0.01", "--steps", "20",
-                                    "--seeds", "1", "--out", str(out)])
+    run = CliRunner().invoke(
+        main,
+        [
+            "stability",
+            "--S",
+            "1,2",
+            "--lr",
+            "0.01",
+            "--steps",
+            "20",
+            "--seeds",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert run.exit_code == 0, run.output
     before = (out / "config.json").read_text()
-    res = CliRunner().invoke(main, ["sim", "--calibration", str(calibration_file), "--steps", "2",
-                                    "--out", str(out)])
+    res = CliRunner().invoke(
+        main, ["sim", "--calibration", str(calibration_file), "--steps", "2", "--out", str(out)]
+    )
     assert res.exit_code != 0 and "already holds the results of `stability`" in res.output
     assert (out / "config.json").read_text() == before

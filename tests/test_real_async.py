@@ -14,25 +14,27 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.async_config import AsyncConfig  # noqa: E402
-from rolloutlab.real.async_loop import AsyncRun, fresh_enough, run_async  # noqa: E402
-from rolloutlab.real.async_workers import GeneratorDied  # noqa: E402
-from rolloutlab.real.collapse import CollapseConfig, CollapseDetector  # noqa: E402
-from rolloutlab.real.config import ConfigError  # noqa: E402
-from rolloutlab.real.sync import run_sync  # noqa: E402
-from rolloutlab.sim.metrics import pipeline_summary, staleness  # noqa: E402
-from rolloutlab.sim.trace import read  # noqa: E402
-from tests.real_helpers import tiny_config  # noqa: E402
+from rolloutlab.real.async_config import AsyncConfig
+from rolloutlab.real.async_loop import AsyncRun, fresh_enough, run_async
+from rolloutlab.real.async_workers import GeneratorDied
+from rolloutlab.real.collapse import CollapseConfig, CollapseDetector
+from rolloutlab.real.config import ConfigError
+from rolloutlab.real.sync import run_sync
+from rolloutlab.sim.metrics import pipeline_summary, staleness
+from rolloutlab.sim.trace import read
+
+from tests.real_helpers import tiny_config
 
 TIMING = ["run_id", "t_submit", "t_first_token", "t_finish"]
 
 
 @pytest.mark.parametrize("spec, S_max", [("one-step-off", 1), ("interval:3", 2), ("bounded:2", 2)])
-def test_every_consumed_rollout_is_at_most_S_max_stale_and_versions_are_filled(tmp_path, spec, S_max):
+def test_every_consumed_rollout_is_at_most_S_max_stale_and_versions_are_filled(
+    tmp_path, spec, S_max
+):
     # no dynamic sampling: a 2-step warm start earns no reward, yet every step must update
     cfg = tiny_config(steps=5, eval_every=100, dynamic_sampling=False)
-    rollouts, steps = run_async(AsyncConfig(sync=cfg, pipeline=spec),
-                                tmp_path, progress=False)
+    rollouts, steps = run_async(AsyncConfig(sync=cfg, pipeline=spec), tmp_path, progress=False)
     assert steps["step"].to_list() == list(range(5))
     assert (rollouts["learner_version"] == rollouts["step"]).all()
     s = staleness(rollouts)
@@ -46,14 +48,20 @@ def test_every_consumed_rollout_is_at_most_S_max_stale_and_versions_are_filled(t
 def test_with_S_0_the_async_path_trains_on_exactly_the_synchronous_rollouts(tmp_path):
     cfg = tiny_config(steps=4, controller="sagc:candidates=2/4,init_G=2")
     r_sync, s_sync = run_sync(cfg, tmp_path / "sync", progress=False)
-    r_async, s_async = run_async(AsyncConfig(sync=cfg, pipeline="bounded:0"), tmp_path / "async", progress=False)
+    r_async, s_async = run_async(
+        AsyncConfig(sync=cfg, pipeline="bounded:0"), tmp_path / "async", progress=False
+    )
     assert r_async.drop(TIMING).equals(r_sync.drop(TIMING))
     cols = ["step", "reward_mean", "kl", "grad_norm", "grad_cosine", "controller_state"]
     assert s_async.select(cols).equals(s_sync.select(cols))
 
 
-def test_a_generator_killed_mid_run_ends_the_run_with_a_clear_error_and_keeps_every_trained_step(tmp_path):
-    cfg = AsyncConfig(sync=tiny_config(steps=50, eval_every=100, checkpoint_every=100), pipeline="one-step-off")
+def test_a_generator_killed_mid_run_ends_the_run_with_a_clear_error_and_keeps_every_trained_step(
+    tmp_path,
+):
+    cfg = AsyncConfig(
+        sync=tiny_config(steps=50, eval_every=100, checkpoint_every=100), pipeline="one-step-off"
+    )
     run = AsyncRun(cfg, tmp_path, "kill-run", resume=False)
     run.generator.start()
     trained = 0
@@ -75,8 +83,13 @@ def test_a_generator_killed_mid_run_ends_the_run_with_a_clear_error_and_keeps_ev
 def test_a_resumed_run_records_every_step_exactly_once(tmp_path):
     base = tiny_config(steps=2, checkpoint_every=2, eval_every=100)
     run_async(AsyncConfig(sync=base, pipeline="one-step-off"), tmp_path, progress=False)
-    rollouts, steps = run_async(AsyncConfig(sync=base, pipeline="one-step-off"), tmp_path, resume=True,
-                                progress=False, overrides={"sync.steps": 4})
+    rollouts, steps = run_async(
+        AsyncConfig(sync=base, pipeline="one-step-off"),
+        tmp_path,
+        resume=True,
+        progress=False,
+        overrides={"sync.steps": 4},
+    )
     assert steps["step"].to_list() == [0, 1, 2, 3]
     assert staleness(rollouts).max() <= 1
 
@@ -106,7 +119,7 @@ def first_window_below(rewards, frac, k, min_best):
     best = np.maximum.accumulate(rewards)
     low = (np.asarray(rewards) < frac * best) & (best > min_best)
     for t in range(k - 1, len(rewards)):
-        if low[t - k + 1: t + 1].all():
+        if low[t - k + 1 : t + 1].all():
             return t + 1
     return None
 
@@ -114,7 +127,9 @@ def first_window_below(rewards, frac, k, min_best):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40), st.integers(1, 5))
 def test_the_reward_criterion_fires_at_the_first_window_of_k_steps_below_the_fraction(rewards, k):
-    det = CollapseDetector(CollapseConfig(reward_frac=0.5, patience=k, reward_ema=1.0, min_best=0.1))
+    det = CollapseDetector(
+        CollapseConfig(reward_frac=0.5, patience=k, reward_ema=1.0, min_best=0.1)
+    )
     for t, r in enumerate(rewards):
         det.observe(t, r)
     assert det.t_collapse == first_window_below(rewards, 0.5, k, 0.1)
@@ -122,14 +137,23 @@ def test_the_reward_criterion_fires_at_the_first_window_of_k_steps_below_the_fra
 
 
 def test_the_reward_criterion_fires_after_patience_steps_below_the_fraction():
-    det = CollapseDetector(CollapseConfig(reward_frac=0.5, patience=3, reward_ema=1.0, min_best=0.1))
+    det = CollapseDetector(
+        CollapseConfig(reward_frac=0.5, patience=3, reward_ema=1.0, min_best=0.1)
+    )
     for t, r in enumerate([0.6, 0.8, 0.5, 0.3, 0.3]):
         assert det.observe(t, r) is None
     assert det.observe(5, 0.3) == "reward" and det.t_collapse == 6
 
 
-@pytest.mark.parametrize("kw, failure", [({"kl": math.nan}, "nan"), ({"loss": math.inf}, "nan"),
-                                         ({"kl": 5.0}, "kl"), ({"log_ratio": 3.0}, "ratio")])
+@pytest.mark.parametrize(
+    "kw, failure",
+    [
+        ({"kl": math.nan}, "nan"),
+        ({"loss": math.inf}, "nan"),
+        ({"kl": 5.0}, "kl"),
+        ({"log_ratio": 3.0}, "ratio"),
+    ],
+)
 def test_nan_kl_and_ratio_criteria_fire_at_once_and_the_first_failure_sticks(kw, failure):
     det = CollapseDetector(CollapseConfig())
     assert det.observe(0, 0.5, kl=0.01, log_ratio=0.01) is None
@@ -144,8 +168,13 @@ def test_a_tiny_stability_grid_writes_the_simulator_columns(tmp_path):
     from rolloutlab.real.stability import CSV_COLUMNS, GridConfig, run_grid
     from rolloutlab.sim.stability import CSV_COLUMNS as SIM_COLUMNS
 
-    grid = GridConfig(S_values=(2,), lrs=(1e-4, 0.5), seeds=1, jobs=2,
-                      base=AsyncConfig(sync=tiny_config(steps=3, eval_every=3, checkpoint_every=3)))
+    grid = GridConfig(
+        S_values=(2,),
+        lrs=(1e-4, 0.5),
+        seeds=1,
+        jobs=2,
+        base=AsyncConfig(sync=tiny_config(steps=3, eval_every=3, checkpoint_every=3)),
+    )
     df = run_grid(grid, tmp_path)
     assert CSV_COLUMNS[:8] == SIM_COLUMNS[:8]
     assert df.height == 2 and df.columns == CSV_COLUMNS

@@ -3,13 +3,13 @@
 import pytest
 
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from rolloutlab.real.engine import RolloutRequest, TorchEngine  # noqa: E402
-from rolloutlab.real.learner import pack, token_logprobs  # noqa: E402
-from rolloutlab.real.model import build_model, load_config  # noqa: E402
-from rolloutlab.real.sampling import SamplingParams, sample  # noqa: E402
-from rolloutlab.real.task import Problem  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rolloutlab.real.engine import RolloutRequest, TorchEngine
+from rolloutlab.real.learner import pack, token_logprobs
+from rolloutlab.real.model import build_model, load_config
+from rolloutlab.real.sampling import SamplingParams, sample
+from rolloutlab.real.task import Problem
 
 
 class TickClock:
@@ -45,14 +45,20 @@ def test_continuous_and_static_batching_give_the_same_tokens_for_the_same_seeds(
     cont = run(model, "continuous", 3, reqs)
     stat = run(model, "static", 4, reqs)
     assert [r.response_ids for r in cont] == [r.response_ids for r in stat]
-    assert any(r.finish_reason == "stop" for r in cont) or all(len(r.response_ids) == 12 for r in cont)
+    assert any(r.finish_reason == "stop" for r in cont) or all(
+        len(r.response_ids) == 12 for r in cont
+    )
 
 
 def test_recorded_logprobs_equal_a_teacher_forced_forward(model):
     reqs = requests()
     res = run(model, "continuous", 3, reqs)
-    batch = pack([r.prompt_ids for r in reqs], [x.response_ids for x in res], [x.logprobs for x in res],
-                  torch.zeros(len(res)))
+    batch = pack(
+        [r.prompt_ids for r in reqs],
+        [x.response_ids for x in res],
+        [x.logprobs for x in res],
+        torch.zeros(len(res)),
+    )
     with torch.no_grad():
         tf = token_logprobs(model, batch.ids, PARAMS.temperature)
     assert torch.allclose(tf * batch.mask, batch.logp_behaviour, atol=1e-5)
@@ -62,7 +68,9 @@ def test_results_respect_the_cap_and_the_timestamp_order(model):
     res = run(model, "continuous", 2, requests(6), SamplingParams(max_response_tokens=5))
     for r in res:
         assert 1 <= len(r.response_ids) <= 5 and len(r.logprobs) == len(r.response_ids)
-        assert r.finish_reason == ("length" if len(r.response_ids) == 5 and r.response_ids[-1] != 2 else "stop")
+        assert r.finish_reason == (
+            "length" if len(r.response_ids) == 5 and r.response_ids[-1] != 2 else "stop"
+        )
         assert r.t_submit_s <= r.t_first_token_s <= r.t_finish_s
 
 
@@ -73,7 +81,9 @@ def test_a_prompt_that_cannot_fit_the_cache_is_refused(model):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(-4, 4), min_size=2, max_size=12), st.floats(0, 0.999), st.floats(0.05, 1.0))
+@given(
+    st.lists(st.floats(-4, 4), min_size=2, max_size=12), st.floats(0, 0.999), st.floats(0.05, 1.0)
+)
 def test_a_sampled_token_is_always_inside_the_top_p_nucleus(logits, u, top_p):
     x = torch.tensor([logits])
     tok = int(sample(x, torch.tensor([u]), SamplingParams(top_p=top_p)))

@@ -5,9 +5,9 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from rolloutlab.real.grpo import group_advantages, grpo_loss, informative_groups, overlong_penalty  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rolloutlab.real.grpo import group_advantages, grpo_loss, informative_groups, overlong_penalty
 
 
 def test_advantages_are_normalised_with_the_unbiased_group_std():
@@ -22,8 +22,13 @@ def test_a_group_of_one_has_zero_advantage():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.lists(st.floats(-5, 5), min_size=2, max_size=8).filter(lambda g: max(g) - min(g) > 1e-3),
-                min_size=1, max_size=4).filter(lambda gs: len({len(g) for g in gs}) == 1))
+@given(
+    st.lists(
+        st.lists(st.floats(-5, 5), min_size=2, max_size=8).filter(lambda g: max(g) - min(g) > 1e-3),
+        min_size=1,
+        max_size=4,
+    ).filter(lambda gs: len({len(g) for g in gs}) == 1)
+)
 def test_advantages_have_zero_mean_and_unit_std_within_each_group(groups):
     adv = group_advantages(torch.tensor(groups, dtype=torch.float64), eps=0.0)
     assert torch.allclose(adv.mean(1), torch.zeros(len(groups), dtype=torch.float64), atol=1e-9)
@@ -56,8 +61,9 @@ def test_clipped_surrogate_and_token_level_mean_by_hand():
 def test_kl_term_uses_k3_and_its_coefficient():
     logp = torch.log(torch.tensor([[0.5]]))
     ref = torch.log(torch.tensor([[0.25]]))  # d = ref - logp = -log 2
-    parts = grpo_loss(logp, logp.clone(), torch.tensor([0.0]), torch.ones(1, 1),
-                      logp_ref=ref, kl_coef=0.1)
+    parts = grpo_loss(
+        logp, logp.clone(), torch.tensor([0.0]), torch.ones(1, 1), logp_ref=ref, kl_coef=0.1
+    )
     k3 = 0.5 + math.log(2) - 1
     assert parts.kl == pytest.approx(k3)
     assert parts.loss.item() == pytest.approx(0.1 * k3)

@@ -4,7 +4,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.model import KVCache, build_model, load_config, load_pretrained, save_pretrained  # noqa: E402
+from rolloutlab.real.model import (
+    KVCache,
+    build_model,
+    load_config,
+    load_pretrained,
+    save_pretrained,
+)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +26,7 @@ def test_prefill_then_decode_at_per_slot_positions_equals_the_full_forward(model
         slots = torch.tensor([4, 0, 2])
         out = [model.forward_cached(ids[:, :6], slots, torch.zeros(3, dtype=torch.long), cache)]
         for t in range(6, 14):
-            out.append(model.forward_cached(ids[:, t:t + 1], slots, torch.full((3,), t), cache))
+            out.append(model.forward_cached(ids[:, t : t + 1], slots, torch.full((3,), t), cache))
     assert torch.allclose(torch.cat(out, 1), full, atol=1e-5)
 
 
@@ -36,7 +42,9 @@ def test_logits_match_transformers_llama_on_the_same_weights(model, tmp_path):
 def test_save_and_load_round_trip_and_a_corrupt_file_names_itself(model, tmp_path):
     save_pretrained(model, tmp_path)
     again = load_pretrained(tmp_path)
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values())
+    )
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match="model.safetensors"):
         load_pretrained(tmp_path)

@@ -12,14 +12,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real import checkpoint  # noqa: E402
-from rolloutlab.real.config import ConfigError  # noqa: E402
-from rolloutlab.real.rundir import RunDirError  # noqa: E402
-from rolloutlab.real.sync import SyncRun, run_sync  # noqa: E402
-from rolloutlab.sim.controllers import StaticG  # noqa: E402
-from rolloutlab.sim.metrics import run_summary, step_metrics  # noqa: E402
-from rolloutlab.sim.trace import read  # noqa: E402
-from tests.real_helpers import tiny_config  # noqa: E402
+from rolloutlab.real import checkpoint
+from rolloutlab.real.config import ConfigError
+from rolloutlab.real.rundir import RunDirError
+from rolloutlab.real.sync import SyncRun, run_sync
+from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.metrics import run_summary, step_metrics
+from rolloutlab.sim.trace import read
+
+from tests.real_helpers import tiny_config
 
 
 def snapshot(d: Path) -> dict[str, bytes]:
@@ -34,7 +35,9 @@ def test_a_tiny_run_writes_valid_traces_that_the_sim_metrics_read(tmp_path, spec
     steps = read(tmp_path / "steps.parquet", "steps")
     assert steps["step"].to_list() == [0, 1, 2]
     per_step = step_metrics(rollouts)
-    assert per_step["n_rollouts"].to_list() == [cfg.prompts * g for g in per_step["group_size"].to_list()]
+    assert per_step["n_rollouts"].to_list() == [
+        cfg.prompts * g for g in per_step["group_size"].to_list()
+    ]
     assert (rollouts["policy_version"] == rollouts["step"]).all()
     summary = run_summary(rollouts, steps)
     assert 0.0 <= summary["slot_idle_frac"] < 1.0 and 0.0 <= summary["straggler_rate"] <= 1.0
@@ -42,7 +45,11 @@ def test_a_tiny_run_writes_valid_traces_that_the_sim_metrics_read(tmp_path, spec
     assert state["steps_observed"] == 3
     doc = json.loads((tmp_path / "config.json").read_text())
     assert doc["versions"]["torch"] == torch.__version__ and doc["config"]["controller"] == spec
-    assert [json.loads(x)["step"] for x in (tmp_path / "eval.jsonl").read_text().splitlines()] == [-1, 1, 2]
+    assert [json.loads(x)["step"] for x in (tmp_path / "eval.jsonl").read_text().splitlines()] == [
+        -1,
+        1,
+        2,
+    ]
     assert checkpoint.latest(tmp_path).name == "step_000003"
 
 
@@ -88,14 +95,22 @@ def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()  # refused before the directory is made
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--steps", "-3"], "steps must be >= 1"), (["--capacity", "0"], "capacity must be >= 1"),
-    (["--lr", "-1"], "lr must be > 0"), (["--tau", "0.5"], "tau must be > 1"),
-    (["--controller", "sagc:tau=0.5"], "sagc:tau=0.5"), (["--controller", "static:128"], "capacity")])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--steps", "-3"], "steps must be >= 1"),
+        (["--capacity", "0"], "capacity must be >= 1"),
+        (["--lr", "-1"], "lr must be > 0"),
+        (["--tau", "0.5"], "tau must be > 1"),
+        (["--controller", "sagc:tau=0.5"], "sagc:tau=0.5"),
+        (["--controller", "static:128"], "capacity"),
+    ],
+)
 def test_bad_cli_settings_are_refused_cleanly_and_write_nothing(tmp_path, args, message):
     from click.testing import CliRunner
 
     from rolloutlab.cli import main
+
     res = CliRunner().invoke(main, ["real", "sync", "--out", str(tmp_path / "r"), *args])
     assert res.exit_code == 1 and message in res.output
     assert isinstance(res.exception, SystemExit)  # a click error, not a traceback
@@ -109,7 +124,11 @@ def test_an_out_dir_holding_another_run_is_refused_and_left_unchanged(tmp_path):
         run_sync(tiny_config(steps=1), tmp_path, progress=False)
     # a trace of another run under this run's config: --resume refuses to mix them
     other = tmp_path / "rollouts.jsonl"
-    other.write_text(other.read_text().replace(json.loads(other.read_text().splitlines()[0])["run_id"], "someone-else"))
+    other.write_text(
+        other.read_text().replace(
+            json.loads(other.read_text().splitlines()[0])["run_id"], "someone-else"
+        )
+    )
     before = snapshot(tmp_path)
     with pytest.raises(RunDirError, match="someone-else"):
         run_sync(tiny_config(steps=2), tmp_path, resume=True, progress=False)
@@ -132,14 +151,40 @@ def _lines(path: Path) -> int:
 
 def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
     steps, prompts, G = 40, 2, 2
-    cmd = [sys.executable, "-c", "from rolloutlab.cli import main; main()", "real", "sync", "--controller", f"static:{G}",
-           "--steps", str(steps), "--prompts", str(prompts), "--out", str(tmp_path), "--warm-start-steps", "2",
-           "--checkpoint-every", "3", "--eval-every", "100", "--capacity", "8", "--quiet",
-           "--eval-size", "4", "--max-response-tokens", "24"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from rolloutlab.cli import main; main()",
+        "real",
+        "sync",
+        "--controller",
+        f"static:{G}",
+        "--steps",
+        str(steps),
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(tmp_path),
+        "--warm-start-steps",
+        "2",
+        "--checkpoint-every",
+        "3",
+        "--eval-every",
+        "100",
+        "--capacity",
+        "8",
+        "--quiet",
+        "--eval-size",
+        "4",
+        "--max-response-tokens",
+        "24",
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while _lines(tmp_path / "steps.jsonl") < 5 and proc.poll() is None and time.monotonic() < deadline:
+    while (
+        _lines(tmp_path / "steps.jsonl") < 5 and proc.poll() is None and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -151,4 +196,6 @@ def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
     assert trace["step"].to_list() == list(range(steps))
     rollouts = read(tmp_path / "rollouts.parquet", "rollouts")
     assert rollouts.group_by("step").len().sort("step")["len"].to_list() == [prompts * G] * steps
-    assert (trace["t_start"].diff().drop_nulls() > 0).all()  # the clock continues across the restart
+    assert (
+        trace["t_start"].diff().drop_nulls() > 0
+    ).all()  # the clock continues across the restart

@@ -1,10 +1,18 @@
 """The digit-chain task and its tokenizer (no torch needed)."""
 
 import numpy as np
-from hypothesis import given, strategies as st
-
-from rolloutlab.real.task import Problem, TaskConfig, heldout_problems, is_correct, is_long_format, reward, \
-    sample_n_digits, sample_problems
+from hypothesis import given
+from hypothesis import strategies as st
+from rolloutlab.real.task import (
+    Problem,
+    TaskConfig,
+    heldout_problems,
+    is_correct,
+    is_long_format,
+    reward,
+    sample_n_digits,
+    sample_problems,
+)
 from rolloutlab.real.tokenizer import EOS_ID, decode, encode
 
 digits = st.lists(st.integers(0, 9), min_size=1, max_size=16).map(tuple)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import EngineConfig, generate
 from rolloutlab.sim.hardware import GPUS, MODELS, get_model
@@ -13,8 +12,9 @@ from rolloutlab.sim.kv_reference import paged_reference
 from rolloutlab.sim.roofline import roofline, roofline_cost
 
 
-@pytest.mark.parametrize("name, billions", [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21),
-                                            ("qwen2.5-7b", 7.62)])
+@pytest.mark.parametrize(
+    "name, billions", [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21), ("qwen2.5-7b", 7.62)]
+)
 def test_parameter_counts_match_model_cards(name, billions):
     assert get_model(name).n_params() / 1e9 == pytest.approx(billions, abs=0.01)
 
@@ -37,8 +37,11 @@ def test_roofline_coefficients_by_hand():
 
 
 def test_fitted_coefficients_override_the_roofline():
-    cost = roofline_cost(roofline("llama-3.2-3b", "a100"), override={"a_s": 0.02},
-                         base=LinearCost(0, 0, 0, sync_s=3.0))
+    cost = roofline_cost(
+        roofline("llama-3.2-3b", "a100"),
+        override={"a_s": 0.02},
+        base=LinearCost(0, 0, 0, sync_s=3.0),
+    )
     assert cost.a_s == 0.02 and cost.sync_s == 3.0 and cost.c_s > 0
 
 
@@ -68,8 +71,12 @@ def test_one_long_sample_bounds_the_step_roofline():
     cfg = roofline("qwen2.5-3b", "h100")
     cost = roofline_cost(cfg)
     lengths = np.array([[4096] + [64] * 255])
-    batch = generate(lengths, np.array([128]), cost, EngineConfig(
-        max_num_seqs=256, kv_blocks=cfg.kv_blocks(), max_num_batched_tokens=8192))
+    batch = generate(
+        lengths,
+        np.array([128]),
+        cost,
+        EngineConfig(max_num_seqs=256, kv_blocks=cfg.kv_blocks(), max_num_batched_tokens=8192),
+    )
     alone = sum(cost.decode_iter_s(1, 128 + g) for g in range(4096))
     assert alone < batch.t_finish.max() < alone * 1.03
 
@@ -79,8 +86,13 @@ def test_busy_front_near_empty_tail():
     rng = np.random.default_rng(0)
     lengths = np.ceil(np.exp(rng.normal(6.0, 0.8, size=(32, 8)))).astype(int)
     cost = LinearCost(a_s=5e-3, b_s=5e-5, c_s=1e-8)
-    run = paged_reference(lengths, np.full(32, 128), cost,
-                          EngineConfig(max_num_seqs=256, kv_blocks=10**6), record=True)
+    run = paged_reference(
+        lengths,
+        np.full(32, 128),
+        cost,
+        EngineConfig(max_num_seqs=256, kv_blocks=10**6),
+        record=True,
+    )
     tl = run.timeline
     t_end = tl["t_start_s"] + tl["dt_s"]
     makespan = t_end[-1]

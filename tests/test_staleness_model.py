@@ -7,18 +7,24 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rolloutlab.sim.staleness import (StalenessParams, predict_eta_max, simulate, simulate_batch,
-                           staleness_schedule)
+from rolloutlab.sim.staleness import (
+    StalenessParams,
+    predict_eta_max,
+    simulate,
+    simulate_batch,
+    staleness_schedule,
+)
 
 P = StalenessParams()
-runs = st.tuples(st.integers(0, 40), st.floats(1e-3, 0.5), st.integers(1, 300), st.integers(0, 2**31))
+runs = st.tuples(
+    st.integers(0, 40), st.floats(1e-3, 0.5), st.integers(1, 300), st.integers(0, 2**31)
+)
 
 
 def same(a, b) -> bool:
     """Field-wise equality with NaN == NaN (cos_sim_mean of a one-step run)."""
     da, db = dataclasses.asdict(a), dataclasses.asdict(b)
-    nan = lambda v: isinstance(v, float) and math.isnan(v)  # noqa: E731
+    nan = lambda v: isinstance(v, float) and math.isnan(v)
     return all(da[k] == db[k] or (nan(da[k]) and nan(db[k])) for k in da)
 
 
@@ -66,12 +72,16 @@ def test_vectorised_batch_equals_plain_loop(batch):
     S, lr, _, seeds = map(np.array, zip(*batch))
     T = max(r[2] for r in batch)
     fast = simulate_batch(P, S, lr, T, seeds)
-    assert all(same(f, simulate(P, int(s), float(l), T, int(k)))
-               for f, s, l, k in zip(fast, S, lr, seeds))
+    assert all(
+        same(f, simulate(P, int(s), float(eta), T, int(k)))
+        for f, s, eta, k in zip(fast, S, lr, seeds)
+    )
 
 
 def test_noise_shrinks_with_batch_size():
-    assert dataclasses.replace(P, batch_prompts=4 * P.batch_prompts).noise_norm == pytest.approx(P.noise_norm / 2)
+    assert dataclasses.replace(P, batch_prompts=4 * P.batch_prompts).noise_norm == pytest.approx(
+        P.noise_norm / 2
+    )
 
 
 def test_bad_inputs_raise():

@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rolloutlab.cli import main
 from rolloutlab.sim.compare import run_comparison
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.sweep import AXES, grid, run_sweep, sweep_means
+
+from rolloutlab.cli import main
 
 SPECS = ["static:2", "static:4", "sagc"]
 
@@ -36,8 +36,12 @@ def test_grid_is_the_cartesian_product_and_refuses_bad_axes():
 
 
 def _linear(sc):
-    return dataclasses.replace(sc, cost=LinearCost(a_s=0.01, b_s=1e-4, c_s=1e-7, learner_const_s=0.5,
-                                                   sync_s=0.1, gen_overhead_s=0.2))
+    return dataclasses.replace(
+        sc,
+        cost=LinearCost(
+            a_s=0.01, b_s=1e-4, c_s=1e-7, learner_const_s=0.5, sync_s=0.1, gen_overhead_s=0.2
+        ),
+    )
 
 
 def test_each_sweep_row_is_the_single_comparison_of_its_point(tiny_scenario):
@@ -46,10 +50,15 @@ def test_each_sweep_row_is_the_single_comparison_of_its_point(tiny_scenario):
     runs = run_sweep(sc, SPECS, pts, steps=6)
     assert runs.height == len(pts) * len(SPECS) and runs.columns[:4] == list(AXES)
     p = pts[5]
-    one = dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, n_workers=p["workers"],
-                                                             max_num_seqs=p["max_num_seqs"]))
-    summary, _, _ = run_comparison(one, SPECS, RunConfig(steps=6, prompts=p["prompts"], seed=p["seed"]),
-                                   engine="fast")
+    one = dataclasses.replace(
+        sc,
+        engine=dataclasses.replace(
+            sc.engine, n_workers=p["workers"], max_num_seqs=p["max_num_seqs"]
+        ),
+    )
+    summary, _, _ = run_comparison(
+        one, SPECS, RunConfig(steps=6, prompts=p["prompts"], seed=p["seed"]), engine="fast"
+    )
     row = runs.filter(*(pl.col(a) == v for a, v in p.items())).drop(AXES)
     assert row.to_dicts() == summary.to_dicts()
 
@@ -57,23 +66,47 @@ def test_each_sweep_row_is_the_single_comparison_of_its_point(tiny_scenario):
 def test_fast_and_simpy_sweeps_agree(tiny_scenario):
     sc = _linear(tiny_scenario)
     pts = grid([4], [1, 3], [2, 16], [0, 1])
-    fast, simpy = run_sweep(sc, SPECS, pts, 5, engine="fast"), run_sweep(sc, SPECS, pts, 5, engine="simpy")
+    fast, simpy = (
+        run_sweep(sc, SPECS, pts, 5, engine="fast"),
+        run_sweep(sc, SPECS, pts, 5, engine="simpy"),
+    )
     for col in fast.columns:
         if fast[col].dtype == pl.Float64:
-            np.testing.assert_allclose(fast[col].to_numpy(), simpy[col].to_numpy(), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(
+                fast[col].to_numpy(), simpy[col].to_numpy(), rtol=1e-9, atol=1e-12
+            )
         else:
             assert fast[col].to_list() == simpy[col].to_list(), col
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([4, 8]), st.sampled_from(["a", "b", "c"]), st.integers(0, 3),
-                          st.floats(1, 1e4), st.floats(1, 1e4)),
-                min_size=1, max_size=30, unique_by=lambda r: (r[0], r[1], r[2])))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([4, 8]),
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(0, 3),
+            st.floats(1, 1e4),
+            st.floats(1, 1e4),
+        ),
+        min_size=1,
+        max_size=30,
+        unique_by=lambda r: (r[0], r[1], r[2]),
+    )
+)
 def test_means_average_over_seeds_and_mark_one_winner_per_point(rows):
-    runs = pl.DataFrame({"prompts": [r[0] for r in rows], "workers": 1, "max_num_seqs": 8,
-                         "controller": [r[1] for r in rows], "seed": [r[2] for r in rows],
-                         "wall_clock_s": [r[3] for r in rows], "tokens_per_s": [r[4] for r in rows],
-                         **{c: 0.0 for c in ("gen_time_s", "slot_idle_frac", "straggler_rate", "mean_G")}})
+    runs = pl.DataFrame(
+        {
+            "prompts": [r[0] for r in rows],
+            "workers": 1,
+            "max_num_seqs": 8,
+            "controller": [r[1] for r in rows],
+            "seed": [r[2] for r in rows],
+            "wall_clock_s": [r[3] for r in rows],
+            "tokens_per_s": [r[4] for r in rows],
+            **{c: 0.0 for c in ("gen_time_s", "slot_idle_frac", "straggler_rate", "mean_G")},
+        }
+    )
     means = sweep_means(runs)
     for (B,), point in means.group_by(["prompts"]):
         assert point["fastest"].sum() == 1 and point["most_tokens_per_s"].sum() == 1
@@ -88,9 +121,26 @@ def test_means_average_over_seeds_and_mark_one_winner_per_point(rows):
 
 def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_file):
     out = tmp_path / "sw"
-    res = CliRunner().invoke(main, ["sweep", "--calibration", str(calibration_file), "--steps", "3",
-                                    "--prompts", "2,4", "--workers", "1,2", "--seeds", "0,1",
-                                    "--controllers", "static:2,sagc", "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sweep",
+            "--calibration",
+            str(calibration_file),
+            "--steps",
+            "3",
+            "--prompts",
+            "2,4",
+            "--workers",
+            "1,2",
+            "--seeds",
+            "0,1",
+            "--controllers",
+            "static:2,sagc",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     runs, means = pl.read_csv(out / "runs.csv"), pl.read_csv(out / "means.csv")
     assert runs.height == 2 * 2 * 2 * 2 and means.height == 2 * 2 * 2
@@ -99,14 +149,28 @@ def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_fil
     assert cfg["command"] == "sweep" and len(cfg["points"]) == 8 and cfg["engine_impl"] == "fast"
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--prompts", "4,x"], "expected comma-separated integers"),
-    (["--workers", "2,2"], "--workers: duplicated"),
-    (["--model", "qwen2.5-3b", "--gpu", "h100"], "--no-kv-cache"),
-    (["--controllers", "static:0"], "static:G"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--prompts", "4,x"], "expected comma-separated integers"),
+        (["--workers", "2,2"], "--workers: duplicated"),
+        (["--model", "qwen2.5-3b", "--gpu", "h100"], "--no-kv-cache"),
+        (["--controllers", "static:0"], "static:G"),
+    ],
+)
 def test_sweep_command_bad_input(tmp_path, calibration_file, extra, message):
-    res = CliRunner().invoke(main, ["sweep", "--calibration", str(calibration_file), "--steps", "2",
-                                    *extra, "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sweep",
+            "--calibration",
+            str(calibration_file),
+            "--steps",
+            "2",
+            *extra,
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
     assert not (tmp_path / "o").exists()  # refused before the output folder is made

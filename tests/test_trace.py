@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-
 from rolloutlab.sim import trace
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.pipeline import RunConfig, run_sync
@@ -29,16 +28,23 @@ def test_parquet_round_trip(tmp_path, tables):
     assert meta[trace.META_KEY] == str(trace.SCHEMA_VERSION).encode()
 
 
-@pytest.mark.parametrize("column,value,message", [
-    ("response_tokens", -1, "row 2, column 'response_tokens'"),
-    ("t_finish", -0.5, "row 2, column 't_finish'"),
-    ("finish_reason", "eos", "row 2, column 'finish_reason'"),
-    ("sample_idx", 99, "row 2, column 'sample_idx'"),
-])
+@pytest.mark.parametrize(
+    "column,value,message",
+    [
+        ("response_tokens", -1, "row 2, column 'response_tokens'"),
+        ("t_finish", -0.5, "row 2, column 't_finish'"),
+        ("finish_reason", "eos", "row 2, column 'finish_reason'"),
+        ("sample_idx", 99, "row 2, column 'sample_idx'"),
+    ],
+)
 def test_bad_rollout_rows_are_named(tables, column, value, message):
     rollouts, _ = tables
     bad = rollouts.with_columns(
-        pl.when(pl.int_range(pl.len()) == 2).then(pl.lit(value)).otherwise(pl.col(column)).alias(column))
+        pl.when(pl.int_range(pl.len()) == 2)
+        .then(pl.lit(value))
+        .otherwise(pl.col(column))
+        .alias(column)
+    )
     with pytest.raises(trace.TraceError, match=f"myfile.parquet: {message}"):
         trace.validate(bad, "rollouts", "myfile.parquet")
 

@@ -6,20 +6,36 @@ import dataclasses
 
 import polars as pl
 import pytest
-
-from rolloutlab.real.engines.vllm_convert import (ClockAnchor, ClockError, VllmOutputError, read_anchor,
-                                       rollout_result, rollout_results, sampled_logprobs)
+from rolloutlab.real.engines.vllm_convert import (
+    ClockAnchor,
+    ClockError,
+    VllmOutputError,
+    read_anchor,
+    rollout_result,
+    rollout_results,
+    sampled_logprobs,
+)
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, validate
+
 from tests.vllm_fixtures import MONO0, WALL0, Logprob, make_output
 
 ANCHOR = ClockAnchor(run_s=10.0, wall_s=WALL0, mono_s=MONO0)
 
 
 def _out(**kw):
-    base = dict(rid="0", prompt=[1, 40, 41], tokens=[5, 6, 2], lps=[-0.1, -0.2, -0.05],
-                arrival_off=0.001, first_off=0.010, last_off=0.030)
+    base = dict(
+        rid="0",
+        prompt=[1, 40, 41],
+        tokens=[5, 6, 2],
+        lps=[-0.1, -0.2, -0.05],
+        arrival_off=0.001,
+        first_off=0.010,
+        last_off=0.030,
+    )
     base.update(kw)
-    return make_output(base.pop("rid"), base.pop("prompt"), base.pop("tokens"), base.pop("lps"), **base)
+    return make_output(
+        base.pop("rid"), base.pop("prompt"), base.pop("tokens"), base.pop("lps"), **base
+    )
 
 
 def test_each_clock_is_mapped_with_its_own_anchor():
@@ -52,8 +68,10 @@ def test_small_cross_clock_skew_is_clamped_not_reversed():
 
 
 def test_length_finish_and_order_kept():
-    outs = [_out(rid="0", tokens=[5, 5, 5, 5], lps=[-1.0] * 4, reason="length", last_off=0.05),
-            _out(rid="1", tokens=[7, 2], lps=[-0.5, -0.01], last_off=0.02)]
+    outs = [
+        _out(rid="0", tokens=[5, 5, 5, 5], lps=[-1.0] * 4, reason="length", last_off=0.05),
+        _out(rid="1", tokens=[7, 2], lps=[-0.5, -0.01], last_off=0.02),
+    ]
     res = rollout_results(outs, [3, 4], ANCHOR, returned_s=10.2, worker=1, policy_version=5)
     assert [r.request_id for r in res] == [3, 4]
     assert [r.finish_reason for r in res] == ["length", "stop"]
@@ -61,26 +79,45 @@ def test_length_finish_and_order_kept():
 
 
 def test_rows_from_converted_outputs_validate_as_a_trace():
-    outs = [_out(rid=str(i), first_off=0.01 + 0.001 * i, last_off=0.03 + 0.01 * i) for i in range(4)]
+    outs = [
+        _out(rid=str(i), first_off=0.01 + 0.001 * i, last_off=0.03 + 0.01 * i) for i in range(4)
+    ]
     res = rollout_results(outs, list(range(4)), ANCHOR, returned_s=10.5)
-    rows = [{"run_id": "r", "step": 0, "prompt_id": r.request_id // 2, "sample_idx": r.request_id % 2,
-             "group_size": 2, "policy_version": 0, "learner_version": 0, "prompt_tokens": r.prompt_tokens,
-             "response_tokens": len(r.response_ids), "finish_reason": r.finish_reason, "worker": r.worker,
-             "t_submit": r.t_submit_s, "t_first_token": r.t_first_token_s, "t_finish": r.t_finish_s}
-            for r in res]
+    rows = [
+        {
+            "run_id": "r",
+            "step": 0,
+            "prompt_id": r.request_id // 2,
+            "sample_idx": r.request_id % 2,
+            "group_size": 2,
+            "policy_version": 0,
+            "learner_version": 0,
+            "prompt_tokens": r.prompt_tokens,
+            "response_tokens": len(r.response_ids),
+            "finish_reason": r.finish_reason,
+            "worker": r.worker,
+            "t_submit": r.t_submit_s,
+            "t_first_token": r.t_first_token_s,
+            "t_finish": r.t_finish_s,
+        }
+        for r in res
+    ]
     df = validate(pl.DataFrame(rows, schema=ROLLOUT_SCHEMA), "rollouts")
     assert df.height == 4 and df["t_finish"].max() == pytest.approx(10.06)
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda o: setattr(o, "metrics", None), "disable_log_stats=False"),
-    (lambda o: setattr(o.metrics, "first_token_ts", 0.0), "no request metrics"),
-    (lambda o: setattr(o.outputs[0], "finish_reason", None), "not finished"),
-    (lambda o: setattr(o.outputs[0], "finish_reason", "error"), "finish_reason 'error'"),
-    (lambda o: o.outputs.append(o.outputs[0]), "exactly 1 sample"),
-    (lambda o: setattr(o.outputs[0], "logprobs", None), "logprobs=0"),
-    (lambda o: o.outputs[0].logprobs.pop(), "logprob positions"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda o: setattr(o, "metrics", None), "disable_log_stats=False"),
+        (lambda o: setattr(o.metrics, "first_token_ts", 0.0), "no request metrics"),
+        (lambda o: setattr(o.outputs[0], "finish_reason", None), "not finished"),
+        (lambda o: setattr(o.outputs[0], "finish_reason", "error"), "finish_reason 'error'"),
+        (lambda o: o.outputs.append(o.outputs[0]), "exactly 1 sample"),
+        (lambda o: setattr(o.outputs[0], "logprobs", None), "logprobs=0"),
+        (lambda o: o.outputs[0].logprobs.pop(), "logprob positions"),
+    ],
+)
 def test_bad_outputs_name_the_request(mutate, match):
     out = _out(rid="42")
     mutate(out)
@@ -106,6 +143,10 @@ def test_read_anchor_reads_three_consistent_clocks():
     import time
 
     a = read_anchor(lambda: 3.0)
-    assert a.run_s == 3.0 and abs(a.wall_s - time.time()) < 1 and abs(a.mono_s - time.monotonic()) < 1
-    assert a.from_wall(a.wall_s + 2) == pytest.approx(5.0) and a.from_mono(a.mono_s - 1) == pytest.approx(2.0)
+    assert (
+        a.run_s == 3.0 and abs(a.wall_s - time.time()) < 1 and abs(a.mono_s - time.monotonic()) < 1
+    )
+    assert a.from_wall(a.wall_s + 2) == pytest.approx(5.0) and a.from_mono(
+        a.mono_s - 1
+    ) == pytest.approx(2.0)
     assert dataclasses.is_dataclass(a)

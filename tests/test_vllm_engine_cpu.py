@@ -7,11 +7,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine, engine_factory
 from rolloutlab.real.engines.vllm_engine import VllmConfig, sampling_params_kwargs, vllm_available
 from rolloutlab.real.engines.vllm_worker import WeightSyncExtension
 from rolloutlab.real.sampling import SamplingParams
+
 from rolloutlab.cli import main
 
 no_vllm = pytest.mark.skipif(vllm_available(), reason="vllm is installed here")
@@ -28,7 +28,9 @@ def test_vllm_engine_without_vllm_says_what_to_install():
 @no_vllm
 def test_cli_engine_vllm_fails_cleanly_and_writes_nothing(tmp_path):
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["real", "sync", "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"])
+    res = CliRunner().invoke(
+        main, ["real", "sync", "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"]
+    )
     assert res.exit_code == 1
     assert "the 'vllm' package is not installed" in res.output and "Traceback" not in res.output
     assert not out.exists()
@@ -36,9 +38,20 @@ def test_cli_engine_vllm_fails_cleanly_and_writes_nothing(tmp_path):
 
 @no_vllm
 def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path):
-    res = CliRunner().invoke(main, ["calibrate", "vllm-grid", "--model", "calibration/data/qwen2.5-3b",
-                                    "--out", str(tmp_path / "c.json")])
-    assert res.exit_code == 1 and "not installed" in res.output and not (tmp_path / "c.json").exists()
+    res = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "vllm-grid",
+            "--model",
+            "calibration/data/qwen2.5-3b",
+            "--out",
+            str(tmp_path / "c.json"),
+        ],
+    )
+    assert (
+        res.exit_code == 1 and "not installed" in res.output and not (tmp_path / "c.json").exists()
+    )
 
 
 def test_engine_choice_is_validated():
@@ -50,9 +63,19 @@ def test_engine_choice_is_validated():
 
 
 def test_sampling_params_are_one_sample_per_request_with_its_seed():
-    kw = sampling_params_kwargs(SamplingParams(temperature=0.7, top_p=0.9, max_response_tokens=40), seed=123)
-    assert kw == {"n": 1, "seed": 123, "logprobs": 0, "max_tokens": 40, "temperature": 0.7, "top_p": 0.9,
-                  "stop_token_ids": [2], "detokenize": False}
+    kw = sampling_params_kwargs(
+        SamplingParams(temperature=0.7, top_p=0.9, max_response_tokens=40), seed=123
+    )
+    assert kw == {
+        "n": 1,
+        "seed": 123,
+        "logprobs": 0,
+        "max_tokens": 40,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "stop_token_ids": [2],
+        "detokenize": False,
+    }
     greedy = sampling_params_kwargs(SamplingParams(temperature=0.0, top_p=0.5), seed=1)
     assert greedy["temperature"] == 0.0 and greedy["top_p"] == 1.0
 
@@ -82,15 +105,24 @@ def test_worker_extension_loads_hf_named_weights_into_the_model():
 
     w = FakeWorker()
     assert w.rolloutlab_load_weights(list(src.state_dict().items())) == len(src.state_dict())
-    assert all(torch.equal(a, b) for a, b in zip(src.state_dict().values(), dst.state_dict().values()))
-    assert w.rolloutlab_weight_checksum() == pytest.approx(sum(float(p.detach().double().sum()) for p in src.parameters()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(src.state_dict().values(), dst.state_dict().values())
+    )
+    assert w.rolloutlab_weight_checksum() == pytest.approx(
+        sum(float(p.detach().double().sum()) for p in src.parameters())
+    )
 
 
 def test_sync_config_records_the_engine(tmp_path):
     from rolloutlab.real.config import ConfigError, SyncConfig
 
     assert SyncConfig(engine="vllm").to_dict()["engine"] == "vllm"
-    assert SyncConfig.from_dict({k: v for k, v in SyncConfig().to_dict().items() if k != "engine"}).engine == "torch"
+    assert (
+        SyncConfig.from_dict(
+            {k: v for k, v in SyncConfig().to_dict().items() if k != "engine"}
+        ).engine
+        == "torch"
+    )
     with pytest.raises(ConfigError, match="engine must be"):
         SyncConfig(engine="tgi")
     json.dumps(SyncConfig().to_dict())

@@ -23,7 +23,9 @@ def engine():
     from rolloutlab.real.model import build_model, load_config
 
     t0 = time.perf_counter()
-    eng = VllmEngine(build_model(load_config(), seed=0), capacity=16, clock=lambda: time.perf_counter() - t0)
+    eng = VllmEngine(
+        build_model(load_config(), seed=0), capacity=16, clock=lambda: time.perf_counter() - t0
+    )
     yield eng
     eng.close()
 
@@ -56,7 +58,6 @@ def test_same_seed_same_tokens(engine):
 
 def test_behaviour_logprobs_match_the_learner(engine):
     import torch
-
     from rolloutlab.real.model import build_model, load_config
     from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs
 
@@ -64,7 +65,9 @@ def test_behaviour_logprobs_match_the_learner(engine):
     res = engine.generate(_requests(4), SamplingParams(max_response_tokens=12))
     for r, req in zip(res, _requests(4)):
         ids = torch.tensor([list(req.prompt_ids) + r.response_ids])
-        logits = policy(ids)[0, len(req.prompt_ids) - 1:-1]  # (T, V) predicting each response token
+        logits = policy(ids)[
+            0, len(req.prompt_ids) - 1 : -1
+        ]  # (T, V) predicting each response token
         ref = behaviour_logprobs(logits, torch.tensor(r.response_ids), 1.0)
         assert torch.allclose(torch.tensor(r.logprobs), ref.float(), atol=2e-3)
 
@@ -76,7 +79,9 @@ def test_weight_sync_changes_the_engine_and_is_timed(engine):
     new = build_model(load_config(), seed=3)
     engine.update_weights(new.state_dict(), version=1)
     assert engine.policy_version == 1 and engine.sync_times_s[-1] > 0
-    assert engine.weight_checksum() == pytest.approx(sum(float(p.detach().double().sum()) for p in new.parameters()), rel=1e-5)
+    assert engine.weight_checksum() == pytest.approx(
+        sum(float(p.detach().double().sum()) for p in new.parameters()), rel=1e-5
+    )
     assert engine.weight_checksum() != pytest.approx(before)
 
 

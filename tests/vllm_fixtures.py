@@ -61,12 +61,29 @@ WALL0, MONO0 = 1.76e9, 5000.0
 """A wall-clock epoch time and an unrelated monotonic origin (the clocks differ by ~1.76e9 s)."""
 
 
-def make_output(rid: str, prompt: list[int], tokens: list[int], lps: list[float], *, arrival_off: float,
-                first_off: float, last_off: float, reason: str = "stop",
-                wall0: float = WALL0, mono0: float = MONO0) -> RequestOutput:
+def make_output(
+    rid: str,
+    prompt: list[int],
+    tokens: list[int],
+    lps: list[float],
+    *,
+    arrival_off: float,
+    first_off: float,
+    last_off: float,
+    reason: str = "stop",
+    wall0: float = WALL0,
+    mono0: float = MONO0,
+) -> RequestOutput:
     """A finished ``RequestOutput``: times are offsets (s) from the anchor on each clock."""
-    stats = RequestStateStats(num_generation_tokens=len(tokens), arrival_time=wall0 + arrival_off,
-                              queued_ts=mono0 + arrival_off, scheduled_ts=mono0 + arrival_off,
-                              first_token_ts=mono0 + first_off, last_token_ts=mono0 + last_off)
-    comp = CompletionOutput(0, "", tokens, sum(lps), [{t: Logprob(lp, 1)} for t, lp in zip(tokens, lps)], reason)
+    stats = RequestStateStats(
+        num_generation_tokens=len(tokens),
+        arrival_time=wall0 + arrival_off,
+        queued_ts=mono0 + arrival_off,
+        scheduled_ts=mono0 + arrival_off,
+        first_token_ts=mono0 + first_off,
+        last_token_ts=mono0 + last_off,
+    )
+    comp = CompletionOutput(
+        0, "", tokens, sum(lps), [{t: Logprob(lp, 1)} for t, lp in zip(tokens, lps)], reason
+    )
     return RequestOutput(rid, None, prompt, None, [comp], True, metrics=stats, num_cached_tokens=0)

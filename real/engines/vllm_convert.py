@@ -98,8 +98,9 @@ def sampled_logprobs(token_ids: list[int], logprobs: Any, where: str) -> list[fl
     if logprobs is None:
         raise VllmOutputError(f"{where}: no logprobs (the engine must request logprobs=0)")
     if len(logprobs) != len(token_ids):
-        raise VllmOutputError(f"{where}: {len(logprobs)} logprob positions for "
-                              f"{len(token_ids)} sampled tokens")
+        raise VllmOutputError(
+            f"{where}: {len(logprobs)} logprob positions for {len(token_ids)} sampled tokens"
+        )
     out = []
     for pos, tok in enumerate(token_ids):
         entry = logprobs[pos]
@@ -115,14 +116,23 @@ def sampled_logprobs(token_ids: list[int], logprobs: Any, where: str) -> list[fl
 
 def _window_check(name: str, t: float, lo: float, hi: float, tol: float, where: str) -> float:
     if t < lo - tol or t > hi + tol:
-        raise ClockError(f"{where}: {name} maps to {t:.6f} s on the run clock, outside the "
-                         f"call's window [{lo:.6f}, {hi:.6f}] s (+-{tol} s); the engine's clock "
-                         "is not the driver's (see real.engines.vllm_convert)")
+        raise ClockError(
+            f"{where}: {name} maps to {t:.6f} s on the run clock, outside the "
+            f"call's window [{lo:.6f}, {hi:.6f}] s (+-{tol} s); the engine's clock "
+            "is not the driver's (see real.engines.vllm_convert)"
+        )
     return min(max(t, lo), hi)
 
 
-def rollout_result(output: Any, request_id: int, anchor: ClockAnchor, returned_s: float,
-                   worker: int = 0, policy_version: int = 0, tolerance_s: float = 0.05) -> RolloutResult:
+def rollout_result(
+    output: Any,
+    request_id: int,
+    anchor: ClockAnchor,
+    returned_s: float,
+    worker: int = 0,
+    policy_version: int = 0,
+    tolerance_s: float = 0.05,
+) -> RolloutResult:
     """One :class:`RolloutResult` from one finished vLLM ``RequestOutput`` (``n=1``).
 
     Args:
@@ -149,30 +159,55 @@ def rollout_result(output: Any, request_id: int, anchor: ClockAnchor, returned_s
         raise VllmOutputError(f"{where}: sample has not finished (finish_reason None)")
     reason = str(reason)
     if reason not in FINISH_REASONS:
-        raise VllmOutputError(f"{where}: finish_reason {reason!r}, expected one of {FINISH_REASONS}")
+        raise VllmOutputError(
+            f"{where}: finish_reason {reason!r}, expected one of {FINISH_REASONS}"
+        )
     m = getattr(output, "metrics", None)
     needed = ("arrival_time", "first_token_ts", "last_token_ts")
     if m is None or any(not getattr(m, k, 0.0) for k in needed):
-        raise VllmOutputError(f"{where}: no request metrics ({', '.join(needed)}); build the "
-                              "engine with disable_log_stats=False")
+        raise VllmOutputError(
+            f"{where}: no request metrics ({', '.join(needed)}); build the "
+            "engine with disable_log_stats=False"
+        )
     tokens = [int(t) for t in comp.token_ids]
     lo, hi = anchor.run_s, returned_s
-    t_submit = _window_check("arrival_time", anchor.from_wall(m.arrival_time), lo, hi, tolerance_s, where)
-    t_first = _window_check("first_token_ts", anchor.from_mono(m.first_token_ts), lo, hi, tolerance_s, where)
-    t_finish = _window_check("last_token_ts", anchor.from_mono(m.last_token_ts), lo, hi, tolerance_s, where)
+    t_submit = _window_check(
+        "arrival_time", anchor.from_wall(m.arrival_time), lo, hi, tolerance_s, where
+    )
+    t_first = _window_check(
+        "first_token_ts", anchor.from_mono(m.first_token_ts), lo, hi, tolerance_s, where
+    )
+    t_finish = _window_check(
+        "last_token_ts", anchor.from_mono(m.last_token_ts), lo, hi, tolerance_s, where
+    )
     if t_finish < t_first:
-        raise ClockError(f"{where}: last_token_ts {m.last_token_ts} before first_token_ts {m.first_token_ts}")
+        raise ClockError(
+            f"{where}: last_token_ts {m.last_token_ts} before first_token_ts {m.first_token_ts}"
+        )
     t_submit = min(t_submit, t_first)  # two clocks: order within tolerance, never reversed
     return RolloutResult(
-        request_id=request_id, prompt_tokens=len(output.prompt_token_ids or []),
-        response_ids=tokens, logprobs=sampled_logprobs(tokens, comp.logprobs, where),
-        finish_reason=reason, t_submit_s=t_submit, t_first_token_s=t_first, t_finish_s=t_finish,
-        worker=worker, policy_version=policy_version)
+        request_id=request_id,
+        prompt_tokens=len(output.prompt_token_ids or []),
+        response_ids=tokens,
+        logprobs=sampled_logprobs(tokens, comp.logprobs, where),
+        finish_reason=reason,
+        t_submit_s=t_submit,
+        t_first_token_s=t_first,
+        t_finish_s=t_finish,
+        worker=worker,
+        policy_version=policy_version,
+    )
 
 
-def rollout_results(outputs: list[Any], request_ids: list[int], anchor: ClockAnchor,
-                    returned_s: float, worker: int = 0, policy_version: int = 0,
-                    tolerance_s: float = 0.05) -> list[RolloutResult]:
+def rollout_results(
+    outputs: list[Any],
+    request_ids: list[int],
+    anchor: ClockAnchor,
+    returned_s: float,
+    worker: int = 0,
+    policy_version: int = 0,
+    tolerance_s: float = 0.05,
+) -> list[RolloutResult]:
     """:func:`rollout_result` of each output; ``outputs[i]`` answers ``request_ids[i]``.
 
     ``LLM.generate`` returns its outputs in the order of its prompts (its docstring in
@@ -180,6 +215,10 @@ def rollout_results(outputs: list[Any], request_ids: list[int], anchor: ClockAnc
     Raises: VllmOutputError when the counts differ.
     """
     if len(outputs) != len(request_ids):
-        raise VllmOutputError(f"vLLM returned {len(outputs)} outputs for {len(request_ids)} requests")
-    return [rollout_result(out, r, anchor, returned_s, worker, policy_version, tolerance_s)
-            for out, r in zip(outputs, request_ids)]
+        raise VllmOutputError(
+            f"vLLM returned {len(outputs)} outputs for {len(request_ids)} requests"
+        )
+    return [
+        rollout_result(out, r, anchor, returned_s, worker, policy_version, tolerance_s)
+        for out, r in zip(outputs, request_ids)
+    ]

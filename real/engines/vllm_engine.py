@@ -36,9 +36,10 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from rolloutlab.real.engine import RolloutRequest, RolloutResult
 from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
@@ -83,16 +84,25 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def sampling_params_kwargs(params: SamplingParams, seed: int, eos_id: int = EOS_ID) -> dict[str, Any]:
+def sampling_params_kwargs(
+    params: SamplingParams, seed: int, eos_id: int = EOS_ID
+) -> dict[str, Any]:
     """Keyword arguments of vLLM's ``SamplingParams`` for one rollout request.
 
     ``n=1``; ``seed`` per request; ``logprobs=0`` (the sampled token's log-prob only);
     greedy when ``temperature == 0`` (vLLM then ignores ``top_p`` and the seed);
     ``max_tokens`` is the response cap, EOS included, as in :class:`real.sampling.SamplingParams`.
     """
-    return {"n": 1, "seed": int(seed), "logprobs": 0, "max_tokens": params.max_response_tokens,
-            "temperature": params.temperature, "top_p": params.top_p if params.temperature > 0 else 1.0,
-            "stop_token_ids": [eos_id], "detokenize": False}
+    return {
+        "n": 1,
+        "seed": int(seed),
+        "logprobs": 0,
+        "max_tokens": params.max_response_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p if params.temperature > 0 else 1.0,
+        "stop_token_ids": [eos_id],
+        "detokenize": False,
+    }
 
 
 class VllmEngine:
@@ -111,11 +121,19 @@ class VllmEngine:
     Raises: RuntimeError if vllm is not installed.
     """
 
-    def __init__(self, model, capacity: int, clock: Callable[[], float],
-                 config: VllmConfig = VllmConfig(), worker: int = 0):
+    def __init__(
+        self,
+        model,
+        capacity: int,
+        clock: Callable[[], float],
+        config: VllmConfig = VllmConfig(),
+        worker: int = 0,
+    ):
         if not vllm_available():
-            raise RuntimeError("the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
-                               f"on a CUDA machine; built against vllm=={VLLM_VERSION})")
+            raise RuntimeError(
+                "the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
+                f"on a CUDA machine; built against vllm=={VLLM_VERSION})"
+            )
         from rolloutlab.real.model import save_pretrained
 
         self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
@@ -123,13 +141,20 @@ class VllmEngine:
         self.max_len = model.cfg.max_position_embeddings
         self._dir = tempfile.TemporaryDirectory(prefix="rolloutlab-vllm-")
         save_pretrained(model, self._dir.name)
-        self.llm = build_llm(self._dir.name, config, max_num_seqs=capacity, max_model_len=self.max_len,
-                             load_format="safetensors")
+        self.llm = build_llm(
+            self._dir.name,
+            config,
+            max_num_seqs=capacity,
+            max_model_len=self.max_len,
+            load_format="safetensors",
+        )
         self.sync_times_s: list[float] = []
         """Wall time of each weight sync (s), in order."""
         self._asleep = False
 
-    def generate(self, requests: Sequence[RolloutRequest], params: SamplingParams) -> list[RolloutResult]:
+    def generate(
+        self, requests: Sequence[RolloutRequest], params: SamplingParams
+    ) -> list[RolloutResult]:
         """Run all ``requests`` (one vLLM request each); results in request order.
 
         Raises: ValueError naming a request whose prompt plus cap exceeds ``max_model_len``;
@@ -139,17 +164,26 @@ class VllmEngine:
 
         for r in requests:
             if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
-                raise ValueError(f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
-                                 f"max_response_tokens {params.max_response_tokens} exceeds "
-                                 f"max_model_len {self.max_len}")
+                raise ValueError(
+                    f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
+                    f"max_response_tokens {params.max_response_tokens} exceeds "
+                    f"max_model_len {self.max_len}"
+                )
         self._wake()
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         sps = [VSamplingParams(**sampling_params_kwargs(params, r.seed)) for r in requests]
         anchor = read_anchor(self.clock)
         outputs = self.llm.generate(prompts, sps, use_tqdm=False)
         returned = self.clock()
-        results = rollout_results(outputs, [r.request_id for r in requests], anchor, returned,
-                                  self.worker, self.policy_version, self.config.clock_tolerance_s)
+        results = rollout_results(
+            outputs,
+            [r.request_id for r in requests],
+            anchor,
+            returned,
+            self.worker,
+            self.policy_version,
+            self.config.clock_tolerance_s,
+        )
         if self.config.colocate:
             self.sleep(level=1)
         return results
@@ -202,8 +236,14 @@ class VllmEngine:
         self._dir.cleanup()
 
 
-def build_llm(model_dir: str | Path, config: VllmConfig, max_num_seqs: int, max_model_len: int,
-              load_format: str = "auto", extra: Mapping[str, Any] | None = None):
+def build_llm(
+    model_dir: str | Path,
+    config: VllmConfig,
+    max_num_seqs: int,
+    max_model_len: int,
+    load_format: str = "auto",
+    extra: Mapping[str, Any] | None = None,
+):
     """A ``vllm.LLM`` for token-id prompts with per-request stats and the weight-sync extension.
 
     ``load_format="dummy"`` builds random weights from ``config.json`` alone (no download);
@@ -214,12 +254,21 @@ def build_llm(model_dir: str | Path, config: VllmConfig, max_num_seqs: int, max_
     from vllm import LLM
 
     kwargs: dict[str, Any] = dict(
-        model=str(model_dir), skip_tokenizer_init=True, dtype=config.dtype, seed=config.seed,
-        gpu_memory_utilization=config.gpu_memory_utilization, enforce_eager=config.enforce_eager,
-        enable_prefix_caching=config.enable_prefix_caching, max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len, load_format=load_format, disable_log_stats=False,
-        logprobs_mode="processed_logprobs", worker_extension_cls=WORKER_EXTENSION,
-        enable_sleep_mode=config.colocate)
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        dtype=config.dtype,
+        seed=config.seed,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        enforce_eager=config.enforce_eager,
+        enable_prefix_caching=config.enable_prefix_caching,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        load_format=load_format,
+        disable_log_stats=False,
+        logprobs_mode="processed_logprobs",
+        worker_extension_cls=WORKER_EXTENSION,
+        enable_sleep_mode=config.colocate,
+    )
     if config.attention_backend:
         kwargs["attention_config"] = {"backend": config.attention_backend}
     kwargs.update(extra or {})
@@ -238,10 +287,12 @@ def resolved_engine_config(llm, config: VllmConfig) -> dict[str, Any]:
     import vllm
 
     vc = llm.llm_engine.vllm_config
-    get = lambda obj, name: (lambda v: v if isinstance(v, (int, float, str, bool)) or v is None else str(v))(
-        getattr(obj, name, None))
+    get = lambda obj, name: (
+        lambda v: v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
+    )(getattr(obj, name, None))
     return {
-        "vllm_version": vllm.__version__, "torch_version": torch.__version__,
+        "vllm_version": vllm.__version__,
+        "torch_version": torch.__version__,
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "num_gpu_blocks": get(vc.cache_config, "num_gpu_blocks"),
         "block_size": get(vc.cache_config, "block_size"),
