@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from rolloutlab.real.engine import MODES
@@ -103,3 +103,41 @@ class SyncConfig:
         nested = {"learner": LearnerConfig, "task": TaskConfig, "warm_start": WarmStartConfig}
         kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
         return cls(**kw)
+
+
+OPTION_FIELDS = {
+    "controller": "controller",
+    "steps": "steps",
+    "prompts": "prompts",
+    "seed": "seed",
+    "lr": "learner.lr",
+    "capacity": "capacity",
+    "engine_mode": "engine_mode",
+    "engine": "engine",
+    "warm_start_steps": "warm_start.steps",
+    "eval_every": "eval_every",
+    "checkpoint_every": "checkpoint_every",
+    "tau": "tau",
+    "eval_size": "eval_size",
+    "max_response_tokens": "max_response_tokens",
+}
+"""Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
+:class:`SyncConfig` field it sets."""
+
+
+def replace_field(cfg: Any, dotted: str, value: Any) -> Any:
+    """``cfg`` (a frozen dataclass) with the field ``dotted`` (e.g. ``learner.lr``) set to
+    ``value``; every level is rebuilt, so its checks run again (ConfigError, ValueError)."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return replace(cfg, **{head: value})
+    return replace(cfg, **{head: replace_field(getattr(cfg, head), rest, value)})
+
+
+def config_from_options(opts: dict[str, Any]) -> SyncConfig:
+    """The :class:`SyncConfig` of the ``rolloutlab real sync`` options ``opts`` (keys of
+    :data:`OPTION_FIELDS`). Raises ConfigError naming a bad setting."""
+    cfg = SyncConfig()
+    for name, dotted in OPTION_FIELDS.items():
+        cfg = replace_field(cfg, dotted, opts[name])
+    return cfg

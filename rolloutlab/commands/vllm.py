@@ -1,4 +1,4 @@
-"""Click commands ``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
+"""``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
 
 ``vllm-grid`` needs a CUDA GPU and vllm (imported only when the command runs);
 ``vllm-compare`` runs anywhere.
@@ -12,14 +12,9 @@ import sys
 from pathlib import Path
 
 import click
+
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+from rolloutlab.commands.common import fail, parse_list
 
 
 @click.command("vllm-grid")
@@ -74,14 +69,14 @@ def vllm_grid(
     try:
         check_engine("vllm")
         spec = GridSpec(
-            running_seqs=_ints(running_seqs),
-            prompt_tokens=_ints(prompt_tokens),
+            running_seqs=tuple(parse_list("--running-seqs", running_seqs, int)),
+            prompt_tokens=tuple(parse_list("--prompt-tokens", prompt_tokens, int)),
             response_tokens=response_tokens,
             repeats=repeats,
         )
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     from rolloutlab.calibration.vllm_runner import measure_grid
 
     timings, resolved, dropped = measure_grid(
@@ -102,22 +97,12 @@ def vllm_grid(
         d = grid_calibration(fit, resolved, spec, base, name or Path(model_dir).name, prov)
         write_json_atomic(d, out)
     except (CalibrationError, ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     click.echo(
         f"wrote {out}: {len(timings)} cells; a={fit.a_s:.3e} b={fit.b_s:.3e} c={fit.c_s:.3e} "
         f"p={fit.prefill_s_per_token:.3e} s; decode MAPE {fit.decode_mape:.3f}, "
         f"prefill MAPE {fit.prefill_mape:.3f}"
     )
-
-
-def read_run_rollouts(run_dir: Path):
-    """The rollout trace of a real run directory (parquet if closed, else JSONL)."""
-    from rolloutlab.sim.trace import read
-
-    for name in ("rollouts.parquet", "rollouts.jsonl"):
-        if (run_dir / name).exists():
-            return read(run_dir / name, "rollouts")
-    raise click.ClickException(f"{run_dir}: no rollouts.parquet or rollouts.jsonl")
 
 
 @click.command("vllm-compare")
@@ -142,6 +127,8 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     import dataclasses
 
     import polars as pl
+
+    from rolloutlab.analysis.run_input import read_table
     from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
     from rolloutlab.sim.scenario import CalibrationError, load_scenario
     from rolloutlab.sim.trace import TraceError
@@ -154,10 +141,10 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
             else dataclasses.replace(sc.engine, max_num_seqs=max_num_seqs)
         )
         table = pl.concat(
-            [sim_vs_measured(read_run_rollouts(Path(d)), sc.cost, engine) for d in run_dirs]
+            [sim_vs_measured(read_table(Path(d), "rollouts"), sc.cost, engine) for d in run_dirs]
         )
     except (CalibrationError, TraceError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)
