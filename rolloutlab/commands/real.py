@@ -14,11 +14,16 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import fail, format_summary, parse_list
-from rolloutlab.real.config import OPTION_FIELDS, ConfigError, SyncConfig, config_from_options
+from rolloutlab.real.config import (
+    OPTION_FIELDS,
+    ConfigError,
+    LearnerConfig,
+    SyncConfig,
+    WarmStartConfig,
+    config_from_options,
+)
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
-from rolloutlab.real.learner import LearnerConfig
 from rolloutlab.real.rundir import RunDirError
-from rolloutlab.real.warmstart import WarmStartConfig
 from rolloutlab.sim.metrics import run_summary
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.trace import TraceError

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -62,8 +63,9 @@ def vllm_grid(
     name,
 ):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
-    from rolloutlab.calibration.vllm_grid import GridSpec, fit_grid, grid_calibration
+    from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
     from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
+    from rolloutlab.real.timing_grid import GridSpec
     from rolloutlab.sim.scenario import CalibrationError, load_scenario
 
     try:
@@ -77,7 +79,7 @@ def vllm_grid(
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
         fail(exc)
-    from rolloutlab.calibration.vllm_runner import measure_grid
+    from rolloutlab.real.engines.vllm_grid import measure_grid
 
     timings, resolved, dropped = measure_grid(
         model_dir,
@@ -94,7 +96,9 @@ def vllm_grid(
         "dropped_cells": [{"cell": list(vars(c).values()), "reason": why} for c, why in dropped],
     }
     try:
-        d = grid_calibration(fit, resolved, spec, base, name or Path(model_dir).name, prov)
+        d = grid_calibration(
+            fit, resolved, dataclasses.asdict(spec), base, name or Path(model_dir).name, prov
+        )
         write_json_atomic(d, out)
     except (CalibrationError, ValueError, OSError) as exc:
         fail(exc)
@@ -124,8 +128,6 @@ def vllm_grid(
 )
 def vllm_compare(run_dirs, calib, max_num_seqs, out):
     """Replay each step's measured lengths through the simulator; predicted vs measured makespan."""
-    import dataclasses
-
     import polars as pl
 
     from rolloutlab.analysis.run_input import read_table
