@@ -25,6 +25,7 @@ from rolloutlab.sim.pipeline_spec import parse_pipeline
 from rolloutlab.sim.scenario import Scenario
 
 from rolloutlab.cli import main
+from tests.engine_helpers import dyadic_costs
 
 NO_PRESSURE = 10**6  # KV blocks: the paged worker, but nothing is ever preempted
 
@@ -32,12 +33,7 @@ NO_PRESSURE = 10**6  # KV blocks: the paged worker, but nothing is ever preempte
 @st.composite
 def control_plan(draw):
     """Dyadic costs, a config, and a list of (wait, action, payload) driving one engine."""
-    cost = LinearCost(
-        a_s=draw(st.integers(1, 8)) / 8,
-        b_s=draw(st.integers(0, 8)) / 16,
-        c_s=draw(st.integers(0, 8)) / 64,
-        prefill_s_per_token=draw(st.integers(0, 4)) / 32,
-    )
+    cost = draw(dyadic_costs(min_a=1))
     cfg = dict(
         n_workers=draw(st.integers(1, 2)),
         max_num_seqs=draw(st.integers(1, 4)),
