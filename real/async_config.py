@@ -39,6 +39,11 @@ class AsyncConfig:
                 f"pipeline {self.pipeline!r}: the real asynchronous loop runs "
                 f"{', '.join(ASYNC_KINDS)} (use `real sync` for sync)"
             )
+        if self.sync.refill:
+            raise ConfigError(
+                "--dynamic-sampling (refill) runs in `real sync` only; the asynchronous loop "
+                "drops homogeneous groups without refill"
+            )
         if not self.poll_s > 0:
             raise ConfigError(f"poll_s must be > 0, got {self.poll_s}")
 

@@ -42,8 +42,8 @@ from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, Shared
 from rolloutlab.real.collapse import CollapseDetector
 from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
+from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.sync import SyncRun, check_before_writing
-from rolloutlab.real.task import reward
 from tqdm import tqdm
 
 
@@ -71,8 +71,15 @@ class AsyncRun(SyncRun):
     resume, traces); its engine stays in the learner process for held-out evaluation only.
     """
 
-    def __init__(self, acfg: AsyncConfig, out_dir: Path, run_id: str, resume: bool):
-        super().__init__(acfg.sync, out_dir, run_id, resume)
+    def __init__(
+        self,
+        acfg: AsyncConfig,
+        out_dir: Path,
+        run_id: str,
+        resume: bool,
+        cache_dir: Path | None = None,
+    ):
+        super().__init__(acfg.sync, out_dir, run_id, resume, cache_dir=cache_dir)
         self.acfg, self.pc = acfg, acfg.pipeline_config
         self.detector = CollapseDetector(acfg.collapse)
         self.pending_G: list[int] = []
@@ -150,20 +157,7 @@ class AsyncRun(SyncRun):
         if fresh:
             rewards, lengths, keep, stats = self._learn(step, G, problems, reqs, results)
         else:  # never trained on: only its rewards are logged
-            rewards = torch.tensor(
-                [
-                    [
-                        reward(problems[r.request_id // G], r.response_ids, self.cfg.task)
-                        for r in results[p * G : (p + 1) * G]
-                    ]
-                    for p in range(len(problems))
-                ],
-                dtype=torch.float64,
-            )  # (B, G)
-            lengths = [
-                [len(r.response_ids) for r in results[p * G : (p + 1) * G]]
-                for p in range(len(problems))
-            ]
+            rewards, lengths = self._score(problems, results, G)  # (B, G)
             keep, stats = torch.zeros(len(problems), dtype=torch.bool), None
         t_train = self.clock()
         if (step + 1) % self.pc.sync_every == 0:
@@ -189,6 +183,7 @@ class AsyncRun(SyncRun):
             "pull_s": pull_s,
             "wait_s": None if self._t_prev_end is None else t_recv - self._t_prev_end,
             "collapse": fired,
+            **sampling_record(rewards, keep, results, G, None),
         }
         if stats is not None:
             extra.update(
@@ -235,8 +230,10 @@ def run_async(
     resume: bool = False,
     progress: bool = True,
     overrides: dict[str, Any] | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Start (or with ``resume`` continue) an asynchronous run in ``out_dir``.
+    """Start (or with ``resume`` continue) an asynchronous run in ``out_dir``; ``cache_dir``:
+    the shared warm-start cache (None: not used).
 
     ``overrides``: settings given on the command line, dotted (``sync.learner.lr``);
     only ``sync.steps`` may differ on resume. Raises: RunDirError, ConfigError,
@@ -251,4 +248,4 @@ def run_async(
         )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")
-    return AsyncRun(acfg, out, run_id, resume).run(progress)
+    return AsyncRun(acfg, out, run_id, resume, cache_dir).run(progress)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
 
@@ -96,3 +98,20 @@ def load(path: Path) -> tuple[LlamaLM, dict[str, Any], dict[str, Any]]:
     except Exception as exc:
         raise CheckpointError(f"{path}: cannot load checkpoint: {exc}") from None
     return model, trainer, state
+
+
+def global_rngs() -> dict[str, list]:
+    """numpy's and Python's global RNG states as JSON-able lists (``numpy_rng``, ``python_rng``)."""
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+    return {
+        "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+        "python_rng": [py_state[0], list(py_state[1]), py_state[2]],
+    }
+
+
+def restore_global_rngs(state: dict) -> None:
+    """Inverse of :func:`global_rngs` (reads ``state["numpy_rng"]`` and ``state["python_rng"]``)."""
+    n, p = state["numpy_rng"], state["python_rng"]
+    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), *n[2:]))
+    random.setstate((p[0], tuple(p[1]), p[2]))

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from rolloutlab.real.task import TaskConfig
+from rolloutlab.real.tasks import TASKS, TaskOps, task_ops
+from rolloutlab.real.walk_task import WalkConfig
 
 MODES = ("continuous", "static")
 """Batching modes of the rollout engine (:mod:`real.engine`)."""
@@ -82,6 +84,11 @@ class SyncConfig:
     """Response cap in tokens (finish reason ``length``); the longest correct answer is 67."""
     dynamic_sampling: bool = True
     """DAPO dynamic sampling: groups whose rewards are all equal are left out of the update (counted)."""
+    refill: bool = False
+    """DAPO refill (``--dynamic-sampling``): regenerate fresh prompts until ``prompts``
+    informative groups are kept or ``max_gen_batches`` rounds ran (:mod:`real.refill`)."""
+    max_gen_batches: int = 0
+    """Generation rounds allowed per step with ``refill`` (verl ``max_num_gen_batches``; 0 = unlimited)."""
     overlong_cache: int = 0
     """DAPO soft overlong punishment window in tokens (0: off); see :func:`real.grpo.overlong_penalty`."""
     eval_every: int = 20
@@ -90,6 +97,8 @@ class SyncConfig:
     """Held-out problems (fixed set, its own seed, never used for training)."""
     checkpoint_every: int = 20
     """Checkpoint every this many steps (and after the last)."""
+    task_name: str = "digit-chain"
+    """Task (``--task``, :data:`real.tasks.TASKS`): ``digit-chain`` or ``graph-walk``."""
     torch_threads: int = 1
     """torch intra-op threads. 1 by default: on the 2-vCPU dev machine two threads ran a
     warm-start step in anywhere from 0.09 to 1.0 s (OpenMP spinning against the other
@@ -97,7 +106,9 @@ class SyncConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """Optimiser and objective."""
     task: TaskConfig = field(default_factory=TaskConfig)
-    """Problem distribution and reward."""
+    """Problem distribution and reward of ``digit-chain``."""
+    walk: WalkConfig = field(default_factory=WalkConfig)
+    """Problem distribution of ``graph-walk``."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     """Supervised warm start (cached in the run directory)."""
 
@@ -115,6 +126,14 @@ class SyncConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.task_name not in TASKS:
+            raise ConfigError(
+                f"unknown task {self.task_name!r} (--task); expected one of {', '.join(TASKS)}"
+            )
+        if self.max_gen_batches < 0:
+            raise ConfigError(
+                f"max_gen_batches must be >= 0 (0 = unlimited), got {self.max_gen_batches}"
+            )
         if not self.learner.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
         if not self.tau > 1:
@@ -128,6 +147,11 @@ class SyncConfig:
                 f"overlong_cache must be in [0, max_response_tokens], got {self.overlong_cache}"
             )
 
+    @property
+    def task_ops(self) -> TaskOps:
+        """The selected task's functions (:func:`real.tasks.task_ops`)."""
+        return task_ops(self.task_name, self.task, self.walk)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable)."""
         return asdict(self)
@@ -139,7 +163,12 @@ class SyncConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"unknown config key(s) {unknown}")
-        nested = {"learner": LearnerConfig, "task": TaskConfig, "warm_start": WarmStartConfig}
+        nested = {
+            "learner": LearnerConfig,
+            "task": TaskConfig,
+            "walk": WalkConfig,
+            "warm_start": WarmStartConfig,
+        }
         kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
         return cls(**kw)
 
@@ -159,6 +188,9 @@ OPTION_FIELDS = {
     "tau": "tau",
     "eval_size": "eval_size",
     "max_response_tokens": "max_response_tokens",
+    "task": "task_name",
+    "dynamic_sampling": "refill",
+    "max_gen_batches": "max_gen_batches",
 }
 """Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
 :class:`SyncConfig` field it sets."""

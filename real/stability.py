@@ -146,12 +146,12 @@ def summarize_run(d: Path, S: int, lr: float, seed: int) -> dict:
 def prepare_warm_start(out: Path, base: AsyncConfig) -> None:
     """Train (or load) the shared warm start in ``out/warmstart`` once, before the grid."""
     from rolloutlab.real.model import load_config
-    from rolloutlab.real.task import heldout_problems
     from rolloutlab.real.warmstart import cached_warm_start
 
     cfg = base.sync
-    exclude = frozenset(p.prompt_text for p in heldout_problems(cfg.task, cfg.eval_size))
-    cached_warm_start(Path(out), load_config(), cfg.task, cfg.warm_start, exclude)
+    ops = cfg.task_ops
+    exclude = frozenset(p.prompt_text for p in ops.heldout(cfg.eval_size))
+    cached_warm_start(Path(out), load_config(), ops, cfg.warm_start, exclude)
 
 
 def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.DataFrame:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,8 +38,8 @@ from rolloutlab.real.evaluate import evaluate
 from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_penalty
 from rolloutlab.real.learner import Learner, pack
 from rolloutlab.real.model import load_config
+from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.task import heldout_problems, is_correct, reward, sample_problems
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim.controllers import Controller, parse_controller
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, TraceWriter, truncate_jsonl
@@ -73,10 +72,11 @@ def max_group_size(ctl: Controller) -> int:
     return int(ctl.G)
 
 
-def request_seed(seed: int, step: int, prompt: int, sample_idx: int) -> int:
+def request_seed(seed: int, step: int, prompt: int, sample_idx: int, round_: int = 0) -> int:
     """Sampling seed of one rollout: a function of its coordinates only (so resumes and
-    batching modes reproduce it)."""
-    return int(np.random.SeedSequence([seed, step, prompt, sample_idx]).generate_state(1)[0])
+    batching modes reproduce it); ``round_`` > 0 for a dynamic-sampling refill round."""
+    key = [seed, step, prompt, sample_idx] + ([round_] if round_ else [])
+    return int(np.random.SeedSequence(key).generate_state(1)[0])
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -95,8 +95,10 @@ class SyncRun:
         run_id: str,
         resume: bool,
         engine_factory: Callable[..., RolloutEngine] | None = None,
+        cache_dir: Path | None = None,
     ):
         self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
+        self.ops = cfg.task_ops
         torch.set_num_threads(cfg.torch_threads)
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
@@ -104,12 +106,13 @@ class SyncRun:
                 f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
                 f"more than the engine capacity {cfg.capacity} (--capacity)"
             )
-        self.heldout = heldout_problems(cfg.task, cfg.eval_size)
+        self.heldout = self.ops.heldout(cfg.eval_size)
         self.exclude = frozenset(p.prompt_text for p in self.heldout)
         self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
         self.start_step, clock_offset = 0, 0.0
+        self.next_prompt_id = 0  # the prompt stream: refill rounds take the next prompts
         reference = cached_warm_start(
-            self.out, load_config(), cfg.task, cfg.warm_start, self.exclude
+            self.out, load_config(), self.ops, cfg.warm_start, self.exclude, cache_dir
         )
         policy = copy.deepcopy(reference)
         ckpt = checkpoint.latest(self.out) if resume else None
@@ -117,9 +120,9 @@ class SyncRun:
         if ckpt is not None:
             policy, trainer, state = checkpoint.load(ckpt)
             self.start_step, clock_offset = int(state["step"]), float(state["t_s"])
+            self.next_prompt_id = int(state.get("next_prompt_id", self.start_step * cfg.prompts))
             self.controller.load_state_dict(state["controller"])
-            np.random.set_state(_np_state_from_json(state["numpy_rng"]))
-            random.setstate(_py_state_from_json(state["python_rng"]))
+            checkpoint.restore_global_rngs(state)
         self.learner = Learner(policy, reference, cfg.learner)
         if trainer is not None:
             self.learner.load_state_dict(trainer["learner"])
@@ -161,17 +164,42 @@ class SyncRun:
             )
         return self.writer.close()
 
-    def _requests(self, step: int, G: int) -> tuple[list, list[RolloutRequest]]:
-        rng = np.random.default_rng([self.cfg.seed, step, 7])
-        problems = sample_problems(rng, self.cfg.task, self.cfg.prompts, self.exclude)
+    def _requests(self, step: int, G: int, round_: int = 0) -> tuple[list, list[RolloutRequest]]:
+        """Round ``round_``'s ``B`` problems and ``B x G`` requests (ids after the earlier rounds')."""
+        B = self.cfg.prompts
+        rng = np.random.default_rng([self.cfg.seed, step, 7] + ([round_] if round_ else []))
+        problems = self.ops.sample(rng, B, self.exclude)
         reqs = [
             RolloutRequest(
-                p * G + j, tuple(prob.prompt_ids), request_seed(self.cfg.seed, step, p, j)
+                round_ * B * G + p * G + j,
+                tuple(prob.prompt_ids),
+                request_seed(self.cfg.seed, step, p, j, round_),
             )
             for p, prob in enumerate(problems)
             for j in range(G)
         ]
         return problems, reqs
+
+    def _generate(self, step: int, G: int) -> tuple[list, list, list, RefillOutcome | None]:
+        """Problems, requests and results of every round of the step (one round without
+        ``refill``; else :func:`real.refill.run_rounds` decides), and the refill outcome."""
+        problems: list = []
+        reqs: list[RolloutRequest] = []
+        results: list[RolloutResult] = []
+
+        def one_round(r: int) -> torch.Tensor:
+            probs, rq = self._requests(step, G, r)
+            res = self.engine.generate(rq, self.params)
+            problems.extend(probs)
+            reqs.extend(rq)
+            results.extend(res)
+            return self._score(probs, res, G)[0]
+
+        if not self.cfg.refill:
+            one_round(0)
+            return problems, reqs, results, None
+        outcome = run_rounds(one_round, self.cfg.prompts, self.cfg.max_gen_batches)
+        return problems, reqs, results, outcome
 
     def step(self, step: int) -> dict[str, Any]:
         """Run one synchronous step and record it; returns the learner.jsonl row."""
@@ -181,21 +209,43 @@ class SyncRun:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
             )
-        problems, reqs = self._requests(step, G)
         t_start = self.clock()
-        results = self.engine.generate(reqs, self.params)
+        problems, reqs, results, ds = self._generate(step, G)
         t_gen = self.clock()
-        rewards, lengths, keep, stats = self._learn(step, G, problems, reqs, results)
+        rewards, lengths, keep, stats = self._learn(
+            step, G, problems, reqs, results, None if ds is None else ds.keep
+        )
         t_train = self.clock()
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
         self.controller.observe(lengths)
         t_end = self.clock()
         self.writer.append_step(
-            self._rollout_rows(step, G, results),
+            self._rollout_rows(step, G, results, self.next_prompt_id),
             self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats),
         )
-        return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end)
+        self.next_prompt_id += len(problems)
+        extra = sampling_record(rewards, keep, results, G, ds)
+        return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
+
+    def _score(
+        self, problems: list, results: list[RolloutResult], G: int
+    ) -> tuple[torch.Tensor, list[list[int]]]:
+        """Rewards ``(B, G)`` (task reward + DAPO overlong term) and lengths ``(B, G)``."""
+        groups = [results[p * G : (p + 1) * G] for p in range(len(problems))]
+        rewards = torch.tensor(
+            [
+                [self.ops.reward(problems[p], r.response_ids) for r in g]
+                for p, g in enumerate(groups)
+            ],
+            dtype=torch.float64,
+        )  # (B, G)
+        lengths = [[len(r.response_ids) for r in g] for g in groups]
+        if self.cfg.overlong_cache:
+            rewards = rewards + overlong_penalty(
+                torch.tensor(lengths), self.cfg.max_response_tokens, self.cfg.overlong_cache
+            )
+        return rewards, lengths
 
     def _learn(
         self,
@@ -204,28 +254,23 @@ class SyncRun:
         problems: list,
         reqs: list[RolloutRequest],
         results: list[RolloutResult],
+        keep: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[list[int]], torch.Tensor, Any]:
         """Rewards ``(B, G)``, lengths ``(B, G)``, kept groups ``(B,)`` and the update's
-        statistics (None when no group was informative) of one step's rollouts."""
+        statistics (None when no group was kept) of one step's rollouts (``B``: groups of
+        all rounds). ``keep``: the refill's choice; default: informative groups, or all
+        without dynamic sampling."""
         cfg = self.cfg
         B = len(problems)
         groups = [results[p * G : (p + 1) * G] for p in range(B)]
-        rewards = torch.tensor(
-            [
-                [reward(problems[p], r.response_ids, cfg.task) for r in g]
-                for p, g in enumerate(groups)
-            ],
-            dtype=torch.float64,
-        )  # (B, G)
-        lengths = [[len(r.response_ids) for r in g] for g in groups]  # (B, G) ragged-safe
-        if cfg.overlong_cache:
-            rewards = rewards + overlong_penalty(
-                torch.tensor(lengths), cfg.max_response_tokens, cfg.overlong_cache
-            )
+        rewards, lengths = self._score(problems, results, G)
         adv = group_advantages(rewards)  # (B, G)
-        keep = (
-            informative_groups(rewards) if cfg.dynamic_sampling else torch.ones(B, dtype=torch.bool)
-        )
+        if keep is None:
+            keep = (
+                informative_groups(rewards)
+                if cfg.dynamic_sampling
+                else torch.ones(B, dtype=torch.bool)
+            )
         stats = None
         if keep.any():
             kept = [r for p in range(B) if keep[p] for r in groups[p]]
@@ -255,9 +300,10 @@ class SyncRun:
     ) -> dict[str, Any]:
         """Append the learner.jsonl row (plus ``extra``), evaluate and checkpoint when due."""
         cfg = self.cfg
-        correct = [is_correct(problems[r.request_id // G], r.response_ids) for r in results]
+        correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
         info = {
             "step": step,
+            "t_s": t_end,
             "G": G,
             "reward_mean": float(rewards.mean()),
             "accuracy": float(np.mean(correct)),
@@ -273,20 +319,24 @@ class SyncRun:
                 n_tokens=stats.n_tokens,
             )
         info.update(extra or {})
-        _append_jsonl(self.out / "learner.jsonl", info)
         done = step + 1
+        info["heldout_accuracy"] = None
         if done % cfg.eval_every == 0 or done == cfg.steps:
-            info["heldout_accuracy"] = round(self._evaluate(step), 3)
+            info["heldout_accuracy"] = self._evaluate(step)
+        _append_jsonl(self.out / "learner.jsonl", info)
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             self._checkpoint(done, t_end)
         return info
 
-    def _rollout_rows(self, step: int, G: int, results: list[RolloutResult]) -> pl.DataFrame:
+    def _rollout_rows(
+        self, step: int, G: int, results: list[RolloutResult], first_prompt_id: int | None = None
+    ) -> pl.DataFrame:
+        base = step * self.cfg.prompts if first_prompt_id is None else first_prompt_id
         rows = [
             {
                 "run_id": self.run_id,
                 "step": step,
-                "prompt_id": step * self.cfg.prompts + r.request_id // G,
+                "prompt_id": base + r.request_id // G,
                 "sample_idx": r.request_id % G,
                 "group_size": G,
                 "policy_version": step,
@@ -324,7 +374,7 @@ class SyncRun:
         return pl.DataFrame([row], schema=STEP_SCHEMA)
 
     def _evaluate(self, step: int) -> float:
-        res = evaluate(self.engine, self.heldout, self.params, seed=self.cfg.seed)
+        res = evaluate(self.engine, self.heldout, self.params, self.cfg.seed, self.ops)
         _append_jsonl(self.out / "eval.jsonl", {"step": step, "t_s": self.clock(), **res})
         return res["accuracy"]
 
@@ -333,27 +383,11 @@ class SyncRun:
         state = {
             "t_s": t_s,
             "controller": self.controller.state_dict(),
-            "numpy_rng": _np_state_to_json(np.random.get_state()),
-            "python_rng": _py_state_to_json(random.getstate()),
+            **checkpoint.global_rngs(),
+            "next_prompt_id": self.next_prompt_id,
             **(extra or {}),
         }
         checkpoint.save(self.out, done, self.learner.model, trainer, state)
-
-
-def _np_state_to_json(state: tuple) -> list:
-    return [state[0], state[1].tolist(), *state[2:]]
-
-
-def _np_state_from_json(state: list) -> tuple:
-    return (state[0], np.array(state[1], dtype=np.uint32), *state[2:])
-
-
-def _py_state_to_json(state: tuple) -> list:
-    return [state[0], list(state[1]), state[2]]
-
-
-def _py_state_from_json(state: list) -> tuple:
-    return (state[0], tuple(state[1]), state[2])
 
 
 def run_sync(
@@ -362,8 +396,10 @@ def run_sync(
     resume: bool = False,
     progress: bool = True,
     overrides: dict[str, Any] | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Start (or with ``resume`` continue) a synchronous run in ``out_dir``.
+    """Start (or with ``resume`` continue) a synchronous run in ``out_dir``; ``cache_dir``:
+    the shared warm-start cache (None: ``--no-cache``, :mod:`real.warmstart`).
 
     Raises: RunDirError (directory holds another run / nothing to resume / conflicting
     setting), ConfigError (G above capacity, bad setting), CheckpointError (corrupt
@@ -375,4 +411,4 @@ def run_sync(
         run_id, cfg = rundir.open_existing(out, overrides or {})
     else:
         run_id = rundir.create(out, cfg)
-    return SyncRun(cfg, out, run_id, resume).run(progress)
+    return SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir).run(progress)

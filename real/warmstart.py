@@ -1,18 +1,32 @@
-"""Supervised warm start: a short next-token fit on worked solutions, cached in the run directory.
+"""Supervised warm start: a short next-token fit on worked solutions, cached by a hash.
 
 RL from a random tiny model never sees a reward; a few hundred supervised steps teach the
-format (both scratchpads, :attr:`real.task.TaskConfig.p_long` of them long) and some of the
-arithmetic, leaving RL the rest. The result is saved as a Hugging Face model directory
-(``<run>/warmstart/``) with ``warmstart.json`` holding the settings that made it; a later
-run in the same directory with the same settings loads it instead of training again.
+format (for ``digit-chain`` both scratchpads, :attr:`real.task.TaskConfig.p_long` of them
+long; for ``graph-walk`` uniform random walks) and some of the skill, leaving RL the rest.
+
+Two caches, both keyed by :func:`warm_start_key` (model config, task name and settings,
+warm-start settings including the seed, the held-out prompts left out of its data, the
+torch version and :data:`FORMAT`):
+
+- the run directory's ``<run>/warmstart/`` (a Hugging Face model directory with
+  ``warmstart.json`` holding the key): what a resumed run loads;
+- a shared cache ``<cache_dir>/<sha256 of the key>/`` (default
+  :func:`default_cache_dir`), so the runs of a comparison pay for one warm start; a run
+  copies the entry into its own directory. ``cache_dir=None`` (``--no-cache``) neither
+  reads nor writes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,21 +39,54 @@ from rolloutlab.real.model import (
     load_pretrained,
     save_pretrained,
 )
-from rolloutlab.real.task import Problem, TaskConfig, sample_problems
+from rolloutlab.real.tasks import TaskOps
 from tqdm import tqdm
 
+FORMAT = 1
+"""Bumped when the warm-start procedure changes (so old cache entries stop matching)."""
+CACHE_ENV = "ROLLOUTLAB_CACHE_DIR"
+"""Environment variable overriding the shared cache's location."""
 
-def sft_batch(problems: list[Problem], longs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+
+def default_cache_dir() -> Path:
+    """``$ROLLOUTLAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/rolloutlab/warmstart``
+    (``~/.cache/rolloutlab/warmstart``)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "rolloutlab" / "warmstart"
+
+
+def warm_start_key(
+    model_cfg: LlamaConfig, ops: TaskOps, cfg: WarmStartConfig, exclude: frozenset[str]
+) -> dict[str, Any]:
+    """Everything the warm-started weights depend on, as a JSON-able dict (the held-out
+    prompts enter as the sha256 of their sorted texts)."""
+    held = hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()
+    return {
+        "format": FORMAT,
+        "model": asdict(model_cfg),
+        "task": ops.name,
+        "task_settings": asdict(ops.settings),
+        "warm_start": asdict(cfg),
+        "heldout_sha256": held,
+        "torch": torch.__version__,
+    }
+
+
+def key_hash(key: dict[str, Any]) -> str:
+    """sha256 of the key's canonical JSON (sorted keys): the shared cache entry's name."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def sft_batch(problems: list, solutions: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """``ids (N, T)`` of prompt + solution (right-padded) and the loss mask ``(N, T - 1)``
     that selects the solution tokens as targets."""
-    return pad_prompt_response(
-        [p.prompt_ids for p in problems],
-        [p.solution_ids(bool(lg)) for p, lg in zip(problems, longs)],
-    )
+    return pad_prompt_response([p.prompt_ids for p in problems], solutions)
 
 
 def train_warm_start(
-    model: LlamaLM, task: TaskConfig, cfg: WarmStartConfig, exclude: frozenset[str]
+    model: LlamaLM, ops: TaskOps, cfg: WarmStartConfig, exclude: frozenset[str]
 ) -> list[float]:
     """Fit ``model`` in place on ``cfg.steps`` batches; returns the per-step loss (nats/token)."""
     rng = np.random.default_rng([cfg.seed, 1])
@@ -50,8 +97,8 @@ def train_warm_start(
     for _ in tqdm(
         range(cfg.steps), desc="supervised warm start", unit="step", disable=None, leave=False
     ):
-        problems = sample_problems(rng, task, cfg.batch_size, exclude)
-        ids, mask = sft_batch(problems, rng.random(cfg.batch_size) < task.p_long)
+        problems = ops.sample(rng, cfg.batch_size, exclude)
+        ids, mask = sft_batch(problems, ops.solutions(rng, problems))
         logits = model(ids)[:, :-1]  # (N, T-1, V)
         nll = torch.nn.functional.cross_entropy(
             logits.transpose(1, 2), ids[:, 1:], reduction="none"
@@ -65,28 +112,67 @@ def train_warm_start(
     return losses
 
 
+def _copy_dir(src: Path, dst: Path) -> None:
+    """Copy directory ``src`` to ``dst`` via a temporary sibling and a rename (a reader
+    never sees a half-written ``dst``; if another process got there first, keep theirs)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
+    shutil.copytree(src, tmp, dirs_exist_ok=True)
+    try:
+        os.rename(tmp, dst)
+    except OSError:  # dst appeared meanwhile (another run): theirs is the same model
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _matches(d: Path, key: dict[str, Any]) -> bool:
+    meta = d / "warmstart.json"
+    try:
+        return meta.exists() and json.loads(meta.read_text()).get("key") == key
+    except ValueError:
+        return False
+
+
 def cached_warm_start(
     run_dir: Path,
     model_cfg: LlamaConfig,
-    task: TaskConfig,
+    ops: TaskOps,
     cfg: WarmStartConfig,
     exclude: frozenset[str],
+    cache_dir: Path | None = None,
 ) -> LlamaLM:
-    """The warm-started model of ``run_dir``: loaded when ``run_dir/warmstart`` was made with
-    the same settings, else trained from a seeded initialisation and saved there."""
+    """The warm-started model of ``run_dir``: loaded from ``run_dir/warmstart`` when it was
+    made with the same key, else copied from ``cache_dir`` (when given and it holds the
+    key's entry), else trained from a seeded initialisation and saved in both.
+
+    Writes ``warmstart.json`` with ``key``, ``key_sha256``, ``final_loss``, ``seconds`` and
+    ``source`` (``trained`` or ``cache``). Raises ValueError (from
+    :func:`real.model.load_pretrained`) on an unreadable model directory.
+    """
     out = Path(run_dir) / "warmstart"
-    key = {"model": asdict(model_cfg), "task": asdict(task), "warm_start": asdict(cfg)}
-    meta = out / "warmstart.json"
-    if meta.exists() and json.loads(meta.read_text()).get("key") == key:
+    key = warm_start_key(model_cfg, ops, cfg, exclude)
+    if _matches(out, key):
+        return load_pretrained(out)
+    entry = None if cache_dir is None else Path(cache_dir) / key_hash(key)
+    if entry is not None and _matches(entry, key):
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(entry, out)
+        meta = json.loads((out / "warmstart.json").read_text())
+        (out / "warmstart.json").write_text(json.dumps({**meta, "source": "cache"}, indent=2))
         return load_pretrained(out)
     model = build_model(model_cfg, cfg.seed)
     t0 = time.perf_counter()
-    losses = train_warm_start(model, task, cfg, exclude)
+    losses = train_warm_start(model, ops, cfg, exclude)
     seconds = time.perf_counter() - t0
     save_pretrained(model, out)
-    meta.write_text(
-        json.dumps(
-            {"key": key, "final_loss": losses[-1] if losses else None, "seconds": seconds}, indent=2
-        )
-    )
+    doc = {
+        "key": key,
+        "key_sha256": key_hash(key),
+        "final_loss": losses[-1] if losses else None,
+        "seconds": seconds,
+        "source": "trained",
+    }
+    (out / "warmstart.json").write_text(json.dumps(doc, indent=2))
+    if entry is not None:
+        _copy_dir(out, entry)
     return model

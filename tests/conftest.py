@@ -53,3 +53,9 @@ def calibration_file(tmp_path):
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(calibration_dict()))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _private_warm_start_cache(tmp_path_factory, monkeypatch):
+    """Real runs started by a test use a fresh shared warm-start cache, never ~/.cache."""
+    monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path_factory.mktemp("warmstart-cache")))

@@ -24,6 +24,7 @@ from rolloutlab.real.config import (
 )
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
+from rolloutlab.real.tasks import TASKS
 from rolloutlab.sim.metrics import run_summary
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.trace import TraceError
@@ -32,6 +33,12 @@ from rolloutlab.sim.trace import TraceError
 @click.group()
 def real() -> None:
     """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
+
+
+def _check_target(ctx: click.Context, param: click.Parameter, value: float | None):
+    if value is not None and not 0 < value <= 1:
+        raise click.BadParameter(f"must be in (0, 1], got {value}", param=param)
+    return value
 
 
 @real.command()
@@ -78,12 +85,51 @@ def real() -> None:
 @click.option(
     "--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold"
 )
+@click.option(
+    "--task",
+    default=SyncConfig.task_name,
+    show_default=True,
+    type=click.Choice(TASKS),
+    help="digit-chain (docs/real_task.md) or graph-walk (a search: wide length spread)",
+)
+@click.option(
+    "--dynamic-sampling",
+    is_flag=True,
+    help="DAPO refill: regenerate fresh prompts until B informative groups (real sync only)",
+)
+@click.option(
+    "--max-gen-batches",
+    default=SyncConfig.max_gen_batches,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited)",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="train the warm start even if the shared cache holds it (and do not store it)",
+)
+@click.option(
+    "--target-accuracy",
+    type=float,
+    callback=_check_target,
+    help="held-out accuracy A in (0, 1]: the summary gains time_to_target_s",
+)
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.pass_context
-def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -> None:
+def sync(
+    ctx: click.Context,
+    out_dir: Path,
+    resume: bool,
+    quiet: bool,
+    no_cache: bool,
+    target_accuracy: float | None,
+    **opts,
+) -> None:
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
     from rolloutlab.real.checkpoint import CheckpointError  # torch: only when a run starts
     from rolloutlab.real.sync import run_sync
+    from rolloutlab.real.warmstart import default_cache_dir
 
     given = {
         dotted: opts[name]
@@ -93,7 +139,14 @@ def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -
     try:
         cfg = config_from_options(opts)
         check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
-        rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
+        rollouts, steps = run_sync(
+            cfg,
+            out_dir,
+            resume=resume,
+            progress=not quiet,
+            overrides=given,
+            cache_dir=None if no_cache else default_cache_dir(),
+        )
     except (
         RunDirError,
         ConfigError,
@@ -103,7 +156,28 @@ def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -
         ValueError,
     ) as exc:
         fail(exc)
-    click.echo(format_summary(run_summary(rollouts, steps, tau=cfg.tau)))
+    summary = {
+        **run_summary(rollouts, steps, tau=cfg.tau),
+        **accuracy_summary(out_dir, target_accuracy),
+    }
+    click.echo(format_summary(summary))
+
+
+def accuracy_summary(out_dir: Path, target: float | None) -> dict:
+    """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
+    and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
+    None if never reached)."""
+    from rolloutlab.real.evaluate import time_to_accuracy
+
+    path = out_dir / "eval.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = {
+        "heldout_accuracy_start": rows[0]["accuracy"] if rows else None,
+        "heldout_accuracy_end": rows[-1]["accuracy"] if rows else None,
+    }
+    if target is not None:
+        out["time_to_target_s"] = time_to_accuracy(rows, target)
+    return out
 
 
 @real.command("task-lengths")
@@ -144,6 +218,8 @@ def async_cmd(
     out_dir: Path,
     resume: bool,
     quiet: bool,
+    no_cache: bool,
+    target_accuracy: float | None,
     pipeline: str,
     stop_on_collapse: bool,
     **opts,
@@ -153,6 +229,7 @@ def async_cmd(
     from rolloutlab.real.async_loop import run_async
     from rolloutlab.real.async_workers import GeneratorDied
     from rolloutlab.real.checkpoint import CheckpointError
+    from rolloutlab.real.warmstart import default_cache_dir
     from rolloutlab.sim.metrics import pipeline_summary, run_summary
 
     given = {
@@ -167,7 +244,12 @@ def async_cmd(
         if ctx.get_parameter_source("pipeline") == click.core.ParameterSource.COMMANDLINE:
             given["pipeline"] = pipeline
         rollouts, steps = run_async(
-            acfg, out_dir, resume=resume, progress=not quiet, overrides=given
+            acfg,
+            out_dir,
+            resume=resume,
+            progress=not quiet,
+            overrides=given,
+            cache_dir=None if no_cache else default_cache_dir(),
         )
     except (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied) as exc:
         fail(exc)
@@ -182,6 +264,7 @@ def async_cmd(
             for k, v in json.loads((out_dir / "collapse.json").read_text()).items()
             if k in ("collapsed", "t_collapse", "failure")
         },
+        **accuracy_summary(out_dir, target_accuracy),
     }
     click.echo(format_summary(summary))
 
