@@ -202,6 +202,53 @@ def task_lengths(out_png: Path, problems: int) -> None:
     click.echo(f"wrote {out_png}")
 
 
+@real.command("task-spread")
+@click.option("--task", default="graph-walk", show_default=True, type=click.Choice(TASKS))
+@click.option("--steps", default=25, show_default=True, type=click.IntRange(min=1))
+@click.option("--prompts", default=8, show_default=True, type=click.IntRange(min=1), help="B")
+@click.option("--G", "g_max", default=16, show_default=True, type=click.IntRange(min=4))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
+@click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
+@click.option("--out", "out_json", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def task_spread(
+    task: str,
+    steps: int,
+    prompts: int,
+    g_max: int,
+    seed: int,
+    warm_start_steps: int,
+    no_cache: bool,
+    out_json: Path,
+) -> None:
+    """Length spread (group and step max/median, ICC of log lengths) at G = 4, 8, 16 and
+    the pass-rate distribution of a task's warm-started policy; JSON to --out."""
+    import tempfile
+
+    from rolloutlab.real.task_spread import measure_start
+    from rolloutlab.real.warmstart import default_cache_dir
+
+    try:
+        cfg = SyncConfig(
+            task_name=task,
+            prompts=prompts,
+            seed=seed,
+            warm_start=WarmStartConfig(steps=warm_start_steps),
+        )
+    except ConfigError as exc:
+        fail(exc)
+    with tempfile.TemporaryDirectory() as work:
+        stats = measure_start(
+            cfg, steps, g_max, None if no_cache else default_cache_dir(), Path(work)
+        )
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps({"task": task, "seed": seed, **stats}, indent=2) + "\n")
+    for key, row in stats.items():
+        if isinstance(row, dict):
+            click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))
+    click.echo(f"wrote {out_json}")
+
+
 @click.command("async")
 @click.option(
     "--pipeline",
