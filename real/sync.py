@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real import checkpoint, rundir
+from rolloutlab.real import checkpoint, numerics, rundir
 from rolloutlab.real.config import ConfigError, SyncConfig
 from rolloutlab.real.engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.engine_factory import engine_factory as make_engine_factory
@@ -100,6 +100,9 @@ class SyncRun:
         self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
         self.ops = cfg.task_ops
         torch.set_num_threads(cfg.torch_threads)
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not (self.out / "numerics.json").exists():  # the machine that started the run
+            (self.out / "numerics.json").write_text(json.dumps(numerics.describe(), indent=2))
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
             raise ConfigError(

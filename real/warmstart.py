@@ -6,7 +6,8 @@ long; for ``graph-walk`` uniform random walks) and some of the skill, leaving RL
 
 Two caches, both keyed by :func:`warm_start_key` (model config, task name and settings,
 warm-start settings including the seed, the held-out prompts left out of its data, the
-torch version and :data:`FORMAT`):
+torch version, the CPU code path and whether numerics are pinned (:mod:`real.numerics`)
+and :data:`FORMAT`):
 
 - the run directory's ``<run>/warmstart/`` (a Hugging Face model directory with
   ``warmstart.json`` holding the key): what a resumed run loads;
@@ -39,6 +40,7 @@ from rolloutlab.real.model import (
     load_pretrained,
     save_pretrained,
 )
+from rolloutlab.real.numerics import describe as describe_numerics
 from rolloutlab.real.tasks import TaskOps
 from tqdm import tqdm
 
@@ -62,6 +64,7 @@ def warm_start_key(
 ) -> dict[str, Any]:
     """Everything the warm-started weights depend on, as a JSON-able dict (the held-out
     prompts enter as the sha256 of their sorted texts)."""
+    numerics = describe_numerics()
     held = hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()
     return {
         "format": FORMAT,
@@ -71,6 +74,7 @@ def warm_start_key(
         "warm_start": asdict(cfg),
         "heldout_sha256": held,
         "torch": torch.__version__,
+        "numerics": {k: numerics[k] for k in ("cpu_capability", "portable")},
     }
 
 

@@ -58,6 +58,7 @@ def test_no_cache_trains_and_the_key_names_model_and_torch(tmp_path):
     cfg = SyncConfig(warm_start=WS)
     key = warm_start_key(load_config(), cfg.task_ops, WS, frozenset())
     assert key["torch"] == torch.__version__ and key["model"]["hidden_size"] == 128
+    assert key["numerics"]["portable"] in (True, False)  # pinned CPU paths give other weights
     assert key_hash(key) != key_hash({**key, "task": "graph-walk"})
 
 

@@ -14,6 +14,12 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import fail, format_summary, parse_list
+from rolloutlab.commands.real_run_options import (
+    accuracy_summary,
+    run_options,
+    task_spread,
+    use_numerics,
+)
 from rolloutlab.real.config import (
     OPTION_FIELDS,
     ConfigError,
@@ -24,7 +30,6 @@ from rolloutlab.real.config import (
 )
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
-from rolloutlab.real.tasks import TASKS
 from rolloutlab.sim.metrics import run_summary
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.trace import TraceError
@@ -33,12 +38,6 @@ from rolloutlab.sim.trace import TraceError
 @click.group()
 def real() -> None:
     """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
-
-
-def _check_target(ctx: click.Context, param: click.Parameter, value: float | None):
-    if value is not None and not 0 < value <= 1:
-        raise click.BadParameter(f"must be in (0, 1], got {value}", param=param)
-    return value
 
 
 @real.command()
@@ -85,36 +84,7 @@ def _check_target(ctx: click.Context, param: click.Parameter, value: float | Non
 @click.option(
     "--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold"
 )
-@click.option(
-    "--task",
-    default=SyncConfig.task_name,
-    show_default=True,
-    type=click.Choice(TASKS),
-    help="digit-chain (docs/real_task.md) or graph-walk (a search: wide length spread)",
-)
-@click.option(
-    "--dynamic-sampling",
-    is_flag=True,
-    help="DAPO refill: regenerate fresh prompts until B informative groups (real sync only)",
-)
-@click.option(
-    "--max-gen-batches",
-    default=SyncConfig.max_gen_batches,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited)",
-)
-@click.option(
-    "--no-cache",
-    is_flag=True,
-    help="train the warm start even if the shared cache holds it (and do not store it)",
-)
-@click.option(
-    "--target-accuracy",
-    type=float,
-    callback=_check_target,
-    help="held-out accuracy A in (0, 1]: the summary gains time_to_target_s",
-)
+@run_options
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.pass_context
 def sync(
@@ -124,9 +94,11 @@ def sync(
     quiet: bool,
     no_cache: bool,
     target_accuracy: float | None,
+    portable_numerics: bool,
     **opts,
 ) -> None:
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
+    use_numerics(portable_numerics)  # before torch loads
     from rolloutlab.real.checkpoint import CheckpointError  # torch: only when a run starts
     from rolloutlab.real.sync import run_sync
     from rolloutlab.real.warmstart import default_cache_dir
@@ -163,23 +135,6 @@ def sync(
     click.echo(format_summary(summary))
 
 
-def accuracy_summary(out_dir: Path, target: float | None) -> dict:
-    """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
-    and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
-    None if never reached)."""
-    from rolloutlab.real.evaluate import time_to_accuracy
-
-    path = out_dir / "eval.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    out = {
-        "heldout_accuracy_start": rows[0]["accuracy"] if rows else None,
-        "heldout_accuracy_end": rows[-1]["accuracy"] if rows else None,
-    }
-    if target is not None:
-        out["time_to_target_s"] = time_to_accuracy(rows, target)
-    return out
-
-
 @real.command("task-lengths")
 @click.option(
     "--out",
@@ -202,53 +157,6 @@ def task_lengths(out_png: Path, problems: int) -> None:
     click.echo(f"wrote {out_png}")
 
 
-@real.command("task-spread")
-@click.option("--task", default="graph-walk", show_default=True, type=click.Choice(TASKS))
-@click.option("--steps", default=25, show_default=True, type=click.IntRange(min=1))
-@click.option("--prompts", default=8, show_default=True, type=click.IntRange(min=1), help="B")
-@click.option("--G", "g_max", default=16, show_default=True, type=click.IntRange(min=4))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
-@click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
-@click.option("--out", "out_json", required=True, type=click.Path(dir_okay=False, path_type=Path))
-def task_spread(
-    task: str,
-    steps: int,
-    prompts: int,
-    g_max: int,
-    seed: int,
-    warm_start_steps: int,
-    no_cache: bool,
-    out_json: Path,
-) -> None:
-    """Length spread (group and step max/median, ICC of log lengths) at G = 4, 8, 16 and
-    the pass-rate distribution of a task's warm-started policy; JSON to --out."""
-    import tempfile
-
-    from rolloutlab.real.task_spread import measure_start
-    from rolloutlab.real.warmstart import default_cache_dir
-
-    try:
-        cfg = SyncConfig(
-            task_name=task,
-            prompts=prompts,
-            seed=seed,
-            warm_start=WarmStartConfig(steps=warm_start_steps),
-        )
-    except ConfigError as exc:
-        fail(exc)
-    with tempfile.TemporaryDirectory() as work:
-        stats = measure_start(
-            cfg, steps, g_max, None if no_cache else default_cache_dir(), Path(work)
-        )
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"task": task, "seed": seed, **stats}, indent=2) + "\n")
-    for key, row in stats.items():
-        if isinstance(row, dict):
-            click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))
-    click.echo(f"wrote {out_json}")
-
-
 @click.command("async")
 @click.option(
     "--pipeline",
@@ -267,11 +175,13 @@ def async_cmd(
     quiet: bool,
     no_cache: bool,
     target_accuracy: float | None,
+    portable_numerics: bool,
     pipeline: str,
     stop_on_collapse: bool,
     **opts,
 ) -> None:
     """Asynchronous GRPO: generator and learner processes, bounded staleness; traces in --out."""
+    use_numerics(portable_numerics)  # before torch loads (the generator process inherits it)
     from rolloutlab.real.async_config import AsyncConfig
     from rolloutlab.real.async_loop import run_async
     from rolloutlab.real.async_workers import GeneratorDied
@@ -421,3 +331,4 @@ def stability_cmd(
 async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `real sync` first
 real.add_command(async_cmd)
 real.add_command(stability_cmd)
+real.add_command(task_spread)

@@ -1,0 +1,147 @@
+"""Options that ``rolloutlab real sync`` and ``real async`` share for tasks and learning
+progress (``--task``, ``--dynamic-sampling``, ``--max-gen-batches``, ``--no-cache``,
+``--target-accuracy``, ``--portable-numerics``), the held-out accuracy summary, and
+``rolloutlab real task-spread``. torch is imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rolloutlab.commands.common import fail
+from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.tasks import TASKS
+
+
+def _check_target(ctx: click.Context, param: click.Parameter, value: float | None):
+    if value is not None and not 0 < value <= 1:
+        raise click.BadParameter(f"must be in (0, 1], got {value}", param=param)
+    return value
+
+
+_OPTIONS = (
+    click.option(
+        "--task",
+        default=SyncConfig.task_name,
+        show_default=True,
+        type=click.Choice(TASKS),
+        help="digit-chain (docs/real_task.md) or graph-walk (a search: wide length spread)",
+    ),
+    click.option(
+        "--dynamic-sampling",
+        is_flag=True,
+        help="DAPO refill: regenerate fresh prompts until B informative groups (real sync only)",
+    ),
+    click.option(
+        "--max-gen-batches",
+        default=SyncConfig.max_gen_batches,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited)",
+    ),
+    click.option(
+        "--no-cache",
+        is_flag=True,
+        help="train the warm start even if the shared cache holds it (and do not store it)",
+    ),
+    click.option(
+        "--target-accuracy",
+        type=float,
+        callback=_check_target,
+        help="held-out accuracy A in (0, 1]: the summary gains time_to_target_s",
+    ),
+    click.option(
+        "--portable-numerics",
+        is_flag=True,
+        help="pin CPU code paths (ATEN_CPU_CAPABILITY=default, MKL_CBWR=COMPATIBLE) so "
+        "another x86-64 machine gets the same numbers (real/numerics.py); slower",
+    ),
+)
+
+
+def run_options(f: Callable) -> Callable:
+    """Add the shared options (module docstring) to a click command, in that order."""
+    for option in reversed(_OPTIONS):
+        f = option(f)
+    return f
+
+
+def use_numerics(portable: bool) -> None:
+    """With ``portable``, pin the CPU code paths (:func:`real.numerics.use_portable_numerics`)
+    before torch loads; a one-line error (exit 1) if torch is already loaded otherwise."""
+    from rolloutlab.real.numerics import NumericsError, use_portable_numerics
+
+    if portable:
+        try:
+            use_portable_numerics()
+        except NumericsError as exc:
+            fail(exc)
+
+
+def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
+    """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
+    and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
+    None if never reached)."""
+    from rolloutlab.real.evaluate import time_to_accuracy
+
+    path = Path(out_dir) / "eval.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out: dict[str, Any] = {
+        "heldout_accuracy_start": rows[0]["accuracy"] if rows else None,
+        "heldout_accuracy_end": rows[-1]["accuracy"] if rows else None,
+    }
+    if target is not None:
+        out["time_to_target_s"] = time_to_accuracy(rows, target)
+    return out
+
+
+@click.command("task-spread")
+@click.option("--task", default="graph-walk", show_default=True, type=click.Choice(TASKS))
+@click.option("--steps", default=25, show_default=True, type=click.IntRange(min=1))
+@click.option("--prompts", default=8, show_default=True, type=click.IntRange(min=1), help="B")
+@click.option("--G", "g_max", default=16, show_default=True, type=click.IntRange(min=4))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
+@click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
+@click.option("--out", "out_json", required=True, type=click.Path(dir_okay=False, path_type=Path))
+def task_spread(
+    task: str,
+    steps: int,
+    prompts: int,
+    g_max: int,
+    seed: int,
+    warm_start_steps: int,
+    no_cache: bool,
+    out_json: Path,
+) -> None:
+    """Length spread (group and step max/median, ICC of log lengths) at G = 4, 8, 16 and
+    the pass-rate distribution of a task's warm-started policy; JSON to --out."""
+    import tempfile
+
+    from rolloutlab.real.task_spread import measure_start
+    from rolloutlab.real.warmstart import default_cache_dir
+
+    try:
+        cfg = SyncConfig(
+            task_name=task,
+            prompts=prompts,
+            seed=seed,
+            warm_start=WarmStartConfig(steps=warm_start_steps),
+        )
+    except ConfigError as exc:
+        fail(exc)
+    with tempfile.TemporaryDirectory() as work:
+        stats = measure_start(
+            cfg, steps, g_max, None if no_cache else default_cache_dir(), Path(work)
+        )
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps({"task": task, "seed": seed, **stats}, indent=2) + "\n")
+    for key, row in stats.items():
+        if isinstance(row, dict):
+            click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))
+    click.echo(f"wrote {out_json}")
