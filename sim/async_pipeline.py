@@ -14,8 +14,16 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
   (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync pauses the
   generators at an iteration boundary, takes ``cost.weight_sync_s()`` and sets
   ``v_gen = t + 1``. Colocated placement also pauses generation while training.
-- ``controller.observe(lengths)`` gets a batch's lengths (groups consumed or dropped, by
-  prompt) once its last group is consumed, dropped or aborted.
+- :func:`sim.observation.observe_step` gets a batch's lengths (and rewards, prompt ids;
+  groups consumed or dropped, by prompt) once its last group is consumed, dropped or
+  aborted, with the generation and step times of the learner step that resolved it.
+
+Rewards (a pass-rate model in ``RunConfig.rewards``): a batch's correctness is drawn at
+dispatch, keyed on ``(seed, j, prompt, sample)`` like its lengths, at the pass rates of
+the generators' weights (a copy of the learning model taken at each weight sync; a
+partial rollout keeps its dispatch-time pass rate). The learner's update gets the
+trained groups' rewards and their staleness ``t - policy_version``. Dynamic sampling is
+synchronous-only for now (:func:`sim.compare.check_comparison` refuses it here).
 
 Versions: a non-partial rollout carries the version it was dispatched with (modelling
 choice: in-flight rollouts finish under the weights they started with; the sync only
@@ -31,91 +39,27 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.async_ledger import Ledger, _BatchInfo, _Group
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Batch, Engine
-from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
+from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.pipeline import (
+    BatchRows,
+    RunConfig,
+    columns_to_rollouts,
+    rollout_columns,
+    step_record,
+)
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.reward_metrics import step_reward_columns
+from rolloutlab.sim.rewards import RewardTracker
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
-
-
-@dataclass
-class _Group:
-    """One prompt's G rollouts: requests ``lo .. lo+G-1`` of batch ``j``'s :class:`Batch`."""
-
-    j: int
-    prompt_id: int
-    lo: int
-    G: int
-    v_dispatch: int
-    n_done: int = 0
-    status: str = "running"  # running | ready | consumed | dropped | aborted
-    step: int = -1  # learner step that consumed / discarded it
-
-
-@dataclass
-class _BatchInfo:
-    """A dispatched prompt batch: its engine batch, groups and per-rollout last-token version."""
-
-    j: int
-    G: int
-    batch: Batch
-    lengths: np.ndarray  # (n_prompts, G) response tokens
-    groups: list[_Group]
-    v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
-    observed: bool = False
-    unresolved: int = 0
-    generating: int = 0  # groups not yet complete nor discarded
-
-
-@dataclass
-class Ledger:
-    """Where every dispatched rollout ended (counts of rollouts) and version spans."""
-
-    dispatched: int = 0
-    consumed: int = 0
-    dropped: int = 0
-    """Rollouts of groups discarded as staler than ``S_max``."""
-    aborted: int = 0
-    """Rollouts of groups discarded by the over-sampling tail abort."""
-    ready: int = 0
-    """Finished, waiting in the buffer at the end."""
-    in_flight: int = 0
-    """Queued or running at the end (or aborted but not yet removed)."""
-    spanned_versions: list[int] = field(default_factory=list)
-    """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
-
-    def as_dict(self) -> dict:
-        """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""
-        span = np.asarray(self.spanned_versions, dtype=float)
-        return {
-            "dispatched": self.dispatched,
-            "consumed": self.consumed,
-            "dropped": self.dropped,
-            "aborted": self.aborted,
-            "ready": self.ready,
-            "in_flight": self.in_flight,
-            "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
-            "spanned_versions_max": int(span.max()) if span.size else 0,
-        }
-
-
-class _Rows:
-    """The rows of one group (or a whole batch) in the shape :func:`rollout_columns` reads."""
-
-    def __init__(self, batch: Batch, sl: slice):
-        self.prompt_tokens = batch.prompt_tokens[sl]
-        self.response_tokens = batch.response_tokens[sl]
-        self.worker = batch.worker[sl]
-        self.t_submit = batch.t_submit[sl]
-        self.t_first_token = batch.t_first_token[sl]
-        self.t_finish = batch.t_finish[sl]
 
 
 def run_pipeline(
@@ -160,6 +104,13 @@ class _Simulation:
         self.ledger = Ledger()
         self.info_of: dict[int, _BatchInfo] = {}  # id(engine batch) -> its batch info
         self.discarded: list[_Group] = []
+        self.tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, cfg.prompts)
+        self.gen_model = self.tracker.behaviour_copy()  # learning model of the generators
+        if cfg.dynamic is not None:
+            raise ValueError(
+                f"pipeline {pipeline.spec}: dynamic sampling is simulated in the synchronous "
+                "pipeline only"
+            )
 
     def run(self):
         self.env.process(self._dispatcher())
@@ -207,6 +158,11 @@ class _Simulation:
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
             self.next_prompt += n_prompts
+            correct = (
+                self.tracker.draw(j, prompt_ids, G, lengths, self.gen_model)
+                if self.tracker.enabled
+                else None
+            )
             batch = self.engine.submit(
                 np.repeat(prompt_ids, G),
                 np.full(n_prompts * G, cap_tokens),
@@ -221,6 +177,7 @@ class _Simulation:
                 lengths,
                 groups,
                 np.full(n_prompts * G, -1, dtype=np.int64),
+                correct=correct,
                 unresolved=n_prompts,
                 generating=n_prompts,
             )
@@ -289,8 +246,10 @@ class _Simulation:
                 sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
                 yield env.timeout(cost.weight_sync_s())
                 self.v_gen = t + 1
-            self._observe_resolved()
-            self._record_step(t, taken, env.now, train_time, sync_time)
+            rewards = self._learn(taken, t)
+            if (t + 1) % self.pc.sync_every == 0:
+                self.gen_model = self.tracker.behaviour_copy()
+            self._record_step(t, taken, env.now, train_time, sync_time, rewards)
             if paused:
                 self.engine.resume()
             if t + 1 < self.cfg.steps:
@@ -298,7 +257,24 @@ class _Simulation:
             if self.on_step is not None:
                 self.on_step(t, taken[0].G)
 
-    def _record_step(self, t, taken, t_end, train_time, sync_time):
+    def _group_rewards(self, g: _Group) -> np.ndarray | None:
+        """(G,) float rewards of a group, ``None`` without a pass-rate model."""
+        correct = self.batches[g.j].correct
+        return None if correct is None else correct[g.lo // g.G].astype(np.float64)
+
+    def _learn(self, taken: list[_Group], t: int) -> list[np.ndarray] | None:
+        """Learning-model update with the trained groups; returns their rewards."""
+        if not self.tracker.enabled:
+            return None
+        rewards = [self._group_rewards(g) for g in taken]
+        stale = np.array([t - self._version(g) for g in taken], dtype=np.int64)
+        self.tracker.learn(rewards, t, stale)
+        return rewards
+
+    def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
+        """Observe the batches this step resolved, then append the step's rollout rows and
+        step row (controller state after observing)."""
+        reward_cols = None if rewards is None else step_reward_columns(rewards, len(taken))
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
@@ -308,6 +284,7 @@ class _Simulation:
         gen_time = (
             last + overhead if overhead > 0 else last
         ) - t_start  # = run_sync's, bit for bit
+        self._observe_resolved(gen_time, t_end - t_start)
         self.steps.append(
             step_record(
                 self.cfg.run_id,
@@ -319,6 +296,7 @@ class _Simulation:
                 sync_time,
                 self.cfg.lr,
                 self.ctl,
+                reward_cols,
             )
         )
 
@@ -331,10 +309,11 @@ class _Simulation:
             step,
             g.G,
             np.array([g.prompt_id]),
-            _Rows(info.batch, sl),
+            BatchRows(info.batch, sl),
             version,
             step,
             self.sc.lengths.max_response_length,
+            correct=None if info.correct is None else info.correct[g.lo // g.G][None],
         )
         if status != "consumed":
             b = info.batch
@@ -379,16 +358,19 @@ class _Simulation:
                         self.ready.remove(g)
                     self._discard(g, "aborted", t)
 
-    def _observe_resolved(self) -> None:
+    def _observe_resolved(self, gen_time_s: float, step_time_s: float) -> None:
         for info in self.batches:
             if info.unresolved == 0 and not info.observed:
                 info.observed = True
-                lengths = [
-                    info.lengths[k].tolist()
-                    for k, g in enumerate(info.groups)
-                    if g.status in ("consumed", "dropped")
-                ]
-                self.ctl.observe(lengths)
+                ks = [k for k, g in enumerate(info.groups) if g.status in ("consumed", "dropped")]
+                observe_step(
+                    self.ctl,
+                    [info.lengths[k].tolist() for k in ks],
+                    rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
+                    gen_time_s=gen_time_s,
+                    step_time_s=step_time_s,
+                    prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
+                )
 
     def _account_leftovers(self) -> None:
         """Write discarded groups' finished rows; count the rest into the ledger."""

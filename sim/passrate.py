@@ -259,7 +259,7 @@ def draw_correct(
 ) -> np.ndarray:
     """``(n, G)`` bool: is sample ``j`` of prompt ``i`` correct at ``step``.
 
-    Also vectorised over steps when ``coupling == 0``: ``step`` (T,),
+    Also vectorised over steps: ``step`` (T,),
     ``prompt_ids`` and ``p`` (T, n) give (T, n, G).
 
     ``u_ij = hash_uniform(seed, STREAM_CORRECT, step, prompt_id_i, j)``; correct when
@@ -276,4 +276,5 @@ def draw_correct(
         return u < p[..., None]
     if lengths is None:
         raise ValueError("draw_correct: a non-zero coupling needs the response lengths")
-    return u < coupled_probs(p, lengths, coupling)
+    P = coupled_probs(p.reshape(-1), np.asarray(lengths).reshape(-1, G), coupling)
+    return u < P.reshape(u.shape)

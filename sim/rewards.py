@@ -126,6 +126,17 @@ class RewardTracker:
         p = self.pass_rates(prompt_ids, model)
         return draw_correct(self.seed, step, prompt_ids, G, p, lengths, self.cfg.coupling)
 
+    def behaviour_copy(self) -> Any:
+        """A copy of the learning model as it is now (the weights a sync sends to the
+        generators), or ``None`` without a model."""
+        if self.model is None:
+            return None
+        from rolloutlab.sim.learning import LearningModel
+
+        copy = LearningModel(self.cfg.learning)
+        copy.load_state_dict(self.model.state_dict())
+        return copy
+
     def learn(
         self, rewards: list[np.ndarray], step: int, staleness: np.ndarray | None = None
     ) -> float:
