@@ -14,10 +14,16 @@ from rolloutlab.sim.metrics import step_metrics
 
 
 def comparison_figure(
-    rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path, tau: float
+    rollouts: pl.DataFrame,
+    steps: pl.DataFrame,
+    path: str | Path,
+    tau: float,
+    target: float | None = None,
 ) -> None:
     """Three panels, one line per controller (``run_id``): G per step, straggler ratio
-    per step (with the threshold ``tau``), cumulative wall-clock (h). Writes ``path``."""
+    per step (with the threshold ``tau``), cumulative wall-clock (h); a fourth when the
+    steps carry rewards: reward (``reward_mean``, trailing mean over 10 steps) against
+    wall-clock (h), with the ``target`` reward if given. Writes ``path``."""
     per_step = []
     for (run_id,), df in rollouts.group_by(["run_id"], maintain_order=True):
         m = step_metrics(df, tau).with_columns(pl.lit(run_id).alias("controller"))
@@ -29,7 +35,11 @@ def comparison_figure(
     )
     order = list(dict.fromkeys(rollouts["run_id"].to_list()))  # same colour per controller
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    rewards = "reward_mean" in steps.columns and steps["reward_mean"].is_not_null().any()
+    n = 4 if rewards else 3
+    fig, axes = plt.subplots(n, 1, figsize=(8, 3 * n))
+    for ax in axes[1:3]:
+        ax.sharex(axes[0])
     sns.lineplot(
         m.to_pandas(),
         x="step",
@@ -64,6 +74,8 @@ def comparison_figure(
     )
     axes[2].set_ylabel("cumulative wall-clock (h)")
     axes[2].set_xlabel("learner step")
+    if rewards:
+        _reward_panel(wall, order, axes[3], target)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -114,3 +126,25 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _reward_panel(wall: pl.DataFrame, order: list[str], ax, target: float | None) -> None:
+    """Reward (trailing mean of ``reward_mean`` over 10 steps, as ``time_to_target``
+    reads it) against cumulative wall-clock (h), one line per controller."""
+    df = wall.with_columns(
+        pl.col("reward_mean").rolling_mean(10, min_samples=1).over("controller").alias("reward")
+    )
+    sns.lineplot(
+        df.to_pandas(),
+        x="wall_clock_h",
+        y="reward",
+        hue="controller",
+        hue_order=order,
+        ax=ax,
+        legend=False,
+    )
+    if target is not None:
+        ax.axhline(target, color="k", ls="--", lw=1, label=f"target = {target:g}")
+        ax.legend(loc="lower right")
+    ax.set_ylabel("reward (10-step mean)")
+    ax.set_xlabel("wall-clock (h)")

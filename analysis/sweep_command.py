@@ -6,12 +6,18 @@ from pathlib import Path
 
 import click
 import polars as pl
+from rolloutlab.analysis.learning_options import (
+    describe_rewards,
+    learning_options,
+    rewards_from_options,
+)
 from rolloutlab.analysis.plots import sweep_figure
 from rolloutlab.analysis.provenance import describe, write_config
 from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
 from tqdm import tqdm
 
@@ -70,6 +76,7 @@ def _ints(name: str):
     show_default=True,
     help="Vectorised fast path (no KV pressure) or the SimPy engine.",
 )
+@learning_options
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sweep(
     calibration,
@@ -87,6 +94,12 @@ def sweep(
     seeds,
     steps,
     engine,
+    pass_rate,
+    dynamic_sampling,
+    gen_batch_factor,
+    max_gen_batches,
+    refill,
+    target_reward,
     out,
 ):
     """Run every controller on every grid point of the synchronous pipeline.
@@ -107,9 +120,12 @@ def sweep(
         kv_cache=kv_cache,
         drift=drift,
     )
+    rewards, dynamic = rewards_from_options(
+        sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
+    )
     try:
         specs = split_specs(controllers)
-        check_comparison(specs, [PipelineConfig()], engine)
+        check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
         points = grid(
             prompts or [int(sc.defaults.get("prompts", 64))],
             workers or [sc.engine.n_workers],
@@ -130,6 +146,9 @@ def sweep(
             engine=engine,
             dataset_size=dataset_size,
             on_point=lambda p: bar.update(),
+            rewards=rewards,
+            dynamic=dynamic,
+            target=target_reward,
         )
     except (ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -158,6 +177,7 @@ def sweep(
             "engine_before_grid": describe(sc.engine),
             "cost": sc.cost.to_dict(),
             "calibration": scenario_source(sc),
+            **describe_rewards(rewards, dynamic, target_reward),
         },
     )
     click.echo(
@@ -187,6 +207,7 @@ def sweep(
                 "tokens_per_s",
                 "fastest",
                 "most_tokens_per_s",
+                *[c for c in LEARNING_COLUMNS if c in means.columns],
             )
         )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")

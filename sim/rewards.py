@@ -61,7 +61,10 @@ def learning_params(block: dict | None, where: str = "learning") -> Any:
     from rolloutlab.sim.learning import LearningParams  # (why: owned by sim.learning)
 
     known = {f.name for f in fields(LearningParams)}
+    build = getattr(LearningParams, "from_dict", None)
     try:
+        if build is not None:
+            return build(block)
         return LearningParams(**{k: v for k, v in block.items() if k in known})
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
