@@ -40,7 +40,7 @@ from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardConfig, RewardTracker
 from rolloutlab.sim.scenario import Scenario
-from rolloutlab.sim.trace import STEP_SCHEMA, frame
+from rolloutlab.sim.trace import STEP_SCHEMA, empty, frame
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,9 @@ def group_rows(groups: np.ndarray, G: int) -> np.ndarray:
 
 def columns_to_rollouts(columns: list[dict[str, np.ndarray]]) -> pl.DataFrame:
     """One rollout table (trace schema) from :func:`rollout_columns` dicts (reward
-    columns null when the dicts have none)."""
+    columns null when the dicts have none); an empty table for no dicts."""
+    if not columns:
+        return empty("rollouts")
     return frame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, "rollouts")
 
 
