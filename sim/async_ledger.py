@@ -10,7 +10,7 @@ from rolloutlab.sim.engine import Batch
 
 
 @dataclass
-class _Group:
+class GroupState:
     """One prompt's G rollouts: requests ``lo .. lo+G-1`` of batch ``j``'s :class:`Batch`."""
 
     j: int
@@ -24,14 +24,14 @@ class _Group:
 
 
 @dataclass
-class _BatchInfo:
+class BatchInfo:
     """A dispatched prompt batch: its engine batch, groups and per-rollout last-token version."""
 
     j: int
     G: int
     batch: Batch
     lengths: np.ndarray  # (n_prompts, G) response tokens
-    groups: list[_Group]
+    groups: list[GroupState]
     v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
     correct: np.ndarray | None = None  # (n_prompts, G) bool rewards, None without a pass-rate model
     observed: bool = False

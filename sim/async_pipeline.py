@@ -43,7 +43,7 @@ from collections import deque
 import numpy as np
 import polars as pl
 import simpy
-from rolloutlab.sim.async_ledger import Ledger, _BatchInfo, _Group
+from rolloutlab.sim.async_ledger import BatchInfo, GroupState, Ledger
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Batch, Engine
@@ -94,16 +94,16 @@ class _Simulation:
         self.env = simpy.Environment()
         self.engine = Engine(self.env, scenario.cost, scenario.engine)
         self.v_gen = 0
-        self.batches: list[_BatchInfo] = []
-        self.ready: deque[_Group] = deque()
+        self.batches: list[BatchInfo] = []
+        self.ready: deque[GroupState] = deque()
         self.ready_evt = self.env.event()
         self.changed = self.env.event()
         self.next_prompt = 0
         self.columns: list[dict[str, np.ndarray]] = []
         self.steps: list[dict] = []
         self.ledger = Ledger()
-        self.info_of: dict[int, _BatchInfo] = {}  # id(engine batch) -> its batch info
-        self.discarded: list[_Group] = []
+        self.info_of: dict[int, BatchInfo] = {}  # id(engine batch) -> its batch info
+        self.discarded: list[GroupState] = []
         self.tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, cfg.prompts)
         self.gen_model = self.tracker.behaviour_copy()  # learning model of the generators
         if cfg.dynamic is not None:
@@ -169,8 +169,8 @@ class _Simulation:
                 lengths.ravel(),
                 on_finish=self._on_finish,
             )
-            groups = [_Group(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
-            info = _BatchInfo(
+            groups = [GroupState(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
+            info = BatchInfo(
                 j,
                 G,
                 batch,
@@ -199,7 +199,7 @@ class _Simulation:
                 self.ready_evt.succeed()
             self._poke()
 
-    def _version(self, g: _Group) -> int:
+    def _version(self, g: GroupState) -> int:
         """Policy version of a group: dispatch version, or its oldest last token (partial)."""
         if not self.pc.partial:
             return g.v_dispatch
@@ -210,7 +210,7 @@ class _Simulation:
     def _learner(self):
         env, cost, B = self.env, self.sc.cost, self.cfg.prompts
         for t in range(self.cfg.steps):
-            taken: list[_Group] = []
+            taken: list[GroupState] = []
             while len(taken) < B:
                 while not self.ready:
                     self.ready_evt = env.event()
@@ -257,12 +257,12 @@ class _Simulation:
             if self.on_step is not None:
                 self.on_step(t, taken[0].G)
 
-    def _group_rewards(self, g: _Group) -> np.ndarray | None:
+    def _group_rewards(self, g: GroupState) -> np.ndarray | None:
         """(G,) float rewards of a group, ``None`` without a pass-rate model."""
         correct = self.batches[g.j].correct
         return None if correct is None else correct[g.lo // g.G].astype(np.float64)
 
-    def _learn(self, taken: list[_Group], t: int) -> list[np.ndarray] | None:
+    def _learn(self, taken: list[GroupState], t: int) -> list[np.ndarray] | None:
         """Learning-model update with the trained groups; returns their rewards."""
         if not self.tracker.enabled:
             return None
@@ -300,7 +300,7 @@ class _Simulation:
             )
         )
 
-    def _columns(self, g: _Group, step: int, status: str) -> dict[str, np.ndarray]:
+    def _columns(self, g: GroupState, step: int, status: str) -> dict[str, np.ndarray]:
         info = self.batches[g.j]
         sl = slice(g.lo, g.lo + g.G)
         version = info.v_last[sl] if self.pc.partial else g.v_dispatch
@@ -327,7 +327,7 @@ class _Simulation:
                 )
         return cols
 
-    def _resolve(self, g: _Group, status: str, step: int) -> None:
+    def _resolve(self, g: GroupState, status: str, step: int) -> None:
         info = self.batches[g.j]
         if g.status == "running":
             info.generating -= 1
@@ -339,7 +339,7 @@ class _Simulation:
             version = info.v_last[sl] if self.pc.partial else np.full(g.G, g.v_dispatch)
             self.ledger.spanned_versions.extend((version - g.v_dispatch).tolist())
 
-    def _discard(self, g: _Group, status: str, step: int) -> None:
+    def _discard(self, g: GroupState, status: str, step: int) -> None:
         """Drop a stale ready group, or abort an over-sampled one (running or ready)."""
         info = self.batches[g.j]
         if g.status == "running":
@@ -349,7 +349,7 @@ class _Simulation:
         self.discarded.append(g)
         self._poke()
 
-    def _tail_abort(self, taken: list[_Group], t: int) -> None:
+    def _tail_abort(self, taken: list[GroupState], t: int) -> None:
         keep = {id(g) for g in taken}
         for j in sorted({g.j for g in taken}):
             for g in self.batches[j].groups:

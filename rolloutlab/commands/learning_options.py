@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import click
+
 from rolloutlab.sim.compare import check_target
 from rolloutlab.sim.dynamic_sampling import REFILLS, DynamicSampling
 from rolloutlab.sim.rewards import RewardConfig, reward_config
