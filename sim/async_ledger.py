@@ -1,12 +1,16 @@
 """Book-keeping of the asynchronous pipelines (:mod:`sim.async_pipeline`): one prompt
-group, one dispatched batch, and the :class:`Ledger` of where every rollout ended."""
+group, one dispatched batch, the :class:`Ledger` of where every rollout ended, and what
+the controller observes of a finished batch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rolloutlab.sim.engine import Batch
+from rolloutlab.sim.observation import observe_step
 
 
 @dataclass
@@ -19,7 +23,7 @@ class GroupState:
     G: int
     v_dispatch: int
     n_done: int = 0
-    status: str = "running"  # running | ready | consumed | dropped | aborted
+    status: str = "running"  # running | ready | consumed | dropped | aborted | filtered
     step: int = -1  # learner step that consumed / discarded it
 
 
@@ -49,6 +53,8 @@ class Ledger:
     """Rollouts of groups discarded as staler than ``S_max``."""
     aborted: int = 0
     """Rollouts of groups discarded by the over-sampling tail abort."""
+    filtered: int = 0
+    """Rollouts of homogeneous groups filtered by dynamic sampling (not written)."""
     ready: int = 0
     """Finished, waiting in the buffer at the end."""
     in_flight: int = 0
@@ -64,8 +70,64 @@ class Ledger:
             "consumed": self.consumed,
             "dropped": self.dropped,
             "aborted": self.aborted,
+            "filtered": self.filtered,
             "ready": self.ready,
             "in_flight": self.in_flight,
             "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
             "spanned_versions_max": int(span.max()) if span.size else 0,
         }
+
+    def account_leftovers(
+        self,
+        discarded: list[GroupState],
+        batches: list[BatchInfo],
+        columns_of: Callable[[GroupState, int, str], dict[str, np.ndarray]],
+    ) -> list[dict[str, np.ndarray]]:
+        """At the end of a run: the finished rows of discarded (dropped or aborted)
+        groups, as rollout columns (``columns_of(group, step, status)``); counts them
+        and every group still ready or running into the ledger."""
+        rows = []
+        for g in discarded:
+            b, sl = batches[g.j].batch, slice(g.lo, g.lo + g.G)
+            done = ~np.isnan(b.t_finish[sl])  # (G,) removed or finished by the end
+            cols = columns_of(g, g.step, g.status)
+            rows.append({k: v[done] for k, v in cols.items()})
+            n_done = int(done.sum())
+            if g.status == "dropped":
+                self.dropped += n_done
+            else:
+                self.aborted += n_done
+            self.in_flight += g.G - n_done
+        for info in batches:
+            for g in info.groups:
+                if g.status == "ready":
+                    self.ready += g.G
+                elif g.status == "running":
+                    self.ready += g.n_done
+                    self.in_flight += g.G - g.n_done
+        return rows
+
+
+def observe_resolved(
+    controller: Any, batches: list[BatchInfo], gen_time_s: float, step_time_s: float
+) -> None:
+    """Hand every batch whose groups are all resolved, and not yet observed, to
+    :func:`sim.observation.observe_step`: lengths, rewards and prompt ids of its groups
+    that were generated to the end (consumed, dropped as stale or filtered), with the
+    times of the learner step that resolved it."""
+    for info in batches:
+        if info.unresolved == 0 and not info.observed:
+            info.observed = True
+            ks = [
+                k
+                for k, g in enumerate(info.groups)
+                if g.status in ("consumed", "dropped", "filtered")
+            ]
+            observe_step(
+                controller,
+                [info.lengths[k].tolist() for k in ks],
+                rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
+                gen_time_s=gen_time_s,
+                step_time_s=step_time_s,
+                prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
+            )

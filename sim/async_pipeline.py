@@ -22,8 +22,13 @@ Rewards (a pass-rate model in ``RunConfig.rewards``): a batch's correctness is d
 dispatch, keyed on ``(seed, j, prompt, sample)`` like its lengths, at the pass rates of
 the generators' weights (a copy of the learning model taken at each weight sync; a
 partial rollout keeps its dispatch-time pass rate). The learner's update gets the
-trained groups' rewards and their staleness ``t - policy_version``. Dynamic sampling is
-synchronous-only for now (:func:`sim.compare.check_comparison` refuses it here).
+trained groups' rewards and their staleness ``t - policy_version``.
+
+Dynamic sampling (``RunConfig.dynamic``; not with ``oversample:R``): admission and batch
+sizes count groups instead of batches, the learner filters homogeneous groups, and a
+step may abort after ``max_gen_batches`` batches (:mod:`sim.async_dynamic`). Filtered
+groups are not written to the rollout table; they are counted in the step row and the
+ledger (``filtered``).
 
 Versions: a non-partial rollout carries the version it was dispatched with (modelling
 choice: in-flight rollouts finish under the weights they started with; the sync only
@@ -43,11 +48,12 @@ from collections import deque
 import numpy as np
 import polars as pl
 import simpy
-from rolloutlab.sim.async_ledger import BatchInfo, GroupState, Ledger
+from rolloutlab.sim.async_dynamic import AsyncRounds
+from rolloutlab.sim.async_ledger import BatchInfo, GroupState, Ledger, observe_resolved
 from rolloutlab.sim.controllers import Controller
+from rolloutlab.sim.dynamic_sampling import informative
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Batch, Engine
-from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.pipeline import (
     BatchRows,
     RunConfig,
@@ -106,11 +112,13 @@ class _Simulation:
         self.discarded: list[GroupState] = []
         self.tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, cfg.prompts)
         self.gen_model = self.tracker.behaviour_copy()  # learning model of the generators
-        if cfg.dynamic is not None:
+        if cfg.dynamic is not None and pipeline.kind == "oversample":
             raise ValueError(
-                f"pipeline {pipeline.spec}: dynamic sampling is simulated in the synchronous "
-                "pipeline only"
+                f"pipeline {pipeline.spec}: dynamic sampling over-samples already; "
+                "use --gen-batch-factor with another pipeline"
             )
+        self.rounds = AsyncRounds(cfg.dynamic, cfg.prompts, pipeline.lead) if cfg.dynamic else None
+        self.filtered_now: list[GroupState] = []  # groups the current step filtered
 
     def run(self):
         self.env.process(self._dispatcher())
@@ -123,7 +131,9 @@ class _Simulation:
                     "stale)"
                 )
             self.env.step()
-        self._account_leftovers()
+        self.columns.extend(
+            self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
+        )
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
@@ -136,18 +146,22 @@ class _Simulation:
             self.changed.succeed()
 
     def _admissible(self, j: int) -> bool:
-        if j - self.v_gen > self.pc.lead:
+        if self.rounds is not None:  # counted in groups (sim.async_dynamic)
+            if not self.rounds.admissible(self.v_gen):
+                return False
+        elif j - self.v_gen > self.pc.lead:
             return False
         return self.pc.streaming or j == 0 or self.batches[j - 1].generating == 0
 
     def _dispatcher(self):
         B, cap_tokens = self.cfg.prompts, self.sc.prompt_tokens
-        n_prompts = math.ceil(self.pc.n_prompts_factor * B - 1e-9)
+        n_fixed = math.ceil(self.pc.n_prompts_factor * B - 1e-9)
         j = 0
         while True:
             while not self._admissible(j):
                 self.changed = self.env.event()
                 yield self.changed
+            n_prompts = n_fixed if self.rounds is None else self.rounds.batch_size(self.v_gen)
             G = int(self.ctl.propose())
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
@@ -182,6 +196,8 @@ class _Simulation:
             self.info_of[id(batch)] = info
             self.batches.append(info)
             self.ledger.dispatched += n_prompts * G
+            if self.rounds is not None:
+                self.rounds.dispatched(j, n_prompts)
             j += 1
 
     def _on_finish(self, batch: Batch, i: int, t: float) -> None:
@@ -206,18 +222,9 @@ class _Simulation:
 
     # --- learner side -----------------------------------------------------------------
     def _learner(self):
-        env, cost, B = self.env, self.sc.cost, self.cfg.prompts
+        env, cost = self.env, self.sc.cost
         for t in range(self.cfg.steps):
-            taken: list[GroupState] = []
-            while len(taken) < B:
-                while not self.ready:
-                    self.ready_evt = env.event()
-                    yield self.ready_evt
-                g = self.ready.popleft()
-                if t - self._version(g) > self.pc.max_staleness:
-                    self._discard(g, "dropped", t)
-                else:
-                    taken.append(g)
+            taken = yield from self._take(t)
             if self.pc.kind == "oversample":
                 self._tail_abort(taken, t)
             if cost.gen_overhead_s > 0:  # per generation phase, as in run_sync
@@ -230,12 +237,14 @@ class _Simulation:
                 int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
                 for g in taken
             )
-            train_time = cost.learner_step_s(float(tokens))
+            train_time = cost.learner_step_s(float(tokens)) if taken else 0.0
             yield env.timeout(train_time)
             for g in taken:
                 self._resolve(g, "consumed", t)
             sync_time = 0.0
-            if (t + 1) % self.pc.sync_every == 0:
+            if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
+                self.v_gen = t + 1  # the weights did not change, nothing to send
+            elif (t + 1) % self.pc.sync_every == 0:
                 t_sync = env.now
                 if not paused:
                     yield self.engine.pause()  # generators stop at an iteration boundary
@@ -253,7 +262,42 @@ class _Simulation:
             if t + 1 < self.cfg.steps:
                 self._poke()
             if self.on_step is not None:
-                self.on_step(t, taken[0].G)
+                self.on_step(t, taken[0].G if taken else self.batches[-1].G)
+
+    def _take(self, t: int):
+        """Collect step ``t``'s groups from the ready queue (a SimPy generator returning
+        the taken list): stale ones dropped; with dynamic sampling homogeneous ones
+        filtered and the step's rounds capped (:class:`sim.async_dynamic.AsyncRounds`)."""
+        B, r, taken, deferred = self.cfg.prompts, self.rounds, [], []
+        self.filtered_now = []
+        if r is not None:
+            r.start_step()
+        while len(taken) < B and not (r is not None and r.exhausted()):
+            while not self.ready:
+                self.ready_evt = self.env.event()
+                yield self.ready_evt
+            g = self.ready.popleft()
+            stale = t - self._version(g) > self.pc.max_staleness
+            if r is not None:
+                if not stale and not r.admits(g.j):  # a (k+1)-th batch: for the next step
+                    deferred.append(g)
+                    continue
+                r.examine(g.j, counted=not stale)
+            if stale:
+                self._discard(g, "dropped", t)
+                if r is not None:
+                    r.discard(False, f"pipeline {self.pc.spec}")
+            elif r is not None and not informative(self._group_rewards(g)[None])[0]:
+                self._resolve(g, "filtered", t)
+                self.filtered_now.append(g)
+                r.discard(True, f"pipeline {self.pc.spec}")
+                self._poke()
+            else:
+                taken.append(g)
+        self.ready.extendleft(reversed(deferred))
+        if r is not None and len(taken) < B:
+            r.abort(len(taken))
+        return taken
 
     def _group_rewards(self, g: GroupState) -> np.ndarray | None:
         """(G,) float rewards of a group, ``None`` without a pass-rate model."""
@@ -272,17 +316,18 @@ class _Simulation:
     def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
         """Observe the batches this step resolved, then append the step's rollout rows and
         step row (controller state after observing)."""
-        reward_cols = None if rewards is None else step_reward_columns(rewards, len(taken))
+        reward_cols = self._reward_columns(taken, rewards)
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
-        t_start = min(float(c["t_submit"].min()) for c in cols)
-        last = max(float(c["t_finish"].max()) for c in cols)
+        spans = cols + [self._columns(g, t, "filtered") for g in self.filtered_now]
+        t_start = min((float(c["t_submit"].min()) for c in spans), default=t_end)
+        last = max((float(c["t_finish"].max()) for c in spans), default=t_end)
         overhead = self.sc.cost.gen_overhead_s
         gen_time = (
             last + overhead if overhead > 0 else last
         ) - t_start  # = run_sync's, bit for bit
-        self._observe_resolved(gen_time, t_end - t_start)
+        observe_resolved(self.ctl, self.batches, gen_time, t_end - t_start)
         self.steps.append(
             step_record(
                 self.cfg.run_id,
@@ -296,6 +341,21 @@ class _Simulation:
                 self.ctl,
                 reward_cols,
             )
+        )
+
+    def _reward_columns(self, taken, rewards) -> dict | None:
+        """Step reward columns: trained groups, plus filtered ones with dynamic sampling."""
+        if rewards is None:
+            return None
+        if self.rounds is None:
+            return step_reward_columns(rewards, len(taken))
+        wasted = 0.0
+        for g in self.filtered_now:
+            b, sl = self.batches[g.j].batch, slice(g.lo, g.lo + g.G)
+            wasted += float((b.t_finish[sl] - b.t_submit[sl]).sum())
+        groups = rewards + [self._group_rewards(g) for g in self.filtered_now]
+        return step_reward_columns(
+            groups, len(taken), len(self.rounds.seen), wasted, len(taken) < self.cfg.prompts
         )
 
     def _columns(self, g: GroupState, step: int, status: str) -> dict[str, np.ndarray]:
@@ -331,6 +391,8 @@ class _Simulation:
             info.generating -= 1
         g.status, g.step = status, step
         info.unresolved -= 1
+        if status == "filtered":
+            self.ledger.filtered += g.G
         if status == "consumed":
             self.ledger.consumed += g.G
             sl = slice(g.lo, g.lo + g.G)
@@ -355,38 +417,3 @@ class _Simulation:
                     if g.status == "ready":
                         self.ready.remove(g)
                     self._discard(g, "aborted", t)
-
-    def _observe_resolved(self, gen_time_s: float, step_time_s: float) -> None:
-        for info in self.batches:
-            if info.unresolved == 0 and not info.observed:
-                info.observed = True
-                ks = [k for k, g in enumerate(info.groups) if g.status in ("consumed", "dropped")]
-                observe_step(
-                    self.ctl,
-                    [info.lengths[k].tolist() for k in ks],
-                    rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
-                    gen_time_s=gen_time_s,
-                    step_time_s=step_time_s,
-                    prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
-                )
-
-    def _account_leftovers(self) -> None:
-        """Write discarded groups' finished rows; count the rest into the ledger."""
-        for g in self.discarded:
-            b, sl = self.batches[g.j].batch, slice(g.lo, g.lo + g.G)
-            done = ~np.isnan(b.t_finish[sl])  # (G,) removed or finished by the end
-            cols = self._columns(g, g.step, g.status)
-            self.columns.append({k: v[done] for k, v in cols.items()})
-            n_done = int(done.sum())
-            if g.status == "dropped":
-                self.ledger.dropped += n_done
-            else:
-                self.ledger.aborted += n_done
-            self.ledger.in_flight += g.G - n_done
-        for info in self.batches:
-            for g in info.groups:
-                if g.status == "ready":
-                    self.ledger.ready += g.G
-                elif g.status == "running":
-                    self.ledger.ready += g.n_done
-                    self.ledger.in_flight += g.G - g.n_done

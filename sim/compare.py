@@ -74,7 +74,7 @@ def check_comparison(
     """Validate a comparison before running it (the commands call it before they create
     their output folder): every controller spec parses, specs and pipelines are given and
     distinct, the fast path gets synchronous pipelines only, and dynamic sampling
-    (``dynamic``) synchronous pipelines only. Raises ValueError."""
+    (``dynamic``) no ``oversample:R`` pipeline. Raises ValueError."""
     if not specs:
         raise ValueError("controllers: none given (e.g. static:8,sagc)")
     if len(set(specs)) != len(specs):
@@ -90,10 +90,10 @@ def check_comparison(
             "--engine fast runs the synchronous pipeline only; asynchronous pipelines "
             f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy"
         )
-    if dynamic and any(p.kind != "sync" for p in pipelines):
+    if dynamic and any(p.kind == "oversample" for p in pipelines):
         raise ValueError(
-            "--dynamic-sampling is simulated in the synchronous pipeline only, got "
-            f"{', '.join(p.spec for p in pipelines if p.kind != 'sync')}"
+            "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
+            "combine with an oversample:R pipeline"
         )
 
 

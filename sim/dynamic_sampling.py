@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 REFILLS = ("batch", "missing")
+MAX_ROUNDS = 100_000
+"""Rounds one step may take with ``max_gen_batches = 0`` before the run is declared
+hopeless (every pass rate 0 or 1, or G = 1: no group can ever be informative)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ class Collector:
     """Per round: indices of the kept groups within the round."""
 
     def next_count(self) -> int:
-        """Prompts to generate in the next round; 0 when the step is complete or aborted."""
+        """Prompts to generate in the next round; 0 when the step is complete or aborted.
+        Raises RuntimeError after :data:`MAX_ROUNDS` rounds of an unlimited step."""
         if self.ds is None:
             return self.B if self.rounds == 0 else 0
         if self.kept >= self.B or self.abort:
@@ -99,6 +103,11 @@ class Collector:
         if self.rounds and self.ds.max_gen_batches and self.rounds >= self.ds.max_gen_batches:
             self.abort = True
             return 0
+        if self.rounds >= MAX_ROUNDS:
+            raise RuntimeError(
+                f"dynamic sampling: {MAX_ROUNDS} generation rounds without {self.B} "
+                "informative groups (pass rates all 0 or 1, or G = 1?); set --max-gen-batches"
+            )
         if self.rounds and self.ds.refill == "missing":
             return self.B - self.kept
         return math.ceil(self.ds.gen_batch_factor * self.B - 1e-9)

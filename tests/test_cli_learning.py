@@ -154,3 +154,36 @@ def test_bad_scenario_pass_rate_block(tmp_path):
     res, out = _sim(tmp_path, cal)
     assert res.exit_code != 0 and "field 'pass_rate'" in res.output
     assert not out.exists()
+
+
+def test_async_pipeline_with_dynamic_sampling(tmp_path, calibration_file):
+    res, out = _sim(
+        tmp_path,
+        calibration_file,
+        "--controllers",
+        "static:4",
+        "--pipeline",
+        "sync,one-step-off,bounded:2",
+        "--pass-rate",
+        "fixed:0.3",
+        "--dynamic-sampling",
+        "--max-gen-batches",
+        "2",
+    )
+    assert res.exit_code == 0, res.output
+    steps = pl.read_parquet(out / "steps.parquet")
+    assert steps["run_id"].n_unique() == 3 and (steps["kept_groups"] <= 4).all()
+
+
+def test_dynamic_sampling_refuses_oversample(tmp_path, calibration_file):
+    res, out = _sim(
+        tmp_path,
+        calibration_file,
+        "--pipeline",
+        "oversample:1.5",
+        "--pass-rate",
+        "fixed:0.3",
+        "--dynamic-sampling",
+    )
+    assert res.exit_code != 0 and "oversample" in res.output
+    assert not out.exists()

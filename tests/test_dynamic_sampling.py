@@ -167,3 +167,10 @@ def test_bad_settings():
         DynamicSampling(1.0, 0, "half")
     with pytest.raises(ValueError, match="needs rewards"):
         RunConfig(dynamic=DynamicSampling())
+
+
+def test_hopeless_unlimited_step_raises():
+    col = Collector(2, DynamicSampling(1.0, 0, "batch"))
+    with pytest.raises(RuntimeError, match="--max-gen-batches"):
+        while n := col.next_count():
+            col.add(np.zeros((n, 4), dtype=bool), n)
