@@ -63,11 +63,14 @@ class PromptStream:
     dataset_size: int | None = None
     pos: int = 0
 
-    def take(self, n: int) -> np.ndarray:
-        """``(n,)`` int64 ids ``pos .. pos+n-1`` (modulo ``dataset_size``); advances."""
-        ids = self.pos + np.arange(n, dtype=np.int64)
-        self.pos += n
-        return ids % self.dataset_size if self.dataset_size else ids
+    def take(self, n: int, rows: int | None = None) -> np.ndarray:
+        """``(n,)`` int64 ids ``pos .. pos+n-1`` (modulo ``dataset_size``), or ``rows``
+        consecutive takes of ``n`` as ``(rows, n)``; advances."""
+        total = n if rows is None else n * rows
+        ids = self.pos + np.arange(total, dtype=np.int64)
+        self.pos += total
+        ids = ids % self.dataset_size if self.dataset_size else ids
+        return ids if rows is None else ids.reshape(rows, n)
 
 
 def informative(correct: np.ndarray) -> np.ndarray:

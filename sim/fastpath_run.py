@@ -153,7 +153,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     B, cost = cfg.prompts, scenario.cost
     prompt_tokens = np.full(B, scenario.prompt_tokens, dtype=np.int64)
     ts = np.arange(step, step + T)
-    ids = np.stack([state.stream.take(B) for _ in range(T)])  # (T, B)
+    ids = state.stream.take(B, rows=T)  # (T, B)
     lengths = draw_lengths(scenario, cfg.seed, ts, ids, G)  # (T, B, G)
     worker, t_first, t_fin, state.rr = block_times(
         lengths, prompt_tokens, cost, scenario.engine, state.rr
