@@ -155,7 +155,7 @@ class Worker(EngineWorker):
             batch.record_abort(i, t, self.k - k0)
         heapq.heapify(kept)
         self.running = kept
-        chunks = deque()
+        chunks: deque[list] = deque()
         for batch, _idx, idx_list, pos in self.waiting:
             keep = []
             for i in idx_list[pos:]:
