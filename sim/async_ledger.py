@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from rolloutlab.sim.engine import Batch
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.observation import observe_step
 
 

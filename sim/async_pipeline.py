@@ -50,10 +50,11 @@ import polars as pl
 import simpy
 from rolloutlab.sim.async_dynamic import AsyncRounds
 from rolloutlab.sim.async_ledger import BatchInfo, GroupState, Ledger, observe_resolved
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamic_sampling import informative
 from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.pipeline import (
     BatchRows,
     RunConfig,

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.lengths import finish_reasons
 from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.reward_metrics import step_reward_columns

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.passrate import parse_pass_rate
 
