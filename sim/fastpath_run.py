@@ -43,8 +43,8 @@ def run_sync_fast(
 
     A :class:`~sim.controllers.StaticG` controller is open-loop, so ``chunk_steps`` steps
     are drawn and timed in one vectorised call (default: as many as make
-    :data:`CHUNK_ROWS` rollouts) unless pass rates move with training or dynamic
-    sampling is on; other controllers go step by step.
+    :data:`CHUNK_ROWS` rollouts; rewards are drawn step by step when pass rates move with
+    training) unless dynamic sampling is on; other controllers go step by step.
     ``rollout_path``: stream the rollout table to that parquet file (returned as
     ``None``) instead of keeping it in memory. Raises ValueError for a paged engine
     config or a proposed G < 1.
@@ -68,8 +68,7 @@ def run_sync_fast(
             block = rounds_step(scenario, controller, cfg, tracker, state, step, G)
         else:
             per_chunk = chunk_steps or max(1, CHUNK_ROWS // (B * G))
-            blocked = open_loop and tracker.model is None
-            T = min(per_chunk, cfg.steps - step) if blocked else 1
+            T = min(per_chunk, cfg.steps - step) if open_loop else 1
             block = _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop)
         step_cols, rows, rew, n_rows = block
         for k in cols:
@@ -169,13 +168,17 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     clock = np.cumsum(terms)
     t_start, t_end = clock[:-1:3], clock[3::3]
     state.t_now = float(t_end[-1])
-    correct = tracker.draw(ts, ids, G, lengths) if tracker.enabled else None  # (T, B, G)
-    rewards = None if correct is None else correct.astype(np.float64)
-    reward_rows = []
-    if rewards is not None:
+    correct, reward_rows = None, []
+    if tracker.enabled and tracker.model is None:  # pass rates fixed: one draw for the block
+        correct = tracker.draw(ts, ids, G, lengths)  # (T, B, G)
+    elif tracker.enabled:  # pass rates move: step by step (timing does not depend on them)
+        correct = np.empty(lengths.shape, dtype=bool)
         for i in range(T):
-            reward_rows.append(step_reward_columns(rewards[i], B))
-            tracker.learn(list(rewards[i]), int(ts[i]))
+            correct[i] = tracker.draw(int(ts[i]), ids[i], G, lengths[i])
+            tracker.learn(list(correct[i].astype(np.float64)), int(ts[i]))
+    rewards = None if correct is None else correct.astype(np.float64)
+    if rewards is not None:
+        reward_rows = [step_reward_columns(rewards[i], B) for i in range(T)]
     if open_loop and hasattr(controller, "observe_steps") and not wants(controller):
         states = controller.observe_steps(lengths)
     else:

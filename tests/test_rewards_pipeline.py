@@ -192,3 +192,12 @@ def test_v2_tables_round_trip(tmp_path, tiny_scenario):
     trace.write_parquet(steps, tmp_path / "s.parquet", "steps")
     assert_frame_equal(trace.read(tmp_path / "r.parquet", "rollouts"), rollouts)
     assert_frame_equal(trace.read(tmp_path / "s.parquet", "steps"), steps)
+
+
+def test_fast_path_equals_simpy_while_learning(tiny_scenario, stand_in):
+    learn = RewardConfig(BetaPassRate(1, 3), learning=_Params(kappa=0.5))
+    for spec in ("static:4", "sagc"):  # a block of steps, and step by step
+        r1, s1 = run_sync(tiny_scenario, parse_controller(spec), _cfg(learn, steps=30))
+        r2, s2 = run_sync_fast(tiny_scenario, parse_controller(spec), _cfg(learn, steps=30))
+        assert r1["reward"].equals(r2["reward"])
+        assert_frame_equal(s1, s2, check_exact=False, rel_tol=1e-9)
