@@ -40,7 +40,7 @@ def comparison_figure(
     n = 4 if rewards else 3
     fig, axes = plt.subplots(n, 1, figsize=(8, 3 * n))
     for ax in axes[1:3]:
-        ax.sharex(axes[0])
+        ax.sharex(axes[0])  # (why: the reward panel's x axis is wall-clock, not steps)
     sns.lineplot(
         m.to_pandas(),
         x="step",
@@ -75,6 +75,9 @@ def comparison_figure(
     )
     axes[2].set_ylabel("cumulative wall-clock (h)")
     axes[2].set_xlabel("learner step")
+    for ax in axes[:2]:  # shared step axis: labelled once, as with sharex=True
+        ax.set_xlabel("")
+        ax.tick_params(labelbottom=False)
     if rewards:
         _reward_panel(wall, order, axes[3], target)
     fig.tight_layout()
