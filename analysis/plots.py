@@ -133,10 +133,10 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
 
 
 def _reward_panel(wall: pl.DataFrame, order: list[str], ax, target: float | None) -> None:
-    """Reward (trailing mean of ``reward_mean`` over 10 steps, as ``time_to_target``
+    """Reward (trailing mean of ``reward_mean`` over 10 full steps, as ``time_to_target``
     reads it) against cumulative wall-clock (h), one line per controller."""
     df = wall.with_columns(
-        pl.col("reward_mean").rolling_mean(10, min_samples=1).over("controller").alias("reward")
+        pl.col("reward_mean").rolling_mean(10, min_samples=10).over("controller").alias("reward")
     )
     sns.lineplot(
         df.to_pandas(),
