@@ -108,6 +108,21 @@ class Ledger:
         return rows
 
 
+def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray | None:
+    """(G,) float rewards of group ``g``, ``None`` without a pass-rate model."""
+    correct = batches[g.j].correct
+    return None if correct is None else correct[g.lo // g.G].astype(np.float64)
+
+
+def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float:
+    """``sum(t_finish - t_submit)`` over the rollouts of ``groups`` (s)."""
+    total = 0.0
+    for g in groups:
+        b, sl = batches[g.j].batch, slice(g.lo, g.lo + g.G)
+        total += float((b.t_finish[sl] - b.t_submit[sl]).sum())
+    return total
+
+
 def observe_resolved(
     controller: Any, batches: list[BatchInfo], gen_time_s: float, step_time_s: float
 ) -> None:

@@ -49,10 +49,16 @@ import numpy as np
 import polars as pl
 import simpy
 from rolloutlab.sim.async_dynamic import AsyncRounds
-from rolloutlab.sim.async_ledger import BatchInfo, GroupState, Ledger, observe_resolved
+from rolloutlab.sim.async_ledger import (
+    BatchInfo,
+    GroupState,
+    Ledger,
+    group_rewards,
+    observe_resolved,
+    rollout_seconds,
+)
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
-from rolloutlab.sim.dynamic_sampling import informative
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.pipeline import (
@@ -63,7 +69,7 @@ from rolloutlab.sim.pipeline import (
     step_record,
 )
 from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.reward_metrics import step_reward_columns
+from rolloutlab.sim.reward_metrics import informative, step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
@@ -288,7 +294,7 @@ class _Simulation:
                 self._discard(g, "dropped", t)
                 if r is not None:
                     r.discard(False, f"pipeline {self.pc.spec}")
-            elif r is not None and not informative(self._group_rewards(g)[None])[0]:
+            elif r is not None and not informative(group_rewards(self.batches, g)[None])[0]:
                 self._resolve(g, "filtered", t)
                 self.filtered_now.append(g)
                 r.discard(True, f"pipeline {self.pc.spec}")
@@ -300,16 +306,11 @@ class _Simulation:
             r.abort(len(taken))
         return taken
 
-    def _group_rewards(self, g: GroupState) -> np.ndarray | None:
-        """(G,) float rewards of a group, ``None`` without a pass-rate model."""
-        correct = self.batches[g.j].correct
-        return None if correct is None else correct[g.lo // g.G].astype(np.float64)
-
     def _learn(self, taken: list[GroupState], t: int) -> list[np.ndarray] | None:
         """Learning-model update with the trained groups; returns their rewards."""
         if not self.tracker.enabled:
             return None
-        rewards = [self._group_rewards(g) for g in taken]
+        rewards = [group_rewards(self.batches, g) for g in taken]
         stale = np.array([t - self._version(g) for g in taken], dtype=np.int64)
         self.tracker.learn(rewards, t, stale)
         return rewards
@@ -350,11 +351,8 @@ class _Simulation:
             return None
         if self.rounds is None:
             return step_reward_columns(rewards, len(taken))
-        wasted = 0.0
-        for g in self.filtered_now:
-            b, sl = self.batches[g.j].batch, slice(g.lo, g.lo + g.G)
-            wasted += float((b.t_finish[sl] - b.t_submit[sl]).sum())
-        groups = rewards + [self._group_rewards(g) for g in self.filtered_now]
+        wasted = rollout_seconds(self.batches, self.filtered_now)
+        groups = rewards + [group_rewards(self.batches, g) for g in self.filtered_now]
         return step_reward_columns(
             groups, len(taken), len(self.rounds.seen), wasted, len(taken) < self.cfg.prompts
         )

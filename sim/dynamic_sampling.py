@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from rolloutlab.sim.reward_metrics import informative
 
 REFILLS = ("batch", "missing")
 MAX_ROUNDS = 100_000
@@ -71,12 +72,6 @@ class PromptStream:
         self.pos += total
         ids = ids % self.dataset_size if self.dataset_size else ids
         return ids if rows is None else ids.reshape(rows, n)
-
-
-def informative(correct: np.ndarray) -> np.ndarray:
-    """``(n,)`` bool: group ``i`` of ``correct`` (n, G) has rewards that are not all equal."""
-    c = np.asarray(correct)
-    return (c != c[:, :1]).any(axis=1)
 
 
 @dataclass

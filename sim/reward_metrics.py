@@ -25,6 +25,12 @@ def informative_prob(p, G) -> np.ndarray:
     return 1.0 - p**G - (1.0 - p) ** G
 
 
+def informative(rewards: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: group ``i`` of ``rewards`` (n, G) has rewards that are not all equal."""
+    r = np.asarray(rewards)
+    return (r != r[:, :1]).any(axis=1)
+
+
 def step_reward_columns(
     groups: Sequence[np.ndarray],
     kept: int,
@@ -35,7 +41,7 @@ def step_reward_columns(
     """Step-table reward columns of one learner step (trace schema v2).
 
     ``groups``: the rewards of every complete group generated for the step (kept or
-    filtered by dynamic sampling), one ``(G_i,)`` array each. Returns ``reward_mean``
+    filtered by dynamic sampling), one ``(G_i,)`` array each, or an ``(n, G)`` array. Returns ``reward_mean``
     (mean reward over those rollouts: an estimate of the generating policy's accuracy,
     not of the filtered batch's), ``informative_groups`` (of those groups, the ones
     whose rewards are not all equal), ``informative_frac`` (= informative / generated;
@@ -45,7 +51,10 @@ def step_reward_columns(
     n = len(groups)
     if n:
         flat = np.concatenate([np.asarray(g, dtype=np.float64).ravel() for g in groups])
-        n_inf = int(sum(bool((np.asarray(g) != np.asarray(g).flat[0]).any()) for g in groups))
+        if isinstance(groups, np.ndarray):  # (n, G): one group size
+            n_inf = int(informative(groups).sum())
+        else:  # groups of several sizes (asynchronous pipelines)
+            n_inf = int(sum(informative(np.asarray(g)[None])[0] for g in groups))
     return {
         "reward_mean": float(flat.mean()) if n else None,
         "informative_groups": n_inf if n else 0,

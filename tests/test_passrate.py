@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.dynamic_sampling import informative
 from rolloutlab.sim.passrate import (
     BetaPassRate,
     EmpiricalPassRate,
@@ -17,7 +16,7 @@ from rolloutlab.sim.passrate import (
     draw_correct,
     parse_pass_rate,
 )
-from rolloutlab.sim.reward_metrics import informative_prob
+from rolloutlab.sim.reward_metrics import informative, informative_prob
 from scipy import stats
 
 
