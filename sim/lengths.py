@@ -1,6 +1,6 @@
 """Response-length models: how many tokens each rollout of a step generates.
 
-Interface (DESIGN.md, "Length model"): ``sample(rng, n_prompts, G, step)`` returns an
+Interface (docs/DESIGN.md, "Length model"): ``sample(rng, n_prompts, G, step)`` returns an
 int array of shape ``(n_prompts, G)`` of response lengths in tokens (EOS included,
 prompt excluded), each at most ``max_response_length``; a length equal to the cap has
 finish reason ``length`` (:func:`finish_reasons`).
