@@ -7,22 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
-import polars as pl
 
-from rolloutlab.commands.common import OutDirError, claim_out_dir, fail
+from rolloutlab.commands.common import OutDirError, claim_out_dir, echo_table, fail
 from rolloutlab.sim.provenance import write_config
-
-
-def _echo_table(df: pl.DataFrame) -> None:
-    with pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        tbl_width_chars=200,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-    ):
-        click.echo(df)
 
 
 @click.group()
@@ -122,7 +109,7 @@ def idle(
     click.echo(
         f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps"
     )
-    _echo_table(res.summary)
+    echo_table(res.summary)
     click.echo(f"-> {out_dir}")
 
 
@@ -230,7 +217,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
             for k in ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")
         )
     )
-    _echo_table(table)
+    echo_table(table)
     click.echo(f"-> {out_dir}")
 
 

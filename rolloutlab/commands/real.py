@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import fail, format_summary, parse_list
+from rolloutlab.commands.common import echo_table, fail, format_summary, parse_list
 from rolloutlab.real.config import (
     OPTION_FIELDS,
     ConfigError,
@@ -228,7 +228,6 @@ def stability_cmd(
     Writes DIR/stability.csv (the simulator's columns first), DIR/phase_diagram.png,
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
-    import polars as pl
 
     from rolloutlab.analysis.stability_plots import plot_phase_diagram
     from rolloutlab.real.async_config import AsyncConfig
@@ -274,11 +273,7 @@ def stability_cmd(
     write_config(
         out_dir / "config.json", {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s}
     )
-    with pl.Config(
-        tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True, tbl_width_chars=200
-    ):
-        click.echo(table)
-        click.echo(t_collapse_table(df))
+    echo_table(table, t_collapse_table(df), cols=None, precision=4, dtypes=True)
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]
         click.echo(
