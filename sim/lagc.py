@@ -14,11 +14,13 @@ and replaces the utility with the expected learning signal per second::
   prompt's own earlier rewards when it recurs (dataset epochs) and the next batch's
   prompt ids are given to :meth:`LAGC.propose` -- the prompt-aware prior that the SAGC
   paper names as future work; otherwise ``B`` copies of the population Beta.
-- ``T(G) = spt_G * E[max of B G lengths] + rest * B G * mean length``: generation waits for
-  the step's longest rollout (SAGC's premise) at ``spt_G`` seconds per token of the
+- ``T(G) = spt_G * E[max of B G lengths] + c0 + c1 * B G * mean length``: generation waits
+  for the step's longest rollout (SAGC's premise) at ``spt_G`` seconds per token of the
   longest rollout (observed ``gen_time_s / max L`` at that G, or at the nearest observed
-  G); the rest of the step (``step_time_s - gen_time_s``: update, sync) costs ``rest``
-  seconds per response token. Without ``gen_time_s``, ``spt = 1`` (time in tokens).
+  G); the rest of the step (``step_time_s - gen_time_s``: update, sync) is a constant plus
+  a per-token cost (as ``learner_step_s`` in :mod:`sim.cost`), ``(c0, c1)`` a least-squares
+  line through the per-G averages of (response tokens, rest time); a constant while only
+  one G was seen (:meth:`LAGC.rest_line`). Without ``gen_time_s``, ``spt = 1`` (time in tokens).
 
 When ``s = 0`` at every candidate (every pass rate is 0 or 1: no group can be
 informative), ``u(G) = -log2 T(G)``: time decides, so G falls to the smallest candidate.
@@ -84,7 +86,7 @@ class LAGC:
         self.pop = {"reward": 0.0, "samples": 0.0, "var": 0.0, "groups": 0.0}
         self.prompts: dict[int, list[float]] = {}  # id -> [successes, trials], by recency
         self.spt: dict[int, float] = {}  # G -> seconds per token of the longest rollout
-        self.rest_per_token: float | None = None
+        self.rest: dict[int, list[float]] = {}  # G -> [rest of the step (s), tokens]
         self.n_prompts = 0
 
     @property
@@ -130,9 +132,29 @@ class LAGC:
         else:
             spt = 1.0
         t = spt * self.lengths.expected_max(B * G)
-        if self.rest_per_token is not None:
-            t += self.rest_per_token * B * G * self.lengths.mean()
+        if self.rest:
+            c0, c1 = self.rest_line()
+            t += c0 + c1 * B * G * self.lengths.mean()
         return t
+
+    def rest_line(self) -> tuple[float, float]:
+        """``(c0 s, c1 s/token)`` of the non-generation time: least squares through the
+        per-G (tokens, seconds) averages, both >= 0 (``c1 < 0``: the mean as a constant;
+        ``c0 < 0``: through the origin). With one G seen, a constant (optimistic about
+        larger G, so the local search tries a neighbour and the line gets its second
+        point; pessimism would never leave the first G). Raises ValueError before any step
+        time was observed."""
+        if not self.rest:
+            raise ValueError("LAGC.rest_line: no step time observed yet")
+        rest, tok = (np.array([v[i] for v in self.rest.values()]) for i in (0, 1))
+        if len(tok) < 2 or np.ptp(tok) <= 0:
+            return float(rest.mean()), 0.0
+        c1, c0 = np.polyfit(tok, rest, 1)
+        if c1 < 0:
+            return float(rest.mean()), 0.0
+        if c0 < 0:
+            return 0.0, float(rest @ tok / (tok @ tok))
+        return float(c0), float(c1)
 
     def utilities(self, prompt_ids: np.ndarray | None = None) -> dict[int, float]:
         """``u(G)`` for every candidate (module docstring); ``-inf`` where the signal is 0
@@ -179,8 +201,12 @@ class LAGC:
             gamma = self.lengths.gamma
             self.spt[g] = _ema(self.spt.get(g), float(gen_time_s) / float(flat.max()), gamma)
             if step_time_s is not None:
-                rest = max(float(step_time_s) - float(gen_time_s), 0.0) / float(flat.sum() or 1)
-                self.rest_per_token = _ema(self.rest_per_token, rest, gamma)
+                rest = max(float(step_time_s) - float(gen_time_s), 0.0)
+                old = self.rest.get(g)
+                self.rest[g] = [
+                    _ema(None if old is None else old[0], rest, gamma),
+                    _ema(None if old is None else old[1], float(flat.sum()), gamma),
+                ]
         if rows is not None:
             self._observe_rewards(rows, prompt_ids)
 
@@ -213,7 +239,7 @@ class LAGC:
             "prompts": {str(k): v for k, v in self.prompts.items()},
             "lengths": self.lengths.to_dict(),
             "spt": {str(g): v for g, v in self.spt.items()},
-            "rest_per_token": self.rest_per_token,
+            "rest": {str(g): v for g, v in self.rest.items()},
             "n_prompts": self.n_prompts,
         }
 
@@ -227,8 +253,7 @@ class LAGC:
         self.prompts = {int(k): [float(x) for x in v] for k, v in state["prompts"].items()}
         self.lengths.load(state["lengths"])
         self.spt = {int(g): float(v) for g, v in state["spt"].items()}
-        rest = state["rest_per_token"]
-        self.rest_per_token = None if rest is None else float(rest)
+        self.rest = {int(g): [float(x) for x in v] for g, v in state["rest"].items()}
         self.n_prompts = int(state["n_prompts"])
 
 

@@ -183,26 +183,28 @@ def test_homogeneous_rewards_send_g_to_the_smallest_candidate(seed, solved, time
     assert [h[0] for h in ctl.sagc.history][-3:] == [2, 2, 2]
 
 
-def signal_per_second(p: float, G: int, gen_s: float, rest_s_per_G: float) -> float:
-    """Closed form: (1 - p^G - (1-p)^G)(1 - 1/G) per prompt over gen_s + rest_s_per_G * G."""
-    return (1 - p**G - (1 - p) ** G) * (1 - 1 / G) / (gen_s + rest_s_per_G * G)
+def signal_per_second(p: float, G: int, gen_s: float, const_s: float, rest_s_per_G: float):
+    """Closed form: (1 - p^G - (1-p)^G)(1 - 1/G) per prompt over the step time
+    gen_s + const_s + rest_s_per_G * G."""
+    return (1 - p**G - (1 - p) ** G) * (1 - 1 / G) / (gen_s + const_s + rest_s_per_G * G)
 
 
 @settings(max_examples=30, deadline=None)
 @given(
     p=st.sampled_from([0.25, 0.5, 0.75]),
     gen_s=st.floats(0.5, 100),
+    const_s=st.floats(0, 50),
     rest_s_per_G=st.floats(0.01, 20),
     seed=st.integers(0, 2**16),
 )
 def test_fixed_p_and_length_independent_of_g_picks_the_closed_form_optimum(
-    p, gen_s, rest_s_per_G, seed
+    p, gen_s, const_s, rest_s_per_G, seed
 ):
     """Every prompt has pass rate p (each group holds exactly p G successes), lengths are
-    100 tokens whatever G, generation takes gen_s and the rest of the step rest_s_per_G
-    seconds per unit of G: LAGC must settle on the G maximising the closed form."""
+    100 tokens whatever G, generation takes gen_s and the rest of the step const_s +
+    rest_s_per_G G seconds: LAGC must settle on the G maximising the closed form."""
     cands = (4, 8, 16, 32)
-    value = {g: signal_per_second(p, g, gen_s, rest_s_per_G) for g in cands}
+    value = {g: signal_per_second(p, g, gen_s, const_s, rest_s_per_G) for g in cands}
     best = max(value, key=value.get)
     runner_up = max(v for g, v in value.items() if g != best)
     assume(value[best] > 1.01 * runner_up)
@@ -214,9 +216,22 @@ def test_fixed_p_and_length_independent_of_g_picks_the_closed_form_optimum(
         rewards = np.zeros((B, G))
         rewards[:, : round(p * G)] = 1.0
         rewards = rng.permuted(rewards, axis=1)
-        step_s = gen_s + rest_s_per_G * G
+        step_s = gen_s + const_s + rest_s_per_G * G
         observe_step(ctl, np.full((B, G), L), rewards=rewards, gen_time_s=gen_s, step_time_s=step_s)
     assert [ctl.propose() for _ in range(3)] == [best] * 3
+
+
+@settings(max_examples=20, deadline=None)
+@given(c0=st.floats(0, 100), c1=st.floats(0, 0.1), Gs=st.permutations([2, 4, 8]))
+def test_the_rest_of_the_step_is_fitted_as_constant_plus_per_token(c0, c1, Gs):
+    ctl = LAGC(candidates=(2, 4, 8), seed=0)
+    for G in Gs:
+        tokens = np.full((4, G), 50)
+        observe_step(ctl, tokens, gen_time_s=3.0, step_time_s=3.0 + c0 + c1 * tokens.sum())
+    assert ctl.rest_line() == pytest.approx((c0, c1), rel=1e-6, abs=1e-6)
+    one = LAGC(seed=0)
+    observe_step(one, np.full((2, 8), 50), gen_time_s=1.0, step_time_s=1.0 + 8.0)
+    assert one.rest_line() == pytest.approx((8.0, 0.0))  # one G seen: a constant
 
 
 def test_a_recurring_prompt_gets_its_own_posterior():
