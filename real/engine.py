@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
+from rolloutlab.real.config import MODES
 from rolloutlab.real.model import KVCache, LlamaLM
 from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs, sample
 from rolloutlab.real.tokenizer import EOS_ID, PAD_ID
-
-MODES = ("continuous", "static")
 
 
 @dataclass(frozen=True)

@@ -6,30 +6,16 @@ from pathlib import Path
 
 import click
 import polars as pl
+from tqdm import tqdm
+
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.analysis.provenance import describe, write_config
-from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
+from rolloutlab.commands.common import claim, fail, int_list
+from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.provenance import describe, scenario_source, write_config
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
-from tqdm import tqdm
-
-
-def _ints(name: str):
-    """A click callback parsing a comma-separated list of ints, naming the option on error."""
-
-    def parse(ctx, param, value):
-        if value is None:
-            return None
-        try:
-            return [int(v) for v in value.split(",") if v.strip()]
-        except ValueError:
-            raise click.BadParameter(
-                f"expected comma-separated integers, got {value!r}", param_hint=name
-            ) from None
-
-    return parse
 
 
 @click.command()
@@ -37,19 +23,19 @@ def _ints(name: str):
 @click.option(
     "--prompts",
     metavar="B[,B...]",
-    callback=_ints("--prompts"),
+    callback=int_list("--prompts"),
     help="Prompt batches B, e.g. 16,64,256 (default: the scenario's).",
 )
 @click.option(
     "--workers",
     metavar="W[,W...]",
-    callback=_ints("--workers"),
+    callback=int_list("--workers"),
     help="Generation worker counts, e.g. 1,2,4 (default: the scenario's).",
 )
 @click.option(
     "--max-num-seqs",
     metavar="N[,N...]",
-    callback=_ints("--max-num-seqs"),
+    callback=int_list("--max-num-seqs"),
     help="vLLM max_num_seqs per worker, e.g. 256,1024 (default: the scenario's).",
 )
 @click.option(
@@ -57,7 +43,7 @@ def _ints(name: str):
     metavar="S[,S...]",
     default="0,1,2",
     show_default=True,
-    callback=_ints("--seeds"),
+    callback=int_list("--seeds"),
     help="Seeds; each gives every controller the same prompt stream.",
 )
 @click.option(
@@ -117,7 +103,7 @@ def sweep(
             seeds,
         )
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     claim(out, "sweep")  # after every check, before the runs
     n_steps = steps or int(sc.defaults.get("steps", 300))
     bar = tqdm(total=len(points), desc="sweeping", unit="point", disable=None, leave=False)
@@ -132,7 +118,7 @@ def sweep(
             on_point=lambda p: bar.update(),
         )
     except (ValueError, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     finally:
         bar.close()
     means = sweep_means(runs)

@@ -1,4 +1,8 @@
-"""``rolloutlab real async`` and ``rolloutlab real stability`` (registered on the ``real`` group by :func:`register`)."""
+"""``rolloutlab real``: run GRPO on a real (tiny, CPU) model with the simulator's
+controllers: ``sync``, ``async``, ``stability`` and ``task-lengths``.
+
+torch is imported only when a run starts (``rolloutlab --help`` lists this group).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,120 @@ import time
 from pathlib import Path
 
 import click
-from rolloutlab.real.checkpoint import CheckpointError
-from rolloutlab.real.config import ConfigError, SyncConfig
+
+from rolloutlab.commands.common import fail, format_summary, parse_list
+from rolloutlab.real.config import (
+    OPTION_FIELDS,
+    ConfigError,
+    LearnerConfig,
+    SyncConfig,
+    WarmStartConfig,
+    config_from_options,
+)
+from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
+from rolloutlab.sim.metrics import run_summary
+from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.trace import TraceError
 
 
-def _sync_config(opts: dict) -> SyncConfig:
-    from rolloutlab.real.cli import _FIELDS, _set
+@click.group()
+def real() -> None:
+    """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
 
-    cfg = SyncConfig()
-    for name, dotted in _FIELDS.items():
-        cfg = _set(cfg, dotted, opts[name])
-    return cfg
+
+@real.command()
+@click.option("--controller", default="sagc", show_default=True, help="sagc[:k=v,...] or static:G")
+@click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
+@click.option(
+    "--prompts", default=SyncConfig.prompts, show_default=True, type=int, help="prompt batch B"
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--resume", is_flag=True, help="continue the run in --out from its last checkpoint")
+@click.option("--lr", default=LearnerConfig.lr, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--capacity", default=SyncConfig.capacity, show_default=True, type=int, help="engine slots"
+)
+@click.option(
+    "--engine-mode",
+    default="continuous",
+    show_default=True,
+    type=click.Choice(["continuous", "static"]),
+)
+@click.option(
+    "--engine",
+    default="torch",
+    show_default=True,
+    type=click.Choice(["torch", "vllm"]),
+    help="rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra)",
+)
+@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
+@click.option("--eval-every", default=SyncConfig.eval_every, show_default=True, type=int)
+@click.option(
+    "--checkpoint-every", default=SyncConfig.checkpoint_every, show_default=True, type=int
+)
+@click.option(
+    "--eval-size",
+    default=SyncConfig.eval_size,
+    show_default=True,
+    type=int,
+    help="held-out problems",
+)
+@click.option(
+    "--max-response-tokens", default=SyncConfig.max_response_tokens, show_default=True, type=int
+)
+@click.option(
+    "--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold"
+)
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.pass_context
+def sync(ctx: click.Context, out_dir: Path, resume: bool, quiet: bool, **opts) -> None:
+    """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
+    from rolloutlab.real.checkpoint import CheckpointError  # torch: only when a run starts
+    from rolloutlab.real.sync import run_sync
+
+    given = {
+        dotted: opts[name]
+        for name, dotted in OPTION_FIELDS.items()
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+    try:
+        cfg = config_from_options(opts)
+        check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
+        rollouts, steps = run_sync(cfg, out_dir, resume=resume, progress=not quiet, overrides=given)
+    except (
+        RunDirError,
+        ConfigError,
+        CheckpointError,
+        TraceError,
+        EngineUnavailable,
+        ValueError,
+    ) as exc:
+        fail(exc)
+    click.echo(format_summary(run_summary(rollouts, steps, tau=cfg.tau)))
+
+
+@real.command("task-lengths")
+@click.option(
+    "--out",
+    "out_png",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PNG to write (the committed one: docs/figures/real_task_lengths.png)",
+)
+@click.option("--problems", default=100_000, show_default=True, type=int)
+def task_lengths(out_png: Path, problems: int) -> None:
+    """Plot the digit-chain task's solution-length distribution and print its quantiles."""
+    from rolloutlab.analysis.plots import task_lengths_figure
+    from rolloutlab.real.task import TaskConfig
+    from rolloutlab.real.task_lengths import solution_lengths, summary
+
+    lengths = solution_lengths(TaskConfig(), problems)
+    task_lengths_figure(lengths, out_png)
+    for name, row in summary(lengths).items():
+        click.echo(f"{name}: " + " ".join(f"{k}={v:g}" for k, v in row.items()))
+    click.echo(f"wrote {out_png}")
 
 
 @click.command("async")
@@ -47,17 +152,17 @@ def async_cmd(
     from rolloutlab.real.async_config import AsyncConfig
     from rolloutlab.real.async_loop import run_async
     from rolloutlab.real.async_workers import GeneratorDied
-    from rolloutlab.real.cli import _FIELDS
+    from rolloutlab.real.checkpoint import CheckpointError
     from rolloutlab.sim.metrics import pipeline_summary, run_summary
 
     given = {
         f"sync.{dotted}": opts[name]
-        for name, dotted in _FIELDS.items()
+        for name, dotted in OPTION_FIELDS.items()
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
     try:
         acfg = AsyncConfig(
-            sync=_sync_config(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
+            sync=config_from_options(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
         )
         if ctx.get_parameter_source("pipeline") == click.core.ParameterSource.COMMANDLINE:
             given["pipeline"] = pipeline
@@ -65,7 +170,7 @@ def async_cmd(
             acfg, out_dir, resume=resume, progress=not quiet, overrides=given
         )
     except (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     stored = json.loads((out_dir / "config.json").read_text())["config"]
     summary = {
         **run_summary(rollouts, steps, tau=acfg.sync.tau),
@@ -78,15 +183,7 @@ def async_cmd(
             if k in ("collapsed", "t_collapse", "failure")
         },
     }
-    click.echo(
-        " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
-    )
-
-
-def _floats(option: str, text: str) -> list[float]:
-    from rolloutlab.sim.stability_cli import _parse_list
-
-    return _parse_list(option, text, float, lambda v: v > 0, "numbers > 0")
+    click.echo(format_summary(summary))
 
 
 @click.command("stability")
@@ -132,14 +229,13 @@ def stability_cmd(
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
     import polars as pl
+
+    from rolloutlab.analysis.stability_plots import plot_phase_diagram
     from rolloutlab.real.async_config import AsyncConfig
     from rolloutlab.real.stability import GridConfig, run_grid
     from rolloutlab.real.stability_fit import eta_max_table, fit_laws, t_collapse_table
-    from rolloutlab.real.warmstart import WarmStartConfig
-    from rolloutlab.sim.stability import plot_phase_diagram
-    from rolloutlab.sim.stability_cli import _parse_list
 
-    S_values = _parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
+    S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     try:
         sync = SyncConfig(
             controller=controller,
@@ -152,14 +248,14 @@ def stability_cmd(
         )
         grid = GridConfig(
             tuple(S_values),
-            tuple(_floats("--lr", lr_text)),
+            tuple(parse_list("--lr", lr_text, float, lambda v: v > 0, "numbers > 0")),
             seeds,
             mode,
             jobs,
             AsyncConfig(sync=sync),
         )
     except (ValueError, ConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     t0 = time.perf_counter()
     df = run_grid(grid, out_dir, progress=True)
     runtime_s = time.perf_counter() - t0
@@ -175,11 +271,8 @@ def stability_cmd(
         eta_max=dict(zip(table["S"].to_list(), table["eta_max"].to_list())),
     )
     (out_dir / "fit.json").write_text(json.dumps(fits, indent=2) + "\n")
-    (out_dir / "config.json").write_text(
-        json.dumps(
-            {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s}, indent=2, default=str
-        )
-        + "\n"
+    write_config(
+        out_dir / "config.json", {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s}
     )
     with pl.Config(
         tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True, tbl_width_chars=200
@@ -195,8 +288,6 @@ def stability_cmd(
     click.echo(f"{df.height} runs in {runtime_s:.0f} s -> {out_dir}")
 
 
-def register(group: click.Group, sync_cmd: click.Command) -> None:
-    """Add ``async`` (with every option of ``sync_cmd``) and ``stability`` to ``group``."""
-    async_cmd.params[:0] = list(sync_cmd.params)
-    group.add_command(async_cmd)
-    group.add_command(stability_cmd)
+async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `real sync` first
+real.add_command(async_cmd)
+real.add_command(stability_cmd)

@@ -8,12 +8,9 @@ from pathlib import Path
 
 import click
 import polars as pl
-from rolloutlab.analysis.provenance import write_config
-from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 
-
-def _fail(exc: Exception) -> None:
-    raise click.ClickException(str(exc)) from None
+from rolloutlab.commands.common import OutDirError, claim_out_dir, fail
+from rolloutlab.sim.provenance import write_config
 
 
 def _echo_table(df: pl.DataFrame) -> None:
@@ -94,7 +91,7 @@ def idle(
         run = load_run(real_dir, capacity=capacity)
         res = compare_idle(run, cfg)
     except (RunInputError, TraceError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     res.per_step.write_csv(out_dir / "idle_comparison.csv")
     res.summary.write_csv(out_dir / "idle_summary.csv")
     run_cfg = run.config.get("config", run.config)
@@ -127,23 +124,6 @@ def idle(
     )
     _echo_table(res.summary)
     click.echo(f"-> {out_dir}")
-
-
-def _grid_steps(grid_dir: Path, given: int | None) -> int:
-    if given is not None:
-        return given
-    cfg_path = (grid_dir if grid_dir.is_dir() else grid_dir.parent) / "config.json"
-    if cfg_path.exists():
-        raw = json.loads(cfg_path.read_text())
-        # sim `stability` writes "steps"; `real stability` nests it in grid.base.sync
-        T = (
-            raw.get("steps")
-            or raw.get("config", {}).get("steps")
-            or raw.get("grid", {}).get("base", {}).get("sync", {}).get("steps")
-        )
-        if T:
-            return int(T)
-    raise click.ClickException(f"{cfg_path}: no 'steps' (learner steps T per run); pass --steps")
 
 
 @compare.command()
@@ -193,6 +173,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
         GridError,
         agreement,
         fit_collapse,
+        grid_steps,
         predict,
         read_grid,
         scaling_table,
@@ -200,15 +181,15 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
     )
     from rolloutlab.analysis.compare_plots import collapse_figure
 
-    T = _grid_steps(real_dir, steps)
     try:
+        T = grid_steps(real_dir, steps)
         claim_out_dir(out_dir, "compare-collapse")
         real = read_grid(real_dir)
         sim = read_grid(sim_dir) if sim_dir is not None else None
         fit_rows, held = split_grid(real, split)
         fit = fit_collapse(fit_rows, T, max_evals=max_evals)
     except (GridError, OutDirError) as exc:
-        _fail(exc)
+        fail(exc)
     held_pred = predict(fit.params, held, T)
     summary = {
         "real": str(real_dir),
@@ -269,4 +250,4 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
         for path in write_reports(list(studies), out_dir):
             click.echo(f"wrote {path}")
     except ReportError as exc:
-        _fail(exc)
+        fail(exc)
