@@ -64,7 +64,7 @@ class LAGC:
         pop_gamma: float = 0.9,
         prompt_decay: float = 0.5,
         length_gamma: float = 0.9,
-        max_prompts: int = 4096,
+        max_prompts: int = 1024,
         c_max: float = 1e6,
         seed: int = 0,
         name: str = "lagc",
