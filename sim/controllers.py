@@ -5,7 +5,9 @@ The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
 
 - ``propose() -> int``: the group size G for the next step;
 - ``observe(lengths)``: response lengths (tokens) of the step just run with the last
-  proposed G, one sequence per prompt;
+  proposed G, one sequence per prompt; a controller that wants rewards, prompt ids or
+  times declares them in ``observes`` and gets them through
+  :func:`sim.observation.observe_step`;
 - ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included;
 - optional, for open-loop controllers: ``observe_steps(lengths (T, n_prompts, G)) ->
   list[str]``, ``T`` observations at once and the JSON state after each (the fast path
@@ -13,7 +15,9 @@ The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
 
 :class:`StaticG` is the fixed-G baseline. :class:`SAGC` is Straggler-Aware Group
 Control (Khan et al., 2026; PAPERS.md §1): online primal-dual + Thompson sampling
-maximising ``log2 G`` subject to a straggler-rate constraint ``E[S_t | G] <= delta``.
+maximising ``log2 G`` subject to a straggler-rate constraint ``E[S_t | G] <= delta``
+(optional floor ``G_min`` and step-time budget). :class:`sim.lagc.LAGC` builds on SAGC
+with a learning-signal utility; CLI specs are parsed in :mod:`sim.controller_spec`.
 """
 
 from __future__ import annotations
