@@ -10,8 +10,9 @@ fed through :func:`sim.observation.observe_step` with Bernoulli rewards. Pass ra
 (seed, step, prompt, sample) so sample j is the same whatever G; no learning (p fixed).
 Check printed first: the replayed SAGC wall clock equals a direct SimPy run's.
 
-Signal: realised ``sum over groups of 1[not homogeneous] (1 - 1/G)`` (docs/controllers.md,
-LAGC, ``signal=informative``).
+Signal, realised per hour: ``var/h`` = sum over groups of the population variance of the
+group's rewards (``s_i`` of :mod:`sim.learning`, LAGC ``signal=variance``, the default);
+``inf/h`` = sum over groups of ``1[not homogeneous] (1 - 1/G)`` (``signal=informative``).
 
 Usage: python bench/lagc_replay.py [--steps 300] [--prompts 16] [--beta 0.6,1.4]
        [--dataset-size N] [--controllers static:4,static:8,static:16,sagc,lagc]
@@ -48,8 +49,8 @@ def replay(
     ctl, tab: dict[int, tuple], cfg: RunConfig, p_of, seed: int, tau: float
 ) -> dict[str, float]:
     """Run ``ctl`` on the tables; returns wall clock (h), mean G, informative fraction,
-    straggler rate (max/median > ``tau``) and the realised signal (total and per hour)."""
-    clock = signal = informative = groups = G_sum = stragglers = 0.0
+    straggler rate (max/median > ``tau``) and the two realised signals per hour."""
+    clock = signal = var_signal = informative = groups = G_sum = stragglers = 0.0
     g_max = max(tab)
     for t in range(cfg.steps):
         ids = prompt_ids_for(t, cfg.prompts, cfg.dataset_size)
@@ -64,6 +65,7 @@ def replay(
         clock += step
         stragglers += straggler_ratio(lengths) > tau
         signal += inf.sum() * (1 - 1 / G)
+        var_signal += rewards.var(axis=1).sum()
         informative += inf.sum()
         groups += cfg.prompts
         G_sum += G
@@ -72,8 +74,8 @@ def replay(
         "mean_G": G_sum / cfg.steps,
         "informative_frac": informative / groups,
         "straggler_rate": stragglers / cfg.steps,
-        "signal": signal,
-        "signal_per_h": signal / (clock / 3600),
+        "inf_per_h": signal / (clock / 3600),
+        "var_per_h": var_signal / (clock / 3600),
     }
 
 
@@ -111,13 +113,13 @@ def main() -> None:
         f"scenario={args.scenario} steps={args.steps} prompts={args.prompts} "
         f"pass_rate=beta:{a},{b} dataset_size={args.dataset_size}"
     )
-    head = ("wall_h", "mean_G", "inf_frac", "strag", "signal", "sig/h")
+    head = ("wall_h", "mean_G", "inf_frac", "strag", "var/h", "inf/h")
     print(f"{'controller':<28}" + "".join(f"{h:>9}" for h in head))
     for spec, ctl in zip(specs, make):
         r = replay(ctl, tab, cfg, p_of, args.seed, tau)
         print(
             f"{spec:<28} {r['wall_h']:>8.2f} {r['mean_G']:>8.2f} {r['informative_frac']:>8.3f} "
-            f"{r['straggler_rate']:>8.3f} {r['signal']:>8.0f} {r['signal_per_h']:>8.1f}"
+            f"{r['straggler_rate']:>8.3f} {r['var_per_h']:>8.2f} {r['inf_per_h']:>8.1f}"
         )
 
 

@@ -22,6 +22,11 @@ and replaces the utility with the expected learning signal per second::
   line through the per-G averages of (response tokens, rest time); a constant while only
   one G was seen (:meth:`LAGC.rest_line`). Without ``gen_time_s``, ``spt = 1`` (time in tokens).
 
+With ``signal="variance"`` (the default, :mod:`sim.learning`'s signal) ``s = E[p_i(1-p_i)]
+(1 - 1/G)``: the pass rates scale every G alike, so they decide only whether there is any
+signal, and the choice is ``argmax (1 - 1/G) / T(G)``; with ``signal="informative"`` the
+pass rates (and the per-prompt beliefs) also shape it (extreme p favour larger G).
+
 When ``s = 0`` at every candidate (every pass rate is 0 or 1: no group can be
 informative), ``u(G) = -log2 T(G)``: time decides, so G falls to the smallest candidate.
 Until the first rewards are seen (``rewards=None``), ``u(G) = log2 G`` and LAGC makes
@@ -43,7 +48,8 @@ from rolloutlab.sim.lagc_model import SIGNALS, LengthPool, expected_signal, popu
 class LAGC:
     """Learning-aware group-size controller (module docstring; docs/controllers.md).
 
-    ``signal``: ``"informative"`` or ``"variance"`` (:func:`sim.lagc_model.expected_signal`).
+    ``signal``: ``"variance"`` (default, the signal of :mod:`sim.learning`) or
+    ``"informative"`` (:func:`sim.lagc_model.expected_signal`).
     ``pop_gamma``: per-step forgetting of the population reward statistics (memory
     ``1/(1-pop_gamma)`` steps: pass rates move as the policy learns). ``prompt_decay``:
     weight kept by a prompt's earlier rewards each time it recurs. ``length_gamma``:
@@ -60,7 +66,7 @@ class LAGC:
 
     def __init__(
         self,
-        signal: str = "informative",
+        signal: str = "variance",
         pop_gamma: float = 0.9,
         prompt_decay: float = 0.5,
         length_gamma: float = 0.9,

@@ -16,29 +16,31 @@ from typing import Any
 
 import numpy as np
 
-SIGNALS = ("informative", "variance")
-"""Forms of the per-group signal (see :func:`expected_signal`)."""
+SIGNALS = ("variance", "informative")
+"""Forms of the per-group signal (see :func:`expected_signal`); the first is the default."""
 
 
-def expected_signal(a: np.ndarray, b: np.ndarray, G: int, form: str = "informative") -> np.ndarray:
+def expected_signal(a: np.ndarray, b: np.ndarray, G: int, form: str = "variance") -> np.ndarray:
     """Expected learning signal of one group of ``G`` Bernoulli(p) rewards, ``p ~ Beta(a, b)``.
 
     ``a, b``: (n,) Beta parameters (>= 0; ``a == 0`` or ``b == 0`` means ``p`` is exactly 1
     or 0: no signal). Returns (n,) floats in [0, 1].
 
+    - ``"variance"`` (default): the expected population variance of the group's rewards,
+      ``E[(1/G) sum_j (r_j - mean r)^2] = E[p(1-p)] (1 - 1/G)``, the per-group signal
+      ``s_i`` of the learning-progress model :mod:`sim.learning` (the unbiased sample
+      variance times ``1 - 1/G``; GRPO's group-mean baseline, DeepSeekMath §4.1.2), with
+      ``E[p(1-p)] = a b / ((a+b)(a+b+1))``;
     - ``"informative"`` (GRPO with std-normalised advantages, where every non-homogeneous
       group carries a unit-scale advantage): ``P(informative) * (1 - 1/G)`` with
       ``P(informative) = 1 - E[p^G] - E[(1-p)^G]`` (issue 12 item 3, for a fixed p
       ``1 - p^G - (1-p)^G``) and ``E[p^G] = B(a+G, b) / B(a, b) = prod_{k<G} (a+k)/(a+b+k)``
       (Beta moments; summed as ``log1p(-b/(a+b+k))``, exact also for a concentrated
-      belief, where differences of ``betaln`` lose digits);
-    - ``"variance"`` (unnormalised advantages, Dr. GRPO): the expected within-group reward
-      variance ``E[(k/G)(1 - k/G)] = E[p(1-p)] (1 - 1/G)`` times ``(1 - 1/G)``, with
-      ``E[p(1-p)] = a b / ((a+b)(a+b+1))``.
+      belief, where differences of ``betaln`` lose digits).
 
-    The factor ``1 - 1/G`` is the group baseline's noise: the leave-in mean of ``G``
-    rewards shares ``1/G`` of its weight with the reward it centres (wave spec, learning
-    model (b)). ``G = 1`` gives 0. Raises ValueError for an unknown ``form`` or ``G < 1``.
+    The factor ``1 - 1/G`` is the group baseline's share: the mean of ``G`` rewards
+    includes the reward it centres (wave spec, learning model (b): diminishing returns in
+    G). ``G = 1`` gives 0. Raises ValueError for an unknown ``form`` or ``G < 1``.
     """
     if form not in SIGNALS:
         raise ValueError(f"expected_signal: form must be one of {SIGNALS}, got {form!r}")
@@ -51,7 +53,7 @@ def expected_signal(a: np.ndarray, b: np.ndarray, G: int, form: str = "informati
     shrink = 1.0 - 1.0 / G
     if form == "variance":
         var = sa * sb / ((sa + sb) * (sa + sb + 1.0))
-        return np.where(proper, var * shrink * shrink, 0.0)
+        return np.where(proper, var * shrink, 0.0)
     k = np.arange(G, dtype=np.float64)[:, None]  # (G, 1) against (n,)
     tot = sa + sb + k
     p_all = np.exp(np.log1p(-sb / tot).sum(axis=0)) + np.exp(np.log1p(-sa / tot).sum(axis=0))

@@ -30,15 +30,18 @@ def test_expected_signal_matches_numerical_integration_over_the_beta(a, b, G):
     got = expected_signal(np.array([a]), np.array([b]), G, "informative")[0]
     assert got == pytest.approx(p_inf * shrink, abs=1e-6)
     got = expected_signal(np.array([a]), np.array([b]), G, "variance")[0]
-    assert got == pytest.approx(var * shrink**2, abs=1e-6)
+    assert got == pytest.approx(var * shrink, abs=1e-6)
 
 
 @settings(max_examples=30, deadline=None)
 @given(p=st.floats(0.01, 0.99), G=st.integers(2, 32))
 def test_a_concentrated_belief_gives_the_fixed_p_closed_form(p, G):
     c = 1e9
-    got = expected_signal(np.array([c * p]), np.array([c * (1 - p)]), G)[0]
+    a, b = np.array([c * p]), np.array([c * (1 - p)])
+    got = expected_signal(a, b, G, "informative")[0]
     assert got == pytest.approx((1 - p**G - (1 - p) ** G) * (1 - 1 / G), rel=1e-5, abs=1e-9)
+    # the learning model's E[s_i] for Bernoulli(p) rewards (sim/learning.py)
+    assert expected_signal(a, b, G)[0] == pytest.approx(p * (1 - p) * (1 - 1 / G), rel=1e-6)
 
 
 def test_pass_rates_of_exactly_0_or_1_give_no_signal():
@@ -183,10 +186,11 @@ def test_homogeneous_rewards_send_g_to_the_smallest_candidate(seed, solved, time
     assert [h[0] for h in ctl.sagc.history][-3:] == [2, 2, 2]
 
 
-def signal_per_second(p: float, G: int, gen_s: float, const_s: float, rest_s_per_G: float):
-    """Closed form: (1 - p^G - (1-p)^G)(1 - 1/G) per prompt over the step time
-    gen_s + const_s + rest_s_per_G * G."""
-    return (1 - p**G - (1 - p) ** G) * (1 - 1 / G) / (gen_s + const_s + rest_s_per_G * G)
+def signal_per_second(form, p, G, gen_s, const_s, rest_s_per_G):
+    """Closed form per prompt over the step time gen_s + const_s + rest_s_per_G * G:
+    ``informative``: (1 - p^G - (1-p)^G)(1 - 1/G); ``variance``: p(1-p)(1 - 1/G)."""
+    per_group = (1 - p**G - (1 - p) ** G) if form == "informative" else p * (1 - p)
+    return per_group * (1 - 1 / G) / (gen_s + const_s + rest_s_per_G * G)
 
 
 @settings(max_examples=30, deadline=None)
@@ -196,20 +200,21 @@ def signal_per_second(p: float, G: int, gen_s: float, const_s: float, rest_s_per
     const_s=st.floats(0, 50),
     rest_s_per_G=st.floats(0.01, 20),
     seed=st.integers(0, 2**16),
+    form=st.sampled_from(["variance", "informative"]),
 )
 def test_fixed_p_and_length_independent_of_g_picks_the_closed_form_optimum(
-    p, gen_s, const_s, rest_s_per_G, seed
+    p, gen_s, const_s, rest_s_per_G, seed, form
 ):
     """Every prompt has pass rate p (each group holds exactly p G successes), lengths are
     100 tokens whatever G, generation takes gen_s and the rest of the step const_s +
     rest_s_per_G G seconds: LAGC must settle on the G maximising the closed form."""
     cands = (4, 8, 16, 32)
-    value = {g: signal_per_second(p, g, gen_s, const_s, rest_s_per_G) for g in cands}
+    value = {g: signal_per_second(form, p, g, gen_s, const_s, rest_s_per_G) for g in cands}
     best = max(value, key=value.get)
     runner_up = max(v for g, v in value.items() if g != best)
     assume(value[best] > 1.01 * runner_up)
     B, L = 8, 100
-    ctl = LAGC(candidates=cands, seed=seed)
+    ctl = LAGC(candidates=cands, seed=seed, signal=form)
     rng = np.random.default_rng(seed)
     for _ in range(12):
         G = ctl.propose()
@@ -250,9 +255,10 @@ def test_a_recurring_prompt_gets_its_own_posterior():
 
 
 def test_spec_parsing_and_bad_values():
-    ctl = parse_controller("lagc:signal=variance,G_min=4,pop_gamma=0.8,candidates=2/4/8/16")
-    assert isinstance(ctl, LAGC) and ctl.candidates == (4, 8, 16) and ctl.signal == "variance"
-    assert ctl.name == "lagc:signal=variance,G_min=4,pop_gamma=0.8,candidates=2/4/8/16"
+    ctl = parse_controller("lagc:signal=informative,G_min=4,pop_gamma=0.8,candidates=2/4/8/16")
+    assert isinstance(ctl, LAGC) and ctl.candidates == (4, 8, 16) and ctl.signal == "informative"
+    assert ctl.name == "lagc:signal=informative,G_min=4,pop_gamma=0.8,candidates=2/4/8/16"
+    assert parse_controller("lagc").signal == "variance"
     assert (
         parse_controller("lagc", tau=9.0).sagc.tau == 9.0
         and parse_controller("lagc").name == "lagc"
