@@ -9,7 +9,7 @@ needs ``ceil((x + j) / B) - ceil(x / B)`` more blocks ``j`` iterations later, so
 failing iteration is the first ``j`` where the sum over the batch exceeds the free blocks
 (a monotone function: binary search). ``m`` iterations with ``n`` sequences over ``X``
 context tokens at the first cost ``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill;
-:meth:`sim.cost.LinearCost.segment_s`).
+:meth:`sim.cost.LinearCost.segment_from_s`).
 A worker without KV pressure and without a token budget is the faster
 :class:`sim.engine.Worker` (same results, see tests).
 """
@@ -149,7 +149,8 @@ class PagedWorker(EngineWorker):
         its prompt reference (the prompt's blocks stay cached while group mates remain on
         this worker, unless its prefill was unfinished); a queued one holds no blocks."""
         marks = self._take_abort_marks()
-        running, waiting = [], deque()
+        running: list[_Req] = []
+        waiting: deque[_Req] = deque()
         for r in self.running:
             if (id(r.batch), r.i) not in marks:
                 running.append(r)
@@ -275,8 +276,7 @@ class PagedWorker(EngineWorker):
 
     def _segment(self):
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing
-        runnable) or ``(producing, m, X, prefill_s)``, ``X`` the producing sequences'
-        context tokens at the segment's first iteration."""
+        runnable) or ``(producing, m, per_iter_s, prefill_s)``."""
         producing, prefill, preempted = self._schedule()
         if not self.running:
             return None
@@ -288,10 +288,10 @@ class PagedWorker(EngineWorker):
             m = min(r.L - r.g for r in producing)
             if self.cap != math.inf:
                 m = self._first_failure(producing, m)
-        return producing, m, X, c.prefill_s(prefill)
+        return producing, m, c.decode_iter_s(n, X), c.prefill_s(prefill)
 
-    def _dt(self, n: int, m: int, X: int, prefill_s: float) -> float:
-        return self.cost.segment_s(m, n, X) + prefill_s
+    def _dt(self, n: int, m: int, per_iter: float, prefill_s: float) -> float:
+        return self.cost.segment_from_s(m, n, per_iter) + prefill_s
 
     def _apply(self, producing: list[_Req], m: int, t_first: float, t_end: float, record) -> None:
         """Move the producing sequences ``m`` tokens ahead; finishes go to ``record``."""
@@ -331,9 +331,9 @@ class PagedWorker(EngineWorker):
             seg = self._segment()
             if seg is None:
                 continue
-            producing, m, X, prefill_s = seg
+            producing, m, per_iter, prefill_s = seg
             n = len(producing)
-            dt = self._dt(n, m, X, prefill_s)
+            dt = self._dt(n, m, per_iter, prefill_s)
             self._wakeup = env.event()
             t0 = env.now
             self.events += 1
@@ -342,18 +342,18 @@ class PagedWorker(EngineWorker):
                 lo, hi = 1, m
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if self._dt(n, mid, X, prefill_s) >= env.now - t0:
+                    if self._dt(n, mid, per_iter, prefill_s) >= env.now - t0:
                         hi = mid
                     else:
                         lo = mid + 1
                 m = lo
-                yield env.timeout(max(self._dt(n, m, X, prefill_s) - (env.now - t0), 0.0))
+                yield env.timeout(max(self._dt(n, m, per_iter, prefill_s) - (env.now - t0), 0.0))
             self.busy_s += env.now - t0
             done = []
             self._apply(
                 producing,
                 m,
-                t0 + self.cost.decode_iter_s(n, X) + prefill_s,
+                t0 + per_iter + prefill_s,
                 env.now,
                 lambda b, i, t, done=done: done.append((b, i)),
             )
@@ -372,9 +372,8 @@ class PagedWorker(EngineWorker):
             seg = self._segment()
             if seg is None:
                 continue
-            producing, m, X, prefill_s = seg
-            n = len(producing)
-            t_end = t + self._dt(n, m, X, prefill_s)
-            self._apply(producing, m, t + self.cost.decode_iter_s(n, X) + prefill_s, t_end, record)
+            producing, m, per_iter, prefill_s = seg
+            t_end = t + self._dt(len(producing), m, per_iter, prefill_s)
+            self._apply(producing, m, t + per_iter + prefill_s, t_end, record)
             t = t_end
         yield from self._hold_until(t, finished)
