@@ -34,7 +34,12 @@ def real() -> None:
 
 
 @real.command()
-@click.option("--controller", default="sagc", show_default=True, help="sagc[:k=v,...] or static:G")
+@click.option(
+    "--controller",
+    default="sagc",
+    show_default=True,
+    help="sagc[:k=v,...], lagc[:k=v,...] or static:G",
+)
 @click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
 @click.option(
     "--prompts", default=SyncConfig.prompts, show_default=True, type=int, help="prompt batch B"
