@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.dynamic_sampling import DynamicSampling
 from rolloutlab.sim.passrate import FixedPassRate
 from rolloutlab.sim.pipeline import RunConfig

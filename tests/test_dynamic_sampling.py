@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
-from rolloutlab.sim.controllers import parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.passrate import FixedPassRate, draw_correct

@@ -13,7 +13,8 @@ import pytest
 from polars.testing import assert_frame_equal
 from rolloutlab.sim import trace
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG, parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.passrate import BetaPassRate, FixedPassRate
 from rolloutlab.sim.pipeline import RunConfig, run_sync

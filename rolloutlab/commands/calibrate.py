@@ -28,9 +28,9 @@ def scenario_defaults(steps, tau, delta) -> dict:
 
 
 def verl_config(
-    group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+    *, group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
 ) -> VerlFitConfig:
-    """The :class:`VerlFitConfig` of the options of :func:`verl_options`."""
+    """The :class:`VerlFitConfig` of the options of :func:`verl_options` (by name)."""
     return VerlFitConfig(
         group_size=group_size,
         max_response_length=max_response_length,
@@ -39,6 +39,30 @@ def verl_config(
         replicates=replicates,
         seed=seed,
     )
+
+
+def scenario_default_options(f):
+    """Options ``--steps``, ``--tau``, ``--delta``: defaults the written scenario carries."""
+    opts = [
+        click.option(
+            "--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps."
+        ),
+        click.option(
+            "--tau",
+            type=click.FloatRange(min=1.0, min_open=True),
+            default=None,
+            help="Scenario default SAGC tau.",
+        ),
+        click.option(
+            "--delta",
+            type=click.FloatRange(0.0, 1.0),
+            default=None,
+            help="Scenario default SAGC delta.",
+        ),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
 
 
 def verl_options(f):
@@ -91,16 +115,7 @@ def calibrate() -> None:
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @verl_options
 def calibrate_verl_tb(
     run_dirs,
@@ -111,18 +126,10 @@ def calibrate_verl_tb(
     steps,
     tau,
     delta,
-    group_size,
-    max_response_length,
-    gen_workers,
-    max_num_seqs,
-    fit_prefill,
-    replicates,
-    seed,
+    **logged,
 ):
     """Fit lengths and cost to verl TensorBoard runs (RUN_DIR holds events.out.tfevents.*)."""
-    cfg = verl_config(
-        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
-    )
+    cfg = verl_config(**logged)
     try:
         d = calibrate_verl(
             list(run_dirs),
@@ -155,16 +162,7 @@ def calibrate_verl_tb(
 )
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
 def calibrate_servegen(
     folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length

@@ -6,11 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, fail
+from rolloutlab.commands.common import claim, echo_table, fail
 from rolloutlab.commands.learning_options import (
     describe_rewards,
     learning_options,
@@ -171,15 +170,7 @@ def sim(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(summary.select(_printed_columns(pipes, rewards is not None)))
+    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )
