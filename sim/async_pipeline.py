@@ -5,7 +5,8 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 
 - dispatcher: for prompt batch ``j`` it waits for admission (``j - v_gen <= lead``;
   batch-serial kinds also wait for batch ``j-1`` to finish generating), then
-  ``G = controller.propose()`` and submits the batch (``B`` or ``ceil(R B)`` prompts,
+  ``G = controller.propose()`` (:func:`sim.observation.propose_step`, with the batch's
+  prompt ids for a controller that asks for them) and submits the batch (``B`` or ``ceil(R B)`` prompts,
   lengths from :func:`sim.dynamics.step_lengths` keyed on ``(seed, prompt, j, sample)`` as
   in the synchronous pipeline);
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
@@ -61,6 +62,7 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
+from rolloutlab.sim.observation import propose_step
 from rolloutlab.sim.pipeline import (
     BatchRows,
     RunConfig,
@@ -169,10 +171,10 @@ class _Simulation:
                 self.changed = self.env.event()
                 yield self.changed
             n_prompts = n_fixed if self.rounds is None else self.rounds.batch_size(self.v_gen)
-            G = int(self.ctl.propose())
+            prompt_ids = self.next_prompt + np.arange(n_prompts)
+            G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
-            prompt_ids = self.next_prompt + np.arange(n_prompts)
             # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)

@@ -64,6 +64,11 @@ class PromptStream:
     dataset_size: int | None = None
     pos: int = 0
 
+    def peek(self, n: int) -> np.ndarray:
+        """The ids the next :meth:`take` of ``n`` returns, without advancing."""
+        ids = self.pos + np.arange(n, dtype=np.int64)
+        return ids % self.dataset_size if self.dataset_size else ids
+
     def take(self, n: int, rows: int | None = None) -> np.ndarray:
         """``(n,)`` int64 ids ``pos .. pos+n-1`` (modulo ``dataset_size``), or ``rows``
         consecutive takes of ``n`` as ``(rows, n)``; advances."""

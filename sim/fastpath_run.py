@@ -18,7 +18,7 @@ from rolloutlab.sim.controllers import Controller, StaticG
 from rolloutlab.sim.dynamic_sampling import Collector, PromptStream
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.fastpath import block_times, step_times
-from rolloutlab.sim.observation import observe_step, wants
+from rolloutlab.sim.observation import observe_step, propose_step, wants
 from rolloutlab.sim.pipeline import group_rows
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
@@ -60,10 +60,12 @@ def run_sync_fast(
     state = FastState(t_now=0.0, rr=0, stream=PromptStream(cfg.dataset_size))
     step, pending, pending_rows = 0, [], 0  # per-block columns not yet in a frame
     while step < cfg.steps:
-        G = int(controller.propose())
+        first = B if cfg.dynamic is None else Collector(B, cfg.dynamic).next_count()
+        G = propose_step(controller, state.stream.peek(first))  # the next step's prompts
         if G < 1:
             raise ValueError(f"controller {controller.name} proposed G={G} at step {step}")
-        open_loop = isinstance(controller, StaticG)  # G never depends on what it observes
+        # G never depends on what it observes, nor on the prompts it is proposed for
+        open_loop = isinstance(controller, StaticG) and not getattr(controller, "proposes", ())
         if cfg.dynamic is not None:
             block = rounds_step(scenario, controller, cfg, tracker, state, step, G)
         else:

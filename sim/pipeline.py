@@ -1,7 +1,8 @@
 """Training pipelines over the simulated engine; they emit the trace tables.
 
 Synchronous pipeline (GRPO/DAPO as in verl's default trainer), per learner step ``t``:
-``G_t = controller.propose()``; dispatch ``B`` prompts x ``G_t`` rollouts at once; wait
+``G_t = controller.propose()`` (:func:`sim.observation.propose_step`: with the step's
+prompt ids for a controller that asks for them); dispatch ``B`` prompts x ``G_t`` rollouts at once; wait
 for the last (the makespan), plus the cost model's per-phase ``gen_overhead_s`` (together:
 verl ``timing_s/gen``); learner update; weight sync;
 :func:`sim.observation.observe_step` (lengths, rewards, times, prompt ids); next step.
@@ -37,7 +38,7 @@ from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptSt
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.lengths import finish_reasons
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.observation import observe_step, propose_step
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardConfig, RewardTracker
 from rolloutlab.sim.scenario import Scenario
@@ -210,13 +211,14 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
     tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B)
     stream = PromptStream(cfg.dataset_size)
     for t in range(cfg.steps):
-        G = int(controller.propose())
+        col = Collector(B, cfg.dynamic)
+        n = col.next_count()
+        G = propose_step(controller, stream.peek(n))  # the first round's prompts
         if G < 1:
             raise ValueError(f"controller {controller.name} proposed G={G} at step {t}")
-        col = Collector(B, cfg.dynamic)
         rounds = []  # (prompt ids (n,), lengths (n, G), batch, correct (n, G) | None, kept)
         t_start = env.now
-        while n := col.next_count():
+        while n:
             prompt_ids = stream.take(n)
             lengths = step_lengths(scenario.lengths, cfg.seed, t, prompt_ids, G)  # (n, G)
             batch = engine.submit(
@@ -230,6 +232,7 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
                 yield env.timeout(scenario.cost.gen_overhead_s)
             correct = tracker.draw(t, prompt_ids, G, lengths) if tracker.enabled else None
             rounds.append((prompt_ids, lengths, batch, correct, col.add(correct, n)))
+            n = col.next_count()
         gen_time = env.now - t_start
         train_time = sync_time = 0.0
         if col.kept:  # nothing kept (dynamic-sampling abort): no update, no sync

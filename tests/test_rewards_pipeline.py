@@ -202,3 +202,37 @@ def test_fast_path_equals_simpy_while_learning(tiny_scenario, stand_in):
         r2, s2 = run_sync_fast(tiny_scenario, parse_controller(spec), _cfg(learn, steps=30))
         assert r1["reward"].equals(r2["reward"])
         assert_frame_equal(s1, s2, check_exact=False, rel_tol=1e-9)
+
+
+class _Proposer(StaticG):
+    """Records the prompt ids it is asked to propose G for."""
+
+    proposes = ("prompt_ids",)
+
+    def __init__(self, G):
+        super().__init__(G)
+        self.asked = []
+
+    def propose(self, prompt_ids=None):
+        self.asked.append(np.asarray(prompt_ids).tolist())
+        return super().propose()
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_controllers_propose_for_the_prompts_about_to_be_generated(tiny_scenario, runner):
+    ctl = _Proposer(2)
+    rollouts, _ = RUNNERS[runner](tiny_scenario, ctl, _cfg(RewardConfig(FixedPassRate(0.5))))
+    assert ctl.asked[:3] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    if runner != "bounded":  # streaming: a step takes the first groups done, any batch
+        step0 = rollouts.filter(pl.col("step") == 0)["prompt_id"].unique().sort().to_list()
+        assert step0 == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("runner", ["simpy", "fast"])
+def test_propose_sees_the_first_round_with_dynamic_sampling(tiny_scenario, runner):
+    from rolloutlab.sim.dynamic_sampling import DynamicSampling
+
+    ctl = _Proposer(3)
+    cfg = _cfg(RewardConfig(FixedPassRate(0.5)), dynamic=DynamicSampling(1.5, 2, "batch"))
+    RUNNERS[runner](tiny_scenario, ctl, cfg)
+    assert ctl.asked[0] == list(range(6))  # ceil(1.5 * 4) prompts of round 1
