@@ -15,10 +15,13 @@ from :class:`sim.lengths.LognormalLengths` (counter-based draws keyed on seed 0 
 request number), so the first 2,048 of the 8,192 requests are the 2,048-request run.
 
 Timed: ``Engine.submit`` plus ``env.run`` (the simulation call only; building the
-lengths and the engine is outside), best of ``--repeats`` runs of each size (why: the
-least disturbed by other processes on a shared machine). The last line is
-``paged_scaling=<time(8192) / time(2048)>``; 4x the requests at linear cost gives 4.0.
-Record results in bench/RESULTS.md.
+lengths and the engine is outside), wall clock, best of ``--repeats`` runs of each size,
+the sizes alternating (why: the least disturbed run, and both sizes under the same load
+of a shared machine); the process's CPU time is printed beside it. Also printed: the
+iteration boundaries the worker scheduled (the simulated work: fixed by the scheduling
+rules and the order of the float sums, so no implementation can skip them) and their
+ratio. The last line is ``paged_scaling=<time(8192) / time(2048)>``; 4x the requests at
+linear cost gives 4.0. Record results in bench/RESULTS.md.
 
 Usage: python bench/paged_scaling.py [--repeats 3] [--mu 7.0] [--sigma 1.0] [--streaming]
 """
@@ -39,22 +42,22 @@ CONTEXT = 8192  # Llama-3-8B max_position_embeddings
 SIZES = (2048, 8192)
 
 
-def run_once(n: int, args: argparse.Namespace) -> tuple[float, float, int]:
-    """Simulate ``n`` requests; returns ``(wall s of the simulation call, simulated
-    makespan s, preemptions)``."""
+def run_once(n: int, args: argparse.Namespace) -> tuple[float, float, float, int, int]:
+    """Simulate ``n`` requests; returns ``(wall s, CPU s of the simulation call, simulated
+    makespan s, preemptions, iteration boundaries scheduled)``."""
     cfg = roofline("llama-3-8b", "a100")
     cost = roofline_cost(cfg)
     lengths = LognormalLengths(args.mu, 0.0, args.sigma, CONTEXT - PROMPT_TOKENS)
     resp = lengths.sample_ids(0, 0, np.arange(n), 1).ravel()  # (n,) decode tokens
     env = simpy.Environment()
     engine = Engine(env, cost, EngineConfig(max_num_seqs=256, kv_blocks=cfg.kv_blocks()))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     batch = engine.submit(
         np.arange(n), np.full(n, PROMPT_TOKENS), resp, exclusive=not args.streaming
     )
     env.run(until=batch.done)
-    wall = time.perf_counter() - t0
-    return wall, env.now, int(batch.preemptions.sum())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return wall, cpu, env.now, int(batch.preemptions.sum()), engine.workers[0].boundaries
 
 
 def main() -> None:
@@ -68,16 +71,22 @@ def main() -> None:
         help="submit as a streaming batch (one SimPy event per segment) instead of exclusive",
     )
     args = ap.parse_args()
-    best = {}
+    runs: dict[int, list] = {n: [] for n in SIZES}
+    for _ in range(args.repeats):
+        for n in SIZES:
+            runs[n].append(run_once(n, args))
+    best, cpu, bounds = {}, {}, {}
     for n in SIZES:
-        runs = [run_once(n, args) for _ in range(args.repeats)]
-        best[n] = min(r[0] for r in runs)
-        _, makespan, preempt = runs[0]
-        walls = ", ".join(f"{r[0]:.3f}" for r in runs)
+        best[n], cpu[n] = min(r[0] for r in runs[n]), min(r[1] for r in runs[n])
+        _, _, makespan, preempt, bounds[n] = runs[n][0]
+        walls = ", ".join(f"{r[0]:.3f}" for r in runs[n])
         print(
-            f"requests={n} wall_s=[{walls}] best_s={best[n]:.3f} "
-            f"makespan_s={makespan:.1f} preemptions={preempt}"
+            f"requests={n} wall_s=[{walls}] best_s={best[n]:.3f} cpu_s={cpu[n]:.3f} "
+            f"makespan_s={makespan:.1f} preemptions={preempt} boundaries={bounds[n]} "
+            f"us_per_boundary={1e6 * best[n] / bounds[n]:.1f}"
         )
+    print(f"boundary_ratio={bounds[SIZES[1]] / bounds[SIZES[0]]:.2f}")
+    print(f"cpu_ratio={cpu[SIZES[1]] / cpu[SIZES[0]]:.2f}")
     print(f"paged_scaling={best[SIZES[1]] / best[SIZES[0]]:.2f}")
 
 

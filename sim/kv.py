@@ -114,7 +114,8 @@ class PagedWorker:
 
     Life cycle as :class:`sim.engine.Worker`; in addition requests can be preempted and
     re-queued at the front (``batch.preemptions`` counts it), and :attr:`preemptions`,
-    :attr:`max_kv_blocks_used` summarise the worker.
+    :attr:`max_kv_blocks_used`, :attr:`boundaries` (iteration boundaries scheduled: the
+    work a run costs) summarise the worker.
     """
 
     def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
@@ -136,6 +137,7 @@ class PagedWorker:
         self.prefilling: list[_Req] = []  # running sequences still prefilling, admission order
         self._fresh: list[_Req] = []  # sequences that started producing at this boundary
         self._adm = 0  # admissions so far (admission order of the running list)
+        self.boundaries = 0  # iteration boundaries scheduled (segments run in closed form)
         self.busy_s = 0.0
         self.events = 0
         self._n_streaming = 0
@@ -220,14 +222,19 @@ class PagedWorker:
         if len(need) <= cache.free():
             if need:
                 cache.alloc(len(need))  # (same evictions as one block at a time)
-        else:
-            for r in sorted(need, key=_admission):
-                while r.k >= 0 and cache.free() < 1:
+        else:  # in admission order: the next `free` get theirs, then preempt the tail
+            order, i = sorted(need, key=_admission), 0
+            while i < len(order) and order[i].k >= 0:  # (preempted ones are a suffix)
+                free = cache.free()
+                if free < 1:
                     self._preempt_tail()
                     preempted = True
-                if r.k < 0:
-                    break  # r was the tail: it and every later one are preempted
-                cache.alloc(1)
+                    continue
+                j = min(i + int(free), len(order))
+                while order[j - 1].k < 0:
+                    j -= 1
+                cache.alloc(j - i)  # (same evictions as one block at a time)
+                i = j
         budget, prefill = self.tok_cap - self.producing.n, 0
         if self.prefilling:
             still = []
@@ -285,6 +292,7 @@ class PagedWorker:
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing
         runnable) or ``(n, m, per_iter_s, prefill_s)``, ``n`` the producing sequences."""
         prefill, preempted = self._schedule()
+        self.boundaries += 1
         if not self.running:
             return None
         c, dec = self.cost, self.producing

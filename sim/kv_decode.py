@@ -64,7 +64,8 @@ class DecodeSet:
         r.k = -1
 
     def needing(self) -> set:
-        """The sequences that need one more block at this boundary (do not keep it)."""
+        """The sequences that need one more block at this boundary: ask before adding
+        this boundary's newcomers (they hold their blocks already); do not keep the set."""
         return self.by_phase[self.K % self.B]
 
     def extra(self, j: int) -> int:
