@@ -266,7 +266,7 @@ class PagedWorker(EngineWorker):
             still = []
             for r in self.prefilling:
                 if budget > 0:
-                    ch = min(r.rem, budget)
+                    ch = int(min(r.rem, budget))  # (an int: budget may be inf)
                     r.rem -= ch
                     budget -= ch
                     prefill += ch
@@ -295,7 +295,7 @@ class PagedWorker(EngineWorker):
             r.rem = (0 if hit else r.P) + r.g
             r.adm, self._adm = self._adm, self._adm + 1
             run.append(r)
-            ch = min(r.rem, budget) if r.rem else 0
+            ch = int(min(r.rem, budget)) if r.rem else 0
             r.rem -= ch
             budget -= ch if ch else 1
             prefill += ch
