@@ -154,17 +154,33 @@ class LearningModel:
         Raises ValueError on lr <= 0, B < 1, a staleness array of another length or
         with negative values, or a bad group (:func:`group_signal`).
         """
+        sig = np.array([group_signal(r) for r in rewards], dtype=float)  # (n,)
+        return self.apply_signal(sig, lr, staleness, step, batch_size)
+
+    def apply_signal(
+        self,
+        signal: np.ndarray,
+        lr: float,
+        staleness: np.ndarray | None,
+        step: int,
+        batch_size: int,
+    ) -> float:
+        """:meth:`update` from per-group signals (n,) >= 0 instead of rewards: observed
+        :func:`group_signal` values or expectations (:func:`expected_signal`, summed), as
+        the mean-field replay of ``calibration.learning_fit`` uses. Same errors."""
         if not lr > 0:
             raise ValueError(f"lr: expected > 0, got {lr}")
         if batch_size < 1:
             raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-        n = len(rewards)
+        sig = np.asarray(signal, dtype=float)
+        n = sig.size
+        if sig.ndim != 1 or np.any(~(sig >= 0)):
+            raise ValueError("signal: expected a (n,) array of values >= 0")
         s = np.zeros(n) if staleness is None else np.asarray(staleness, dtype=float)
         if s.shape != (n,) or np.any(s < 0):
             raise ValueError(f"staleness: expected ({n},) values >= 0, got {s!r}")
         if n == 0:
             return 0.0
-        sig = np.array([group_signal(r) for r in rewards])  # (n,)
         eta = self.eta(lr)
         st = self.staleness
         was_collapsed = self.collapsed
