@@ -247,3 +247,14 @@ def _add_vllm_commands() -> None:
 
 
 _add_vllm_commands()
+
+
+def _add_learning_commands() -> None:
+    # issue 12: pass-rate and learning fits (calibration/learning_cli.py)
+    from rolloutlab.calibration.learning_cli import calibrate_learning, calibrate_pass_rate
+
+    calibrate.add_command(calibrate_pass_rate)
+    calibrate.add_command(calibrate_learning)
+
+
+_add_learning_commands()
