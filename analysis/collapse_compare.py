@@ -27,6 +27,7 @@ collapse) and the median over collapsed runs of ``M_collapse * S * eta``.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,6 +47,29 @@ class GridError(ValueError):
 
 
 DEFAULT_PARAMS = StalenessParams()  # frozen defaults shared by the fits below
+
+
+def grid_steps(grid: str | Path, given: int | None = None) -> int:
+    """Learner steps ``T`` per run of a stability grid: ``given`` if not None, else the
+    grid's ``config.json`` (next to ``stability.csv``): ``steps`` (sim ``stability``),
+    ``config.steps``, or ``grid.base.sync.steps`` (``real stability``).
+
+    Raises :class:`GridError` naming the config file when it holds none of them.
+    """
+    if given is not None:
+        return given
+    p = Path(grid)
+    cfg_path = (p if p.is_dir() else p.parent) / "config.json"
+    if cfg_path.exists():
+        raw = json.loads(cfg_path.read_text())
+        T = (
+            raw.get("steps")
+            or raw.get("config", {}).get("steps")
+            or raw.get("grid", {}).get("base", {}).get("sync", {}).get("steps")
+        )
+        if T:
+            return int(T)
+    raise GridError(f"{cfg_path}: no 'steps' (learner steps T per run); pass --steps")
 
 
 def read_grid(path: str | Path) -> pl.DataFrame:

@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 import polars as pl
 import seaborn as sns
 from rolloutlab.sim.metrics import step_metrics
@@ -113,4 +114,20 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
         fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def task_lengths_figure(lengths: dict[str, np.ndarray], out: str | Path) -> None:
+    """Histogram of both formats' lengths on one axis, saved to ``out`` (png)."""
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    bins = np.arange(0, max(int(x.max()) for x in lengths.values()) + 2)
+    for name, x in lengths.items():
+        ax.hist(x, bins=bins, alpha=0.6, label=f"{name} scratchpad", density=True)
+    ax.set_xlabel("response length of a correct solution (tokens, EOS included)")
+    ax.set_ylabel("share of problems")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -45,7 +45,10 @@ class RunData:
     """Response cap (tokens): config ``max_response_tokens``, else the longest response."""
 
 
-def _read_table(run_dir: Path, kind: str) -> pl.DataFrame:
+def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
+    """``run_dir``'s ``kind`` table (``"rollouts"`` or ``"steps"``): the parquet of a
+    finished run, else the JSONL a live run appends. Raises :class:`RunInputError` when
+    neither exists; :class:`sim.trace.TraceError` on a bad file."""
     for suffix in ("parquet", "jsonl"):
         path = run_dir / f"{kind}.{suffix}"
         if path.exists():
@@ -77,8 +80,8 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     cfg_path = path / "config.json"
     raw = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
     cfg = raw.get("config", raw)
-    rollouts = _read_table(path, "rollouts")
-    steps = _read_table(path, "steps").sort("step")
+    rollouts = read_table(path, "rollouts")
+    steps = read_table(path, "steps").sort("step")
     if steps.height == 0:
         raise RunInputError(f"{path}: the step table has no step (did the run finish a step?)")
     rollouts = rollouts.filter(pl.col("finish_reason") != "abort").sort(

@@ -1,4 +1,4 @@
-"""Cost-model calibration from a timing grid on vLLM: the plan, the fit and the file (no vllm).
+"""Cost-model calibration from a timing grid measured on vLLM: the fit and the file (no vllm).
 
 Each grid cell runs ``n`` requests together, each with a distinct prompt of ``P`` tokens
 and exactly ``L`` generated tokens (``ignore_eos``, ``min_tokens = max_tokens = L``), so
@@ -14,7 +14,8 @@ counts the admitting iteration's context as ``n P``), a cell predicts
 - mean decode iteration ``a + b n + c n (P + L / 2)``;
 - prefill iteration ``a + b n + (c + p) n P``.
 
-The runner (:mod:`calibration.vllm_runner`, GPU) measures both per cell from vLLM's
+The grid is planned by :mod:`real.timing_grid`; the runner (:mod:`real.engines.vllm_grid`,
+GPU) measures both per cell (:class:`sim.cost_grid.CellTiming`) from vLLM's
 monotonic per-request stamps: decode = median over requests of
 ``(last_token_ts - first_token_ts) / (L - 1)``, prefill = ``max first_token_ts - min
 scheduled_ts``. :func:`fit_grid` finds ``a, b, c, p >= 0`` minimising squared relative
@@ -28,128 +29,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.cost_grid import CellTiming
 from scipy import optimize
-
-
-@dataclass(frozen=True)
-class GridSpec:
-    """The grid to measure (the planner drops cells that do not fit the engine)."""
-
-    running_seqs: tuple[int, ...] = (1, 8, 32, 128)
-    """Concurrent sequences ``n`` per cell."""
-    prompt_tokens: tuple[int, ...] = (64, 512, 2048)
-    """Prompt length ``P`` per request: sets the context the decode iterations read."""
-    response_tokens: int = 64
-    """Generated tokens ``L`` per request (fixed: ``ignore_eos``, ``min_tokens = max_tokens``)."""
-    repeats: int = 2
-    """Runs per cell; the median is kept (the first run of the engine is a separate warm-up)."""
-    kv_headroom: float = 0.9
-    """Share of the KV cache a cell may fill (``n (P + L) <= kv_headroom * kv_tokens``), so no preemption."""
-
-    def __post_init__(self) -> None:
-        if (
-            not self.running_seqs
-            or not self.prompt_tokens
-            or min(self.running_seqs) < 1
-            or min(self.prompt_tokens) < 1
-        ):
-            raise ValueError(
-                f"GridSpec: need non-empty running_seqs and prompt_tokens >= 1: {self}"
-            )
-        if self.response_tokens < 2 or self.repeats < 1 or not (0 < self.kv_headroom <= 1):
-            raise ValueError(
-                f"GridSpec: need response_tokens >= 2, repeats >= 1, 0 < kv_headroom <= 1: {self}"
-            )
-
-
-@dataclass(frozen=True)
-class GridCell:
-    """One cell: ``running_seqs`` requests of ``prompt_tokens`` + ``response_tokens`` tokens."""
-
-    running_seqs: int
-    prompt_tokens: int
-    response_tokens: int
-
-    @property
-    def decode_context_tokens(self) -> float:
-        """Mean context (tokens, all sequences) over the decode iterations: ``n (P + L / 2)``."""
-        return self.running_seqs * (self.prompt_tokens + self.response_tokens / 2)
-
-    @property
-    def prefill_tokens(self) -> int:
-        """Prompt tokens admitted in the prefill iteration: ``n P``."""
-        return self.running_seqs * self.prompt_tokens
-
-
-@dataclass(frozen=True)
-class EngineLimits:
-    """What the engine allows, read after it started (vLLM's resolved config)."""
-
-    max_num_seqs: int
-    max_model_len: int
-    kv_cache_tokens: int
-    """KV-cache capacity in tokens (``kv_cache_size_tokens``, else ``num_gpu_blocks * block_size``)."""
-    max_num_batched_tokens: int
-    """Tokens one iteration may process (larger prefills are chunked)."""
-
-
-def plan_grid(
-    spec: GridSpec, limits: EngineLimits
-) -> tuple[list[GridCell], list[tuple[GridCell, str]]]:
-    """Cells of ``spec`` that fit ``limits``, and the dropped ones with the reason.
-
-    A cell fits when ``n <= max_num_seqs``, ``P + L <= max_model_len``,
-    ``n (P + L) <= kv_headroom * kv_cache_tokens`` and ``n P <= max_num_batched_tokens``.
-    Order: by ``n`` then ``P`` (deterministic). Raises: ValueError when fewer than 4 cells
-    fit (four coefficients are fitted) or fewer than 2 distinct ``n`` or context values.
-    """
-    kept, dropped = [], []
-    for n in sorted(set(spec.running_seqs)):
-        for P in sorted(set(spec.prompt_tokens)):
-            cell = GridCell(n, P, spec.response_tokens)
-            why = []
-            if n > limits.max_num_seqs:
-                why.append(f"n {n} > max_num_seqs {limits.max_num_seqs}")
-            if P + cell.response_tokens > limits.max_model_len:
-                why.append(
-                    f"P + L {P + cell.response_tokens} > max_model_len {limits.max_model_len}"
-                )
-            if n * (P + cell.response_tokens) > spec.kv_headroom * limits.kv_cache_tokens:
-                why.append(
-                    f"n (P + L) {n * (P + cell.response_tokens)} > {spec.kv_headroom} x KV "
-                    f"{limits.kv_cache_tokens} tokens"
-                )
-            if cell.prefill_tokens > limits.max_num_batched_tokens:
-                why.append(
-                    f"n P {cell.prefill_tokens} > max_num_batched_tokens {limits.max_num_batched_tokens}"
-                )
-            (dropped.append((cell, "; ".join(why))) if why else kept.append(cell))
-    if (
-        len(kept) < 4
-        or len({c.running_seqs for c in kept}) < 2
-        or len({c.prompt_tokens for c in kept}) < 2
-    ):
-        raise ValueError(
-            f"plan_grid: {len(kept)} cells fit the engine ({limits}); need >= 4 with >= 2 "
-            f"values of running_seqs and of prompt_tokens. Dropped: "
-            f"{[(asdict(c), w) for c, w in dropped][:4]}"
-        )
-    return kept, dropped
-
-
-@dataclass(frozen=True)
-class CellTiming:
-    """What one cell measured (seconds)."""
-
-    cell: GridCell
-    decode_iter_s: float
-    """Median over requests of (last - first token time) / (L - 1)."""
-    prefill_s: float
-    """First scheduled to last first token: the prefill iteration."""
-    call_s: float = 0.0
-    """Wall time of the whole ``generate`` call (driver clock)."""
-    span_s: float = 0.0
-    """Engine time from first arrival to last token (run clock), so ``call_s - span_s`` is overhead."""
 
 
 @dataclass(frozen=True)
@@ -239,10 +120,12 @@ def fit_grid(timings: list[CellTiming]) -> GridFit:
 
 
 def grid_calibration(
-    fit: GridFit, resolved: dict, spec: GridSpec, base: dict, name: str, provenance: dict
+    fit: GridFit, resolved: dict, grid: dict, base: dict, name: str, provenance: dict
 ) -> dict:
     """The calibration dict (format of :mod:`sim.scenario`) of a grid fit.
 
+    ``grid``: the measured grid as a dict (``running_seqs``, ``prompt_tokens``, ... of
+    :class:`real.timing_grid.GridSpec`), kept in the provenance.
     ``base``: a calibration dict (a bundled scenario's) whose ``lengths``,
     ``prompt_tokens`` and ``defaults`` are reused: a timing grid measures no response
     lengths. The cost's learner and sync terms are 0 (not measured by a grid). The
@@ -253,7 +136,7 @@ def grid_calibration(
 
     engine = {
         "n_workers": 1,
-        "max_num_seqs": int(resolved.get("max_num_seqs") or max(spec.running_seqs)),
+        "max_num_seqs": int(resolved.get("max_num_seqs") or max(grid["running_seqs"])),
         "dispatch": "group",
         "prefix_caching": True,
     }
@@ -270,7 +153,7 @@ def grid_calibration(
         **provenance,
         "source": "vllm-grid",
         "engine": resolved,
-        "grid": asdict(spec),
+        "grid": grid,
         "lengths_from": base.get("name"),
     }
     return calibration_dict(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from rolloutlab.real.engine import MODES
-from rolloutlab.real.learner import LearnerConfig
 from rolloutlab.real.task import TaskConfig
-from rolloutlab.real.warmstart import WarmStartConfig
+
+MODES = ("continuous", "static")
+"""Batching modes of the rollout engine (:mod:`real.engine`)."""
 
 
 class ConfigError(ValueError):
@@ -16,11 +16,50 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class LearnerConfig:
+    """Optimiser and objective settings."""
+
+    lr: float = 3e-4
+    """AdamW learning rate (constant)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Max global gradient norm (``torch.nn.utils.clip_grad_norm_``)."""
+    eps_low: float = 0.2
+    """Lower clip range: ratios below ``1 - eps_low`` are clipped."""
+    eps_high: float = 0.28
+    """Upper clip range; ``> eps_low`` is DAPO clip-higher (0.28 in the DAPO paper)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the reference (warm-start) policy in the loss (0: DAPO's choice)."""
+    track_ref_kl: bool = True
+    """Measure the KL to the reference even when ``kl_coef == 0`` (one no-grad forward; fills ``kl``)."""
+    minibatches: int = 1
+    """Optimiser steps per training step (the rollouts are split into this many chunks)."""
+    temperature: float = 1.0
+    """Sampling temperature: the learner's log-probs use ``logits / temperature`` like the sampler's."""
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """Supervised warm-start settings."""
+
+    steps: int = 350
+    """AdamW steps (0: RL starts from the random initialisation). The model learns the
+    long scratchpad in a jump between ~150 and ~300 steps (docs/real_sync.md)."""
+    batch_size: int = 64
+    """Worked solutions per step."""
+    lr: float = 3e-3
+    """AdamW learning rate, constant (a decay to 0 within 300 steps stopped it before the jump)."""
+    seed: int = 0
+    """Seeds the initialisation and the problems."""
+
+
+@dataclass(frozen=True)
 class SyncConfig:
     """Everything that determines a ``rolloutlab real sync`` run."""
 
     controller: str = "sagc"
-    """Group-size controller spec (:func:`sim.controllers.parse_controller`): ``sagc[:k=v,...]`` or ``static:G``."""
+    """Group-size controller spec (:func:`sim.controller_spec.parse_controller`): ``sagc[:k=v,...]``, ``lagc[:k=v,...]`` or ``static:G``."""
     steps: int = 200
     """Training steps (one GRPO update and one weight sync each)."""
     prompts: int = 8
@@ -103,3 +142,41 @@ class SyncConfig:
         nested = {"learner": LearnerConfig, "task": TaskConfig, "warm_start": WarmStartConfig}
         kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
         return cls(**kw)
+
+
+OPTION_FIELDS = {
+    "controller": "controller",
+    "steps": "steps",
+    "prompts": "prompts",
+    "seed": "seed",
+    "lr": "learner.lr",
+    "capacity": "capacity",
+    "engine_mode": "engine_mode",
+    "engine": "engine",
+    "warm_start_steps": "warm_start.steps",
+    "eval_every": "eval_every",
+    "checkpoint_every": "checkpoint_every",
+    "tau": "tau",
+    "eval_size": "eval_size",
+    "max_response_tokens": "max_response_tokens",
+}
+"""Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
+:class:`SyncConfig` field it sets."""
+
+
+def replace_field(cfg: Any, dotted: str, value: Any) -> Any:
+    """``cfg`` (a frozen dataclass) with the field ``dotted`` (e.g. ``learner.lr``) set to
+    ``value``; every level is rebuilt, so its checks run again (ConfigError, ValueError)."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return replace(cfg, **{head: value})
+    return replace(cfg, **{head: replace_field(getattr(cfg, head), rest, value)})
+
+
+def config_from_options(opts: dict[str, Any]) -> SyncConfig:
+    """The :class:`SyncConfig` of the ``rolloutlab real sync`` options ``opts`` (keys of
+    :data:`OPTION_FIELDS`). Raises ConfigError naming a bad setting."""
+    cfg = SyncConfig()
+    for name, dotted in OPTION_FIELDS.items():
+        cfg = replace_field(cfg, dotted, opts[name])
+    return cfg

@@ -1,6 +1,6 @@
 """Rollout engines: the interface the synchronous loop drives, and its torch (CPU) implementation.
 
-Interface (:class:`RolloutEngine`, DESIGN.md "rollout engine"): ``generate(requests,
+Interface (:class:`RolloutEngine`, docs/DESIGN.md "rollout engine"): ``generate(requests,
 params)`` runs a step's requests to completion and returns one :class:`RolloutResult`
 each, with its timestamps; ``update_weights(state_dict, version)`` installs new policy
 weights. A vLLM engine (issue 8) implements the same two methods: per-request seeds and
@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
+from rolloutlab.real.config import MODES
 from rolloutlab.real.model import KVCache, LlamaLM
 from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs, sample
 from rolloutlab.real.tokenizer import EOS_ID, PAD_ID
-
-MODES = ("continuous", "static")
 
 
 @dataclass(frozen=True)

@@ -14,33 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from rolloutlab.real.config import LearnerConfig
 from rolloutlab.real.grpo import LossParts, grpo_loss
 from rolloutlab.real.model import LlamaLM
 from rolloutlab.real.tokenizer import PAD_ID
-
-
-@dataclass(frozen=True)
-class LearnerConfig:
-    """Optimiser and objective settings."""
-
-    lr: float = 3e-4
-    """AdamW learning rate (constant)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    grad_clip: float = 1.0
-    """Max global gradient norm (``torch.nn.utils.clip_grad_norm_``)."""
-    eps_low: float = 0.2
-    """Lower clip range: ratios below ``1 - eps_low`` are clipped."""
-    eps_high: float = 0.28
-    """Upper clip range; ``> eps_low`` is DAPO clip-higher (0.28 in the DAPO paper)."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL to the reference (warm-start) policy in the loss (0: DAPO's choice)."""
-    track_ref_kl: bool = True
-    """Measure the KL to the reference even when ``kl_coef == 0`` (one no-grad forward; fills ``kl``)."""
-    minibatches: int = 1
-    """Optimiser steps per training step (the rollouts are split into this many chunks)."""
-    temperature: float = 1.0
-    """Sampling temperature: the learner's log-probs use ``logits / temperature`` like the sampler's."""
 
 
 @dataclass

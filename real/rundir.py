@@ -8,13 +8,12 @@ directory whose trace carries another ``run_id``.
 from __future__ import annotations
 
 import json
-import platform
 import uuid
 from pathlib import Path
 from typing import Any
 
-import torch
 from rolloutlab.real.config import SyncConfig
+from rolloutlab.sim import provenance
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"
@@ -62,14 +61,9 @@ def create(out: Path, cfg: SyncConfig, kind: str = "real-sync") -> str:
 def write_config(out: Path, run_id: str, cfg: SyncConfig, kind: str = "real-sync") -> None:
     """Write the resolved config (any config with ``to_dict``: :class:`SyncConfig`, or
     ``real.async_config.AsyncConfig`` with ``kind="real-async"``) with library versions
-    to ``out/config.json``."""
-    doc = {
-        "run_id": run_id,
-        "kind": kind,
-        "config": cfg.to_dict(),
-        "versions": {"torch": torch.__version__, "python": platform.python_version()},
-    }
-    (Path(out) / CONFIG_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+    (:func:`sim.provenance.write_config`) to ``out/config.json``."""
+    doc = {"run_id": run_id, "kind": kind, "config": cfg.to_dict()}
+    provenance.write_config(Path(out) / CONFIG_FILE, doc)
 
 
 def _lookup(d: dict[str, Any], dotted: str) -> Any:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
+from rolloutlab.real.config import WarmStartConfig
 from rolloutlab.real.learner import pad_prompt_response
 from rolloutlab.real.model import (
     LlamaConfig,
@@ -26,21 +27,6 @@ from rolloutlab.real.model import (
 )
 from rolloutlab.real.task import Problem, TaskConfig, sample_problems
 from tqdm import tqdm
-
-
-@dataclass(frozen=True)
-class WarmStartConfig:
-    """Supervised warm-start settings."""
-
-    steps: int = 350
-    """AdamW steps (0: RL starts from the random initialisation). The model learns the
-    long scratchpad in a jump between ~150 and ~300 steps (docs/real_sync.md)."""
-    batch_size: int = 64
-    """Worked solutions per step."""
-    lr: float = 3e-3
-    """AdamW learning rate, constant (a decay to 0 within 300 steps stopped it before the jump)."""
-    seed: int = 0
-    """Seeds the initialisation and the problems."""
 
 
 def sft_batch(problems: list[Problem], longs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,7 +1,9 @@
-"""The ``rolloutlab`` console script: wires each package's commands, holds no logic.
+"""The ``rolloutlab`` console script: the group of the commands in
+:mod:`rolloutlab.commands` (one module per command group), holding no logic.
 
-Subcommands are imported lazily, so ``rolloutlab sim`` never imports torch and
-``rolloutlab real`` imports it only when run.
+Subcommands are imported lazily, and no command module imports torch at import time, so
+``rolloutlab --help`` and ``rolloutlab sim`` never import torch and ``rolloutlab real``
+imports it only when a run starts.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
-    "sim": "rolloutlab.analysis.sim_command:sim",
-    "sweep": "rolloutlab.analysis.sweep_command:sweep",
-    "stability": "rolloutlab.sim.stability_cli:stability",
-    "calibrate": "rolloutlab.calibration.cli:calibrate",
-    "validate": "rolloutlab.calibration.cli:validate",
-    "real": "rolloutlab.real.cli:real",
-    "compare": "rolloutlab.analysis.compare_cli:compare",
-    "report": "rolloutlab.analysis.compare_cli:report",
+    "sim": "rolloutlab.commands.sim:sim",
+    "sweep": "rolloutlab.commands.sweep:sweep",
+    "stability": "rolloutlab.commands.stability:stability",
+    "calibrate": "rolloutlab.commands.calibrate:calibrate",
+    "validate": "rolloutlab.commands.validate:validate",
+    "real": "rolloutlab.commands.real:real",
+    "compare": "rolloutlab.commands.compare:compare",
+    "report": "rolloutlab.commands.compare:report",
 }
 
 

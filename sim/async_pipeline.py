@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.scenario import Scenario
@@ -164,16 +165,14 @@ class _Simulation:
     def run(self):
         self.env.process(self._dispatcher())
         learner = self.env.process(self._learner())
-        try:
-            self.env.run(until=learner)
-        except RuntimeError as exc:
-            if "until" not in str(exc) and "No scheduled events" not in str(exc):
-                raise
-            raise RuntimeError(
-                f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
-                f"{self.cfg.prompts} groups (all admissible groups dropped as "
-                "stale)"
-            ) from None
+        while not learner.processed:  # as env.run(until=learner), telling a stall apart
+            if self.env.peek() == math.inf:  # nothing left to happen; the learner waits
+                raise RuntimeError(
+                    f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
+                    f"{self.cfg.prompts} groups (all admissible groups dropped as "
+                    "stale)"
+                )
+            self.env.step()
         self._account_leftovers()
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True

@@ -14,11 +14,20 @@ generation phase of a training step also pays ``gen_overhead_s`` once.
 
 The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
 why the decode cost is linear in the batch state.
+
+This module is the one timing kernel: :meth:`LinearCost.decode_iter_s` (one iteration),
+:meth:`LinearCost.iteration_s` (with its prefill), :meth:`LinearCost.segment_s` (``m``
+iterations of a fixed batch, closed form) and :meth:`LinearCost.coef` (the prices of a
+schedule's features) take Python numbers or numpy arrays alike, and every engine, the
+reference loops, the fast path and the calibration features call them (why one place:
+the exact-equality tests between those paths need one order of float operations).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -52,11 +61,43 @@ class LinearCost:
         if bad:
             raise ValueError(f"LinearCost: coefficients must be non-negative and finite, got {bad}")
 
-    def decode_iter_s(self, running_seqs: int, context_tokens: float) -> float:
-        """Time (s) of one decode iteration with that batch state."""
+    def decode_iter_s(self, running_seqs, context_tokens):
+        """Time (s) of one decode iteration: ``a_s + b_s n + c_s ctx``.
+
+        ``running_seqs`` ``n`` and ``context_tokens`` ``ctx`` are numbers or broadcastable
+        arrays (then an array of times)."""
         return self.a_s + self.b_s * running_seqs + self.c_s * context_tokens
 
-    def prefill_s(self, prompt_tokens: float) -> float:
+    def iteration_s(self, running_seqs, context_tokens, prefill_tokens):
+        """Time (s) of one iteration that also prefills ``prefill_tokens`` new prompt
+        tokens: ``a_s + b_s n + c_s ctx + prefill_s_per_token * prefill`` (numbers or
+        broadcastable arrays)."""
+        return self.decode_iter_s(running_seqs, context_tokens) + self.prefill_s(prefill_tokens)
+
+    def segment_s(self, m, running_seqs, context_tokens, k=0):
+        """Time (s) of ``m`` consecutive decode iterations of a fixed batch, closed form.
+
+        The ``n = running_seqs`` sequences hold ``context_tokens + n k`` tokens at the
+        first iteration and each adds one token per iteration, so
+        ``sum_{j<m} a + b n + c (ctx + n (k + j)) = m (a + b n + c ctx) + c n (m k + m (m - 1) / 2)``.
+        (``k`` lets a caller keep ``ctx`` free of the iteration counter, as
+        :class:`sim.engine.Worker` does.) Numbers or broadcastable arrays; ``m >= 0``.
+        """
+        first = self.decode_iter_s(running_seqs, context_tokens)
+        return self.segment_from_s(m, running_seqs, first, k)
+
+    def segment_from_s(self, m, running_seqs, first_iter_s, k=0):
+        """:meth:`segment_s` given its first iteration's time ``first_iter_s`` (s), already
+        computed as ``decode_iter_s(n, ctx)``: ``m first + c_s n (m k + m (m - 1) / 2)``."""
+        return m * first_iter_s + self.c_s * running_seqs * (m * k + m * (m - 1) / 2.0)
+
+    def coef(self) -> np.ndarray:
+        """``(4,)`` ``[a_s, b_s, c_s, prefill_s_per_token]``: a worker's busy time is
+        ``features @ coef()`` for schedule features ``[iterations, sum of running
+        sequences, sum of context tokens, prefill tokens]`` (:mod:`sim.features`)."""
+        return np.array([self.a_s, self.b_s, self.c_s, self.prefill_s_per_token])
+
+    def prefill_s(self, prompt_tokens):
         """Extra time (s) of an iteration that prefills ``prompt_tokens`` new tokens."""
         return self.prefill_s_per_token * prompt_tokens
 

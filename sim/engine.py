@@ -24,79 +24,29 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import simpy
 from rolloutlab.sim import engine_control
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.engine_config import DISPATCH, EngineConfig
+from rolloutlab.sim.engine_reference import reference_generate
+from rolloutlab.sim.kv import PagedWorker
+from rolloutlab.sim.schedule import assign_workers
+from rolloutlab.sim.worker import EngineWorker
 
-DISPATCH = ("round_robin", "least_loaded", "group")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Generation side of the simulated cluster."""
-
-    n_workers: int = 1
-    """Engine replicas (a tensor-parallel group counts as one worker)."""
-    max_num_seqs: int = 256
-    """vLLM ``max_num_seqs``: most sequences running at once on one worker."""
-    dispatch: str = "group"
-    """``round_robin`` (rollout i -> worker i mod W), ``least_loaded`` (fewest outstanding
-    requests at submit) or ``group`` (a prompt's whole group on one worker, as vLLM does
-    with ``n=G``; groups round-robin)."""
-    prefix_caching: bool = True
-    """Samples of one prompt on one worker share its prefill (and, with ``kv_blocks``,
-    the prompt's full KV blocks)."""
-    kv_blocks: int | None = None
-    """KV-cache capacity per worker in blocks of ``block_size`` tokens (e.g.
-    :meth:`sim.roofline.RooflineConfig.kv_blocks`); ``None`` = unlimited (no KV
-    pressure). When set, workers are :class:`sim.kv.PagedWorker` (preemption by
-    recompute)."""
-    block_size: int = 16
-    """KV block size in tokens (vLLM default 16)."""
-    max_num_batched_tokens: int | None = None
-    """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
-    prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
-    >= ``max_num_seqs`` (as vLLM requires)."""
-
-    def __post_init__(self) -> None:
-        if self.n_workers < 1 or self.max_num_seqs < 1:
-            raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
-        if self.dispatch not in DISPATCH:
-            raise ValueError(
-                f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}"
-            )
-        if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
-            raise ValueError(
-                f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
-                f"got {self.block_size}, {self.kv_blocks}"
-            )
-        if (
-            self.max_num_batched_tokens is not None
-            and self.max_num_batched_tokens < self.max_num_seqs
-        ):
-            raise ValueError(
-                f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
-                f"must be >= max_num_seqs ({self.max_num_seqs})"
-            )
-
-    @property
-    def paged(self) -> bool:
-        """KV blocks or a token budget are modelled (:class:`sim.kv.PagedWorker`)."""
-        return self.kv_blocks is not None or self.max_num_batched_tokens is not None
+__all__ = ["DISPATCH", "Engine", "EngineConfig", "Worker", "generate", "reference_generate"]
 
 
-class Worker:
-    """One continuous-batching engine replica (a SimPy process)."""
+class Worker(EngineWorker):
+    """One continuous-batching engine replica without KV pressure (a SimPy process;
+    interface: :class:`sim.worker.EngineWorker`)."""
 
     def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
-        self.env, self.index, self.cost, self.config = env, index, cost, config
+        super().__init__(env, index, cost, config)
         self.waiting: deque[list] = deque()  # FIFO chunks [batch, idx array, idx list, pos]
         self.n_waiting = 0
-        self._n_streaming = 0  # held requests of batches that cannot run in closed form
         self.running: list[tuple[int, int, Batch, int]] = []  # heap (finish_k, seq, batch, i)
         self.k = 0  # iterations completed
         self.n = 0  # running sequences
@@ -104,14 +54,6 @@ class Worker:
         self.k0_sum = 0  # K0: sum of admission iterations of running sequences
         self._seq = 0
         self._cached: set = set()
-        self._wakeup = env.event()
-        self._coalescing = False
-        self.busy_s = 0.0
-        self.events = 0
-        self.hold: simpy.Event | None = None  # set by Engine.pause: wait on it at the next boundary
-        self.stopped: simpy.Event | None = None  # fires when this worker has stopped for `hold`
-        self._abort: set[tuple[int, int]] = set()  # (id(batch), i) to remove at the next boundary
-        self._at_boundary = False  # True only while idle or held: aborts then apply at once
         env.process(self.run())
 
     @property
@@ -119,20 +61,9 @@ class Worker:
         """Requests running or waiting on this worker."""
         return self.n + self.n_waiting
 
-    def enqueue(self, batch: Batch, idx: np.ndarray) -> None:
-        """Queue requests ``idx`` (int array) of ``batch`` in that order (FIFO); wakes the worker."""
-        if self._coalescing:
-            raise RuntimeError(
-                f"worker {self.index}: a request was submitted while an "
-                "exclusive batch was running (see Batch(exclusive=...))"
-            )
-        batch.worker[idx] = self.index
+    def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         self.waiting.append([batch, idx, idx.tolist(), 0])
         self.n_waiting += len(idx)
-        if not batch.coalesce:
-            self._n_streaming += len(idx)
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
 
     def _admit(self, t: float) -> float:
         """Admit waiting requests into free slots at boundary time ``t``; set their first
@@ -166,9 +97,7 @@ class Worker:
 
     def advance_s(self, m: int) -> float:
         """Time (s) of the next ``m`` decode iterations with the batch as it is (closed form)."""
-        c = self.cost
-        per_iter = c.a_s + c.b_s * self.n + c.c_s * (self.prompt_sum - self.k0_sum)
-        return m * per_iter + c.c_s * self.n * (m * self.k + m * (m - 1) / 2.0)
+        return self.cost.segment_s(m, self.n, self.prompt_sum - self.k0_sum, self.k)
 
     def _complete(self, m: int) -> list[tuple[Batch, int]]:
         """Move the iteration counter ``m`` ahead and pop the sequences finishing there."""
@@ -188,16 +117,7 @@ class Worker:
         """Process: admit, advance to the next completion in closed form, repeat."""
         env = self.env
         while True:
-            if self._abort:
-                self.apply_aborts(env.now)
-            if self.hold is not None and not self.hold.triggered:
-                yield from self._held()
-                continue
-            if self.n == 0 and not self.n_waiting:
-                self._wakeup = env.event()
-                self._at_boundary = True
-                yield self._wakeup
-                self._at_boundary = False
+            if (yield from self._boundary()):
                 continue
             if self._n_streaming == 0:
                 yield from self._run_exclusive()
@@ -217,22 +137,37 @@ class Worker:
             for batch, i in self._complete(m):
                 batch.finished(i, env.now)
 
-    def _held(self):
-        """Stop at this iteration boundary until :meth:`Engine.resume` (pause hook)."""
-        self._at_boundary = True
-        if not self.stopped.triggered:
-            self.stopped.succeed()
-        yield self.hold
-        self._at_boundary = False
-
-    def wake(self) -> None:
-        """Make the worker reach its next iteration boundary and look at pause/abort requests."""
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
-
     def apply_aborts(self, t: float) -> None:
-        """Remove requests marked by :meth:`Engine.abort` (at a boundary, time ``t``)."""
-        engine_control.apply_aborts(self, t)
+        """Remove the requests marked by :meth:`abort` from the running heap and the FIFO
+        queue at boundary time ``t`` and record them; running ones keep the tokens made so
+        far (iterations since admission)."""
+        marks = self._take_abort_marks()
+        kept = []
+        for finish_k, seq, batch, i in self.running:
+            if (id(batch), i) not in marks:
+                kept.append((finish_k, seq, batch, i))
+                continue
+            k0 = finish_k - batch.resp_[i]  # admission iteration
+            self.n -= 1
+            self.prompt_sum -= batch.prompt_[i]
+            self.k0_sum -= k0
+            self._n_streaming -= 1
+            batch.record_abort(i, t, self.k - k0)
+        heapq.heapify(kept)
+        self.running = kept
+        chunks: deque[list] = deque()
+        for batch, _idx, idx_list, pos in self.waiting:
+            keep = []
+            for i in idx_list[pos:]:
+                if (id(batch), i) in marks:
+                    self.n_waiting -= 1
+                    self._n_streaming -= 1
+                    batch.record_abort(i, t, 0)
+                else:
+                    keep.append(i)
+            if keep:
+                chunks.append([batch, np.asarray(keep, dtype=np.int64), keep, 0])
+        self.waiting = chunks
 
     def _iterations_to_boundary(self, elapsed_s: float, m: int, prefill_s: float) -> int:
         """Smallest ``j`` in ``[1, m]`` whose boundary is at or after ``elapsed_s``."""
@@ -284,15 +219,14 @@ class Worker:
         start = np.concatenate(([0], ends[:-1]))
         m = (ends - start).astype(np.float64)
         kk = (k + start).astype(np.float64)
-        per_iter = c.a_s + c.b_s * n_left + c.c_s * (P - K0)
-        seg = m * per_iter + c.c_s * n_left * (m * kk + m * (m - 1) / 2.0)
+        seg = c.segment_s(m, n_left, P - K0, kk)
         prefill_s = c.prefill_s(prefill_tokens)
         seg[0] = seg[0] + prefill_s
         t_ends = np.add.accumulate(np.concatenate(([self.env.now], seg)))[1:]
         t_fin = np.empty(len(idx))
         t_fin[order] = np.repeat(t_ends, np.diff(np.append(first_pos, len(idx))))
-        first_iter = c.a_s + c.b_s * len(idx) + c.c_s * (float(prompt.sum()) - len(idx) * float(k))
-        t_first = self.env.now + (1 * first_iter + c.c_s * len(idx) * (1 * k + 0.0) + prefill_s)
+        first_iter = c.segment_s(1, len(idx), float(prompt.sum()) - len(idx) * float(k), k)
+        t_first = self.env.now + (first_iter + prefill_s)
         self.k = k + int(ends[-1])
         return batch, idx, t_fin, t_first
 
@@ -325,37 +259,21 @@ class Worker:
             for batch, i in self._complete(m):
                 batch.finish_[i] = t
                 finished.append(batch)
-        yield from hold_until(self, t, finished)
-
-
-def hold_until(worker, t_end: float, finished: list) -> object:
-    """Process step of an exclusive closed-form run: hold ``worker`` (refusing new
-    requests) until ``t_end``, then count each finished request (one ``Batch`` entry per
-    request in ``finished``) and fire the batches that are done."""
-    worker._coalescing = True
-    worker.events += 1
-    start = worker.env.now
-    yield worker.env.timeout(t_end - start)
-    worker._coalescing = False
-    worker.busy_s += t_end - start
-    for batch in finished:
-        batch.remaining -= 1
-        if batch.remaining == 0:
-            batch.done.succeed(batch)
+        yield from self._hold_until(t, finished)
 
 
 class Engine:
-    """W :class:`Worker` replicas and a dispatcher, inside one SimPy environment."""
+    """W worker replicas and a dispatcher, inside one SimPy environment: :class:`Worker`,
+    or :class:`sim.kv.PagedWorker` when ``config.paged`` (KV blocks or a token budget);
+    both are :class:`sim.worker.EngineWorker`, all this class and
+    :mod:`sim.engine_control` use."""
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
-        if config.paged:
-            from rolloutlab.sim.kv import PagedWorker  # (why: sim.kv imports Batch from here)
-
-            worker_cls = PagedWorker
-        else:
-            worker_cls = Worker
-        self.workers = [worker_cls(env, w, cost, config) for w in range(config.n_workers)]
+        worker_cls = PagedWorker if config.paged else Worker
+        self.workers: list[EngineWorker] = [
+            worker_cls(env, w, cost, config) for w in range(config.n_workers)
+        ]
         self._rr = 0
 
     def submit(
@@ -393,26 +311,41 @@ class Engine:
         engine_control.abort(self, batch, idx)
 
     def _assign(self, batch: Batch) -> np.ndarray:
-        W, n = self.config.n_workers, len(batch.response_tokens)
-        if self.config.dispatch == "round_robin":
-            out = (self._rr + np.arange(n)) % W
-            self._rr = int((self._rr + n) % W)
-            return out
-        if self.config.dispatch == "group":
-            _, group = np.unique(batch.prompt_keys, return_inverse=True)
-            first = np.unique(group, return_index=True)[1]
-            order = np.argsort(np.argsort(first))  # groups numbered by first appearance
-            out = (self._rr + order[group]) % W
-            self._rr = int((self._rr + len(first)) % W)
-            return out
-        load = np.array([wk.outstanding for wk in self.workers], dtype=np.int64)
-        out = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            w = int(np.argmin(load))
-            out[i] = w
-            load[w] += 1
+        """``(n,)`` worker of each request of ``batch`` (:func:`sim.schedule.assign_workers`
+        from the current round-robin position and loads); advances the position."""
+        load = None
+        if self.config.dispatch == "least_loaded":
+            load = np.array([wk.outstanding for wk in self.workers], dtype=np.int64)
+        out, rr = assign_workers(batch.prompt_keys, self.config, self._rr, load)
+        self._rr = int(rr)
         return out
 
 
-# (why at the bottom: sim.engine_reference uses Engine and Batch defined above)
-from rolloutlab.sim.engine_reference import generate, reference_generate  # noqa: E402,F401
+def generate(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    config: EngineConfig,
+    exclusive: bool = True,
+) -> Batch:
+    """Simulate one synchronous generation phase from time 0 (the plain loop it must
+    equal: :func:`sim.engine_reference.reference_generate`).
+
+    Args:
+        lengths: ``(n_prompts, G)`` response lengths (tokens).
+        prompt_tokens: ``(n_prompts,)`` prompt lengths (tokens).
+        exclusive: run workers in closed form to the end (one event each) or with
+            one event per completion; both give the same times.
+    Returns: the finished :class:`Batch`; its arrays are flat ``(n_prompts * G,)``,
+        row-major in ``(prompt, sample)``.
+    """
+    lengths = np.asarray(lengths)
+    n_prompts, G = lengths.shape
+    env = simpy.Environment()
+    engine = Engine(env, cost, config)
+    keys = np.repeat(np.arange(n_prompts), G)
+    batch = engine.submit(
+        keys, np.repeat(np.asarray(prompt_tokens), G), lengths.ravel(), exclusive=exclusive
+    )
+    env.run(until=batch.done)
+    return batch

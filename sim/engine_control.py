@@ -1,21 +1,21 @@
 """Pause/resume and abort of requests in a running :class:`sim.engine.Engine`.
 
-Kept apart from the engine's hot loop (which only calls :func:`apply_aborts` and waits
-on ``worker.hold`` at an iteration boundary) so that the asynchronous pipelines
-(:mod:`sim.async_pipeline`) need no change to how the engine advances.
+Kept apart from the engine's hot loop so that the asynchronous pipelines
+(:mod:`sim.async_pipeline`) need no change to how the engine advances. Uses only the
+worker interface (:class:`sim.worker.EngineWorker`), so it works on every kind of
+worker (with or without a KV cache).
 
-Life cycle: :func:`pause` sets one ``hold`` event on every worker and wakes them; each
-stops at its next iteration boundary (at once when idle) and fires its ``stopped``
-event; running requests keep their progress and continue when :func:`resume` fires
-``hold`` (partial rollouts: one rollout spans weight versions). :func:`abort` marks
-requests; a worker removes them at its next boundary (at once when idle or held) and
-records them in their :class:`sim.engine.Batch` (``aborted``, ``abort_tokens``).
+Life cycle: :func:`pause` gives every worker one ``hold`` event
+(:meth:`~sim.worker.EngineWorker.hold_at_boundary`); each stops at its next iteration
+boundary (at once when idle) and fires its ``stopped`` event; running requests keep their
+progress and continue when :func:`resume` fires ``hold`` (partial rollouts: one rollout
+spans weight versions). :func:`abort` hands each worker its requests
+(:meth:`~sim.worker.EngineWorker.abort`); a worker removes them at its next boundary (at
+once when idle or held) and records them in their :class:`sim.batch.Batch` (``aborted``,
+``abort_tokens``).
 """
 
 from __future__ import annotations
-
-import heapq
-from collections import deque
 
 import numpy as np
 import simpy
@@ -27,21 +27,17 @@ def pause(engine) -> simpy.Event:
     Returns an event that fires once all have stopped. Submissions while paused are
     queued. Raises RuntimeError if the engine is already paused.
     """
-    if any(w.hold is not None and not w.hold.triggered for w in engine.workers):
+    if any(w.held for w in engine.workers):
         raise RuntimeError("Engine.pause: already paused")
     hold = engine.env.event()
-    for w in engine.workers:
-        w.hold, w.stopped = hold, engine.env.event()
-        w.wake()
-    return engine.env.all_of([w.stopped for w in engine.workers])
+    return engine.env.all_of([w.hold_at_boundary(hold) for w in engine.workers])
 
 
 def resume(engine) -> None:
     """Let the workers stopped by :func:`pause` continue now. Raises RuntimeError if not paused."""
-    hold = engine.workers[0].hold
-    if hold is None or hold.triggered:
+    if not engine.workers[0].held:
         raise RuntimeError("Engine.resume: not paused")
-    hold.succeed()
+    engine.workers[0].hold.succeed()
 
 
 def abort(engine, batch, idx) -> None:
@@ -58,46 +54,10 @@ def abort(engine, batch, idx) -> None:
         raise RuntimeError(
             "Engine.abort: an exclusive batch runs in closed form and cannot be aborted"
         )
+    per_worker: dict[int, list[int]] = {}
     for i in np.atleast_1d(np.asarray(idx, dtype=np.int64)).tolist():
         if batch.aborted[i] or not np.isnan(batch.finish_[i]):
             continue
-        engine.workers[int(batch.worker[i])]._abort.add((id(batch), i))
-    for worker in engine.workers:
-        if worker._abort:
-            if worker._at_boundary:
-                apply_aborts(worker, engine.env.now)
-            else:
-                worker.wake()
-
-
-def apply_aborts(worker, t: float) -> None:
-    """Remove the marked requests from ``worker``'s running heap and FIFO queue at time
-    ``t`` (an iteration boundary) and record them; running ones keep the tokens made
-    so far (iterations since admission)."""
-    marks, worker._abort = worker._abort, set()
-    kept = []
-    for finish_k, seq, batch, i in worker.running:
-        if (id(batch), i) not in marks:
-            kept.append((finish_k, seq, batch, i))
-            continue
-        k0 = finish_k - batch.resp_[i]  # admission iteration
-        worker.n -= 1
-        worker.prompt_sum -= batch.prompt_[i]
-        worker.k0_sum -= k0
-        worker._n_streaming -= 1
-        batch.record_abort(i, t, worker.k - k0)
-    heapq.heapify(kept)
-    worker.running = kept
-    chunks = deque()
-    for batch, _idx, idx_list, pos in worker.waiting:
-        keep = []
-        for i in idx_list[pos:]:
-            if (id(batch), i) in marks:
-                worker.n_waiting -= 1
-                worker._n_streaming -= 1
-                batch.record_abort(i, t, 0)
-            else:
-                keep.append(i)
-        if keep:
-            chunks.append([batch, np.asarray(keep, dtype=np.int64), keep, 0])
-    worker.waiting = chunks
+        per_worker.setdefault(int(batch.worker[i]), []).append(i)
+    for w in sorted(per_worker):
+        engine.workers[w].abort(batch, per_worker[w])

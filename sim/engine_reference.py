@@ -1,42 +1,14 @@
-"""One synchronous generation phase on the SimPy engine (:func:`generate`) and the plain
-per-iteration loop it must equal (:func:`reference_generate`); both re-exported by
+"""The plain per-iteration loop (:func:`reference_generate`) that one synchronous phase
+of the SimPy engine (:func:`sim.engine.generate`) must equal; re-exported by
 :mod:`sim.engine`."""
 
 from __future__ import annotations
 
 import numpy as np
-import simpy
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import Batch, Engine, EngineConfig
-
-
-def generate(
-    lengths: np.ndarray,
-    prompt_tokens: np.ndarray,
-    cost: LinearCost,
-    config: EngineConfig,
-    exclusive: bool = True,
-) -> Batch:
-    """Simulate one synchronous generation phase from time 0.
-
-    Args:
-        lengths: ``(n_prompts, G)`` response lengths (tokens).
-        prompt_tokens: ``(n_prompts,)`` prompt lengths (tokens).
-        exclusive: run workers in closed form to the end (one event each) or with
-            one event per completion; both give the same times.
-    Returns: the finished :class:`Batch`; its arrays are flat ``(n_prompts * G,)``,
-        row-major in ``(prompt, sample)``.
-    """
-    lengths = np.asarray(lengths)
-    n_prompts, G = lengths.shape
-    env = simpy.Environment()
-    engine = Engine(env, cost, config)
-    keys = np.repeat(np.arange(n_prompts), G)
-    batch = engine.submit(
-        keys, np.repeat(np.asarray(prompt_tokens), G), lengths.ravel(), exclusive=exclusive
-    )
-    env.run(until=batch.done)
-    return batch
+from rolloutlab.sim.engine_config import EngineConfig
+from rolloutlab.sim.kv_reference import paged_reference
+from rolloutlab.sim.schedule import assign_workers
 
 
 def reference_generate(
@@ -45,7 +17,7 @@ def reference_generate(
     """Plain per-iteration loop of the same engine, for tests and calibration.
 
     Returns ``(times, features)``: ``times`` has flat arrays ``worker, t_first_token,
-    t_finish`` like :func:`generate`; ``features`` is ``(n_workers, 4)``: per worker the
+    t_finish`` like :func:`sim.engine.generate`; ``features`` is ``(n_workers, 4)``: per worker the
     number of iterations, sum of running sequences, sum of context tokens and prefill
     tokens over its iterations, so that the worker's busy time is
     ``features @ [a_s, b_s, c_s, prefill_s_per_token]``. Only static dispatch
@@ -54,23 +26,18 @@ def reference_generate(
     preemption, chunked prefill).
     """
     if config.paged:
-        from rolloutlab.sim.kv_reference import paged_reference
-
         ref = paged_reference(lengths, prompt_tokens, cost, config)
         return ref.times, ref.features
     lengths = np.asarray(lengths)
     n_prompts, G = lengths.shape
-    env = simpy.Environment()
-    assign = Engine(env, LinearCost(0, 0, 0), config)._assign(
-        Batch(env, np.repeat(np.arange(n_prompts), G), np.repeat(prompt_tokens, G), lengths.ravel())
-    )
+    keys = np.repeat(np.arange(n_prompts), G)
+    assign, _ = assign_workers(keys, config)
     flat_len = lengths.ravel()
     flat_prompt = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
-    keys = np.repeat(np.arange(n_prompts), G)
     t_first = np.full(flat_len.size, np.nan)
     t_finish = np.full(flat_len.size, np.nan)
     features = np.zeros((config.n_workers, 4))
-    coef = np.array([cost.a_s, cost.b_s, cost.c_s, cost.prefill_s_per_token])
+    coef = cost.coef()
     for w in range(config.n_workers):
         queue = list(np.flatnonzero(assign == w))
         running: dict[int, int] = {}  # request -> tokens generated

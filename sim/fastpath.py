@@ -15,7 +15,6 @@ SimPy engine stays the reference and the only one for KV pressure and async pipe
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections.abc import Callable
 
@@ -24,26 +23,14 @@ import polars as pl
 from rolloutlab.sim.controllers import Controller, StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
-from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.engine_config import EngineConfig
+from rolloutlab.sim.schedule import assign_workers, slot_starts
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
 from rolloutlab.sim.trace_stream import RolloutSink
 
 CHUNK_ROWS = 1 << 17
 """Rollouts timed per vectorised block by default: ~30 arrays of 1 MiB at peak, while the
 per-block Python overhead (~1 ms) stays small against the arithmetic."""
-
-
-def assign_workers(
-    n_prompts: int, G: int, config: EngineConfig, rr: int = 0
-) -> tuple[np.ndarray, int]:
-    """Worker of each of the ``n_prompts * G`` requests (row-major (prompt, sample)) as
-    :meth:`sim.engine.Engine._assign` does on an idle engine; returns ``(worker, rr')``."""
-    W, n = config.n_workers, n_prompts * G
-    if config.dispatch == "round_robin":
-        return (rr + np.arange(n)) % W, (rr + n) % W
-    if config.dispatch == "group":
-        return np.repeat((rr + np.arange(n_prompts)) % W, G), (rr + n_prompts) % W
-    return np.arange(n) % W, rr  # least_loaded on an idle engine: greedy argmin = i mod W
 
 
 def one_wave_lanes(
@@ -68,15 +55,13 @@ def one_wave_lanes(
     prev = np.where(pos > 0, np.concatenate(([0.0], Ls[:-1])), 0.0)
     m = Ls - prev  # (m,) iterations of this request's segment (0 for ties)
     n_left = (count[ls] - pos).astype(np.float64)
-    seg = m * (c.a_s + c.b_s * n_left + c.c_s * P_left) + c.c_s * n_left * (
-        m * prev + m * (m - 1) / 2.0
-    )
+    seg = c.segment_s(m, n_left, P_left, prev)
     cum = np.cumsum(seg)
     base = np.concatenate(([0.0], cum))[first[ls]]
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     t_fin = np.empty(len(order))
     t_fin[order] = cum - base + pre[ls]
-    t_first_lane = c.a_s + c.b_s * count + c.c_s * lane_P + pre
+    t_first_lane = c.decode_iter_s(count, lane_P) + pre
     return t_first_lane[lane], t_fin
 
 
@@ -89,8 +74,10 @@ def one_wave_matrix(
 
     Segment ``j`` (``m`` iterations, ``n`` running, ``P_left`` their prompt tokens, the
     previous finish at ``e``) costs ``m (a + b n + c P_left + c n (2 e + m - 1) / 2)``, the
-    form of :func:`one_wave_lanes` with ``m`` factored out; arrays are updated in place
-    (why: a sweep's blocks are ~10^5 requests and each extra pass costs as much as a sort).
+    form of :func:`one_wave_lanes` (:meth:`sim.cost.LinearCost.segment_s`) with ``m``
+    factored out; arrays are updated in place (why: a sweep's blocks are ~10^5 requests
+    and each extra pass costs as much as a sort). The factored form rounds differently
+    from ``segment_s`` in the last bits, so it stays written out here.
     """
     c, k = cost, L.shape[1]
     order = np.argsort(L, axis=1)
@@ -100,7 +87,7 @@ def one_wave_matrix(
         per = c.a_s + (c.b_s + c.c_s * P[:, :1].astype(np.float64)) * n_left  # (n_lanes | 1, k)
     else:
         Ps = np.take_along_axis(P, order, 1).astype(np.float64)
-        per = c.a_s + c.b_s * n_left + c.c_s * np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1]
+        per = c.decode_iter_s(n_left, np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1])
     m = Ls.copy()  # (n_lanes, k) iterations of each segment (0 for ties)
     m[:, 1:] -= Ls[:, :-1]
     seg = Ls + Ls  # 2 e_j - m - 1 = 2 e_{j-1} + m - 1
@@ -109,12 +96,12 @@ def one_wave_matrix(
     seg *= 0.5 * c.c_s * n_left
     seg += per
     seg *= m
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     cum = np.cumsum(seg, axis=1, out=seg)
     cum += pre[:, None]
     t_fin = np.empty_like(Ls)
     np.put_along_axis(t_fin, order, cum, 1)
-    return c.a_s + c.b_s * k + c.c_s * P.sum(axis=1) + pre, t_fin
+    return c.decode_iter_s(k, P.sum(axis=1)) + pre, t_fin
 
 
 def multi_wave_lane(
@@ -132,14 +119,7 @@ def multi_wave_lane(
     Returns ``(t_first, t_finish)`` (k,) seconds from the start.
     """
     k_req = len(L)
-    start = np.zeros(k_req, dtype=np.int64)
-    slots = [int(x) for x in L[:max_num_seqs]]
-    heapq.heapify(slots)
-    Ll = L.tolist()
-    for i in range(max_num_seqs, k_req):  # each request takes the earliest freed slot
-        s = heapq.heappop(slots)
-        start[i] = s
-        heapq.heappush(slots, s + Ll[i])
+    start = slot_starts(L, max_num_seqs)
     end = start + L  # exclusive: last iteration is end - 1
     K = int(end.max())
     n_k = np.cumsum(np.bincount(start, minlength=K + 1) - np.bincount(end, minlength=K + 1))[:K]
@@ -156,8 +136,7 @@ def multi_wave_lane(
     else:
         pay = np.ones(k_req, dtype=bool)
     pre = np.bincount(start[pay], weights=P[pay].astype(np.float64), minlength=K)
-    c = cost
-    T = np.cumsum(c.a_s + c.b_s * n_k + c.c_s * ctx + c.prefill_s_per_token * pre)
+    T = np.cumsum(cost.iteration_s(n_k, ctx, pre))
     return T[start], T[end - 1]
 
 
@@ -181,10 +160,10 @@ def step_times(
         )
     lengths = np.asarray(lengths, dtype=np.int64)
     n_prompts, G = lengths.shape
-    worker, rr = assign_workers(n_prompts, G, config, rr)
+    keys = np.repeat(np.arange(n_prompts), G)
+    worker, rr = assign_workers(keys, config, rr)
     L = lengths.ravel()
     P = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
-    keys = np.repeat(np.arange(n_prompts), G)
     t_first, t_fin = np.empty(L.size), np.empty(L.size)
     count = np.bincount(worker, minlength=config.n_workers)
     big = count > config.max_num_seqs
@@ -228,17 +207,10 @@ def block_times(
     """
     T, n_prompts, G = lengths.shape
     W, n = config.n_workers, n_prompts * G
-    if config.dispatch == "round_robin":
-        rrs, base, stride = (rr + np.arange(T) * n) % W, np.arange(n), n
-    elif config.dispatch == "group":
-        rrs, base, stride = (
-            (rr + np.arange(T) * n_prompts) % W,
-            np.repeat(np.arange(n_prompts), G),
-            n_prompts,
-        )
-    else:
-        rrs, base, stride = np.zeros(T, dtype=np.int64), np.arange(n), 0
-    rr_out = int((rr + T * stride) % W) if stride else rr
+    keys = np.repeat(np.arange(n_prompts), G)
+    _, advance = assign_workers(keys, config)  # round-robin position moved by one submit
+    rrs = rr + np.arange(T) * advance  # (T,) position at each step's submit (modulo W)
+    rr_out = int(assign_workers(keys, config, int(rrs[-1]))[1])
     if W == 1 and n <= config.max_num_seqs:  # lanes are steps, already of equal size
         tokens = np.asarray(prompt_tokens, dtype=np.int64)
         pre = np.full(T, float(tokens.sum()) * (1 if config.prefix_caching else G))
@@ -250,7 +222,7 @@ def block_times(
             t_fin,
             rr_out,
         )
-    worker = (rrs[:, None] + base[None, :]) % W  # (T, n)
+    worker, _ = assign_workers(keys, config, rrs)  # (T, n)
     if np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:  # same max every step
         out = [
             step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]))[1:3] for s in range(T)

@@ -8,7 +8,8 @@ computed analytically: a sequence computing over ``x`` tokens at the first itera
 needs ``ceil((x + j) / B) - ceil(x / B)`` more blocks ``j`` iterations later, so the
 failing iteration is the first ``j`` where the sum over the batch exceeds the free blocks
 (a monotone function: binary search). ``m`` iterations with ``n`` sequences over ``X``
-context tokens at the first cost ``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill).
+context tokens at the first cost ``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill;
+:meth:`sim.cost.LinearCost.segment_from_s`).
 A worker without KV pressure and without a token budget is the faster
 :class:`sim.engine.Worker` (same results, see tests).
 """
@@ -20,8 +21,10 @@ from collections import OrderedDict, deque
 
 import numpy as np
 import simpy
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import Batch, EngineConfig, hold_until
+from rolloutlab.sim.engine_config import EngineConfig
+from rolloutlab.sim.worker import EngineWorker
 
 
 class PrefixCache:
@@ -96,8 +99,9 @@ class _Req:
         self.computing = False
 
 
-class PagedWorker:
-    """A continuous-batching replica with a paged KV cache (a SimPy process).
+class PagedWorker(EngineWorker):
+    """A continuous-batching replica with a paged KV cache (a SimPy process; interface:
+    :class:`sim.worker.EngineWorker`, so it can be paused and aborted).
 
     Life cycle as :class:`sim.engine.Worker`; in addition requests can be preempted and
     re-queued at the front (``batch.preemptions`` counts it), and :attr:`preemptions`,
@@ -105,7 +109,7 @@ class PagedWorker:
     """
 
     def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
-        self.env, self.index, self.cost, self.config = env, index, cost, config
+        super().__init__(env, index, cost, config)
         self.B = config.block_size
         self.cap = config.kv_blocks if config.kv_blocks is not None else math.inf
         self.tok_cap = (
@@ -118,11 +122,6 @@ class PagedWorker:
         self.pending: set = set()  # prompt keys being prefilled
         self.preemptions = 0
         self.max_kv_blocks_used = 0
-        self.busy_s = 0.0
-        self.events = 0
-        self._n_streaming = 0
-        self._coalescing = False
-        self._wakeup = env.event()
         env.process(self.run())
 
     @property
@@ -130,15 +129,9 @@ class PagedWorker:
         """Requests running or waiting on this worker."""
         return len(self.running) + len(self.waiting)
 
-    def enqueue(self, batch: Batch, idx: np.ndarray) -> None:
+    def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         """Queue requests ``idx`` of ``batch`` (FIFO). Raises ValueError if one can never
-        fit in the KV cache, RuntimeError during an exclusive batch."""
-        if self._coalescing:
-            raise RuntimeError(
-                f"worker {self.index}: a request was submitted while an "
-                "exclusive batch was running (see Batch(exclusive=...))"
-            )
-        batch.worker[idx] = self.index
+        fit in the KV cache."""
         for i in idx.tolist():
             r = _Req(batch, i, self.B, self.config.prefix_caching)
             if -(-(r.P + r.L - 1) // self.B) > self.cap:
@@ -149,10 +142,42 @@ class PagedWorker:
                 )
             self.left[r.key] = self.left.get(r.key, 0) + 1
             self.waiting.append(r)
-        if not batch.coalesce:
-            self._n_streaming += len(idx)
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
+
+    def apply_aborts(self, t: float) -> None:
+        """Remove the requests marked by :meth:`abort` at boundary time ``t`` and record
+        them with the tokens generated so far. A running one frees its blocks and drops
+        its prompt reference (the prompt's blocks stay cached while group mates remain on
+        this worker, unless its prefill was unfinished); a queued one holds no blocks."""
+        marks = self._take_abort_marks()
+        running: list[_Req] = []
+        waiting: deque[_Req] = deque()
+        for r in self.running:
+            if (id(r.batch), r.i) not in marks:
+                running.append(r)
+                continue
+            self.cache.give_back(r.alloc)
+            r.alloc = 0
+            self._leave(r)
+            if self.config.prefix_caching:
+                self.cache.release(r.key, keep=r.key in self.left and not r.computing)
+            if r.computing:
+                r.computing = False
+                self.pending.discard(r.key)
+            r.batch.record_abort(r.i, t, r.g)
+        for r in self.waiting:
+            if (id(r.batch), r.i) not in marks:
+                waiting.append(r)
+                continue
+            self._leave(r)
+            r.batch.record_abort(r.i, t, r.g)
+        self.running, self.waiting = running, waiting
+
+    def _leave(self, r: _Req) -> None:
+        """Count request ``r`` out of this worker (it was aborted)."""
+        self.left[r.key] -= 1
+        if self.left[r.key] == 0:
+            del self.left[r.key]
+        self._n_streaming -= 1
 
     def _own(self, r: _Req, g: int) -> int:
         return -(-(r.P + g) // self.B) - r.sh
@@ -263,10 +288,10 @@ class PagedWorker:
             m = min(r.L - r.g for r in producing)
             if self.cap != math.inf:
                 m = self._first_failure(producing, m)
-        return producing, m, c.a_s + c.b_s * n + c.c_s * X, c.prefill_s(prefill)
+        return producing, m, c.decode_iter_s(n, X), c.prefill_s(prefill)
 
     def _dt(self, n: int, m: int, per_iter: float, prefill_s: float) -> float:
-        return m * per_iter + self.cost.c_s * n * (m * (m - 1) / 2.0) + prefill_s
+        return self.cost.segment_from_s(m, n, per_iter) + prefill_s
 
     def _apply(self, producing: list[_Req], m: int, t_first: float, t_end: float, record) -> None:
         """Move the producing sequences ``m`` tokens ahead; finishes go to ``record``."""
@@ -298,9 +323,7 @@ class PagedWorker:
         """Process: schedule a boundary, advance in closed form to the next change, repeat."""
         env = self.env
         while True:
-            if not self.running and not self.waiting:
-                self._wakeup = env.event()
-                yield self._wakeup
+            if (yield from self._boundary()):
                 continue
             if self._n_streaming == 0:
                 yield from self._run_exclusive()
@@ -353,4 +376,4 @@ class PagedWorker:
             t_end = t + self._dt(len(producing), m, per_iter, prefill_s)
             self._apply(producing, m, t + per_iter + prefill_s, t_end, record)
             t = t_end
-        yield from hold_until(self, t, finished)
+        yield from self._hold_until(t, finished)

@@ -30,10 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import Batch, Engine, EngineConfig
+from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.kv import PrefixCache
+from rolloutlab.sim.schedule import assign_workers
 
 TIMELINE_COLUMNS = (
     "worker",
@@ -78,12 +78,9 @@ def paged_reference(
     """
     lengths = np.asarray(lengths)
     n_prompts, G = lengths.shape
-    env = simpy.Environment()
     keys = np.repeat(np.arange(n_prompts), G)
     prompts = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
-    assign = Engine(
-        env, LinearCost(0, 0, 0), EngineConfig(n_workers=config.n_workers, dispatch=config.dispatch)
-    )._assign(Batch(env, keys, prompts, lengths.ravel()))
+    assign, _ = assign_workers(keys, config)
     n = lengths.size
     out = PagedRun(
         times={
@@ -109,7 +106,7 @@ def paged_reference(
             rows if record else None,
         )
     if record:
-        cols = list(zip(*rows)) if rows else [[] for _ in TIMELINE_COLUMNS]
+        cols: list = list(zip(*rows)) if rows else [[] for _ in TIMELINE_COLUMNS]
         out.timeline = {c: np.asarray(v) for c, v in zip(TIMELINE_COLUMNS, cols)}
     return out
 
@@ -131,7 +128,7 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
         left[keys[r]] = left.get(keys[r], 0) + 1
     g, alloc, rem, computing = {r: 0 for r in queue}, {r: 0 for r in queue}, {}, set()
     cache, pending, running, t = PrefixCache(cap), set(), [], 0.0
-    coef = np.array([cost.a_s, cost.b_s, cost.c_s, cost.prefill_s_per_token])
+    coef = cost.coef()
 
     while queue or running:
         preempted = False

@@ -10,6 +10,8 @@ from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
 from rolloutlab.sim.metrics import slot_idle_fraction
 
+from tests.engine_helpers import dyadic_costs
+
 
 @st.composite
 def engine_case(draw):
@@ -19,13 +21,7 @@ def engine_case(draw):
         B, G
     )
     prompts = np.array(draw(st.lists(st.integers(0, 30), min_size=B, max_size=B)))
-    # dyadic costs: every sum is exact in binary floating point, so equality is exact
-    cost = LinearCost(
-        a_s=draw(st.integers(0, 8)) / 8,
-        b_s=draw(st.integers(0, 8)) / 16,
-        c_s=draw(st.integers(0, 8)) / 64,
-        prefill_s_per_token=draw(st.integers(0, 4)) / 32,
-    )
+    cost = draw(dyadic_costs())  # exact sums: equality is exact
     cfg = EngineConfig(
         n_workers=draw(st.integers(1, 3)),
         max_num_seqs=draw(st.integers(1, 8)),

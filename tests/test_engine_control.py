@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import simpy
 from rolloutlab.sim.cost import ConstantCost
 from rolloutlab.sim.engine import Engine, EngineConfig
 
 
-def _engine():
+def _engine(paged: bool):
+    """One worker of 2 slots, 1 s iterations; ``paged``: the KV-cache worker (ample blocks)."""
     env = simpy.Environment()
-    return env, Engine(env, ConstantCost(iter_s=1.0), EngineConfig(n_workers=1, max_num_seqs=2))
+    cfg = EngineConfig(n_workers=1, max_num_seqs=2, kv_blocks=64 if paged else None)
+    return env, Engine(env, ConstantCost(iter_s=1.0), cfg)
 
 
-def test_pause_shifts_running_requests_by_the_pause():
-    env, eng = _engine()
+both_workers = pytest.mark.parametrize("paged", [False, True], ids=["plain", "paged"])
+
+
+@both_workers
+def test_pause_shifts_running_requests_by_the_pause(paged):
+    env, eng = _engine(paged)
     batch = eng.submit(np.array([0, 1]), np.zeros(2), np.array([10, 4]), on_finish=lambda *a: None)
 
     def pauser():
@@ -29,8 +36,9 @@ def test_pause_shifts_running_requests_by_the_pause():
     assert batch.t_finish.tolist() == [15.0, 9.0]
 
 
-def test_abort_records_tokens_so_far_and_frees_the_slot():
-    env, eng = _engine()
+@both_workers
+def test_abort_records_tokens_so_far_and_frees_the_slot(paged):
+    env, eng = _engine(paged)
     batch = eng.submit(
         np.array([0, 1, 2]), np.zeros(3), np.array([10, 10, 3]), on_finish=lambda *a: None
     )

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 
 from rolloutlab.cli import main
+from rolloutlab.commands.common import OutDirError, claim_out_dir
 
 
 def test_claim_new_empty_and_same_command(tmp_path):

@@ -4,21 +4,16 @@ file, and the sim-vs-measured comparison (no GPU)."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import polars as pl
 import pytest
 from rolloutlab.calibration.vllm_compare import sim_vs_measured, step_lengths, summary_markdown
-from rolloutlab.calibration.vllm_grid import (
-    CellTiming,
-    EngineLimits,
-    GridCell,
-    GridSpec,
-    fit_grid,
-    grid_calibration,
-    plan_grid,
-)
+from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
+from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.cost_grid import CellTiming, GridCell
 from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
 from rolloutlab.sim.scenario import load_scenario, scenario_from_dict
 
@@ -129,7 +124,7 @@ def test_grid_calibration_loads_in_the_simulator():
     d = grid_calibration(
         fit,
         resolved,
-        GridSpec(running_seqs=(1, 8, 32), prompt_tokens=(64, 512)),
+        asdict(GridSpec(running_seqs=(1, 8, 32), prompt_tokens=(64, 512))),
         base,
         "grid-test",
         {"model_config": {"path": "x", "sha256": "0"}},

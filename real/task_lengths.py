@@ -1,11 +1,10 @@
-"""The length distribution of the digit-chain task's correct solutions (figure + numbers).
+"""The length distribution of the digit-chain task's correct solutions (numbers).
 
-Used by ``rolloutlab real task-lengths`` to make docs/real_task.md's figure. No torch.
+Used by ``rolloutlab real task-lengths`` to make docs/real_task.md's figure (drawn by
+:func:`analysis.plots.task_lengths_figure`). No torch.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 from rolloutlab.real.task import TaskConfig, sample_n_digits
@@ -31,24 +30,3 @@ def summary(lengths: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
             "max/median": float(x.max() / med),
         }
     return out
-
-
-def plot(lengths: dict[str, np.ndarray], out: Path) -> None:
-    """Histogram of both formats' lengths on one axis, saved to ``out`` (png)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    bins = np.arange(0, max(int(x.max()) for x in lengths.values()) + 2)
-    for name, x in lengths.items():
-        ax.hist(x, bins=bins, alpha=0.6, label=f"{name} scratchpad", density=True)
-    ax.set_xlabel("response length of a correct solution (tokens, EOS included)")
-    ax.set_ylabel("share of problems")
-    ax.set_yscale("log")
-    ax.legend()
-    fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)

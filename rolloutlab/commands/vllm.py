@@ -1,4 +1,4 @@
-"""Click commands ``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
+"""``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
 
 ``vllm-grid`` needs a CUDA GPU and vllm (imported only when the command runs);
 ``vllm-compare`` runs anywhere.
@@ -6,20 +6,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
 from pathlib import Path
 
 import click
+
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+from rolloutlab.commands.common import fail, parse_list
 
 
 @click.command("vllm-grid")
@@ -67,22 +63,23 @@ def vllm_grid(
     name,
 ):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
-    from rolloutlab.calibration.vllm_grid import GridSpec, fit_grid, grid_calibration
+    from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
     from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
+    from rolloutlab.real.timing_grid import GridSpec
     from rolloutlab.sim.scenario import CalibrationError, load_scenario
 
     try:
         check_engine("vllm")
         spec = GridSpec(
-            running_seqs=_ints(running_seqs),
-            prompt_tokens=_ints(prompt_tokens),
+            running_seqs=tuple(parse_list("--running-seqs", running_seqs, int)),
+            prompt_tokens=tuple(parse_list("--prompt-tokens", prompt_tokens, int)),
             response_tokens=response_tokens,
             repeats=repeats,
         )
         base = load_scenario(lengths_from).source
     except (EngineUnavailable, CalibrationError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    from rolloutlab.calibration.vllm_runner import measure_grid
+        fail(exc)
+    from rolloutlab.real.engines.vllm_grid import measure_grid
 
     timings, resolved, dropped = measure_grid(
         model_dir,
@@ -99,25 +96,17 @@ def vllm_grid(
         "dropped_cells": [{"cell": list(vars(c).values()), "reason": why} for c, why in dropped],
     }
     try:
-        d = grid_calibration(fit, resolved, spec, base, name or Path(model_dir).name, prov)
+        d = grid_calibration(
+            fit, resolved, dataclasses.asdict(spec), base, name or Path(model_dir).name, prov
+        )
         write_json_atomic(d, out)
     except (CalibrationError, ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     click.echo(
         f"wrote {out}: {len(timings)} cells; a={fit.a_s:.3e} b={fit.b_s:.3e} c={fit.c_s:.3e} "
         f"p={fit.prefill_s_per_token:.3e} s; decode MAPE {fit.decode_mape:.3f}, "
         f"prefill MAPE {fit.prefill_mape:.3f}"
     )
-
-
-def read_run_rollouts(run_dir: Path):
-    """The rollout trace of a real run directory (parquet if closed, else JSONL)."""
-    from rolloutlab.sim.trace import read
-
-    for name in ("rollouts.parquet", "rollouts.jsonl"):
-        if (run_dir / name).exists():
-            return read(run_dir / name, "rollouts")
-    raise click.ClickException(f"{run_dir}: no rollouts.parquet or rollouts.jsonl")
 
 
 @click.command("vllm-compare")
@@ -139,9 +128,9 @@ def read_run_rollouts(run_dir: Path):
 )
 def vllm_compare(run_dirs, calib, max_num_seqs, out):
     """Replay each step's measured lengths through the simulator; predicted vs measured makespan."""
-    import dataclasses
-
     import polars as pl
+
+    from rolloutlab.analysis.run_input import read_table
     from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
     from rolloutlab.sim.scenario import CalibrationError, load_scenario
     from rolloutlab.sim.trace import TraceError
@@ -154,10 +143,10 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
             else dataclasses.replace(sc.engine, max_num_seqs=max_num_seqs)
         )
         table = pl.concat(
-            [sim_vs_measured(read_run_rollouts(Path(d)), sc.cost, engine) for d in run_dirs]
+            [sim_vs_measured(read_table(Path(d), "rollouts"), sc.cost, engine) for d in run_dirs]
         )
     except (CalibrationError, TraceError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)

@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import platform
 import time
 from dataclasses import asdict, replace
-from importlib import metadata
 from pathlib import Path
 
 import click
-from rolloutlab.sim.outdir import OutDirError, claim_out_dir
+import numpy as np
+
+from rolloutlab.analysis.stability_plots import plot_phase_diagram
+from rolloutlab.commands.common import claim, echo_table, parse_list
+from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.stability import default_lrs, run_grid, summarize
 from rolloutlab.sim.staleness import StalenessParams
-
-
-def _parse_list(option: str, text: str, cast, check, expected: str) -> list:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
-        raise click.BadParameter(
-            f"expected a comma-separated list, got {text!r}", param_hint=option
-        )
-    try:
-        values = [cast(x) for x in items]
-    except ValueError:
-        raise click.BadParameter(
-            f"expected a list of numbers, got {text!r}", param_hint=option
-        ) from None
-    bad = [v for v in values if not check(v)]
-    if bad:
-        raise click.BadParameter(f"expected {expected}, got {bad}", param_hint=option)
-    return values
-
-
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for pkg in ("rolloutlab", "numpy", "polars", "matplotlib", "click", "tqdm"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
 
 
 @click.command()
@@ -81,23 +55,17 @@ def stability(
 
     Writes DIR/stability.csv, DIR/phase_diagram.png and DIR/config.json.
     """
-    import numpy as np
-    from rolloutlab.sim.stability import default_lrs, plot_phase_diagram, run_grid, summarize
-
-    S_values = _parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
+    S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     lrs = (
         default_lrs().tolist()
         if lr_text is None
-        else _parse_list("--lr", lr_text, float, lambda v: v > 0 and np.isfinite(v), "numbers > 0")
+        else parse_list("--lr", lr_text, float, lambda v: v > 0 and np.isfinite(v), "numbers > 0")
     )
     for name, value in (("--steps", T), ("--seeds", seeds), ("--batch", batch)):
         if value is not None and value < 1:
             raise click.BadParameter(f"expected an integer >= 1, got {value}", param_hint=name)
     params = StalenessParams() if batch is None else replace(StalenessParams(), batch_prompts=batch)
-    try:
-        claim_out_dir(out_dir, "stability")
-    except OutDirError as exc:
-        raise click.ClickException(str(exc)) from None
+    claim(out_dir, "stability")
     t0 = time.perf_counter()
     big = (
         len(S_values) * len(lrs) * seeds * T > 5_000_000
@@ -115,9 +83,7 @@ def stability(
         "seeds": seeds,
         "mode": "sync-interval",
         "runtime_s": runtime_s,
-        "versions": _versions(),
     }
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
-    with __import__("polars").Config(tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True):
-        click.echo(summarize(df))
+    write_config(out_dir / "config.json", config)
+    echo_table(summarize(df), cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"{df.height} runs in {runtime_s:.2f} s -> {out_dir}")

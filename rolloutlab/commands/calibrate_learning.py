@@ -15,6 +15,7 @@ import shlex
 from pathlib import Path
 
 import click
+
 from rolloutlab.calibration.learning_fit import fit_learning
 from rolloutlab.calibration.passrate_fit import pass_rate_block, read_grouped
 from rolloutlab.calibration.run_curve import read_run

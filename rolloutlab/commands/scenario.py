@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import click
+
+from rolloutlab.commands.common import fail
 from rolloutlab.sim.dynamics import DRIFTS
 from rolloutlab.sim.hardware import GPUS, MODELS
-from rolloutlab.sim.outdir import OutDirError, claim_out_dir
 from rolloutlab.sim.overrides import apply_overrides
 from rolloutlab.sim.scenario import (
     DEFAULT_SCENARIO,
@@ -15,7 +16,7 @@ from rolloutlab.sim.scenario import (
     load_scenario,
 )
 
-_OPTIONS = [
+OPTIONS = [
     click.option(
         "--calibration",
         "calibration",
@@ -32,8 +33,8 @@ _OPTIONS = [
         "--controllers",
         default="static:4,static:8,static:16,sagc",
         show_default=True,
-        help="Comma-separated controller specs: static:G, sagc[:key=value,...] "
-        "(e.g. static:4,sagc:tau=15,delta=0.2).",
+        help="Comma-separated controller specs: static:G, sagc[:key=value,...], "
+        "lagc[:key=value,...] (e.g. static:4,sagc:tau=15,delta=0.2,lagc; docs/controllers.md).",
     ),
     click.option(
         "--model",
@@ -74,7 +75,7 @@ _OPTIONS = [
 
 def scenario_options(command):
     """Decorate a click command with the shared scenario options (in help order)."""
-    for option in reversed(_OPTIONS):
+    for option in reversed(OPTIONS):
         command = option(command)
     return command
 
@@ -106,24 +107,4 @@ def load_for(
             drift=drift,
         )
     except (CalibrationError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def claim(out: str, command: str) -> None:
-    """Claim ``out`` for ``command`` (:func:`sim.outdir.claim_out_dir`), after every input
-    check and before any long run, so a refused command leaves no folder behind. Raises
-    click.ClickException."""
-    try:
-        claim_out_dir(out, command)
-    except OutDirError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def scenario_source(sc: Scenario) -> dict:
-    """What config.json keeps of the scenario's calibration file: its name, format,
-    provenance and fit, not the raw tables (the length model is described apart)."""
-    return {
-        k: sc.source[k]
-        for k in ("name", "format", "version", "provenance", "fit")
-        if k in sc.source
-    }
+        fail(exc)

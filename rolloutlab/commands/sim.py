@@ -6,17 +6,18 @@ import dataclasses
 from pathlib import Path
 
 import click
-import polars as pl
+from tqdm import tqdm
+
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.analysis.provenance import describe, write_config
-from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
+from rolloutlab.commands.common import claim, echo_table, fail
+from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim import trace
 from rolloutlab.sim.compare import check_comparison, run_comparison, sagc_defaults
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
-from tqdm import tqdm
+from rolloutlab.sim.provenance import describe, scenario_source, write_config
 
 
 @click.command()
@@ -96,7 +97,7 @@ def sim(
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
         check_comparison(specs, pipes, engine)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     claim(out, "sim")  # after every check, before minutes of simulation
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
     bar = tqdm(
@@ -114,7 +115,7 @@ def sim(
     try:
         summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, pipes, engine=engine)
     except (ValueError, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     finally:
         bar.close()
     out_dir = Path(out)
@@ -148,15 +149,7 @@ def sim(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(summary.select(_printed_columns(pipes)))
+    echo_table(summary.select(_printed_columns(pipes)), rows=50, cols=20)
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )

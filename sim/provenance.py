@@ -1,4 +1,9 @@
-"""What gets written next to every result: the resolved configuration and versions."""
+"""What gets written next to every result: the resolved configuration and versions.
+
+The one way a run records its provenance: every command's ``config.json`` (through
+:func:`write_config`) and a real run's (:mod:`real.rundir`). Lives in ``sim/`` because
+``real/`` may import only ``sim/`` (docs/DESIGN.md, "Packages").
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim.scenario import Scenario
 
 LIBRARIES = (
     "rolloutlab",
@@ -40,7 +46,8 @@ def library_versions() -> dict[str, str | None]:
 
 
 def write_config(path: str | Path, config: dict[str, Any]) -> None:
-    """Write ``config`` plus ``library_versions`` as indented JSON to ``path``."""
+    """Write ``config`` plus ``"versions"`` (:func:`library_versions`) as indented JSON
+    to ``path`` (values JSON cannot hold are written as ``str``)."""
     payload = {**config, "versions": library_versions()}
     Path(path).write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
@@ -75,3 +82,13 @@ def describe(obj: Any) -> Any:
             else {"n": 0}
         )
     return obj
+
+
+def scenario_source(sc: Scenario) -> dict:
+    """What config.json keeps of a scenario's calibration file: its name, format,
+    provenance and fit, not the raw tables (the length model is described apart)."""
+    return {
+        k: sc.source[k]
+        for k in ("name", "format", "version", "provenance", "fit")
+        if k in sc.source
+    }

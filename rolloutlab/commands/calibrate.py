@@ -1,4 +1,5 @@
-"""Click commands ``rolloutlab calibrate ...`` and ``rolloutlab validate ...`` (wiring only).
+"""``rolloutlab calibrate ...``: fit a scenario to real logs (wiring only; the vLLM
+commands are in :mod:`rolloutlab.commands.vllm`).
 
 Every bad input ends in one line naming the file and tag/field, exit code 1, and no
 output file (outputs are written atomically after all fitting succeeded).
@@ -6,34 +7,31 @@ output file (outputs are written atomically after all fitting succeeded).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
-import polars as pl
+
 from rolloutlab.calibration.servegen import LongCotConfig, ServeGenError, build_longcot
-from rolloutlab.calibration.validate import validate_runs
 from rolloutlab.calibration.verl_fit import VerlFitConfig
 from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
+from rolloutlab.commands.common import fail
+from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
-from tqdm import tqdm
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 
 
-def _fail(exc: Exception) -> None:
-    raise click.ClickException(str(exc))
-
-
-def _defaults(steps, tau, delta) -> dict:
+def scenario_defaults(steps, tau, delta) -> dict:
+    """The scenario defaults given on the command line (None = not given)."""
     return {k: v for k, v in (("steps", steps), ("tau", tau), ("delta", delta)) if v is not None}
 
 
-def _verl_config(
-    group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+def verl_config(
+    *, group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
 ) -> VerlFitConfig:
+    """The :class:`VerlFitConfig` of the options of :func:`verl_options` (by name)."""
     return VerlFitConfig(
         group_size=group_size,
         max_response_length=max_response_length,
@@ -42,6 +40,30 @@ def _verl_config(
         replicates=replicates,
         seed=seed,
     )
+
+
+def scenario_default_options(f):
+    """Options ``--steps``, ``--tau``, ``--delta``: defaults the written scenario carries."""
+    opts = [
+        click.option(
+            "--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps."
+        ),
+        click.option(
+            "--tau",
+            type=click.FloatRange(min=1.0, min_open=True),
+            default=None,
+            help="Scenario default SAGC tau.",
+        ),
+        click.option(
+            "--delta",
+            type=click.FloatRange(0.0, 1.0),
+            default=None,
+            help="Scenario default SAGC delta.",
+        ),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
 
 
 def verl_options(f):
@@ -94,16 +116,7 @@ def calibrate() -> None:
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @verl_options
 def calibrate_verl_tb(
     run_dirs,
@@ -114,18 +127,10 @@ def calibrate_verl_tb(
     steps,
     tau,
     delta,
-    group_size,
-    max_response_length,
-    gen_workers,
-    max_num_seqs,
-    fit_prefill,
-    replicates,
-    seed,
+    **logged,
 ):
     """Fit lengths and cost to verl TensorBoard runs (RUN_DIR holds events.out.tfevents.*)."""
-    cfg = _verl_config(
-        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
-    )
+    cfg = verl_config(**logged)
     try:
         d = calibrate_verl(
             list(run_dirs),
@@ -133,11 +138,11 @@ def calibrate_verl_tb(
             name=name,
             prompts=prompts,
             workers=workers,
-            defaults=_defaults(steps, tau, delta),
+            defaults=scenario_defaults(steps, tau, delta),
         )
         write_json_atomic(d, out)
     except BAD_INPUT as exc:
-        _fail(exc)
+        fail(exc)
     f = d["fit"]
     click.echo(
         f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "
@@ -158,16 +163,7 @@ def calibrate_verl_tb(
 )
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
 def calibrate_servegen(
     folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length
@@ -178,83 +174,17 @@ def calibrate_servegen(
             folder,
             cost_from,
             LongCotConfig(max_response_length=max_response_length),
-            defaults={"prompts": prompts, **_defaults(steps, tau, delta)},
+            defaults={"prompts": prompts, **scenario_defaults(steps, tau, delta)},
             name=name,
         )
         write_json_atomic(d, out)
     except BAD_INPUT as exc:
-        _fail(exc)
+        fail(exc)
     q = d["fit"]["pooled_output_tokens"]
     click.echo(f"wrote {out}: output tokens p50 {q['p50']}, p90 {q['p90']}, p99 {q['p99']}")
 
 
-@click.group()
-def validate() -> None:
-    """Check the simulator's predictions against held-out real steps."""
-
-
-@validate.command("verl-tb")
-@click.argument("run_dirs", nargs=-1, required=True)
-@click.option(
-    "--fit-steps",
-    "-k",
-    default=20,
-    show_default=True,
-    type=click.IntRange(min=2),
-    help="Fit on the first K usable steps.",
-)
-@click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv."
-)
-@verl_options
-def validate_verl_tb(
-    run_dirs,
-    fit_steps,
-    out,
-    group_size,
-    max_response_length,
-    gen_workers,
-    max_num_seqs,
-    fit_prefill,
-    replicates,
-    seed,
-):
-    """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
-    cfg = _verl_config(
-        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
-    )
-    try:
-        with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
-            table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())
-        out_dir = Path(out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / ".validation.csv.tmp"
-        table.write_csv(tmp, float_precision=4)
-        tmp.replace(out_dir / "validation.csv")
-    except BAD_INPUT as exc:
-        _fail(exc)
-    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=4):
-        click.echo(table)
-    click.echo(f"wrote {out_dir / 'validation.csv'}")
-
-
-def _add_vllm_commands() -> None:
-    # GPU commands live apart (calibration/vllm_cli.py); vllm itself is imported only when they run
-    from rolloutlab.calibration.vllm_cli import vllm_compare, vllm_grid
-
-    calibrate.add_command(vllm_grid)
-    calibrate.add_command(vllm_compare)
-
-
-_add_vllm_commands()
-
-
-def _add_learning_commands() -> None:
-    # issue 12: pass-rate and learning fits (calibration/learning_cli.py)
-    from rolloutlab.calibration.learning_cli import calibrate_learning, calibrate_pass_rate
-
-    calibrate.add_command(calibrate_pass_rate)
-    calibrate.add_command(calibrate_learning)
-
-
-_add_learning_commands()
+calibrate.add_command(vllm_grid)
+calibrate.add_command(vllm_compare)
+calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
+calibrate.add_command(calibrate_learning)

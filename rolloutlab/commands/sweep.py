@@ -5,31 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
+from tqdm import tqdm
+
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.analysis.provenance import describe, write_config
-from rolloutlab.analysis.scenario_options import claim, load_for, scenario_options, scenario_source
+from rolloutlab.commands.common import claim, echo_table, fail, int_list
+from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.provenance import describe, scenario_source, write_config
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
-from tqdm import tqdm
-
-
-def _ints(name: str):
-    """A click callback parsing a comma-separated list of ints, naming the option on error."""
-
-    def parse(ctx, param, value):
-        if value is None:
-            return None
-        try:
-            return [int(v) for v in value.split(",") if v.strip()]
-        except ValueError:
-            raise click.BadParameter(
-                f"expected comma-separated integers, got {value!r}", param_hint=name
-            ) from None
-
-    return parse
 
 
 @click.command()
@@ -37,19 +22,19 @@ def _ints(name: str):
 @click.option(
     "--prompts",
     metavar="B[,B...]",
-    callback=_ints("--prompts"),
+    callback=int_list("--prompts"),
     help="Prompt batches B, e.g. 16,64,256 (default: the scenario's).",
 )
 @click.option(
     "--workers",
     metavar="W[,W...]",
-    callback=_ints("--workers"),
+    callback=int_list("--workers"),
     help="Generation worker counts, e.g. 1,2,4 (default: the scenario's).",
 )
 @click.option(
     "--max-num-seqs",
     metavar="N[,N...]",
-    callback=_ints("--max-num-seqs"),
+    callback=int_list("--max-num-seqs"),
     help="vLLM max_num_seqs per worker, e.g. 256,1024 (default: the scenario's).",
 )
 @click.option(
@@ -57,7 +42,7 @@ def _ints(name: str):
     metavar="S[,S...]",
     default="0,1,2",
     show_default=True,
-    callback=_ints("--seeds"),
+    callback=int_list("--seeds"),
     help="Seeds; each gives every controller the same prompt stream.",
 )
 @click.option(
@@ -117,7 +102,7 @@ def sweep(
             seeds,
         )
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     claim(out, "sweep")  # after every check, before the runs
     n_steps = steps or int(sc.defaults.get("steps", 300))
     bar = tqdm(total=len(points), desc="sweeping", unit="point", disable=None, leave=False)
@@ -132,7 +117,7 @@ def sweep(
             on_point=lambda p: bar.update(),
         )
     except (ValueError, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     finally:
         bar.close()
     means = sweep_means(runs)
@@ -164,29 +149,23 @@ def sweep(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
     )
-    with pl.Config(
-        tbl_rows=200,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(
-            means.select(
-                "prompts",
-                "workers",
-                "max_num_seqs",
-                "controller",
-                "seeds",
-                "wall_clock_s",
-                "wall_clock_s_sd",
-                "straggler_rate",
-                "slot_idle_frac",
-                "mean_G",
-                "tokens_per_s",
-                "fastest",
-                "most_tokens_per_s",
-            )
-        )
+    echo_table(
+        means.select(
+            "prompts",
+            "workers",
+            "max_num_seqs",
+            "controller",
+            "seeds",
+            "wall_clock_s",
+            "wall_clock_s_sd",
+            "straggler_rate",
+            "slot_idle_frac",
+            "mean_G",
+            "tokens_per_s",
+            "fastest",
+            "most_tokens_per_s",
+        ),
+        rows=200,
+        cols=20,
+    )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")

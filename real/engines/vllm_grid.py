@@ -1,4 +1,5 @@
-"""Measure the timing grid of :mod:`calibration.vllm_grid` on a GPU with vLLM (thin runner).
+"""Measure a timing grid (:mod:`real.timing_grid`) on a GPU with vLLM (thin runner); the
+fit of the cost model to what it measured is :mod:`calibration.vllm_grid`.
 
 The model is built from a ``config.json`` alone with ``load_format="dummy"`` (random
 weights, nothing downloaded) and no tokenizer (``skip_tokenizer_init=True``; prompts are
@@ -18,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from rolloutlab.calibration.vllm_grid import CellTiming, EngineLimits, GridCell, GridSpec, plan_grid
 from rolloutlab.real.engines.vllm_convert import read_anchor
+from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
+from rolloutlab.sim.cost_grid import CellTiming, GridCell
 
 
 def engine_limits(resolved: dict) -> EngineLimits:
@@ -36,6 +38,9 @@ def engine_limits(resolved: dict) -> EngineLimits:
 
 
 def _run_cell(llm, cell: GridCell, vocab: int, seed: int, clock: Callable[[], float]) -> CellTiming:
+    """Run one cell on ``llm`` (a started ``vllm.LLM``): random distinct prompts of
+    ``vocab`` ids, exactly ``response_tokens`` each. Raises RuntimeError when vLLM did not
+    generate exactly that many tokens."""
     from vllm import SamplingParams
 
     rng = np.random.default_rng([seed, cell.running_seqs, cell.prompt_tokens])

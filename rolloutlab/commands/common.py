@@ -1,0 +1,145 @@
+"""What every command shares: list options (``--prompts 16,64``), claiming an output
+folder, and the one-line error.
+
+A run's provenance (``config.json`` with library versions) is written by
+:func:`rolloutlab.sim.provenance.write_config`, which real runs use too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+import polars as pl
+
+
+class OutDirError(ValueError):
+    """The output directory holds another run's files; the message names it."""
+
+
+def fail(exc: Exception) -> NoReturn:
+    """Raise ``exc``'s message as a :class:`click.ClickException` (one line, exit 1)."""
+    raise click.ClickException(str(exc)) from None
+
+
+def parse_list(
+    option: str,
+    text: str,
+    cast: Callable[[str], Any],
+    check: Callable[[Any], bool] = lambda v: True,
+    expected: str = "",
+) -> list:
+    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped).
+
+    Raises :class:`click.BadParameter` naming ``option`` (exit 2) on an empty list, an
+    item ``cast`` refuses, or values failing ``check`` (the message says ``expected``).
+    """
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise click.BadParameter(
+            f"expected a comma-separated list, got {text!r}", param_hint=option
+        )
+    try:
+        values = [cast(x) for x in items]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected a list of numbers, got {text!r}", param_hint=option
+        ) from None
+    bad = [v for v in values if not check(v)]
+    if bad:
+        raise click.BadParameter(f"expected {expected}, got {bad}", param_hint=option)
+    return values
+
+
+def int_list(name: str):
+    """A click callback parsing a comma-separated list of ints (None stays None); a bad
+    item raises :class:`click.BadParameter` naming ``name``."""
+
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return [int(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(
+                f"expected comma-separated integers, got {value!r}", param_hint=name
+            ) from None
+
+    return parse
+
+
+def owner_of(path: Path) -> str | None:
+    """The command that wrote ``path/config.json`` (its ``command`` or ``kind`` field), or
+    None when there is no such file or it names none."""
+    cfg = path / "config.json"
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    return (data.get("command") or data.get("kind")) if isinstance(data, dict) else None
+
+
+def claim_out_dir(path: str | Path, command: str) -> Path:
+    """Create ``path`` for the results of ``command``, or reuse it if it is empty or holds
+    an earlier result of the same command (which the new one replaces).
+
+    Call it after every input check and before any long run, so a refused command leaves
+    no folder behind. Raises: :class:`OutDirError` if ``path`` is a file, or a non-empty
+    directory whose ``config.json`` was written by another command (or is missing), e.g.
+    a real run's directory: nothing is written then.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutDirError(f"{p}: --out must be a directory, found a file")
+    if p.is_dir() and any(p.iterdir()):
+        owner = owner_of(p)
+        if owner != command:
+            what = (
+                f"the results of `{owner}`"
+                if owner
+                else "other files (no config.json of this command)"
+            )
+            raise OutDirError(f"{p}: already holds {what}; choose another --out or remove it")
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def claim(out: str | Path, command: str) -> Path:
+    """:func:`claim_out_dir`, its refusal raised as a :class:`click.ClickException`."""
+    try:
+        return claim_out_dir(out, command)
+    except OutDirError as exc:
+        fail(exc)
+
+
+def echo_table(
+    *tables: pl.DataFrame,
+    rows: int = -1,
+    cols: int | None = -1,
+    precision: int = 3,
+    dtypes: bool = False,
+    width: int | None = 200,
+) -> None:
+    """Print each table with polars' formatting: up to ``rows`` rows and ``cols`` columns
+    (-1: all; None: polars' default), floats to ``precision`` decimals, no shape line,
+    column types only if ``dtypes``, lines up to ``width`` characters (None: default)."""
+    with pl.Config(
+        tbl_rows=rows,
+        tbl_cols=cols,
+        float_precision=precision,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=not dtypes,
+        tbl_width_chars=width,
+    ):
+        for df in tables:
+            click.echo(df)
+
+
+def format_summary(summary: dict) -> str:
+    """``k=v`` pairs on one line, floats to 4 significant digits (a real run's summary)."""
+    return " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
+    )

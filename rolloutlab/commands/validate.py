@@ -1,0 +1,57 @@
+"""``rolloutlab validate ...``: the simulator's predictions against held-out real steps.
+
+Every bad input ends in one line naming the file and tag/field, exit code 1, and no
+output file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from rolloutlab.calibration.validate import validate_runs
+from rolloutlab.commands.calibrate import BAD_INPUT, verl_config, verl_options
+from rolloutlab.commands.common import echo_table, fail
+
+
+@click.group()
+def validate() -> None:
+    """Check the simulator's predictions against held-out real steps."""
+
+
+@validate.command("verl-tb")
+@click.argument("run_dirs", nargs=-1, required=True)
+@click.option(
+    "--fit-steps",
+    "-k",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Fit on the first K usable steps.",
+)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv."
+)
+@verl_options
+def validate_verl_tb(
+    run_dirs,
+    fit_steps,
+    out,
+    **logged,
+):
+    """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
+    cfg = verl_config(**logged)
+    try:
+        with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
+            table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())
+        out_dir = Path(out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = out_dir / ".validation.csv.tmp"
+        table.write_csv(tmp, float_precision=4)
+        tmp.replace(out_dir / "validation.csv")
+    except BAD_INPUT as exc:
+        fail(exc)
+    echo_table(table, cols=None, precision=4, dtypes=True, width=None)
+    click.echo(f"wrote {out_dir / 'validation.csv'}")

@@ -1,0 +1,114 @@
+"""The CLI in one place: every command listed, no torch for help, the import rules kept,
+no private name imported across modules (cycles: tests/test_imports.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS = {
+    "sim": [],
+    "sweep": [],
+    "stability": [],
+    "calibrate": ["verl-tb", "servegen", "vllm-grid", "vllm-compare"],
+    "validate": ["verl-tb"],
+    "real": ["sync", "async", "stability", "task-lengths"],
+    "compare": ["idle", "collapse"],
+    "report": [],
+}
+
+HELP_SCRIPT = """
+import json, sys
+from rolloutlab.cli import main
+out = {}
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args + ["--help"], standalone_mode=False)
+    except SystemExit:
+        pass
+out = {m: m in sys.modules for m in ("torch", "vllm")}
+print(json.dumps(out))
+"""
+
+
+def _help_run(args_list: list[list[str]]) -> tuple[str, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_SCRIPT, json.dumps(args_list)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    *text, last = proc.stdout.rstrip().splitlines()
+    return "\n".join(text), json.loads(last)
+
+
+def test_top_level_help_lists_every_command_and_imports_no_torch():
+    text, loaded = _help_run([[]])
+    listed = {
+        line.split()[0]
+        for line in text.split("Commands:")[1].splitlines()
+        if line.startswith("  ") and line.split()
+    }
+    assert listed == set(COMMANDS)
+    assert loaded == {"torch": False, "vllm": False}
+
+
+def test_every_group_help_lists_its_subcommands_and_imports_no_torch():
+    groups = [name for name, subs in COMMANDS.items() if subs]
+    text, loaded = _help_run([[g] for g in groups])
+    for g in groups:
+        for sub in COMMANDS[g]:
+            assert f"\n  {sub} " in text, (g, sub)
+    assert loaded == {"torch": False, "vllm": False}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every dotted prefix of the modules imported anywhere in ``path`` (``a.b.c`` gives
+    ``a``, ``a.b`` and ``a.b.c``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    parts = [n.split(".") for n in names]
+    return {".".join(p[:i]) for p in parts for i in range(1, len(p) + 1)}
+
+
+@pytest.mark.parametrize(
+    "folder, forbidden",
+    [
+        ("sim", {"click", "matplotlib", "seaborn", "torch", "vllm"}),
+        ("calibration", {"click", "rolloutlab.real", "torch"}),
+        ("real", {"click", "rolloutlab.calibration", "rolloutlab.analysis"}),
+    ],
+)
+def test_package_import_rules(folder, forbidden):
+    bad = {
+        str(p.relative_to(ROOT)): sorted(_imports(p) & forbidden)
+        for p in (ROOT / folder).rglob("*.py")
+        if _imports(p) & forbidden
+    }
+    assert bad == {}
+
+
+def test_no_private_name_is_imported_from_another_module():
+    bad = []
+    for folder in ("sim", "real", "calibration", "analysis", "rolloutlab", "tests", "bench"):
+        for p in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(p.read_text(), str(p))):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    bad += [
+                        f"{p.relative_to(ROOT)}: {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name.startswith("_")
+                    ]
+    assert bad == []

@@ -1,0 +1,90 @@
+"""The package's import graph, read from the source with ``ast``: no cycle anywhere.
+(Private names imported across modules: tests/test_cli_layout.py.)"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def package_dirs() -> dict[str, Path]:
+    """Import name -> folder of every top package, from pyproject's package-dir."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = {name: ROOT / d for name, d in cfg.get("package-dir", {}).items()}
+    dirs.setdefault("rolloutlab", ROOT / "rolloutlab")
+    return dirs
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> source file of every module under the rolloutlab namespace."""
+    out = {}
+    for pkg, folder in package_dirs().items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if pkg == "rolloutlab" and parts and parts[0] in {"sim", "real", "calibration"}:
+                continue  # (a folder of that name inside rolloutlab/ would be shadowed)
+            out[".".join([pkg, *parts])] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of ``known`` that module ``name`` (file ``path``) imports: every import
+    statement (function-level ones included: they are cycles too, only deferred) except
+    in ``if TYPE_CHECKING:`` blocks; relative imports resolved; ``from pkg import module``
+    counts as importing the module."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node)
+        for n in ast.walk(node)
+    }
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                out |= {sub} if sub in known else ({base} if base in known else set())
+    return out - {name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports, for every module of the package."""
+    mods = modules()
+    return {m: imports(m, path, set(mods)) for m, path in mods.items()}
+
+
+def test_the_graph_sees_the_package():
+    graph = import_graph()
+    assert "rolloutlab.sim.engine" in graph and "rolloutlab.real.engines" in graph
+    assert "rolloutlab.sim.batch" in graph["rolloutlab.sim.engine"]
+    assert "rolloutlab.sim.worker" in graph["rolloutlab.sim.kv"]
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError("import cycle: " + " -> ".join(exc.args[1])) from None
