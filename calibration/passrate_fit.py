@@ -175,7 +175,10 @@ def standardised_log_length(lengths: np.ndarray) -> np.ndarray:
     return np.zeros_like(x) if sd == 0 else (x - x.mean()) / sd
 
 
-def _cond_nll(c: float, groups: list[tuple[np.ndarray, np.ndarray]]) -> float:
+def conditional_nll(c: float, groups: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Negative conditional log likelihood of coupling ``c`` (module docstring): sum over
+    groups ``(z (G,) float, y (G,) bool)`` of ``-log[exp(c sum_{y} z) / e_k(exp(c z))]``,
+    k = number correct. e_k from the coefficients of prod_j (x + w_j) (numpy)."""
     total = 0.0
     for z, y in groups:
         k = int(y.sum())
@@ -203,9 +206,9 @@ def fit_coupling(correct: list[np.ndarray], lengths: list[np.ndarray]) -> dict:
     if not groups:
         return {**out, "coupling": None, "se": None, "loglik": None}
     res = optimize.minimize_scalar(
-        lambda c: _cond_nll(c, groups), bounds=(-20, 20), method="bounded"
+        lambda c: conditional_nll(c, groups), bounds=(-20, 20), method="bounded"
     )
-    var = float(observed_covariance(lambda v: _cond_nll(float(v[0]), groups), [res.x])[0, 0])
+    var = float(observed_covariance(lambda v: conditional_nll(float(v[0]), groups), [res.x])[0, 0])
     return {
         **out,
         "coupling": float(res.x),

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from rolloutlab.calibration.passrate_fit import (
     PassRateDataError,
-    _cond_nll,
+    conditional_nll,
     fit_beta_binomial,
     fit_coupling,
     read_grouped,
@@ -49,7 +49,7 @@ def test_conditional_likelihood_by_enumeration():
     c = -0.7
     num = np.exp(c * z[y].sum())
     den = sum(np.exp(c * z[list(s)].sum()) for s in itertools.combinations(range(4), 2))
-    assert _cond_nll(c, [(z, y)]) == pytest.approx(-np.log(num / den))
+    assert conditional_nll(c, [(z, y)]) == pytest.approx(-np.log(num / den))
 
 
 @pytest.mark.parametrize("c_true", [-1.0, 0.5])
