@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
 	$(BIN)/python bench/fast_path.py
 	$(BIN)/python bench/sweep_speed.py
+	$(BIN)/python bench/paged_scaling.py
 
 clean:
 	rm -rf $(VENV) runs

@@ -276,6 +276,13 @@ class SyncRun:
             "G": G,
             "reward_mean": float(rewards.mean()),
             "accuracy": float(np.mean(correct)),
+            # correct responses per group, in prompt order: the per-group counts
+            # `rolloutlab calibrate learning` fits pass rates from (docs/learning.md)
+            "group_correct": np.bincount(
+                [r.request_id // G for r in results], weights=correct, minlength=len(problems)
+            )
+            .astype(int)
+            .tolist(),
             "groups_dropped": int((~keep).sum()),
             "step_s": t_end - t_start,
             "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),

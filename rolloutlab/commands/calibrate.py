@@ -14,6 +14,7 @@ from rolloutlab.calibration.verl_fit import VerlFitConfig
 from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import fail
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
@@ -185,3 +186,5 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
+calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
+calibrate.add_command(calibrate_learning)
