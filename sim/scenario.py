@@ -128,6 +128,7 @@ _DEFAULT_CHECKS = {
     "steps": (int, lambda v: v >= 1, "an integer >= 1"),
     "tau": (float, lambda v: v > 1.0, "a number > 1"),
     "delta": (float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
+    "target_reward": (float, lambda v: 0.0 <= v <= 1.0, "a reward in [0, 1]"),
 }
 
 

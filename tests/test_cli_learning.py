@@ -193,3 +193,18 @@ def test_dynamic_sampling_refuses_oversample(tmp_path, calibration_file):
     )
     assert res.exit_code != 0 and "oversample" in res.output
     assert not out.exists()
+
+
+def test_scenario_default_target(tmp_path):
+    cal = tmp_path / "cal.json"
+    d = calibration_dict(pass_rate={"spec": "fixed:0.5"})
+    d["defaults"]["target_reward"] = 0.4
+    cal.write_text(json.dumps(d))
+    res, out = _sim(tmp_path, cal)
+    assert res.exit_code == 0, res.output
+    assert pl.read_csv(out / "summary.csv")["time_to_target_s"].is_not_null().all()
+    assert json.loads((out / "config.json").read_text())["target_reward"] == 0.4
+    d["defaults"]["target_reward"] = 1.5
+    cal.write_text(json.dumps(d))
+    res, out = _sim(tmp_path, cal)
+    assert res.exit_code != 0 and "defaults.target_reward" in res.output

@@ -51,7 +51,8 @@ _OPTIONS = (
         "target_reward",
         type=float,
         metavar="R",
-        help="Reward in [0, 1]: the summary reports time_to_target_s (empty if never reached).",
+        help="Reward in [0, 1]: the summary reports time_to_target_s (empty if never "
+        "reached); default: the scenario's defaults.target_reward when the run has rewards.",
     ),
 )
 
@@ -72,8 +73,10 @@ def rewards_from_options(
     max_gen_batches: int | None,
     refill: str | None,
     target_reward: float | None,
-) -> tuple[RewardConfig | None, DynamicSampling | None]:
-    """The run's reward and dynamic-sampling settings from the options.
+) -> tuple[RewardConfig | None, DynamicSampling | None, float | None]:
+    """The run's reward, dynamic-sampling settings and target reward from the options
+    (the target defaults to the scenario's ``defaults.target_reward`` when the run has
+    rewards).
 
     Raises click.UsageError (exit 2, nothing written) naming the option: a bad
     ``--pass-rate`` (P outside [0, 1] or NaN, beta parameters <= 0, missing file or
@@ -109,7 +112,9 @@ def rewards_from_options(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return rewards, dynamic
+    if target_reward is None and rewards is not None:
+        target_reward = sc.defaults.get("target_reward")
+    return rewards, dynamic, target_reward
 
 
 def describe_rewards(

@@ -105,7 +105,7 @@ def sweep(
         kv_cache=kv_cache,
         drift=drift,
     )
-    rewards, dynamic = rewards_from_options(
+    rewards, dynamic, target_reward = rewards_from_options(
         sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
     )
     try:
