@@ -75,16 +75,19 @@ def reward_config(
 ) -> RewardConfig | None:
     """The run's :class:`RewardConfig`: ``spec`` (``--pass-rate``) if given, else the
     scenario's ``pass_rate`` block (``{"spec": ..., "coupling": ...}``), else ``None``
-    (no rewards). The coupling comes from a pass-rate file that carries one, else from
-    the scenario block, else 0. Raises ValueError naming the option or field."""
+    (no rewards). The length coupling belongs to the pass-rate model it was fitted with:
+    the scenario block's for the scenario's spec, a file's own ``coupling`` for a file,
+    0 for a ``fixed:P`` or ``beta:A,B`` given on the command line (so ``fixed:P`` keeps
+    the closed form ``1 - p^G - (1 - p)^G``). Raises ValueError naming the option or
+    field."""
     block = scenario_block or {}
-    coupling = float(block.get("coupling", 0.0) or 0.0)
+    coupling = 0.0
     if spec is None:
         if not block:
             return None
         if "spec" not in block:
             raise ValueError("scenario: missing field 'pass_rate.spec'")
-        spec = str(block["spec"])
+        spec, coupling = str(block["spec"]), float(block.get("coupling", 0.0) or 0.0)
     model = parse_pass_rate(spec, coupling)
     return RewardConfig(
         pass_rate=model,

@@ -208,3 +208,14 @@ def test_scenario_default_target(tmp_path):
     cal.write_text(json.dumps(d))
     res, out = _sim(tmp_path, cal)
     assert res.exit_code != 0 and "defaults.target_reward" in res.output
+
+
+def test_coupling_follows_the_pass_rate_model(tmp_path):
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(calibration_dict(pass_rate={"spec": "beta:2,3", "coupling": -0.5})))
+    res, out = _sim(tmp_path, cal)
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "config.json").read_text())["rewards"]["coupling"] == -0.5
+    res, out2 = _sim(tmp_path / "b", cal, "--pass-rate", "fixed:0.2")
+    assert res.exit_code == 0, res.output
+    assert json.loads((out2 / "config.json").read_text())["rewards"]["coupling"] == 0.0
