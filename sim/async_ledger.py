@@ -108,10 +108,13 @@ class Ledger:
         return rows
 
 
-def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray | None:
-    """(G,) float rewards of group ``g``, ``None`` without a pass-rate model."""
+def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray:
+    """(G,) float rewards of group ``g``. Raises ValueError when its batch has none (the
+    run has no pass-rate model: callers check first)."""
     correct = batches[g.j].correct
-    return None if correct is None else correct[g.lo // g.G].astype(np.float64)
+    if correct is None:
+        raise ValueError(f"batch {g.j} has no rewards (no pass-rate model)")
+    return correct[g.lo // g.G].astype(np.float64)
 
 
 def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float:

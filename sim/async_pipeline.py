@@ -277,7 +277,9 @@ class _Simulation:
         """Collect step ``t``'s groups from the ready queue (a SimPy generator returning
         the taken list): stale ones dropped; with dynamic sampling homogeneous ones
         filtered and the step's rounds capped (:class:`sim.async_dynamic.AsyncRounds`)."""
-        B, r, taken, deferred = self.cfg.prompts, self.rounds, [], []
+        B, r = self.cfg.prompts, self.rounds
+        taken: list[GroupState] = []
+        deferred: list[GroupState] = []
         self.filtered_now = []
         if r is not None:
             r.start_step()

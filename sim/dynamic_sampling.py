@@ -122,6 +122,8 @@ class Collector:
         self.generated += n
         if self.ds is None:
             idx = np.arange(n)
+        elif correct is None:
+            raise ValueError("Collector: dynamic sampling needs the round's rewards")
         else:
             idx = np.flatnonzero(informative(correct))[: self.B - self.kept]
         self.kept += len(idx)

@@ -55,7 +55,8 @@ def run_sync_fast(
         )
     B = cfg.prompts
     tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B)
-    sink, cols = RolloutSink(rollout_path), {k: [] for k in _STEP_COLUMNS}
+    sink = RolloutSink(rollout_path)
+    cols: dict[str, list] = {k: [] for k in _STEP_COLUMNS}
     reward_rows: list[dict] = []
     state = FastState(t_now=0.0, rr=0, stream=PromptStream(cfg.dataset_size))
     step, pending, pending_rows = 0, [], 0  # per-block columns not yet in a frame

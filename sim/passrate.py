@@ -43,8 +43,15 @@ STREAM_CORRECT = 12
 class PassRateModel(Protocol):
     """A distribution of per-prompt pass rates (wave_spec "Pass rates and rewards")."""
 
-    spec: str
-    coupling: float
+    @property
+    def spec(self) -> str:
+        """The spec or file it was read from, e.g. ``beta:0.6,1.4``."""
+        ...
+
+    @property
+    def coupling(self) -> float:
+        """Length-correctness coupling fitted with it (0 for none)."""
+        ...
 
     def initial(self, seed: int, prompt_ids: np.ndarray) -> np.ndarray:
         """``prompt_ids.shape`` float64 pass rates in [0, 1] at step 0, keyed on
@@ -208,17 +215,17 @@ def _from_file(path: Path, coupling: float) -> PassRateModel:
                         raise ValueError(f"{name}: row {i}: not valid JSON") from None
     else:
         raise ValueError(f"{name}: unknown pass-rate file type; expected .json, .csv or .jsonl")
-    values = []
+    rates: list[float] = []
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or row.get("pass_rate") in (None, ""):
             raise ValueError(f"{name}: row {i}: missing field 'pass_rate'")
         try:
-            values.append(float(row["pass_rate"]))
+            rates.append(float(row["pass_rate"]))
         except (TypeError, ValueError):
             raise ValueError(
                 f"{name}: row {i}, field 'pass_rate': not a number ({row['pass_rate']!r})"
             ) from None
-    return EmpiricalPassRate(tuple(values), name, coupling)
+    return EmpiricalPassRate(tuple(rates), name, coupling)
 
 
 def coupled_probs(p: np.ndarray, lengths: np.ndarray, coupling: float) -> np.ndarray:
@@ -268,9 +275,9 @@ def draw_correct(
     Raises ValueError when coupling is non-zero and ``lengths`` is missing.
     """
     pid = np.asarray(prompt_ids, dtype=np.int64)[..., None]
-    st = np.asarray(step, dtype=np.int64)
-    st = int(st) if st.ndim == 0 else st.reshape(-1, *([1] * (pid.ndim - 1)))
-    u = hash_uniform(seed, STREAM_CORRECT, st, pid, np.arange(G))  # (..., n, G)
+    steps = np.asarray(step, dtype=np.int64)
+    key = int(steps) if steps.ndim == 0 else steps.reshape(-1, *([1] * (pid.ndim - 1)))
+    u = hash_uniform(seed, STREAM_CORRECT, key, pid, np.arange(G))  # (..., n, G)
     p = np.asarray(p, dtype=np.float64)
     if coupling == 0.0:
         return u < p[..., None]

@@ -86,7 +86,7 @@ def rollout_columns(
     step: int,
     G: int,
     prompt_ids: np.ndarray,
-    batch: Batch,
+    batch: Batch | BatchRows,
     policy_version: int | np.ndarray,
     learner_version: int | np.ndarray,
     max_response_length: int,

@@ -117,10 +117,16 @@ class RewardTracker:
         """The run has rewards."""
         return self.cfg is not None
 
+    def _cfg(self) -> RewardConfig:
+        """The config; RuntimeError on a disabled tracker (callers check :attr:`enabled`)."""
+        if self.cfg is None:
+            raise RuntimeError("RewardTracker: the run has no pass-rate model")
+        return self.cfg
+
     def pass_rates(self, prompt_ids: np.ndarray, model: Any = None) -> np.ndarray:
         """Pass rates of ``prompt_ids`` (any shape) under ``model`` (default: the
         learner's current model; the asynchronous pipeline passes the generators' copy)."""
-        p0 = self.cfg.pass_rate.initial(self.seed, prompt_ids)
+        p0 = self._cfg().pass_rate.initial(self.seed, prompt_ids)
         model = model if model is not None else self.model
         return p0 if model is None else np.asarray(model.current(p0), dtype=np.float64)
 
@@ -130,7 +136,7 @@ class RewardTracker:
         """``(n, G)`` bool correctness of a generation round at ``step`` (keyed draws,
         :func:`sim.passrate.draw_correct`); ``lengths`` (n, G) for the coupling."""
         p = self.pass_rates(prompt_ids, model)
-        return draw_correct(self.seed, step, prompt_ids, G, p, lengths, self.cfg.coupling)
+        return draw_correct(self.seed, step, prompt_ids, G, p, lengths, self._cfg().coupling)
 
     def behaviour_copy(self) -> Any:
         """A copy of the learning model as it is now (the weights a sync sends to the
@@ -139,7 +145,7 @@ class RewardTracker:
             return None
         from rolloutlab.sim.learning import LearningModel
 
-        copy = LearningModel(self.cfg.learning)
+        copy = LearningModel(self._cfg().learning)
         copy.load_state_dict(self.model.state_dict())
         return copy
 
