@@ -236,3 +236,18 @@ def test_propose_sees_the_first_round_with_dynamic_sampling(tiny_scenario, runne
     cfg = _cfg(RewardConfig(FixedPassRate(0.5)), dynamic=DynamicSampling(1.5, 2, "batch"))
     RUNNERS[runner](tiny_scenario, ctl, cfg)
     assert ctl.asked[0] == list(range(6))  # ceil(1.5 * 4) prompts of round 1
+
+
+def test_all_synchronous_pipelines_agree_with_the_real_learning_model(tiny_scenario):
+    from rolloutlab.sim.learning import LearningParams
+
+    learn = RewardConfig(BetaPassRate(0.6, 1.4), learning=LearningParams(kappa=5.0))
+    out = [
+        RUNNERS[k](tiny_scenario, parse_controller("static:4"), _cfg(learn, steps=25))
+        for k in ("simpy", "fast", "async-sync")
+    ]
+    for r, s in out[1:]:
+        assert r["reward"].equals(out[0][0]["reward"])
+        assert np.allclose(s["reward_mean"].to_numpy(), out[0][1]["reward_mean"].to_numpy())
+    means = out[0][1]["reward_mean"].to_numpy()
+    assert means[-8:].mean() > means[:8].mean()  # pass rates rise as it trains
