@@ -15,6 +15,7 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -187,3 +188,4 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
+calibrate.add_command(calibrate_groups_cmd)

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from rolloutlab.calibration.validate import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, verl_config, verl_options
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.groups import validate_groups_cmd
 
 
 @click.group()
@@ -65,3 +66,6 @@ def validate_verl_tb(
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=4):
         click.echo(table)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
+
+
+validate.add_command(validate_groups_cmd)

@@ -1,0 +1,386 @@
+"""Read grouped per-sample files: every response length of every group, step by step.
+
+Layouts (chosen per file from its first record):
+
+* one record per prompt per step, the lengths field a list (``{"step": 3, "prompt_id":
+  7, "response_lengths": [412, 95, ...], "score": [1, 0, ...]}``; Qwen2.5-Math's
+  ``math_cot_100.jsonl`` with its ``response`` texts and ``score`` booleans);
+* one record per sample (``{"step": 3, "prompt_id": 7, "response_length": 412, ...}``);
+* the project's own rollout trace (``rollouts.parquet``/``rollouts.jsonl``, schema
+  :data:`sim.trace.ROLLOUT_SCHEMA`), read with :func:`sim.trace.read` (aborted rollouts
+  left out; ``finish_reason == "length"`` is a censored length).
+
+Formats: JSONL (``.jsonl``/``.json``), CSV (a list cell as JSON text, ``"[412, 95]"``) and
+parquet. Field names are configurable (:class:`FieldNames`); a field left ``None`` is
+looked up among :data:`CANDIDATES` (the common spellings). Text responses become lengths
+with a Hugging Face tokenizer when one is given and found locally (never downloaded),
+else character counts; :attr:`GroupedTrace.length_unit` says which.
+
+Censoring: a sample is right-censored at its cap when a finish-reason field says
+``length`` or a cap field is given and the length reaches it. A cap field named
+``max_model_len`` caps prompt + response (a per-prompt ``max_model_len`` truncates
+without raising verl's clip ratio), so the response cap is ``max_model_len -
+prompt_tokens``; any other cap field caps the response. A ``length`` finish without a
+cap field puts the cap at the length itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rolloutlab.sim import trace as sim_trace
+
+
+class GroupedDataError(ValueError):
+    """Unusable grouped input; the message names the file, the line and the field."""
+
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "step": ("step", "global_step", "training_step", "iteration"),
+    "lengths": (
+        "response_lengths",
+        "lengths",
+        "response_length",
+        "response_tokens",
+        "output",
+        "outputs",
+        "responses",
+        "response",
+    ),
+    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question"),
+    "prompt_tokens": ("prompt_tokens", "input", "prompt_length", "input_tokens"),
+    "reward": ("score", "reward", "scores", "rewards", "correct"),
+    "cap": ("max_response_length", "max_tokens", "response_cap", "max_model_len"),
+    "finish_reason": ("finish_reason", "finish_reasons", "stop_reason"),
+    "sample": ("sample_idx", "sample_index"),
+}
+"""Field -> names tried in order when :class:`FieldNames` leaves it ``None``."""
+
+COLUMNS = "source, line, step, prompt, sample_idx, length, censored, cap, reward, prompt_tokens"
+
+
+@dataclass(frozen=True)
+class FieldNames:
+    """Field names of a grouped file; ``None`` = the first of :data:`CANDIDATES` present."""
+
+    step: str | None = None
+    lengths: str | None = None
+    prompt: str | None = None
+    prompt_tokens: str | None = None
+    reward: str | None = None
+    cap: str | None = None
+    finish_reason: str | None = None
+    sample: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupedTrace:
+    """Samples of grouped files: ``samples`` has one row per response, columns
+    ``source`` (file), ``line`` (1-based line, or row + 1), ``step`` (Int64; 0 when the
+    file has no step field), ``prompt`` (String key), ``sample_idx`` (Int64),
+    ``length`` (Int64 >= 1), ``censored`` (Boolean), ``cap`` (Int64, null = unknown),
+    ``reward`` (Float64, null = none), ``prompt_tokens`` (Int64, null = none)."""
+
+    samples: pl.DataFrame
+    length_unit: str
+    """``"tokens"``, ``"tokens (tokenizer NAME)"`` or ``"characters ..."``."""
+
+    def steps(self) -> list[int]:
+        """Distinct steps, ascending."""
+        return sorted(self.samples["step"].unique().to_list())
+
+    def groups(self, field: str = "length") -> list[list[np.ndarray]]:
+        """Per step (ascending), one ``(G_i,)`` array of ``field`` per prompt, in order of
+        ``sample_idx`` (``field``: ``length``, ``censored``, ``reward`` ...)."""
+        out = []
+        df = self.samples.sort("step", "prompt", "sample_idx", maintain_order=True)
+        for _, step_df in df.group_by("step", maintain_order=True):
+            out.append(
+                [g[field].to_numpy() for _, g in step_df.group_by("prompt", maintain_order=True)]
+            )
+        return out
+
+    def has_rewards(self) -> bool:
+        """True when every sample has a reward."""
+        return self.samples["reward"].null_count() == 0
+
+    def group_size(self) -> int:
+        """The one group size G of every (step, prompt). Raises: GroupedDataError naming
+        the file, line, step and prompt of the first group of another size."""
+        sizes = self.samples.group_by("step", "prompt", maintain_order=True).agg(
+            pl.len().alias("n"), pl.col("source").first(), pl.col("line").first()
+        )
+        G = int(sizes["n"].mode().sort()[-1])
+        bad = sizes.filter(pl.col("n") != G)
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise GroupedDataError(
+                f"{r['source']}: line {r['line']}: field 'lengths': step {r['step']} prompt "
+                f"{r['prompt']!r} has {r['n']} samples, the other groups {G} (equal G needed)"
+            )
+        return G
+
+    def matrix(self, step: int, field: str = "length") -> np.ndarray:
+        """``(B, G)`` array of ``field`` at ``step`` (needs equal G, :meth:`group_size`)."""
+        self.group_size()
+        i = self.steps().index(step)
+        return np.stack(self.groups(field)[i])
+
+
+def _pick(name: str | None, key: str, columns, where: str, required: bool = False):
+    if name is not None:
+        if name not in columns:
+            raise GroupedDataError(f"{where}: no field {name!r} ({key})")
+        return name
+    found = next((c for c in CANDIDATES[key] if c in columns), None)
+    if found is None and required:
+        raise GroupedDataError(
+            f"{where}: no {key} field (tried {', '.join(CANDIDATES[key])}; name it with "
+            f"--{key.replace('_', '-')}-field)"
+        )
+    return found
+
+
+def _records(path: Path) -> list[tuple[int, dict]]:
+    """``(line, record)`` pairs of a JSONL, CSV or parquet file."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        out = []
+        with open(path) as fh:
+            for no, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise GroupedDataError(
+                        f"{path}: line {no}: not valid JSON ({exc.msg})"
+                    ) from None
+                if not isinstance(rec, dict):
+                    raise GroupedDataError(f"{path}: line {no}: expected a JSON object")
+                out.append((no, rec))
+        return out
+    if suffix == ".csv":
+        df, first = pl.read_csv(path, infer_schema_length=0), 2  # strings; header is line 1
+    elif suffix == ".parquet":
+        df, first = pl.read_parquet(path), 1
+    else:
+        raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
+    return [(i + first, r) for i, r in enumerate(df.iter_rows(named=True))]
+
+
+def _cell(v):
+    """A CSV cell: JSON text (a list, a number) decoded, anything else as is."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+class _Lengths:
+    """Turns one length value (a number, or a text) into an int >= 1; counts texts."""
+
+    def __init__(self, tokenizer: str | None):
+        self.tokenizer_name, self._tok, self.texts = tokenizer, None, 0
+        self.tried = False
+
+    def unit(self) -> str:
+        if not self.texts:
+            return "tokens"
+        if self._tok is not None:
+            return f"tokens (tokenizer {self.tokenizer_name})"
+        if self.tokenizer_name:
+            return f"characters (tokenizer {self.tokenizer_name!r} not found locally)"
+        return "characters (no tokenizer given)"
+
+    def _tokenizer(self):
+        if not self.tried:
+            self.tried = True
+            if self.tokenizer_name:
+                try:
+                    from transformers import AutoTokenizer
+
+                    self._tok = AutoTokenizer.from_pretrained(
+                        self.tokenizer_name, local_files_only=True
+                    )
+                except (OSError, ValueError, ImportError):
+                    self._tok = None
+        return self._tok
+
+    def __call__(self, v, where: str) -> int:
+        if isinstance(v, str):
+            self.texts += 1
+            tok = self._tokenizer()
+            n = len(tok(v, add_special_tokens=False)["input_ids"]) if tok else len(v)
+            return max(n, 1)  # an empty response still took one step (EOS)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise GroupedDataError(f"{where}: expected a length or a text, got {v!r}")
+        if math.isnan(v) or v < 1 or v != int(v):
+            raise GroupedDataError(f"{where}: length {v!r} is not an integer >= 1")
+        return int(v)
+
+
+def _number(v, where: str) -> float | None:
+    if v is None:
+        return None
+    v = _cell(v)
+    if isinstance(v, bool):
+        return float(v)
+    if not isinstance(v, int | float) or math.isnan(v):
+        raise GroupedDataError(f"{where}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _per_sample_values(rec: dict, name: str | None, n: int, where: str, per_prompt: bool):
+    """The field's ``n`` per-sample values (a list in a per-prompt record, else broadcast)."""
+    if name is None or rec.get(name) is None:
+        return [None] * n
+    v = _cell(rec[name])
+    if isinstance(v, list):
+        if len(v) != n:
+            raise GroupedDataError(f"{where} {name!r}: {len(v)} values for {n} samples")
+        return v
+    return [v] * n
+
+
+def _read_records(path: Path, names: FieldNames, lengths: _Lengths) -> list[dict]:
+    recs = _records(path)
+    if not recs:
+        raise GroupedDataError(f"{path}: no records")
+    cols = set().union(*(r.keys() for _, r in recs[:50]))
+    where = f"{path}: line {recs[0][0]}"
+    f = {k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths")) for k in CANDIDATES}
+    per_prompt = isinstance(_cell(recs[0][1].get(f["lengths"])), list)
+    if not per_prompt and f["prompt"] is None:
+        raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
+    rows = []
+    for no, rec in recs:
+        at = f"{path}: line {no}: field"
+        if f["lengths"] not in rec or rec[f["lengths"]] is None:
+            raise GroupedDataError(f"{at} {f['lengths']!r}: missing")
+        raw = _cell(rec[f["lengths"]])
+        vals = raw if per_prompt else [raw]
+        if per_prompt and (not isinstance(raw, list) or not raw):
+            raise GroupedDataError(f"{at} {f['lengths']!r}: expected a non-empty list")
+        ls = [lengths(v, f"{at} {f['lengths']!r}") for v in vals]
+        n = len(ls)
+        step = _number(rec.get(f["step"]), f"{at} {f['step']!r}") if f["step"] else 0.0
+        prompt = rec.get(f["prompt"]) if f["prompt"] else None
+        prompt = str(prompt) if prompt is not None else f"row{no}"
+        pt = (
+            _number(rec.get(f["prompt_tokens"]), f"{at} {f['prompt_tokens']!r}")
+            if f["prompt_tokens"]
+            else None
+        )
+        extra = {
+            k: _per_sample_values(rec, f[k], n, f"{at}", per_prompt)
+            for k in ("reward", "cap", "finish_reason", "sample")
+        }
+        for j, length in enumerate(ls):
+            cap = _number(extra["cap"][j], f"{at} {f['cap']!r}")
+            if cap is not None and f["cap"] == "max_model_len" and pt is not None:
+                cap -= pt
+            fin = extra["finish_reason"][j]
+            censored = fin == "length" or (cap is not None and length >= cap)
+            if fin == "length" and cap is None:
+                cap = length
+            sample = _number(extra["sample"][j], f"{at} {f['sample']!r}")
+            rows.append(
+                {
+                    "line": no,
+                    "step": int(step or 0),
+                    "prompt": prompt,
+                    "sample_idx": j if sample is None else int(sample),
+                    "length": min(length, int(cap)) if cap is not None and cap >= 1 else length,
+                    "censored": bool(censored),
+                    "cap": None if cap is None else int(cap),
+                    "reward": _number(extra["reward"][j], f"{at} {f['reward']!r}"),
+                    "prompt_tokens": None if pt is None else int(pt),
+                }
+            )
+    return rows
+
+
+def _read_rollouts(path: Path) -> pl.DataFrame:
+    """The project's own rollout trace as :data:`COLUMNS` rows (aborts left out)."""
+    try:
+        df = sim_trace.read(path, "rollouts")
+    except sim_trace.TraceError as exc:
+        raise GroupedDataError(str(exc)) from None
+    df = df.with_row_index("line", offset=1).filter(pl.col("finish_reason") != "abort")
+    length_hit = pl.col("finish_reason") == "length"
+    return df.select(
+        pl.col("line").cast(pl.Int64),
+        "step",
+        pl.col("prompt_id").cast(pl.String).alias("prompt"),
+        "sample_idx",
+        pl.col("response_tokens").clip(lower_bound=1).alias("length"),
+        length_hit.alias("censored"),
+        pl.when(length_hit).then(pl.col("response_tokens")).alias("cap"),
+        (pl.col("reward") if "reward" in df.columns else pl.lit(None)).alias("reward"),
+        "prompt_tokens",
+    )
+
+
+def is_rollout_trace(path: Path) -> bool:
+    """True for the project's own ``rollouts.parquet`` / ``rollouts.jsonl``."""
+    return path.name.startswith("rollouts") and path.suffix in (".parquet", ".jsonl")
+
+
+_SCHEMA = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "step": pl.Int64,
+    "prompt": pl.String,
+    "sample_idx": pl.Int64,
+    "length": pl.Int64,
+    "censored": pl.Boolean,
+    "cap": pl.Int64,
+    "reward": pl.Float64,
+    "prompt_tokens": pl.Int64,
+}
+
+
+def read_grouped(
+    paths: list[str | Path], names: FieldNames = FieldNames(), tokenizer: str | None = None
+) -> GroupedTrace:
+    """Read grouped per-sample files (module docstring) into one :class:`GroupedTrace`.
+
+    Files are concatenated; prompts of different files are kept apart (the key is
+    prefixed with the file index when more than one file is given). A run directory
+    holding ``rollouts.parquet`` may be given for the file.
+
+    Raises: GroupedDataError (file, line, field) on a missing file or length field,
+    invalid JSON, a length that is negative, zero, NaN or not an integer, a non-numeric
+    step/reward/cap, or a per-prompt list of the wrong size.
+    """
+    frames, counter = [], _Lengths(tokenizer)
+    for i, p in enumerate(paths):
+        path = Path(p)
+        if path.is_dir() and (path / "rollouts.parquet").is_file():
+            path = path / "rollouts.parquet"
+        if not path.is_file():
+            raise GroupedDataError(f"{path}: no such file")
+        if is_rollout_trace(path):
+            df = _read_rollouts(path)
+        else:
+            df = pl.DataFrame(_read_records(path, names, counter), schema_overrides=_SCHEMA)
+        if len(paths) > 1:
+            df = df.with_columns((pl.lit(f"{i}:") + pl.col("prompt")).alias("prompt"))
+        frames.append(df.with_columns(pl.lit(str(path)).alias("source")))
+    cols = list(_SCHEMA)
+    samples = pl.concat(
+        [f.cast({c: t for c, t in _SCHEMA.items() if c in f.columns}).select(cols) for f in frames]
+    )
+    return GroupedTrace(samples=samples, length_unit=counter.unit())
+
+
+FIELD_OPTIONS = [f.name for f in fields(FieldNames)]
+"""The :class:`FieldNames` fields (``--<name>-field`` on the command line)."""

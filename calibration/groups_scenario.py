@@ -1,0 +1,84 @@
+"""The calibration file of ``calibrate groups``: lengths fitted on a grouped per-sample
+trace (:mod:`calibration.groups_fit`, or the observed groups themselves), cost and engine
+of another scenario (a per-sample trace holds no timing), provenance."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from rolloutlab.calibration.grouped import GroupedTrace
+from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.groups_validate import data_cap
+from rolloutlab.calibration.writer import calibration_dict, source_entry
+from rolloutlab.sim.scenario import load_scenario
+
+PASS_RATE_NOTE = (
+    "not fitted: the pass-rate fitter (calibration.passrate_fit) is not on this branch; "
+    "rewards are read (GroupedTrace.groups('reward'))"
+)
+
+
+@dataclass(frozen=True)
+class GroupsCalibrationConfig:
+    """Options of :func:`calibrate_groups`."""
+
+    length_model: str = "lognormal"
+    """``lognormal`` (hierarchical fit) or ``empirical`` (observed groups, resampled
+    without replacement)."""
+    max_response_length: int | None = None
+    """Cap (default: the largest cap in the data, else the longest length)."""
+    cost_from: str = "gsm8k"
+    """Bundled scenario or calibration file whose cost, engine and prompt length are used
+    (prompt length: the data's median when it has one)."""
+    name: str = "groups"
+
+
+def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
+    """Calibration dict (format of :mod:`sim.scenario`) of ``trace``. ``fit`` holds the
+    hierarchical fit with standard errors (also in empirical mode, for reference), the
+    length unit and the pass-rate note. Raises ValueError / CalibrationError on a bad
+    ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
+    L, C = trace.groups("length"), trace.groups("censored")
+    at = [s for s, gs in zip(trace.steps(), L, strict=True) for _ in gs]
+    flat = [g for s in L for g in s]
+    fit = fit_groups(flat, [c for s in C for c in s], at)
+    cap = cfg.max_response_length or data_cap(trace)
+    if cfg.length_model == "empirical":
+        lengths = {
+            "kind": "empirical",
+            "values": np.concatenate(flat).astype(int).tolist(),
+            "groups": [np.asarray(g).astype(int).tolist() for g in flat],
+            "replace": False,
+            "max_response_length": cap,
+        }
+    else:
+        m = fit.model(cap)
+        lengths = {"kind": "lognormal", **asdict(m)}
+    base = load_scenario(cfg.cost_from)
+    pt = trace.samples["prompt_tokens"].drop_nulls()
+    per_step_b = [len(s) for s in L]
+    return calibration_dict(
+        name=cfg.name,
+        lengths=lengths,
+        prompt_tokens=int(pt.median()) if pt.len() else base.prompt_tokens,
+        cost=base.cost.to_dict(),
+        engine=asdict(base.engine),
+        defaults={"prompts": int(np.median(per_step_b))},
+        provenance={
+            "kind": "grouped per-sample lengths",
+            "sources": [
+                source_entry(p) for p in trace.samples["source"].unique(maintain_order=True)
+            ],
+            "length_unit": trace.length_unit,
+            "cost_from": str(cfg.cost_from),
+            "config": asdict(cfg),
+        },
+        fit={
+            "lengths": fit.to_dict(),
+            "steps": len(L),
+            "group_size": sorted({len(g) for g in flat}),
+            "cap_source": "option" if cfg.max_response_length else "data",
+            "pass_rate": PASS_RATE_NOTE if trace.has_rewards() else "no rewards in the data",
+        },
+    )
