@@ -165,23 +165,31 @@ def _records(path: Path) -> list[tuple[int, dict]]:
                     raise GroupedDataError(f"{path}: line {no}: expected a JSON object")
                 out.append((no, rec))
         return out
-    if suffix == ".csv":
-        df, first = pl.read_csv(path, infer_schema_length=0), 2  # strings; header is line 1
-    elif suffix == ".parquet":
-        df, first = pl.read_parquet(path), 1
-    else:
-        raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
-    return [(i + first, r) for i, r in enumerate(df.iter_rows(named=True))]
+    if suffix == ".csv":  # every cell a string; header is line 1
+        df = pl.read_csv(path, infer_schema_length=0)
+        return [
+            (i + 2, {k: _csv_cell(v) for k, v in r.items()})
+            for i, r in enumerate(df.iter_rows(named=True))
+        ]
+    if suffix == ".parquet":
+        return [(i + 1, r) for i, r in enumerate(pl.read_parquet(path).iter_rows(named=True))]
+    raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
 
 
-def _cell(v):
-    """A CSV cell: JSON text (a list, a number) decoded, anything else as is."""
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
+def _csv_cell(v: str | None):
+    """A CSV cell: JSON (a list ``[412, 95]``, a number, true/false) or a float
+    (``nan``, ``inf``) decoded, anything else kept as text (so a response text that is
+    just a number, ``"42"``, reads as a length in CSV; use JSONL for such texts)."""
+    if v is None:
+        return None
+    try:
+        return json.loads(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
 
 
 class _Lengths:
@@ -190,10 +198,14 @@ class _Lengths:
     def __init__(self, tokenizer: str | None):
         self.tokenizer_name, self._tok, self.texts = tokenizer, None, 0
         self.tried = False
+        self.numbers: set[str] = set()  # fields that held numeric lengths
 
     def unit(self) -> str:
+        """What the lengths count: numbers as given (tokens for the project's traces);
+        texts in tokens of the tokenizer when it loaded, else in characters."""
         if not self.texts:
-            return "tokens"
+            given = ", ".join(sorted(self.numbers))
+            return f"as given in field {given!r} (tokens?)" if given else "tokens"
         if self._tok is not None:
             return f"tokens (tokenizer {self.tokenizer_name})"
         if self.tokenizer_name:
@@ -214,7 +226,7 @@ class _Lengths:
                     self._tok = None
         return self._tok
 
-    def __call__(self, v, where: str) -> int:
+    def __call__(self, v, field: str, where: str) -> int:
         if isinstance(v, str):
             self.texts += 1
             tok = self._tokenizer()
@@ -224,13 +236,15 @@ class _Lengths:
             raise GroupedDataError(f"{where}: expected a length or a text, got {v!r}")
         if math.isnan(v) or v < 1 or v != int(v):
             raise GroupedDataError(f"{where}: length {v!r} is not an integer >= 1")
+        self.numbers.add(field)
         return int(v)
 
 
 def _number(v, where: str) -> float | None:
+    """``v`` as a float (None stays None; booleans are 0/1). Raises GroupedDataError
+    naming ``where`` on a non-number or NaN."""
     if v is None:
         return None
-    v = _cell(v)
     if isinstance(v, bool):
         return float(v)
     if not isinstance(v, int | float) or math.isnan(v):
@@ -242,7 +256,7 @@ def _per_sample_values(rec: dict, name: str | None, n: int, where: str, per_prom
     """The field's ``n`` per-sample values (a list in a per-prompt record, else broadcast)."""
     if name is None or rec.get(name) is None:
         return [None] * n
-    v = _cell(rec[name])
+    v = rec[name]
     if isinstance(v, list):
         if len(v) != n:
             raise GroupedDataError(f"{where} {name!r}: {len(v)} values for {n} samples")
@@ -251,13 +265,15 @@ def _per_sample_values(rec: dict, name: str | None, n: int, where: str, per_prom
 
 
 def _read_records(path: Path, names: FieldNames, lengths: _Lengths) -> list[dict]:
+    """One dict per sample (:data:`COLUMNS` less ``source``) of a JSONL/CSV/parquet file;
+    see :func:`read_grouped`."""
     recs = _records(path)
     if not recs:
         raise GroupedDataError(f"{path}: no records")
     cols = set().union(*(r.keys() for _, r in recs[:50]))
     where = f"{path}: line {recs[0][0]}"
     f = {k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths")) for k in CANDIDATES}
-    per_prompt = isinstance(_cell(recs[0][1].get(f["lengths"])), list)
+    per_prompt = isinstance(recs[0][1].get(f["lengths"]), list)
     if not per_prompt and f["prompt"] is None:
         raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
     rows = []
@@ -265,11 +281,11 @@ def _read_records(path: Path, names: FieldNames, lengths: _Lengths) -> list[dict
         at = f"{path}: line {no}: field"
         if f["lengths"] not in rec or rec[f["lengths"]] is None:
             raise GroupedDataError(f"{at} {f['lengths']!r}: missing")
-        raw = _cell(rec[f["lengths"]])
+        raw = rec[f["lengths"]]
         vals = raw if per_prompt else [raw]
         if per_prompt and (not isinstance(raw, list) or not raw):
             raise GroupedDataError(f"{at} {f['lengths']!r}: expected a non-empty list")
-        ls = [lengths(v, f"{at} {f['lengths']!r}") for v in vals]
+        ls = [lengths(v, f["lengths"], f"{at} {f['lengths']!r}") for v in vals]
         n = len(ls)
         step = _number(rec.get(f["step"]), f"{at} {f['step']!r}") if f["step"] else 0.0
         prompt = rec.get(f["prompt"]) if f["prompt"] else None

@@ -105,7 +105,9 @@ def calibrate_groups_cmd(
 
 @click.command("groups")
 @reader_options
-@click.option("--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps.")
+@click.option(
+    "--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps."
+)
 @click.option("--tau", default="4", show_default=True, help="Comma-separated thresholds > 1.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
