@@ -205,7 +205,7 @@ class _Lengths:
         texts in tokens of the tokenizer when it loaded, else in characters."""
         if not self.texts:
             given = ", ".join(sorted(self.numbers))
-            return f"as given in field {given!r} (tokens?)" if given else "tokens"
+            return f"numbers of field {given!r}, unit as given" if given else "tokens"
         if self._tok is not None:
             return f"tokens (tokenizer {self.tokenizer_name})"
         if self.tokenizer_name:

@@ -34,7 +34,7 @@ def test_calibrate_groups_writes_loadable_scenarios(tmp_path):
     assert sc.lengths.sigma_prompt == fit["sigma_prompt"] and fit["n_samples"] == 800
     # the bundled ICC (0.757, ANOVA on the same lengths) lies within 2 SE of the ML fit
     assert abs(fit["icc"] - 0.757) <= 2 * fit["se"]["icc"]
-    assert d["provenance"]["length_unit"].startswith("as given in field 'response_chars'")
+    assert d["provenance"]["length_unit"] == "numbers of field 'response_chars', unit as given"
     assert d["provenance"]["sources"][0]["path"].endswith("math_cot_100_lengths.jsonl")
     emp = tmp_path / "real.json"
     r = _run("calibrate", "groups", REAL, "--out", emp, "--length-model", "empirical")
