@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from rolloutlab.calibration.grouped import GroupedTrace
 from rolloutlab.calibration.groups_fit import fit_groups
-from rolloutlab.calibration.groups_validate import data_cap
 from rolloutlab.calibration.writer import calibration_dict, source_entry
 from rolloutlab.sim.scenario import load_scenario
 
@@ -27,7 +26,8 @@ class GroupsCalibrationConfig:
     """``lognormal`` (hierarchical fit) or ``empirical`` (observed groups, resampled
     without replacement)."""
     max_response_length: int | None = None
-    """Cap (default: the largest cap in the data, else the longest length)."""
+    """Cap (default: the largest cap in the data, else the longest observed length,
+    which the simulator then never exceeds)."""
     cost_from: str = "gsm8k"
     """Bundled scenario or calibration file whose cost, engine and prompt length are used
     (prompt length: the data's median when it has one)."""
@@ -39,11 +39,10 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     hierarchical fit with standard errors (also in empirical mode, for reference), the
     length unit and the pass-rate note. Raises ValueError / CalibrationError on a bad
     ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
-    L, C = trace.groups("length"), trace.groups("censored")
-    at = [s for s, gs in zip(trace.steps(), L, strict=True) for _ in gs]
-    flat = [g for s in L for g in s]
-    fit = fit_groups(flat, [c for s in C for c in s], at)
-    cap = cfg.max_response_length or data_cap(trace)
+    flat = trace.flat("length")
+    fit = fit_groups(flat, trace.flat("censored"), trace.group_steps())
+    known = trace.known_cap()
+    cap = cfg.max_response_length or known or int(trace.samples["length"].max())
     if cfg.length_model == "empirical":
         lengths = {
             "kind": "empirical",
@@ -57,7 +56,7 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
         lengths = {"kind": "lognormal", **asdict(m)}
     base = load_scenario(cfg.cost_from)
     pt = trace.samples["prompt_tokens"].drop_nulls()
-    per_step_b = [len(s) for s in L]
+    per_step_b = [len(s) for s in trace.groups("length")]
     return calibration_dict(
         name=cfg.name,
         lengths=lengths,
@@ -76,9 +75,11 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
         },
         fit={
             "lengths": fit.to_dict(),
-            "steps": len(L),
+            "steps": len(trace.steps()),
             "group_size": sorted({len(g) for g in flat}),
-            "cap_source": "option" if cfg.max_response_length else "data",
+            "cap_source": "--max-response-length"
+            if cfg.max_response_length
+            else ("data" if known else "longest observed length (no cap in the data)"),
             "pass_rate": PASS_RATE_NOTE if trace.has_rewards() else "no rewards in the data",
         },
     )

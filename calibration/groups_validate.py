@@ -108,18 +108,25 @@ def predict(model, steps: list[int], B: int, G_max: int, reps: int, seed: int) -
     return np.concatenate(out)
 
 
-def tb_stats_model(mats: list[np.ndarray], steps: list[int], cap: int) -> LognormalLengths:
-    """Today's TensorBoard-statistics model: per-step pooled mean/max/min/clip ratio fits
-    (:mod:`calibration.lengths_fit`), trend lines, spread split by the bundled ICC."""
+def tb_stats_model(trace: GroupedTrace, fit_steps: int, cap: int) -> LognormalLengths:
+    """Today's TensorBoard-statistics model: per-step pooled mean/max/min/clip ratio
+    (the censored share) fits (:mod:`calibration.lengths_fit`) of the first ``fit_steps``
+    steps, trend lines, spread split by the bundled ICC."""
     fits = []
-    for s, m in zip(steps, mats, strict=True):
-        x = m.ravel().astype(np.float64)
+    per_step = zip(
+        trace.steps()[:fit_steps],
+        trace.groups("length")[:fit_steps],
+        trace.groups("censored")[:fit_steps],
+        strict=True,
+    )
+    for s, groups, censored in per_step:
+        x = np.concatenate(groups).astype(np.float64)
         stats = StepLengthStats(
             step=s,
             mean=float(x.mean()),
             max=float(x.max()),
             min=float(x.min()),
-            clip_ratio=float((x >= cap).mean()),
+            clip_ratio=float(np.concatenate(censored).mean()),
             n=x.size,
             cap=cap,
         )
@@ -169,7 +176,7 @@ class ValidationConfig:
     draws: int = 200
     reps: int = 300
     cap: int | None = None
-    """Response cap (default: the largest cap in the data, else the longest length)."""
+    """Response cap (default: the largest cap in the data, else none)."""
     length_model: str = "lognormal"
     """``lognormal`` (hierarchical fit and baselines) or ``empirical``."""
     seed: int = 0
@@ -177,11 +184,9 @@ class ValidationConfig:
 
 def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> dict:
     """``name -> (length model, fit G)`` fitted on the first ``cfg.fit_steps`` steps."""
-    steps = trace.steps()[: cfg.fit_steps]
-    L, C = trace.groups("length")[: cfg.fit_steps], trace.groups("censored")[: cfg.fit_steps]
-    flat = [g for s in L for g in s]
-    cens = [c for s in C for c in s]
-    at = [s for s, gs in zip(steps, L, strict=True) for _ in gs]
+    flat = trace.flat("length", cfg.fit_steps)
+    cens = trace.flat("censored", cfg.fit_steps)
+    at = trace.group_steps(cfg.fit_steps)
     if cfg.length_model == "empirical":
         groups = tuple(np.asarray(g, dtype=np.int64) for g in flat)
         emp = EmpiricalLengths(
@@ -192,7 +197,7 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
     out = {
         "hierarchical": (hier.model(cap), G),
-        "tb_stats_icc": (tb_stats_model([np.stack(s) for s in L], steps, cap), G),
+        "tb_stats_icc": (tb_stats_model(trace, cfg.fit_steps, cap), G),
         "no_within": (
             LognormalLengths(hier.mu0, total, 0.0, cap, hier.mu_growth_per_step),
             G,
@@ -207,10 +212,8 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     return out
 
 
-def data_cap(trace: GroupedTrace) -> int:
-    """The largest cap in the data, else the longest length."""
-    caps = trace.samples["cap"].drop_nulls()
-    return int(caps.max()) if caps.len() else int(trace.samples["length"].max())
+UNCAPPED = 2**40
+"""Cap of the predicting models when neither the data nor ``--max-response-length`` has one."""
 
 
 def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
@@ -219,7 +222,7 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
     ``1..G_logged``. Raises GroupedDataError on the input errors of
     :func:`check_validation_input` or ``--prompts`` above the logged B."""
     G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
-    cap = cfg.cap or data_cap(trace)
+    cap = cfg.cap or trace.known_cap() or UNCAPPED
     steps = trace.steps()
     held = steps[cfg.fit_steps :]
     mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]

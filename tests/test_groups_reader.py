@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, read_grouped
 
 DATA = Path(__file__).parent / "data" / "groups"
@@ -165,3 +167,39 @@ def test_no_length_field_and_ragged_groups(tmp_path):
         GroupedDataError, match=r"rag.jsonl: line 4: .*step 1 prompt 'b' has 2 samples"
     ):
         t.group_size()
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    groups=st.lists(
+        st.lists(st.integers(1, 10**5), min_size=1, max_size=5), min_size=1, max_size=6
+    ),
+    steps=st.integers(1, 3),
+)
+def test_per_prompt_and_per_sample_layouts_read_the_same_groups(tmp_path_factory, groups, steps):
+    tmp = tmp_path_factory.mktemp("rt")
+    per_prompt = [
+        {"step": t, "uid": i, "lengths": g} for t in range(steps) for i, g in enumerate(groups)
+    ]
+    per_sample = [
+        {"step": r["step"], "prompt_id": r["uid"], "response_length": x}
+        for r in per_prompt
+        for x in r["lengths"]
+    ]
+    pl.DataFrame(per_sample).write_parquet(tmp / "s.parquet")
+    a = read_grouped([write_jsonl(tmp / "p.jsonl", per_prompt)])
+    b = read_grouped([tmp / "s.parquet"])
+    assert as_dict(a) == as_dict(b)
+    assert [g.tolist() for g in a.groups()[0]] == [
+        groups[i] for i in sorted(range(len(groups)), key=str)
+    ]
+
+
+def test_per_sample_records_without_index_are_numbered_in_file_order(tmp_path):
+    recs = [{"step": 0, "prompt_id": p, "response_length": x} for p, x in [(1, 5), (2, 6), (1, 7)]]
+    t = read_grouped([write_jsonl(tmp_path / "n.jsonl", recs)])
+    assert t.samples.select("prompt", "sample_idx", "length").rows() == [
+        ("1", 0, 5),
+        ("2", 0, 6),
+        ("1", 1, 7),
+    ]
