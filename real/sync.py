@@ -1,13 +1,15 @@
 """The synchronous GRPO loop: propose G, generate B x G, reward, update, sync weights, observe.
 
-One step (issue 5, DESIGN.md "Pipeline"):
+One step (issue 5, docs/DESIGN.md "Pipeline"):
 
 1. ``G = controller.propose()`` (refused if ``G > engine.capacity``);
 2. the engine generates ``G`` rollouts for each of ``B`` prompts (all submitted at once);
 3. rewards (exact match + format term + DAPO overlong penalty) and group advantages;
 4. the learner's update (DAPO dynamic sampling drops all-equal groups, counted);
 5. the weight sync: the learner's weights are copied into the engine's model, timed;
-6. ``controller.observe(lengths)`` with exactly the engine's response lengths, per prompt;
+6. ``observe_step(controller, lengths, ...)`` (:mod:`sim.observation`) with exactly the
+   engine's response lengths per prompt, the rewards ``(B, G)``, the prompt ids and the
+   generation and step times (s) so far;
 7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace.TraceWriter`),
    with learner statistics in ``learner.jsonl`` and held-out accuracy in ``eval.jsonl``.
 
@@ -42,7 +44,9 @@ from rolloutlab.real.model import load_config
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.task import heldout_problems, is_correct, reward, sample_problems
 from rolloutlab.real.warmstart import cached_warm_start
-from rolloutlab.sim.controllers import Controller, parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.controllers import Controller
+from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
@@ -189,13 +193,24 @@ class SyncRun:
         t_train = self.clock()
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
-        self.controller.observe(lengths)
+        observe_step(
+            self.controller,
+            lengths,
+            rewards=rewards.detach().cpu().numpy(),  # (B, G)
+            prompt_ids=self._prompt_ids(step, len(problems)),
+            gen_time_s=t_gen - t_start,
+            step_time_s=t_sync - t_start,
+        )
         t_end = self.clock()
         self.writer.append_step(
             self._rollout_rows(step, G, results),
             self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats),
         )
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end)
+
+    def _prompt_ids(self, step: int, B: int) -> np.ndarray:
+        """(B,) prompt ids of batch ``step``, as in the rollout table's ``prompt_id``."""
+        return step * self.cfg.prompts + np.arange(B, dtype=np.int64)
 
     def _learn(
         self,
@@ -261,6 +276,13 @@ class SyncRun:
             "G": G,
             "reward_mean": float(rewards.mean()),
             "accuracy": float(np.mean(correct)),
+            # correct responses per group, in prompt order: the per-group counts
+            # `rolloutlab calibrate learning` fits pass rates from (docs/learning.md)
+            "group_correct": np.bincount(
+                [r.request_id // G for r in results], weights=correct, minlength=len(problems)
+            )
+            .astype(int)
+            .tolist(),
             "groups_dropped": int((~keep).sum()),
             "step_s": t_end - t_start,
             "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),
@@ -286,7 +308,7 @@ class SyncRun:
             {
                 "run_id": self.run_id,
                 "step": step,
-                "prompt_id": step * self.cfg.prompts + r.request_id // G,
+                "prompt_id": step * self.cfg.prompts + r.request_id // G,  # as _prompt_ids
                 "sample_idx": r.request_id % G,
                 "group_size": G,
                 "policy_version": step,

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.scenario import Scenario

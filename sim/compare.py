@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.fastpath import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from rolloutlab.sim.pipeline import RunConfig, run_sync

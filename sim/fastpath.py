@@ -58,7 +58,7 @@ def one_wave_lanes(
     seg = c.segment_s(m, n_left, P_left, prev)
     cum = np.cumsum(seg)
     base = np.concatenate(([0.0], cum))[first[ls]]
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     t_fin = np.empty(len(order))
     t_fin[order] = cum - base + pre[ls]
     t_first_lane = c.decode_iter_s(count, lane_P) + pre
@@ -74,8 +74,10 @@ def one_wave_matrix(
 
     Segment ``j`` (``m`` iterations, ``n`` running, ``P_left`` their prompt tokens, the
     previous finish at ``e``) costs ``m (a + b n + c P_left + c n (2 e + m - 1) / 2)``, the
-    form of :func:`one_wave_lanes` with ``m`` factored out; arrays are updated in place
-    (why: a sweep's blocks are ~10^5 requests and each extra pass costs as much as a sort).
+    form of :func:`one_wave_lanes` (:meth:`sim.cost.LinearCost.segment_s`) with ``m``
+    factored out; arrays are updated in place (why: a sweep's blocks are ~10^5 requests
+    and each extra pass costs as much as a sort). The factored form rounds differently
+    from ``segment_s`` in the last bits, so it stays written out here.
     """
     c, k = cost, L.shape[1]
     order = np.argsort(L, axis=1)
@@ -85,7 +87,7 @@ def one_wave_matrix(
         per = c.a_s + (c.b_s + c.c_s * P[:, :1].astype(np.float64)) * n_left  # (n_lanes | 1, k)
     else:
         Ps = np.take_along_axis(P, order, 1).astype(np.float64)
-        per = c.a_s + c.b_s * n_left + c.c_s * np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1]
+        per = c.decode_iter_s(n_left, np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1])
     m = Ls.copy()  # (n_lanes, k) iterations of each segment (0 for ties)
     m[:, 1:] -= Ls[:, :-1]
     seg = Ls + Ls  # 2 e_j - m - 1 = 2 e_{j-1} + m - 1
@@ -94,12 +96,12 @@ def one_wave_matrix(
     seg *= 0.5 * c.c_s * n_left
     seg += per
     seg *= m
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     cum = np.cumsum(seg, axis=1, out=seg)
     cum += pre[:, None]
     t_fin = np.empty_like(Ls)
     np.put_along_axis(t_fin, order, cum, 1)
-    return c.a_s + c.b_s * k + c.c_s * P.sum(axis=1) + pre, t_fin
+    return c.decode_iter_s(k, P.sum(axis=1)) + pre, t_fin
 
 
 def multi_wave_lane(

@@ -1,6 +1,6 @@
 """Response-length models: how many tokens each rollout of a step generates.
 
-Interface (DESIGN.md, "Length model"): ``sample(rng, n_prompts, G, step)`` returns an
+Interface (docs/DESIGN.md, "Length model"): ``sample(rng, n_prompts, G, step)`` returns an
 int array of shape ``(n_prompts, G)`` of response lengths in tokens (EOS included,
 prompt excluded), each at most ``max_response_length``; a length equal to the cap has
 finish reason ``length`` (:func:`finish_reasons`).
@@ -27,7 +27,9 @@ from rolloutlab.sim.hashrng import hash_normal, hash_uniform
 class LengthModel(Protocol):
     """Draws a step's response lengths; see the module docstring."""
 
-    max_response_length: int
+    @property
+    def max_response_length(self) -> int:
+        """Response cap (tokens); read-only, so frozen dataclasses implement it."""
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int) -> np.ndarray:
         """``(n_prompts, G)`` int64 response lengths in ``[1, max_response_length]``."""

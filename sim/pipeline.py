@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
-from rolloutlab.sim.engine import Batch, Engine
+from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.lengths import finish_reasons
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA

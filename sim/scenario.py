@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 
 FORMAT = "rolloutlab.calibration"

@@ -1,6 +1,6 @@
 """The rollout trace and step trace: schema, validation, reading and writing.
 
-One row per rollout and one row per learner step, as in DESIGN.md ("Trace schema").
+One row per rollout and one row per learner step, as in docs/DESIGN.md ("Trace schema").
 The simulator and the real runners write exactly these tables, so every metric in
 :mod:`sim.metrics` is computed by one function from either source.
 

@@ -6,11 +6,10 @@ import dataclasses
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, fail
+from rolloutlab.commands.common import claim, echo_table, fail
 from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim import trace
 from rolloutlab.sim.compare import check_comparison, run_comparison, sagc_defaults
@@ -150,15 +149,7 @@ def sim(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(summary.select(_printed_columns(pipes)))
+    echo_table(summary.select(_printed_columns(pipes)), rows=50, cols=20)
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, fail, int_list
+from rolloutlab.commands.common import claim, echo_table, fail, int_list
 from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
@@ -150,29 +149,23 @@ def sweep(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
     )
-    with pl.Config(
-        tbl_rows=200,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(
-            means.select(
-                "prompts",
-                "workers",
-                "max_num_seqs",
-                "controller",
-                "seeds",
-                "wall_clock_s",
-                "wall_clock_s_sd",
-                "straggler_rate",
-                "slot_idle_frac",
-                "mean_G",
-                "tokens_per_s",
-                "fastest",
-                "most_tokens_per_s",
-            )
-        )
+    echo_table(
+        means.select(
+            "prompts",
+            "workers",
+            "max_num_seqs",
+            "controller",
+            "seeds",
+            "wall_clock_s",
+            "wall_clock_s_sd",
+            "straggler_rate",
+            "slot_idle_frac",
+            "mean_G",
+            "tokens_per_s",
+            "fastest",
+            "most_tokens_per_s",
+        ),
+        rows=200,
+        cols=20,
+    )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")
