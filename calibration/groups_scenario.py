@@ -9,13 +9,23 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from rolloutlab.calibration.grouped import GroupedTrace
 from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
 from rolloutlab.calibration.writer import calibration_dict, source_entry
 from rolloutlab.sim.scenario import load_scenario
 
-PASS_RATE_NOTE = (
-    "not fitted: the pass-rate fitter (calibration.passrate_fit) is not on this branch; "
-    "rewards are read (GroupedTrace.groups('reward'))"
-)
+
+def grouped_samples(trace: GroupedTrace) -> GroupedSamples | None:
+    """The pass-rate fitter's input (:class:`calibration.passrate_fit.GroupedSamples`):
+    every group's correctness and lengths, all steps pooled; None when a sample has no
+    reward or a reward is not 0/1."""
+    rewards = trace.samples["reward"]
+    if rewards.null_count() or not rewards.is_in([0.0, 1.0]).all():
+        return None
+    return GroupedSamples(
+        correct=[r.astype(bool) for r in trace.flat("reward")],
+        lengths=[g.astype(np.float64) for g in trace.flat("length")],
+        length_unit=trace.length_unit,
+    )
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,9 @@ class GroupsCalibrationConfig:
 
 def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     """Calibration dict (format of :mod:`sim.scenario`) of ``trace``. ``fit`` holds the
-    hierarchical fit with standard errors (also in empirical mode, for reference), the
-    length unit and the pass-rate note. Raises ValueError / CalibrationError on a bad
+    hierarchical fit with standard errors (also in empirical mode, for reference);
+    ``pass_rate`` the beta-binomial pass-rate block of
+    :func:`calibration.passrate_fit.pass_rate_block` when every sample has a 0/1 reward. Raises ValueError / CalibrationError on a bad
     ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
     flat = trace.flat("length")
     fit = fit_groups(flat, trace.flat("censored"), trace.group_steps())
@@ -57,7 +68,9 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     base = load_scenario(cfg.cost_from)
     pt = trace.samples["prompt_tokens"].drop_nulls()
     per_step_b = [len(s) for s in trace.groups("length")]
-    return calibration_dict(
+    sources = [source_entry(p) for p in trace.samples["source"].unique(maintain_order=True)]
+    samples = grouped_samples(trace)
+    d = calibration_dict(
         name=cfg.name,
         lengths=lengths,
         prompt_tokens=int(pt.median()) if pt.len() else base.prompt_tokens,
@@ -80,6 +93,13 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
             "cap_source": "--max-response-length"
             if cfg.max_response_length
             else ("data" if known else "longest observed length (no cap in the data)"),
-            "pass_rate": PASS_RATE_NOTE if trace.has_rewards() else "no rewards in the data",
+            "pass_rate": "fitted (block pass_rate)"
+            if samples
+            else "not fitted: the data have no 0/1 reward for every sample",
         },
     )
+    if samples is not None:
+        d["pass_rate"] = pass_rate_block(
+            samples, {"sources": sources, "command": "rolloutlab calibrate groups"}
+        )
+    return d

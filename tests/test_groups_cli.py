@@ -125,3 +125,21 @@ def test_tau_not_above_one_is_refused(tmp_path):
     r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
     assert r.exit_code == 2 and "--tau" in r.output and "[1.0]" in r.output
     assert not out.exists()
+
+
+def test_pass_rate_block_agrees_with_calibrate_pass_rate_reader(tmp_path):
+    from rolloutlab.calibration import passrate_fit
+
+    out = tmp_path / "math.json"
+    r = _run("calibrate", "groups", MATH, "--lengths-field", "response_chars", "--out", out)
+    assert r.exit_code == 0, r.output
+    block = json.loads(out.read_text())["pass_rate"]
+    ref = passrate_fit.pass_rate_block(
+        passrate_fit.read_grouped(MATH, score_field="score", lengths_field="response_chars"), {}
+    )
+    assert block["spec"] == ref["spec"] and block["coupling"] == ref["coupling"]
+    assert block["provenance"]["n_samples"] == 800
+    # no rewards (the real run's trace, schema v1): no block, and the fit says why
+    r = _run("calibrate", "groups", REAL, "--out", tmp_path / "real.json")
+    d = json.loads((tmp_path / "real.json").read_text())
+    assert "pass_rate" not in d and d["fit"]["pass_rate"].startswith("not fitted")

@@ -16,17 +16,12 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.commands.calibrate_learning import BadInput
 from rolloutlab.commands.common import claim, parse_list
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 
 LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
-
-
-class InputError(click.ClickException):
-    """Bad input: one line, exit code 2 (the issue's contract for these commands)."""
-
-    exit_code = 2
 
 
 def reader_options(f):
@@ -66,7 +61,7 @@ def _read(files, tokenizer, kw):
     try:
         return read_grouped(list(files), names, tokenizer)
     except (ValueError, OSError) as exc:
-        raise InputError(str(exc)) from None
+        raise BadInput(str(exc)) from None
 
 
 @click.command("groups")
@@ -90,7 +85,7 @@ def calibrate_groups_cmd(
         d = calibrate_groups(trace, cfg)
         write_json_atomic(d, out)
     except (ValueError, CalibrationError, OSError) as exc:
-        raise InputError(str(exc)) from None
+        raise BadInput(str(exc)) from None
     f = d["fit"]["lengths"]
     se = f["se"]
     click.echo(
@@ -99,7 +94,7 @@ def calibrate_groups_cmd(
         f"mu0 {f['mu0']:.3f}±{se['mu0']:.3f}, sigma_prompt {f['sigma_prompt']:.3f}"
         f"±{se['sigma_prompt']:.3f}, sigma_within {f['sigma_within']:.3f}"
         f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}; "
-        f"pass rate: {d['fit']['pass_rate']}"
+        f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
 
 
@@ -154,7 +149,7 @@ def validate_groups_cmd(
     try:
         table = validate_groups(trace, cfg)
     except (ValueError, OSError) as exc:
-        raise InputError(str(exc)) from None
+        raise BadInput(str(exc)) from None
     out_dir = claim(out, "validate groups")
     table.write_csv(out_dir / "validation_groups.csv", float_precision=4)
     straggler_vs_g_figure(table, out_dir / "validation_groups.png")
