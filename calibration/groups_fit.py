@@ -60,6 +60,8 @@ class GroupFit:
     n_groups: int
     n_samples: int
     n_censored: int
+    converged: bool
+    """The optimiser's success flag (``scipy.optimize.OptimizeResult.success``)."""
     icc_anova: float | None
     """One-way ANOVA ICC(1) of log lengths (:func:`sim.dynamics.fit_icc`, uncensored,
     equal G only; a cross-check), None for ragged groups."""
@@ -156,7 +158,8 @@ def fit_groups(
     more than one step).
 
     Returns: :class:`GroupFit`. Raises: ValueError on fewer than 2 groups, a group with no
-    sample, a length < 1, or a total of fewer than 2 samples per group on average.
+    sample, or a length < 1. Groups of one sample each leave ``sigma_within``
+    unidentified (its standard error is then None or huge).
     """
     if len(groups) < 2 or any(len(g) == 0 for g in groups):
         raise ValueError("fit_groups: need >= 2 groups, none empty")
@@ -215,5 +218,6 @@ def fit_groups(
         n_groups=len(groups),
         n_samples=int(sum(len(g) for g in groups)),
         n_censored=int(sum(np.sum(c) for c in censored)),
+        converged=bool(res.success),
         icc_anova=fit_icc(np.stack(groups)) if equal else None,
     )

@@ -49,4 +49,4 @@ def test_drift_and_anova_cross_check():
     f = fit_groups(groups, cens, at)
     assert abs(f.mu_growth_per_step - 0.02) <= 4 * f.se["mu_growth_per_step"]
     assert abs(f.icc - f.icc_anova) < 0.05  # nothing censored: ANOVA ICC agrees
-    assert f.n_groups == 400 and f.n_samples == 2000 and f.n_censored == 0
+    assert f.n_groups == 400 and f.n_samples == 2000 and f.n_censored == 0 and f.converged
