@@ -35,6 +35,7 @@ from rolloutlab.calibration.groups_fit import fit_groups
 from rolloutlab.calibration.icc import bundled_icc
 from rolloutlab.calibration.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
 from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
+from scipy import stats
 
 COLUMNS = (
     "G",
@@ -47,7 +48,9 @@ COLUMNS = (
     "ratio_median_pred",
 )
 """The issue's columns, first in ``validation_groups.csv``; ``model``, ``fit_G``,
-``p_straggler_meas_se`` and ``n_steps`` follow."""
+``p_straggler_meas_se``, ``n_steps`` and ``ratio_ks`` (two-sample Kolmogorov-Smirnov
+distance between the measured and predicted distributions of max/median,
+``scipy.stats.ks_2samp``) follow."""
 
 
 def step_ratio(lengths: np.ndarray) -> np.ndarray:
@@ -83,6 +86,8 @@ class Measured:
     p_se: dict
     """tau -> standard error (spread of per-step means / sqrt(steps))."""
     ratio_median: float
+    ratios: np.ndarray
+    """(steps * draws,) the measured ratios."""
 
 
 def measure(mats: list[np.ndarray], B: int, G: int, taus, draws: int, seed: int) -> Measured:
@@ -97,6 +102,7 @@ def measure(mats: list[np.ndarray], B: int, G: int, taus, draws: int, seed: int)
             for t, v in per_step.items()
         },
         ratio_median=float(np.median(ratios)),
+        ratios=ratios.ravel(),
     )
 
 
@@ -218,7 +224,7 @@ UNCAPPED = 2**40
 
 def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
     """The validation table (module docstring; columns :data:`COLUMNS` then ``model``,
-    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``): one row per model, tau and G in
+    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``): one row per model, tau and G in
     ``1..G_logged``. Raises GroupedDataError on the input errors of
     :func:`check_validation_input` or ``--prompts`` above the logged B."""
     G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
@@ -236,6 +242,7 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
         draws = predict(model, [s - steps[0] for s in held], B, G, cfg.reps, cfg.seed + 1)
         for g in range(1, G + 1):
             r = step_ratio(draws[:, :, :g])
+            ks = float(stats.ks_2samp(meas[g].ratios, r).statistic)
             for t in cfg.taus:
                 p_pred = float((r > t).mean())
                 rows.append(
@@ -252,6 +259,7 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
                         "fit_G": g_fit,
                         "p_straggler_meas_se": meas[g].p_se[t],
                         "n_steps": len(held),
+                        "ratio_ks": ks,
                     }
                 )
     return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)

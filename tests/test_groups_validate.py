@@ -88,6 +88,7 @@ def test_validation_passes_on_data_from_the_model():
     hier = table.filter(pl.col("model") == "hierarchical")
     assert hier.height == 2 * 4 and hier["n_steps"].unique().to_list() == [150]
     assert hier["abs_error"].max() <= 0.10
+    assert hier["ratio_ks"].max() <= 0.15  # the whole max/median distribution agrees
     assert table.filter(pl.col("model") == "hierarchical_fitG2")["abs_error"].max() <= 0.10
     # the model with no within-group spread is wrong on these data
     assert table.filter(pl.col("model") == "no_within")["abs_error"].max() > 0.10
@@ -95,4 +96,5 @@ def test_validation_passes_on_data_from_the_model():
 
 def test_validation_fails_on_data_with_another_icc():
     table = validate_groups(synthetic(0.05, 0.95), CFG)
-    assert table.filter(pl.col("model") == "hierarchical")["abs_error"].max() > 0.10
+    hier = table.filter(pl.col("model") == "hierarchical")
+    assert hier["abs_error"].max() > 0.10 and hier["ratio_ks"].max() > 0.25
