@@ -6,6 +6,9 @@ Layouts (chosen per file from its first record):
   7, "response_lengths": [412, 95, ...], "score": [1, 0, ...]}``; Qwen2.5-Math's
   ``math_cot_100.jsonl`` with its ``response`` texts and ``score`` booleans);
 * one record per sample (``{"step": 3, "prompt_id": 7, "response_length": 412, ...}``);
+* verl's rollout dumps (``trainer.rollout_data_dir``: ``{step}.jsonl``, one record per
+  sample ``{"input": prompt text, "output": response text, "score": .., "step": ..}``):
+  grouped by the prompt text; a prompt sampled twice in one step merges into one group;
 * the project's own rollout trace (``rollouts.parquet``/``rollouts.jsonl``, schema
   :data:`sim.trace.ROLLOUT_SCHEMA`), read with :func:`sim.trace.read` (aborted rollouts
   left out; ``finish_reason == "length"`` is a censored length).
@@ -64,9 +67,9 @@ class GroupedTrace:
 
     def groups(self, field: str = "length") -> list[list[np.ndarray]]:
         """Per step (ascending), one ``(G_i,)`` array of ``field`` per prompt, in order of
-        ``sample_idx`` (``field``: ``length``, ``censored``, ``reward`` ...)."""
+        ``sample_idx``, prompts in file order (``field``: ``length``, ``censored``, ``reward`` ...)."""
         out = []
-        df = self.samples.sort("step", "prompt", "sample_idx", maintain_order=True)
+        df = self.samples.sort("step", "sample_idx", maintain_order=True)  # prompts in file order
         for _, step_df in df.group_by("step", maintain_order=True):
             out.append(
                 [g[field].to_numpy() for _, g in step_df.group_by("prompt", maintain_order=True)]

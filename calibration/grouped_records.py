@@ -29,7 +29,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "responses",
         "response",
     ),
-    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question"),
+    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question", "input"),
     "prompt_tokens": ("prompt_tokens", "input", "prompt_length", "input_tokens"),
     "reward": ("score", "reward", "scores", "rewards", "correct"),
     "cap": ("max_response_length", "max_tokens", "response_cap", "max_model_len"),
@@ -147,6 +147,12 @@ class LengthCounter:
                     self._tok = None
         return self._tok
 
+    def tokens(self, text: str) -> int | None:
+        """Token count of ``text`` with the tokenizer, None without one (a prompt text
+        is not turned into characters: a scenario's prompt length is in tokens)."""
+        tok = self._tokenizer()
+        return len(tok(text, add_special_tokens=False)["input_ids"]) if tok else None
+
     def __call__(self, v, field: str, where: str) -> int:
         if isinstance(v, str):
             self.texts += 1
@@ -211,11 +217,10 @@ def read_records(path: Path, names: FieldNames, lengths: LengthCounter) -> list[
         step = _number(rec.get(f["step"]), f"{at} {f['step']!r}") if f["step"] else 0.0
         prompt = rec.get(f["prompt"]) if f["prompt"] else None
         prompt = str(prompt) if prompt is not None else f"row{no}"
-        pt = (
-            _number(rec.get(f["prompt_tokens"]), f"{at} {f['prompt_tokens']!r}")
-            if f["prompt_tokens"]
-            else None
-        )
+        pt = rec.get(f["prompt_tokens"]) if f["prompt_tokens"] else None
+        if isinstance(pt, str):  # prompt text (verl's dumps): tokens only with a tokenizer
+            pt = lengths.tokens(pt)
+        pt = _number(pt, f"{at} {f['prompt_tokens']!r}")
         extra = {
             k: _per_sample_values(rec, f[k], n, f"{at}", per_prompt)
             for k in ("reward", "cap", "finish_reason", "sample")

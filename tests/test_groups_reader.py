@@ -190,9 +190,7 @@ def test_per_prompt_and_per_sample_layouts_read_the_same_groups(tmp_path_factory
     a = read_grouped([write_jsonl(tmp / "p.jsonl", per_prompt)])
     b = read_grouped([tmp / "s.parquet"])
     assert as_dict(a) == as_dict(b)
-    assert [g.tolist() for g in a.groups()[0]] == [
-        groups[i] for i in sorted(range(len(groups)), key=str)
-    ]
+    assert [g.tolist() for g in a.groups()[0]] == groups  # prompts in file order
 
 
 def test_per_sample_records_without_index_are_numbered_in_file_order(tmp_path):
@@ -203,3 +201,20 @@ def test_per_sample_records_without_index_are_numbered_in_file_order(tmp_path):
         ("2", 0, 6),
         ("1", 1, 7),
     ]
+
+
+def test_verl_rollout_dump_per_step_files(tmp_path):
+    # verl's _dump_generations: {step}.jsonl, one record per sample, prompt and response text
+    files = []
+    for step in (1, 2):
+        recs = [
+            {"input": q, "output": "x" * (10 * step + j + k), "score": float(j % 2), "step": step}
+            for k, q in enumerate(["What is 2+2?", "Name a prime."])
+            for j in range(3)
+        ]
+        files.append(write_jsonl(tmp_path / f"{step}.jsonl", recs))
+    t = read_grouped(files)
+    assert t.steps() == [1, 2] and t.group_size() == 3 and t.has_rewards()
+    assert t.matrix(2).tolist() == [[20, 21, 22], [21, 22, 23]]
+    assert t.samples["prompt_tokens"].null_count() == 12  # prompt text, no tokenizer
+    assert t.length_unit == "characters (no tokenizer given)"
