@@ -161,7 +161,7 @@ def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
         raise GroupedDataError(f"{where}: field 'step': one step only ({steps[0]}); need >= 2")
     if fit_steps >= len(steps):
         raise GroupedDataError(
-            f"{where}: --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
+            f"{where}: field 'step': --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
         )
     bad = [t for t in taus if not t > 1]
     if bad:

@@ -99,7 +99,11 @@ BAD = {
         r"bad.jsonl: line 5: field 'lengths': step 2 prompt '0' has 2 samples",
     ),
     "one step": (_steps(1), ["validate"], r"bad.jsonl: line 1: field 'step': one step only"),
-    "K >= steps": (_steps(3), ["validate"], r"bad.jsonl: line 1: --fit-steps 3 >= the 3 steps"),
+    "K >= steps": (
+        _steps(3),
+        ["validate"],
+        r"bad.jsonl: line 1: field 'step': --fit-steps 3 >= the 3 steps",
+    ),
 }
 
 
@@ -123,7 +127,8 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, case):
 def test_tau_not_above_one_is_refused(tmp_path):
     out = tmp_path / "v"
     r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
-    assert r.exit_code == 2 and "--tau" in r.output and "[1.0]" in r.output
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == ["Error: --tau: expected values > 1, got [1.0]"]
     assert not out.exists()
 
 

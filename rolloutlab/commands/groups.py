@@ -133,7 +133,10 @@ def validate_groups_cmd(
     """Fit on the first K steps; on the later steps compare measured and predicted
     P(max/median > tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
-    taus = tuple(parse_list("--tau", tau, float, lambda v: v > 1, "values > 1"))
+    try:
+        taus = tuple(parse_list("--tau", tau, float, lambda v: v > 1, "values > 1"))
+    except click.BadParameter as exc:
+        raise BadInput(f"--tau: {exc.message}") from None
     trace = _read(files, tokenizer, fields)
     cfg = ValidationConfig(
         fit_steps=fit_steps,
