@@ -218,3 +218,19 @@ def test_verl_rollout_dump_per_step_files(tmp_path):
     assert t.matrix(2).tolist() == [[20, 21, 22], [21, 22, 23]]
     assert t.samples["prompt_tokens"].null_count() == 12  # prompt text, no tokenizer
     assert t.length_unit == "characters (no tokenizer given)"
+
+
+def test_schema_v2_rollouts_carry_rewards(tmp_path):
+    from rolloutlab.sim import trace as sim_trace
+
+    df = sim_trace.read(DATA / "real_sync" / "rollouts.parquet", "rollouts")
+    df = df.with_columns(
+        (pl.col("response_tokens") % 2).cast(pl.Float64).alias("reward"),
+        (pl.col("response_tokens") % 2 == 1).alias("correct"),
+    )
+    (tmp_path / "run").mkdir()
+    sim_trace.write_parquet(df, tmp_path / "run" / "rollouts.parquet", "rollouts")
+    t = read_grouped([tmp_path / "run"])
+    assert t.has_rewards()
+    assert t.samples["reward"].to_list() == (df["response_tokens"] % 2).cast(float).to_list()
+    assert not read_grouped([DATA / "real_sync"]).has_rewards()  # schema v1: no rewards
