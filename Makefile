@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench
+.PHONY: demo test typecheck venv clean bench
 
 $(STAMP): pyproject.toml
 	@test -n "$(PY)" || { echo "need python3.11 on PATH (or set PY=...)"; exit 1; }
@@ -23,12 +23,22 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) typecheck
 	$(BIN)/python -m pytest -x -p no:cacheprovider
+
+# mypy on rolloutlab.sim (config in pyproject.toml); sim/ is linked under its import name,
+# which mypy cannot derive from setuptools' package-dir.
+typecheck: $(STAMP)
+	mkdir -p build/typecheck/rolloutlab
+	touch build/typecheck/rolloutlab/__init__.py
+	ln -sfn $(CURDIR)/sim build/typecheck/rolloutlab/sim
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py
 	$(BIN)/python bench/fast_path.py
 	$(BIN)/python bench/sweep_speed.py
+	$(BIN)/python bench/paged_scaling.py
 
 clean:
 	rm -rf $(VENV) runs

@@ -42,7 +42,7 @@ from rolloutlab.calibration.prompt_lengths import (
 )
 from rolloutlab.sim.lengths import finish_reasons
 from rolloutlab.sim.metrics import step_metrics
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA
+from rolloutlab.sim.trace import frame
 
 PREDICTIONS = ("drawn", "replay", "constant")
 
@@ -117,9 +117,7 @@ def _rows(
 
 
 def _table(columns: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, schema=ROLLOUT_SCHEMA
-    )
+    return frame({k: np.concatenate([c[k] for c in columns]) for k in columns[0]}, "rollouts")
 
 
 def _metrics(rollouts: pl.DataFrame, tau: float, prefix: str) -> pl.DataFrame:

@@ -15,10 +15,16 @@ from rolloutlab.sim.metrics import step_metrics
 
 
 def comparison_figure(
-    rollouts: pl.DataFrame, steps: pl.DataFrame, path: str | Path, tau: float
+    rollouts: pl.DataFrame,
+    steps: pl.DataFrame,
+    path: str | Path,
+    tau: float,
+    target: float | None = None,
 ) -> None:
     """Three panels, one line per controller (``run_id``): G per step, straggler ratio
-    per step (with the threshold ``tau``), cumulative wall-clock (h). Writes ``path``."""
+    per step (with the threshold ``tau``), cumulative wall-clock (h); a fourth when the
+    steps carry rewards: reward (``reward_mean``, trailing mean over 10 steps) against
+    wall-clock (h), with the ``target`` reward if given. Writes ``path``."""
     per_step = []
     for (run_id,), df in rollouts.group_by(["run_id"], maintain_order=True):
         m = step_metrics(df, tau).with_columns(pl.lit(run_id).alias("controller"))
@@ -30,7 +36,11 @@ def comparison_figure(
     )
     order = list(dict.fromkeys(rollouts["run_id"].to_list()))  # same colour per controller
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    rewards = "reward_mean" in steps.columns and steps["reward_mean"].is_not_null().any()
+    n = 4 if rewards else 3
+    fig, axes = plt.subplots(n, 1, figsize=(8, 3 * n))
+    for ax in axes[1:3]:
+        ax.sharex(axes[0])  # (why: the reward panel's x axis is wall-clock, not steps)
     sns.lineplot(
         m.to_pandas(),
         x="step",
@@ -65,6 +75,11 @@ def comparison_figure(
     )
     axes[2].set_ylabel("cumulative wall-clock (h)")
     axes[2].set_xlabel("learner step")
+    for ax in axes[:2]:  # shared step axis: labelled once, as with sharex=True
+        ax.set_xlabel("")
+        ax.tick_params(labelbottom=False)
+    if rewards:
+        _reward_panel(wall, order, axes[3], target)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -115,6 +130,28 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _reward_panel(wall: pl.DataFrame, order: list[str], ax, target: float | None) -> None:
+    """Reward (trailing mean of ``reward_mean`` over 10 full steps, as ``time_to_target``
+    reads it) against cumulative wall-clock (h), one line per controller."""
+    df = wall.with_columns(
+        pl.col("reward_mean").rolling_mean(10, min_samples=10).over("controller").alias("reward")
+    )
+    sns.lineplot(
+        df.to_pandas(),
+        x="wall_clock_h",
+        y="reward",
+        hue="controller",
+        hue_order=order,
+        ax=ax,
+        legend=False,
+    )
+    if target is not None:
+        ax.axhline(target, color="k", ls="--", lw=1, label=f"target = {target:g}")
+        ax.legend(loc="lower right")
+    ax.set_ylabel("reward (10-step mean)")
+    ax.set_xlabel("wall-clock (h)")
 
 
 def task_lengths_figure(lengths: dict[str, np.ndarray], out: str | Path) -> None:

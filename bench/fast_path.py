@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.dynamics import servegen_lengths
-from rolloutlab.sim.fastpath import run_sync_fast
+from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
 

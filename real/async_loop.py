@@ -15,8 +15,9 @@ Learner step ``t`` (version ``t``): dispatch every admissible batch (``G =
 controller.propose()`` per batch, at dispatch) -> receive batch ``t`` -> check staleness
 (stale groups are dropped: counted, written with finish reason ``abort``) -> rewards,
 advantages, update (the same code as ``real sync``) -> push weights (timed) when due ->
-``controller.observe(lengths)`` -> collapse check (:mod:`real.collapse`) -> append and
-flush the step's rows. ``policy_version`` of a rollout is the version the generator held
+``observe_step(controller, lengths, ...)`` (rewards, prompt ids, the batch's generation
+time and the learner's step time since the previous step ended) -> collapse check
+(:mod:`real.collapse`) -> append and flush the step's rows. ``policy_version`` of a rollout is the version the generator held
 when it started the batch; ``learner_version`` is ``t``. With ``bounded:0`` (or
 ``interval:0|1``) the loop runs exactly the synchronous loop's rollouts and updates.
 
@@ -44,6 +45,7 @@ from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.sync import SyncRun, check_before_writing
+from rolloutlab.sim.observation import observe_step
 from tqdm import tqdm
 
 
@@ -164,7 +166,14 @@ class AsyncRun(SyncRun):
             self.weights.push(self.learner.model.state_dict(), step + 1)
             self.v_push = step + 1
         t_sync = self.clock()
-        self.controller.observe(lengths)
+        observe_step(
+            self.controller,
+            lengths,
+            rewards=rewards.detach().cpu().numpy(),  # (B, G)
+            prompt_ids=self._prompt_ids(step * self.cfg.prompts, len(problems)),
+            gen_time_s=t_gen - t_start,
+            step_time_s=t_sync - (t_start if self._t_prev_end is None else self._t_prev_end),
+        )
         fired = self.detector.observe(step, float(rewards.mean()), *self._health(stats))
         t_end = self.clock()
         rows = self._rollout_rows(step, G, results).with_columns(

@@ -1,6 +1,6 @@
 """Rollout engines: the interface the synchronous loop drives, and its torch (CPU) implementation.
 
-Interface (:class:`RolloutEngine`, DESIGN.md "rollout engine"): ``generate(requests,
+Interface (:class:`RolloutEngine`, docs/DESIGN.md "rollout engine"): ``generate(requests,
 params)`` runs a step's requests to completion and returns one :class:`RolloutResult`
 each, with its timestamps; ``update_weights(state_dict, version)`` installs new policy
 weights. A vLLM engine (issue 8) implements the same two methods: per-request seeds and

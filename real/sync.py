@@ -1,13 +1,17 @@
 """The synchronous GRPO loop: propose G, generate B x G, reward, update, sync weights, observe.
 
-One step (issue 5, DESIGN.md "Pipeline"):
+One step (issue 5, docs/DESIGN.md "Pipeline"):
 
 1. ``G = controller.propose()`` (refused if ``G > engine.capacity``);
 2. the engine generates ``G`` rollouts for each of ``B`` prompts (all submitted at once);
 3. rewards (exact match + format term + DAPO overlong penalty) and group advantages;
-4. the learner's update (DAPO dynamic sampling drops all-equal groups, counted);
+4. the learner's update (DAPO dynamic sampling drops all-equal groups, counted; with
+   ``refill`` (``--dynamic-sampling``) step 2 repeats on fresh prompts until ``B``
+   informative groups are kept or ``max_gen_batches`` rounds ran, :mod:`real.refill`);
 5. the weight sync: the learner's weights are copied into the engine's model, timed;
-6. ``controller.observe(lengths)`` with exactly the engine's response lengths, per prompt;
+6. ``observe_step(controller, lengths, ...)`` (:mod:`sim.observation`) with exactly the
+   engine's response lengths per prompt, the rewards ``(B, G)``, the prompt ids and the
+   generation and step times (s) so far;
 7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace.TraceWriter`),
    with learner statistics in ``learner.jsonl`` and held-out accuracy in ``eval.jsonl``.
 
@@ -39,44 +43,15 @@ from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_
 from rolloutlab.real.learner import Learner, pack
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
+from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.warmstart import cached_warm_start
-from rolloutlab.sim.controllers import Controller, parse_controller
+from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
-
-
-def check_before_writing(cfg: SyncConfig) -> None:
-    """Every check that can refuse a run, done before its directory is touched: the
-    controller spec (with the run's ``tau``), its largest G against the engine capacity.
-
-    Raises: ConfigError naming the setting.
-    """
-    try:
-        ctl = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if max_group_size(ctl) > cfg.capacity:
-        raise ConfigError(
-            f"controller {cfg.controller!r} can propose G={max_group_size(ctl)}, "
-            f"more than the engine capacity {cfg.capacity} (--capacity)"
-        )
-
-
-def max_group_size(ctl: Controller) -> int:
-    """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
-    if hasattr(ctl, "candidates"):
-        return max(ctl.candidates)
-    return int(ctl.G)
-
-
-def request_seed(seed: int, step: int, prompt: int, sample_idx: int, round_: int = 0) -> int:
-    """Sampling seed of one rollout: a function of its coordinates only (so resumes and
-    batching modes reproduce it); ``round_`` > 0 for a dynamic-sampling refill round."""
-    key = [seed, step, prompt, sample_idx] + ([round_] if round_ else [])
-    return int(np.random.SeedSequence(key).generate_state(1)[0])
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -221,7 +196,14 @@ class SyncRun:
         t_train = self.clock()
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
-        self.controller.observe(lengths)
+        observe_step(
+            self.controller,
+            lengths,
+            rewards=rewards.detach().cpu().numpy(),  # (B, G)
+            prompt_ids=self._prompt_ids(self.next_prompt_id, len(problems)),
+            gen_time_s=t_gen - t_start,
+            step_time_s=t_sync - t_start,
+        )
         t_end = self.clock()
         self.writer.append_step(
             self._rollout_rows(step, G, results, self.next_prompt_id),
@@ -249,6 +231,12 @@ class SyncRun:
                 torch.tensor(lengths), self.cfg.max_response_tokens, self.cfg.overlong_cache
             )
         return rewards, lengths
+
+    @staticmethod
+    def _prompt_ids(first: int, n: int) -> np.ndarray:
+        """(n,) prompt ids from ``first`` on (the prompt stream; ``step * B`` without
+        refill), as in the rollout table's ``prompt_id``."""
+        return first + np.arange(n, dtype=np.int64)
 
     def _learn(
         self,
@@ -310,6 +298,13 @@ class SyncRun:
             "G": G,
             "reward_mean": float(rewards.mean()),
             "accuracy": float(np.mean(correct)),
+            # correct responses per group, in prompt order: the per-group counts
+            # `rolloutlab calibrate learning` fits pass rates from (docs/learning.md)
+            "group_correct": np.bincount(
+                [r.request_id // G for r in results], weights=correct, minlength=len(problems)
+            )
+            .astype(int)
+            .tolist(),
             "groups_dropped": int((~keep).sum()),
             "step_s": t_end - t_start,
             "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),
@@ -339,7 +334,7 @@ class SyncRun:
             {
                 "run_id": self.run_id,
                 "step": step,
-                "prompt_id": base + r.request_id // G,
+                "prompt_id": base + r.request_id // G,  # as _prompt_ids
                 "sample_idx": r.request_id % G,
                 "group_size": G,
                 "policy_version": step,

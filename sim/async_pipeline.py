@@ -5,7 +5,8 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 
 - dispatcher: for prompt batch ``j`` it waits for admission (``j - v_gen <= lead``;
   batch-serial kinds also wait for batch ``j-1`` to finish generating), then
-  ``G = controller.propose()`` and submits the batch (``B`` or ``ceil(R B)`` prompts,
+  ``G = controller.propose()`` (:func:`sim.observation.propose_step`, with the batch's
+  prompt ids for a controller that asks for them) and submits the batch (``B`` or ``ceil(R B)`` prompts,
   lengths from :func:`sim.dynamics.step_lengths` keyed on ``(seed, prompt, j, sample)`` as
   in the synchronous pipeline);
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
@@ -14,8 +15,21 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
   (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync pauses the
   generators at an iteration boundary, takes ``cost.weight_sync_s()`` and sets
   ``v_gen = t + 1``. Colocated placement also pauses generation while training.
-- ``controller.observe(lengths)`` gets a batch's lengths (groups consumed or dropped, by
-  prompt) once its last group is consumed, dropped or aborted.
+- :func:`sim.observation.observe_step` gets a batch's lengths (and rewards, prompt ids;
+  groups consumed or dropped, by prompt) once its last group is consumed, dropped or
+  aborted, with the generation and step times of the learner step that resolved it.
+
+Rewards (a pass-rate model in ``RunConfig.rewards``): a batch's correctness is drawn at
+dispatch, keyed on ``(seed, j, prompt, sample)`` like its lengths, at the pass rates of
+the generators' weights (a copy of the learning model taken at each weight sync; a
+partial rollout keeps its dispatch-time pass rate). The learner's update gets the
+trained groups' rewards and their staleness ``t - policy_version``.
+
+Dynamic sampling (``RunConfig.dynamic``; not with ``oversample:R``): admission and batch
+sizes count groups instead of batches, the learner filters homogeneous groups, and a
+step may abort after ``max_gen_batches`` batches (:mod:`sim.async_dynamic`). Filtered
+groups are not written to the rollout table; they are counted in the step row and the
+ledger (``filtered``).
 
 Versions: a non-partial rollout carries the version it was dispatched with (modelling
 choice: in-flight rollouts finish under the weights they started with; the sync only
@@ -31,91 +45,36 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.async_dynamic import AsyncRounds
+from rolloutlab.sim.async_ledger import (
+    BatchInfo,
+    GroupState,
+    Ledger,
+    group_rewards,
+    observe_resolved,
+    rollout_seconds,
+)
+from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import Batch, Engine
-from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, rollout_columns, step_record
+from rolloutlab.sim.engine import Engine
+from rolloutlab.sim.observation import propose_step
+from rolloutlab.sim.pipeline import (
+    BatchRows,
+    RunConfig,
+    columns_to_rollouts,
+    rollout_columns,
+    step_record,
+)
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.reward_metrics import informative, step_reward_columns
+from rolloutlab.sim.rewards import RewardTracker
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
-
-
-@dataclass
-class _Group:
-    """One prompt's G rollouts: requests ``lo .. lo+G-1`` of batch ``j``'s :class:`Batch`."""
-
-    j: int
-    prompt_id: int
-    lo: int
-    G: int
-    v_dispatch: int
-    n_done: int = 0
-    status: str = "running"  # running | ready | consumed | dropped | aborted
-    step: int = -1  # learner step that consumed / discarded it
-
-
-@dataclass
-class _BatchInfo:
-    """A dispatched prompt batch: its engine batch, groups and per-rollout last-token version."""
-
-    j: int
-    G: int
-    batch: Batch
-    lengths: np.ndarray  # (n_prompts, G) response tokens
-    groups: list[_Group]
-    v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
-    observed: bool = False
-    unresolved: int = 0
-    generating: int = 0  # groups not yet complete nor discarded
-
-
-@dataclass
-class Ledger:
-    """Where every dispatched rollout ended (counts of rollouts) and version spans."""
-
-    dispatched: int = 0
-    consumed: int = 0
-    dropped: int = 0
-    """Rollouts of groups discarded as staler than ``S_max``."""
-    aborted: int = 0
-    """Rollouts of groups discarded by the over-sampling tail abort."""
-    ready: int = 0
-    """Finished, waiting in the buffer at the end."""
-    in_flight: int = 0
-    """Queued or running at the end (or aborted but not yet removed)."""
-    spanned_versions: list[int] = field(default_factory=list)
-    """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
-
-    def as_dict(self) -> dict:
-        """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""
-        span = np.asarray(self.spanned_versions, dtype=float)
-        return {
-            "dispatched": self.dispatched,
-            "consumed": self.consumed,
-            "dropped": self.dropped,
-            "aborted": self.aborted,
-            "ready": self.ready,
-            "in_flight": self.in_flight,
-            "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
-            "spanned_versions_max": int(span.max()) if span.size else 0,
-        }
-
-
-class _Rows:
-    """The rows of one group (or a whole batch) in the shape :func:`rollout_columns` reads."""
-
-    def __init__(self, batch: Batch, sl: slice):
-        self.prompt_tokens = batch.prompt_tokens[sl]
-        self.response_tokens = batch.response_tokens[sl]
-        self.worker = batch.worker[sl]
-        self.t_submit = batch.t_submit[sl]
-        self.t_first_token = batch.t_first_token[sl]
-        self.t_finish = batch.t_finish[sl]
 
 
 def run_pipeline(
@@ -150,16 +109,25 @@ class _Simulation:
         self.env = simpy.Environment()
         self.engine = Engine(self.env, scenario.cost, scenario.engine)
         self.v_gen = 0
-        self.batches: list[_BatchInfo] = []
-        self.ready: deque[_Group] = deque()
+        self.batches: list[BatchInfo] = []
+        self.ready: deque[GroupState] = deque()
         self.ready_evt = self.env.event()
         self.changed = self.env.event()
         self.next_prompt = 0
         self.columns: list[dict[str, np.ndarray]] = []
         self.steps: list[dict] = []
         self.ledger = Ledger()
-        self.info_of: dict[int, _BatchInfo] = {}  # id(engine batch) -> its batch info
-        self.discarded: list[_Group] = []
+        self.info_of: dict[int, BatchInfo] = {}  # id(engine batch) -> its batch info
+        self.discarded: list[GroupState] = []
+        self.tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, cfg.prompts)
+        self.gen_model = self.tracker.behaviour_copy()  # learning model of the generators
+        if cfg.dynamic is not None and pipeline.kind == "oversample":
+            raise ValueError(
+                f"pipeline {pipeline.spec}: dynamic sampling over-samples already; "
+                "use --gen-batch-factor with another pipeline"
+            )
+        self.rounds = AsyncRounds(cfg.dynamic, cfg.prompts, pipeline.lead) if cfg.dynamic else None
+        self.filtered_now: list[GroupState] = []  # groups the current step filtered
 
     def run(self):
         self.env.process(self._dispatcher())
@@ -172,7 +140,9 @@ class _Simulation:
                     "stale)"
                 )
             self.env.step()
-        self._account_leftovers()
+        self.columns.extend(
+            self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
+        )
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
@@ -185,46 +155,58 @@ class _Simulation:
             self.changed.succeed()
 
     def _admissible(self, j: int) -> bool:
-        if j - self.v_gen > self.pc.lead:
+        if self.rounds is not None:  # counted in groups (sim.async_dynamic)
+            if not self.rounds.admissible(self.v_gen):
+                return False
+        elif j - self.v_gen > self.pc.lead:
             return False
         return self.pc.streaming or j == 0 or self.batches[j - 1].generating == 0
 
     def _dispatcher(self):
         B, cap_tokens = self.cfg.prompts, self.sc.prompt_tokens
-        n_prompts = math.ceil(self.pc.n_prompts_factor * B - 1e-9)
+        n_fixed = math.ceil(self.pc.n_prompts_factor * B - 1e-9)
         j = 0
         while True:
             while not self._admissible(j):
                 self.changed = self.env.event()
                 yield self.changed
-            G = int(self.ctl.propose())
+            n_prompts = n_fixed if self.rounds is None else self.rounds.batch_size(self.v_gen)
+            prompt_ids = self.next_prompt + np.arange(n_prompts)
+            G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
-            prompt_ids = self.next_prompt + np.arange(n_prompts)
             # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
             self.next_prompt += n_prompts
+            correct = (
+                self.tracker.draw(j, prompt_ids, G, lengths, self.gen_model)
+                if self.tracker.enabled
+                else None
+            )
             batch = self.engine.submit(
                 np.repeat(prompt_ids, G),
                 np.full(n_prompts * G, cap_tokens),
                 lengths.ravel(),
                 on_finish=self._on_finish,
             )
-            groups = [_Group(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
-            info = _BatchInfo(
+            groups = [GroupState(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
+            info = BatchInfo(
                 j,
                 G,
                 batch,
                 lengths,
                 groups,
                 np.full(n_prompts * G, -1, dtype=np.int64),
+                correct=correct,
                 unresolved=n_prompts,
                 generating=n_prompts,
             )
             self.info_of[id(batch)] = info
             self.batches.append(info)
             self.ledger.dispatched += n_prompts * G
+            if self.rounds is not None:
+                self.rounds.dispatched(j, n_prompts)
             j += 1
 
     def _on_finish(self, batch: Batch, i: int, t: float) -> None:
@@ -240,7 +222,7 @@ class _Simulation:
                 self.ready_evt.succeed()
             self._poke()
 
-    def _version(self, g: _Group) -> int:
+    def _version(self, g: GroupState) -> int:
         """Policy version of a group: dispatch version, or its oldest last token (partial)."""
         if not self.pc.partial:
             return g.v_dispatch
@@ -249,18 +231,9 @@ class _Simulation:
 
     # --- learner side -----------------------------------------------------------------
     def _learner(self):
-        env, cost, B = self.env, self.sc.cost, self.cfg.prompts
+        env, cost = self.env, self.sc.cost
         for t in range(self.cfg.steps):
-            taken: list[_Group] = []
-            while len(taken) < B:
-                while not self.ready:
-                    self.ready_evt = env.event()
-                    yield self.ready_evt
-                g = self.ready.popleft()
-                if t - self._version(g) > self.pc.max_staleness:
-                    self._discard(g, "dropped", t)
-                else:
-                    taken.append(g)
+            taken = yield from self._take(t)
             if self.pc.kind == "oversample":
                 self._tail_abort(taken, t)
             if cost.gen_overhead_s > 0:  # per generation phase, as in run_sync
@@ -273,12 +246,14 @@ class _Simulation:
                 int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
                 for g in taken
             )
-            train_time = cost.learner_step_s(float(tokens))
+            train_time = cost.learner_step_s(float(tokens)) if taken else 0.0
             yield env.timeout(train_time)
             for g in taken:
                 self._resolve(g, "consumed", t)
             sync_time = 0.0
-            if (t + 1) % self.pc.sync_every == 0:
+            if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
+                self.v_gen = t + 1  # the weights did not change, nothing to send
+            elif (t + 1) % self.pc.sync_every == 0:
                 t_sync = env.now
                 if not paused:
                     yield self.engine.pause()  # generators stop at an iteration boundary
@@ -287,25 +262,78 @@ class _Simulation:
                 sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
                 yield env.timeout(cost.weight_sync_s())
                 self.v_gen = t + 1
-            self._observe_resolved()
-            self._record_step(t, taken, env.now, train_time, sync_time)
+            rewards = self._learn(taken, t)
+            if (t + 1) % self.pc.sync_every == 0:
+                self.gen_model = self.tracker.behaviour_copy()
+            self._record_step(t, taken, env.now, train_time, sync_time, rewards)
             if paused:
                 self.engine.resume()
             if t + 1 < self.cfg.steps:
                 self._poke()
             if self.on_step is not None:
-                self.on_step(t, taken[0].G)
+                self.on_step(t, taken[0].G if taken else self.batches[-1].G)
 
-    def _record_step(self, t, taken, t_end, train_time, sync_time):
+    def _take(self, t: int):
+        """Collect step ``t``'s groups from the ready queue (a SimPy generator returning
+        the taken list): stale ones dropped; with dynamic sampling homogeneous ones
+        filtered and the step's rounds capped (:class:`sim.async_dynamic.AsyncRounds`)."""
+        B, r = self.cfg.prompts, self.rounds
+        taken: list[GroupState] = []
+        deferred: list[GroupState] = []
+        self.filtered_now = []
+        if r is not None:
+            r.start_step()
+        while len(taken) < B and not (r is not None and r.exhausted()):
+            while not self.ready:
+                self.ready_evt = self.env.event()
+                yield self.ready_evt
+            g = self.ready.popleft()
+            stale = t - self._version(g) > self.pc.max_staleness
+            if r is not None:
+                if not stale and not r.admits(g.j):  # a (k+1)-th batch: for the next step
+                    deferred.append(g)
+                    continue
+                r.examine(g.j, counted=not stale)
+            if stale:
+                self._discard(g, "dropped", t)
+                if r is not None:
+                    r.discard(False, f"pipeline {self.pc.spec}")
+            elif r is not None and not informative(group_rewards(self.batches, g)[None])[0]:
+                self._resolve(g, "filtered", t)
+                self.filtered_now.append(g)
+                r.discard(True, f"pipeline {self.pc.spec}")
+                self._poke()
+            else:
+                taken.append(g)
+        self.ready.extendleft(reversed(deferred))
+        if r is not None and len(taken) < B:
+            r.abort(len(taken))
+        return taken
+
+    def _learn(self, taken: list[GroupState], t: int) -> list[np.ndarray] | None:
+        """Learning-model update with the trained groups; returns their rewards."""
+        if not self.tracker.enabled:
+            return None
+        rewards = [group_rewards(self.batches, g) for g in taken]
+        stale = np.array([t - self._version(g) for g in taken], dtype=np.int64)
+        self.tracker.learn(rewards, t, stale)
+        return rewards
+
+    def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
+        """Observe the batches this step resolved, then append the step's rollout rows and
+        step row (controller state after observing)."""
+        reward_cols = self._reward_columns(taken, rewards)
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
-        t_start = min(float(c["t_submit"].min()) for c in cols)
-        last = max(float(c["t_finish"].max()) for c in cols)
+        spans = cols + [self._columns(g, t, "filtered") for g in self.filtered_now]
+        t_start = min((float(c["t_submit"].min()) for c in spans), default=t_end)
+        last = max((float(c["t_finish"].max()) for c in spans), default=t_end)
         overhead = self.sc.cost.gen_overhead_s
         gen_time = (
             last + overhead if overhead > 0 else last
         ) - t_start  # = run_sync's, bit for bit
+        observe_resolved(self.ctl, self.batches, gen_time, t_end - t_start)
         self.steps.append(
             step_record(
                 self.cfg.run_id,
@@ -317,10 +345,23 @@ class _Simulation:
                 sync_time,
                 self.cfg.lr,
                 self.ctl,
+                reward_cols,
             )
         )
 
-    def _columns(self, g: _Group, step: int, status: str) -> dict[str, np.ndarray]:
+    def _reward_columns(self, taken, rewards) -> dict | None:
+        """Step reward columns: trained groups, plus filtered ones with dynamic sampling."""
+        if rewards is None:
+            return None
+        if self.rounds is None:
+            return step_reward_columns(rewards, len(taken))
+        wasted = rollout_seconds(self.batches, self.filtered_now)
+        groups = rewards + [group_rewards(self.batches, g) for g in self.filtered_now]
+        return step_reward_columns(
+            groups, len(taken), len(self.rounds.seen), wasted, len(taken) < self.cfg.prompts
+        )
+
+    def _columns(self, g: GroupState, step: int, status: str) -> dict[str, np.ndarray]:
         info = self.batches[g.j]
         sl = slice(g.lo, g.lo + g.G)
         version = info.v_last[sl] if self.pc.partial else g.v_dispatch
@@ -329,10 +370,11 @@ class _Simulation:
             step,
             g.G,
             np.array([g.prompt_id]),
-            _Rows(info.batch, sl),
+            BatchRows(info.batch, sl),
             version,
             step,
             self.sc.lengths.max_response_length,
+            correct=None if info.correct is None else info.correct[g.lo // g.G][None],
         )
         if status != "consumed":
             b = info.batch
@@ -346,19 +388,21 @@ class _Simulation:
                 )
         return cols
 
-    def _resolve(self, g: _Group, status: str, step: int) -> None:
+    def _resolve(self, g: GroupState, status: str, step: int) -> None:
         info = self.batches[g.j]
         if g.status == "running":
             info.generating -= 1
         g.status, g.step = status, step
         info.unresolved -= 1
+        if status == "filtered":
+            self.ledger.filtered += g.G
         if status == "consumed":
             self.ledger.consumed += g.G
             sl = slice(g.lo, g.lo + g.G)
             version = info.v_last[sl] if self.pc.partial else np.full(g.G, g.v_dispatch)
             self.ledger.spanned_versions.extend((version - g.v_dispatch).tolist())
 
-    def _discard(self, g: _Group, status: str, step: int) -> None:
+    def _discard(self, g: GroupState, status: str, step: int) -> None:
         """Drop a stale ready group, or abort an over-sampled one (running or ready)."""
         info = self.batches[g.j]
         if g.status == "running":
@@ -368,7 +412,7 @@ class _Simulation:
         self.discarded.append(g)
         self._poke()
 
-    def _tail_abort(self, taken: list[_Group], t: int) -> None:
+    def _tail_abort(self, taken: list[GroupState], t: int) -> None:
         keep = {id(g) for g in taken}
         for j in sorted({g.j for g in taken}):
             for g in self.batches[j].groups:
@@ -376,35 +420,3 @@ class _Simulation:
                     if g.status == "ready":
                         self.ready.remove(g)
                     self._discard(g, "aborted", t)
-
-    def _observe_resolved(self) -> None:
-        for info in self.batches:
-            if info.unresolved == 0 and not info.observed:
-                info.observed = True
-                lengths = [
-                    info.lengths[k].tolist()
-                    for k, g in enumerate(info.groups)
-                    if g.status in ("consumed", "dropped")
-                ]
-                self.ctl.observe(lengths)
-
-    def _account_leftovers(self) -> None:
-        """Write discarded groups' finished rows; count the rest into the ledger."""
-        for g in self.discarded:
-            b, sl = self.batches[g.j].batch, slice(g.lo, g.lo + g.G)
-            done = ~np.isnan(b.t_finish[sl])  # (G,) removed or finished by the end
-            cols = self._columns(g, g.step, g.status)
-            self.columns.append({k: v[done] for k, v in cols.items()})
-            n_done = int(done.sum())
-            if g.status == "dropped":
-                self.ledger.dropped += n_done
-            else:
-                self.ledger.aborted += n_done
-            self.ledger.in_flight += g.G - n_done
-        for info in self.batches:
-            for g in info.groups:
-                if g.status == "ready":
-                    self.ledger.ready += g.G
-                elif g.status == "running":
-                    self.ledger.ready += g.n_done
-                    self.ledger.in_flight += g.G - g.n_done

@@ -13,11 +13,12 @@ from typing import Any
 
 import polars as pl
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import parse_controller
-from rolloutlab.sim.fastpath import run_sync_fast
+from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig
+from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS, learning_summary
 from rolloutlab.sim.scenario import Scenario
 
 SUMMARY_COLUMNS = (
@@ -51,12 +52,29 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
     return {k: scenario.defaults[k] for k in ("tau", "delta") if k in scenario.defaults}
 
 
+def summary_columns(cfg: RunConfig) -> tuple[str, ...]:
+    """:data:`SUMMARY_COLUMNS`, plus :data:`sim.reward_metrics.LEARNING_COLUMNS` when the
+    run has rewards (without them the summary is what it was before rewards existed)."""
+    return SUMMARY_COLUMNS + (LEARNING_COLUMNS if cfg.rewards is not None else ())
+
+
+def check_target(target: float | None) -> None:
+    """``--target-reward``: ``None`` or a number in [0, 1] (an unreachable target is not
+    an error: its ``time_to_target_s`` is empty). Raises ValueError naming the option."""
+    if target is not None and not (0.0 <= target <= 1.0):
+        raise ValueError(f"--target-reward: must be a reward in [0, 1], got {target}")
+
+
 def check_comparison(
-    specs: Sequence[str], pipelines: Sequence[PipelineConfig], engine: str = "simpy"
+    specs: Sequence[str],
+    pipelines: Sequence[PipelineConfig],
+    engine: str = "simpy",
+    dynamic: bool = False,
 ) -> None:
     """Validate a comparison before running it (the commands call it before they create
     their output folder): every controller spec parses, specs and pipelines are given and
-    distinct, and the fast path gets synchronous pipelines only. Raises ValueError."""
+    distinct, the fast path gets synchronous pipelines only, and dynamic sampling
+    (``dynamic``) no ``oversample:R`` pipeline. Raises ValueError."""
     if not specs:
         raise ValueError("controllers: none given (e.g. static:8,sagc)")
     if len(set(specs)) != len(specs):
@@ -72,6 +90,11 @@ def check_comparison(
             "--engine fast runs the synchronous pipeline only; asynchronous pipelines "
             f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy"
         )
+    if dynamic and any(p.kind == "oversample" for p in pipelines):
+        raise ValueError(
+            "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
+            "combine with an oversample:R pipeline"
+        )
 
 
 def run_comparison(
@@ -81,19 +104,22 @@ def run_comparison(
     on_step: Callable[[str, int, int], None] | None = None,
     pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
     engine: str = "simpy",
+    target: float | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
     vectorised fast path (``engine="fast"``, no KV pressure).
 
     Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
-    with :data:`SUMMARY_COLUMNS`; the trace tables hold every run, ``run_id`` = the spec
+    with :func:`summary_columns` (with rewards: ``informative_frac, final_reward,
+    time_to_target_s`` at reward ``target``, :func:`sim.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). The plain synchronous
     pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
     :func:`sim.async_pipeline.run_pipeline`.
     Raises ValueError as :func:`check_comparison`.
     """
-    check_comparison(specs, pipelines, engine)
+    check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
+    check_target(target)
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
     rows, all_rollouts, all_steps = [], [], []
     for pipe in pipelines:
@@ -115,9 +141,12 @@ def run_comparison(
                     **pipeline_summary(
                         rollouts, steps, pipe.max_staleness, scenario.engine.n_workers
                     ),
+                    **(learning_summary(steps, target) if cfg.rewards is not None else {}),
                 }
             )
             all_rollouts.append(rollouts)
             all_steps.append(steps)
-    summary = pl.DataFrame(rows).select(SUMMARY_COLUMNS)
+    summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg))
+    if cfg.rewards is not None:  # all-empty columns stay Float64 (why: sweeps concatenate)
+        summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
     return summary, pl.concat(all_rollouts), pl.concat(all_steps)

@@ -5,7 +5,9 @@ The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
 
 - ``propose() -> int``: the group size G for the next step;
 - ``observe(lengths)``: response lengths (tokens) of the step just run with the last
-  proposed G, one sequence per prompt;
+  proposed G, one sequence per prompt; a controller that wants rewards, prompt ids or
+  times declares them in ``observes`` and gets them through
+  :func:`sim.observation.observe_step`;
 - ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included;
 - optional, for open-loop controllers: ``observe_steps(lengths (T, n_prompts, G)) ->
   list[str]``, ``T`` observations at once and the JSON state after each (the fast path
@@ -13,14 +15,16 @@ The same objects drive the simulator (:mod:`sim.pipeline`) and the real runners
 
 :class:`StaticG` is the fixed-G baseline. :class:`SAGC` is Straggler-Aware Group
 Control (Khan et al., 2026; PAPERS.md §1): online primal-dual + Thompson sampling
-maximising ``log2 G`` subject to a straggler-rate constraint ``E[S_t | G] <= delta``.
+maximising ``log2 G`` subject to a straggler-rate constraint ``E[S_t | G] <= delta``
+(optional floor ``G_min`` and step-time budget). :class:`sim.lagc.LAGC` builds on SAGC
+with a learning-signal utility; CLI specs are parsed in :mod:`sim.controller_spec`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -144,6 +148,15 @@ class SAGC:
     """Local search: G moves at most this many positions in the sorted candidates."""
     init_G: int | None = None
     """Starting G; default the middle candidate."""
+    G_min: int | None = None
+    """Floor on G: candidates below it are dropped on init, so G is never proposed below
+    it. None (default): no floor. Raises ValueError if no candidate is left."""
+    step_time_budget_s: float | None = None
+    """Step-time budget (s). When set, a step whose observed time (``step_time_s``, else
+    ``gen_time_s``, from :func:`sim.observation.observe_step`) exceeds it is a straggler
+    event even if ``max/median <= tau``. Why: max/median is scale-free, so when every
+    length grows during training SAGC alone does not see it; the budget does. None
+    (default): SAGC as in the paper, lengths only."""
     seed: int = 0
     """Seed of the Thompson-sampling RNG (numpy PCG64)."""
     name: str = "sagc"
@@ -152,12 +165,22 @@ class SAGC:
     beta: dict[int, float] = field(init=False)
     lam: float = field(init=False, default=0.0)
     current: int = field(init=False)
+    steps_observed: int = field(init=False, default=0)
     history: list[tuple[int, int, float]] = field(init=False)
+    """``(G, S_t, lambda after update)`` per step observed by this object since it was
+    built or loaded: a diagnostic log, not part of the state (the trace records G and the
+    state per step; in the state it would make every step's JSON grow with the run)."""
 
     def __post_init__(self) -> None:
         cands = sorted({int(g) for g in self.candidates})
         if not cands or cands[0] < 1:
             raise ValueError(f"SAGC: candidates must be positive ints, got {self.candidates}")
+        if self.G_min is not None:
+            cands = [g for g in cands if g >= self.G_min]
+            if not cands:
+                raise ValueError(f"SAGC: no candidate >= G_min={self.G_min}")
+        if self.step_time_budget_s is not None and not self.step_time_budget_s > 0:
+            raise ValueError(f"SAGC: step_time_budget_s must be > 0, got {self.step_time_budget_s}")
         if not (0.0 <= self.delta <= 1.0):
             raise ValueError(f"SAGC: delta must be in [0, 1], got {self.delta}")
         if not (0.0 < self.gamma <= 1.0):
@@ -176,8 +199,15 @@ class SAGC:
         if start not in cands:
             raise ValueError(f"SAGC: init_G {start} is not a candidate {cands}")
         self.current = start
-        self.history = []  # (G, S_t, lambda after update) per observed step
+        self.steps_observed = 0
+        self.history = []
         self._rng = np.random.default_rng(self.seed)
+
+    @property
+    def observes(self) -> tuple[str, ...]:
+        """Extras wanted by :func:`sim.observation.observe_step`: the step times when a
+        budget is set, else none (lengths only, as in the paper)."""
+        return () if self.step_time_budget_s is None else ("gen_time_s", "step_time_s")
 
     def neighbourhood(self) -> tuple[int, ...]:
         """Candidates within ``radius`` positions of the current G (local search)."""
@@ -187,25 +217,44 @@ class SAGC:
 
     def propose(self) -> int:
         """Thompson-sample ``p~_G`` and return ``argmax log2 G - lambda p~_G`` locally."""
+        return self.choose(math.log2)
+
+    def choose(self, utility: Callable[[int], float]) -> int:
+        """One primal step with any utility: Thompson-sample ``p~_G ~ Beta(alpha_G,
+        beta_G)`` for each candidate of :meth:`neighbourhood` (in ascending order, one
+        draw each) and move to ``argmax utility(G) - lambda p~_G`` (first one on ties;
+        the current G if every score is ``-inf``). :meth:`propose` is
+        ``choose(log2)``; :class:`sim.lagc.LAGC` passes its learning-signal utility."""
         best, best_score = self.current, -math.inf
         for g in self.neighbourhood():
             p = float(self._rng.beta(self.alpha[g], self.beta[g]))
-            score = math.log2(g) - self.lam * p
+            score = utility(g) - self.lam * p
             if score > best_score:
                 best, best_score = g, score
         self.current = best
         return best
 
-    def observe(self, lengths: Sequence[Sequence[int]]) -> None:
+    def observe(
+        self,
+        lengths: Sequence[Sequence[int]],
+        gen_time_s: float | None = None,
+        step_time_s: float | None = None,
+    ) -> None:
         """Update the posterior of the G that produced ``lengths``, and lambda.
 
         That G is the common group size of ``lengths`` when it is a candidate (so an
         asynchronous pipeline that consumes a batch several proposals after proposing it
         credits the right G), else the last proposed G (e.g. groups trimmed by DAPO's
-        dynamic sampling).
+        dynamic sampling). ``S_t = 1`` when ``max/median > tau``, or, with a
+        ``step_time_budget_s``, when the step's time (``step_time_s``, else
+        ``gen_time_s``; seconds) exceeds it; times are ignored without a budget.
         """
         _check_lengths(lengths)
         s_t = 1 if straggler_ratio(lengths) > self.tau else 0
+        if self.step_time_budget_s is not None:
+            t = step_time_s if step_time_s is not None else gen_time_s
+            if t is not None and float(t) > self.step_time_budget_s:
+                s_t = 1
         sizes = {len(group) for group in lengths}
         g = sizes.pop() if len(sizes) == 1 else self.current
         if g not in self.alpha:
@@ -221,6 +270,7 @@ class SAGC:
             self.alpha[g] = self.gamma * self.alpha[g] + s_t
             self.beta[g] = self.gamma * self.beta[g] + (1 - s_t)
         self.lam = max(0.0, self.lam + self.eta_lambda * (s_t - self.delta))
+        self.steps_observed += 1
         self.history.append((g, s_t, self.lam))
 
     def posterior_mean(self) -> dict[int, float]:
@@ -235,11 +285,14 @@ class SAGC:
             "beta": {str(g): b for g, b in self.beta.items()},
             "lambda": self.lam,
             "current": self.current,
-            "steps_observed": len(self.history),
+            "steps_observed": self.steps_observed,
             "rng": self._rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output: posteriors, lambda, current G, step count
+        and RNG, so the run continues exactly as if never interrupted. ``history`` starts
+        empty (see its docstring). Raises ValueError for another kind or candidate set."""
         if state.get("kind") != "sagc" or list(state["candidates"]) != list(self.candidates):
             raise ValueError(
                 f"SAGC{self.candidates}: cannot load state of kind "
@@ -249,68 +302,26 @@ class SAGC:
         self.beta = {int(g): float(b) for g, b in state["beta"].items()}
         self.lam = float(state["lambda"])
         self.current = int(state["current"])
+        self.steps_observed = int(state["steps_observed"])
+        self.history = []
         self._rng.bit_generator.state = state["rng"]
+
+
+SPEC_KINDS = ("static", "sagc", "lagc")
+"""Controller kinds of a spec (:func:`sim.controller_spec.parse_controller`)."""
 
 
 def split_specs(text: str) -> list[str]:
     """Split a comma-separated list of controller specs, keeping a SAGC spec's own
     ``key=value`` pairs together: ``"static:4,sagc:tau=15,delta=0.2"`` ->
-    ``["static:4", "sagc:tau=15,delta=0.2"]`` (a new spec starts at ``static``/``sagc``)."""
+    ``["static:4", "sagc:tau=15,delta=0.2"]`` (a new spec starts at a kind name of
+    :data:`SPEC_KINDS`)."""
     specs: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        if specs and "=" in part and not part.startswith(("static", "sagc")):
+        if specs and "=" in part and not part.startswith(SPEC_KINDS):
             specs[-1] += "," + part
         else:
             specs.append(part)
     return specs
-
-
-def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
-    """Build a controller from a CLI spec.
-
-    ``static:G`` -> :class:`StaticG`; ``sagc`` or ``sagc:key=value,...`` -> :class:`SAGC`
-    (keys: ``tau, delta, eta_lambda, gamma, radius, init_G``; ``candidates=4/8/16``).
-    ``sagc_defaults`` (e.g. a scenario's ``tau``) apply unless the spec overrides them.
-
-    Raises: ValueError naming the spec on anything else.
-    """
-    spec = spec.strip()
-    kind, _, args = spec.partition(":")
-    if kind == "static":
-        try:
-            return StaticG(int(args))
-        except ValueError:
-            raise ValueError(
-                f"controller spec {spec!r}: expected static:G with G a positive int"
-            ) from None
-    if kind == "sagc":
-        kwargs: dict[str, Any] = dict(sagc_defaults)
-        for item in filter(None, args.split(",")):
-            key, _, val = item.partition("=")
-            try:
-                kwargs.update(_sagc_option(key, val))
-            except ValueError as exc:
-                raise ValueError(f"controller spec {spec!r}: option {key!r}: {exc}") from None
-        try:
-            ctl = SAGC(seed=seed, **kwargs)
-        except ValueError as exc:
-            raise ValueError(f"controller spec {spec!r}: {exc}") from None
-        if args:
-            ctl.name = spec
-        return ctl
-    raise ValueError(f"controller spec {spec!r}: expected 'static:G' or 'sagc[:k=v,...]'")
-
-
-def _sagc_option(key: str, val: str) -> dict[str, Any]:
-    """One ``key=value`` of a SAGC spec as a keyword argument (ValueError if unknown/bad)."""
-    if key == "candidates":
-        return {key: tuple(int(v) for v in val.split("/"))}
-    if key in ("radius", "init_G"):
-        return {key: int(val)}
-    if key in ("tau", "delta", "eta_lambda", "gamma"):
-        return {key: float(val)}
-    if key == "forget":
-        return {key: val}
-    raise ValueError("unknown SAGC option")

@@ -83,10 +83,13 @@ class LinearCost:
         (``k`` lets a caller keep ``ctx`` free of the iteration counter, as
         :class:`sim.engine.Worker` does.) Numbers or broadcastable arrays; ``m >= 0``.
         """
-        n = running_seqs
-        return m * self.decode_iter_s(n, context_tokens) + self.c_s * n * (
-            m * k + m * (m - 1) / 2.0
-        )
+        first = self.decode_iter_s(running_seqs, context_tokens)
+        return self.segment_from_s(m, running_seqs, first, k)
+
+    def segment_from_s(self, m, running_seqs, first_iter_s, k=0):
+        """:meth:`segment_s` given its first iteration's time ``first_iter_s`` (s), already
+        computed as ``decode_iter_s(n, ctx)``: ``m first + c_s n (m k + m (m - 1) / 2)``."""
+        return m * first_iter_s + self.c_s * running_seqs * (m * k + m * (m - 1) / 2.0)
 
     def coef(self) -> np.ndarray:
         """``(4,)`` ``[a_s, b_s, c_s, prefill_s_per_token]``: a worker's busy time is

@@ -155,7 +155,7 @@ class Worker(EngineWorker):
             batch.record_abort(i, t, self.k - k0)
         heapq.heapify(kept)
         self.running = kept
-        chunks = deque()
+        chunks: deque[list] = deque()
         for batch, _idx, idx_list, pos in self.waiting:
             keep = []
             for i in idx_list[pos:]:
@@ -263,12 +263,17 @@ class Worker(EngineWorker):
 
 
 class Engine:
-    """W :class:`Worker` replicas and a dispatcher, inside one SimPy environment."""
+    """W worker replicas and a dispatcher, inside one SimPy environment: :class:`Worker`,
+    or :class:`sim.kv.PagedWorker` when ``config.paged`` (KV blocks or a token budget);
+    both are :class:`sim.worker.EngineWorker`, all this class and
+    :mod:`sim.engine_control` use."""
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
         worker_cls = PagedWorker if config.paged else Worker
-        self.workers = [worker_cls(env, w, cost, config) for w in range(config.n_workers)]
+        self.workers: list[EngineWorker] = [
+            worker_cls(env, w, cost, config) for w in range(config.n_workers)
+        ]
         self._rr = 0
 
     def submit(
@@ -306,6 +311,8 @@ class Engine:
         engine_control.abort(self, batch, idx)
 
     def _assign(self, batch: Batch) -> np.ndarray:
+        """``(n,)`` worker of each request of ``batch`` (:func:`sim.schedule.assign_workers`
+        from the current round-robin position and loads); advances the position."""
         load = None
         if self.config.dispatch == "least_loaded":
             load = np.array([wk.outstanding for wk in self.workers], dtype=np.int64)

@@ -11,26 +11,15 @@ common case) needs no per-iteration array: between two distinct finishing length
 :mod:`sim.engine`; that form is evaluated for many (step, worker) lanes at once.
 Results equal the SimPy engine (:func:`sim.engine.generate`) to float rounding; the
 SimPy engine stays the reference and the only one for KV pressure and async pipelines.
+The synchronous pipeline built on these kernels is :mod:`sim.fastpath_run`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-
 import numpy as np
-import polars as pl
-from rolloutlab.sim.controllers import Controller, StaticG
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.dynamics import prompt_ids_for, step_lengths
 from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.schedule import assign_workers, slot_starts
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
-from rolloutlab.sim.trace_stream import RolloutSink
-
-CHUNK_ROWS = 1 << 17
-"""Rollouts timed per vectorised block by default: ~30 arrays of 1 MiB at peak, while the
-per-block Python overhead (~1 ms) stays small against the arithmetic."""
 
 
 def one_wave_lanes(
@@ -58,7 +47,7 @@ def one_wave_lanes(
     seg = c.segment_s(m, n_left, P_left, prev)
     cum = np.cumsum(seg)
     base = np.concatenate(([0.0], cum))[first[ls]]
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     t_fin = np.empty(len(order))
     t_fin[order] = cum - base + pre[ls]
     t_first_lane = c.decode_iter_s(count, lane_P) + pre
@@ -74,8 +63,10 @@ def one_wave_matrix(
 
     Segment ``j`` (``m`` iterations, ``n`` running, ``P_left`` their prompt tokens, the
     previous finish at ``e``) costs ``m (a + b n + c P_left + c n (2 e + m - 1) / 2)``, the
-    form of :func:`one_wave_lanes` with ``m`` factored out; arrays are updated in place
-    (why: a sweep's blocks are ~10^5 requests and each extra pass costs as much as a sort).
+    form of :func:`one_wave_lanes` (:meth:`sim.cost.LinearCost.segment_s`) with ``m``
+    factored out; arrays are updated in place (why: a sweep's blocks are ~10^5 requests
+    and each extra pass costs as much as a sort). The factored form rounds differently
+    from ``segment_s`` in the last bits, so it stays written out here.
     """
     c, k = cost, L.shape[1]
     order = np.argsort(L, axis=1)
@@ -85,7 +76,7 @@ def one_wave_matrix(
         per = c.a_s + (c.b_s + c.c_s * P[:, :1].astype(np.float64)) * n_left  # (n_lanes | 1, k)
     else:
         Ps = np.take_along_axis(P, order, 1).astype(np.float64)
-        per = c.a_s + c.b_s * n_left + c.c_s * np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1]
+        per = c.decode_iter_s(n_left, np.cumsum(Ps[:, ::-1], axis=1)[:, ::-1])
     m = Ls.copy()  # (n_lanes, k) iterations of each segment (0 for ties)
     m[:, 1:] -= Ls[:, :-1]
     seg = Ls + Ls  # 2 e_j - m - 1 = 2 e_{j-1} + m - 1
@@ -94,12 +85,12 @@ def one_wave_matrix(
     seg *= 0.5 * c.c_s * n_left
     seg += per
     seg *= m
-    pre = c.prefill_s_per_token * prefill_tokens
+    pre = c.prefill_s(prefill_tokens)
     cum = np.cumsum(seg, axis=1, out=seg)
     cum += pre[:, None]
     t_fin = np.empty_like(Ls)
     np.put_along_axis(t_fin, order, cum, 1)
-    return c.a_s + c.b_s * k + c.c_s * P.sum(axis=1) + pre, t_fin
+    return c.decode_iter_s(k, P.sum(axis=1)) + pre, t_fin
 
 
 def multi_wave_lane(
@@ -236,171 +227,3 @@ def block_times(
         pre = np.bincount(lane, weights=P, minlength=T * W)
     t_first, t_fin = one_wave_lanes(lane, lengths.reshape(-1), P, pre, cost)
     return worker, t_first.reshape(T, n), t_fin.reshape(T, n), rr_out
-
-
-def run_sync_fast(
-    scenario,
-    controller: Controller,
-    cfg,
-    on_step: Callable[[int, int], None] | None = None,
-    rollout_path=None,
-    chunk_steps: int | None = None,
-) -> tuple[pl.DataFrame | None, pl.DataFrame]:
-    """:func:`sim.pipeline.run_sync` on the fast path: same prompts, lengths and tables
-    (times equal to float rounding).
-
-    A :class:`~sim.controllers.StaticG` controller is open-loop, so ``chunk_steps`` steps
-    are drawn and timed in one vectorised call (default: as many as make
-    :data:`CHUNK_ROWS` rollouts); other controllers go step by step.
-    ``rollout_path``: stream the rollout table to that parquet file (returned as
-    ``None``) instead of keeping it in memory. Raises ValueError for a paged engine
-    config or a proposed G < 1.
-    """
-    if scenario.engine.paged:
-        raise ValueError(
-            "fast path: KV blocks / token budget need the SimPy engine (--engine simpy)"
-        )
-    B, cost = cfg.prompts, scenario.cost
-    prompt_tokens = np.full(B, scenario.prompt_tokens, dtype=np.int64)
-    sink, cols = (
-        RolloutSink(rollout_path),
-        {
-            k: []
-            for k in (
-                "step",
-                "t_start",
-                "t_end",
-                "gen_time",
-                "train_time",
-                "sync_time",
-                "controller_state",
-            )
-        },
-    )
-    t_now, rr, step = 0.0, 0, 0
-    pending, pending_rows = [], 0  # per-block columns not yet in a frame
-    while step < cfg.steps:
-        G = int(controller.propose())
-        if G < 1:
-            raise ValueError(f"controller {controller.name} proposed G={G} at step {step}")
-        open_loop = isinstance(controller, StaticG)  # G never depends on what it observes
-        per_chunk = chunk_steps or max(1, CHUNK_ROWS // (B * G))
-        T = min(per_chunk, cfg.steps - step) if open_loop else 1
-        ts = np.arange(step, step + T)
-        ids = prompt_ids_for(ts, B, cfg.dataset_size)  # (T, B)
-        if hasattr(scenario.lengths, "sample_ids"):
-            lengths = scenario.lengths.sample_ids(cfg.seed, ts[:, None], ids, G)  # (T, B, G)
-        else:
-            lengths = np.stack(
-                [
-                    step_lengths(scenario.lengths, cfg.seed, int(t), ids[i], G)
-                    for i, t in enumerate(ts)
-                ]
-            )
-        worker, t_first, t_fin, rr = block_times(lengths, prompt_tokens, cost, scenario.engine, rr)
-        gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
-        tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
-        train = np.asarray(cost.learner_step_s(tokens.astype(np.float64)), dtype=np.float64)  # (T,)
-        sync = cost.weight_sync_s()
-        # sequential sums, as the SimPy clock adds them: t_end_i = ((t_start_i + gen_i) + train_i) + sync;
-        # np.cumsum is a strict left-to-right accumulate, so interleaving gives the same floats
-        terms = np.empty(3 * T + 1)
-        terms[0], terms[1::3], terms[2::3], terms[3::3] = t_now, gen, train, sync
-        clock = np.cumsum(terms)
-        t_start, t_end = clock[:-1:3], clock[3::3]
-        t_now = float(t_end[-1])
-        if open_loop and hasattr(controller, "observe_steps"):
-            states = controller.observe_steps(lengths)
-        else:
-            states = []
-            for i in range(T):
-                controller.observe(lengths[i] if open_loop else lengths[i].tolist())
-                states.append(json.dumps(controller.state_dict()))
-        if on_step is not None:
-            for t in ts.tolist():
-                on_step(t, G)
-        for k, v in zip(
-            cols,
-            (
-                ts.tolist(),
-                t_start.tolist(),
-                t_end.tolist(),
-                gen.tolist(),
-                train.tolist(),
-                [sync] * T,
-                states,
-            ),
-        ):
-            cols[k].extend(v)
-        pending.append(_block_columns(ts, ids, G, lengths, worker, t_start, t_first, t_fin))
-        pending_rows += T * B * G
-        step += T
-        if pending_rows >= CHUNK_ROWS or step >= cfg.steps:  # one frame per ~CHUNK_ROWS rollouts
-            sink.add(
-                _rollout_frame(
-                    pending,
-                    cfg.run_id,
-                    scenario.prompt_tokens,
-                    scenario.lengths.max_response_length,
-                )
-            )
-            pending, pending_rows = [], 0
-    n = len(cols["step"])
-    steps = (
-        pl.DataFrame(
-            {
-                **cols,
-                "run_id": [cfg.run_id] * n,
-                "lr": [float(cfg.lr)] * n,
-                **{k: [None] * n for k in ("reward_mean", "kl", "grad_norm", "grad_cosine")},
-            },
-            schema_overrides=STEP_SCHEMA,
-        )
-        .select(list(STEP_SCHEMA))
-        .cast(STEP_SCHEMA)
-    )
-    return sink.close(), steps
-
-
-def _block_columns(ts, ids, G, lengths, worker, t_start, t_first, t_fin) -> dict[str, np.ndarray]:
-    """Flat (T * B * G,) per-rollout columns of ``T`` steps with one ``G``; arrays are
-    (T,), (T, B[, G]) and (T, B*G)."""
-    T, B = ids.shape
-    n = B * G
-    return {
-        "step": np.repeat(ts, n),
-        "prompt_id": np.repeat(ids.reshape(-1), G),
-        "sample_idx": np.tile(np.arange(G, dtype=np.int64), T * B),
-        "group_size": np.full(T * n, G, dtype=np.int64),
-        "response_tokens": lengths.reshape(-1),
-        "worker": worker.reshape(-1).astype(np.int64),
-        "t_submit": np.repeat(t_start, n),
-        "t_first_token": (t_first + t_start[:, None]).reshape(-1),
-        "t_finish": (t_fin + t_start[:, None]).reshape(-1),
-    }
-
-
-def _rollout_frame(
-    blocks: list[dict[str, np.ndarray]], run_id: str, prompt_tokens: int, cap: int
-) -> pl.DataFrame:
-    """Rollout rows (trace schema) of consecutive blocks of :func:`_block_columns`, in one
-    frame (why: a frame per step cost ~1 ms, more than timing the step, for controllers
-    that go step by step). Every prompt has ``prompt_tokens`` tokens."""
-    cols = {
-        k: np.concatenate([b[k] for b in blocks]) if len(blocks) > 1 else blocks[0][k]
-        for k in blocks[0]
-    }
-    exprs = {
-        "policy_version": pl.col("step"),
-        "learner_version": pl.col("step"),
-        "prompt_tokens": pl.lit(int(prompt_tokens), dtype=pl.Int64),
-        "run_id": pl.lit(run_id, dtype=pl.String),
-        "finish_reason": pl.when(pl.col("response_tokens") >= cap)
-        .then(pl.lit("length"))
-        .otherwise(pl.lit("stop")),
-    }
-    # one eager select, every expression already of its schema type (why: on blocks of
-    # ~10^4 rows a second call or a lazy query's planning costs more than the columns)
-    return pl.DataFrame(cols).select(
-        [exprs[k].alias(k) if k in exprs else pl.col(k) for k in ROLLOUT_SCHEMA]
-    )

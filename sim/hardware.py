@@ -84,6 +84,8 @@ MODELS: dict[str, ModelConfig] = {
     "llama-3.2-3b": ModelConfig("meta-llama/Llama-3.2-3B", 3072, 28, 24, 8, 8192, 128256, True),
     # huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json
     "qwen2.5-7b": ModelConfig("Qwen/Qwen2.5-7B", 3584, 28, 28, 4, 18944, 152064, False, True),
+    # huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json (head dim 4096 / 32 = 128)
+    "llama-3-8b": ModelConfig("meta-llama/Meta-Llama-3-8B", 4096, 32, 32, 8, 14336, 128256, False),
 }
 
 GPUS: dict[str, Accelerator] = {

@@ -10,6 +10,8 @@ pseudorandom number generators", OOPSLA), applied once per counter.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.special import ndtri
 
@@ -47,11 +49,11 @@ def hash_uniform(seed: int, stream: int, *counters) -> np.ndarray:
     rest = list(counters)
     while rest and np.ndim(rest[0]) == 0:
         h = _mix_int(h ^ ((int(rest.pop(0)) & _MASK) * 0x9E3779B97F4A7C15 & _MASK))
-    h = np.uint64(h)
+    a: Any = np.uint64(h)  # a uint64 scalar, then arrays
     for c in rest:  # broadcasting as it goes (why: small counters mix on small arrays);
         # array arithmetic wraps modulo 2^64 silently, as splitmix64 wants
-        h = _mix(h ^ (np.asarray(c, dtype=np.int64).view(np.uint64) * _GOLD))
-    u = (h >> np.uint64(11)).astype(np.float64)  # top 53 bits; in place from here (why: big draws)
+        a = _mix(a ^ (np.asarray(c, dtype=np.int64).view(np.uint64) * _GOLD))
+    u = (a >> np.uint64(11)).astype(np.float64)  # top 53 bits; in place from here (why: big draws)
     u += 0.5
     u *= 2.0**-53
     return u

@@ -6,10 +6,12 @@ scheduling of a boundary, if nothing was preempted and no prefill is in progress
 batch stays fixed until the next finish or the next failed block allocation; both are
 computed analytically: a sequence computing over ``x`` tokens at the first iteration
 needs ``ceil((x + j) / B) - ceil(x / B)`` more blocks ``j`` iterations later, so the
-failing iteration is the first ``j`` where the sum over the batch exceeds the free blocks
-(a monotone function: binary search). ``m`` iterations with ``n`` sequences over ``X``
-context tokens at the first cost ``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill;
-:meth:`sim.cost.LinearCost.segment_s`).
+failing iteration is the first ``j`` where the sum over the batch exceeds the free blocks.
+``m`` iterations with ``n`` sequences over ``X`` context tokens at the first cost
+``m (a + b n + c X) + c n m (m - 1) / 2`` (+ prefill;
+:meth:`sim.cost.LinearCost.segment_from_s`).
+The producing sequences are kept incrementally (:class:`sim.kv_decode.DecodeSet`), so
+a boundary costs O(sequences that change), not O(running sequences).
 A worker without KV pressure and without a token budget is the faster
 :class:`sim.engine.Worker` (same results, see tests).
 """
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
+from operator import attrgetter
 
 import numpy as np
 import simpy
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
+from rolloutlab.sim.kv_decode import DecodeSet
 from rolloutlab.sim.worker import EngineWorker
 
 
@@ -86,9 +90,14 @@ class PrefixCache:
 
 class _Req:
     """One request on a worker: prompt ``P``, target ``L``, generated ``g``, owned blocks
-    ``alloc``, prefill tokens still to compute ``rem``."""
+    ``alloc``, prefill tokens still to compute ``rem``; ``adm`` its admission number
+    (order of the running list). While it produces tokens (``k >= 0``, start and phase
+    in :class:`sim.kv_decode.DecodeSet`) ``g`` and ``alloc`` are those at its start."""
 
-    __slots__ = ("batch", "i", "key", "P", "L", "sh", "g", "alloc", "rem", "computing")
+    __slots__ = (
+        *("batch", "i", "key", "P", "L", "sh", "g", "alloc", "rem", "computing"),
+        *("adm", "k", "ph"),
+    )
 
     def __init__(self, batch: Batch, i: int, block_size: int, caching: bool):
         self.batch, self.i = batch, i
@@ -97,6 +106,10 @@ class _Req:
         self.sh = self.P // block_size if caching else 0
         self.g = self.alloc = self.rem = 0
         self.computing = False
+        self.adm = self.k = self.ph = -1
+
+
+_admission = attrgetter("adm")
 
 
 class PagedWorker(EngineWorker):
@@ -105,7 +118,8 @@ class PagedWorker(EngineWorker):
 
     Life cycle as :class:`sim.engine.Worker`; in addition requests can be preempted and
     re-queued at the front (``batch.preemptions`` counts it), and :attr:`preemptions`,
-    :attr:`max_kv_blocks_used` summarise the worker.
+    :attr:`max_kv_blocks_used`, :attr:`boundaries` (iteration boundaries scheduled: the
+    work a run costs) summarise the worker.
     """
 
     def __init__(self, env: simpy.Environment, index: int, cost: LinearCost, config: EngineConfig):
@@ -122,6 +136,12 @@ class PagedWorker(EngineWorker):
         self.pending: set = set()  # prompt keys being prefilled
         self.preemptions = 0
         self.max_kv_blocks_used = 0
+        # (why: kept incrementally, a boundary costs O(sequences that change))
+        self.producing = DecodeSet(self.B)  # running sequences producing tokens
+        self.prefilling: list[_Req] = []  # running sequences still prefilling, admission order
+        self._fresh: list[_Req] = []  # sequences that started producing at this boundary
+        self._adm = 0  # admissions so far (admission order of the running list)
+        self.boundaries = 0  # iteration boundaries scheduled (segments run in closed form)
         env.process(self.run())
 
     @property
@@ -149,11 +169,13 @@ class PagedWorker(EngineWorker):
         its prompt reference (the prompt's blocks stay cached while group mates remain on
         this worker, unless its prefill was unfinished); a queued one holds no blocks."""
         marks = self._take_abort_marks()
-        running, waiting = [], deque()
+        running: list[_Req] = []
+        waiting: deque[_Req] = deque()
         for r in self.running:
             if (id(r.batch), r.i) not in marks:
                 running.append(r)
                 continue
+            self._unrun(r)  # (r.g, r.alloc current)
             self.cache.give_back(r.alloc)
             r.alloc = 0
             self._leave(r)
@@ -181,8 +203,23 @@ class PagedWorker(EngineWorker):
     def _own(self, r: _Req, g: int) -> int:
         return -(-(r.P + g) // self.B) - r.sh
 
+    def _produce(self, r: _Req) -> None:
+        """Running ``r``, its prefill done, produces a token in every iteration from here."""
+        self.producing.add(r)
+        self._fresh.append(r)
+
+    def _unrun(self, r: _Req) -> None:
+        """Take running ``r`` out of the producing or prefilling sequences (it is
+        preempted, finished or aborted, at a boundary before rule 1); ``r.g`` and
+        ``r.alloc`` are then its current values."""
+        if r.k >= 0:
+            self.producing.remove(r)
+        elif r.rem > 0:
+            self.prefilling.remove(r)
+
     def _preempt_tail(self) -> _Req:
         v = self.running.pop()
+        self._unrun(v)
         self.cache.give_back(v.alloc)
         v.alloc = v.rem = 0
         if self.config.prefix_caching:
@@ -195,34 +232,52 @@ class PagedWorker(EngineWorker):
         self.preemptions += 1
         return v
 
-    def _schedule(self) -> tuple[list[_Req], int, bool]:
-        """Rules 1-3 of :mod:`sim.kv_reference` at a boundary: returns the sequences
-        producing a token in the next iteration, its prefill tokens, and whether a
-        preemption happened."""
-        preempted, i, run = False, 0, self.running
-        while i < len(run):
-            r = run[i]
-            need = self._own(r, r.g) - r.alloc
-            if need <= self.cache.free():
-                self.cache.alloc(need)
-                r.alloc += need
-                i += 1
-            else:
-                self._preempt_tail()
-                preempted = True
-        producing = [r for r in run if r.rem == 0]
-        budget, prefill = self.tok_cap - len(producing), 0
-        for r in run:
-            if r.rem > 0 and budget > 0:
-                ch = min(r.rem, budget)
-                r.rem -= ch
-                budget -= ch
-                prefill += ch
-                if r.rem == 0:
-                    producing.append(r)
-                    if r.computing:
-                        r.computing = False
-                        self.pending.discard(r.key)
+    def _schedule(self) -> tuple[int, bool]:
+        """Rules 1-3 of :mod:`sim.kv_reference` at a boundary: returns the next
+        iteration's prefill tokens and whether a preemption happened. The sequences
+        producing a token are :attr:`producing`; those that start now are ``_fresh``.
+
+        Rule 1 looks only at the producing sequences whose phase is now (why: every
+        other running sequence needs no block, and looking at all of them each boundary
+        made a run cost O(boundaries x running)); when blocks run short they are served
+        in admission order, preempting from the tail, exactly as the rule states.
+        """
+        preempted, run, cache = False, self.running, self.cache
+        self._fresh = []
+        need = self.producing.needing()  # one block each
+        if len(need) <= cache.free():
+            if need:
+                cache.alloc(len(need))  # (same evictions as one block at a time)
+        else:  # in admission order: the next `free` get theirs, then preempt the tail
+            order, i = sorted(need, key=_admission), 0
+            while i < len(order) and order[i].k >= 0:  # (preempted ones are a suffix)
+                free = cache.free()
+                if free < 1:
+                    self._preempt_tail()
+                    preempted = True
+                    continue
+                j = min(i + int(free), len(order))
+                while order[j - 1].k < 0:
+                    j -= 1
+                cache.alloc(j - i)  # (same evictions as one block at a time)
+                i = j
+        budget, prefill = self.tok_cap - self.producing.n, 0
+        if self.prefilling:
+            still = []
+            for r in self.prefilling:
+                if budget > 0:
+                    ch = int(min(r.rem, budget))  # (an int: budget may be inf)
+                    r.rem -= ch
+                    budget -= ch
+                    prefill += ch
+                    if r.rem == 0:
+                        self._produce(r)
+                        if r.computing:
+                            r.computing = False
+                            self.pending.discard(r.key)
+                        continue
+                still.append(r)
+            self.prefilling = still
         caching = self.config.prefix_caching
         while not preempted and self.waiting and len(run) < self.config.max_num_seqs and budget > 0:
             r = self.waiting[0]
@@ -238,75 +293,61 @@ class PagedWorker(EngineWorker):
             self.cache.alloc(own)
             r.alloc = own
             r.rem = (0 if hit else r.P) + r.g
+            r.adm, self._adm = self._adm, self._adm + 1
             run.append(r)
-            ch = min(r.rem, budget) if r.rem else 0
+            ch = int(min(r.rem, budget)) if r.rem else 0
             r.rem -= ch
             budget -= ch if ch else 1
             prefill += ch
             if r.rem == 0:
-                producing.append(r)
-            elif caching and not hit:
-                self.pending.add(r.key)
-                r.computing = True
+                self._produce(r)
+            else:
+                self.prefilling.append(r)
+                if caching and not hit:
+                    self.pending.add(r.key)
+                    r.computing = True
         if not run and self.waiting and not preempted:
             raise RuntimeError(
                 f"worker {self.index}: a request cannot be admitted into an empty "
                 f"worker ({self.cache.free()} free KV blocks)"
             )
         self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
-        return producing, prefill, preempted
-
-    def _first_failure(self, producing: list[_Req], m: int) -> int:
-        """Smallest ``j`` in ``[1, m)`` at whose boundary block allocation fails, else ``m``."""
-        free = self.cache.free()
-        x = np.fromiter((r.P + r.g for r in producing), np.int64, len(producing))
-        base = -(-x // self.B)
-        extra = lambda j: int((-(-(x + j) // self.B) - base).sum())
-        if m <= 1 or extra(m - 1) <= free:
-            return m
-        lo, hi = 1, m - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if extra(mid) > free:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return prefill, preempted
 
     def _segment(self):
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing
-        runnable) or ``(producing, m, X, prefill_s)``, ``X`` the producing sequences'
-        context tokens at the segment's first iteration."""
-        producing, prefill, preempted = self._schedule()
+        runnable) or ``(n, m, per_iter_s, prefill_s)``, ``n`` the producing sequences."""
+        prefill, preempted = self._schedule()
+        self.boundaries += 1
         if not self.running:
             return None
-        c = self.cost
-        n, X = len(producing), sum(r.P + r.g for r in producing)
+        c, dec = self.cost, self.producing
+        n, X = dec.n, dec.context()  # (X: their P + g, an exact int as before)
         if preempted or n < len(self.running) or (prefill and self.waiting):
             m = 1  # (why: the next boundary may admit, or a prefill is still chunking)
         else:
-            m = min(r.L - r.g for r in producing)
+            m = dec.next_finish() - dec.K
             if self.cap != math.inf:
-                m = self._first_failure(producing, m)
-        return producing, m, X, c.prefill_s(prefill)
+                m = dec.first_failure(self.cache.free(), m)
+        return n, m, c.decode_iter_s(n, X), c.prefill_s(prefill)
 
-    def _dt(self, n: int, m: int, X: int, prefill_s: float) -> float:
-        return self.cost.segment_s(m, n, X) + prefill_s
+    def _dt(self, n: int, m: int, per_iter: float, prefill_s: float) -> float:
+        return self.cost.segment_from_s(m, n, per_iter) + prefill_s
 
-    def _apply(self, producing: list[_Req], m: int, t_first: float, t_end: float, record) -> None:
-        """Move the producing sequences ``m`` tokens ahead; finishes go to ``record``."""
-        finishing = []
-        for r in producing:
+    def _apply(self, m: int, t_first: float, t_end: float, record) -> None:
+        """Move the producing sequences ``m`` tokens ahead; finishes go to ``record``, in
+        the order the rules list producing sequences (those producing before this
+        boundary, then those starting now, each in admission order)."""
+        for r in self._fresh:
             if r.g == 0 and math.isnan(r.batch.first_[r.i]):
                 r.batch.first_[r.i] = t_first
-            r.g += m
-            new = self._own(r, r.g - 1)  # blocks of the segment's last iteration
-            self.cache.alloc(new - r.alloc)
-            r.alloc = new
-            if r.g == r.L:
-                finishing.append(r)
+        extra = self.producing.extra(m - 1)  # blocks of the segment's iterations 2..m
+        if extra:
+            self.cache.alloc(extra)  # (same evictions as one sequence at a time)
+        finishing = self.producing.advance(m)
         self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
         for r in finishing:
+            self._unrun(r)
             self.running.remove(r)
             self.cache.give_back(r.alloc)
             r.alloc = 0
@@ -331,9 +372,8 @@ class PagedWorker(EngineWorker):
             seg = self._segment()
             if seg is None:
                 continue
-            producing, m, X, prefill_s = seg
-            n = len(producing)
-            dt = self._dt(n, m, X, prefill_s)
+            n, m, per_iter, prefill_s = seg
+            dt = self._dt(n, m, per_iter, prefill_s)
             self._wakeup = env.event()
             t0 = env.now
             self.events += 1
@@ -342,18 +382,17 @@ class PagedWorker(EngineWorker):
                 lo, hi = 1, m
                 while lo < hi:
                     mid = (lo + hi) // 2
-                    if self._dt(n, mid, X, prefill_s) >= env.now - t0:
+                    if self._dt(n, mid, per_iter, prefill_s) >= env.now - t0:
                         hi = mid
                     else:
                         lo = mid + 1
                 m = lo
-                yield env.timeout(max(self._dt(n, m, X, prefill_s) - (env.now - t0), 0.0))
+                yield env.timeout(max(self._dt(n, m, per_iter, prefill_s) - (env.now - t0), 0.0))
             self.busy_s += env.now - t0
             done = []
             self._apply(
-                producing,
                 m,
-                t0 + self.cost.decode_iter_s(n, X) + prefill_s,
+                t0 + per_iter + prefill_s,
                 env.now,
                 lambda b, i, t, done=done: done.append((b, i)),
             )
@@ -372,9 +411,8 @@ class PagedWorker(EngineWorker):
             seg = self._segment()
             if seg is None:
                 continue
-            producing, m, X, prefill_s = seg
-            n = len(producing)
-            t_end = t + self._dt(n, m, X, prefill_s)
-            self._apply(producing, m, t + self.cost.decode_iter_s(n, X) + prefill_s, t_end, record)
+            n, m, per_iter, prefill_s = seg
+            t_end = t + self._dt(n, m, per_iter, prefill_s)
+            self._apply(m, t + per_iter + prefill_s, t_end, record)
             t = t_end
         yield from self._hold_until(t, finished)

@@ -106,7 +106,7 @@ def paged_reference(
             rows if record else None,
         )
     if record:
-        cols = list(zip(*rows)) if rows else [[] for _ in TIMELINE_COLUMNS]
+        cols: list = list(zip(*rows)) if rows else [[] for _ in TIMELINE_COLUMNS]
         out.timeline = {c: np.asarray(v) for c, v in zip(TIMELINE_COLUMNS, cols)}
     return out
 

@@ -58,3 +58,16 @@ def observe_step(controller: Any, lengths: Sequence[Sequence[int]] | Any, **extr
         controller.observe(lengths)
         return
     controller.observe(lengths, **{n: extras.get(n) for n in names})
+
+
+def propose_step(controller: Any, prompt_ids: Any = None) -> int:
+    """``controller.propose()``, or ``controller.propose(prompt_ids=prompt_ids)`` for a
+    controller whose ``proposes`` attribute lists ``"prompt_ids"`` (it can use the next
+    batch's prompts, e.g. :class:`rolloutlab.sim.lagc.LAGC`'s per-prompt pass rates).
+
+    ``prompt_ids``: ``(n_prompts,)`` ints of the batch about to be generated, or None when
+    the pipeline does not know them. Returns the proposed G (int).
+    """
+    if prompt_ids is not None and "prompt_ids" in tuple(getattr(controller, "proposes", ()) or ()):
+        return int(controller.propose(prompt_ids=prompt_ids))
+    return int(controller.propose())

@@ -42,7 +42,7 @@ def apply_overrides(
         raise ValueError("--tp needs --model and --gpu (it sets one worker's roofline cost)")
     if not model and kv_cache:
         raise ValueError("--kv-cache needs --model and --gpu (KV blocks follow from them)")
-    if model:
+    if model and gpu:
         if engine == "fast" and kv_cache is not False:
             raise ValueError(
                 "--engine fast has no KV cache model: add --no-kv-cache to simulate "

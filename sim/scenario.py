@@ -6,12 +6,19 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
      "lengths": {"kind": "lognormal", "mu": .., "sigma_prompt": .., "sigma_within": ..,
                  "max_response_length": .., "mu_growth_per_step": 0.0,
                  "sigma_growth_per_step": 0.0}
-                | {"kind": "empirical", "values": [...], "max_response_length": ..},
+                | {"kind": "empirical", "values": [...], "max_response_length": ..,
+                   "groups": [[...], ...], "replace": true},
      "prompt_tokens": 104,
      "cost": {<sim.cost.LinearCost fields>},
      "engine": {"n_workers": 8, "max_num_seqs": 256, "dispatch": "group"},
      "defaults": {"prompts": 64, "steps": 300, "tau": 4.0},
+     "pass_rate": {"spec": "beta:A,B", "coupling": c, "provenance": {...}, "fit": {...}},
+     "learning": {<sim.learning.LearningParams fields>, "provenance": {...}},
      "provenance": {...}, "fit": {...}}
+
+``pass_rate`` and ``learning`` are optional (issue 12): without ``pass_rate`` a run has
+no rewards unless ``--pass-rate`` is given; without ``learning`` pass rates stay at
+their initial values.
 
 ``provenance`` and ``fit`` are carried along untouched (source files, hashes, fit
 quality). Bundled scenarios live in ``sim/data/*.json`` and are listed by
@@ -28,8 +35,9 @@ from typing import Any
 
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
+from rolloutlab.sim.passrate import parse_pass_rate
 
 FORMAT = "rolloutlab.calibration"
 VERSION = 1
@@ -54,6 +62,34 @@ class Scenario:
     """Suggested ``prompts``, ``steps``, ``tau`` for this scenario."""
     source: dict[str, Any] = field(default_factory=dict)
     """The raw JSON (provenance and fit quality included), for ``config.json``."""
+    pass_rate: dict[str, Any] | None = None
+    """The ``pass_rate`` block (``spec``, ``coupling``, provenance), or ``None``."""
+    learning: dict[str, Any] | None = None
+    """The ``learning`` block (learning-progress parameters), or ``None``."""
+
+
+def _block_from(d: dict, key: str, path: str) -> dict[str, Any] | None:
+    """An optional object-valued block; ``pass_rate.spec`` is parsed here so that a bad
+    one fails at load time. Raises :class:`CalibrationError` naming the field."""
+    block = d.get(key)
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise CalibrationError(f"{path}: field {key!r} must be an object")
+    if key == "pass_rate":
+        spec = block.get("spec")
+        if not isinstance(spec, str) or not spec.startswith(("fixed:", "beta:")):
+            raise CalibrationError(
+                f"{path}: field pass_rate.spec: expected 'fixed:P' or 'beta:A,B', got {spec!r}"
+            )
+        try:
+            parse_pass_rate(spec)
+            coupling = float(block.get("coupling", 0.0))
+        except (TypeError, ValueError) as exc:
+            raise CalibrationError(f"{path}: field 'pass_rate': {exc}") from None
+        if not np.isfinite(coupling):
+            raise CalibrationError(f"{path}: field pass_rate.coupling is not finite")
+    return block
 
 
 def _get(d: dict, key: str, where: str, path: str):
@@ -80,7 +116,12 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
         values = np.asarray(_get(d, "values", "lengths.", path), dtype=np.int64)
         groups = tuple(np.asarray(g, dtype=np.int64) for g in d.get("groups", []))
         try:
-            return EmpiricalLengths(values=values, max_response_length=cap, groups=groups)
+            return EmpiricalLengths(
+                values=values,
+                max_response_length=cap,
+                groups=groups,
+                replace=bool(d.get("replace", True)),
+            )
         except ValueError as exc:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
     raise CalibrationError(
@@ -93,6 +134,7 @@ _DEFAULT_CHECKS = {
     "steps": (int, lambda v: v >= 1, "an integer >= 1"),
     "tau": (float, lambda v: v > 1.0, "a number > 1"),
     "delta": (float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
+    "target_reward": (float, lambda v: 0.0 <= v <= 1.0, "a reward in [0, 1]"),
 }
 
 
@@ -158,6 +200,8 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
         engine=engine,
         defaults=defaults,
         source=d,
+        pass_rate=_block_from(d, "pass_rate", path),
+        learning=_block_from(d, "learning", path),
     )
 
 

@@ -14,8 +14,11 @@ import itertools
 from collections.abc import Callable, Sequence
 
 import polars as pl
-from rolloutlab.sim.compare import SUMMARY_COLUMNS, run_comparison
+from rolloutlab.sim.compare import run_comparison, summary_columns
+from rolloutlab.sim.dynamic_sampling import DynamicSampling
 from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
+from rolloutlab.sim.rewards import RewardConfig
 from rolloutlab.sim.scenario import Scenario
 
 AXES = ("prompts", "workers", "max_num_seqs", "seed")
@@ -64,11 +67,16 @@ def run_sweep(
     engine: str = "fast",
     dataset_size: int | None = None,
     on_point: Callable[[dict[str, int]], None] | None = None,
+    rewards: RewardConfig | None = None,
+    dynamic: DynamicSampling | None = None,
+    target: float | None = None,
 ) -> pl.DataFrame:
     """Run every controller spec at every grid point (:func:`grid`) for ``steps`` steps.
 
+    ``rewards``, ``dynamic``: as in :class:`sim.pipeline.RunConfig`; ``target``: the
+    reward whose ``time_to_target_s`` the summary reports.
     Returns one row per (point, controller): the :data:`AXES` columns, then
-    :data:`sim.compare.SUMMARY_COLUMNS`. ``on_point`` is called after each point.
+    :func:`sim.compare.summary_columns`. ``on_point`` is called after each point.
     Raises ValueError from :func:`sim.compare.run_comparison` (bad spec; KV pressure on
     the fast path).
     """
@@ -86,11 +94,13 @@ def run_sweep(
             seed=point["seed"],
             dataset_size=dataset_size,
             run_id="sweep",
+            rewards=rewards,
+            dynamic=dynamic,
         )
-        summary, _, _ = run_comparison(sc, specs, cfg, engine=engine)
+        summary, _, _ = run_comparison(sc, specs, cfg, engine=engine, target=target)
         frames.append(
             summary.select(
-                *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *SUMMARY_COLUMNS
+                *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *summary_columns(cfg)
             )
         )
         if on_point is not None:
@@ -103,11 +113,14 @@ def sweep_means(runs: pl.DataFrame) -> pl.DataFrame:
     controller), with ``seeds`` (count), ``wall_clock_s_sd`` (sample sd over seeds; null
     for one seed), ``fastest`` (lowest mean wall clock at that point: the fewest rollouts
     usually win it) and ``most_tokens_per_s`` (highest mean throughput: the least idle
-    hardware); sorted by the axes, controllers in the order given."""
+    hardware); sorted by the axes, controllers in the order given. Runs with rewards add
+    the means of :data:`sim.reward_metrics.LEARNING_COLUMNS` (``time_to_target_s``: over
+    the seeds that reached the target)."""
     keys = ["prompts", "workers", "max_num_seqs", "controller"]
+    learning = [c for c in LEARNING_COLUMNS if c in runs.columns]
     means = runs.group_by(keys, maintain_order=True).agg(
         pl.len().alias("seeds"),
-        *(pl.col(c).mean() for c in MEAN_COLUMNS),
+        *(pl.col(c).mean() for c in (*MEAN_COLUMNS, *learning)),
         pl.col("wall_clock_s").std().alias("wall_clock_s_sd"),
     )
     fastest = pl.col("controller").sort_by("wall_clock_s").first().over(keys[:3])

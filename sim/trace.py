@@ -1,6 +1,6 @@
 """The rollout trace and step trace: schema, validation, reading and writing.
 
-One row per rollout and one row per learner step, as in DESIGN.md ("Trace schema").
+One row per rollout and one row per learner step, as in docs/DESIGN.md ("Trace schema").
 The simulator and the real runners write exactly these tables, so every metric in
 :mod:`sim.metrics` is computed by one function from either source.
 
@@ -23,8 +23,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
-"""Bumped whenever a column is added, removed or changes meaning."""
+SCHEMA_VERSION = 2
+"""Bumped whenever a column is added, removed or changes meaning. Version 2 added the
+nullable reward columns (:data:`V2_COLUMNS`); version-1 files are still read, those
+columns filled with nulls."""
+
+READABLE_VERSIONS = (1, 2)
+"""Schema versions :func:`read` accepts."""
 
 META_KEY = b"rolloutlab.schema_version"
 
@@ -43,6 +48,8 @@ ROLLOUT_SCHEMA: dict[str, pl.DataType] = {
     "t_submit": pl.Float64,  # s from run start
     "t_first_token": pl.Float64,  # s from run start
     "t_finish": pl.Float64,  # s from run start
+    "reward": pl.Float64,  # v2, nullable: the rollout's reward (0/1 for verifiable tasks)
+    "correct": pl.Boolean,  # v2, nullable: verifier says the answer is correct
 }
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -54,12 +61,35 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "train_time": pl.Float64,  # s, learner update (verl timing_s/update_actor)
     "sync_time": pl.Float64,  # s, weight sync to the generators
     "lr": pl.Float64,
-    "reward_mean": pl.Float64,  # null in the simulator
+    "reward_mean": pl.Float64,  # null in the simulator without a pass-rate model
     "kl": pl.Float64,
     "grad_norm": pl.Float64,
     "grad_cosine": pl.Float64,  # cosine of this update with the previous one
     "controller_state": pl.String,  # JSON of the controller's state_dict after observe
+    # v2, all nullable (docs/metrics.md, docs/dynamic_sampling.md):
+    "informative_groups": pl.Int64,  # trained groups whose rewards are not all equal
+    "informative_frac": pl.Float64,  # informative_groups / trained groups
+    "gen_rounds": pl.Int64,  # generation rounds of the step (dynamic sampling)
+    "generated_groups": pl.Int64,  # groups generated for the step, kept or filtered
+    "kept_groups": pl.Int64,  # groups trained on
+    "wasted_rollout_s": pl.Float64,  # sum of t_finish - t_submit over filtered groups' rollouts
+    "dynamic_sampling_abort": pl.Boolean,  # max_gen_batches reached with < B kept
 }
+
+V2_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rollouts": ("reward", "correct"),
+    "steps": (
+        "informative_groups",
+        "informative_frac",
+        "gen_rounds",
+        "generated_groups",
+        "kept_groups",
+        "wasted_rollout_s",
+        "dynamic_sampling_abort",
+    ),
+}
+"""Columns added by schema version 2 (nullable): a table without them (a version-1 file)
+gets them as nulls on read."""
 
 FINISH_REASONS = ("stop", "length", "abort")
 _NON_NEGATIVE = {
@@ -113,6 +143,7 @@ def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFr
             ``source``, the first offending row and the column.
     """
     schema = _schema_for(kind)
+    df = with_v2_columns(df, kind)
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise TraceError(
@@ -129,7 +160,10 @@ def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFr
             ) from None
     out = pl.DataFrame(cols)
     required = [
-        c for c in schema if kind == "rollouts" or c in ("run_id", "step", "t_start", "t_end")
+        c
+        for c in schema
+        if (kind == "rollouts" and c not in V2_COLUMNS[kind])
+        or c in ("run_id", "step", "t_start", "t_end")
     ]
     for name in required:
         row = _first_bad_row(out.get_column(name).is_null())
@@ -177,6 +211,25 @@ def _check_rollout_order(out: pl.DataFrame, source: str) -> None:
             raise TraceError(f"{source}: row {row}, column {col!r}: {out[col][row]} {what}")
 
 
+def with_v2_columns(df: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """``df`` with the version-2 columns it lacks (:data:`V2_COLUMNS`) added as nulls of
+    their schema type (a version-1 table read by this version)."""
+    schema = _schema_for(kind)
+    add = [pl.lit(None, dtype=schema[c]).alias(c) for c in V2_COLUMNS[kind] if c not in df.columns]
+    return df.with_columns(add) if add else df
+
+
+def frame(columns: dict, kind: str) -> pl.DataFrame:
+    """A ``kind`` table from a dict of equal-length columns (arrays or lists) named as in
+    the schema; version-2 columns that are absent become nulls; columns come out in
+    schema order and types (no validation: :func:`validate`). Raises KeyError naming a
+    missing version-1 column."""
+    schema = _schema_for(kind)
+    present = {k: schema[k] for k in schema if k in columns}
+    df = pl.DataFrame({k: columns[k] for k in present}, schema=present)
+    return with_v2_columns(df, kind).select(list(schema))
+
+
 def empty(kind: str) -> pl.DataFrame:
     """An empty table of the ``kind`` schema ("rollouts" or "steps")."""
     return pl.DataFrame(schema=_schema_for(kind))
@@ -216,10 +269,10 @@ def read(path: str | os.PathLike, kind: str) -> pl.DataFrame:
             raise TraceError(f"{path}: not a readable parquet file: {exc}") from None
         meta = table.schema.metadata or {}
         version = meta.get(META_KEY)
-        if version is not None and int(version) != SCHEMA_VERSION:
+        if version is not None and int(version) not in READABLE_VERSIONS:
             raise TraceError(
                 f"{path}: trace schema version {int(version)}, this rolloutlab "
-                f"reads version {SCHEMA_VERSION}"
+                f"reads versions {', '.join(map(str, READABLE_VERSIONS))}"
             )
         df = pl.from_arrow(table)
     elif path.suffix in (".jsonl", ".ndjson"):
@@ -242,10 +295,10 @@ def _read_jsonl(path: Path, kind: str) -> pl.DataFrame:
     if not rows:
         return empty(kind)
     versions = {r.pop("schema_version", SCHEMA_VERSION) for r in rows}
-    if versions != {SCHEMA_VERSION}:
+    if not versions <= set(READABLE_VERSIONS):
         raise TraceError(
             f"{path}: trace schema version(s) {sorted(versions)}, this rolloutlab "
-            f"reads version {SCHEMA_VERSION}"
+            f"reads versions {', '.join(map(str, READABLE_VERSIONS))}"
         )
     return pl.DataFrame(rows, infer_schema_length=None)
 

@@ -53,5 +53,6 @@ class RolloutSink:
         if self._writer is None and not self._frames:
             self._frames.append(pl.DataFrame(schema=ROLLOUT_SCHEMA))
         self._flush()
+        assert self._writer is not None  # _flush opened it: there was a frame
         self._writer.close()
         return None

@@ -40,7 +40,7 @@ def write_run(
         k = (slow or {}).get(t, 1.0)
         n = prompts * G
         rows.append(
-            pl.DataFrame(
+            trace.frame(
                 {
                     "run_id": ["synthetic"] * n,
                     "step": [t] * n,
@@ -57,7 +57,7 @@ def write_run(
                     "t_first_token": t0 + k * batch.t_first_token,
                     "t_finish": t0 + k * batch.t_finish,
                 },
-                schema=trace.ROLLOUT_SCHEMA,
+                "rollouts",
             )
         )
         span = float(k * batch.t_finish.max())

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rolloutlab.real.config import SyncConfig
+from rolloutlab.real.config import SyncConfig, WarmStartConfig
 from rolloutlab.real.task import TaskConfig
-from rolloutlab.real.warmstart import WarmStartConfig
 
 
 def tiny_config(**kw) -> SyncConfig:

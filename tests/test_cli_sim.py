@@ -92,6 +92,21 @@ def test_sim_two_sagc_options_in_the_controller_list(tmp_path, calibration_file)
     ]
 
 
+def test_sim_lagc_and_sagc_floor_budget_specs(tmp_path, calibration_file):
+    specs = ["lagc", "lagc:signal=variance,G_min=8", "sagc:G_min=8,step_time_budget_s=300"]
+    args = ["sim", "--calibration", str(calibration_file), "--steps", "2", "--out"]
+    res = CliRunner().invoke(main, [*args, str(tmp_path / "o"), "--controllers", ",".join(specs)])
+    assert res.exit_code == 0, res.output
+    summary = pl.read_csv(tmp_path / "o" / "summary.csv")
+    assert summary["controller"].to_list() == specs
+    assert summary.filter(pl.col("controller") != "lagc")["mean_G"].min() >= 8
+    res = CliRunner().invoke(main, [*args, str(tmp_path / "bad"), "--controllers", "lagc:bogus=1"])
+    assert (
+        res.exit_code != 0 and "lagc:bogus=1" in res.output and "unknown LAGC option" in res.output
+    )
+    assert not (tmp_path / "bad").exists()
+
+
 def test_sim_bad_controller_spec(tmp_path, calibration_file):
     res = CliRunner().invoke(
         main,

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.controllers import SAGC, StaticG, parse_controller, split_specs
+from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.controllers import SAGC, StaticG, split_specs
+from rolloutlab.sim.observation import observe_step
 
 
 def straggling_lengths(G: int, n_prompts: int, straggle: bool) -> list[list[int]]:
@@ -188,3 +190,104 @@ def test_parse_controller_options():
     assert (ctl.tau, ctl.delta, ctl.candidates) == (3.0, 0.2, (2, 4, 8))
     assert parse_controller("sagc", tau=9.0).tau == 9.0
     assert parse_controller("static:4").name == "static:4"
+
+
+# -- issue 13 item 9: resume; issue 12 item 7: floor and step-time budget --------------
+
+
+def _step(ctl, rng: np.random.Generator, budgeted: bool) -> None:
+    """One observed step of random lengths (and times when the controller wants them)."""
+    G = ctl.current
+    lengths = rng.integers(1, 400, size=(2, G)).tolist()
+    times = {"gen_time_s": float(rng.uniform(1, 20)), "step_time_s": float(rng.uniform(5, 30))}
+    ctl.observe(lengths, **(times if budgeted else {}))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    k=st.integers(0, 30),
+    m=st.integers(1, 30),
+    forget=st.sampled_from(["chosen", "to_prior"]),
+    budget=st.sampled_from([None, 15.0]),
+)
+def test_sagc_resume_continues_exactly_as_an_uninterrupted_run(seed, k, m, forget, budget):
+    opts = {"forget": forget, "step_time_budget_s": budget, "tau": 3.0}
+    whole, first = SAGC(seed=seed, **opts), SAGC(seed=seed, **opts)
+    rng_whole, rng_first = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(k):
+        for ctl, rng in ((whole, rng_whole), (first, rng_first)):
+            ctl.propose()
+            _step(ctl, rng, budget is not None)
+    resumed = SAGC(seed=seed + 1, **opts)  # another seed: everything must come from the state
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    rng_resumed = rng_first
+    for _ in range(m):
+        assert resumed.propose() == whole.propose()
+        state = rng_whole.bit_generator.state
+        _step(whole, rng_whole, budget is not None)
+        rng_resumed.bit_generator.state = state
+        _step(resumed, rng_resumed, budget is not None)
+        assert resumed.state_dict() == whole.state_dict()
+    assert resumed.state_dict()["steps_observed"] == k + m
+
+
+def test_default_sagc_declares_no_extras_and_keeps_its_state_keys():
+    ctl = SAGC()
+    assert ctl.observes == ()
+    keys = {"kind", "candidates", "alpha", "beta", "lambda", "current", "steps_observed", "rng"}
+    assert set(ctl.state_dict()) == keys
+    assert parse_controller("sagc:step_time_budget_s=300").observes == ("gen_time_s", "step_time_s")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    G_min=st.sampled_from([1, 3, 4, 5, 8, 16]),
+    p=st.floats(0.0, 1.0),
+)
+def test_sagc_never_proposes_below_its_floor(seed, G_min, p):
+    ctl = SAGC(seed=seed, G_min=G_min, init_G=16)
+    assert min(ctl.candidates) >= G_min
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        G = ctl.propose()
+        assert G >= G_min and G in (4, 8, 16)
+        ctl.observe(straggling_lengths(G, 2, bool(rng.random() < p)))
+
+
+def test_sagc_floor_above_every_candidate_is_refused():
+    with pytest.raises(ValueError, match="G_min"):
+        parse_controller("sagc:G_min=32")
+    ctl = parse_controller("sagc:G_min=8,step_time_budget_s=300")
+    assert (ctl.candidates, ctl.G_min, ctl.step_time_budget_s) == ((8, 16), 8, 300.0)
+    with pytest.raises(ValueError, match="step_time_budget_s"):
+        parse_controller("sagc:step_time_budget_s=0")
+
+
+def _growing_run(ctl: SAGC, steps: int) -> list[int]:
+    """Lengths that grow x1.02 per step up to x4 (t ~ 70) with max/median fixed at 2
+    (< tau), and a step time of 10 ms per token of the longest rollout times ``G / 4``
+    (more rollouts, a longer step): the straggler ratio never moves, the step time goes
+    from 2 s to 8 s at G = 4, 16 s at G = 8, 32 s at G = 16."""
+    Gs = []
+    for t in range(steps):
+        G = ctl.propose()
+        Gs.append(G)
+        scale = min(1.02**t, 4.0)
+        lengths = [[round(100 * scale)] * G for _ in range(4)]
+        lengths[0][0] = round(200 * scale)
+        step_s = 0.01 * 200 * scale * G / 4
+        observe_step(ctl, lengths, gen_time_s=0.8 * step_s, step_time_s=step_s)
+    return Gs
+
+
+def test_sagc_with_a_budget_reacts_to_step_time_growth_that_max_over_median_misses():
+    plain = _growing_run(SAGC(seed=0, init_G=4), 400)
+    budgeted = _growing_run(SAGC(seed=0, init_G=4, step_time_budget_s=10.0), 400)
+    assert plain[-300:] == [16] * 300  # S_t = 0 throughout: G climbs and stays at the largest
+    assert budgeted[:3] == plain[:3]  # same run while under budget
+    # only G = 4 keeps the 10 s budget once lengths have grown: the long-run straggler
+    # rate is held near delta = 0.3, so G = 4 at least ~70 % of the time
+    late = budgeted[-200:]
+    assert late.count(4) >= 0.6 * len(late), late

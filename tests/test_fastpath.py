@@ -13,7 +13,8 @@ from rolloutlab.sim.controllers import SAGC, StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.dynamics import GroupLengths
 from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.fastpath import block_times, run_sync_fast, step_times
+from rolloutlab.sim.fastpath import block_times, step_times
+from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.trace import ROLLOUT_SCHEMA
 

@@ -75,6 +75,10 @@ def test_every_request_finishes_once_and_kv_stays_within_capacity(case):
     for w in engine.workers:
         assert w.max_kv_blocks_used <= cfg.kv_blocks
         assert w.cache.used == 0 and not w.running and not w.waiting
+    ref = paged_reference(lengths, prompts, cost, cfg)
+    assert [w.max_kv_blocks_used for w in engine.workers] == ref.max_kv_blocks_used.tolist()
+    # a closed-form boundary covers at least one iteration of the per-iteration loop
+    assert all(w.boundaries <= it for w, it in zip(engine.workers, ref.features[:, 0]))
 
 
 @settings(max_examples=100, deadline=None)
@@ -86,6 +90,24 @@ def test_paged_worker_without_pressure_equals_plain_worker(case):
     assert np.array_equal(plain.t_finish, paged.t_finish)
     assert np.array_equal(plain.t_first_token, paged.t_first_token)
     assert paged.preemptions.sum() == 0
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_long_kv_bound_run_equals_reference_loop_exactly(exclusive):
+    # Beyond the hypothesis cases' sizes: 16-token blocks, hundreds of tokens per request,
+    # a cache that keeps 24 sequences preempting for most of the run (every phase of the
+    # incremental bookkeeping in use, several block cycles per segment), chunked prefill.
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 400, size=(12, 4))
+    prompts = rng.integers(0, 90, size=12)
+    cost = LinearCost(a_s=1 / 8, b_s=1 / 64, c_s=1 / 1024, prefill_s_per_token=1 / 256)
+    cfg = EngineConfig(max_num_seqs=24, kv_blocks=160, max_num_batched_tokens=96)
+    batch = generate(lengths, prompts, cost, cfg, exclusive=exclusive)
+    ref = paged_reference(lengths, prompts, cost, cfg)
+    assert ref.preemptions.sum() > 20  # (the case is KV-bound)
+    assert np.array_equal(batch.t_finish, ref.times["t_finish"])
+    assert np.array_equal(batch.t_first_token, ref.times["t_first_token"])
+    assert np.array_equal(batch.preemptions, ref.preemptions)
 
 
 def test_preemption_by_recompute_by_hand():

@@ -36,3 +36,25 @@ def test_unknown_extra_is_refused():
         observe_step(r, [[1]])
     with pytest.raises(ValueError, match="bogus"):
         observe_step(StaticG(2), [[1]], bogus=1)
+
+
+class PromptAware(StaticG):
+    proposes = ("prompt_ids",)
+
+    def __init__(self, G):
+        super().__init__(G)
+        self.given = []
+
+    def propose(self, prompt_ids=None):
+        self.given.append(prompt_ids)
+        return self.G
+
+
+def test_propose_step_passes_prompt_ids_only_to_controllers_that_declare_them():
+    from rolloutlab.sim.observation import propose_step
+
+    ids = np.arange(3)
+    aware = PromptAware(4)
+    assert propose_step(aware, ids) == 4 and aware.given == [ids]
+    assert propose_step(aware) == 4 and aware.given[-1] is None
+    assert propose_step(StaticG(2), ids) == 2  # plain propose(): no keyword

@@ -45,6 +45,14 @@ def test_every_consumed_rollout_is_at_most_S_max_stale_and_versions_are_filled(
     assert json.loads((tmp_path / "collapse.json").read_text())["pipeline"] == spec
 
 
+def test_the_learning_aware_controller_runs_in_the_async_loop_and_sees_rewards(tmp_path):
+    cfg = tiny_config(steps=4, eval_every=100, controller="lagc:candidates=2/4,init_G=2")
+    _, steps = run_async(AsyncConfig(sync=cfg, pipeline="one-step-off"), tmp_path, progress=False)
+    states = [json.loads(s) for s in steps["controller_state"].to_list()]
+    assert [s["steps_observed"] for s in states] == [1, 2, 3, 4]
+    assert states[-1]["pop"]["samples"] > 0 and states[-1]["spt"]  # rewards and times seen
+
+
 def test_with_S_0_the_async_path_trains_on_exactly_the_synchronous_rollouts(tmp_path):
     cfg = tiny_config(steps=4, controller="sagc:candidates=2/4,init_G=2")
     r_sync, s_sync = run_sync(cfg, tmp_path / "sync", progress=False)

@@ -27,7 +27,9 @@ def snapshot(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("spec", ["static:2", "sagc:candidates=2/4,init_G=2"])
+@pytest.mark.parametrize(
+    "spec", ["static:2", "sagc:candidates=2/4,init_G=2", "lagc:candidates=2/4,init_G=2"]
+)
 def test_a_tiny_run_writes_valid_traces_that_the_sim_metrics_read(tmp_path, spec):
     cfg = tiny_config(controller=spec)
     run_sync(cfg, tmp_path, progress=False)
@@ -81,6 +83,45 @@ def test_the_controller_receives_exactly_the_lengths_the_engine_produced(tmp_pat
     flat = [[n for g in step for n in g] for step in run.controller.seen]
     assert flat == produced
     assert all(len(g) == 3 for step in run.controller.seen for g in step)
+
+
+class ExtrasSpy(StaticG):
+    """Declares every extra :func:`sim.observation.observe_step` knows."""
+
+    observes = ("rewards", "prompt_ids", "gen_time_s", "step_time_s")
+
+    def __init__(self, G):
+        super().__init__(G)
+        self.seen = []
+
+    def observe(self, lengths, rewards=None, prompt_ids=None, gen_time_s=None, step_time_s=None):
+        self.seen.append((rewards, prompt_ids, gen_time_s, step_time_s))
+        super().observe(lengths)
+
+
+def test_the_controller_receives_the_rewards_prompt_ids_and_times_of_the_trace(tmp_path):
+    cfg = tiny_config(controller="static:3", eval_every=100, steps=2)
+    run = SyncRun(cfg, tmp_path, "spy-run", resume=False)
+    run.controller = ExtrasSpy(3)
+    run.run(progress=False)
+    rollouts = read(tmp_path / "rollouts.parquet", "rollouts")
+    steps = read(tmp_path / "steps.parquet", "steps")
+    for t, (rewards, ids, gen_s, step_s) in enumerate(run.controller.seen):
+        assert rewards.shape == (cfg.prompts, 3)
+        assert rewards.mean() == pytest.approx(steps["reward_mean"][t])
+        in_trace = rollouts.filter(rollouts["step"] == t)["prompt_id"].unique().sort().to_list()
+        assert ids.tolist() == in_trace
+        assert gen_s == pytest.approx(steps["gen_time"][t])
+        assert gen_s <= step_s <= steps["t_end"][t] - steps["t_start"][t]
+
+
+@pytest.mark.parametrize("spec", ["sagc:candidates=2/4,init_G=2", "lagc:candidates=2/4,init_G=2"])
+def test_a_resumed_controller_keeps_counting_steps(tmp_path, spec):
+    run_sync(tiny_config(controller=spec, steps=2), tmp_path, progress=False)
+    cfg = tiny_config(controller=spec, steps=4)
+    run_sync(cfg, tmp_path, resume=True, progress=False, overrides={"steps": 4})
+    states = read(tmp_path / "steps.parquet", "steps")["controller_state"].to_list()
+    assert [json.loads(s)["steps_observed"] for s in states] == [1, 2, 3, 4]
 
 
 def test_unknown_controller_spec_is_refused_before_anything_is_written(tmp_path):

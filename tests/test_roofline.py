@@ -13,7 +13,8 @@ from rolloutlab.sim.roofline import roofline, roofline_cost
 
 
 @pytest.mark.parametrize(
-    "name, billions", [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21), ("qwen2.5-7b", 7.62)]
+    "name, billions",
+    [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21), ("qwen2.5-7b", 7.62), ("llama-3-8b", 8.03)],
 )
 def test_parameter_counts_match_model_cards(name, billions):
     assert get_model(name).n_params() / 1e9 == pytest.approx(billions, abs=0.01)
@@ -52,7 +53,7 @@ def test_more_memory_more_kv_blocks_and_tp_splits_weights():
     assert tp2.c_s == pytest.approx(tp1.c_s / 2)
     with pytest.raises(ValueError, match="unknown model"):
         roofline("gpt-5", "h100")
-    assert set(GPUS) == {"h100", "h200", "a100", "h20"} and len(MODELS) == 3
+    assert set(GPUS) == {"h100", "h200", "a100", "h20"} and len(MODELS) == 4
 
 
 def test_one_long_sample_bounds_the_step_under_kv_pressure():

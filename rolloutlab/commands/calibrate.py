@@ -14,7 +14,9 @@ from rolloutlab.calibration.verl_fit import VerlFitConfig
 from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -28,9 +30,9 @@ def scenario_defaults(steps, tau, delta) -> dict:
 
 
 def verl_config(
-    group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+    *, group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
 ) -> VerlFitConfig:
-    """The :class:`VerlFitConfig` of the options of :func:`verl_options`."""
+    """The :class:`VerlFitConfig` of the options of :func:`verl_options` (by name)."""
     return VerlFitConfig(
         group_size=group_size,
         max_response_length=max_response_length,
@@ -39,6 +41,30 @@ def verl_config(
         replicates=replicates,
         seed=seed,
     )
+
+
+def scenario_default_options(f):
+    """Options ``--steps``, ``--tau``, ``--delta``: defaults the written scenario carries."""
+    opts = [
+        click.option(
+            "--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps."
+        ),
+        click.option(
+            "--tau",
+            type=click.FloatRange(min=1.0, min_open=True),
+            default=None,
+            help="Scenario default SAGC tau.",
+        ),
+        click.option(
+            "--delta",
+            type=click.FloatRange(0.0, 1.0),
+            default=None,
+            help="Scenario default SAGC delta.",
+        ),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
 
 
 def verl_options(f):
@@ -91,16 +117,7 @@ def calibrate() -> None:
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @verl_options
 def calibrate_verl_tb(
     run_dirs,
@@ -111,18 +128,10 @@ def calibrate_verl_tb(
     steps,
     tau,
     delta,
-    group_size,
-    max_response_length,
-    gen_workers,
-    max_num_seqs,
-    fit_prefill,
-    replicates,
-    seed,
+    **logged,
 ):
     """Fit lengths and cost to verl TensorBoard runs (RUN_DIR holds events.out.tfevents.*)."""
-    cfg = verl_config(
-        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
-    )
+    cfg = verl_config(**logged)
     try:
         d = calibrate_verl(
             list(run_dirs),
@@ -155,16 +164,7 @@ def calibrate_verl_tb(
 )
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps.")
-@click.option(
-    "--tau",
-    type=click.FloatRange(min=1.0, min_open=True),
-    default=None,
-    help="Scenario default SAGC tau.",
-)
-@click.option(
-    "--delta", type=click.FloatRange(0.0, 1.0), default=None, help="Scenario default SAGC delta."
-)
+@scenario_default_options
 @click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
 def calibrate_servegen(
     folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length
@@ -187,3 +187,6 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
+calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
+calibrate.add_command(calibrate_learning)
+calibrate.add_command(calibrate_groups_cmd)  # issue 15: commands/groups.py

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+import polars as pl
 
 
 class OutDirError(ValueError):
@@ -112,6 +113,29 @@ def claim(out: str | Path, command: str) -> Path:
         return claim_out_dir(out, command)
     except OutDirError as exc:
         fail(exc)
+
+
+def echo_table(
+    *tables: pl.DataFrame,
+    rows: int = -1,
+    cols: int | None = -1,
+    precision: int = 3,
+    dtypes: bool = False,
+    width: int | None = 200,
+) -> None:
+    """Print each table with polars' formatting: up to ``rows`` rows and ``cols`` columns
+    (-1: all; None: polars' default), floats to ``precision`` decimals, no shape line,
+    column types only if ``dtypes``, lines up to ``width`` characters (None: default)."""
+    with pl.Config(
+        tbl_rows=rows,
+        tbl_cols=cols,
+        float_precision=precision,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=not dtypes,
+        tbl_width_chars=width,
+    ):
+        for df in tables:
+            click.echo(df)
 
 
 def format_summary(summary: dict) -> str:

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import click
-import polars as pl
 
-from rolloutlab.commands.common import OutDirError, claim_out_dir, fail
-from rolloutlab.sim.provenance import write_config
-
-
-def _echo_table(df: pl.DataFrame) -> None:
-    with pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        tbl_width_chars=200,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-    ):
-        click.echo(df)
+from rolloutlab.commands.common import OutDirError, claim_out_dir, echo_table, fail
 
 
 @click.group()
@@ -77,10 +61,9 @@ def idle(
     idle_summary.csv/.json, idle_scatter.png, idle_timeseries.png, replay_rollouts.parquet
     and config.json.
     """
-    from rolloutlab.analysis.compare_plots import idle_scatter, idle_timeseries
+    from rolloutlab.analysis.compare_outputs import write_idle_outputs
     from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
     from rolloutlab.analysis.run_input import RunInputError, load_run
-    from rolloutlab.sim import trace
     from rolloutlab.sim.trace import TraceError
 
     cfg = IdleCompareConfig(
@@ -92,37 +75,11 @@ def idle(
         res = compare_idle(run, cfg)
     except (RunInputError, TraceError, ValueError) as exc:
         fail(exc)
-    res.per_step.write_csv(out_dir / "idle_comparison.csv")
-    res.summary.write_csv(out_dir / "idle_summary.csv")
-    run_cfg = run.config.get("config", run.config)
-    name = f"{real_dir.name} ({run_cfg.get('controller', '?')})"
-    meta = {
-        "run": str(real_dir),
-        "run_id": run.config.get("run_id"),
-        "controller": run_cfg.get("controller"),
-        "fit_steps": res.fit_steps,
-        "steps": run.steps.height,
-        "tau": res.tau,
-        "engine": asdict(run.engine),
-        "cost_fit": res.cost_fit.to_dict(),
-        "length_fit": res.lengths.to_dict(),
-    }
-    (out_dir / "idle_summary.json").write_text(
-        json.dumps({**meta, "summary": res.summary.to_dicts()}, indent=2) + "\n"
-    )
-    trace.write_parquet(res.replay_rollouts, out_dir / "replay_rollouts.parquet", "rollouts")
-    idle_scatter(
-        res.per_step, out_dir / "idle_scatter.png", f"{name}: held-out steps {res.fit_steps}+"
-    )
-    idle_timeseries(res.per_step, out_dir / "idle_timeseries.png", res.tau, f"{name}: per step")
-    write_config(
-        out_dir / "config.json",
-        {"kind": "compare-idle", "settings": asdict(cfg), **meta, "real_config": run.config},
-    )
+    name = write_idle_outputs(run, res, cfg, out_dir)
     click.echo(
         f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps"
     )
-    _echo_table(res.summary)
+    echo_table(res.summary)
     click.echo(f"-> {out_dir}")
 
 
@@ -169,55 +126,17 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
     collapse_scaling.csv (per S: S*eta_collapse and M_collapse*S*eta from the real grid,
     the fitted model and the simulated grid), collapse_summary.json, collapse.png, config.json.
     """
-    from rolloutlab.analysis.collapse_compare import (
-        GridError,
-        agreement,
-        fit_collapse,
-        grid_steps,
-        predict,
-        read_grid,
-        scaling_table,
-        split_grid,
-    )
-    from rolloutlab.analysis.compare_plots import collapse_figure
+    from rolloutlab.analysis.collapse_compare import GridError, grid_steps
+    from rolloutlab.analysis.compare_outputs import collapse_study, write_collapse_outputs
 
     try:
         T = grid_steps(real_dir, steps)
         claim_out_dir(out_dir, "compare-collapse")
-        real = read_grid(real_dir)
-        sim = read_grid(sim_dir) if sim_dir is not None else None
-        fit_rows, held = split_grid(real, split)
-        fit = fit_collapse(fit_rows, T, max_evals=max_evals)
+        study = collapse_study(real_dir, sim_dir, T, split, max_evals)
     except (GridError, OutDirError) as exc:
         fail(exc)
-    held_pred = predict(fit.params, held, T)
-    summary = {
-        "real": str(real_dir),
-        "sim": str(sim_dir) if sim_dir else None,
-        "steps": T,
-        "split": split,
-        "fit_points": fit_rows.height,
-        "held_out": agreement(held_pred),
-        "fit": {
-            "loss": fit.loss,
-            "fit_agreement": fit.fit_agreement,
-            "evaluations": fit.evaluations,
-            "params": asdict(fit.params),
-        },
-    }
-    table = scaling_table(real, predict(fit.params, real, T), sim)
-    held_pred.write_csv(out_dir / "collapse_points.csv")
-    table.write_csv(out_dir / "collapse_scaling.csv")
-    (out_dir / "collapse_summary.json").write_text(
-        json.dumps(summary, indent=2, default=str) + "\n"
-    )
-    collapse_figure(
-        held_pred,
-        table,
-        out_dir / "collapse.png",
-        f"{real_dir.name}: fit on half the {split} values",
-    )
-    write_config(out_dir / "config.json", {"kind": "compare-collapse", **summary})
+    write_collapse_outputs(study, out_dir, f"{real_dir.name}: fit on half the {split} values")
+    summary, fit, table = study.summary, study.fit, study.scaling
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
@@ -230,7 +149,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
             for k in ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")
         )
     )
-    _echo_table(table)
+    echo_table(table)
     click.echo(f"-> {out_dir}")
 
 

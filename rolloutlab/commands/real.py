@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import fail, format_summary, parse_list
+from rolloutlab.commands.common import echo_table, fail, format_summary, parse_list
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
     run_options,
@@ -31,7 +31,6 @@ from rolloutlab.real.config import (
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
 from rolloutlab.sim.metrics import run_summary
-from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.trace import TraceError
 
 
@@ -41,7 +40,12 @@ def real() -> None:
 
 
 @real.command()
-@click.option("--controller", default="sagc", show_default=True, help="sagc[:k=v,...] or static:G")
+@click.option(
+    "--controller",
+    default="sagc",
+    show_default=True,
+    help="sagc[:k=v,...], lagc[:k=v,...] or static:G",
+)
 @click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
 @click.option(
     "--prompts", default=SyncConfig.prompts, show_default=True, type=int, help="prompt batch B"
@@ -268,12 +272,9 @@ def stability_cmd(
     Writes DIR/stability.csv (the simulator's columns first), DIR/phase_diagram.png,
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
-    import polars as pl
-
-    from rolloutlab.analysis.stability_plots import plot_phase_diagram
+    from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
     from rolloutlab.real.async_config import AsyncConfig
     from rolloutlab.real.stability import GridConfig, run_grid
-    from rolloutlab.real.stability_fit import eta_max_table, fit_laws, t_collapse_table
 
     S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     try:
@@ -299,26 +300,14 @@ def stability_cmd(
     t0 = time.perf_counter()
     df = run_grid(grid, out_dir, progress=True)
     runtime_s = time.perf_counter() - t0
-    df.write_csv(out_dir / "stability.csv")
-    table = eta_max_table(df)
-    fits = fit_laws(df)
-    plot_phase_diagram(
+    table, fits = write_real_grid(
         df,
-        None,
         steps,
-        out_dir / "phase_diagram.png",
-        title=f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
-        eta_max=dict(zip(table["S"].to_list(), table["eta_max"].to_list())),
+        {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s},
+        out_dir,
+        f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
     )
-    (out_dir / "fit.json").write_text(json.dumps(fits, indent=2) + "\n")
-    write_config(
-        out_dir / "config.json", {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s}
-    )
-    with pl.Config(
-        tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True, tbl_width_chars=200
-    ):
-        click.echo(table)
-        click.echo(t_collapse_table(df))
+    echo_table(table, t_collapse_table(df), cols=None, precision=4, dtypes=True)
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]
         click.echo(

@@ -6,11 +6,15 @@ import dataclasses
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, fail
+from rolloutlab.commands.common import claim, echo_table, fail
+from rolloutlab.commands.learning_options import (
+    describe_rewards,
+    learning_options,
+    rewards_from_options,
+)
 from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim import trace
 from rolloutlab.sim.compare import check_comparison, run_comparison, sagc_defaults
@@ -19,6 +23,7 @@ from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
 from rolloutlab.sim.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
 
 
 @click.command()
@@ -51,6 +56,7 @@ from rolloutlab.sim.provenance import describe, scenario_source, write_config
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
+@learning_options
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sim(
     calibration,
@@ -69,6 +75,12 @@ def sim(
     drift,
     dataset_size,
     seed,
+    pass_rate,
+    dynamic_sampling,
+    gen_batch_factor,
+    max_gen_batches,
+    refill,
+    target_reward,
     out,
 ):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
@@ -87,16 +99,21 @@ def sim(
         kv_cache=kv_cache,
         drift=drift,
     )
+    rewards, dynamic, target_reward = rewards_from_options(
+        sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
+    )
     try:
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
             seed=seed,
             dataset_size=dataset_size,
+            rewards=rewards,
+            dynamic=dynamic,
         )
         specs = split_specs(controllers)
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
-        check_comparison(specs, pipes, engine)
+        check_comparison(specs, pipes, engine, dynamic is not None)
     except ValueError as exc:
         fail(exc)
     claim(out, "sim")  # after every check, before minutes of simulation
@@ -114,7 +131,9 @@ def sim(
         bar.update()
 
     try:
-        summary, rollouts, steps_df = run_comparison(sc, specs, cfg, on_step, pipes, engine=engine)
+        summary, rollouts, steps_df = run_comparison(
+            sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+        )
     except (ValueError, RuntimeError) as exc:
         fail(exc)
     finally:
@@ -124,7 +143,7 @@ def sim(
     summary.write_csv(out_dir / "summary.csv")
     trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
     trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-    comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau)
+    comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
     write_config(
         out_dir / "config.json",
         {
@@ -136,7 +155,8 @@ def sim(
             "tp": tp,
             "drift": drift,
             "lengths": describe(sc.lengths),
-            "run": dataclasses.asdict(cfg),
+            "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
+            **describe_rewards(rewards, dynamic, target_reward),
             "controllers": specs,
             "pipelines": [dataclasses.asdict(p) for p in pipes],
             "sagc_defaults": sagc_defaults(sc),
@@ -150,22 +170,15 @@ def sim(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(summary.select(_printed_columns(pipes)))
+    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )
 
 
-def _printed_columns(pipes) -> list[str]:
-    """The summary columns worth printing: staleness columns only for asynchronous runs."""
+def _printed_columns(pipes, rewards: bool = False) -> list[str]:
+    """The summary columns worth printing: staleness columns only for asynchronous runs,
+    reward columns only for runs with rewards."""
     cols = [
         "controller",
         "pipeline",
@@ -187,4 +200,4 @@ def _printed_columns(pipes) -> list[str]:
             "dropped",
             "aborted",
         ]
-    return cols
+    return cols + list(LEARNING_COLUMNS) if rewards else cols

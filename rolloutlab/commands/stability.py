@@ -8,10 +8,9 @@ from pathlib import Path
 
 import click
 import numpy as np
-import polars as pl
 
 from rolloutlab.analysis.stability_plots import plot_phase_diagram
-from rolloutlab.commands.common import claim, parse_list
+from rolloutlab.commands.common import claim, echo_table, parse_list
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.stability import default_lrs, run_grid, summarize
 from rolloutlab.sim.staleness import StalenessParams
@@ -86,6 +85,5 @@ def stability(
         "runtime_s": runtime_s,
     }
     write_config(out_dir / "config.json", config)
-    with pl.Config(tbl_rows=-1, float_precision=4, tbl_hide_dataframe_shape=True):
-        click.echo(summarize(df))
+    echo_table(summarize(df), cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"{df.height} runs in {runtime_s:.2f} s -> {out_dir}")

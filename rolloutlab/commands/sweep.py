@@ -5,16 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, fail, int_list
+from rolloutlab.commands.common import claim, echo_table, fail, int_list
+from rolloutlab.commands.learning_options import (
+    describe_rewards,
+    learning_options,
+    rewards_from_options,
+)
 from rolloutlab.commands.scenario import load_for, scenario_options
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
 
 
@@ -56,6 +61,7 @@ from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
     show_default=True,
     help="Vectorised fast path (no KV pressure) or the SimPy engine.",
 )
+@learning_options
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def sweep(
     calibration,
@@ -73,6 +79,12 @@ def sweep(
     seeds,
     steps,
     engine,
+    pass_rate,
+    dynamic_sampling,
+    gen_batch_factor,
+    max_gen_batches,
+    refill,
+    target_reward,
     out,
 ):
     """Run every controller on every grid point of the synchronous pipeline.
@@ -93,9 +105,12 @@ def sweep(
         kv_cache=kv_cache,
         drift=drift,
     )
+    rewards, dynamic, target_reward = rewards_from_options(
+        sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
+    )
     try:
         specs = split_specs(controllers)
-        check_comparison(specs, [PipelineConfig()], engine)
+        check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
         points = grid(
             prompts or [int(sc.defaults.get("prompts", 64))],
             workers or [sc.engine.n_workers],
@@ -116,6 +131,9 @@ def sweep(
             engine=engine,
             dataset_size=dataset_size,
             on_point=lambda p: bar.update(),
+            rewards=rewards,
+            dynamic=dynamic,
+            target=target_reward,
         )
     except (ValueError, RuntimeError) as exc:
         fail(exc)
@@ -144,35 +162,31 @@ def sweep(
             "engine_before_grid": describe(sc.engine),
             "cost": sc.cost.to_dict(),
             "calibration": scenario_source(sc),
+            **describe_rewards(rewards, dynamic, target_reward),
         },
     )
     click.echo(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
     )
-    with pl.Config(
-        tbl_rows=200,
-        tbl_cols=20,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_width_chars=200,
-    ):
-        click.echo(
-            means.select(
-                "prompts",
-                "workers",
-                "max_num_seqs",
-                "controller",
-                "seeds",
-                "wall_clock_s",
-                "wall_clock_s_sd",
-                "straggler_rate",
-                "slot_idle_frac",
-                "mean_G",
-                "tokens_per_s",
-                "fastest",
-                "most_tokens_per_s",
-            )
-        )
+    echo_table(
+        means.select(
+            "prompts",
+            "workers",
+            "max_num_seqs",
+            "controller",
+            "seeds",
+            "wall_clock_s",
+            "wall_clock_s_sd",
+            "straggler_rate",
+            "slot_idle_frac",
+            "mean_G",
+            "tokens_per_s",
+            "fastest",
+            "most_tokens_per_s",
+            *[c for c in LEARNING_COLUMNS if c in means.columns],
+        ),
+        rows=200,
+        cols=20,
+    )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
 from tqdm import tqdm
 
 from rolloutlab.calibration.validate import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, verl_config, verl_options
-from rolloutlab.commands.common import fail
+from rolloutlab.commands.common import echo_table, fail
+from rolloutlab.commands.groups import validate_groups_cmd
 
 
 @click.group()
@@ -40,18 +40,10 @@ def validate_verl_tb(
     run_dirs,
     fit_steps,
     out,
-    group_size,
-    max_response_length,
-    gen_workers,
-    max_num_seqs,
-    fit_prefill,
-    replicates,
-    seed,
+    **logged,
 ):
     """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
-    cfg = verl_config(
-        group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
-    )
+    cfg = verl_config(**logged)
     try:
         with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
             table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())
@@ -62,6 +54,8 @@ def validate_verl_tb(
         tmp.replace(out_dir / "validation.csv")
     except BAD_INPUT as exc:
         fail(exc)
-    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=4):
-        click.echo(table)
+    echo_table(table, cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
+
+
+validate.add_command(validate_groups_cmd)

@@ -1,4 +1,5 @@
-"""Boundaries and scaling slopes measured from a real stability grid (PAPERS.md §2 laws).
+"""Boundaries and scaling slopes measured from a real stability grid (PAPERS.md §2 laws),
+and the output folder of ``rolloutlab real stability`` (:func:`write_real_grid`).
 
 - ``eta_max(S)``: between the largest lr at which fewer than half the seeds collapsed
   and the next lr up, where at least half did (the bracket ``[eta_lo, eta_hi]``); the
@@ -12,10 +13,14 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import polars as pl
+from rolloutlab.analysis.stability_plots import plot_phase_diagram
+from rolloutlab.sim.provenance import write_config
 from scipy import stats
 
 
@@ -117,3 +122,28 @@ def t_collapse_table(df: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("lr", "S")
     )
+
+
+def write_real_grid(
+    df: pl.DataFrame, T: int, config: dict, out_dir: Path, title: str
+) -> tuple[pl.DataFrame, dict]:
+    """Write ``out_dir``/stability.csv (``df``, one row per run), phase_diagram.png
+    (``title``; the measured ``eta_max`` dashed), fit.json (:func:`fit_laws`) and
+    config.json (``config`` with library versions). ``T``: learner steps per run.
+
+    Returns ``(eta_max_table(df), fit_laws(df))``.
+    """
+    df.write_csv(out_dir / "stability.csv")
+    table = eta_max_table(df)
+    fits = fit_laws(df)
+    plot_phase_diagram(
+        df,
+        None,
+        T,
+        out_dir / "phase_diagram.png",
+        title=title,
+        eta_max=dict(zip(table["S"].to_list(), table["eta_max"].to_list())),
+    )
+    (out_dir / "fit.json").write_text(json.dumps(fits, indent=2) + "\n")
+    write_config(out_dir / "config.json", config)
+    return table, fits

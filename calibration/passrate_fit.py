@@ -1,0 +1,253 @@
+"""Pass-rate calibration: beta-binomial MLE of per-prompt pass rates, and the
+length-correctness coupling, from a grouped per-sample file (docs/learning.md).
+
+Input: JSONL, one prompt a line, with a list of per-sample correctness (``score``:
+booleans or 0/1) and either the response texts (``code``: lengths are CHARACTER counts)
+or numeric response lengths (``--lengths-field``). Output: the ``pass_rate`` block of a
+scenario (wave_spec: ``{"spec": "beta:A,B", "coupling": c, "provenance", "fit"}``).
+
+- Pass rates: ``k_i ~ BetaBinomial(n_i, a, b)``; (a, b) maximise the log likelihood
+  (scipy.stats.betabinom, scipy.optimize on log a, log b); standard errors from the
+  observed information (scipy.differentiate.hessian of the negative log likelihood).
+- Coupling ``c``: ``logit P(correct_ij) = alpha_i + c * z_ij``, z = standardised log length
+  within the group (the model of ``sim.passrate.draw_correct``). The per-prompt effects
+  alpha_i are eliminated by conditioning on each group's number correct k_i (conditional
+  logistic regression, Chamberlain 1980): ``P(set S | k_i) = exp(c sum_S z) / e_k(exp(c z))``
+  with e_k the elementary symmetric polynomial; homogeneous groups carry no information.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.polynomial import polynomial as P
+from scipy import optimize, stats
+from scipy.differentiate import hessian
+
+
+class PassRateDataError(ValueError):
+    """Unusable input; the message names the file, the line (1-based) and the field."""
+
+
+@dataclass(frozen=True)
+class GroupedSamples:
+    """Per-prompt correctness and response lengths of a grouped sample file."""
+
+    correct: list[np.ndarray]
+    """One (n_i,) bool array per prompt."""
+    lengths: list[np.ndarray] | None
+    """One (n_i,) float array per prompt (characters or tokens), or None."""
+    length_unit: str
+    """What ``lengths`` counts, e.g. "characters of field 'code'"."""
+
+
+def _bools(v, where: str) -> np.ndarray:
+    if not isinstance(v, list) or not v:
+        raise PassRateDataError(f"{where}: expected a non-empty list of booleans")
+    if not all(isinstance(x, bool) or (isinstance(x, int | float) and x in (0, 1)) for x in v):
+        raise PassRateDataError(f"{where}: expected booleans or 0/1 values")
+    return np.array(v, dtype=bool)
+
+
+def read_grouped(
+    path: str | Path,
+    score_field: str = "score",
+    responses_field: str | None = "code",
+    lengths_field: str | None = None,
+) -> GroupedSamples:
+    """Read a grouped JSONL file (module docstring). ``lengths_field`` (numeric lists)
+    wins over ``responses_field`` (texts); both None: no lengths.
+
+    Raises PassRateDataError (file, line, field) on a missing file or field, invalid
+    JSON, a correctness list that is not booleans, or lengths of another count.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PassRateDataError(f"{path}: no such file")
+    len_field = lengths_field or responses_field
+    correct, lengths = [], []
+    with open(path) as fh:
+        for no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PassRateDataError(f"{path}: line {no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or score_field not in row:
+                raise PassRateDataError(f"{path}: line {no}: no correctness field {score_field!r}")
+            c = _bools(row[score_field], f"{path}: line {no}: field {score_field!r}")
+            correct.append(c)
+            if len_field is None:
+                continue
+            v = row.get(len_field)
+            where = f"{path}: line {no}: field {len_field!r}"
+            if not isinstance(v, list) or len(v) != len(c):
+                raise PassRateDataError(f"{where}: expected a list of {len(c)} entries")
+            if lengths_field:
+                if not all(isinstance(x, int | float) and x > 0 for x in v):
+                    raise PassRateDataError(f"{where}: expected positive numbers")
+                lengths.append(np.array(v, dtype=float))
+            else:
+                if not all(isinstance(x, str) for x in v):
+                    raise PassRateDataError(f"{where}: expected response texts")
+                lengths.append(np.array([max(len(x), 1) for x in v], dtype=float))
+    if not correct:
+        raise PassRateDataError(f"{path}: no rows")
+    unit = (
+        "none"
+        if len_field is None
+        else (
+            f"values of field {lengths_field!r}"
+            if lengths_field
+            else f"characters of field {responses_field!r}"
+        )
+    )
+    return GroupedSamples(correct, lengths if len_field else None, unit)
+
+
+def betabinom_nll(log_ab: np.ndarray, k: np.ndarray, n: np.ndarray) -> float:
+    """Negative log likelihood of counts k (m,) out of n (m,) at (log a, log b)."""
+    a, b = np.exp(log_ab[0]), np.exp(log_ab[1])
+    return float(-stats.betabinom.logpmf(k, n, a, b).sum())
+
+
+def observed_covariance(f, x: np.ndarray) -> np.ndarray:
+    """Inverse of the observed information: the Hessian of the negative log likelihood
+    ``f`` (a scalar function of a (d,) vector) at its minimum ``x``, by
+    scipy.differentiate.hessian. Returns (d, d). Raises numpy.linalg.LinAlgError when
+    the Hessian is singular."""
+
+    def fv(X: np.ndarray) -> np.ndarray:  # scipy evaluates on (d, ...) arrays of points
+        flat = X.reshape(X.shape[0], -1)
+        return np.array([f(flat[:, j]) for j in range(flat.shape[1])]).reshape(X.shape[1:])
+
+    h = hessian(fv, np.asarray(x, float), order=4, maxiter=3, initial_step=0.05)
+    return np.linalg.inv(h.ddf)
+
+
+def fit_beta_binomial(k, n) -> dict:
+    """Beta-binomial MLE of pass-rate parameters (a, b) from counts.
+
+    k, n: (m,) ints, 0 <= k <= n, n >= 1. Returns ``{"alpha", "beta", "loglik",
+    "se": {"alpha", "beta"}, "mean", "mean_se", "converged"}``; SEs from the observed
+    information in (log a, log b), mapped by the delta method. Raises ValueError on
+    bad counts or when all counts are 0 or all are n (a boundary MLE: no finite fit).
+    """
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    if k.shape != n.shape or k.ndim != 1 or k.size == 0:
+        raise ValueError("counts: expected two (m,) arrays of the same length")
+    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k % 1) or np.any(n % 1):
+        raise ValueError("counts: expected integers with 0 <= k <= n, n >= 1")
+    if np.all(k == 0) or np.all(k == n):
+        raise ValueError("counts: every sample is wrong (or every one right); no beta fit")
+    m = k.sum() / n.sum()
+    x0 = np.log([m * 2, (1 - m) * 2])
+    res = optimize.minimize(
+        lambda x: betabinom_nll(x, k, n), x0, method="Nelder-Mead",
+        options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000},
+    )  # fmt: skip
+    x = res.x
+    cov_log = observed_covariance(lambda y: betabinom_nll(y, k, n), x)  # (2, 2), log space
+    a, b = np.exp(x)
+    J = np.diag([a, b])  # d(a, b) / d(log a, log b)
+    cov = J @ cov_log @ J
+    g = np.array([b, -a]) / (a + b) ** 2  # d mean / d(a, b), mean = a / (a + b)
+    return {
+        "alpha": float(a),
+        "beta": float(b),
+        "loglik": float(-res.fun),
+        "se": {"alpha": float(np.sqrt(cov[0, 0])), "beta": float(np.sqrt(cov[1, 1]))},
+        "cov": cov.tolist(),
+        "mean": float(a / (a + b)),
+        "mean_se": float(np.sqrt(g @ cov @ g)),
+        "converged": bool(res.success),
+    }
+
+
+def standardised_log_length(lengths: np.ndarray) -> np.ndarray:
+    """z of one group: (log L - mean log L) / std log L (ddof 0); zeros when std is 0."""
+    x = np.log(np.asarray(lengths, float))
+    sd = x.std()
+    return np.zeros_like(x) if sd == 0 else (x - x.mean()) / sd
+
+
+def conditional_nll(c: float, groups: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Negative conditional log likelihood of coupling ``c`` (module docstring): sum over
+    groups ``(z (G,) float, y (G,) bool)`` of ``-log[exp(c sum_{y} z) / e_k(exp(c z))]``,
+    k = number correct. e_k from the coefficients of prod_j (x + w_j) (numpy)."""
+    total = 0.0
+    for z, y in groups:
+        k = int(y.sum())
+        # e_k(w) = coefficient of x^(G-k) in prod_j (x + w_j), w = exp(c z - shift)
+        u = c * z
+        shift = u.max()
+        coef = P.polyfromroots(-np.exp(u - shift))  # ascending powers of x
+        total -= u[y].sum() - k * shift - np.log(coef[len(z) - k])
+    return total
+
+
+def fit_coupling(correct: list[np.ndarray], lengths: list[np.ndarray]) -> dict:
+    """Conditional-logit MLE of the length coupling c (module docstring).
+
+    correct / lengths: one (n_i,) array each per prompt. Returns ``{"coupling", "se",
+    "loglik", "informative_groups", "samples_used"}`` (coupling and se None when no
+    group is informative). Observed information by scipy.differentiate.hessian.
+    """
+    groups = [
+        (standardised_log_length(L), np.asarray(y, bool))
+        for y, L in zip(correct, lengths, strict=True)
+        if 0 < int(np.sum(y)) < len(y)
+    ]
+    out = {"informative_groups": len(groups), "samples_used": sum(len(z) for z, _ in groups)}
+    if not groups:
+        return {**out, "coupling": None, "se": None, "loglik": None}
+    res = optimize.minimize_scalar(
+        lambda c: conditional_nll(c, groups), bounds=(-20, 20), method="bounded"
+    )
+    var = float(observed_covariance(lambda v: conditional_nll(float(v[0]), groups), [res.x])[0, 0])
+    return {
+        **out,
+        "coupling": float(res.x),
+        "se": float(np.sqrt(var)) if var > 0 else None,
+        "loglik": float(-res.fun),
+    }
+
+
+def pass_rate_block(data: GroupedSamples, provenance: dict) -> dict:
+    """The scenario's ``pass_rate`` block: spec, coupling (0.0 when not fitted),
+    provenance (as given plus n_prompts, n_samples) and fit statistics."""
+    k = np.array([c.sum() for c in data.correct])
+    n = np.array([c.size for c in data.correct])
+    beta = fit_beta_binomial(k, n)
+    coup = (
+        fit_coupling(data.correct, data.lengths)
+        if data.lengths is not None
+        else {"coupling": None, "se": None, "informative_groups": None}
+    )
+    n_max = int(n.max())
+    observed = np.bincount(k[n == n_max], minlength=n_max + 1)
+    expected = stats.betabinom.pmf(np.arange(n_max + 1), n_max, beta["alpha"], beta["beta"])
+    return {
+        "spec": f"beta:{beta['alpha']:.4g},{beta['beta']:.4g}",
+        "coupling": round(coup["coupling"], 4) if coup["coupling"] is not None else 0.0,
+        "provenance": {**provenance, "n_prompts": int(k.size), "n_samples": int(n.sum())},
+        "fit": {
+            "method": "beta-binomial MLE; coupling by conditional logistic MLE",
+            "alpha": beta["alpha"],
+            "beta": beta["beta"],
+            "loglik": beta["loglik"],
+            "se": {**beta["se"], "coupling": coup["se"]},
+            "mean_pass_rate": beta["mean"],
+            "mean_pass_rate_se": beta["mean_se"],
+            "observed_pass_rate": float(k.sum() / n.sum()),
+            "coupling_loglik": coup.get("loglik"),
+            "coupling_informative_groups": coup["informative_groups"],
+            "length_unit": data.length_unit,
+            f"count_hist_observed_n{n_max}": observed.tolist(),
+            f"count_hist_expected_n{n_max}": (expected * (n == n_max).sum()).round(2).tolist(),
+        },
+    }

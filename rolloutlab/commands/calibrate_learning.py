@@ -1,0 +1,158 @@
+"""Click commands ``rolloutlab calibrate pass-rate`` and ``rolloutlab calibrate learning``
+(wiring only; the fits are :mod:`calibration.passrate_fit` and
+:mod:`calibration.learning_fit`).
+
+``--out`` gets one block (``pass_rate`` or ``learning``): a new file holds just that
+block; an existing calibration JSON (a scenario) or block file gets the block added or
+replaced, everything else kept; any other existing file is refused. Bad input: one line
+naming the file and field, exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from rolloutlab.calibration.learning_fit import fit_learning
+from rolloutlab.calibration.passrate_fit import pass_rate_block, read_grouped
+from rolloutlab.calibration.run_curve import read_run
+from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
+from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
+
+BLOCKS = ("pass_rate", "learning")
+
+
+class BadInput(click.ClickException):
+    """One-line error, exit code 2 (the project's bad-input convention)."""
+
+    exit_code = 2
+
+
+def merged_output(out: str | Path, key: str, block: dict) -> dict:
+    """The JSON to write to ``out``: ``out``'s content with ``key`` set to ``block``.
+
+    Raises BadInput when ``out`` exists and is not a calibration JSON (format
+    ``rolloutlab.calibration``, checked by :func:`sim.scenario.scenario_from_dict`) or a
+    file holding only pass_rate/learning blocks."""
+    out = Path(out)
+    if not out.exists():
+        return {key: block}
+    try:
+        d = json.loads(out.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{out}: exists and is not JSON ({exc}); refusing to overwrite") from None
+    if isinstance(d, dict) and d.get("format") == FORMAT:
+        try:
+            scenario_from_dict(d, str(out))
+        except CalibrationError as exc:
+            raise BadInput(f"{exc}; refusing to overwrite") from None
+    elif not (isinstance(d, dict) and d and set(d) <= set(BLOCKS)):
+        raise BadInput(
+            f"{out}: exists and is neither a calibration JSON nor a pass_rate/learning "
+            "block file; refusing to overwrite"
+        )
+    return {**d, key: block}
+
+
+def _provenance(path: str, command: str) -> dict:
+    return {
+        "file": path,
+        "sha256": sha256_file(path),
+        "command": command,
+        "rolloutlab_version": rolloutlab_version(),
+    }
+
+
+@click.command("pass-rate")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSON to write.")
+@click.option("--score-field", default="score", show_default=True, help="Correctness list.")
+@click.option(
+    "--responses-field",
+    default="code",
+    show_default=True,
+    help="Response texts (coupling from their CHARACTER lengths).",
+)
+@click.option("--lengths-field", default=None, help="Numeric response lengths (wins over texts).")
+@click.option("--note", default=None, help="Free text added to provenance (e.g. origin).")
+def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, note):
+    """Fit the pass-rate distribution (beta-binomial MLE) and the length coupling of a
+    grouped per-sample JSONL FILE; writes the ``pass_rate`` block to --out."""
+    cmd = f"rolloutlab calibrate pass-rate {shlex.quote(file)} --out {shlex.quote(out)}"
+    if score_field != "score":
+        cmd += f" --score-field {shlex.quote(score_field)}"
+    if note:
+        cmd += f" --note {shlex.quote(note)}"
+    if lengths_field:
+        cmd += f" --lengths-field {shlex.quote(lengths_field)}"
+    elif responses_field != "code":
+        cmd += f" --responses-field {shlex.quote(responses_field)}"
+    try:
+        data = read_grouped(file, score_field, responses_field or None, lengths_field)
+        prov = _provenance(file, cmd) | ({"note": note} if note else {})
+        block = pass_rate_block(data, prov)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    write_json_atomic(merged_output(out, "pass_rate", block), out)
+    f = block["fit"]
+    click.echo(
+        f"wrote {out}: pass_rate {block['spec']} (mean {f['mean_pass_rate']:.3f} "
+        f"+- {f['mean_pass_rate_se']:.3f}), coupling {block['coupling']} "
+        f"+- {f['se']['coupling'] or float('nan'):.2g}, {block['provenance']['n_prompts']} prompts"
+    )
+
+
+@click.command("learning")
+@click.option(
+    "--real", "run_dir", required=True, type=click.Path(), help="Run directory (real sync)."
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSON to write.")
+@click.option(
+    "--init-steps",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Steps whose groups start the initial Beta fit.",
+)
+@click.option(
+    "--as-lr-ref",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Write this lr_ref instead of the run's lr: the fitted gain per unit signal is "
+    "assumed to hold at another model's reference lr (a placeholder transfer; say so).",
+)
+@click.option("--note", default=None, help="Free text added to provenance.")
+def calibrate_learning(run_dir, out, init_steps, as_lr_ref, note):
+    """Fit the learning-progress model's kappa to a real run's per-group correctness;
+    writes the ``learning`` block to --out."""
+    cmd = f"rolloutlab calibrate learning --real {shlex.quote(run_dir)} --out {shlex.quote(out)}"
+    if init_steps != 3:
+        cmd += f" --init-steps {init_steps}"
+    if as_lr_ref is not None:
+        cmd += f" --as-lr-ref {as_lr_ref:g}"
+    if note:
+        cmd += f" --note {shlex.quote(note)}"
+    try:
+        block = fit_learning(read_run(run_dir), init_steps)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    block["fit"]["lr_of_run"] = block["lr_ref"]
+    if as_lr_ref is not None:
+        block["lr_ref"] = as_lr_ref
+    cfg = Path(run_dir) / "config.json"
+    block["provenance"] = {
+        "run_dir": run_dir,
+        "run_config_sha256": sha256_file(cfg) if cfg.exists() else None,
+        "command": cmd,
+        "rolloutlab_version": rolloutlab_version(),
+    } | ({"note": note} if note else {})
+    write_json_atomic(merged_output(out, "learning", block), out)
+    f = block["fit"]
+    click.echo(
+        f"wrote {out}: kappa {block['kappa']:.4g} +- {f['se']['kappa']:.2g} at lr_ref "
+        f"{block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; RMSE "
+        f"{f['replayed']['rmse']:.3f} (sampling noise {f['sampling_noise_rmse']:.3f})"
+    )

@@ -1,0 +1,151 @@
+"""Book-keeping of the asynchronous pipelines (:mod:`sim.async_pipeline`): one prompt
+group, one dispatched batch, the :class:`Ledger` of where every rollout ended, and what
+the controller observes of a finished batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rolloutlab.sim.batch import Batch
+from rolloutlab.sim.observation import observe_step
+
+
+@dataclass
+class GroupState:
+    """One prompt's G rollouts: requests ``lo .. lo+G-1`` of batch ``j``'s :class:`Batch`."""
+
+    j: int
+    prompt_id: int
+    lo: int
+    G: int
+    v_dispatch: int
+    n_done: int = 0
+    status: str = "running"  # running | ready | consumed | dropped | aborted | filtered
+    step: int = -1  # learner step that consumed / discarded it
+
+
+@dataclass
+class BatchInfo:
+    """A dispatched prompt batch: its engine batch, groups and per-rollout last-token version."""
+
+    j: int
+    G: int
+    batch: Batch
+    lengths: np.ndarray  # (n_prompts, G) response tokens
+    groups: list[GroupState]
+    v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
+    correct: np.ndarray | None = None  # (n_prompts, G) bool rewards, None without a pass-rate model
+    observed: bool = False
+    unresolved: int = 0
+    generating: int = 0  # groups not yet complete nor discarded
+
+
+@dataclass
+class Ledger:
+    """Where every dispatched rollout ended (counts of rollouts) and version spans."""
+
+    dispatched: int = 0
+    consumed: int = 0
+    dropped: int = 0
+    """Rollouts of groups discarded as staler than ``S_max``."""
+    aborted: int = 0
+    """Rollouts of groups discarded by the over-sampling tail abort."""
+    filtered: int = 0
+    """Rollouts of homogeneous groups filtered by dynamic sampling (not written)."""
+    ready: int = 0
+    """Finished, waiting in the buffer at the end."""
+    in_flight: int = 0
+    """Queued or running at the end (or aborted but not yet removed)."""
+    spanned_versions: list[int] = field(default_factory=list)
+    """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
+
+    def as_dict(self) -> dict:
+        """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""
+        span = np.asarray(self.spanned_versions, dtype=float)
+        return {
+            "dispatched": self.dispatched,
+            "consumed": self.consumed,
+            "dropped": self.dropped,
+            "aborted": self.aborted,
+            "filtered": self.filtered,
+            "ready": self.ready,
+            "in_flight": self.in_flight,
+            "spanned_versions_mean": float(span.mean()) if span.size else 0.0,
+            "spanned_versions_max": int(span.max()) if span.size else 0,
+        }
+
+    def account_leftovers(
+        self,
+        discarded: list[GroupState],
+        batches: list[BatchInfo],
+        columns_of: Callable[[GroupState, int, str], dict[str, np.ndarray]],
+    ) -> list[dict[str, np.ndarray]]:
+        """At the end of a run: the finished rows of discarded (dropped or aborted)
+        groups, as rollout columns (``columns_of(group, step, status)``); counts them
+        and every group still ready or running into the ledger."""
+        rows = []
+        for g in discarded:
+            b, sl = batches[g.j].batch, slice(g.lo, g.lo + g.G)
+            done = ~np.isnan(b.t_finish[sl])  # (G,) removed or finished by the end
+            cols = columns_of(g, g.step, g.status)
+            rows.append({k: v[done] for k, v in cols.items()})
+            n_done = int(done.sum())
+            if g.status == "dropped":
+                self.dropped += n_done
+            else:
+                self.aborted += n_done
+            self.in_flight += g.G - n_done
+        for info in batches:
+            for g in info.groups:
+                if g.status == "ready":
+                    self.ready += g.G
+                elif g.status == "running":
+                    self.ready += g.n_done
+                    self.in_flight += g.G - g.n_done
+        return rows
+
+
+def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray:
+    """(G,) float rewards of group ``g``. Raises ValueError when its batch has none (the
+    run has no pass-rate model: callers check first)."""
+    correct = batches[g.j].correct
+    if correct is None:
+        raise ValueError(f"batch {g.j} has no rewards (no pass-rate model)")
+    return correct[g.lo // g.G].astype(np.float64)
+
+
+def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float:
+    """``sum(t_finish - t_submit)`` over the rollouts of ``groups`` (s)."""
+    total = 0.0
+    for g in groups:
+        b, sl = batches[g.j].batch, slice(g.lo, g.lo + g.G)
+        total += float((b.t_finish[sl] - b.t_submit[sl]).sum())
+    return total
+
+
+def observe_resolved(
+    controller: Any, batches: list[BatchInfo], gen_time_s: float, step_time_s: float
+) -> None:
+    """Hand every batch whose groups are all resolved, and not yet observed, to
+    :func:`sim.observation.observe_step`: lengths, rewards and prompt ids of its groups
+    that were generated to the end (consumed, dropped as stale or filtered), with the
+    times of the learner step that resolved it."""
+    for info in batches:
+        if info.unresolved == 0 and not info.observed:
+            info.observed = True
+            ks = [
+                k
+                for k, g in enumerate(info.groups)
+                if g.status in ("consumed", "dropped", "filtered")
+            ]
+            observe_step(
+                controller,
+                [info.lengths[k].tolist() for k in ks],
+                rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
+                gen_time_s=gen_time_s,
+                step_time_s=step_time_s,
+                prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
+            )

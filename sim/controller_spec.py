@@ -1,0 +1,70 @@
+"""Controller specs of the CLI (``static:G``, ``sagc[:k=v,...]``, ``lagc[:k=v,...]``) to objects.
+
+Kept apart from :mod:`sim.controllers` so that module does not import :mod:`sim.lagc`
+(which builds on it): no import cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rolloutlab.sim.controllers import SAGC, Controller, StaticG
+from rolloutlab.sim.lagc import LAGC
+
+_SAGC_INT = ("radius", "init_G", "G_min")
+_SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s")
+_LAGC_FLOAT = ("pop_gamma", "prompt_decay", "length_gamma", "c_max")
+
+
+def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
+    """Build a controller from a CLI spec.
+
+    ``static:G`` -> :class:`StaticG`; ``sagc`` or ``sagc:key=value,...`` -> :class:`SAGC`
+    (keys: ``tau, delta, eta_lambda, gamma, radius, init_G, G_min, step_time_budget_s,
+    forget``; ``candidates=4/8/16``); ``lagc[:key=value,...]`` -> :class:`sim.lagc.LAGC`
+    (the SAGC keys, for its straggler constraint, and ``signal, pop_gamma, prompt_decay,
+    length_gamma, c_max, max_prompts``). ``sagc_defaults`` (e.g. a scenario's ``tau``)
+    apply to SAGC and LAGC unless the spec overrides them.
+
+    Raises: ValueError naming the spec (and the option) on anything else.
+    """
+    spec = spec.strip()
+    kind, _, args = spec.partition(":")
+    if kind == "static":
+        try:
+            return StaticG(int(args))
+        except ValueError:
+            raise ValueError(
+                f"controller spec {spec!r}: expected static:G with G a positive int"
+            ) from None
+    if kind not in ("sagc", "lagc"):
+        raise ValueError(
+            f"controller spec {spec!r}: expected 'static:G', 'sagc[:k=v,...]' or 'lagc[:k=v,...]'"
+        )
+    kwargs: dict[str, Any] = dict(sagc_defaults)
+    for item in filter(None, args.split(",")):
+        key, _, val = item.partition("=")
+        try:
+            kwargs.update(_option(kind, key.strip(), val.strip()))
+        except ValueError as exc:
+            raise ValueError(f"controller spec {spec!r}: option {key!r}: {exc}") from None
+    try:
+        ctl: Any = SAGC(seed=seed, **kwargs) if kind == "sagc" else LAGC(seed=seed, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"controller spec {spec!r}: {exc}") from None
+    if args:
+        ctl.name = spec
+    return ctl
+
+
+def _option(kind: str, key: str, val: str) -> dict[str, Any]:
+    """One ``key=value`` of a SAGC/LAGC spec as a keyword argument (ValueError if unknown/bad)."""
+    if key == "candidates":
+        return {key: tuple(int(v) for v in val.split("/"))}
+    if key in _SAGC_INT or (kind == "lagc" and key == "max_prompts"):
+        return {key: int(val)}
+    if key in _SAGC_FLOAT or (kind == "lagc" and key in _LAGC_FLOAT):
+        return {key: float(val)}
+    if key == "forget" or (kind == "lagc" and key == "signal"):
+        return {key: val}
+    raise ValueError(f"unknown {kind.upper()} option")

@@ -1,0 +1,127 @@
+"""Pass-rate calibration (calibration/passrate_fit.py) and `rolloutlab calibrate pass-rate`."""
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from rolloutlab.calibration.passrate_fit import (
+    PassRateDataError,
+    conditional_nll,
+    fit_beta_binomial,
+    fit_coupling,
+    read_grouped,
+    standardised_log_length,
+)
+from scipy.special import expit
+
+from rolloutlab.cli import main
+
+FIXTURE = Path(__file__).parent / "data" / "qwen25_math_cot_100" / "scores.jsonl"
+SIM_DATA = Path(__file__).parent.parent / "sim" / "data"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("a", "b"), [(0.6, 1.4), (2.0, 0.5)])
+def test_beta_binomial_recovers_known_parameters(seed, a, b):
+    rng = np.random.default_rng(seed)
+    n = np.full(400, 8)
+    k = rng.binomial(n, rng.beta(a, b, n.size))
+    fit = fit_beta_binomial(k, n)
+    assert abs(fit["alpha"] - a) < 4 * fit["se"]["alpha"]
+    assert abs(fit["beta"] - b) < 4 * fit["se"]["beta"]
+    assert fit["se"]["alpha"] < 0.5 * a  # the SE is informative, not a huge band
+
+
+def test_beta_binomial_bad_counts():
+    with pytest.raises(ValueError, match="every sample"):
+        fit_beta_binomial([8, 8], [8, 8])
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        fit_beta_binomial([9], [8])
+
+
+def test_conditional_likelihood_by_enumeration():
+    z = standardised_log_length(np.array([100.0, 200, 300, 800]))
+    y = np.array([True, True, False, False])
+    c = -0.7
+    num = np.exp(c * z[y].sum())
+    den = sum(np.exp(c * z[list(s)].sum()) for s in itertools.combinations(range(4), 2))
+    assert conditional_nll(c, [(z, y)]) == pytest.approx(-np.log(num / den))
+
+
+@pytest.mark.parametrize("c_true", [-1.0, 0.5])
+def test_coupling_recovers_known_value(c_true):
+    rng = np.random.default_rng(7)
+    correct, lengths = [], []
+    for _ in range(300):
+        L = rng.lognormal(7, 0.5, 8)
+        p = expit(rng.normal(0, 1.5) + c_true * standardised_log_length(L))
+        correct.append(rng.random(8) < p)
+        lengths.append(L)
+    fit = fit_coupling(correct, lengths)
+    assert abs(fit["coupling"] - c_true) < 4 * fit["se"]
+
+
+def test_fixture_fit_and_bundled_block():
+    data = read_grouped(FIXTURE, lengths_field="response_chars")
+    k = np.array([c.sum() for c in data.correct])
+    assert k.sum() == 728 and len(k) == 100  # 0.91 of 800 samples correct
+    fit = fit_beta_binomial(k, np.full(100, 8))
+    assert abs(fit["mean"] - 0.91) < 2 * fit["mean_se"]
+    coup = fit_coupling(data.correct, data.lengths)
+    assert coup["informative_groups"] == 10  # 14 groups not all-correct, 4 all-wrong
+    for name in ("longcot", "gsm8k"):
+        block = json.loads((SIM_DATA / f"{name}.json").read_text())["pass_rate"]
+        assert block["fit"]["alpha"] == pytest.approx(fit["alpha"], rel=1e-4)
+        assert block["coupling"] == pytest.approx(coup["coupling"], abs=1e-3)
+        assert "not this scenario's own workload" in block["provenance"]["note"].lower()
+
+
+def test_reader_errors(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_text('{"score": [true, false]}\n{"idx": 2}\n')
+    with pytest.raises(PassRateDataError, match=r"x.jsonl: line 2: no correctness field 'score'"):
+        read_grouped(f, responses_field=None)
+    f.write_text('{"score": [true, "yes"]}\n')
+    with pytest.raises(PassRateDataError, match="line 1: field 'score'"):
+        read_grouped(f, responses_field=None)
+    f.write_text('{"score": [true, false], "code": ["a"]}\n')
+    with pytest.raises(PassRateDataError, match="field 'code': expected a list of 2"):
+        read_grouped(f)
+
+
+def _run(args):
+    return CliRunner().invoke(main, ["calibrate", "pass-rate", *args])
+
+
+def test_cli_writes_block_and_merges(tmp_path):
+    out = tmp_path / "pr.json"
+    r = _run([str(FIXTURE), "--out", str(out), "--lengths-field", "response_chars"])
+    assert r.exit_code == 0, r.output
+    block = json.loads(out.read_text())["pass_rate"]
+    assert block["spec"].startswith("beta:") and block["provenance"]["n_samples"] == 800
+    scen = tmp_path / "scen.json"
+    shutil.copy(SIM_DATA / "gsm8k.json", scen)
+    before = json.loads(scen.read_text())
+    r = _run([str(FIXTURE), "--out", str(scen), "--lengths-field", "response_chars"])
+    assert r.exit_code == 0, r.output
+    after = json.loads(scen.read_text())
+    assert {k: v for k, v in after.items() if k != "pass_rate"} == {
+        k: v for k, v in before.items() if k != "pass_rate"
+    }
+
+
+def test_cli_bad_input_exit_2_nothing_written(tmp_path):
+    out = tmp_path / "pr.json"
+    r = _run([str(FIXTURE), "--out", str(out), "--score-field", "correct"])
+    assert r.exit_code == 2 and "no correctness field 'correct'" in r.output
+    assert "scores.jsonl" in r.output and not out.exists()
+    for content in ("not json", '{"name": "something else"}'):
+        other = tmp_path / "other.json"
+        other.write_text(content)
+        r = _run([str(FIXTURE), "--out", str(other), "--lengths-field", "response_chars"])
+        assert r.exit_code == 2 and "refusing to overwrite" in r.output
+        assert other.read_text() == content
