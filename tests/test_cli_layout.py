@@ -19,7 +19,7 @@ COMMANDS = {
     "stability": [],
     "calibrate": ["verl-tb", "servegen", "vllm-grid", "vllm-compare", "groups"],
     "validate": ["verl-tb", "groups"],
-    "real": ["sync", "async", "stability", "task-lengths"],
+    "real": ["sync", "async", "stability", "task-lengths", "task-spread", "progress"],
     "compare": ["idle", "collapse"],
     "report": [],
 }

@@ -16,6 +16,7 @@ import click
 from rolloutlab.commands.common import echo_table, fail, format_summary, parse_list
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
+    progress,
     run_options,
     task_spread,
     use_numerics,
@@ -321,3 +322,4 @@ async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `
 real.add_command(async_cmd)
 real.add_command(stability_cmd)
 real.add_command(task_spread)
+real.add_command(progress)

@@ -145,3 +145,47 @@ def task_spread(
         if isinstance(row, dict):
             click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))
     click.echo(f"wrote {out_json}")
+
+
+@click.command("progress")
+@click.argument(
+    "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path)
+)
+@click.option(
+    "--target-accuracy", type=float, callback=_check_target, help="held-out accuracy A in (0, 1]"
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir: Path) -> None:
+    """Real runs of one task against wall clock: DIR/runs.csv (one row per run, time to
+    --target-accuracy) and DIR/progress.png (held-out accuracy and reward vs run clock)."""
+    from rolloutlab.analysis.real_progress import (
+        ProgressError,
+        load_runs,
+        progress_figure,
+        run_table,
+    )
+
+    try:
+        runs, evals, steps = load_runs(list(run_dirs))
+    except ProgressError as exc:
+        raise click.BadParameter(str(exc), param_hint="RUN_DIRS") from None
+    table = run_table(runs, evals, steps, target_accuracy)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.write_csv(out_dir / "runs.csv")
+    progress_figure(runs, evals, steps, out_dir / "progress.png", target_accuracy)
+    with pl_config():
+        click.echo(table)
+    click.echo(f"wrote {out_dir / 'runs.csv'} and {out_dir / 'progress.png'}")
+
+
+def pl_config():
+    """polars print settings for a run table (all rows and columns, 3 decimals)."""
+    import polars as pl
+
+    return pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        float_precision=3,
+        tbl_hide_dataframe_shape=True,
+        tbl_width_chars=200,
+    )
