@@ -45,6 +45,7 @@ from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.sync import SyncRun, check_before_writing
+from rolloutlab.real.trace_rows import rollout_rows, step_row
 from rolloutlab.sim.observation import observe_step
 from tqdm import tqdm
 
@@ -176,15 +177,24 @@ class AsyncRun(SyncRun):
         )
         fired = self.detector.observe(step, float(rewards.mean()), *self._health(stats))
         t_end = self.clock()
-        rows = self._rollout_rows(step, G, results).with_columns(
+        sampling = sampling_record(rewards, keep, results, G, None)
+        correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
+        first = step * self.cfg.prompts
+        rows = rollout_rows(self.run_id, step, G, results, first, rewards, correct).with_columns(
             pl.Series("policy_version", [version] * len(results), dtype=pl.Int64)
         )
         if not fresh:
             rows = rows.with_columns(pl.lit("abort").alias("finish_reason"))
-        step_row = self._step_row(
-            step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats
+        row = step_row(
+            self.run_id,
+            step,
+            (t_start, t_gen, t_train, t_sync, t_end),
+            self.cfg.learner.lr,
+            stats,
+            self.controller.state_dict(),
+            sampling,
         ).with_columns(pl.lit(t_train - t_recv).alias("train_time"))
-        self.writer.append_step(rows, step_row)
+        self.writer.append_step(rows, row)
         extra = {
             "policy_version": version,
             "staleness": step - version,
@@ -192,7 +202,7 @@ class AsyncRun(SyncRun):
             "pull_s": pull_s,
             "wait_s": None if self._t_prev_end is None else t_recv - self._t_prev_end,
             "collapse": fired,
-            **sampling_record(rewards, keep, results, G, None),
+            **sampling,
         }
         if stats is not None:
             extra.update(

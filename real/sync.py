@@ -45,10 +45,11 @@ from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
+from rolloutlab.real.trace_rows import rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.observation import observe_step
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, TraceWriter, truncate_jsonl
+from rolloutlab.sim.trace import TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
@@ -205,12 +206,21 @@ class SyncRun:
             step_time_s=t_sync - t_start,
         )
         t_end = self.clock()
+        extra = sampling_record(rewards, keep, results, G, ds)
+        correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
         self.writer.append_step(
-            self._rollout_rows(step, G, results, self.next_prompt_id),
-            self._step_row(step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats),
+            rollout_rows(self.run_id, step, G, results, self.next_prompt_id, rewards, correct),
+            step_row(
+                self.run_id,
+                step,
+                (t_start, t_gen, t_train, t_sync, t_end),
+                self.cfg.learner.lr,
+                stats,
+                self.controller.state_dict(),
+                extra,
+            ),
         )
         self.next_prompt_id += len(problems)
-        extra = sampling_record(rewards, keep, results, G, ds)
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
 
     def _score(
@@ -325,51 +335,6 @@ class SyncRun:
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             self._checkpoint(done, t_end)
         return info
-
-    def _rollout_rows(
-        self, step: int, G: int, results: list[RolloutResult], first_prompt_id: int | None = None
-    ) -> pl.DataFrame:
-        base = step * self.cfg.prompts if first_prompt_id is None else first_prompt_id
-        rows = [
-            {
-                "run_id": self.run_id,
-                "step": step,
-                "prompt_id": base + r.request_id // G,  # as _prompt_ids
-                "sample_idx": r.request_id % G,
-                "group_size": G,
-                "policy_version": step,
-                "learner_version": step,
-                "prompt_tokens": r.prompt_tokens,
-                "response_tokens": len(r.response_ids),
-                "finish_reason": r.finish_reason,
-                "worker": r.worker,
-                "t_submit": r.t_submit_s,
-                "t_first_token": r.t_first_token_s,
-                "t_finish": r.t_finish_s,
-            }
-            for r in results
-        ]
-        return pl.DataFrame(rows, schema=ROLLOUT_SCHEMA)
-
-    def _step_row(
-        self, step, t_start, t_gen, t_train, t_sync, t_end, rewards, stats
-    ) -> pl.DataFrame:
-        row = {
-            "run_id": self.run_id,
-            "step": step,
-            "t_start": t_start,
-            "t_end": t_end,
-            "gen_time": t_gen - t_start,
-            "train_time": t_train - t_gen,
-            "sync_time": t_sync - t_train,
-            "lr": self.cfg.learner.lr,
-            "reward_mean": float(rewards.mean()),
-            "kl": stats.kl if stats else None,
-            "grad_norm": stats.grad_norm if stats else None,
-            "grad_cosine": stats.grad_cosine if stats else None,
-            "controller_state": json.dumps(self.controller.state_dict()),
-        }
-        return pl.DataFrame([row], schema=STEP_SCHEMA)
 
     def _evaluate(self, step: int) -> float:
         res = evaluate(self.engine, self.heldout, self.params, self.cfg.seed, self.ops)
