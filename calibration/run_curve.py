@@ -68,7 +68,9 @@ def read_run(run_dir: str | Path) -> RunCurve:
     )  # fmt: skip
     by_step = groups.partition_by("step", as_dict=True, maintain_order=True)
     G, lr, counts = [], [], []
-    has_correct = "correct" in groups.columns and int(groups["nulls"].sum()) == 0
+    has_correct = (
+        "nulls" in groups.columns and int(groups["nulls"].sum()) == 0
+    )  # "correct" was aggregated
     learner = _learner_counts(run_dir) if not has_correct else {}
     for row in steps.iter_rows(named=True):
         t = row["step"]

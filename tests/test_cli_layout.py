@@ -20,7 +20,7 @@ COMMANDS = {
     "calibrate": ["verl-tb", "servegen", "vllm-grid", "vllm-compare", "groups"],
     "validate": ["verl-tb", "groups"],
     "real": ["sync", "async", "stability", "task-lengths", "task-spread", "progress"],
-    "compare": ["idle", "collapse"],
+    "compare": ["idle", "collapse", "learning"],
     "report": [],
 }
 

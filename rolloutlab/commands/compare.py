@@ -170,3 +170,45 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
             click.echo(f"wrote {path}")
     except ReportError as exc:
         fail(exc)
+
+
+@compare.command("learning")
+@click.option("--fit", "fit_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--real",
+    "real_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a real run to predict (repeat the option)",
+)
+@click.option(
+    "--target-accuracy",
+    required=True,
+    type=float,
+    help="target training reward (trailing mean of 10 steps) in (0, 1]",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def learning(
+    fit_dir: Path, real_dirs: tuple[Path, ...], target_accuracy: float, out_dir: Path
+) -> None:
+    """Calibrate the learning and cost models on --fit, predict every --real run's reward
+    curve and time to target; DIR/learning_comparison.csv, .png and fit.json."""
+    import json
+
+    from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
+
+    if not 0 < target_accuracy <= 1:
+        raise click.BadParameter(
+            f"must be in (0, 1], got {target_accuracy}", param_hint="--target-accuracy"
+        )
+    try:
+        table, curves, fit = compare_learning(fit_dir, list(real_dirs), target_accuracy)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.write_csv(out_dir / "learning_comparison.csv")
+    comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
+    (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
+    echo_table(table)
+    click.echo(f"-> {out_dir}")
