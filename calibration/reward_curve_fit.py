@@ -10,7 +10,7 @@ The model's expected (mean-field) recursion, prompts fresh every step with
 (:func:`sim.learning.expected_signal` = ``p (1 - p) (1 - 1/G)``; the update goes through
 :meth:`sim.learning.LearningModel.apply_signal`, so the simulator's collapse logic holds
 too). Expectations over Beta are quadratures on a uniform grid in ``logit p0``
-(:func:`calibration.learning_fit.beta_logit_grid`), no Monte Carlo.
+(:func:`calibration.beta_grid.beta_logit_grid`), no Monte Carlo.
 
 Parameters are fitted by least squares (``scipy.optimize.least_squares``) in
 ``(logit m, log kappa)`` with ``m = a / (a + b)`` and the dispersion ``a + b`` fixed: a
@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.learning_fit import beta_logit_grid
+from rolloutlab.calibration.beta_grid import beta_logit_grid
 from rolloutlab.calibration.verl_tb import VerlLogError, read_run
 from rolloutlab.sim.learning import LearningModel, LearningParams, expected_signal
 from scipy import optimize, special
@@ -43,12 +43,13 @@ MATH correctness (docs/learning.md §1, Beta(0.307, 0.0286)), the only per-promp
 dispersion measured here for a Qwen2.5 model (**modelling choice**)."""
 
 
-def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False):
+def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None):
     """(E p_t, E p_t^2), each (T,), along the mean-field recursion (module docstring)."""
     if not (a > 0 and b > 0):
         raise ValueError(f"Beta(a, b): expected a, b > 0, got {a}, {b}")
     lr = np.atleast_1d(np.asarray(lr, float))
     G = np.broadcast_to(np.asarray(G, float), lr.shape)
+    floor = np.broadcast_to(1e-12 if prompts is None else 1 / np.asarray(prompts, float), lr.shape)
     u, w = beta_logit_grid(a, b)
     model = LearningModel(LearningParams(kappa=kappa, lr_ref=lr_ref))
     m1, m2 = np.empty(lr.size), np.empty(lr.size)
@@ -57,21 +58,22 @@ def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False):
         m1[t], m2[t] = w @ p, w @ p**2
         signal = float(w @ expected_signal(p, G[t]))
         if dynamic_sampling:  # the loss is over the kept (informative) share of the batch
-            signal /= max(float(w @ (1 - p ** G[t] - (1 - p) ** G[t])), 1e-12)
+            signal /= max(float(w @ (1 - p ** G[t] - (1 - p) ** G[t])), float(floor[t]))
         model.apply_signal(np.array([signal]), float(lr[t]), None, t, 1)
     return m1, m2
 
 
-def expected_curve(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False) -> np.ndarray:
+def expected_curve(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None) -> np.ndarray:
     """Mean pass rate (T,) before each step's update under the mean-field recursion
-    (module docstring). ``lr``: (T,) per step; ``G``: scalar or (T,).
+    (module docstring). ``lr``: (T,) per step; ``G``, ``prompts`` (B): scalar or (T,).
 
     With ``dynamic_sampling`` only informative groups are trained and the loss is over
-    them: the step's signal is divided by ``E[1 - p^G - (1 - p)^G]`` (DAPO §3.2).
+    them: the step's signal is divided by the kept share ``E[1 - p^G - (1 - p)^G]``
+    (DAPO §3.2), at least ``1 / prompts`` (one group) when B is given.
     Raises ValueError on a, b <= 0, kappa < 0 (:class:`LearningParams`) or lr <= 0
     (:meth:`LearningModel.apply_signal`).
     """
-    return _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling)[0]
+    return _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts)[0]
 
 
 def sampling_noise_sd(a, b, kappa, lr, G, lr_ref, prompts) -> np.ndarray:
