@@ -126,11 +126,18 @@ class EmpiricalLengths:
     group, and its G samples are drawn from that group's lengths, keeping the real
     within-group correlation; with only ``values`` the samples are i.i.d. Lengths above
     ``max_response_length`` are clipped to it.
+
+    ``replace=False`` (with ``groups``) draws the G samples of a prompt without
+    replacement: sample ``j`` is entry ``j`` of a random permutation of its observed group
+    (keyed like the with-replacement draw, independent of G), so G up to the smallest
+    observed group resamples whole observed groups (the per-sample calibration's
+    empirical mode); a larger G raises ValueError.
     """
 
     values: np.ndarray
     max_response_length: int
     groups: tuple[np.ndarray, ...] = field(default=())
+    replace: bool = True
 
     def __post_init__(self) -> None:
         v = np.asarray(self.values)
@@ -145,6 +152,10 @@ class EmpiricalLengths:
         ``step`` broadcasts with ``prompt_ids``. Raises ValueError if ``G < 1``."""
         pid, step = _keys(prompt_ids, step, G)
         which = hash_uniform(seed, 3, pid) if self.groups else None  # (..., 1)
+        if not self.replace and self.groups:
+            self._check_g(G)
+            u = hash_uniform(seed, 4, step, pid, np.arange(self._groups_table[0].max()))
+            return self._lookup_permuted(which, u, G)
         return self._lookup(which, hash_uniform(seed, 4, step, pid, np.arange(G)))
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
@@ -152,7 +163,28 @@ class EmpiricalLengths:
         whatever ``G``."""
         _check(n_prompts, G)
         which = rng.integers(len(self.groups), size=n_prompts)[:, None] if self.groups else None
+        if not self.replace and self.groups:
+            self._check_g(G)
+            u = rng.random((self._groups_table[0].max(), n_prompts)).T
+            return self._lookup_permuted(which, u, G)
         return self._lookup(which, rng.random((G, n_prompts)).T)
+
+    def _check_g(self, G: int) -> None:
+        smallest = int(self._groups_table[0].min())
+        if G > smallest:
+            raise ValueError(
+                f"EmpiricalLengths: G={G} exceeds the smallest observed group ({smallest}) "
+                "when drawing without replacement"
+            )
+
+    def _lookup_permuted(self, which, u: np.ndarray, G: int) -> np.ndarray:
+        """The first ``G`` entries of the permutation of group ``which`` (..., 1) that
+        sorts the uniforms ``u`` (..., max group size); padding positions sort last."""
+        sizes, offsets, table = self._groups_table
+        if which.dtype.kind == "f":
+            which = (which * len(sizes)).astype(np.int64)
+        u = np.where(np.arange(u.shape[-1]) < sizes[which], u, 2.0)
+        return table[offsets[which] + np.argsort(u, axis=-1)[..., :G]]
 
     def _lookup(self, which, u: np.ndarray) -> np.ndarray:
         """Lengths at uniforms ``u`` (..., G) in [0, 1): from observed group ``which``

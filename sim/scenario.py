@@ -6,7 +6,8 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
      "lengths": {"kind": "lognormal", "mu": .., "sigma_prompt": .., "sigma_within": ..,
                  "max_response_length": .., "mu_growth_per_step": 0.0,
                  "sigma_growth_per_step": 0.0}
-                | {"kind": "empirical", "values": [...], "max_response_length": ..},
+                | {"kind": "empirical", "values": [...], "max_response_length": ..,
+                   "groups": [[...], ...], "replace": true},
      "prompt_tokens": 104,
      "cost": {<sim.cost.LinearCost fields>},
      "engine": {"n_workers": 8, "max_num_seqs": 256, "dispatch": "group"},
@@ -115,7 +116,12 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
         values = np.asarray(_get(d, "values", "lengths.", path), dtype=np.int64)
         groups = tuple(np.asarray(g, dtype=np.int64) for g in d.get("groups", []))
         try:
-            return EmpiricalLengths(values=values, max_response_length=cap, groups=groups)
+            return EmpiricalLengths(
+                values=values,
+                max_response_length=cap,
+                groups=groups,
+                replace=bool(d.get("replace", True)),
+            )
         except ValueError as exc:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
     raise CalibrationError(

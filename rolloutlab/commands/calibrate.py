@@ -16,6 +16,7 @@ from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -188,3 +189,4 @@ calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
 calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
 calibrate.add_command(calibrate_learning)
+calibrate.add_command(calibrate_groups_cmd)  # issue 15: commands/groups.py

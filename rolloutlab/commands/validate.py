@@ -14,6 +14,7 @@ from tqdm import tqdm
 from rolloutlab.calibration.validate import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, verl_config, verl_options
 from rolloutlab.commands.common import echo_table, fail
+from rolloutlab.commands.groups import validate_groups_cmd
 
 
 @click.group()
@@ -55,3 +56,6 @@ def validate_verl_tb(
         fail(exc)
     echo_table(table, cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
+
+
+validate.add_command(validate_groups_cmd)

@@ -1,0 +1,265 @@
+"""Validate the straggler probability against G on held-out steps of a grouped trace.
+
+Straggler event of a step (SAGC, PAPERS.md §1; :func:`sim.metrics.straggler_ratio`):
+``max(L) / median(L) > tau`` over the step's ``B*G`` response lengths.
+
+Measured at group size ``G <= G_logged`` and batch ``B <= B_logged``: each held-out step's
+groups are subsampled without replacement (``B`` of its prompts, ``G`` of each group's
+samples), ``draws`` times; ``p_straggler_meas`` is the mean of the event over steps and
+draws (an unbiased estimate of the step-averaged subsampling expectation, which
+:func:`straggler_prob_exact` enumerates on tiny cases), its standard error the spread of
+the per-step means over ``sqrt(steps)``; ``ratio_median_meas`` the median ratio.
+
+Predicted: the simulator's length model at each held-out step draws ``reps`` steps of
+``(B, G_logged)`` lengths; the first ``G`` samples of each group are a draw at ``G``
+(common random numbers, :mod:`sim.lengths`).
+
+Models in the table (column ``model``): ``hierarchical`` (:func:`calibration.groups_fit.
+fit_groups` on the first K steps), ``hierarchical_fitG<g>`` (the same fit on groups
+subsampled to ``g``: extrapolation in G), ``tb_stats_icc`` (today's TensorBoard-statistics
+path: :func:`calibration.lengths_fit.fit_step`/``fit_run`` on each fit step's pooled mean,
+max, min and clip ratio, split by the bundled ICC, :func:`calibration.icc.bundled_icc`),
+``no_within`` (the hierarchical fit's total spread, all of it between prompts), and
+``empirical`` (whole observed fit-step groups resampled without replacement).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from rolloutlab.calibration.grouped import GroupedDataError, GroupedTrace
+from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.icc import bundled_icc
+from rolloutlab.calibration.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
+from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
+from scipy import stats
+
+COLUMNS = (
+    "G",
+    "B",
+    "tau",
+    "p_straggler_meas",
+    "p_straggler_pred",
+    "abs_error",
+    "ratio_median_meas",
+    "ratio_median_pred",
+)
+"""The issue's columns, first in ``validation_groups.csv``; ``model``, ``fit_G``,
+``p_straggler_meas_se``, ``n_steps`` and ``ratio_ks`` (two-sample Kolmogorov-Smirnov
+distance between the measured and predicted distributions of max/median,
+``scipy.stats.ks_2samp``) follow."""
+
+
+def step_ratio(lengths: np.ndarray) -> np.ndarray:
+    """``max / median`` over the last two axes of ``(..., B, G)`` lengths (the definition
+    of :func:`sim.metrics.straggler_ratio`, vectorised over leading axes)."""
+    flat = np.asarray(lengths, dtype=np.float64).reshape(*lengths.shape[:-2], -1)
+    return flat.max(axis=-1) / np.median(flat, axis=-1)
+
+
+def subsample(rng: np.random.Generator, m: np.ndarray, B: int, G: int, draws: int) -> np.ndarray:
+    """``(draws, B, G)``: per draw, ``B`` of the ``m.shape[0]`` groups and ``G`` of each
+    group's samples, without replacement."""
+    nb, ng = m.shape
+    rows = np.argsort(rng.random((draws, nb)), axis=1)[:, :B]  # (draws, B)
+    cols = np.argsort(rng.random((draws, B, ng)), axis=2)[:, :, :G]  # (draws, B, G)
+    return m[rows[:, :, None], cols]
+
+
+def straggler_prob_exact(m: np.ndarray, G: int, tau: float) -> float:
+    """``P(max/median > tau)`` over every choice of ``G`` samples per group of ``m``
+    ``(B, G_logged)`` (all ``C(G_logged, G)^B`` equally likely). Tiny cases only."""
+    choices = [list(itertools.combinations(row, G)) for row in np.asarray(m)]
+    hits = [step_ratio(np.array(c)[None])[0] > tau for c in itertools.product(*choices)]
+    return float(np.mean(hits))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Measured straggler statistics of held-out steps at one (B, G)."""
+
+    p: dict
+    """tau -> mean straggler event."""
+    p_se: dict
+    """tau -> standard error (spread of per-step means / sqrt(steps))."""
+    ratio_median: float
+    ratios: np.ndarray
+    """(steps * draws,) the measured ratios."""
+
+
+def measure(mats: list[np.ndarray], B: int, G: int, taus, draws: int, seed: int) -> Measured:
+    """Subsampled straggler statistics of held-out step matrices (module docstring)."""
+    rng = np.random.default_rng([seed, B, G])
+    ratios = np.stack([step_ratio(subsample(rng, m, B, G, draws)) for m in mats])  # (T, D)
+    per_step = {t: (ratios > t).mean(axis=1) for t in taus}
+    return Measured(
+        p={t: float(v.mean()) for t, v in per_step.items()},
+        p_se={
+            t: float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
+            for t, v in per_step.items()
+        },
+        ratio_median=float(np.median(ratios)),
+        ratios=ratios.ravel(),
+    )
+
+
+def predict(model, steps: list[int], B: int, G_max: int, reps: int, seed: int) -> np.ndarray:
+    """``(len(steps) * reps, B, G_max)`` lengths drawn from ``model`` at each step (its
+    step 0 is the trace's first step: pass ``step - step0``)."""
+    rng = np.random.default_rng(seed)
+    out = [model.sample(rng, B * reps, G_max, s).reshape(reps, B, G_max) for s in steps]
+    return np.concatenate(out)
+
+
+def tb_stats_model(trace: GroupedTrace, fit_steps: int, cap: int) -> LognormalLengths:
+    """Today's TensorBoard-statistics model: per-step pooled mean/max/min/clip ratio
+    (the censored share) fits (:mod:`calibration.lengths_fit`) of the first ``fit_steps``
+    steps, trend lines, spread split by the bundled ICC."""
+    fits = []
+    per_step = zip(
+        trace.steps()[:fit_steps],
+        trace.groups("length")[:fit_steps],
+        trace.groups("censored")[:fit_steps],
+        strict=True,
+    )
+    for s, groups, censored in per_step:
+        x = np.concatenate(groups).astype(np.float64)
+        stats = StepLengthStats(
+            step=s,
+            mean=float(x.mean()),
+            max=float(x.max()),
+            min=float(x.min()),
+            clip_ratio=float(np.concatenate(censored).mean()),
+            n=x.size,
+            cap=cap,
+        )
+        fits.append(fit_step(stats))
+    run = fit_run(fits)
+    sp, sw = split_sigma(run.sigma0, bundled_icc())
+    return LognormalLengths(
+        mu=run.mu0,
+        sigma_prompt=sp,
+        sigma_within=sw,
+        max_response_length=cap,
+        mu_growth_per_step=run.mu_growth_per_step,
+        sigma_growth_per_step=run.sigma_growth_per_step,
+    )
+
+
+def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
+    """The logged G after the input checks of ``validate groups``. Raises
+    GroupedDataError (file, line, field) on ragged groups, one step only, K >= steps, or
+    a tau <= 1."""
+    G = trace.group_size()
+    steps = trace.steps()
+    first = trace.samples.row(0, named=True)
+    where = f"{first['source']}: line {first['line']}"
+    if len(steps) < 2:
+        raise GroupedDataError(f"{where}: field 'step': one step only ({steps[0]}); need >= 2")
+    if fit_steps >= len(steps):
+        raise GroupedDataError(
+            f"{where}: field 'step': --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
+        )
+    bad = [t for t in taus if not t > 1]
+    if bad:
+        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+    return G
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Options of :func:`validate_groups`."""
+
+    fit_steps: int
+    taus: tuple[float, ...]
+    prompts: int | None = None
+    """B (default: the smallest logged B of the held-out steps)."""
+    fit_G: int | None = None
+    """G of the extrapolation fit (default ``G_logged // 2``; 0 = no extrapolation)."""
+    draws: int = 200
+    reps: int = 300
+    cap: int | None = None
+    """Response cap (default: the largest cap in the data, else none)."""
+    length_model: str = "lognormal"
+    """``lognormal`` (hierarchical fit and baselines) or ``empirical``."""
+    seed: int = 0
+
+
+def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> dict:
+    """``name -> (length model, fit G)`` fitted on the first ``cfg.fit_steps`` steps."""
+    flat = trace.flat("length", cfg.fit_steps)
+    cens = trace.flat("censored", cfg.fit_steps)
+    at = trace.group_steps(cfg.fit_steps)
+    if cfg.length_model == "empirical":
+        groups = tuple(np.asarray(g, dtype=np.int64) for g in flat)
+        emp = EmpiricalLengths(
+            np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
+        )
+        return {"empirical": (emp, G)}
+    hier = fit_groups(flat, cens, at)
+    total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
+    out = {
+        "hierarchical": (hier.model(cap), G),
+        "tb_stats_icc": (tb_stats_model(trace, cfg.fit_steps, cap), G),
+        "no_within": (
+            LognormalLengths(hier.mu0, total, 0.0, cap, hier.mu_growth_per_step),
+            G,
+        ),
+    }
+    g_fit = G // 2 if cfg.fit_G is None else cfg.fit_G
+    if 2 <= g_fit < G:
+        rng = np.random.default_rng([cfg.seed, 7])
+        pick = [rng.permutation(len(g))[:g_fit] for g in flat]
+        sub = fit_groups([g[p] for g, p in zip(flat, pick)], [c[p] for c, p in zip(cens, pick)], at)
+        out[f"hierarchical_fitG{g_fit}"] = (sub.model(cap), g_fit)
+    return out
+
+
+UNCAPPED = 2**40
+"""Cap of the predicting models when neither the data nor ``--max-response-length`` has one."""
+
+
+def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
+    """The validation table (module docstring; columns :data:`COLUMNS` then ``model``,
+    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``): one row per model, tau and G in
+    ``1..G_logged``. Raises GroupedDataError on the input errors of
+    :func:`check_validation_input` or ``--prompts`` above the logged B."""
+    G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
+    cap = cfg.cap or trace.known_cap() or UNCAPPED
+    steps = trace.steps()
+    held = steps[cfg.fit_steps :]
+    mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]
+    b_log = min(m.shape[0] for m in mats)
+    B = cfg.prompts or b_log
+    if B > b_log:
+        raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
+    meas = {g: measure(mats, B, g, cfg.taus, cfg.draws, cfg.seed) for g in range(1, G + 1)}
+    rows = []
+    for name, (model, g_fit) in models_for(trace, cfg, G, cap).items():
+        draws = predict(model, [s - steps[0] for s in held], B, G, cfg.reps, cfg.seed + 1)
+        for g in range(1, G + 1):
+            r = step_ratio(draws[:, :, :g])
+            ks = float(stats.ks_2samp(meas[g].ratios, r).statistic)
+            for t in cfg.taus:
+                p_pred = float((r > t).mean())
+                rows.append(
+                    {
+                        "G": g,
+                        "B": B,
+                        "tau": float(t),
+                        "p_straggler_meas": meas[g].p[t],
+                        "p_straggler_pred": p_pred,
+                        "abs_error": abs(meas[g].p[t] - p_pred),
+                        "ratio_median_meas": meas[g].ratio_median,
+                        "ratio_median_pred": float(np.median(r)),
+                        "model": name,
+                        "fit_G": g_fit,
+                        "p_straggler_meas_se": meas[g].p_se[t],
+                        "n_steps": len(held),
+                        "ratio_ks": ks,
+                    }
+                )
+    return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)

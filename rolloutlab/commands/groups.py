@@ -1,0 +1,174 @@
+"""``rolloutlab calibrate groups`` and ``rolloutlab validate groups``: grouped per-sample
+traces in (wiring only; the work is in :mod:`calibration.grouped`,
+:mod:`calibration.groups_scenario`, :mod:`calibration.groups_validate`).
+
+Every bad input ends in one line naming the file, line and field, exit code 2, and
+nothing written (all reading and fitting happens before the output is claimed).
+"""
+
+from __future__ import annotations
+
+import click
+import polars as pl
+
+from rolloutlab.analysis.groups_plot import straggler_vs_g_figure
+from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_grouped
+from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
+from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
+from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.commands.calibrate_learning import BadInput
+from rolloutlab.commands.common import claim, parse_list
+from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario import CalibrationError
+
+LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
+
+
+def reader_options(f):
+    """FILE... and the options of :func:`calibration.grouped.read_grouped`."""
+    for name in reversed(FIELD_OPTIONS):
+        f = click.option(
+            f"--{name.replace('_', '-')}-field",
+            name + "_field",
+            default=None,
+            help=f"Field holding the {name.replace('_', ' ')} (default: common spellings).",
+        )(f)
+    f = click.option(
+        "--tokenizer",
+        default=None,
+        help="Hugging Face tokenizer (name or path, local files only) for text responses; "
+        "without it, or when it is not found locally, lengths are characters.",
+    )(f)
+    f = click.option(
+        "--max-response-length",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Response cap in tokens (default: the largest cap in the data, else the "
+        "longest length).",
+    )(f)
+    f = click.option(
+        "--length-model",
+        type=LENGTH_MODELS,
+        default="lognormal",
+        show_default=True,
+        help="lognormal: hierarchical fit; empirical: resample whole observed groups.",
+    )(f)
+    return click.argument("files", nargs=-1, required=True)(f)
+
+
+def _read(files, tokenizer, kw):
+    names = FieldNames(**{n: kw.pop(n + "_field") for n in FIELD_OPTIONS})
+    try:
+        return read_grouped(list(files), names, tokenizer)
+    except (ValueError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+
+
+@click.command("groups")
+@reader_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON.")
+@click.option(
+    "--cost-from",
+    default="gsm8k",
+    show_default=True,
+    help="Bundled scenario or calibration file for cost, engine and prompt length.",
+)
+@click.option("--name", default="groups", show_default=True, help="Scenario name.")
+def calibrate_groups_cmd(
+    files, out, cost_from, name, tokenizer, max_response_length, length_model, **fields
+):
+    """Fit the hierarchical length model (between-prompt and within-group spread, censored
+    at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
+    trace = _read(files, tokenizer, fields)
+    cfg = GroupsCalibrationConfig(length_model, max_response_length, cost_from, name)
+    try:
+        d = calibrate_groups(trace, cfg)
+        write_json_atomic(d, out)
+    except (ValueError, CalibrationError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    f = d["fit"]["lengths"]
+    se = f["se"]
+    click.echo(
+        f"wrote {out}: {f['n_groups']} groups, {f['n_samples']} samples "
+        f"({f['n_censored']} censored), lengths: {trace.length_unit}; "
+        f"mu0 {f['mu0']:.3f}±{se['mu0']:.3f}, sigma_prompt {f['sigma_prompt']:.3f}"
+        f"±{se['sigma_prompt']:.3f}, sigma_within {f['sigma_within']:.3f}"
+        f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}; "
+        f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
+    )
+
+
+@click.command("groups")
+@reader_options
+@click.option(
+    "--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps."
+)
+@click.option("--tau", default="4", show_default=True, help="Comma-separated thresholds > 1.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
+@click.option(
+    "--fit-group-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="G of the extrapolation fit (default: logged G // 2; 0: none).",
+)
+@click.option("--draws", default=200, show_default=True, help="Subsamples per step and G.")
+@click.option("--reps", default=300, show_default=True, help="Simulated steps per held-out step.")
+@click.option("--seed", default=0, show_default=True)
+def validate_groups_cmd(
+    files,
+    fit_steps,
+    tau,
+    out,
+    prompts,
+    fit_group_size,
+    draws,
+    reps,
+    seed,
+    tokenizer,
+    max_response_length,
+    length_model,
+    **fields,
+):
+    """Fit on the first K steps; on the later steps compare measured and predicted
+    P(max/median > tau) for every G up to the logged one (validation_groups.csv and
+    validation_groups.png in --out)."""
+    try:
+        taus = tuple(parse_list("--tau", tau, float, lambda v: v > 1, "values > 1"))
+    except click.BadParameter as exc:
+        raise BadInput(f"--tau: {exc.message}") from None
+    trace = _read(files, tokenizer, fields)
+    cfg = ValidationConfig(
+        fit_steps=fit_steps,
+        taus=taus,
+        prompts=prompts,
+        fit_G=fit_group_size,
+        draws=draws,
+        reps=reps,
+        cap=max_response_length,
+        length_model=length_model,
+        seed=seed,
+    )
+    try:
+        table = validate_groups(trace, cfg)
+    except (ValueError, OSError) as exc:
+        raise BadInput(str(exc)) from None
+    out_dir = claim(out, "validate groups")
+    table.write_csv(out_dir / "validation_groups.csv", float_precision=4)
+    straggler_vs_g_figure(table, out_dir / "validation_groups.png")
+    write_config(
+        out_dir / "config.json",
+        {
+            "command": "validate groups",
+            "files": list(files),
+            "length_unit": trace.length_unit,
+            "config": cfg.__dict__,
+        },
+    )
+    summary = table.group_by("model", "tau", maintain_order=True).agg(
+        pl.col("abs_error").max().alias("max_abs_error"),
+        pl.col("abs_error").filter(pl.col("G") == pl.col("G").max()).first().alias("at_logged_G"),
+    )
+    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3):
+        click.echo(summary)
+    click.echo(f"wrote {out_dir / 'validation_groups.csv'} (columns {', '.join(COLUMNS)}, ...)")

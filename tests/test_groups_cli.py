@@ -1,0 +1,150 @@
+"""``rolloutlab calibrate groups`` / ``validate groups`` on the fixtures, and bad input
+(one line naming file, line and field; exit 2; nothing written)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from rolloutlab.calibration.groups_validate import COLUMNS
+from rolloutlab.sim.scenario import load_scenario
+
+from rolloutlab.cli import main
+
+DATA = Path(__file__).parent / "data" / "groups"
+REAL = DATA / "real_sync" / "rollouts.parquet"
+MATH = DATA / "math_cot_100_lengths.jsonl"
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_calibrate_groups_writes_loadable_scenarios(tmp_path):
+    out = tmp_path / "math.json"
+    r = _run("calibrate", "groups", MATH, "--lengths-field", "response_chars", "--out", out)
+    assert r.exit_code == 0, r.output
+    sc = load_scenario(out)
+    d = json.loads(out.read_text())
+    fit = d["fit"]["lengths"]
+    assert sc.lengths.sigma_prompt == fit["sigma_prompt"] and fit["n_samples"] == 800
+    # the bundled ICC (0.757, ANOVA on the same lengths) lies within 2 SE of the ML fit
+    assert abs(fit["icc"] - 0.757) <= 2 * fit["se"]["icc"]
+    assert d["provenance"]["length_unit"] == "numbers of field 'response_chars', unit as given"
+    assert d["provenance"]["sources"][0]["path"].endswith("math_cot_100_lengths.jsonl")
+    emp = tmp_path / "real.json"
+    r = _run("calibrate", "groups", REAL, "--out", emp, "--length-model", "empirical")
+    assert r.exit_code == 0, r.output
+    lengths = load_scenario(emp).lengths
+    assert lengths.replace is False and len(lengths.groups) == 640
+    assert lengths.max_response_length == 72  # from finish_reason == "length"
+
+
+def test_validate_groups_writes_table_and_figure(tmp_path):
+    out = tmp_path / "v"
+    args = ("validate", "groups", REAL, "--fit-steps", 30, "--tau", "2.5,4", "--out", out)
+    r = _run(*args, "--draws", 10, "--reps", 5, "--fit-group-size", 0)
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(out / "validation_groups.csv")
+    assert t.columns[: len(COLUMNS)] == list(COLUMNS)
+    assert set(t["model"]) == {"hierarchical", "tb_stats_icc", "no_within"}
+    assert sorted(set(t["G"])) == list(range(1, 9)) and set(t["B"]) == {16}
+    assert (out / "validation_groups.png").stat().st_size > 10_000
+    r = _run(*args, "--draws", 10, "--reps", 5, "--length-model", "empirical")
+    assert r.exit_code == 0, r.output  # same command may replace its own output
+    assert set(pl.read_csv(out / "validation_groups.csv")["model"]) == {"empirical"}
+
+
+def _write(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _steps(n_steps=3, G=3):
+    return [
+        {"step": t, "uid": p, "response_lengths": [10 + p + j for j in range(G)]}
+        for t in range(n_steps)
+        for p in range(2)
+    ]
+
+
+BAD = {
+    "no length field": (
+        [{"step": 0, "uid": 0, "foo": [1, 2]}],
+        [],
+        r"bad.jsonl: line 1: no lengths field",
+    ),
+    "negative": (
+        _steps()[:1] + [{"step": 0, "uid": 1, "response_lengths": [4, -1, 3]}],
+        [],
+        r"bad.jsonl: line 2: field 'response_lengths': length -1 is not an integer",
+    ),
+    "non-integer": (
+        _steps()[:1] + [{"step": 0, "uid": 1, "response_lengths": [4, 2.5, 3]}],
+        [],
+        r"bad.jsonl: line 2: field 'response_lengths': length 2.5",
+    ),
+    "nan": (
+        _steps()[:1] + [{"step": 0, "uid": 1, "response_lengths": [4, float("nan"), 3]}],
+        [],
+        r"bad.jsonl: line 2: field 'response_lengths': length nan",
+    ),
+    "ragged": (
+        _steps()[:4] + [{"step": 2, "uid": 0, "response_lengths": [4, 3]}],
+        ["validate"],
+        r"bad.jsonl: line 5: field 'lengths': step 2 prompt '0' has 2 samples",
+    ),
+    "one step": (_steps(1), ["validate"], r"bad.jsonl: line 1: field 'step': one step only"),
+    "K >= steps": (
+        _steps(3),
+        ["validate"],
+        r"bad.jsonl: line 1: field 'step': --fit-steps 3 >= the 3 steps",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, case):
+    records, only, message = BAD[case]
+    src = _write(tmp_path / "bad.jsonl", records)
+    for cmd in only or ["calibrate", "validate"]:
+        out = tmp_path / f"out-{cmd}"
+        if cmd == "calibrate":
+            r = _run("calibrate", "groups", src, "--out", out)
+        else:
+            r = _run("validate", "groups", src, "--fit-steps", 3, "--out", out)
+        assert r.exit_code == 2, (cmd, r.output)
+        err = r.output.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("Error: "), r.output
+        assert re.search(message, err[0]), err[0]
+        assert not out.exists()
+
+
+def test_tau_not_above_one_is_refused(tmp_path):
+    out = tmp_path / "v"
+    r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == ["Error: --tau: expected values > 1, got [1.0]"]
+    assert not out.exists()
+
+
+def test_pass_rate_block_agrees_with_calibrate_pass_rate_reader(tmp_path):
+    from rolloutlab.calibration import passrate_fit
+
+    out = tmp_path / "math.json"
+    r = _run("calibrate", "groups", MATH, "--lengths-field", "response_chars", "--out", out)
+    assert r.exit_code == 0, r.output
+    block = json.loads(out.read_text())["pass_rate"]
+    ref = passrate_fit.pass_rate_block(
+        passrate_fit.read_grouped(MATH, score_field="score", lengths_field="response_chars"), {}
+    )
+    assert block["spec"] == ref["spec"] and block["coupling"] == ref["coupling"]
+    assert block["provenance"]["n_samples"] == 800
+    # no rewards (the real run's trace, schema v1): no block, and the fit says why
+    r = _run("calibrate", "groups", REAL, "--out", tmp_path / "real.json")
+    d = json.loads((tmp_path / "real.json").read_text())
+    assert "pass_rate" not in d and d["fit"]["pass_rate"].startswith("not fitted")
