@@ -66,7 +66,7 @@ def test_sim_bad_scenario_defaults_name_the_field(tmp_path, defaults, field):
     res = CliRunner().invoke(
         main, ["sim", "--calibration", str(path), "--out", str(tmp_path / "o")]
     )
-    assert res.exit_code == 1 and f"cal.json: field {field}" in res.output
+    assert res.exit_code == 2 and f"cal.json: field {field}" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 

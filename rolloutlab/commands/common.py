@@ -1,5 +1,5 @@
 """What every command shares: list options (``--prompts 16,64``), claiming an output
-folder, and the one-line error.
+folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
 
 A run's provenance (``config.json`` with library versions) is written by
 :func:`rolloutlab.sim.provenance.write_config`, which real runs use too.
@@ -20,9 +20,28 @@ class OutDirError(ValueError):
     """The output directory holds another run's files; the message names it."""
 
 
+class BadInput(click.ClickException):
+    """One-line error for bad input (an option, file, row or field), exit code 2 like
+    click's own usage errors: the project's bad-input convention."""
+
+    exit_code = 2
+
+
+class RunFailed(click.ClickException):
+    """One-line error for a run that failed for another reason than its input (a missing
+    engine package, a generator that died, a simulation that cannot go on), exit code 1."""
+
+    exit_code = 1
+
+
 def fail(exc: Exception) -> NoReturn:
-    """Raise ``exc``'s message as a :class:`click.ClickException` (one line, exit 1)."""
-    raise click.ClickException(str(exc)) from None
+    """Raise ``exc``'s message as a one-line click error: :class:`RunFailed` (exit 1) when
+    ``exc`` is a :class:`RuntimeError` (the project's type for a run that fails, e.g.
+    ``EngineUnavailable``, ``GeneratorDied``), else :class:`BadInput` (exit 2; input
+    errors are :class:`ValueError` subclasses naming the option, file, row or field)."""
+    if isinstance(exc, RuntimeError):
+        raise RunFailed(str(exc)) from None
+    raise BadInput(str(exc)) from None
 
 
 def parse_list(
@@ -108,7 +127,7 @@ def claim_out_dir(path: str | Path, command: str) -> Path:
 
 
 def claim(out: str | Path, command: str) -> Path:
-    """:func:`claim_out_dir`, its refusal raised as a :class:`click.ClickException`."""
+    """:func:`claim_out_dir`, its refusal raised as :class:`BadInput` (exit 2)."""
     try:
         return claim_out_dir(out, command)
     except OutDirError as exc:

@@ -16,8 +16,7 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
-from rolloutlab.commands.calibrate_learning import BadInput
-from rolloutlab.commands.common import claim, parse_list
+from rolloutlab.commands.common import BadInput, claim, parse_list
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 

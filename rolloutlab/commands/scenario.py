@@ -93,7 +93,7 @@ def load_for(
     drift: str | None = None,
 ) -> Scenario:
     """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
-    Raises click.ClickException with the loader's or the override's one-line message."""
+    Raises BadInput (exit 2) with the loader's or the override's one-line message."""
     try:
         sc = load_scenario(calibration or scenario)
         return apply_overrides(
