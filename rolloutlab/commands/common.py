@@ -8,12 +8,27 @@ A run's provenance (``config.json`` with library versions) is written by
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 import polars as pl
+from tqdm import tqdm
+
+OUT_DIR = click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path)
+)
+"""``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
+
+
+def real_option(help: str, **path: Any):
+    """The required ``--real PATH`` option (passed as ``real_dir``, a :class:`~pathlib.Path`);
+    ``path`` goes to :class:`click.Path` (e.g. ``exists=True`` or ``file_okay=False``)."""
+    return click.option(
+        "--real", "real_dir", required=True, type=click.Path(path_type=Path, **path), help=help
+    )
 
 
 class OutDirError(ValueError):
@@ -132,6 +147,19 @@ def claim(out: str | Path, command: str) -> Path:
         return claim_out_dir(out, command)
     except OutDirError as exc:
         fail(exc)
+
+
+@contextmanager
+def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
+    """A transient tqdm bar (off when not a terminal) around a long run; a ValueError or
+    RuntimeError raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
+    bar = tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+    try:
+        yield bar
+    except (ValueError, RuntimeError) as exc:
+        fail(exc)
+    finally:
+        bar.close()
 
 
 def echo_table(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.learning_options import learning_options, rewards_from_options
+from rolloutlab.sim.dynamic_sampling import DynamicSampling
 from rolloutlab.sim.dynamics import DRIFTS
 from rolloutlab.sim.hardware import GPUS, MODELS
 from rolloutlab.sim.overrides import apply_overrides
+from rolloutlab.sim.provenance import describe
+from rolloutlab.sim.rewards import RewardConfig
 from rolloutlab.sim.scenario import (
     DEFAULT_SCENARIO,
     CalibrationError,
@@ -80,6 +86,15 @@ def scenario_options(command):
     return command
 
 
+def run_options(command):
+    """Decorate a click command with the options that end ``rolloutlab sim`` and
+    ``rolloutlab sweep``: the reward options (:func:`learning_options`), then ``--out``."""
+    command = click.option(
+        "--out", required=True, type=click.Path(file_okay=False), help="Output directory."
+    )(command)
+    return learning_options(command)
+
+
 def load_for(
     calibration: str | None,
     scenario: str,
@@ -93,7 +108,7 @@ def load_for(
     drift: str | None = None,
 ) -> Scenario:
     """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
-    Raises BadInput (exit 2) with the loader's or the override's one-line message."""
+    Raises :class:`BadInput` (exit 2) with the loader's or the override's one-line message."""
     try:
         sc = load_scenario(calibration or scenario)
         return apply_overrides(
@@ -108,3 +123,41 @@ def load_for(
         )
     except (CalibrationError, ValueError) as exc:
         fail(exc)
+
+
+def load_run(
+    opts: dict[str, Any], *, engine: str, workers: int | None = None
+) -> tuple[Scenario, RewardConfig | None, DynamicSampling | None, float | None]:
+    """The scenario (:func:`load_for`) and the run's reward settings
+    (:func:`rewards_from_options`) from the keyword arguments click passes for
+    :func:`scenario_options` and :func:`run_options` (``opts``; other keys are ignored).
+
+    Returns ``(scenario, rewards, dynamic, target_reward)``. Raises :class:`BadInput` or
+    :class:`click.UsageError` (exit 2, one line, nothing written) as those two do.
+    """
+    sc = load_for(
+        opts["calibration"],
+        opts["scenario"],
+        engine=engine,
+        workers=workers,
+        model=opts["model"],
+        gpu=opts["gpu"],
+        tp=opts["tp"],
+        kv_cache=opts["kv_cache"],
+        drift=opts["drift"],
+    )
+    keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
+    return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))
+
+
+def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The first keys of a sim or sweep ``config.json``: the command, scenario name, engine
+    implementation, the ``--model --gpu --tp --drift`` overrides (from ``opts``, as in
+    :func:`load_run`) and a description of the scenario's length model."""
+    return {
+        "command": command,
+        "scenario": sc.name,
+        "engine_impl": engine,
+        **{k: opts[k] for k in ("model", "gpu", "tp", "drift")},
+        "lengths": describe(sc.lengths),
+    }
