@@ -31,6 +31,12 @@ def real_option(help: str, **path: Any):
     )
 
 
+def cost_from_option(help: str):
+    """``--cost-from NAME|FILE`` (default: the bundled ``gsm8k`` scenario): the scenario
+    whose cost model (and more, as ``help`` says) a calibration command reuses."""
+    return click.option("--cost-from", default="gsm8k", show_default=True, help=help)
+
+
 class OutDirError(ValueError):
     """The output directory holds another run's files; the message names it."""
 

@@ -135,16 +135,9 @@ def load_run(
     Returns ``(scenario, rewards, dynamic, target_reward)``. Raises :class:`BadInput` or
     :class:`click.UsageError` (exit 2, one line, nothing written) as those two do.
     """
+    overrides = {k: opts[k] for k in ("model", "gpu", "tp", "kv_cache", "drift")}
     sc = load_for(
-        opts["calibration"],
-        opts["scenario"],
-        engine=engine,
-        workers=workers,
-        model=opts["model"],
-        gpu=opts["gpu"],
-        tp=opts["tp"],
-        kv_cache=opts["kv_cache"],
-        drift=opts["drift"],
+        opts["calibration"], opts["scenario"], engine=engine, workers=workers, **overrides
     )
     keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
     return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))
