@@ -95,32 +95,14 @@ def run_options(command):
     return learning_options(command)
 
 
-def load_for(
-    calibration: str | None,
-    scenario: str,
-    *,
-    engine: str,
-    workers: int | None = None,
-    model: str | None = None,
-    gpu: str | None = None,
-    tp: int = 1,
-    kv_cache: bool | None = None,
-    drift: str | None = None,
-) -> Scenario:
-    """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
-    Raises :class:`BadInput` (exit 2) with the loader's or the override's one-line message."""
+def load_for(calibration: str | None, scenario: str, **overrides: Any) -> Scenario:
+    """Load the calibration file (else the bundled ``scenario``) and apply ``overrides``,
+    the keywords of :func:`sim.overrides.apply_overrides` (``engine``, ``workers``,
+    ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
+    :class:`~rolloutlab.commands.common.BadInput` (exit 2) with the loader's or the
+    override's one-line message."""
     try:
-        sc = load_scenario(calibration or scenario)
-        return apply_overrides(
-            sc,
-            workers=workers,
-            model=model,
-            gpu=gpu,
-            tp=tp,
-            kv_cache=kv_cache,
-            engine=engine,
-            drift=drift,
-        )
+        return apply_overrides(load_scenario(calibration or scenario), **overrides)
     except (CalibrationError, ValueError) as exc:
         fail(exc)
 
@@ -132,8 +114,9 @@ def load_run(
     (:func:`rewards_from_options`) from the keyword arguments click passes for
     :func:`scenario_options` and :func:`run_options` (``opts``; other keys are ignored).
 
-    Returns ``(scenario, rewards, dynamic, target_reward)``. Raises :class:`BadInput` or
-    :class:`click.UsageError` (exit 2, one line, nothing written) as those two do.
+    Returns ``(scenario, rewards, dynamic, target_reward)``. Raises
+    :class:`~rolloutlab.commands.common.BadInput` or :class:`click.UsageError` (exit 2, one
+    line, nothing written) as those two do.
     """
     overrides = {k: opts[k] for k in ("model", "gpu", "tp", "kv_cache", "drift")}
     sc = load_for(
