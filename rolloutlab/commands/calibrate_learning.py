@@ -22,15 +22,10 @@ from rolloutlab.calibration.reward_curve_fit import DEFAULT_DISPERSION
 from rolloutlab.calibration.run_curve import read_run
 from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
+from rolloutlab.commands.common import BadInput
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
-
-
-class BadInput(click.ClickException):
-    """One-line error, exit code 2 (the project's bad-input convention)."""
-
-    exit_code = 2
 
 
 def merged_output(out: str | Path, key: str, block: dict) -> dict:
