@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rolloutlab sim --out runs/demo
+	$(BIN)/rolloutlab sim --controllers static:4,static:8,static:16,sagc,lagc --out runs/demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -41,38 +41,13 @@ def comparison_figure(
     fig, axes = plt.subplots(n, 1, figsize=(8, 3 * n))
     for ax in axes[1:3]:
         ax.sharex(axes[0])  # (why: the reward panel's x axis is wall-clock, not steps)
-    sns.lineplot(
-        m.to_pandas(),
-        x="step",
-        y="group_size",
-        hue="controller",
-        hue_order=order,
-        ax=axes[0],
-        drawstyle="steps-post",
-    )
+    _lines(m, "step", "group_size", order, axes[0], drawstyle="steps-post")
     axes[0].set_ylabel("group size G")
-    sns.lineplot(
-        m.to_pandas(),
-        x="step",
-        y="straggler_ratio",
-        hue="controller",
-        hue_order=order,
-        ax=axes[1],
-        legend=False,
-        alpha=0.7,
-    )
+    _lines(m, "step", "straggler_ratio", order, axes[1], legend=False, alpha=0.7)
     axes[1].axhline(tau, color="k", ls="--", lw=1, label=f"tau = {tau:g}")
     axes[1].set_ylabel("straggler ratio max/median")
     axes[1].legend(loc="upper right")
-    sns.lineplot(
-        wall.to_pandas(),
-        x="step",
-        y="wall_clock_h",
-        hue="controller",
-        hue_order=order,
-        ax=axes[2],
-        legend=False,
-    )
+    _lines(wall, "step", "wall_clock_h", order, axes[2], legend=False)
     axes[2].set_ylabel("cumulative wall-clock (h)")
     axes[2].set_xlabel("learner step")
     for ax in axes[:2]:  # shared step axis: labelled once, as with sharex=True
@@ -80,9 +55,7 @@ def comparison_figure(
         ax.tick_params(labelbottom=False)
     if rewards:
         _reward_panel(wall, order, axes[3], target)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path, dpi=120)
 
 
 def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
@@ -127,9 +100,7 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
     axes[1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path, dpi=120)
 
 
 def _reward_panel(wall: pl.DataFrame, order: list[str], ax, target: float | None) -> None:
@@ -138,15 +109,7 @@ def _reward_panel(wall: pl.DataFrame, order: list[str], ax, target: float | None
     df = wall.with_columns(
         pl.col("reward_mean").rolling_mean(10, min_samples=10).over("controller").alias("reward")
     )
-    sns.lineplot(
-        df.to_pandas(),
-        x="wall_clock_h",
-        y="reward",
-        hue="controller",
-        hue_order=order,
-        ax=ax,
-        legend=False,
-    )
+    _lines(df, "wall_clock_h", "reward", order, ax, legend=False)
     if target is not None:
         ax.axhline(target, color="k", ls="--", lw=1, label=f"target = {target:g}")
         ax.legend(loc="lower right")
@@ -164,7 +127,18 @@ def task_lengths_figure(lengths: dict[str, np.ndarray], out: str | Path) -> None
     ax.set_ylabel("share of problems")
     ax.set_yscale("log")
     ax.legend()
-    fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    _save(fig, out, dpi=110)
+
+
+def _lines(df: pl.DataFrame, x: str, y: str, order: list[str], ax, **kw) -> None:
+    """``sns.lineplot`` of ``y`` against ``x``, one line per ``controller`` coloured in
+    ``order``; ``kw`` goes to seaborn (``legend``, ``alpha``, ``drawstyle``...)."""
+    sns.lineplot(df.to_pandas(), x=x, y=y, hue="controller", hue_order=order, ax=ax, **kw)
+
+
+def _save(fig, path: str | Path, dpi: int) -> None:
+    """Lay out ``fig``, write it to ``path`` at ``dpi`` and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)

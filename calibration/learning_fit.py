@@ -20,29 +20,13 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+from rolloutlab.calibration.beta_grid import beta_logit_grid
 from rolloutlab.calibration.passrate_fit import fit_beta_binomial, observed_covariance
+from rolloutlab.calibration.reward_curve_fit import expected_curve, quality
 from rolloutlab.calibration.run_curve import RunCurve
 from rolloutlab.sim.learning import LearningModel, LearningParams
 from scipy import optimize, special
-
-
-def beta_logit_grid(a: float, b: float, step: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes u (n,) of ``logit p0`` and weights (n,) summing to 1 with
-    ``sum w f(u) ~= E_{p0 ~ Beta(a, b)} f(logit p0)``.
-
-    In u the Beta density is ``sigmoid(u)^a sigmoid(-u)^b / B(a, b)``: smooth with
-    exponential tails, so a uniform grid (trapezoid rule, spacing ``step``, out to where
-    the tails are below e^-25) is accurate for any shift ``u + theta``, also when theta
-    is large and the mass that matters sits at p0 ~ e^-theta.
-    """
-    half = min(25 / min(a, b), 400.0)
-    u = np.arange(-half, half + step / 2, step)
-    logw = a * special.log_expit(u) + b * special.log_expit(-u)
-    w = np.exp(logw - logw.max())
-    return u, w / w.sum()
 
 
 def _groups(counts: np.ndarray, G: int) -> list[np.ndarray]:
@@ -89,28 +73,15 @@ def _nll(x: np.ndarray, curve: RunCurve, C: np.ndarray, hist: dict) -> float:
 
 def mean_field_curve(kappa: float, a: float, b: float, curve: RunCurve, lr_ref: float):
     """Closed-loop prediction (T,) of the mean pass rate: the model driven by its own
-    expected signal ``B E[p (1 - p)] (1 - 1/G)`` (over B, or over the expected kept
-    groups ``B E[1 - p^G - (1 - p)^G]`` with dynamic sampling), p0 ~ Beta(a, b)."""
-    u, w = beta_logit_grid(a, b)
-    model = LearningModel(LearningParams(kappa=kappa, lr_ref=lr_ref))
-    pred = np.empty(len(curve.G))
-    for t, (G, lr, c) in enumerate(zip(curve.G, curve.lr, curve.counts, strict=True)):
-        p = special.expit(u + model.theta)  # = model.current(p0) in the logit domain
-        pred[t] = w @ p
-        signal = c.size * (w @ (p * (1 - p))) * (1 - 1 / G)
-        kept = c.size * (w @ (1 - p**G - (1 - p) ** G)) if curve.dynamic_sampling else c.size
-        model.apply_signal(np.array([signal]), float(lr), None, t, max(kept, 1.0))
-    return pred
+    expected signal ``E[p (1 - p)] (1 - 1/G)`` per trained group (over the B groups, or over
+    the expected kept ones ``max(B E[1 - p^G - (1 - p)^G], 1)`` with dynamic sampling),
+    p0 ~ Beta(a, b): :func:`calibration.reward_curve_fit.expected_curve` at the run's G, lr, B."""
+    B = np.array([c.size for c in curve.counts])
+    return expected_curve(a, b, kappa, curve.lr, curve.G, lr_ref, curve.dynamic_sampling, B)
 
 
 def _quality(pred: np.ndarray, obs: np.ndarray) -> dict:
-    r = pred - obs
-    sse, sst = float(r @ r), float(((obs - obs.mean()) ** 2).sum())
-    return {
-        "rmse": math.sqrt(sse / obs.size),
-        "r2_vs_constant": 1 - sse / sst if sst > 0 else None,
-        "predicted_last10": float(pred[-10:].mean()),
-    }
+    return quality(pred, obs) | {"predicted_last10": float(pred[-10:].mean())}
 
 
 def fit_learning(curve: RunCurve, init_steps: int = 3) -> dict:

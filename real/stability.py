@@ -29,17 +29,10 @@ from pathlib import Path
 import polars as pl
 import torch.multiprocessing as mp
 from rolloutlab.real.async_config import AsyncConfig
+from rolloutlab.sim.stability import OUTCOME_COLUMNS, OUTCOME_SCHEMA
 
 CSV_COLUMNS = [
-    "S",
-    "lr",
-    "seed",
-    "collapsed",
-    "t_collapse",
-    "M_collapse",
-    "regime",
-    "cos_sim_mean",
-    "failure",
+    *OUTCOME_COLUMNS,
     "steps_done",
     "reward_first",
     "reward_last",
@@ -168,15 +161,7 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
             tqdm(ex.map(_one, args), total=len(args), disable=not progress, desc="real stability")
         )
     schema = {
-        "S": pl.Int64,
-        "lr": pl.Float64,
-        "seed": pl.Int64,
-        "collapsed": pl.Boolean,
-        "t_collapse": pl.Int64,
-        "M_collapse": pl.Int64,
-        "regime": pl.Utf8,
-        "cos_sim_mean": pl.Float64,
-        "failure": pl.Utf8,
+        **OUTCOME_SCHEMA,
         "steps_done": pl.Int64,
         "reward_first": pl.Float64,
         "reward_last": pl.Float64,

@@ -21,7 +21,7 @@ from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS, learning_summary
 from rolloutlab.sim.scenario import Scenario
 
-SUMMARY_COLUMNS = (
+RUN_COLUMNS = (
     "controller",
     "pipeline",
     "steps",
@@ -32,16 +32,26 @@ SUMMARY_COLUMNS = (
     "mean_G",
     "rollouts",
     "tokens_per_s",
-    "device_idle_s",
-    "train_time_s",
-    "sync_time_s",
-    "response_tokens",
+)
+"""The first summary columns: the run, its wall clock and its rollouts."""
+
+ASYNC_COLUMNS = (
     "learner_idle_frac",
     "generator_idle_frac",
     "staleness_mean",
     "staleness_max",
     "dropped",
     "aborted",
+)
+"""Summary columns that only mean something for asynchronous pipelines."""
+
+SUMMARY_COLUMNS = (
+    *RUN_COLUMNS,
+    "device_idle_s",
+    "train_time_s",
+    "sync_time_s",
+    "response_tokens",
+    *ASYNC_COLUMNS,
     "learner_idle_frac_steady",
     "len_consumed_over_generated",
 )

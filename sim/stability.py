@@ -10,19 +10,23 @@ import polars as pl
 from rolloutlab.sim.staleness import StalenessParams, predict_eta_max, simulate_batch
 from tqdm import tqdm
 
-CSV_COLUMNS = [
-    "S",
-    "lr",
-    "seed",
-    "collapsed",
-    "t_collapse",
-    "M_collapse",
-    "regime",
-    "cos_sim_mean",
-    "failure",
-    "drift_final",
-    "eta_max_pred",
-]
+OUTCOME_SCHEMA = {
+    "S": pl.Int64,
+    "lr": pl.Float64,
+    "seed": pl.Int64,
+    "collapsed": pl.Boolean,
+    "t_collapse": pl.Int64,
+    "M_collapse": pl.Int64,
+    "regime": pl.Utf8,
+    "cos_sim_mean": pl.Float64,
+    "failure": pl.Utf8,
+}
+"""The columns (and polars types) a simulated and a real stability grid share
+(:mod:`real.stability`): the run (S, lr, seed) and its collapse outcome, same meanings
+(:mod:`sim.staleness`)."""
+OUTCOME_COLUMNS = list(OUTCOME_SCHEMA)
+
+CSV_COLUMNS = [*OUTCOME_COLUMNS, "drift_final", "eta_max_pred"]
 
 
 def default_lrs(n: int = 21) -> np.ndarray:
@@ -62,15 +66,7 @@ def run_grid(
                 )
             )
     schema = {
-        "S": pl.Int64,
-        "lr": pl.Float64,
-        "seed": pl.Int64,
-        "collapsed": pl.Boolean,
-        "t_collapse": pl.Int64,
-        "M_collapse": pl.Int64,
-        "regime": pl.Utf8,
-        "cos_sim_mean": pl.Float64,
-        "failure": pl.Utf8,
+        **OUTCOME_SCHEMA,
         "drift_final": pl.Float64,
         "eta_max_pred": pl.Float64,
     }

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+from hypothesis import settings
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.lengths import LognormalLengths
 from rolloutlab.sim.scenario import FORMAT, VERSION, Scenario
+
+# CI (and `make test`) draws the same hypothesis examples on every run, so a result does not
+# depend on the day; `HYPOTHESIS_PROFILE=explore` draws fresh ones to hunt for new failures.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -1,9 +1,13 @@
-"""Hypothesis strategies shared by the engine tests."""
+"""Hypothesis strategies and run configurations shared by the engine and pipeline tests."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.dynamic_sampling import DynamicSampling
+from rolloutlab.sim.passrate import FixedPassRate
+from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.rewards import RewardConfig
 
 
 def dyadic_costs(min_a: int = 0) -> st.SearchStrategy[LinearCost]:
@@ -16,4 +20,18 @@ def dyadic_costs(min_a: int = 0) -> st.SearchStrategy[LinearCost]:
         b_s=st.integers(0, 8).map(lambda k: k / 16),
         c_s=st.integers(0, 8).map(lambda k: k / 64),
         prefill_s_per_token=st.integers(0, 4).map(lambda k: k / 32),
+    )
+
+
+def ds_config(
+    p: float, B: int, F: float, k: int, refill: str, steps: int = 6, seed: int = 0
+) -> RunConfig:
+    """A dynamic-sampling run: ``steps`` steps of ``B`` prompts, every prompt's pass rate
+    fixed at ``p``, gen-batch factor ``F``, at most ``k`` rounds (0 = unlimited), ``refill``."""
+    return RunConfig(
+        steps=steps,
+        prompts=B,
+        seed=seed,
+        rewards=RewardConfig(FixedPassRate(p)),
+        dynamic=DynamicSampling(F, k, refill),
     )

@@ -11,23 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.async_pipeline import run_pipeline
 from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.dynamic_sampling import DynamicSampling
-from rolloutlab.sim.passrate import FixedPassRate
-from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import parse_pipeline
 from rolloutlab.sim.reward_metrics import informative_prob
-from rolloutlab.sim.rewards import RewardConfig
 from scipy import stats
 
-
-def _cfg(p, B, F, k, refill, steps=6, seed=0):
-    return RunConfig(
-        steps=steps,
-        prompts=B,
-        seed=seed,
-        rewards=RewardConfig(FixedPassRate(p)),
-        dynamic=DynamicSampling(F, k, refill),
-    )
+from tests.engine_helpers import ds_config
 
 
 @settings(
@@ -46,7 +34,7 @@ def _cfg(p, B, F, k, refill, steps=6, seed=0):
 def test_invariants(tiny_scenario, pipe, p, G, B, F, k, refill, seed):
     pc = parse_pipeline(pipe)
     rollouts, steps, ledger = run_pipeline(
-        tiny_scenario, parse_controller(f"static:{G}"), _cfg(p, B, F, k, refill, seed=seed), pc
+        tiny_scenario, parse_controller(f"static:{G}"), ds_config(p, B, F, k, refill, seed=seed), pc
     )
     trained = rollouts.filter(pl.col("finish_reason") != "abort")
     groups = trained.group_by("step", "prompt_id").agg(pl.col("reward").n_unique().alias("u"))
@@ -77,7 +65,7 @@ def test_sync_kind_abort_rate_matches_exact_probability(tiny_scenario):
     _, steps, _ = run_pipeline(
         tiny_scenario,
         parse_controller("static:2"),
-        _cfg(p, B, 1.0, k, "batch", steps=n),
+        ds_config(p, B, 1.0, k, "batch", steps=n),
         parse_pipeline("sync"),
     )
     exact = float(stats.binom.cdf(B - 1, k * B, informative_prob(p, G)))
@@ -89,7 +77,7 @@ def test_filtered_groups_are_counted_not_written(tiny_scenario):
     rollouts, steps, ledger = run_pipeline(
         tiny_scenario,
         parse_controller("static:3"),
-        _cfg(0.3, 4, 1.5, 0, "missing", steps=5),
+        ds_config(0.3, 4, 1.5, 0, "missing", steps=5),
         parse_pipeline("one-step-off"),
     )
     filtered_groups = int((steps["generated_groups"] - steps["kept_groups"]).sum())
@@ -103,6 +91,6 @@ def test_oversample_with_dynamic_sampling_is_refused(tiny_scenario):
         run_pipeline(
             tiny_scenario,
             parse_controller("static:2"),
-            _cfg(0.3, 2, 1.5, 0, "batch"),
+            ds_config(0.3, 2, 1.5, 0, "batch"),
             parse_pipeline("oversample:1.5"),
         )

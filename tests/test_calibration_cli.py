@@ -66,7 +66,7 @@ def test_corrupt_input_fails_cleanly_without_output(tmp_path):
     (bad / "events.out.tfevents.1").write_bytes(src[:3000])
     out = tmp_path / "cal.json"
     r = _run("calibrate", "verl-tb", bad, "--out", out)
-    assert r.exit_code == 1 and "events.out.tfevents.1" in r.output and "corrupt" in r.output
+    assert r.exit_code == 2 and "events.out.tfevents.1" in r.output and "corrupt" in r.output
     assert not out.exists()
 
 
@@ -75,7 +75,7 @@ def test_nan_value_fails_validate_naming_tag_and_step(tmp_path):
     rows[5] = verl_row(5, timing_s__gen=float("nan"))
     write_events(tmp_path / "run", rows)
     r = _run("validate", "verl-tb", tmp_path / "run", "--fit-steps", 3, "--out", tmp_path / "v")
-    assert r.exit_code == 1 and "'timing_s/gen' at step 5" in r.output
+    assert r.exit_code == 2 and "'timing_s/gen' at step 5" in r.output
     assert not (tmp_path / "v" / "validation.csv").exists()
 
 

@@ -39,7 +39,9 @@ def test_censored_fit_recovers_mu_sigma(mu, sigma, n, seed):
     L = np.minimum(np.ceil(np.random.default_rng(seed).lognormal(mu, sigma, n)), cap)
     s = StepLengthStats(0, L.mean(), L.max(), L.min(), float((L >= cap).mean()), n, cap)
     f = fit_step(s)
-    assert abs(f.mu - mu) < 0.15
+    # mu follows sigma through the mean (mu = log E[L] - sigma^2 / 2), so a relative sigma
+    # error of up to 0.2 (next line) allows a mu error of about 0.2 sigma^2
+    assert abs(f.mu - mu) < 0.05 + 0.2 * sigma**2
     assert abs(f.sigma / sigma - 1) < 0.2
     # the fit matches mean, extremes and clipped fraction jointly: its mean is within a
     # few standard errors of the sample mean, not equal to it

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
+from tests.cli_helpers import assert_refused, invoke_on
 from tests.conftest import calibration_dict
 
 
@@ -20,19 +21,8 @@ def test_sim_writes_every_output(tmp_path, calibration_file):
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
     assert summary["controller"].to_list() == ["static:4", "static:8", "static:16", "sagc"]
-    assert set(
-        [
-            "controller",
-            "steps",
-            "wall_clock_s",
-            "gen_time_s",
-            "slot_idle_frac",
-            "straggler_rate",
-            "mean_G",
-            "rollouts",
-            "tokens_per_s",
-        ]
-    ) <= set(summary.columns)
+    want = "controller steps wall_clock_s gen_time_s slot_idle_frac straggler_rate mean_G"
+    assert {*want.split(), "rollouts", "tokens_per_s"} <= set(summary.columns)
     assert summary.filter(pl.col("controller") == "static:8")["rollouts"][0] == 5 * 4 * 8
     for name in ("rollouts.parquet", "steps.parquet", "comparison.png", "config.json"):
         assert (out / name).stat().st_size > 0
@@ -66,24 +56,16 @@ def test_sim_bad_scenario_defaults_name_the_field(tmp_path, defaults, field):
     res = CliRunner().invoke(
         main, ["sim", "--calibration", str(path), "--out", str(tmp_path / "o")]
     )
-    assert res.exit_code == 1 and f"cal.json: field {field}" in res.output
+    assert res.exit_code == 2 and f"cal.json: field {field}" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
 def test_sim_two_sagc_options_in_the_controller_list(tmp_path, calibration_file):
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "2",
-            "--controllers",
-            "static:4,sagc:tau=15,delta=0.2",
-            "--out",
-            str(tmp_path / "o"),
-        ],
+    res = invoke_on(
+        "sim",
+        calibration_file,
+        tmp_path / "o",
+        *("--steps", "2", "--controllers", "static:4,sagc:tau=15,delta=0.2"),
     )
     assert res.exit_code == 0, res.output
     assert pl.read_csv(tmp_path / "o" / "summary.csv")["controller"].to_list() == [
@@ -108,21 +90,11 @@ def test_sim_lagc_and_sagc_floor_budget_specs(tmp_path, calibration_file):
 
 
 def test_sim_bad_controller_spec(tmp_path, calibration_file):
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "2",
-            "--controllers",
-            "static:4,dynamic",
-            "--out",
-            str(tmp_path / "o"),
-        ],
+    out = tmp_path / "o"
+    res = invoke_on(
+        "sim", calibration_file, out, "--steps", "2", "--controllers", "static:4,dynamic"
     )
-    assert res.exit_code != 0 and "dynamic" in res.output
+    assert_refused(res, "dynamic", out)
 
 
 @pytest.mark.parametrize(
@@ -130,24 +102,8 @@ def test_sim_bad_controller_spec(tmp_path, calibration_file):
 )
 def test_sim_each_pipeline(tmp_path, calibration_file, pipeline):
     out = tmp_path / "out"
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "3",
-            "--prompts",
-            "2",
-            "--controllers",
-            "static:4",
-            "--pipeline",
-            pipeline,
-            "--out",
-            str(out),
-        ],
-    )
+    args = ("--steps", "3", "--prompts", "2", "--controllers", "static:4", "--pipeline", pipeline)
+    res = invoke_on("sim", calibration_file, out, *args)
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
     assert summary["pipeline"].to_list() == [pipeline]
@@ -195,30 +151,13 @@ def test_sim_colocated_and_bad_pipeline(tmp_path, calibration_file):
 
 def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
     out = tmp_path / "fast"
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "4",
-            "--engine",
-            "fast",
-            "--model",
-            "qwen2.5-3b",
-            "--gpu",
-            "h100",
-            "--no-kv-cache",
-            "--drift",
-            "r1zero",
-            "--dataset-size",
-            "8",
-            "--controllers",
-            "static:4,sagc",
-            "--out",
-            str(out),
-        ],
+    fast = "--steps 4 --engine fast --model qwen2.5-3b --gpu h100 --no-kv-cache --drift r1zero"
+    res = invoke_on(
+        "sim",
+        calibration_file,
+        out,
+        *fast.split(),
+        *("--dataset-size", "8", "--controllers", "static:4,sagc"),
     )
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "config.json").read_text())
@@ -226,24 +165,8 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
     assert cfg["lengths"]["kind"] == "GroupLengths" and cfg["lengths"]["quantiles"]["n"] == 1000
     assert cfg["cost"]["a_s"] == pytest.approx(0.0038, rel=0.05)  # roofline, not the file's
     out2 = tmp_path / "kv"
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "2",
-            "--model",
-            "llama-3.2-3b",
-            "--gpu",
-            "a100",
-            "--controllers",
-            "static:4",
-            "--out",
-            str(out2),
-        ],
-    )
+    kv = "--steps 2 --model llama-3.2-3b --gpu a100 --controllers static:4"
+    res = invoke_on("sim", calibration_file, out2, *kv.split())
     assert res.exit_code == 0, res.output
     assert json.loads((out2 / "config.json").read_text())["engine"]["kv_blocks"] > 1000
 
@@ -268,18 +191,5 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
     ],
 )
 def test_sim_refuses_what_it_would_silently_ignore(tmp_path, calibration_file, extra, message):
-    res = CliRunner().invoke(
-        main,
-        [
-            "sim",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "2",
-            *extra,
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
-    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
-    assert not (tmp_path / "o").exists()  # refused before the output folder is made
+    res = invoke_on("sim", calibration_file, tmp_path / "o", "--steps", "2", *extra)
+    assert_refused(res, message, tmp_path / "o")

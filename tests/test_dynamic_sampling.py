@@ -14,21 +14,12 @@ from polars.testing import assert_frame_equal
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.fastpath_run import run_sync_fast
-from rolloutlab.sim.passrate import FixedPassRate, draw_correct
+from rolloutlab.sim.passrate import draw_correct
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.reward_metrics import informative_prob
-from rolloutlab.sim.rewards import RewardConfig
 from scipy import stats
 
-
-def _ds_cfg(p, B, F, k, refill, steps=6, seed=0):
-    return RunConfig(
-        steps=steps,
-        prompts=B,
-        seed=seed,
-        rewards=RewardConfig(FixedPassRate(p)),
-        dynamic=DynamicSampling(F, k, refill),
-    )
+from tests.engine_helpers import ds_config
 
 
 @settings(
@@ -47,7 +38,7 @@ def test_never_a_homogeneous_group_never_more_than_B(tiny_scenario, p, G, B, F, 
     if G == 1 and k == 0:
         k = 2  # G = 1 is never informative: unlimited rounds would never end
     rollouts, steps = run_sync_fast(
-        tiny_scenario, parse_controller(f"static:{G}"), _ds_cfg(p, B, F, k, refill, seed=seed)
+        tiny_scenario, parse_controller(f"static:{G}"), ds_config(p, B, F, k, refill, seed=seed)
     )
     groups = rollouts.group_by("step", "prompt_id").agg(pl.col("reward").n_unique().alias("u"))
     assert (groups["u"] > 1).all()  # every trained group is informative
@@ -108,7 +99,7 @@ def test_abort_rate_matches_exact_probability(p, G, B, F, k, refill):
 def test_abort_rate_of_the_pipeline(tiny_scenario):
     p, G, B, k = 0.1, 2, 3, 2
     _, steps = run_sync_fast(
-        tiny_scenario, parse_controller("static:2"), _ds_cfg(p, B, 1.0, k, "batch", steps=600)
+        tiny_scenario, parse_controller("static:2"), ds_config(p, B, 1.0, k, "batch", steps=600)
     )
     exact = _abort_prob(float(informative_prob(p, G)), B, B, k, "batch")
     rate = steps["dynamic_sampling_abort"].mean()
@@ -131,7 +122,7 @@ def test_exact_abort_probability_by_brute_force():
 
 
 def test_rounds_take_fresh_prompts_and_count_waste(tiny_scenario):
-    cfg = _ds_cfg(0.15, 4, 2.0, 0, "missing", steps=5)
+    cfg = ds_config(0.15, 4, 2.0, 0, "missing", steps=5)
     rollouts, steps = run_sync(tiny_scenario, parse_controller("static:4"), cfg)
     ids = rollouts.group_by("step", "prompt_id").len()["prompt_id"]
     assert ids.n_unique() == ids.len()  # no prompt trained twice: the stream only advances
@@ -143,7 +134,7 @@ def test_rounds_take_fresh_prompts_and_count_waste(tiny_scenario):
 
 @pytest.mark.parametrize("refill,k", [("batch", 2), ("missing", 0)])
 def test_fast_path_equals_simpy_with_dynamic_sampling(tiny_scenario, refill, k):
-    cfg = _ds_cfg(0.2, 3, 1.5, k, refill, steps=8, seed=3)
+    cfg = ds_config(0.2, 3, 1.5, k, refill, steps=8, seed=3)
     r1, s1 = run_sync(tiny_scenario, parse_controller("sagc"), cfg)
     r2, s2 = run_sync_fast(tiny_scenario, parse_controller("sagc"), cfg)
     assert_frame_equal(r1, r2, check_exact=False, rel_tol=1e-9)
@@ -151,7 +142,7 @@ def test_fast_path_equals_simpy_with_dynamic_sampling(tiny_scenario, refill, k):
 
 
 def test_abort_with_nothing_kept_trains_nothing(tiny_scenario):
-    cfg = _ds_cfg(1.0, 2, 1.0, 2, "batch", steps=3)  # p = 1: every group homogeneous
+    cfg = ds_config(1.0, 2, 1.0, 2, "batch", steps=3)  # p = 1: every group homogeneous
     rollouts, steps = run_sync(tiny_scenario, parse_controller("static:4"), cfg)
     assert rollouts.height == 0
     assert steps["dynamic_sampling_abort"].all() and (steps["kept_groups"] == 0).all()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rolloutlab.calibration.groups_fit import fit_groups
 from rolloutlab.sim.lengths import LognormalLengths
@@ -22,10 +22,14 @@ def draw(mu, sp, sw, cap, n_groups, G, seed, growth=0.0, steps=1):
 @given(
     sp=st.floats(0.1, 0.9),
     sw=st.floats(0.1, 0.9),
-    mu=st.floats(3.0, 6.0),
+    mu=st.floats(4.0, 6.0),
     seed=st.integers(0, 2**31),
 )
 def test_fit_recovers_between_and_within_split_within_its_standard_error(sp, sw, mu, seed):
+    # Away from the boundary sigma = 0, where the MLE sits on the edge and the Hessian
+    # standard error is not valid (found: sp = 0.10, sw = 0.5 fitted sigma_prompt ~ 0 with
+    # SE 6e-4), and away from integer rounding of very short lengths (mu >= 4).
+    assume(0.4 <= sp / sw <= 2.5)
     cap = int(np.exp(mu + 1.5 * np.hypot(sp, sw)))  # ~7 % censored
     groups, cens, _ = draw(mu, sp, sw, cap, 150, 6, seed)
     f = fit_groups(groups, cens)

@@ -153,7 +153,7 @@ def test_bad_cli_settings_are_refused_cleanly_and_write_nothing(tmp_path, args, 
     from rolloutlab.cli import main
 
     res = CliRunner().invoke(main, ["real", "sync", "--out", str(tmp_path / "r"), *args])
-    assert res.exit_code == 1 and message in res.output
+    assert res.exit_code == 2 and message in res.output
     assert isinstance(res.exception, SystemExit)  # a click error, not a traceback
     assert not (tmp_path / "r").exists()
 

@@ -27,16 +27,7 @@ def test_stability_writes_csv_figure_and_config(tmp_path):
     )
     assert res.exit_code == 0, res.output
     df = pl.read_csv(tmp_path / "stability.csv")
-    assert df.columns[:8] == [
-        "S",
-        "lr",
-        "seed",
-        "collapsed",
-        "t_collapse",
-        "M_collapse",
-        "regime",
-        "cos_sim_mean",
-    ]
+    assert df.columns[:8] == "S lr seed collapsed t_collapse M_collapse regime cos_sim_mean".split()
     assert df.height == 2 * 3 * 2
     assert (tmp_path / "phase_diagram.png").stat().st_size > 1000
     cfg = json.loads((tmp_path / "config.json").read_text())

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.compare import run_comparison
@@ -17,7 +16,7 @@ from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.sweep import AXES, grid, run_sweep, sweep_means
 
-from rolloutlab.cli import main
+from tests.cli_helpers import assert_refused, invoke_on
 
 SPECS = ["static:2", "static:4", "sagc"]
 
@@ -121,26 +120,8 @@ def test_means_average_over_seeds_and_mark_one_winner_per_point(rows):
 
 def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_file):
     out = tmp_path / "sw"
-    res = CliRunner().invoke(
-        main,
-        [
-            "sweep",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "3",
-            "--prompts",
-            "2,4",
-            "--workers",
-            "1,2",
-            "--seeds",
-            "0,1",
-            "--controllers",
-            "static:2,sagc",
-            "--out",
-            str(out),
-        ],
-    )
+    grid_args = "--steps 3 --prompts 2,4 --workers 1,2 --seeds 0,1 --controllers static:2,sagc"
+    res = invoke_on("sweep", calibration_file, out, *grid_args.split())
     assert res.exit_code == 0, res.output
     runs, means = pl.read_csv(out / "runs.csv"), pl.read_csv(out / "means.csv")
     assert runs.height == 2 * 2 * 2 * 2 and means.height == 2 * 2 * 2
@@ -159,18 +140,5 @@ def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_fil
     ],
 )
 def test_sweep_command_bad_input(tmp_path, calibration_file, extra, message):
-    res = CliRunner().invoke(
-        main,
-        [
-            "sweep",
-            "--calibration",
-            str(calibration_file),
-            "--steps",
-            "2",
-            *extra,
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
-    assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output
-    assert not (tmp_path / "o").exists()  # refused before the output folder is made
+    res = invoke_on("sweep", calibration_file, tmp_path / "o", "--steps", "2", *extra)
+    assert_refused(res, message, tmp_path / "o")

@@ -228,7 +228,10 @@ def test_every_pipeline_on_both_workers_keeps_its_invariants(
     assert log.over_capacity == 0
     # times are monotone: per rollout, and learner steps one after the other
     t = rollouts.select("t_submit", "t_first_token", "t_finish").to_numpy()
-    assert (t[:, 0] <= t[:, 1]).all() and (t[:, 1] <= t[:, 2]).all()
+    # up to one rounding step: a 1-token response's first token and finish come from two
+    # sums of the same iteration times (found: 0.5385000000000001 > 0.5385, paged, sync)
+    eps = 1e-9 * np.maximum(1.0, np.abs(t).max())
+    assert (t[:, 0] <= t[:, 1] + eps).all() and (t[:, 1] <= t[:, 2] + eps).all()
     assert (step_df["t_start"] <= step_df["t_end"]).all()
     assert (np.diff(step_df["t_end"].to_numpy()) > 0).all()
     # staleness within the pipeline's bound; every step trains B full groups

@@ -15,7 +15,7 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import fail
+from rolloutlab.commands.common import cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
@@ -156,12 +156,7 @@ def calibrate_verl_tb(
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
 )
-@click.option(
-    "--cost-from",
-    default="gsm8k",
-    show_default=True,
-    help="Calibration file or bundled scenario whose cost and engine are reused.",
-)
+@cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
 @scenario_default_options

@@ -18,17 +18,14 @@ import click
 
 from rolloutlab.calibration.learning_fit import fit_learning
 from rolloutlab.calibration.passrate_fit import pass_rate_block, read_grouped
+from rolloutlab.calibration.reward_curve_fit import DEFAULT_DISPERSION
 from rolloutlab.calibration.run_curve import read_run
+from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
+from rolloutlab.commands.common import BadInput
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
-
-
-class BadInput(click.ClickException):
-    """One-line error, exit code 2 (the project's bad-input convention)."""
-
-    exit_code = 2
 
 
 def merged_output(out: str | Path, key: str, block: dict) -> dict:
@@ -107,7 +104,14 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
 
 @click.command("learning")
 @click.option(
-    "--real", "run_dir", required=True, type=click.Path(), help="Run directory (real sync)."
+    "--real", "run_dir", default=None, type=click.Path(), help="Run directory (real sync)."
+)
+@click.option(
+    "--verl-tb",
+    "verl_dir",
+    default=None,
+    type=click.Path(),
+    help="verl TensorBoard run folder: fit the per-step critic/score/mean curve instead.",
 )
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSON to write.")
 @click.option(
@@ -115,7 +119,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     default=3,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Steps whose groups start the initial Beta fit.",
+    help="--real: steps whose groups start the initial Beta fit.",
 )
 @click.option(
     "--as-lr-ref",
@@ -124,10 +128,47 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     help="Write this lr_ref instead of the run's lr: the fitted gain per unit signal is "
     "assumed to hold at another model's reference lr (a placeholder transfer; say so).",
 )
+@click.option(
+    "--group-size", default=5, show_default=True, type=click.IntRange(min=2), help="--verl-tb: G."
+)
+@click.option(
+    "--prompts",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="--verl-tb: prompts per step (B; only the sampling-noise estimate uses it).",
+)
+@click.option(
+    "--dispersion",
+    default=DEFAULT_DISPERSION,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="--verl-tb: a + b of the initial Beta, fixed (a mean curve does not identify it).",
+)
+@click.option(
+    "--skip-steps",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="--verl-tb: leave out the first N logged steps (e.g. a format-learning phase).",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    type=click.Path(),
+    help="--verl-tb: another run to predict with the fitted parameters (RMSE in fit.heldout).",
+)
 @click.option("--note", default=None, help="Free text added to provenance.")
-def calibrate_learning(run_dir, out, init_steps, as_lr_ref, note):
-    """Fit the learning-progress model's kappa to a real run's per-group correctness;
-    writes the ``learning`` block to --out."""
+def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **verl_opts):
+    """Fit the learning-progress model to a real run's per-group correctness (--real;
+    writes the ``learning`` block) or to a verl run's training-reward curve (--verl-tb;
+    writes the ``pass_rate`` and ``learning`` blocks). Exactly one of the two."""
+    if (run_dir is None) == (verl_dir is None):
+        raise BadInput("calibrate learning: give exactly one of --real RUN_DIR, --verl-tb RUN_DIR")
+    if verl_dir is not None:
+        _from_verl(verl_dir, out, as_lr_ref, note, **verl_opts)
+        return
     cmd = f"rolloutlab calibrate learning --real {shlex.quote(run_dir)} --out {shlex.quote(out)}"
     if init_steps != 3:
         cmd += f" --init-steps {init_steps}"
@@ -155,4 +196,34 @@ def calibrate_learning(run_dir, out, init_steps, as_lr_ref, note):
         f"wrote {out}: kappa {block['kappa']:.4g} +- {f['se']['kappa']:.2g} at lr_ref "
         f"{block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; RMSE "
         f"{f['replayed']['rmse']:.3f} (sampling noise {f['sampling_noise_rmse']:.3f})"
+    )
+
+
+def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, skip_steps, checks):
+    """``--verl-tb``: fit, write both blocks (:mod:`calibration.verl_learning`)."""
+    cmd = (
+        f"rolloutlab calibrate learning --verl-tb {shlex.quote(verl_dir)} --out {shlex.quote(out)}"
+    )
+    cmd += f" --group-size {group_size} --prompts {prompts} --dispersion {dispersion:g}"
+    cmd += f" --skip-steps {skip_steps}" + "".join(f" --check {shlex.quote(c)}" for c in checks)
+    if as_lr_ref is not None:
+        cmd += f" --as-lr-ref {as_lr_ref:g}"
+    if note:
+        cmd += f" --note {shlex.quote(note)}"
+    try:
+        pass_rate, learning = verl_blocks(
+            verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
+        )
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if as_lr_ref is not None:
+        learning["lr_ref"] = as_lr_ref
+    d = merged_output(out, "pass_rate", pass_rate) | {"learning": learning}
+    write_json_atomic(d, out)
+    f = learning["fit"]
+    click.echo(
+        f"wrote {out}: pass_rate {pass_rate['spec']}, kappa {learning['kappa']:.4g} "
+        f"+- {f['se']['kappa']:.2g} at lr_ref {learning['lr_ref']:g}; RMSE {f['rmse']:.4f} "
+        f"(sampling noise {f['sampling_noise_rmse']:.4f}), R^2 {f['r2_vs_constant']:.3f}"
+        + "".join(f"; {h['run']}: RMSE {h['rmse']:.4f}" for h in f["heldout"])
     )

@@ -1,5 +1,5 @@
 """What every command shares: list options (``--prompts 16,64``), claiming an output
-folder, and the one-line error.
+folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
 
 A run's provenance (``config.json`` with library versions) is written by
 :func:`rolloutlab.sim.provenance.write_config`, which real runs use too.
@@ -8,21 +8,61 @@ A run's provenance (``config.json`` with library versions) is written by
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 import polars as pl
+from tqdm import tqdm
+
+OUT_DIR = click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path)
+)
+"""``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
+
+
+def real_option(help: str, **path: Any):
+    """The required ``--real PATH`` option (passed as ``real_dir``, a :class:`~pathlib.Path`);
+    ``path`` goes to :class:`click.Path` (e.g. ``exists=True`` or ``file_okay=False``)."""
+    return click.option(
+        "--real", "real_dir", required=True, type=click.Path(path_type=Path, **path), help=help
+    )
+
+
+def cost_from_option(help: str):
+    """``--cost-from NAME|FILE`` (default: the bundled ``gsm8k`` scenario): the scenario
+    whose cost model (and more, as ``help`` says) a calibration command reuses."""
+    return click.option("--cost-from", default="gsm8k", show_default=True, help=help)
 
 
 class OutDirError(ValueError):
     """The output directory holds another run's files; the message names it."""
 
 
+class BadInput(click.ClickException):
+    """One-line error for bad input (an option, file, row or field), exit code 2 like
+    click's own usage errors: the project's bad-input convention."""
+
+    exit_code = 2
+
+
+class RunFailed(click.ClickException):
+    """One-line error for a run that failed for another reason than its input (a missing
+    engine package, a generator that died, a simulation that cannot go on), exit code 1."""
+
+    exit_code = 1
+
+
 def fail(exc: Exception) -> NoReturn:
-    """Raise ``exc``'s message as a :class:`click.ClickException` (one line, exit 1)."""
-    raise click.ClickException(str(exc)) from None
+    """Raise ``exc``'s message as a one-line click error: :class:`RunFailed` (exit 1) when
+    ``exc`` is a :class:`RuntimeError` (the project's type for a run that fails, e.g.
+    ``EngineUnavailable``, ``GeneratorDied``), else :class:`BadInput` (exit 2; input
+    errors are :class:`ValueError` subclasses naming the option, file, row or field)."""
+    if isinstance(exc, RuntimeError):
+        raise RunFailed(str(exc)) from None
+    raise BadInput(str(exc)) from None
 
 
 def parse_list(
@@ -108,11 +148,24 @@ def claim_out_dir(path: str | Path, command: str) -> Path:
 
 
 def claim(out: str | Path, command: str) -> Path:
-    """:func:`claim_out_dir`, its refusal raised as a :class:`click.ClickException`."""
+    """:func:`claim_out_dir`, its refusal raised as :class:`BadInput` (exit 2)."""
     try:
         return claim_out_dir(out, command)
     except OutDirError as exc:
         fail(exc)
+
+
+@contextmanager
+def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
+    """A transient tqdm bar (off when not a terminal) around a long run; a ValueError or
+    RuntimeError raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
+    bar = tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+    try:
+        yield bar
+    except (ValueError, RuntimeError) as exc:
+        fail(exc)
+    finally:
+        bar.close()
 
 
 def echo_table(

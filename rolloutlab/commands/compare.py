@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import OutDirError, claim_out_dir, echo_table, fail
+from rolloutlab.commands.common import (
+    OUT_DIR,
+    OutDirError,
+    claim_out_dir,
+    echo_table,
+    fail,
+    real_option,
+)
 
 
 @click.group()
@@ -15,12 +22,9 @@ def compare() -> None:
 
 
 @compare.command()
-@click.option(
-    "--real",
-    "real_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Run directory with rollouts/steps traces and config.json (rolloutlab real sync).",
+@real_option(
+    "Run directory with rollouts/steps traces and config.json (rolloutlab real sync).",
+    file_okay=False,
 )
 @click.option(
     "--fit-steps",
@@ -51,7 +55,7 @@ def compare() -> None:
 )
 @click.option("--tau", type=float, default=None, help="Straggler threshold [default: the run's].")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@OUT_DIR
 def idle(
     real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, out_dir: Path
 ) -> None:
@@ -84,12 +88,9 @@ def idle(
 
 
 @compare.command()
-@click.option(
-    "--real",
-    "real_dir",
-    required=True,
-    type=click.Path(exists=True, path_type=Path),
-    help="Measured stability grid: a directory with stability.csv (+ config.json), or the CSV.",
+@real_option(
+    "Measured stability grid: a directory with stability.csv (+ config.json), or the CSV.",
+    exists=True,
 )
 @click.option(
     "--sim",
@@ -118,7 +119,7 @@ def idle(
     show_default=True,
     help="Model-grid evaluations of the fit.",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@OUT_DIR
 def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_dir: Path) -> None:
     """Fit the collapse model on part of a measured stability grid and predict the rest.
 
@@ -160,7 +161,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
     required=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@OUT_DIR
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     """One self-contained HTML page per study directory (figures embedded)."""
     from rolloutlab.analysis.report import ReportError, write_reports

@@ -16,8 +16,7 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
-from rolloutlab.commands.calibrate_learning import BadInput
-from rolloutlab.commands.common import claim, parse_list
+from rolloutlab.commands.common import BadInput, claim, cost_from_option, parse_list
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 
@@ -67,12 +66,7 @@ def _read(files, tokenizer, kw):
 @click.command("groups")
 @reader_options
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON.")
-@click.option(
-    "--cost-from",
-    default="gsm8k",
-    show_default=True,
-    help="Bundled scenario or calibration file for cost, engine and prompt length.",
-)
+@cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(
     files, out, cost_from, name, tokenizer, max_response_length, length_model, **fields

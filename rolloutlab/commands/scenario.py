@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from rolloutlab.commands.common import fail
+from rolloutlab.commands.learning_options import learning_options, rewards_from_options
+from rolloutlab.sim.dynamic_sampling import DynamicSampling
 from rolloutlab.sim.dynamics import DRIFTS
 from rolloutlab.sim.hardware import GPUS, MODELS
 from rolloutlab.sim.overrides import apply_overrides
+from rolloutlab.sim.provenance import describe
+from rolloutlab.sim.rewards import RewardConfig
 from rolloutlab.sim.scenario import (
     DEFAULT_SCENARIO,
     CalibrationError,
@@ -80,31 +86,54 @@ def scenario_options(command):
     return command
 
 
-def load_for(
-    calibration: str | None,
-    scenario: str,
-    *,
-    engine: str,
-    workers: int | None = None,
-    model: str | None = None,
-    gpu: str | None = None,
-    tp: int = 1,
-    kv_cache: bool | None = None,
-    drift: str | None = None,
-) -> Scenario:
-    """Load the scenario and apply the overrides (:func:`sim.overrides.apply_overrides`).
-    Raises click.ClickException with the loader's or the override's one-line message."""
+def run_options(command):
+    """Decorate a click command with the options that end ``rolloutlab sim`` and
+    ``rolloutlab sweep``: the reward options (:func:`learning_options`), then ``--out``."""
+    command = click.option(
+        "--out", required=True, type=click.Path(file_okay=False), help="Output directory."
+    )(command)
+    return learning_options(command)
+
+
+def load_for(calibration: str | None, scenario: str, **overrides: Any) -> Scenario:
+    """Load the calibration file (else the bundled ``scenario``) and apply ``overrides``,
+    the keywords of :func:`sim.overrides.apply_overrides` (``engine``, ``workers``,
+    ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
+    :class:`~rolloutlab.commands.common.BadInput` (exit 2) with the loader's or the
+    override's one-line message."""
     try:
-        sc = load_scenario(calibration or scenario)
-        return apply_overrides(
-            sc,
-            workers=workers,
-            model=model,
-            gpu=gpu,
-            tp=tp,
-            kv_cache=kv_cache,
-            engine=engine,
-            drift=drift,
-        )
+        return apply_overrides(load_scenario(calibration or scenario), **overrides)
     except (CalibrationError, ValueError) as exc:
         fail(exc)
+
+
+def load_run(
+    opts: dict[str, Any], *, engine: str, workers: int | None = None
+) -> tuple[Scenario, RewardConfig | None, DynamicSampling | None, float | None]:
+    """The scenario (:func:`load_for`) and the run's reward settings
+    (:func:`rewards_from_options`) from the keyword arguments click passes for
+    :func:`scenario_options` and :func:`run_options` (``opts``; other keys are ignored).
+
+    Returns ``(scenario, rewards, dynamic, target_reward)``. Raises
+    :class:`~rolloutlab.commands.common.BadInput` or :class:`click.UsageError` (exit 2, one
+    line, nothing written) as those two do.
+    """
+    overrides = {k: opts[k] for k in ("model", "gpu", "tp", "kv_cache", "drift")}
+    sc = load_for(
+        opts["calibration"], opts["scenario"], engine=engine, workers=workers, **overrides
+    )
+    keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
+    return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))
+
+
+def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The first keys of a sim or sweep ``config.json``: the command, scenario name, engine
+    implementation, the ``--model --gpu --tp --drift`` overrides (from ``opts``, as in
+    :func:`load_run`) and a description of the scenario's length model."""
+    return {
+        "command": command,
+        "scenario": sc.name,
+        "engine_impl": engine,
+        **{k: opts[k] for k in ("model", "gpu", "tp", "drift")},
+        "lengths": describe(sc.lengths),
+    }

@@ -6,23 +6,24 @@ import dataclasses
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, echo_table, fail
-from rolloutlab.commands.learning_options import (
-    describe_rewards,
-    learning_options,
-    rewards_from_options,
-)
-from rolloutlab.commands.scenario import load_for, scenario_options
+from rolloutlab.commands.common import claim, echo_table, fail, progress
+from rolloutlab.commands.learning_options import describe_rewards
+from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.sim import trace
-from rolloutlab.sim.compare import check_comparison, run_comparison, sagc_defaults
+from rolloutlab.sim.compare import (
+    ASYNC_COLUMNS,
+    RUN_COLUMNS,
+    check_comparison,
+    run_comparison,
+    sagc_defaults,
+)
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
-from rolloutlab.sim.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.provenance import scenario_source, write_config
 from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
 
 
@@ -56,88 +57,39 @@ from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
-@learning_options
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sim(
-    calibration,
-    scenario,
-    steps,
-    prompts,
-    workers,
-    controllers,
-    pipeline,
-    placement,
-    engine,
-    model,
-    gpu,
-    tp,
-    kv_cache,
-    drift,
-    dataset_size,
-    seed,
-    pass_rate,
-    dynamic_sampling,
-    gen_batch_factor,
-    max_gen_batches,
-    refill,
-    target_reward,
-    out,
-):
+@run_options
+def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
-    sc = load_for(
-        calibration,
-        scenario,
-        engine=engine,
-        workers=workers,
-        model=model,
-        gpu=gpu,
-        tp=tp,
-        kv_cache=kv_cache,
-        drift=drift,
-    )
-    rewards, dynamic, target_reward = rewards_from_options(
-        sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
-    )
+    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
     try:
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
             seed=seed,
-            dataset_size=dataset_size,
+            dataset_size=opts["dataset_size"],
             rewards=rewards,
             dynamic=dynamic,
         )
-        specs = split_specs(controllers)
+        specs = split_specs(opts["controllers"])
         pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
         check_comparison(specs, pipes, engine, dynamic is not None)
     except ValueError as exc:
         fail(exc)
     claim(out, "sim")  # after every check, before minutes of simulation
     tau = float(sc.defaults.get("tau", DEFAULT_TAU))
-    bar = tqdm(
-        total=cfg.steps * len(specs) * len(pipes),
-        desc="simulating",
-        unit="step",
-        disable=None,
-        leave=False,
-    )
+    with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
 
-    def on_step(spec: str, t: int, G: int) -> None:
-        bar.set_postfix_str(f"{spec} G={G}", refresh=False)
-        bar.update()
+        def on_step(spec: str, t: int, G: int) -> None:
+            bar.set_postfix_str(f"{spec} G={G}", refresh=False)
+            bar.update()
 
-    try:
         summary, rollouts, steps_df = run_comparison(
             sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
         )
-    except (ValueError, RuntimeError) as exc:
-        fail(exc)
-    finally:
-        bar.close()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary.write_csv(out_dir / "summary.csv")
@@ -147,14 +99,7 @@ def sim(
     write_config(
         out_dir / "config.json",
         {
-            "command": "sim",
-            "scenario": sc.name,
-            "engine_impl": engine,
-            "model": model,
-            "gpu": gpu,
-            "tp": tp,
-            "drift": drift,
-            "lengths": describe(sc.lengths),
+            **config_head("sim", sc, engine, opts),
             "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
             **describe_rewards(rewards, dynamic, target_reward),
             "controllers": specs,
@@ -179,25 +124,7 @@ def sim(
 def _printed_columns(pipes, rewards: bool = False) -> list[str]:
     """The summary columns worth printing: staleness columns only for asynchronous runs,
     reward columns only for runs with rewards."""
-    cols = [
-        "controller",
-        "pipeline",
-        "steps",
-        "wall_clock_s",
-        "gen_time_s",
-        "slot_idle_frac",
-        "straggler_rate",
-        "mean_G",
-        "rollouts",
-        "tokens_per_s",
-    ]
+    cols = list(RUN_COLUMNS)
     if any(p.kind != "sync" for p in pipes):
-        cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + [
-            "learner_idle_frac",
-            "generator_idle_frac",
-            "staleness_mean",
-            "staleness_max",
-            "dropped",
-            "aborted",
-        ]
+        cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + list(ASYNC_COLUMNS)
     return cols + list(LEARNING_COLUMNS) if rewards else cols

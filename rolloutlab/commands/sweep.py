@@ -5,16 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, echo_table, fail, int_list
-from rolloutlab.commands.learning_options import (
-    describe_rewards,
-    learning_options,
-    rewards_from_options,
-)
-from rolloutlab.commands.scenario import load_for, scenario_options
+from rolloutlab.commands.common import claim, echo_table, fail, int_list, progress
+from rolloutlab.commands.learning_options import describe_rewards
+from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
@@ -23,26 +18,22 @@ from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
 
 
+def _int_list_option(name: str, metavar: str, what: str):
+    """A ``NAME X[,X...]`` option parsed by :func:`int_list` (None when not given, meaning
+    the scenario's value); ``what`` starts its help text."""
+    return click.option(
+        name,
+        metavar=f"{metavar}[,{metavar}...]",
+        callback=int_list(name),
+        help=f"{what} (default: the scenario's).",
+    )
+
+
 @click.command()
 @scenario_options
-@click.option(
-    "--prompts",
-    metavar="B[,B...]",
-    callback=int_list("--prompts"),
-    help="Prompt batches B, e.g. 16,64,256 (default: the scenario's).",
-)
-@click.option(
-    "--workers",
-    metavar="W[,W...]",
-    callback=int_list("--workers"),
-    help="Generation worker counts, e.g. 1,2,4 (default: the scenario's).",
-)
-@click.option(
-    "--max-num-seqs",
-    metavar="N[,N...]",
-    callback=int_list("--max-num-seqs"),
-    help="vLLM max_num_seqs per worker, e.g. 256,1024 (default: the scenario's).",
-)
+@_int_list_option("--prompts", "B", "Prompt batches B, e.g. 16,64,256")
+@_int_list_option("--workers", "W", "Generation worker counts, e.g. 1,2,4")
+@_int_list_option("--max-num-seqs", "N", "vLLM max_num_seqs per worker, e.g. 256,1024")
 @click.option(
     "--seeds",
     metavar="S[,S...]",
@@ -61,32 +52,8 @@ from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
     show_default=True,
     help="Vectorised fast path (no KV pressure) or the SimPy engine.",
 )
-@learning_options
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def sweep(
-    calibration,
-    scenario,
-    controllers,
-    model,
-    gpu,
-    tp,
-    kv_cache,
-    drift,
-    dataset_size,
-    prompts,
-    workers,
-    max_num_seqs,
-    seeds,
-    steps,
-    engine,
-    pass_rate,
-    dynamic_sampling,
-    gen_batch_factor,
-    max_gen_batches,
-    refill,
-    target_reward,
-    out,
-):
+@run_options
+def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
     """Run every controller on every grid point of the synchronous pipeline.
 
     Writes OUT/runs.csv (one row per grid point, seed and controller), means.csv (mean and
@@ -95,21 +62,9 @@ def sweep(
     throughput), sweep.png and config.json, and prints means.csv. The fast path has no KV
     cache model: with --model/--gpu add --no-kv-cache, or use --engine simpy.
     """
-    sc = load_for(
-        calibration,
-        scenario,
-        engine=engine,
-        model=model,
-        gpu=gpu,
-        tp=tp,
-        kv_cache=kv_cache,
-        drift=drift,
-    )
-    rewards, dynamic, target_reward = rewards_from_options(
-        sc, pass_rate, dynamic_sampling, gen_batch_factor, max_gen_batches, refill, target_reward
-    )
+    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine)
     try:
-        specs = split_specs(controllers)
+        specs = split_specs(opts["controllers"])
         check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
         points = grid(
             prompts or [int(sc.defaults.get("prompts", 64))],
@@ -121,24 +76,19 @@ def sweep(
         fail(exc)
     claim(out, "sweep")  # after every check, before the runs
     n_steps = steps or int(sc.defaults.get("steps", 300))
-    bar = tqdm(total=len(points), desc="sweeping", unit="point", disable=None, leave=False)
-    try:
+    with progress(len(points), "sweeping", "point") as bar:
         runs = run_sweep(
             sc,
             specs,
             points,
             n_steps,
             engine=engine,
-            dataset_size=dataset_size,
+            dataset_size=opts["dataset_size"],
             on_point=lambda p: bar.update(),
             rewards=rewards,
             dynamic=dynamic,
             target=target_reward,
         )
-    except (ValueError, RuntimeError) as exc:
-        fail(exc)
-    finally:
-        bar.close()
     means = sweep_means(runs)
     out_dir = Path(out)
     runs.write_csv(out_dir / "runs.csv")
@@ -147,16 +97,9 @@ def sweep(
     write_config(
         out_dir / "config.json",
         {
-            "command": "sweep",
-            "scenario": sc.name,
-            "engine_impl": engine,
-            "model": model,
-            "gpu": gpu,
-            "tp": tp,
-            "drift": drift,
-            "lengths": describe(sc.lengths),
+            **config_head("sweep", sc, engine, opts),
             "steps": n_steps,
-            "dataset_size": dataset_size,
+            "dataset_size": opts["dataset_size"],
             "controllers": specs,
             "points": points,
             "engine_before_grid": describe(sc.engine),
