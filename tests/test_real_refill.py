@@ -115,5 +115,5 @@ def test_async_refuses_refill_before_writing(tmp_path):
     res = CliRunner().invoke(
         main, ["real", "async", "--dynamic-sampling", "--out", str(tmp_path / "r")]
     )
-    assert res.exit_code == 1 and "real sync" in res.output
+    assert res.exit_code == 2 and "real sync" in res.output
     assert not (tmp_path / "r").exists()
