@@ -76,6 +76,12 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
     assert res.exit_code == 0, res.output
     assert pl.read_csv(tmp_path / "o1" / "learning_comparison.csv").columns == COLUMNS
     assert (tmp_path / "o1" / "learning_comparison.png").exists()
+    # and `rolloutlab report` turns it into a page with its table, intro and figure
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "o1"), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    page = next((tmp_path / "r").glob("*.html")).read_text()
+    assert "compare-learning" in page and "learning_comparison.csv" in page
+    assert "predicted_time_to_target_s" in page and "data:image/png;base64," in page
     for extra, msg in (
         (["--real", str(tmp_path / "other"), "--target-accuracy", "0.7"], "different tasks"),
         (["--real", str(tmp_path / "g4"), "--target-accuracy", "1.5"], "(0, 1]"),

@@ -198,6 +198,7 @@ def learning(
     import json
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
+    from rolloutlab.sim.provenance import write_config
 
     if not 0 < target_accuracy <= 1:
         raise click.BadParameter(
@@ -211,5 +212,14 @@ def learning(
     table.write_csv(out_dir / "learning_comparison.csv")
     comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
     (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
+    write_config(
+        out_dir / "config.json",
+        {
+            "kind": "compare-learning",
+            "fit_run": str(fit_dir),
+            "real_runs": [str(d) for d in real_dirs],
+            "target_accuracy": target_accuracy,
+        },
+    )
     echo_table(table)
     click.echo(f"-> {out_dir}")
