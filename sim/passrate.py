@@ -95,7 +95,9 @@ class BetaPassRate:
     def __post_init__(self) -> None:
         for name, v in (("A", self.a), ("B", self.b)):
             if not (v > 0) or math.isinf(v):
-                raise ValueError(f"pass rate beta:{self.a},{self.b}: {name} must be > 0, got {v}")
+                raise ValueError(
+                    f"pass rate beta:{self.a},{self.b}: {name} must be finite and > 0, got {v}"
+                )
 
     @property
     def spec(self) -> str:
@@ -201,30 +203,36 @@ def _from_file(path: Path, coupling: float) -> PassRateModel:
                 raise ValueError(f"{name}: field 'pass_rate.values': expected numbers") from None
             return EmpiricalPassRate(values, name, c)
         raise ValueError(f"{name}: missing field 'pass_rate.spec' or 'pass_rate.values'")
+    numbered: list[tuple[int, object]] = []  # (line number in the file, 1-based; record)
     if path.suffix == ".csv":
         with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            if "pass_rate" not in (reader.fieldnames or []):
+                raise ValueError(f"{name}: line 1 (header): no column 'pass_rate'")
+            numbered = [(i + 2, row) for i, row in enumerate(reader)]
     elif path.suffix in (".jsonl", ".ndjson"):
-        rows = []
         with open(path) as fh:
-            for i, line in enumerate(fh):
+            for no, line in enumerate(fh, 1):
                 if line.strip():
                     try:
-                        rows.append(json.loads(line))
+                        numbered.append((no, json.loads(line)))
                     except json.JSONDecodeError:
-                        raise ValueError(f"{name}: row {i}: not valid JSON") from None
+                        raise ValueError(f"{name}: line {no}: not valid JSON") from None
     else:
         raise ValueError(f"{name}: unknown pass-rate file type; expected .json, .csv or .jsonl")
     rates: list[float] = []
-    for i, row in enumerate(rows):
+    for no, row in numbered:
         if not isinstance(row, dict) or row.get("pass_rate") in (None, ""):
-            raise ValueError(f"{name}: row {i}: missing field 'pass_rate'")
+            raise ValueError(f"{name}: line {no}: missing field 'pass_rate'")
         try:
-            rates.append(float(row["pass_rate"]))
+            v = float(row["pass_rate"])
         except (TypeError, ValueError):
             raise ValueError(
-                f"{name}: row {i}, field 'pass_rate': not a number ({row['pass_rate']!r})"
+                f"{name}: line {no}, field 'pass_rate': not a number ({row['pass_rate']!r})"
             ) from None
+        if not 0.0 <= v <= 1.0:  # NaN fails too
+            raise ValueError(f"{name}: line {no}, field 'pass_rate': must be in [0, 1], got {v}")
+        rates.append(v)
     return EmpiricalPassRate(tuple(rates), name, coupling)
 
 

@@ -121,7 +121,7 @@ def test_sweep_with_rewards(tmp_path, calibration_file):
     [
         (["--pass-rate", "fixed:1.5"], "--pass-rate"),
         (["--pass-rate", "fixed:nan"], "--pass-rate"),
-        (["--pass-rate", "beta:0,2"], "A must be > 0"),
+        (["--pass-rate", "beta:0,2"], "A must be finite and > 0"),
         (["--pass-rate", "nope.csv"], "nope.csv"),
         (["--pass-rate", "fixed:0.3", "--target-reward", "1.5"], "--target-reward"),
         (["--pass-rate", "fixed:0.3", "--target-reward", "nan"], "--target-reward"),
@@ -150,7 +150,7 @@ def test_bad_reward_file_field(tmp_path, calibration_file):
     f = tmp_path / "scores.csv"
     f.write_text("prompt,score\na,1\n")
     res, out = _sim(tmp_path, calibration_file, "--pass-rate", str(f))
-    assert res.exit_code == 2 and "scores.csv: row 0: missing field 'pass_rate'" in res.output
+    assert res.exit_code == 2 and "scores.csv: line 1 (header): no column 'pass_rate'" in res.output
     assert not out.exists()
 
 
