@@ -1,13 +1,17 @@
 """The calibration file of ``calibrate groups``: lengths fitted on a grouped per-sample
 trace (:mod:`calibration.groups_fit`, or the observed groups themselves), cost and engine
-of another scenario (a per-sample trace holds no timing), provenance."""
+of another scenario (a per-sample trace holds no timing), provenance; and the pass-rate
+fitter's input from the same reader (:func:`read_pass_rate_samples`, used by
+``calibrate pass-rate``)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
-from rolloutlab.calibration.grouped import GroupedTrace
+import polars as pl
+from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, GroupedTrace, read_grouped
 from rolloutlab.calibration.groups_fit import fit_groups
 from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
 from rolloutlab.calibration.writer import calibration_dict, source_entry
@@ -18,14 +22,51 @@ def grouped_samples(trace: GroupedTrace) -> GroupedSamples | None:
     """The pass-rate fitter's input (:class:`calibration.passrate_fit.GroupedSamples`):
     every group's correctness and lengths, all steps pooled; None when a sample has no
     reward or a reward is not 0/1."""
-    rewards = trace.samples["reward"]
-    if rewards.null_count() or not rewards.is_in([0.0, 1.0]).all():
+    if reward_problem(trace, "reward") is not None:
         return None
     return GroupedSamples(
         correct=[r.astype(bool) for r in trace.flat("reward")],
         lengths=[g.astype(np.float64) for g in trace.flat("length")],
         length_unit=trace.length_unit,
     )
+
+
+def reward_problem(trace: GroupedTrace, reward_field: str) -> str | None:
+    """One line naming the file, line and ``reward_field`` of the first sample whose
+    reward is missing or not 0/1 (a correctness read by :func:`calibration.grouped.
+    read_grouped`: booleans are 0/1), or None when every sample has a 0/1 reward."""
+    bad = trace.samples.filter(pl.col("reward").is_null() | ~pl.col("reward").is_in([0.0, 1.0]))
+    if not bad.height:
+        return None
+    r = bad.row(0, named=True)
+    where = f"{r['source']}: line {r['line']}"
+    if r["reward"] is None:
+        return f"{where}: no correctness field {reward_field!r}"
+    return f"{where}: field {reward_field!r}: correctness {r['reward']:g} is not a boolean or 0/1"
+
+
+def read_pass_rate_samples(
+    path: str | Path, score_field: str = "score", lengths_field: str | None = "code"
+) -> GroupedSamples:
+    """The pass-rate fitter's input from one grouped per-sample file, read by
+    :func:`calibration.grouped.read_grouped` (JSONL/CSV/parquet, one record per prompt or
+    per sample): correctness from ``score_field`` (booleans or 0/1), lengths from
+    ``lengths_field`` (numbers as given, texts as character counts). ``lengths_field``
+    None: the lengths field is looked up among the common spellings only to find the
+    groups, and no lengths are returned (no coupling fit).
+
+    Raises GroupedDataError (file, line, field) on a missing file or field, a
+    correctness that is missing or not 0/1, a correctness list of another count than
+    the lengths, or anything :func:`calibration.grouped.read_grouped` refuses."""
+    trace = read_grouped([path], FieldNames(lengths=lengths_field, reward=score_field))
+    problem = reward_problem(trace, score_field)
+    if problem is not None:
+        raise GroupedDataError(problem)
+    samples = grouped_samples(trace)
+    assert samples is not None  # every reward is 0/1 (checked above)
+    if lengths_field is None:
+        return GroupedSamples(correct=samples.correct, lengths=None, length_unit="none")
+    return samples
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Pass-rate calibration: beta-binomial MLE of per-prompt pass rates, and the
 length-correctness coupling, from a grouped per-sample file (docs/learning.md).
 
-Input: JSONL, one prompt a line, with a list of per-sample correctness (``score``:
-booleans or 0/1) and either the response texts (``code``: lengths are CHARACTER counts)
-or numeric response lengths (``--lengths-field``). Output: the ``pass_rate`` block of a
-scenario (wave_spec: ``{"spec": "beta:A,B", "coupling": c, "provenance", "fit"}``).
+Input: :class:`GroupedSamples`, per-prompt correctness and response lengths, read from a
+grouped per-sample file by :func:`calibration.grouped.read_grouped` and converted by
+:mod:`calibration.groups_scenario` (``read_pass_rate_samples``, ``grouped_samples``).
+Output: the ``pass_rate`` block of a scenario (wave_spec: ``{"spec": "beta:A,B",
+"coupling": c, "provenance", "fit"}``).
 
 - Pass rates: ``k_i ~ BetaBinomial(n_i, a, b)``; (a, b) maximise the log likelihood
   (scipy.stats.betabinom, scipy.optimize on log a, log b); standard errors from the
@@ -18,18 +19,12 @@ scenario (wave_spec: ``{"spec": "beta:A,B", "coupling": c, "provenance", "fit"}`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.polynomial import polynomial as P
 from scipy import optimize, stats
 from scipy.differentiate import hessian
-
-
-class PassRateDataError(ValueError):
-    """Unusable input; the message names the file, the line (1-based) and the field."""
 
 
 @dataclass(frozen=True)
@@ -41,72 +36,7 @@ class GroupedSamples:
     lengths: list[np.ndarray] | None
     """One (n_i,) float array per prompt (characters or tokens), or None."""
     length_unit: str
-    """What ``lengths`` counts, e.g. "characters of field 'code'"."""
-
-
-def _bools(v, where: str) -> np.ndarray:
-    if not isinstance(v, list) or not v:
-        raise PassRateDataError(f"{where}: expected a non-empty list of booleans")
-    if not all(isinstance(x, bool) or (isinstance(x, int | float) and x in (0, 1)) for x in v):
-        raise PassRateDataError(f"{where}: expected booleans or 0/1 values")
-    return np.array(v, dtype=bool)
-
-
-def read_grouped(
-    path: str | Path,
-    score_field: str = "score",
-    responses_field: str | None = "code",
-    lengths_field: str | None = None,
-) -> GroupedSamples:
-    """Read a grouped JSONL file (module docstring). ``lengths_field`` (numeric lists)
-    wins over ``responses_field`` (texts); both None: no lengths.
-
-    Raises PassRateDataError (file, line, field) on a missing file or field, invalid
-    JSON, a correctness list that is not booleans, or lengths of another count.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise PassRateDataError(f"{path}: no such file")
-    len_field = lengths_field or responses_field
-    correct, lengths = [], []
-    with open(path) as fh:
-        for no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PassRateDataError(f"{path}: line {no}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or score_field not in row:
-                raise PassRateDataError(f"{path}: line {no}: no correctness field {score_field!r}")
-            c = _bools(row[score_field], f"{path}: line {no}: field {score_field!r}")
-            correct.append(c)
-            if len_field is None:
-                continue
-            v = row.get(len_field)
-            where = f"{path}: line {no}: field {len_field!r}"
-            if not isinstance(v, list) or len(v) != len(c):
-                raise PassRateDataError(f"{where}: expected a list of {len(c)} entries")
-            if lengths_field:
-                if not all(isinstance(x, int | float) and x > 0 for x in v):
-                    raise PassRateDataError(f"{where}: expected positive numbers")
-                lengths.append(np.array(v, dtype=float))
-            else:
-                if not all(isinstance(x, str) for x in v):
-                    raise PassRateDataError(f"{where}: expected response texts")
-                lengths.append(np.array([max(len(x), 1) for x in v], dtype=float))
-    if not correct:
-        raise PassRateDataError(f"{path}: no rows")
-    unit = (
-        "none"
-        if len_field is None
-        else (
-            f"values of field {lengths_field!r}"
-            if lengths_field
-            else f"characters of field {responses_field!r}"
-        )
-    )
-    return GroupedSamples(correct, lengths if len_field else None, unit)
+    """What ``lengths`` counts (``GroupedTrace.length_unit``), "none" without lengths."""
 
 
 def betabinom_nll(log_ab: np.ndarray, k: np.ndarray, n: np.ndarray) -> float:

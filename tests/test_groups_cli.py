@@ -132,17 +132,19 @@ def test_tau_not_above_one_is_refused(tmp_path):
     assert not out.exists()
 
 
-def test_pass_rate_block_agrees_with_calibrate_pass_rate_reader(tmp_path):
-    from rolloutlab.calibration import passrate_fit
-
+def test_pass_rate_block_agrees_with_calibrate_pass_rate(tmp_path):
     out = tmp_path / "math.json"
     r = _run("calibrate", "groups", MATH, "--lengths-field", "response_chars", "--out", out)
     assert r.exit_code == 0, r.output
     block = json.loads(out.read_text())["pass_rate"]
-    ref = passrate_fit.pass_rate_block(
-        passrate_fit.read_grouped(MATH, score_field="score", lengths_field="response_chars"), {}
-    )
-    assert block["spec"] == ref["spec"] and block["coupling"] == ref["coupling"]
+    pr = tmp_path / "pr.json"
+    r = _run("calibrate", "pass-rate", MATH, "--lengths-field", "response_chars", "--out", pr)
+    assert r.exit_code == 0, r.output
+    ref = json.loads(pr.read_text())["pass_rate"]
+    assert block["fit"] == ref["fit"] and block["coupling"] == ref["coupling"]
+    # the values measured before the two readers were merged (docs/learning.md section 1)
+    assert block["spec"] == ref["spec"] == "beta:0.3073,0.02855"
+    assert block["coupling"] == -0.5751
     assert block["provenance"]["n_samples"] == 800
     # no rewards (the real run's trace, schema v1): no block, and the fit says why
     r = _run("calibrate", "groups", REAL, "--out", tmp_path / "real.json")

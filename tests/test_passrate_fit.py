@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rolloutlab.calibration.grouped import GroupedDataError
+from rolloutlab.calibration.groups_scenario import read_pass_rate_samples
 from rolloutlab.calibration.passrate_fit import (
-    PassRateDataError,
     conditional_nll,
     fit_beta_binomial,
     fit_coupling,
-    read_grouped,
     standardised_log_length,
 )
 from scipy.special import expit
@@ -66,7 +66,7 @@ def test_coupling_recovers_known_value(c_true):
 
 
 def test_fixture_fit_and_bundled_block():
-    data = read_grouped(FIXTURE, lengths_field="response_chars")
+    data = read_pass_rate_samples(FIXTURE, lengths_field="response_chars")
     k = np.array([c.sum() for c in data.correct])
     assert k.sum() == 728 and len(k) == 100  # 0.91 of 800 samples correct
     fit = fit_beta_binomial(k, np.full(100, 8))
@@ -81,16 +81,53 @@ def test_fixture_fit_and_bundled_block():
 
 
 def test_reader_errors(tmp_path):
+    """One line naming file, line and field (the general reader, calibration.grouped)."""
     f = tmp_path / "x.jsonl"
-    f.write_text('{"score": [true, false]}\n{"idx": 2}\n')
-    with pytest.raises(PassRateDataError, match=r"x.jsonl: line 2: no correctness field 'score'"):
-        read_grouped(f, responses_field=None)
-    f.write_text('{"score": [true, "yes"]}\n')
-    with pytest.raises(PassRateDataError, match="line 1: field 'score'"):
-        read_grouped(f, responses_field=None)
-    f.write_text('{"score": [true, false], "code": ["a"]}\n')
-    with pytest.raises(PassRateDataError, match="field 'code': expected a list of 2"):
-        read_grouped(f)
+    cases = [
+        ('{"score": [1, 0], "n": [3, 4]}\n{"idx": 2, "n": [3, 4]}\n', r"x.jsonl: line 2: no correctness field 'score'"),
+        ('{"score": [true, "yes"], "n": [3, 4]}\n', r"x.jsonl: line 1: field 'score': expected a number"),
+        ('{"score": [true, 0.5], "n": [3, 4]}\n', r"x.jsonl: line 1: field 'score': correctness 0.5 is not a boolean or 0/1"),
+        ('{"score": [true, false], "n": [3]}\n', r"x.jsonl: line 1: field 'score': 2 values for 1 samples"),
+        ('{"score": [true, false]}\n', r"x.jsonl: line 1: no field 'n' \(lengths\)"),
+        ('{"n": [3, 4]}\n', r"x.jsonl: line 1: no field 'score' \(reward\)"),
+    ]  # fmt: skip
+    for content, message in cases:
+        f.write_text(content)
+        with pytest.raises(GroupedDataError, match=message):
+            read_pass_rate_samples(f, lengths_field="n")
+
+
+def test_reader_layouts_agree(tmp_path):
+    """Per-prompt JSONL, per-sample JSONL and per-prompt CSV of the same groups read the
+    same; response texts become character counts; no lengths field: no lengths."""
+    groups = [([1, 0, 1], ["ab", "c", "defg"]), ([0, 0, 1], ["x" * 7, "yy", "z"])]
+    per_prompt = tmp_path / "p.jsonl"
+    per_prompt.write_text(
+        "".join(
+            json.dumps({"idx": i, "score": y, "code": t}) + "\n" for i, (y, t) in enumerate(groups)
+        )
+    )
+    per_sample = tmp_path / "s.jsonl"
+    per_sample.write_text(
+        "".join(
+            json.dumps({"prompt_id": i, "score": bool(yj), "response_length": len(tj)}) + "\n"
+            for i, (y, t) in enumerate(groups)
+            for yj, tj in zip(y, t, strict=True)
+        )
+    )
+    csv = tmp_path / "p.csv"
+    csv.write_text("idx,score,lengths\n" + "".join(
+        f'{i},"{y}","{[len(x) for x in t]}"\n' for i, (y, t) in enumerate(groups)
+    ))  # fmt: skip
+    want_y = [np.array(y, bool) for y, _ in groups]
+    want_L = [np.array([len(x) for x in t], float) for _, t in groups]
+    for path, field in ((per_prompt, "code"), (per_sample, "response_length"), (csv, "lengths")):
+        d = read_pass_rate_samples(path, lengths_field=field)
+        for got, want in zip(d.correct + d.lengths, want_y + want_L, strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert read_pass_rate_samples(per_prompt).length_unit == "characters (no tokenizer given)"
+    bare = read_pass_rate_samples(per_sample, lengths_field=None)  # found by spelling, dropped
+    assert bare.lengths is None and bare.length_unit == "none" and len(bare.correct) == 2
 
 
 def _run(args):
@@ -116,9 +153,21 @@ def test_cli_writes_block_and_merges(tmp_path):
 
 def test_cli_bad_input_exit_2_nothing_written(tmp_path):
     out = tmp_path / "pr.json"
-    r = _run([str(FIXTURE), "--out", str(out), "--score-field", "correct"])
-    assert r.exit_code == 2 and "no correctness field 'correct'" in r.output
+    args = ["--lengths-field", "response_chars"]
+    r = _run([str(FIXTURE), "--out", str(out), "--score-field", "correct", *args])
+    assert r.exit_code == 2 and "line 1: no field 'correct' (reward)" in r.output
     assert "scores.jsonl" in r.output and not out.exists()
+    r = _run([str(FIXTURE), "--out", str(out)])  # default --responses-field code: not there
+    assert r.exit_code == 2 and "scores.jsonl: line 1: no field 'code'" in r.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"score": [1, 0], "response_chars": [3, 4]}\n{"score": [1, 2], "response_chars": [3, 4]}\n'
+    )
+    r = _run([str(bad), "--out", str(out), *args])
+    assert r.exit_code == 2 and not out.exists()
+    assert r.output.strip().splitlines() == [
+        f"Error: {bad}: line 2: field 'score': correctness 2 is not a boolean or 0/1"
+    ]
     for content in ("not json", '{"name": "something else"}'):
         other = tmp_path / "other.json"
         other.write_text(content)

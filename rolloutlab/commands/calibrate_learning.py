@@ -1,6 +1,7 @@
 """Click commands ``rolloutlab calibrate pass-rate`` and ``rolloutlab calibrate learning``
 (wiring only; the fits are :mod:`calibration.passrate_fit` and
-:mod:`calibration.learning_fit`).
+:mod:`calibration.learning_fit`; ``pass-rate`` reads its file with the grouped reader,
+:func:`calibration.groups_scenario.read_pass_rate_samples`).
 
 ``--out`` gets one block (``pass_rate`` or ``learning``): a new file holds just that
 block; an existing calibration JSON (a scenario) or block file gets the block added or
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import click
 
+from rolloutlab.calibration.groups_scenario import read_pass_rate_samples
 from rolloutlab.calibration.learning_fit import fit_learning
-from rolloutlab.calibration.passrate_fit import pass_rate_block, read_grouped
+from rolloutlab.calibration.passrate_fit import pass_rate_block
 from rolloutlab.calibration.reward_curve_fit import DEFAULT_DISPERSION
 from rolloutlab.calibration.run_curve import read_run
 from rolloutlab.calibration.verl_learning import verl_blocks
@@ -71,13 +73,17 @@ def _provenance(path: str, command: str) -> dict:
     "--responses-field",
     default="code",
     show_default=True,
-    help="Response texts (coupling from their CHARACTER lengths).",
+    help="Response texts (coupling from their CHARACTER lengths; numbers are taken as given).",
 )
-@click.option("--lengths-field", default=None, help="Numeric response lengths (wins over texts).")
+@click.option(
+    "--lengths-field", default=None, help="Response lengths (wins over --responses-field)."
+)
 @click.option("--note", default=None, help="Free text added to provenance (e.g. origin).")
 def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, note):
     """Fit the pass-rate distribution (beta-binomial MLE) and the length coupling of a
-    grouped per-sample JSONL FILE; writes the ``pass_rate`` block to --out."""
+    grouped per-sample FILE (JSONL, CSV or parquet; one record per prompt or per sample;
+    read by :func:`calibration.grouped.read_grouped`); writes the ``pass_rate`` block to
+    --out."""
     cmd = f"rolloutlab calibrate pass-rate {shlex.quote(file)} --out {shlex.quote(out)}"
     if score_field != "score":
         cmd += f" --score-field {shlex.quote(score_field)}"
@@ -88,10 +94,10 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     elif responses_field != "code":
         cmd += f" --responses-field {shlex.quote(responses_field)}"
     try:
-        data = read_grouped(file, score_field, responses_field or None, lengths_field)
+        data = read_pass_rate_samples(file, score_field, lengths_field or responses_field or None)
         prov = _provenance(file, cmd) | ({"note": note} if note else {})
         block = pass_rate_block(data, prov)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
     write_json_atomic(merged_output(out, "pass_rate", block), out)
     f = block["fit"]
