@@ -18,7 +18,12 @@ from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS, learning_summary
+from rolloutlab.sim.reward_metrics import (
+    DYNAMIC_SAMPLING_COLUMNS,
+    LEARNING_COLUMNS,
+    dynamic_sampling_summary,
+    learning_summary,
+)
 from rolloutlab.sim.scenario import Scenario
 
 RUN_COLUMNS = (
@@ -64,8 +69,13 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
 
 def summary_columns(cfg: RunConfig) -> tuple[str, ...]:
     """:data:`SUMMARY_COLUMNS`, plus :data:`sim.reward_metrics.LEARNING_COLUMNS` when the
-    run has rewards (without them the summary is what it was before rewards existed)."""
-    return SUMMARY_COLUMNS + (LEARNING_COLUMNS if cfg.rewards is not None else ())
+    run has rewards (without them the summary is what it was before rewards existed), and
+    :data:`sim.reward_metrics.DYNAMIC_SAMPLING_COLUMNS` when it samples dynamically."""
+    return (
+        SUMMARY_COLUMNS
+        + (LEARNING_COLUMNS if cfg.rewards is not None else ())
+        + (DYNAMIC_SAMPLING_COLUMNS if cfg.dynamic is not None else ())
+    )
 
 
 def check_target(target: float | None) -> None:
@@ -152,6 +162,7 @@ def run_comparison(
                         rollouts, steps, pipe.max_staleness, scenario.engine.n_workers
                     ),
                     **(learning_summary(steps, target) if cfg.rewards is not None else {}),
+                    **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
                 }
             )
             all_rollouts.append(rollouts)
@@ -159,4 +170,6 @@ def run_comparison(
     summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg))
     if cfg.rewards is not None:  # all-empty columns stay Float64 (why: sweeps concatenate)
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
+    if cfg.dynamic is not None:
+        summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
     return summary, pl.concat(all_rollouts), pl.concat(all_steps)

@@ -92,6 +92,9 @@ def informative_by_step(rollouts: pl.DataFrame) -> pl.DataFrame:
 LEARNING_COLUMNS = ("informative_frac", "final_reward", "time_to_target_s")
 """Summary columns of a run with rewards (:func:`learning_summary`)."""
 
+DYNAMIC_SAMPLING_COLUMNS = ("gen_rounds_mean", "dynamic_sampling_abort_frac", "wasted_rollout_s")
+"""Summary columns of a run with dynamic sampling (:func:`dynamic_sampling_summary`)."""
+
 
 def learning_summary(steps: pl.DataFrame, target: float | None = None) -> dict:
     """Whole-run reward numbers from a step table with the v2 columns.
@@ -111,4 +114,24 @@ def learning_summary(steps: pl.DataFrame, target: float | None = None) -> dict:
         "informative_frac": float(has["informative_groups"].sum()) / gen if gen else None,
         "final_reward": float(final_reward(has)),
         "time_to_target_s": None if target is None else time_to_target(has, target),
+    }
+
+
+def dynamic_sampling_summary(steps: pl.DataFrame) -> dict:
+    """Whole-run dynamic-sampling numbers from a step table with the v2 columns.
+
+    ``gen_rounds_mean``: mean generation rounds per learner step; ``dynamic_sampling_abort_frac``:
+    fraction of steps that reached ``max_gen_batches`` short of B informative groups;
+    ``wasted_rollout_s``: rollout-seconds spent on groups that were generated and dropped,
+    summed over the run (s). ``None`` each when the table has no such rows (why: with
+    dynamic sampling, ``rollouts`` and ``tokens_per_s`` count trained rollouts only, so
+    these say what the filter cost).
+    """
+    has = steps.filter(pl.col("gen_rounds").is_not_null())
+    if has.height == 0:
+        return dict.fromkeys(DYNAMIC_SAMPLING_COLUMNS)
+    return {
+        "gen_rounds_mean": float(has["gen_rounds"].mean()),
+        "dynamic_sampling_abort_frac": float(has["dynamic_sampling_abort"].cast(pl.Float64).mean()),
+        "wasted_rollout_s": float(has["wasted_rollout_s"].fill_null(0.0).sum()),
     }

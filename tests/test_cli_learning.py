@@ -13,6 +13,7 @@ from tests.conftest import calibration_dict
 from tests.learning_stand_in import install_if_missing
 
 LEARNING = ["informative_frac", "final_reward", "time_to_target_s"]
+DYNAMIC = ["gen_rounds_mean", "dynamic_sampling_abort_frac", "wasted_rollout_s"]
 
 
 @pytest.fixture(autouse=True)
@@ -48,10 +49,18 @@ def test_every_option_runs(tmp_path, calibration_file):
     )
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
-    assert summary.columns[-3:] == LEARNING
+    assert summary.columns[-6:] == [*LEARNING, *DYNAMIC]
     assert summary["informative_frac"].is_between(0, 1).all()
     steps = pl.read_parquet(out / "steps.parquet")
     assert (steps["kept_groups"] <= 4).all() and (steps["gen_rounds"] <= 3).all()
+    # the dynamic-sampling summary is the step table's own per-run aggregate
+    for row in summary.iter_rows(named=True):
+        s = steps.filter(pl.col("run_id") == row["controller"])
+        rounds = s["gen_rounds"].to_list()
+        assert row["gen_rounds_mean"] == pytest.approx(sum(rounds) / len(rounds))
+        aborts = s["dynamic_sampling_abort"].to_list()
+        assert row["dynamic_sampling_abort_frac"] == pytest.approx(sum(aborts) / len(aborts))
+        assert row["wasted_rollout_s"] == pytest.approx(sum(s["wasted_rollout_s"].to_list()))
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["dynamic_sampling"] == {
         "gen_batch_factor": 1.5,
@@ -66,7 +75,7 @@ def test_without_a_pass_rate_the_summary_is_unchanged(tmp_path, calibration_file
     res, out = _sim(tmp_path, calibration_file)
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
-    assert not set(LEARNING) & set(summary.columns)
+    assert not set(LEARNING + DYNAMIC) & set(summary.columns)
     assert "informative_frac" not in res.output
 
 
@@ -111,7 +120,7 @@ def test_sweep_with_rewards(tmp_path, calibration_file):
     )
     assert res.exit_code == 0, res.output
     runs = pl.read_csv(out / "runs.csv")
-    assert runs.columns[-3:] == LEARNING
+    assert runs.columns[-6:] == [*LEARNING, *DYNAMIC]
     assert "informative_frac" in pl.read_csv(out / "means.csv").columns
 
 

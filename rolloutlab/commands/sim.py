@@ -24,7 +24,7 @@ from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
 from rolloutlab.sim.provenance import scenario_source, write_config
-from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
+from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 
 
 @click.command()
@@ -116,6 +116,8 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
+        echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )
