@@ -19,7 +19,7 @@ A worker without KV pressure and without a token budget is the faster
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from operator import attrgetter
 
 import numpy as np
@@ -28,64 +28,8 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.kv_decode import DecodeSet
+from rolloutlab.sim.prefix_cache import PrefixCache
 from rolloutlab.sim.worker import EngineWorker
-
-
-class PrefixCache:
-    """KV blocks of one worker: blocks referenced by running sequences (:attr:`used`)
-    and prompt blocks no running sequence references, kept for prefix hits and evicted
-    least-recently-released first when blocks are needed (vLLM's evictable cache).
-    Invariant: ``used + cached_blocks <= cap``."""
-
-    def __init__(self, cap: float):
-        self.cap = cap
-        self.used = 0  # blocks referenced by running sequences
-        self.cached_blocks = 0  # blocks of unreferenced, still cached prompts
-        self.refs: dict = {}  # prompt key -> (running sequences referencing it, blocks)
-        self.lru: OrderedDict = OrderedDict()  # prompt key -> blocks, oldest first
-
-    def free(self) -> float:
-        """Blocks available to allocate (evicting unreferenced prompts if needed)."""
-        return self.cap - self.used
-
-    def hit(self, key) -> bool:
-        """The prompt's blocks are in the cache (referenced or not)."""
-        return key in self.refs or key in self.lru
-
-    def give_back(self, n_blocks: int) -> None:
-        """Free ``n_blocks`` a sequence owned."""
-        self.used -= n_blocks
-
-    def alloc(self, n_blocks: int) -> None:
-        """Take ``n_blocks`` (caller checked :meth:`free`), evicting old prompts."""
-        self.used += n_blocks
-        while self.used + self.cached_blocks > self.cap and self.lru:
-            self.cached_blocks -= self.lru.popitem(last=False)[1]
-
-    def acquire(self, key, n_blocks: int) -> None:
-        """A sequence starts referencing prompt ``key`` (``n_blocks`` shared blocks)."""
-        if key in self.refs:
-            k, b = self.refs[key]
-            self.refs[key] = (k + 1, b)
-            return
-        if key in self.lru:
-            self.cached_blocks -= self.lru.pop(key)
-            self.used += n_blocks
-        else:
-            self.alloc(n_blocks)
-        self.refs[key] = (1, n_blocks)
-
-    def release(self, key, keep: bool) -> None:
-        """A sequence stops referencing ``key``; the last one leaves its blocks cached
-        (``keep``) or frees them."""
-        k, b = self.refs.pop(key)
-        if k > 1:
-            self.refs[key] = (k - 1, b)
-            return
-        self.used -= b
-        if keep:
-            self.lru[key] = b
-            self.cached_blocks += b
 
 
 class _Req:

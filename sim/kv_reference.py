@@ -18,7 +18,7 @@ Rules of one iteration of one worker (vLLM-v1-like; ``B`` = ``block_size``):
    prompt's blocks are cached (prefix hit); a head whose prompt is still being prefilled
    by a group mate waits. A sequence produces a token in the iteration its prefill ends.
    Prompt blocks no running sequence references stay cached and are evicted oldest
-   first when blocks are needed (:class:`sim.kv.PrefixCache`, as vLLM's evictable cache).
+   first when blocks are needed (:class:`sim.prefix_cache.PrefixCache`, as vLLM's evictable cache).
 4. The iteration costs ``a + b n + c ctx + p * prefill`` (:mod:`sim.cost`), ``n`` the
    sequences producing a token, ``ctx`` the sum of their ``P + g``. A sequence finishing
    frees its blocks; a prompt's blocks are freed with its group's last sequence on the
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
-from rolloutlab.sim.kv import PrefixCache
+from rolloutlab.sim.prefix_cache import PrefixCache
 from rolloutlab.sim.schedule import assign_workers
 
 TIMELINE_COLUMNS = (

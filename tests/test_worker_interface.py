@@ -17,11 +17,11 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.cost import ConstantCost, LinearCost
 from rolloutlab.sim.engine import Engine, EngineConfig
-from rolloutlab.sim.kv import PrefixCache
 from rolloutlab.sim.lengths import LognormalLengths
 from rolloutlab.sim.metrics import consumed, staleness
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import parse_pipeline
+from rolloutlab.sim.prefix_cache import PrefixCache
 from rolloutlab.sim.scenario import Scenario
 
 from rolloutlab.cli import main
