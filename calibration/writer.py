@@ -69,11 +69,21 @@ def calibration_dict(
     return d
 
 
+class OutputError(ValueError):
+    """An output path that cannot be written; the message names it."""
+
+
 def write_json_atomic(obj: Any, out: str | Path) -> Path:
-    """Write ``obj`` as indented JSON to ``out`` atomically; create parent folders."""
+    """Write ``obj`` as indented JSON to ``out`` atomically; create parent folders.
+
+    Raises OutputError (a ValueError naming ``out``) when the folder cannot be made or
+    written (a parent that is a file, no permission), before anything is written."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write the output ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, allow_nan=False)

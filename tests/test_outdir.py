@@ -58,3 +58,20 @@ def test_sim_and_stability_refuse_each_others_dirs(tmp_path, calibration_file):
     )
     assert res.exit_code != 0 and "already holds the results of `stability`" in res.output
     assert (out / "config.json").read_text() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sim", "--steps", "2", "--prompts", "2", "--out", "{f}/sim"],
+        ["calibrate", "pass-rate", "tests/data/qwen25_math_cot_100/scores.jsonl",
+         "--lengths-field", "response_chars", "--out", "{f}/x.json"],
+    ],
+)  # fmt: skip
+def test_an_out_that_cannot_be_created_is_one_line_exit_2(tmp_path, args):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    res = CliRunner().invoke(main, [a.format(f=blocker) for a in args])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().startswith("Error:") and len(res.output.strip().splitlines()) == 1
+    assert str(blocker) in res.output and blocker.read_text() == "not a folder"

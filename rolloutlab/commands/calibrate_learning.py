@@ -30,6 +30,14 @@ from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 BLOCKS = ("pass_rate", "learning")
 
 
+def write_output(obj: dict, out: str | Path) -> None:
+    """:func:`calibration.writer.write_json_atomic`, an unwritable ``out`` as BadInput."""
+    try:
+        write_json_atomic(obj, out)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
 def merged_output(out: str | Path, key: str, block: dict) -> dict:
     """The JSON to write to ``out``: ``out``'s content with ``key`` set to ``block``.
 
@@ -99,7 +107,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
         block = pass_rate_block(data, prov)
     except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
-    write_json_atomic(merged_output(out, "pass_rate", block), out)
+    write_output(merged_output(out, "pass_rate", block), out)
     f = block["fit"]
     click.echo(
         f"wrote {out}: pass_rate {block['spec']} (mean {f['mean_pass_rate']:.3f} "
@@ -196,7 +204,7 @@ def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **ve
         "command": cmd,
         "rolloutlab_version": rolloutlab_version(),
     } | ({"note": note} if note else {})
-    write_json_atomic(merged_output(out, "learning", block), out)
+    write_output(merged_output(out, "learning", block), out)
     f = block["fit"]
     click.echo(
         f"wrote {out}: kappa {block['kappa']:.4g} +- {f['se']['kappa']:.2g} at lr_ref "
@@ -225,7 +233,7 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
     if as_lr_ref is not None:
         learning["lr_ref"] = as_lr_ref
     d = merged_output(out, "pass_rate", pass_rate) | {"learning": learning}
-    write_json_atomic(d, out)
+    write_output(d, out)
     f = learning["fit"]
     click.echo(
         f"wrote {out}: pass_rate {pass_rate['spec']}, kappa {learning['kappa']:.4g} "

@@ -38,7 +38,8 @@ def cost_from_option(help: str):
 
 
 class OutDirError(ValueError):
-    """The output directory holds another run's files; the message names it."""
+    """The output directory holds another run's files or cannot be created; the message
+    names it."""
 
 
 class BadInput(click.ClickException):
@@ -143,7 +144,10 @@ def claim_out_dir(path: str | Path, command: str) -> Path:
                 else "other files (no config.json of this command)"
             )
             raise OutDirError(f"{p}: already holds {what}; choose another --out or remove it")
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutDirError(f"{p}: cannot create --out ({exc.strerror})") from None
     return p
 
 
