@@ -4,7 +4,7 @@ length-correctness coupling, from a grouped per-sample file (docs/learning.md).
 Input: :class:`GroupedSamples`, per-prompt correctness and response lengths, read from a
 grouped per-sample file by :func:`calibration.grouped.read_grouped` and converted by
 :mod:`calibration.groups_scenario` (``read_pass_rate_samples``, ``grouped_samples``).
-Output: the ``pass_rate`` block of a scenario (wave_spec: ``{"spec": "beta:A,B",
+Output: the ``pass_rate`` block of a scenario (``{"spec": "beta:A,B",
 "coupling": c, "provenance", "fit"}``).
 
 - Pass rates: ``k_i ~ BetaBinomial(n_i, a, b)``; (a, b) maximise the log likelihood

@@ -39,8 +39,8 @@ def expected_signal(a: np.ndarray, b: np.ndarray, G: int, form: str = "variance"
       belief, where differences of ``betaln`` lose digits).
 
     The factor ``1 - 1/G`` is the group baseline's share: the mean of ``G`` rewards
-    includes the reward it centres (wave spec, learning model (b): diminishing returns in
-    G). ``G = 1`` gives 0. Raises ValueError for an unknown ``form`` or ``G < 1``.
+    includes the reward it centres (docs/learning.md, property (b):
+    diminishing returns in G). ``G = 1`` gives 0. Raises ValueError for an unknown ``form`` or ``G < 1``.
     """
     if form not in SIGNALS:
         raise ValueError(f"expected_signal: form must be one of {SIGNALS}, got {form!r}")

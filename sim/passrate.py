@@ -41,7 +41,7 @@ STREAM_CORRECT = 12
 
 
 class PassRateModel(Protocol):
-    """A distribution of per-prompt pass rates (wave_spec "Pass rates and rewards")."""
+    """A distribution of per-prompt pass rates (docs/learning.md)."""
 
     @property
     def spec(self) -> str:

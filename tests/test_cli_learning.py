@@ -10,15 +10,9 @@ from click.testing import CliRunner
 
 from rolloutlab.cli import main
 from tests.conftest import calibration_dict
-from tests.learning_stand_in import install_if_missing
 
 LEARNING = ["informative_frac", "final_reward", "time_to_target_s"]
 DYNAMIC = ["gen_rounds_mean", "dynamic_sampling_abort_frac", "wasted_rollout_s"]
-
-
-@pytest.fixture(autouse=True)
-def _learning_functions(monkeypatch):
-    install_if_missing(monkeypatch)
 
 
 def _sim(tmp_path, calibration_file, *args, cmd="sim"):
