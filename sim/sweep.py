@@ -59,6 +59,42 @@ def grid(
     return [dict(zip(AXES, combo)) for combo in itertools.product(*out)]
 
 
+def run_point(
+    point: dict[str, int],
+    scenario: Scenario,
+    specs: Sequence[str],
+    steps: int,
+    engine: str = "fast",
+    dataset_size: int | None = None,
+    rewards: RewardConfig | None = None,
+    dynamic: DynamicSampling | None = None,
+    target: float | None = None,
+) -> pl.DataFrame:
+    """Every controller spec at one grid point (a :func:`grid` dict) for ``steps`` steps:
+    one row per controller, the :data:`AXES` columns then
+    :func:`sim.compare.summary_columns`. Other arguments as in :func:`run_sweep`.
+    Raises ValueError as :func:`sim.compare.run_comparison`."""
+    sc = dataclasses.replace(
+        scenario,
+        engine=dataclasses.replace(
+            scenario.engine, n_workers=point["workers"], max_num_seqs=point["max_num_seqs"]
+        ),
+    )
+    cfg = RunConfig(
+        steps=steps,
+        prompts=point["prompts"],
+        seed=point["seed"],
+        dataset_size=dataset_size,
+        run_id="sweep",
+        rewards=rewards,
+        dynamic=dynamic,
+    )
+    summary, _, _ = run_comparison(sc, specs, cfg, engine=engine, target=target)
+    return summary.select(
+        *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *summary_columns(cfg)
+    )
+
+
 def run_sweep(
     scenario: Scenario,
     specs: Sequence[str],
@@ -71,7 +107,8 @@ def run_sweep(
     dynamic: DynamicSampling | None = None,
     target: float | None = None,
 ) -> pl.DataFrame:
-    """Run every controller spec at every grid point (:func:`grid`) for ``steps`` steps.
+    """Run every controller spec at every grid point (:func:`grid`) for ``steps`` steps,
+    one point after the other (:func:`run_point`; the CLI runs points through an executor).
 
     ``rewards``, ``dynamic``: as in :class:`sim.pipeline.RunConfig`; ``target``: the
     reward whose ``time_to_target_s`` the summary reports.
@@ -82,26 +119,8 @@ def run_sweep(
     """
     frames = []
     for point in points:
-        sc = dataclasses.replace(
-            scenario,
-            engine=dataclasses.replace(
-                scenario.engine, n_workers=point["workers"], max_num_seqs=point["max_num_seqs"]
-            ),
-        )
-        cfg = RunConfig(
-            steps=steps,
-            prompts=point["prompts"],
-            seed=point["seed"],
-            dataset_size=dataset_size,
-            run_id="sweep",
-            rewards=rewards,
-            dynamic=dynamic,
-        )
-        summary, _, _ = run_comparison(sc, specs, cfg, engine=engine, target=target)
         frames.append(
-            summary.select(
-                *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *summary_columns(cfg)
-            )
+            run_point(point, scenario, specs, steps, engine, dataset_size, rewards, dynamic, target)
         )
         if on_point is not None:
             on_point(point)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 
 import click
+import polars as pl
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, echo_table, fail, int_list, progress
+from rolloutlab.commands.common import claim, echo_table, fail, int_list
+from rolloutlab.commands.grid_options import (
+    describe_executor,
+    finish_grid,
+    grid_options,
+    prepare_grid,
+    run_points,
+    start_grid,
+)
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.sim.compare import check_comparison
@@ -15,7 +24,7 @@ from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.provenance import describe, scenario_source, write_config
 from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
-from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
+from rolloutlab.sim.sweep import grid, run_point, sweep_means
 
 
 def _int_list_option(name: str, metavar: str, what: str):
@@ -53,6 +62,7 @@ def _int_list_option(name: str, metavar: str, what: str):
     help="Vectorised fast path (no KV pressure) or the SimPy engine.",
 )
 @run_options
+@grid_options
 def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
     """Run every controller on every grid point of the synchronous pipeline.
 
@@ -74,40 +84,40 @@ def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
         )
     except ValueError as exc:
         fail(exc)
-    claim(out, "sweep")  # after every check, before the runs
     n_steps = steps or int(sc.defaults.get("steps", 300))
-    with progress(len(points), "sweeping", "point") as bar:
-        runs = run_sweep(
-            sc,
-            specs,
-            points,
-            n_steps,
-            engine=engine,
-            dataset_size=opts["dataset_size"],
-            on_point=lambda p: bar.update(),
-            rewards=rewards,
-            dynamic=dynamic,
-            target=target_reward,
-        )
-    means = sweep_means(runs)
-    out_dir = Path(out)
+    config = {
+        **config_head("sweep", sc, engine, opts),
+        "steps": n_steps,
+        "dataset_size": opts["dataset_size"],
+        "controllers": specs,
+        "points": points,
+        "engine_before_grid": describe(sc.engine),
+        "cost": sc.cost.to_dict(),
+        "calibration": scenario_source(sc),
+        **describe_rewards(rewards, dynamic, target_reward),
+    }
+    executor, store = prepare_grid(opts, out, "sweep", config, points)
+    claim(out, "sweep")  # after every check, before the runs
+    out_dir = start_grid(out, config)
+    point_fn = functools.partial(
+        run_point,
+        scenario=sc,
+        specs=specs,
+        steps=n_steps,
+        engine=engine,
+        dataset_size=opts["dataset_size"],
+        rewards=rewards,
+        dynamic=dynamic,
+        target=target_reward,
+    )
+    run_points(executor, store, point_fn, opts["resume"], "sweeping")
+    runs = finish_grid(store)
+    ok = runs.filter(pl.col("status") == "ok")
+    means = sweep_means(ok)
     runs.write_csv(out_dir / "runs.csv")
     means.write_csv(out_dir / "means.csv")
-    sweep_figure(runs, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
-    write_config(
-        out_dir / "config.json",
-        {
-            **config_head("sweep", sc, engine, opts),
-            "steps": n_steps,
-            "dataset_size": opts["dataset_size"],
-            "controllers": specs,
-            "points": points,
-            "engine_before_grid": describe(sc.engine),
-            "cost": sc.cost.to_dict(),
-            "calibration": scenario_source(sc),
-            **describe_rewards(rewards, dynamic, target_reward),
-        },
-    )
+    sweep_figure(ok, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
+    write_config(out_dir / "config.json", {**config, **describe_executor(opts)})
     click.echo(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
