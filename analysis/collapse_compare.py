@@ -83,6 +83,8 @@ def read_grid(path: str | Path) -> pl.DataFrame:
     if not csv.exists():
         raise GridError(f"{csv}: no stability grid (expected stability.csv)")
     df = pl.read_csv(csv, infer_schema_length=None)
+    if "status" in df.columns:  # a grid run through an executor: failed points have no outcome
+        df = df.filter(pl.col("status") == "ok")
     missing = [c for c in GRID_COLUMNS if c not in df.columns]
     if missing:
         raise GridError(

@@ -73,6 +73,12 @@ def run_grid(
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+def run_point(point: dict, params: StalenessParams, lrs, T: int, seeds: int) -> pl.DataFrame:
+    """One point of a grid run through an executor: every (lr, seed) at ``point["S"]``,
+    vectorised as :func:`run_grid` does it (same rows, same values)."""
+    return run_grid(params, [point["S"]], lrs, T, seeds)
+
+
 def summarize(df: pl.DataFrame) -> pl.DataFrame:
     """Per S: smallest lr with at least half the seeds collapsed (``eta_collapse``), the
     predicted eta_max, the main failure mode there, and cosine means of stable and

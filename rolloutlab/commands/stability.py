@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 import numpy as np
+import polars as pl
 
 from rolloutlab.analysis.stability_plots import plot_phase_diagram
 from rolloutlab.commands.common import claim, echo_table, parse_list
+from rolloutlab.commands.grid_options import (
+    describe_executor,
+    finish_grid,
+    grid_options,
+    prepare_grid,
+    run_points,
+    start_grid,
+)
 from rolloutlab.sim.provenance import write_config
-from rolloutlab.sim.stability import default_lrs, run_grid, summarize
+from rolloutlab.sim.stability import default_lrs, run_point, summarize
 from rolloutlab.sim.staleness import StalenessParams
 
 
@@ -48,8 +58,15 @@ from rolloutlab.sim.staleness import StalenessParams
     type=click.Path(file_okay=False, path_type=Path),
     help="Output directory.",
 )
+@grid_options
 def stability(
-    S_text: str, lr_text: str | None, T: int, seeds: int, batch: int | None, out_dir: Path
+    S_text: str,
+    lr_text: str | None,
+    T: int,
+    seeds: int,
+    batch: int | None,
+    out_dir: Path,
+    **opts,
 ) -> None:
     """Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.
 
@@ -65,15 +82,6 @@ def stability(
         if value is not None and value < 1:
             raise click.BadParameter(f"expected an integer >= 1, got {value}", param_hint=name)
     params = StalenessParams() if batch is None else replace(StalenessParams(), batch_prompts=batch)
-    claim(out_dir, "stability")
-    t0 = time.perf_counter()
-    big = (
-        len(S_values) * len(lrs) * seeds * T > 5_000_000
-    )  # why: the bar only when the grid takes seconds
-    df = run_grid(params, S_values, lrs, T, seeds, progress=big)
-    runtime_s = time.perf_counter() - t0
-    df.write_csv(out_dir / "stability.csv")
-    plot_phase_diagram(df, params, T, out_dir / "phase_diagram.png")
     config = {
         "command": "stability",
         "params": asdict(params),
@@ -82,8 +90,21 @@ def stability(
         "steps": T,
         "seeds": seeds,
         "mode": "sync-interval",
-        "runtime_s": runtime_s,
     }
-    write_config(out_dir / "config.json", config)
-    echo_table(summarize(df), cols=None, precision=4, dtypes=True, width=None)
+    points = [{"S": S} for S in S_values]  # a point: one S, its lr x seed block vectorised
+    executor, store = prepare_grid(opts, out_dir, "stability", config, points)
+    claim(out_dir, "stability")
+    start_grid(out_dir, config)
+    t0 = time.perf_counter()
+    fn = functools.partial(run_point, params=params, lrs=lrs, T=T, seeds=seeds)
+    run_points(executor, store, fn, opts["resume"], "stability")
+    df = finish_grid(store)
+    runtime_s = time.perf_counter() - t0
+    df.write_csv(out_dir / "stability.csv")
+    ok = df.filter(pl.col("status") == "ok")
+    plot_phase_diagram(ok, params, T, out_dir / "phase_diagram.png")
+    write_config(
+        out_dir / "config.json", {**config, "runtime_s": runtime_s, **describe_executor(opts)}
+    )
+    echo_table(summarize(ok), cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"{df.height} runs in {runtime_s:.2f} s -> {out_dir}")
