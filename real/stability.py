@@ -147,6 +147,37 @@ def prepare_warm_start(out: Path, base: AsyncConfig) -> None:
     cached_warm_start(Path(out), load_config(), ops, cfg.warm_start, exclude)
 
 
+CSV_SCHEMA = {
+    **OUTCOME_SCHEMA,
+    "steps_done": pl.Int64,
+    "reward_first": pl.Float64,
+    "reward_last": pl.Float64,
+    "kl_max": pl.Float64,
+    "staleness_max": pl.Int64,
+    "wall_s": pl.Float64,
+}
+"""Polars types of :data:`CSV_COLUMNS`."""
+
+
+def run_point(point: dict, out: str | Path, grid: GridConfig) -> pl.DataFrame:
+    """One grid point ``{"S", "lr", "seed"}`` run (or reused) under ``out`` (after
+    :func:`prepare_warm_start`), as a one-row table of :data:`CSV_COLUMNS`: the unit an
+    executor runs (rolloutlab/commands/executor.py)."""
+    S, lr, seed = int(point["S"]), float(point["lr"]), int(point["seed"])
+    row = _one((Path(out), S, lr, seed, grid.run_config(S, lr, seed)))
+    return pl.DataFrame([row], schema=CSV_SCHEMA).select(CSV_COLUMNS)
+
+
+def grid_points(grid: GridConfig) -> list[dict]:
+    """The points of ``grid`` in run order: ``{"S", "lr", "seed"}`` dicts."""
+    return [
+        {"S": S, "lr": lr, "seed": seed}
+        for S in grid.S_values
+        for lr in grid.lrs
+        for seed in range(grid.seeds)
+    ]
+
+
 def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.DataFrame:
     """Run every (S, lr, seed) of ``grid`` under ``out``; one row per run (:data:`CSV_COLUMNS`)."""
     from tqdm import tqdm
@@ -160,13 +191,4 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
         rows = list(
             tqdm(ex.map(_one, args), total=len(args), disable=not progress, desc="real stability")
         )
-    schema = {
-        **OUTCOME_SCHEMA,
-        "steps_done": pl.Int64,
-        "reward_first": pl.Float64,
-        "reward_last": pl.Float64,
-        "kl_max": pl.Float64,
-        "staleness_max": pl.Int64,
-        "wall_s": pl.Float64,
-    }
-    return pl.DataFrame(rows, schema=schema).select(CSV_COLUMNS)
+    return pl.DataFrame(rows, schema=CSV_SCHEMA).select(CSV_COLUMNS)

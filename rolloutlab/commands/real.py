@@ -7,13 +7,22 @@ torch is imported only when a run starts (``rolloutlab --help`` lists this group
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
 
 import click
+import polars as pl
 
 from rolloutlab.commands.common import echo_table, fail, format_summary, parse_list
+from rolloutlab.commands.grid_options import (
+    describe_executor,
+    finish_grid,
+    grid_options,
+    prepare_grid,
+    run_points,
+)
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
     progress,
@@ -256,6 +265,7 @@ def async_cmd(
 @click.option("--jobs", default=2, show_default=True, type=int, help="runs at a time")
 @click.option("--warm-start-steps", default=350, show_default=True, type=int)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@grid_options
 def stability_cmd(
     S_text: str,
     lr_text: str,
@@ -267,6 +277,7 @@ def stability_cmd(
     jobs: int,
     warm_start_steps: int,
     out_dir: Path,
+    **opts,
 ) -> None:
     """Real collapse phase diagram: asynchronous GRPO runs over S x lr x seed.
 
@@ -275,7 +286,7 @@ def stability_cmd(
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
     from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.stability import GridConfig, run_grid
+    from rolloutlab.real.stability import GridConfig, grid_points, prepare_warm_start, run_point
 
     S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
     try:
@@ -298,17 +309,24 @@ def stability_cmd(
         )
     except (ValueError, ConfigError) as exc:
         fail(exc)
+    spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))  # jobs: not a result
+    executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
     t0 = time.perf_counter()
-    df = run_grid(grid, out_dir, progress=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_warm_start(out_dir, grid.base)
+    fn = functools.partial(run_point, out=out_dir.resolve(), grid=grid)
+    run_points(executor, store, fn, opts["resume"], "real stability")
+    df = finish_grid(store)
     runtime_s = time.perf_counter() - t0
     table, fits = write_real_grid(
-        df,
+        df.filter(pl.col("status") == "ok"),
         steps,
-        {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s},
+        {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s, **describe_executor(opts)},
         out_dir,
         f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
     )
-    echo_table(table, t_collapse_table(df), cols=None, precision=4, dtypes=True)
+    df.write_csv(out_dir / "stability.csv")  # every point, failed ones with status/error
+    echo_table(table, t_collapse_table(df.filter(pl.col("status") == "ok")), cols=None, precision=4, dtypes=True)
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]
         click.echo(
