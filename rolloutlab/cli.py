@@ -22,6 +22,7 @@ COMMANDS = {
     "real": "rolloutlab.commands.real:real",
     "compare": "rolloutlab.commands.compare:compare",
     "report": "rolloutlab.commands.compare:report",
+    "advise": "rolloutlab.commands.advise:advise",
 }
 
 

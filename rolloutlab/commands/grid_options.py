@@ -29,6 +29,17 @@ GRID_KEYS = ("executor", "ray_address", "ray_runtime_env", "max_parallel", "retr
 
 def grid_options(command):
     """Decorate a click command with the grid options (passed as :data:`GRID_KEYS`)."""
+    command = click.option(
+        "--resume",
+        is_flag=True,
+        help="Run only the points missing from --out's grid.jsonl (same options as the first run).",
+    )(command)
+    return executor_options(command)
+
+
+def executor_options(command):
+    """Decorate a click command with the executor options (:data:`GRID_KEYS` but
+    ``resume``)."""
     options = [
         click.option(
             "--executor",
@@ -61,11 +72,6 @@ def grid_options(command):
             default=0,
             show_default=True,
             help="Tries after a grid point raises; then it is recorded as failed (status, error columns).",
-        ),
-        click.option(
-            "--resume",
-            is_flag=True,
-            help="Run only the points missing from --out's grid.jsonl (same options as the first run).",
         ),
     ]
     for option in reversed(options):
@@ -152,7 +158,7 @@ def run_points(
 def describe_executor(opts: dict[str, Any]) -> dict[str, Any]:
     """The grid options for ``config.json`` (not part of the grid's spec hash: a grid
     resumed on another executor is the same grid)."""
-    return {k: opts[k] for k in GRID_KEYS}
+    return {k: opts[k] for k in GRID_KEYS if k in opts}
 
 
 def start_grid(out_dir: str | Path, config: dict[str, Any]) -> Path:

@@ -326,7 +326,13 @@ def stability_cmd(
         f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
     )
     df.write_csv(out_dir / "stability.csv")  # every point, failed ones with status/error
-    echo_table(table, t_collapse_table(df.filter(pl.col("status") == "ok")), cols=None, precision=4, dtypes=True)
+    echo_table(
+        table,
+        t_collapse_table(df.filter(pl.col("status") == "ok")),
+        cols=None,
+        precision=4,
+        dtypes=True,
+    )
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]
         click.echo(

@@ -1,0 +1,96 @@
+"""One setting of ``rolloutlab advise`` priced by the simulator: its predicted time to the
+target reward (or time per step), straggler rate and collapse margin.
+
+A setting is a dict ``{"controller", "prompts", "workers", "max_num_seqs", "pipeline",
+"lr"}``. It runs :func:`sim.compare.run_comparison` on the SimPy engine (every pipeline,
+KV cache included) for ``steps`` learner steps with one seed, and reads:
+
+- ``time_to_target_s``: first time the trailing-mean reward reaches the target
+  (:func:`sim.learning.time_to_target`, docs/learning.md); null when not reached;
+- ``time_per_step_s``: wall clock / steps (the objective when the scenario has no
+  learning model);
+- ``straggler_rate``: share of steps with max/median length > tau (SAGC's definition,
+  docs/metrics.md);
+- ``collapse_margin``: ``eta_max(S, T) / eta(lr)``, the closed-form stability boundary
+  of the staleness paper's two-constraint rule (PAPERS.md §2,
+  :func:`sim.staleness.predict_eta_max`) at the pipeline's maximum staleness ``S`` and the
+  run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
+  (:meth:`sim.learning.LearningModel.eta`). Above 1: no collapse predicted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rolloutlab.sim.compare import run_comparison
+from rolloutlab.sim.learning import LearningModel, LearningParams
+from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.pipeline_spec import parse_pipeline
+from rolloutlab.sim.rewards import RewardConfig
+from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+
+SETTING_KEYS = ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "lr")
+"""The searched settings, in table order."""
+
+METRIC_KEYS = (
+    "time_to_target_s",
+    "time_per_step_s",
+    "wall_clock_s",
+    "straggler_rate",
+    "collapse_margin",
+)
+"""What :func:`evaluate` returns per setting."""
+
+
+def collapse_margin(lr: float, S: int, T: int, learning: LearningParams | None) -> float:
+    """``predict_eta_max(S, T) / eta(lr)`` with the default :class:`StalenessParams` (the
+    learning model's, :class:`sim.learning.LearningModel`); ``learning`` None uses
+    ``lr_ref = 1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
+    params = learning or LearningParams(kappa=0.0)
+    eta = LearningModel(params).eta(lr)
+    return float(predict_eta_max(StalenessParams(), S, T)) / eta
+
+
+def evaluate(
+    setting: dict[str, Any],
+    scenario: Scenario,
+    rewards: RewardConfig | None,
+    steps: int,
+    target: float | None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS`.
+
+    Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
+    spec, B or workers < 1): the executor records it as a failed trial."""
+    sc = dataclasses.replace(
+        scenario,
+        engine=dataclasses.replace(
+            scenario.engine,
+            n_workers=int(setting["workers"]),
+            max_num_seqs=int(setting["max_num_seqs"]),
+        ),
+    )
+    pipe = parse_pipeline(setting["pipeline"])
+    cfg = RunConfig(
+        steps=steps,
+        prompts=int(setting["prompts"]),
+        seed=seed,
+        lr=float(setting["lr"]),
+        rewards=rewards,
+    )
+    summary, _, _ = run_comparison(
+        sc, [setting["controller"]], cfg, pipelines=[pipe], engine="simpy", target=target
+    )
+    row = summary.row(0, named=True)
+    learning = rewards.learning if rewards is not None else None
+    ttt = row.get("time_to_target_s")
+    return {
+        "time_to_target_s": None if ttt is None else float(ttt),
+        "time_per_step_s": row["wall_clock_s"] / steps,
+        "wall_clock_s": row["wall_clock_s"],
+        "straggler_rate": row["straggler_rate"],
+        "collapse_margin": collapse_margin(cfg.lr, pipe.max_staleness, steps, learning),
+    }

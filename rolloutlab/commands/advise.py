@@ -1,0 +1,175 @@
+"""``rolloutlab advise``: search G policy, B, workers, max_num_seqs, pipeline and learning
+rate for the fastest setting without stragglers or a predicted collapse (Optuna,
+:mod:`rolloutlab.analysis.advise`), its trials priced in parallel by a grid executor."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+import polars as pl
+
+from rolloutlab.analysis.advise import Constraints, SearchSpace, pareto_table, search
+from rolloutlab.analysis.advise_eval import SETTING_KEYS, evaluate
+from rolloutlab.analysis.advise_plots import advise_figure
+from rolloutlab.commands.common import claim, echo_table, fail, parse_list
+from rolloutlab.commands.executor import ExecutorError
+from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
+from rolloutlab.commands.learning_options import describe_rewards
+from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.sim.controllers import split_specs
+from rolloutlab.sim.pipeline_spec import parse_pipeline
+from rolloutlab.sim.provenance import write_config
+
+
+def _list(name: str, default: str, what: str):
+    return click.option(name, default=default, show_default=True, help=what)
+
+
+@click.command()
+@scenario_options
+@_list("--prompts", "16,32,64", "Prompt batches B to search.")
+@_list("--workers", "1,2,4", "Generation worker counts to search.")
+@_list("--max-num-seqs", "256,1024", "vLLM max_num_seqs per worker to search.")
+@_list("--pipelines", "sync,one-step-off,bounded:2,bounded:4", "Pipelines (and S) to search.")
+@_list("--lr", "5e-7,1e-6,2e-6,4e-6", "Learning rates to search.")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Learner steps simulated per trial.",
+)
+@click.option(
+    "--trials", type=click.IntRange(min=1), default=60, show_default=True, help="Optuna trials."
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Trials asked (and priced in parallel) at a time.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the sampler and of every simulated run.",
+)
+@click.option("--max-straggler-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True)
+@click.option(
+    "--min-collapse-margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="eta_max / eta; 1 = at the predicted boundary.",
+)
+@click.option(
+    "--accelerators",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Budget of generation accelerators (workers x --tp).",
+)
+@run_options
+@executor_options
+def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, **opts):
+    """Search for the setting with the smallest predicted time to the target reward
+    (time per step when the scenario has no learning model) whose straggler rate and
+    collapse margin stay within bounds.
+
+    Writes OUT/trials.csv (every trial), pareto.csv (feasible trials not beaten on time,
+    straggler rate and collapse margin together), advise.png and config.json; prints the
+    Pareto table and the chosen setting.
+    """
+    sc, rewards, dynamic, target = load_run(opts, engine="simpy")
+    try:
+        if dynamic is not None:
+            raise ValueError("--dynamic-sampling: not searched by advise")
+        for spec in pipelines.split(","):
+            parse_pipeline(spec)
+        space = SearchSpace(
+            controller=tuple(split_specs(opts["controllers"])),
+            prompts=tuple(parse_list("--prompts", prompts, int, lambda v: v >= 1, "integers >= 1")),
+            workers=tuple(parse_list("--workers", workers, int, lambda v: v >= 1, "integers >= 1")),
+            max_num_seqs=tuple(
+                parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
+            ),
+            pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
+            lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
+        )
+        constraints = Constraints(
+            opts["max_straggler_rate"],
+            opts["min_collapse_margin"],
+            opts["accelerators"],
+            opts["tp"],
+        )
+        constraints.prune(space)
+    except ValueError as exc:
+        fail(exc)
+    use_target = rewards is not None and rewards.learns and target is not None
+    executor = executor_from(opts)
+    try:
+        executor.check()
+    except ExecutorError as exc:
+        fail(exc)
+    out_dir = claim(out, "advise")
+    fn = functools.partial(
+        evaluate, scenario=sc, rewards=rewards, steps=steps, target=target, seed=seed
+    )
+
+    def run_batch(settings: list[dict]) -> list[dict | None]:
+        results: list[dict | None] = [None] * len(settings)
+
+        def keep(o) -> None:
+            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
+
+        executor.run(fn, list(enumerate(settings)), keep)
+        return results
+
+    try:
+        table = search(space, constraints, run_batch, trials, batch, seed, use_target)
+    finally:
+        executor.close()
+    pareto = pareto_table(table)
+    table.write_csv(out_dir / "trials.csv")
+    pareto.write_csv(out_dir / "pareto.csv")
+    label = "time to target reward (s)" if use_target else "time per step (s)"
+    advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
+    write_config(
+        out_dir / "config.json",
+        {
+            **config_head("advise", sc, "simpy", opts),
+            "space": {k: list(getattr(space, k)) for k in SETTING_KEYS},
+            "constraints": constraints.__dict__,
+            "objective": "time_to_target_s" if use_target else "time_per_step_s",
+            "steps": steps,
+            "trials": trials,
+            "batch": batch,
+            "seed": seed,
+            **describe_rewards(rewards, dynamic, target),
+            **describe_executor(opts),
+        },
+    )
+    click.echo(
+        f"scenario {sc.name}: {trials} trials over {space.size()} settings, objective "
+        f"{'time_to_target_s (reward ' + str(target) + ')' if use_target else 'time_per_step_s'}; "
+        f"straggler rate <= {constraints.max_straggler_rate}, collapse margin >= "
+        f"{constraints.min_collapse_margin}"
+    )
+    echo_table(
+        pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
+            *SETTING_KEYS, "time_s", "straggler_rate", "collapse_margin", "wall_clock_s", "best"
+        ),
+        rows=50,
+        cols=20,
+    )
+    best = table.filter("best")
+    if best.height:
+        b = best.row(0, named=True)
+        click.echo(
+            "best: " + " ".join(f"{k}={b[k]}" for k in SETTING_KEYS) + f" time_s={b['time_s']:.0f}"
+        )
+    else:
+        click.echo("best: none (no trial met the constraints; see trials.csv)")
+    click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")
