@@ -155,6 +155,8 @@ class RayExecutor:
         if self.ray is not None:
             return
         ray = import_ray()
+        if self.address is not None:
+            check_reachable(self.address)
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
             if self.runtime_env:
@@ -162,7 +164,6 @@ class RayExecutor:
             if self.address is None:
                 kwargs["num_cpus"] = self.num_cpus
             else:
-                check_reachable(self.address)
                 kwargs["address"] = self.address
             try:
                 ray.init(**kwargs)
