@@ -1,0 +1,123 @@
+"""``rolloutlab advise``: the search finds the known optimum of a synthetic objective under
+its constraints, its Pareto rows are feasible and non-dominated, and the command writes
+its tables and figure (bad input: one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import itertools
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from rolloutlab.analysis.advise import Constraints, SearchSpace, search
+from rolloutlab.analysis.advise_eval import collapse_margin
+from rolloutlab.sim.learning import LearningParams
+from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+
+from rolloutlab.cli import main
+from tests.cli_helpers import assert_refused
+
+SPACE = SearchSpace(
+    controller=("a", "b"),
+    prompts=(1, 2, 3),
+    workers=(1, 2, 4),
+    max_num_seqs=(8,),
+    pipeline=("sync",),
+    lr=(1.0, 2.0, 3.0),
+)
+
+
+def synthetic(s: dict) -> dict:
+    """Time falls with lr and workers; stragglers grow with workers x prompts; the margin
+    falls with lr. Unconstrained optimum (a, 1, 4, lr 3) breaks both constraints below."""
+    time = 100 / (s["lr"] * s["workers"]) + s["prompts"] + (5 if s["controller"] == "b" else 0)
+    return {
+        "time_to_target_s": time,
+        "time_per_step_s": time / 10,
+        "wall_clock_s": 2 * time,
+        "straggler_rate": 0.1 * s["workers"] * s["prompts"],
+        "collapse_margin": 3.5 / s["lr"],
+    }
+
+
+def test_search_returns_the_known_constrained_optimum():
+    # straggler <= 0.35: workers x prompts <= 3; margin >= 1.5: lr <= 2; budget 2: workers <= 2
+    c = Constraints(max_straggler_rate=0.35, min_collapse_margin=1.5, accelerators=2)
+    table = search(SPACE, c, lambda ss: [synthetic(s) for s in ss], n_trials=60, batch=4, seed=1)
+    assert table.height == 60 and table["workers"].max() <= 2
+    best = table.filter("best").row(0, named=True)
+    assert {k: best[k] for k in ("controller", "prompts", "workers", "lr")} == {
+        "controller": "a",
+        "prompts": 1,
+        "workers": 2,
+        "lr": 2.0,
+    }
+    assert best["time_s"] == pytest.approx(26.0)
+
+
+def test_pareto_rows_are_feasible_and_not_dominated():
+    c = Constraints(max_straggler_rate=0.5, min_collapse_margin=1.2)
+    table = search(SPACE, c, lambda ss: [synthetic(s) for s in ss], n_trials=30, batch=3, seed=0)
+    feas = table.filter("feasible")
+    objs = [
+        (r["time_s"], r["straggler_rate"], -r["collapse_margin"])
+        for r in feas.iter_rows(named=True)
+    ]
+
+    def dominated(o):
+        return any(all(x <= y for x, y in zip(p, o)) and p != o for p in objs)
+
+    want = {r["trial"] for r, o in zip(feas.iter_rows(named=True), objs) if not dominated(o)}
+    assert set(table.filter("pareto")["trial"]) == want and want
+    for r in table.iter_rows(named=True):  # feasibility follows the constraints exactly
+        ok = r["straggler_rate"] <= 0.5 and r["collapse_margin"] >= 1.2
+        assert r["feasible"] == ok
+
+
+def test_a_failed_setting_is_a_failed_trial_not_a_crash():
+    def run(ss):
+        return [{"error": "ValueError: no"} if s["lr"] == 3.0 else synthetic(s) for s in ss]
+
+    table = search(SPACE, Constraints(), run, n_trials=20, batch=4, seed=0)
+    failed = table.filter(pl.col("status") == "failed")
+    assert set(failed["lr"]) <= {3.0} and not failed["feasible"].any()
+    assert not table.filter(pl.col("lr") == 3.0)["best"].any()
+
+
+@pytest.mark.parametrize("S, lr", list(itertools.product([0, 1, 4], [5e-7, 2e-6])))
+def test_collapse_margin_is_the_closed_form_boundary_over_eta(S, lr):
+    p = LearningParams(kappa=1.0)
+    eta = p.eta_ref * lr / p.lr_ref
+    want = float(predict_eta_max(StalenessParams(), S, 60)) / eta
+    assert collapse_margin(lr, S, 60, p) == pytest.approx(want, rel=1e-12)
+
+
+TINY = (
+    "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
+    "--pipelines sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
+).split()
+
+
+def test_advise_command_writes_tables_and_figure(tmp_path):
+    out = tmp_path / "adv"
+    res = CliRunner().invoke(main, [*TINY, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    trials = pl.read_csv(out / "trials.csv")
+    assert trials.height == 6 and trials["best"].sum() == 1
+    pareto = pl.read_csv(out / "pareto.csv")
+    assert pareto["feasible"].all() and set(pareto["trial"]) <= set(trials["trial"])
+    assert (out / "advise.png").stat().st_size > 10_000
+    assert "best:" in res.output
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--accelerators", "1", "--workers", "2,4"], "--accelerators 1: no --workers choice fits"),
+        (["--pipelines", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
+        (["--lr", "0.1,2"], "--lr"),
+    ],
+)
+def test_advise_bad_input(tmp_path, extra, message):
+    res = CliRunner().invoke(main, [*TINY, *extra, "--out", str(tmp_path / "o")])
+    assert_refused(res, message, tmp_path / "o")
