@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch pinned to the CPU wheel first, so nothing pulls a CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[real,dev]'
+	$(BIN)/python -m pip install -q -e '.[real,dev,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -87,7 +87,7 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     "folder, forbidden",
     [
-        ("sim", {"click", "matplotlib", "seaborn", "torch", "vllm"}),
+        ("sim", {"click", "matplotlib", "seaborn", "torch", "vllm", "ray", "optuna"}),
         ("calibration", {"click", "rolloutlab.real", "torch"}),
         ("real", {"click", "rolloutlab.calibration", "rolloutlab.analysis"}),
     ],
