@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import importlib
 import multiprocessing
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -126,7 +127,8 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 class RayExecutor:
     """One Ray task per point (``num_cpus=1`` each), at most ``max_parallel`` in flight
-    (default: the cluster's CPUs). ``address`` None starts a local Ray runtime with
+    (default: the cluster's CPUs). ``address`` None (and no ``RAY_ADDRESS`` in the
+    environment, Ray's own variable) starts a local Ray runtime with
     ``num_cpus`` CPUs (default: ``max_parallel``, else all), else connects to that cluster
     (``ray.init(address=...)``, e.g. ``auto`` or ``HOST:6379``) with ``runtime_env``.
     A Ray runtime already initialised in this process (tests, notebooks) is reused and
@@ -144,6 +146,7 @@ class RayExecutor:
         num_cpus: int | None = None,
     ):
         LocalExecutor(max_parallel, retries)  # same option checks
+        address = address or os.environ.get("RAY_ADDRESS") or None  # Ray's own convention
         self.address, self.max_parallel, self.retries = address, max_parallel, retries
         self.runtime_env, self.num_cpus = runtime_env, num_cpus or max_parallel
         self.ray: Any = None
