@@ -41,7 +41,7 @@ def _list(name: str, default: str, what: str):
     help="Learner steps simulated per trial.",
 )
 @click.option(
-    "--trials", type=click.IntRange(min=1), default=60, show_default=True, help="Optuna trials."
+    "--trials", type=click.IntRange(min=1), default=100, show_default=True, help="Optuna trials."
 )
 @click.option(
     "--batch",
