@@ -159,3 +159,12 @@ def test_advise_on_ray_tries_the_same_trials_as_locally(tmp_path):
         assert res.exit_code == 0, res.output
     a, b = (pl.read_csv(tmp_path / n / "trials.csv") for n in ("local", "ray"))
     assert a.height == 6 and a.equals(b)
+
+
+def test_local_worker_processes_give_the_same_grid(tmp_path):
+    runner = CliRunner()
+    for name, extra in (("one", []), ("two", ["--max-parallel", "2"])):
+        res = runner.invoke(main, [*STABILITY, "--out", str(tmp_path / name), *extra])
+        assert res.exit_code == 0, res.output
+    a, b = (pl.read_csv(tmp_path / n / "stability.csv") for n in ("one", "two"))
+    assert a.equals(b)
