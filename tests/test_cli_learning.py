@@ -114,7 +114,7 @@ def test_sweep_with_rewards(tmp_path, calibration_file):
     )
     assert res.exit_code == 0, res.output
     runs = pl.read_csv(out / "runs.csv")
-    assert runs.columns[-6:] == [*LEARNING, *DYNAMIC]
+    assert runs.columns[-8:] == [*LEARNING, *DYNAMIC, "status", "error"]  # grid columns last
     assert "informative_frac" in pl.read_csv(out / "means.csv").columns
 
 
