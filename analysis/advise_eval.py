@@ -60,9 +60,11 @@ def evaluate(
     steps: int,
     target: float | None,
     seed: int = 0,
+    dataset_size: int | None = None,
 ) -> dict[str, Any]:
     """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS`.
 
+    ``dataset_size``: as :class:`sim.pipeline.RunConfig`'s (``--dataset-size``).
     Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
     spec, B or workers < 1): the executor records it as a failed trial."""
     sc = dataclasses.replace(

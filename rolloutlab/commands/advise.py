@@ -105,6 +105,8 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             opts["tp"],
         )
         constraints.prune(space)
+        if opts["dataset_size"] is not None and opts["dataset_size"] < max(space.prompts):
+            raise ValueError(f"--dataset-size {opts['dataset_size']}: below the largest --prompts")
     except ValueError as exc:
         fail(exc)
     use_target = rewards is not None and rewards.learns and target is not None
@@ -115,7 +117,13 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
         fail(exc)
     out_dir = claim(out, "advise")
     fn = functools.partial(
-        evaluate, scenario=sc, rewards=rewards, steps=steps, target=target, seed=seed
+        evaluate,
+        scenario=sc,
+        rewards=rewards,
+        steps=steps,
+        target=target,
+        seed=seed,
+        dataset_size=opts["dataset_size"],
     )
 
     def run_batch(settings: list[dict]) -> list[dict | None]:
@@ -144,6 +152,7 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             "constraints": constraints.__dict__,
             "objective": "time_to_target_s" if use_target else "time_per_step_s",
             "steps": steps,
+            "dataset_size": opts["dataset_size"],
             "trials": trials,
             "batch": batch,
             "seed": seed,
