@@ -16,6 +16,7 @@ Ray is imported only by :class:`RayExecutor` (the ``ray`` extra, ``pip install
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import importlib
 import multiprocessing
@@ -186,11 +187,11 @@ class RayExecutor:
         task = ray.remote(num_cpus=1, max_retries=self.retries)(attempt)
         fn_ref = ray.put(fn)  # the scenario etc. travel once, not once per point
         window = self.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        queue = list(items)
+        queue = collections.deque(items)
         pending: dict[Any, int] = {}
         while queue or pending:
             while queue and len(pending) < window:
-                i, point = queue.pop(0)
+                i, point = queue.popleft()
                 pending[task.remote(fn_ref, point, self.retries)] = i
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
