@@ -45,8 +45,8 @@ from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.sync import SyncRun, check_before_writing
-from rolloutlab.real.trace_rows import rollout_rows, step_row
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.sim.observation import observe_step, propose_step
 from tqdm import tqdm
 
 
@@ -139,7 +139,7 @@ class AsyncRun(SyncRun):
         last = min(self.v_push + self.pc.lead, self.cfg.steps - 1)
         while self.next_batch <= last:
             j = self.next_batch
-            G = self.pending_G.pop(0) if self.pending_G else self.controller.propose()
+            G = self.pending_G.pop(0) if self.pending_G else propose_step(self.controller)
             if G > self.cfg.capacity:
                 raise ConfigError(
                     f"batch {j}: controller proposed G={G} > engine capacity {self.cfg.capacity}"
@@ -174,6 +174,9 @@ class AsyncRun(SyncRun):
             prompt_ids=self._prompt_ids(step * self.cfg.prompts, len(problems)),
             gen_time_s=t_gen - t_start,
             step_time_s=t_sync - (t_start if self._t_prev_end is None else self._t_prev_end),
+            finish_reasons=finish_reason_rows(results, G),
+            learner_time_s=t_train - t_recv,
+            wall_clock_s=t_sync,
         )
         fired = self.detector.observe(step, float(rewards.mean()), *self._health(stats))
         t_end = self.clock()

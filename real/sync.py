@@ -45,10 +45,10 @@ from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.trace_rows import rollout_rows, step_row
+from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.observation import observe_step, propose_step
 from rolloutlab.sim.trace import TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
@@ -183,7 +183,7 @@ class SyncRun:
     def step(self, step: int) -> dict[str, Any]:
         """Run one synchronous step and record it; returns the learner.jsonl row."""
         cfg = self.cfg
-        G = self.controller.propose()
+        G = propose_step(self.controller)
         if G > cfg.capacity:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
@@ -204,6 +204,9 @@ class SyncRun:
             prompt_ids=self._prompt_ids(self.next_prompt_id, len(problems)),
             gen_time_s=t_gen - t_start,
             step_time_s=t_sync - t_start,
+            finish_reasons=finish_reason_rows(results, G),
+            learner_time_s=t_train - t_gen,
+            wall_clock_s=t_sync,
         )
         t_end = self.clock()
         extra = sampling_record(rewards, keep, results, G, ds)

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 from rolloutlab.sim.batch import Batch
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.sim.observation import needs, observe_step
 
 
 @dataclass
@@ -127,12 +128,20 @@ def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float
 
 
 def observe_resolved(
-    controller: Any, batches: list[BatchInfo], gen_time_s: float, step_time_s: float
+    controller: Any,
+    batches: list[BatchInfo],
+    gen_time_s: float,
+    step_time_s: float,
+    learner_time_s: float | None = None,
+    wall_clock_s: float | None = None,
+    max_response_length: int | None = None,
 ) -> None:
     """Hand every batch whose groups are all resolved, and not yet observed, to
     :func:`sim.observation.observe_step`: lengths, rewards and prompt ids of its groups
     that were generated to the end (consumed, dropped as stale or filtered), with the
-    times of the learner step that resolved it."""
+    times (s) of the learner step that resolved it; finish reasons (``"length"`` at
+    ``max_response_length``, else ``"stop"``) when the cap is given and the controller
+    reads them."""
     for info in batches:
         if info.unresolved == 0 and not info.observed:
             info.observed = True
@@ -141,9 +150,15 @@ def observe_resolved(
                 for k, g in enumerate(info.groups)
                 if g.status in ("consumed", "dropped", "filtered")
             ]
+            reasons = None
+            if max_response_length is not None and needs(controller, "finish_reasons"):
+                reasons = finish_reasons(info.lengths[ks], max_response_length)
             observe_step(
                 controller,
                 [info.lengths[k].tolist() for k in ks],
+                finish_reasons=reasons,
+                learner_time_s=learner_time_s,
+                wall_clock_s=wall_clock_s,
                 rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
                 gen_time_s=gen_time_s,
                 step_time_s=step_time_s,

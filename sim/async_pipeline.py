@@ -333,7 +333,15 @@ class _Simulation:
         gen_time = (
             last + overhead if overhead > 0 else last
         ) - t_start  # = run_sync's, bit for bit
-        observe_resolved(self.ctl, self.batches, gen_time, t_end - t_start)
+        observe_resolved(
+            self.ctl,
+            self.batches,
+            gen_time,
+            t_end - t_start,
+            learner_time_s=train_time,
+            wall_clock_s=t_end,
+            max_response_length=self.sc.lengths.max_response_length,
+        )
         self.steps.append(
             step_record(
                 self.cfg.run_id,

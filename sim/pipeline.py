@@ -38,7 +38,7 @@ from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptSt
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.lengths import finish_reasons
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.observation import needs, observe_step, propose_step
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardConfig, RewardTracker
 from rolloutlab.sim.scenario import Scenario
@@ -252,6 +252,11 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
             gen_time_s=gen_time,
             step_time_s=env.now - t_start,
             prompt_ids=np.concatenate([r[0] for r in rounds]),
+            finish_reasons=finish_reasons(all_lengths, cap)
+            if needs(controller, "finish_reasons")
+            else None,
+            learner_time_s=train_time,
+            wall_clock_s=env.now,
         )
         for ids, _, batch, correct, kept in rounds:
             if len(kept) == len(ids):  # every group kept: the whole batch, as it is
