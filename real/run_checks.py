@@ -27,10 +27,9 @@ def check_before_writing(cfg: SyncConfig) -> None:
 
 
 def max_group_size(ctl: Controller) -> int:
-    """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
-    if hasattr(ctl, "candidates"):
-        return max(ctl.candidates)
-    return int(ctl.G)
+    """Largest G the controller can propose: the max of its declared ``candidates``
+    (every built-in and every external controller declares them)."""
+    return max(int(g) for g in ctl.candidates)  # type: ignore[attr-defined]
 
 
 def request_seed(seed: int, step: int, prompt: int, sample_idx: int, round_: int = 0) -> int:

@@ -22,6 +22,7 @@ COMMANDS = {
     "real": "rolloutlab.commands.real:real",
     "compare": "rolloutlab.commands.compare:compare",
     "report": "rolloutlab.commands.compare:report",
+    "check-controller": "rolloutlab.commands.check_controller:check_controller",
 }
 
 

@@ -45,7 +45,8 @@ def real() -> None:
     "--controller",
     default="sagc",
     show_default=True,
-    help="sagc[:k=v,...], lagc[:k=v,...] or static:G",
+    help="sagc[:k=v,...], lagc[:k=v,...], static:G, file.py:Class[:k=v,...], "
+    "module:Class[:k=v,...] or an entry point (docs/controllers.md)",
 )
 @click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
 @click.option(
