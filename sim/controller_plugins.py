@@ -148,23 +148,33 @@ def check_candidates(ctl: Any, where: str) -> tuple[int, ...]:
     return tuple(int(g) for g in out)
 
 
+@functools.lru_cache(maxsize=256)
+def _prepared(spec: str) -> tuple[Any, str, tuple[tuple[str, Any], ...], bool]:
+    """``(factory, where, keyword arguments, takes seed)`` of an external spec, checked
+    once per spec (a kit check builds the same spec thousands of times; a failure is
+    raised, not cached). Raises ValueError without the spec."""
+    factory, where, args = resolve(spec)
+    if inspect.isclass(factory) and (lacks := missing_methods(factory)):
+        raise ValueError(
+            f"{where} lacks {', '.join(lacks)} (a controller needs {', '.join(REQUIRED_METHODS)})"
+        )
+    kwargs = constructor_kwargs(factory, args, reserved=("seed",))
+    try:
+        takes_seed = "seed" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes_seed = False
+    return factory, where, tuple(kwargs.items()), takes_seed
+
+
 def build_external(spec: str, seed: int = 0) -> Any:
     """The controller of an external ``spec`` (module docstring), with ``seed`` passed
     when the constructor takes one. Raises ValueError naming the spec and what is wrong:
     file/module/class not found, a missing method, an option the constructor does not
     take or a bad value, a constructor that raises, no valid ``candidates``."""
     try:
-        factory, where, args = resolve(spec)
-        if inspect.isclass(factory) and (lacks := missing_methods(factory)):
-            raise ValueError(
-                f"{where} lacks {', '.join(lacks)} (a controller needs {', '.join(REQUIRED_METHODS)})"
-            )
-        kwargs = constructor_kwargs(factory, args, reserved=("seed",))
-        try:
-            params = inspect.signature(factory).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
-        if "seed" in params:
+        factory, where, items, takes_seed = _prepared(spec)
+        kwargs = dict(items)
+        if takes_seed:
             kwargs["seed"] = seed
         try:
             ctl = factory(**kwargs)
