@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Mapping
 from typing import Any
 
 _BOOLS = {"true": True, "false": False}
@@ -110,6 +111,7 @@ def constructor_kwargs(cls: Any, args: str, reserved: tuple[str, ...] = ()) -> d
 
     Raises ValueError naming the option and what it accepts.
     """
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):  # no signature (a C type): infer every value
