@@ -13,9 +13,10 @@ Spec forms (anywhere a controller is named: ``sim``, ``sweep``, ``real sync``,
 
 The options go through :func:`sim.controller_options.constructor_kwargs` (checked
 against the constructor's signature); ``seed`` is passed when the constructor takes it.
-The class must have the methods :data:`REQUIRED_METHODS` and the instance a
-``candidates`` attribute (the positive ints it may propose). Every failure is one
-ValueError naming the spec, the file or module, the class and what is wrong.
+The class must have the methods :data:`REQUIRED_METHODS`, the instance a
+``candidates`` attribute (the positive ints it may propose) and a fresh state that
+``json.dumps`` writes without NaN. Every failure is one ValueError naming the spec, the
+file or module, the class and what is wrong.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import json
 import re
 import sys
 from pathlib import Path
@@ -185,6 +187,10 @@ def build_external(spec: str, seed: int = 0) -> Any:
                 f"{where} lacks {', '.join(lacks)} (a controller needs {', '.join(REQUIRED_METHODS)})"
             )
         check_candidates(ctl, where)
+        try:  # the trace stores the state as JSON after every step
+            json.dumps(ctl.state_dict(), allow_nan=False)
+        except Exception as exc:
+            raise ValueError(f"{where}: state_dict() is not JSON ({one_line(exc)})") from None
     except ValueError as exc:
         raise ValueError(f"controller spec {spec!r}: {exc}") from None
     if getattr(ctl, "name", None) is None:

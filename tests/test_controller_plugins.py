@@ -110,6 +110,13 @@ NO_CANDIDATES = (
     .replace("    candidates = (4,)\n", "")
 )
 
+NOT_JSON = (
+    RAISES.replace("Raises", "NotJson")
+    .replace('        raise RuntimeError("no GPU\\nhere")', "        pass")
+    .replace("def state_dict(self): return {}", "def state_dict(self): return {'seen': set()}")
+)
+NAN_STATE = NOT_JSON.replace("NotJson", "NanState").replace("set()", "float('nan')")
+
 
 @pytest.mark.parametrize(
     "source,spec,message",
@@ -120,6 +127,8 @@ NO_CANDIDATES = (
         ("x = (", "{f}:X", "cannot load {f}: SyntaxError"),
         (RAISES, "{f}:Raises", "constructor raised RuntimeError: no GPU here"),
         (NO_CANDIDATES, "{f}:NoCands", "needs a 'candidates' attribute"),
+        (NOT_JSON, "{f}:NotJson", "state_dict() is not JSON (TypeError: Object of type set"),
+        (NAN_STATE, "{f}:NanState", "state_dict() is not JSON (ValueError: Out of range float"),
         (
             None,
             EXAMPLE + ":bogus=1",
