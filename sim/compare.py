@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.controller_spec import check_spec, parse_controller
 from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from rolloutlab.sim.pipeline import RunConfig, run_sync
@@ -100,7 +100,7 @@ def check_comparison(
     if len(set(specs)) != len(specs):
         raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
     for spec in specs:
-        parse_controller(spec)
+        check_spec(spec)
     if not pipelines:
         raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
     if len(set(pipelines)) != len(pipelines):

@@ -59,12 +59,6 @@ def entry_point_names() -> dict[str, Any]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def is_external(spec: str) -> bool:
-    """True when ``spec`` names a file, a ``module:Class`` or an entry point."""
-    name = spec.partition(":")[0]
-    return bool(_FILE.match(spec) or _MODULE.match(spec)) or name in entry_point_names()
-
-
 def _load_file(path_text: str) -> Any:
     """Execute ``path_text`` as a module once (by resolved path); ValueError if it cannot."""
     path = Path(path_text).expanduser()

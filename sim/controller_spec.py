@@ -15,6 +15,7 @@ from rolloutlab.sim.controller_options import finite_float, split_options, stric
 from rolloutlab.sim.controller_plugins import build_external
 from rolloutlab.sim.controllers import SAGC, Controller, StaticG
 from rolloutlab.sim.lagc import LAGC
+from rolloutlab.sim.observation import propose_step
 
 _SAGC_INT = ("radius", "init_G", "G_min")
 _SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s")
@@ -65,6 +66,25 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
         raise ValueError(f"controller spec {spec!r}: {exc}") from None
     if args:
         ctl.name = spec
+    return ctl
+
+
+def check_spec(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
+    """:func:`parse_controller`, then one ``propose()`` of that fresh controller through
+    :func:`sim.observation.propose_step` (a G that is not a positive int, or not one of
+    its ``candidates``, is refused), for the checks a command makes before it writes
+    anything. Returns the probed controller (do not run it: it has proposed once).
+    Raises ValueError naming the spec."""
+    ctl = parse_controller(spec, seed, **sagc_defaults)
+    try:
+        G = propose_step(ctl)
+    except ValueError as exc:
+        raise ValueError(f"controller spec {spec!r}: {exc}") from None
+    cands = tuple(getattr(ctl, "candidates", ()))
+    if G not in cands:
+        raise ValueError(
+            f"controller spec {spec!r}: first propose() gave G={G}, not in candidates {cands}"
+        )
     return ctl
 
 

@@ -210,3 +210,26 @@ def test_a_controller_that_proposes_zero_mid_run_is_a_one_line_error(tmp_path):
     assert res.exit_code == 2, res.output
     assert "propose() returned 0; G must be a positive int" in res.output
     assert "Traceback" not in res.output
+    assert not out.exists() or not any(out.iterdir())  # claimed, nothing written
+
+
+FLOAT_G = """
+class FloatG:
+    candidates = (4,)
+    def propose(self): return 4.0
+    def observe(self, lengths): pass
+    def state_dict(self): return {}
+    def load_state_dict(self, s): pass
+"""
+
+
+@pytest.mark.parametrize("command", [["sim", "--controllers"], ["real", "sync", "--controller"]])
+def test_a_controller_that_proposes_a_non_int_is_refused_before_anything_is_written(
+    tmp_path, command
+):
+    f = write(tmp_path / "float_g.py", FLOAT_G)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, [*command, f"{f}:FloatG", "--steps", "2", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "propose() returned 4.0; G must be a positive int" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not out.exists()

@@ -57,7 +57,7 @@ def check_controller(spec, seed, examples, max_steps, straggler_steps, budget_ms
     try:
         if keys is not None and (not keys or set(keys) - set(PROPERTIES)):
             raise ValueError(f"--only: expected keys among {', '.join(PROPERTIES)}, got {only!r}")
-        parse_controller(spec, seed=seed)  # a bad spec is bad input, before any check
+        parse_controller(spec, seed=seed)  # a spec that cannot build: bad input
     except ValueError as exc:
         fail(exc)
     report = check_controller(
