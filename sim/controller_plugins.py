@@ -134,9 +134,10 @@ def check_candidates(ctl: Any, where: str) -> tuple[int, ...]:
     cands = getattr(ctl, "candidates", None)
     try:
         out = tuple(cands)  # type: ignore[arg-type]
-    except TypeError:
-        out = ()
-    if not out or any(isinstance(g, bool) or int(g) != g or g < 1 for g in out):
+        bad = not out or any(isinstance(g, bool) or int(g) != g or g < 1 for g in out)
+    except (TypeError, ValueError, OverflowError):  # not iterable; a str, None or NaN inside
+        bad = True
+    if bad:
         raise ValueError(
             f"{where} needs a 'candidates' attribute: the group sizes it may propose "
             f"(positive ints), got {cands!r}"
