@@ -4,6 +4,7 @@ file, the class, the option or the missing method; exit 2 and nothing written.""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 
@@ -233,3 +234,23 @@ def test_a_controller_that_proposes_a_non_int_is_refused_before_anything_is_writ
     assert res.exit_code == 2, res.output
     assert "propose() returned 4.0; G must be a positive int" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["sim", "sweep"])
+def test_sim_and_sweep_run_a_file_controller_beside_the_builtins(
+    tmp_path, calibration_file, command
+):
+    from tests.cli_helpers import invoke_on
+
+    out = tmp_path / "out"
+    spec = f"{EXAMPLE}:candidates=2/4/8,hits=1"
+    extra = ["--seeds", "0"] if command == "sweep" else []
+    res = invoke_on(
+        command, calibration_file, out, "--controllers", f"static:4,{spec}", "--steps", "3", *extra
+    )
+    assert res.exit_code == 0, res.output
+    import polars as pl
+
+    table = pl.read_csv(out / ("summary.csv" if command == "sim" else "runs.csv"))
+    assert table["controller"].to_list() == ["static:4", spec]
+    assert json.loads((out / "config.json").read_text())["controllers"] == ["static:4", spec]
