@@ -146,8 +146,8 @@ def check_candidates(ctl: Any, where: str) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _prepared(spec: str) -> tuple[Any, str, tuple[tuple[str, Any], ...], bool]:
-    """``(factory, where, keyword arguments, takes seed)`` of an external spec, checked
+def _prepared(spec: str) -> tuple[Any, str, tuple[tuple[str, Any], ...], frozenset[str]]:
+    """``(factory, where, keyword arguments, parameter names)`` of an external spec, checked
     once per spec (a kit check builds the same spec thousands of times; a failure is
     raised, not cached). Raises ValueError without the spec."""
     factory, where, args = resolve(spec)
@@ -157,21 +157,23 @@ def _prepared(spec: str) -> tuple[Any, str, tuple[tuple[str, Any], ...], bool]:
         )
     kwargs = constructor_kwargs(factory, args, reserved=("seed",))
     try:
-        takes_seed = "seed" in inspect.signature(factory).parameters
+        names = frozenset(inspect.signature(factory).parameters)
     except (TypeError, ValueError):
-        takes_seed = False
-    return factory, where, tuple(kwargs.items()), takes_seed
+        names = frozenset()
+    return factory, where, tuple(kwargs.items()), names
 
 
-def build_external(spec: str, seed: int = 0) -> Any:
+def build_external(spec: str, seed: int = 0, **defaults: Any) -> Any:
     """The controller of an external ``spec`` (module docstring), with ``seed`` passed
-    when the constructor takes one. Raises ValueError naming the spec and what is wrong:
+    when the constructor takes one, and each of ``defaults`` (e.g. a scenario's ``tau``)
+    that the constructor names and the spec does not set. Raises ValueError naming the
+    spec and what is wrong:
     file/module/class not found, a missing method, an option the constructor does not
     take or a bad value, a constructor that raises, no valid ``candidates``."""
     try:
-        factory, where, items, takes_seed = _prepared(spec)
-        kwargs = dict(items)
-        if takes_seed:
+        factory, where, items, names = _prepared(spec)
+        kwargs = {k: v for k, v in defaults.items() if k in names} | dict(items)
+        if "seed" in names:
             kwargs["seed"] = seed
         try:
             ctl = factory(**kwargs)

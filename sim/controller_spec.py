@@ -31,8 +31,8 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
     (the SAGC keys, for its straggler constraint, and ``signal, pop_gamma, prompt_decay,
     length_gamma, c_max, max_prompts``). ``sagc_defaults`` (e.g. a scenario's ``tau``)
     apply to SAGC and LAGC unless the spec overrides them. Anything else is an external
-    controller (:func:`sim.controller_plugins.build_external`, with ``seed``; the
-    ``sagc_defaults`` are SAGC's and are not passed to it).
+    controller (:func:`sim.controller_plugins.build_external`, with ``seed``, and the
+    ``sagc_defaults`` its constructor names, e.g. ``tau``, unless the spec sets them).
 
     Numbers must be finite (``tau=nan`` and ``delta=inf`` are refused before the
     constructor's range checks, which ``nan`` would pass); a key may appear once.
@@ -49,7 +49,7 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
                 f"controller spec {spec!r}: expected static:G with G a positive int"
             ) from None
     if kind not in ("sagc", "lagc"):
-        return build_external(spec, seed)
+        return build_external(spec, seed, **sagc_defaults)
     kwargs: dict[str, Any] = dict(sagc_defaults)
     try:
         pairs = split_options(args)

@@ -41,6 +41,13 @@ def test_a_file_controller_gets_typed_options_and_the_seed(tmp_path):
     )
     ctl = parse_controller(f"{f}:Mine:G=4,scale=2,on=true,name_=abc", seed=7)
     assert ctl.args == (4, 2.0, True, "abc", 7)
+    sub = write(
+        tmp_path / "sub.py",
+        "from rolloutlab.sim.controllers import SAGC\nclass Mine(SAGC):\n    pass\n",
+    )
+    assert parse_controller(f"{sub}:Mine", tau=20.0).tau == 20.0  # a scenario's tau reaches it
+    assert parse_controller(f"{sub}:Mine:tau=3", tau=20.0).tau == 3.0  # unless the spec sets it
+    assert not hasattr(parse_controller(f"{f}:Mine", tau=20.0), "tau")  # no tau parameter
     assert isinstance(ctl.args[1], float)  # typed by the default, not by the text
     assert ctl.name == f"{f}:Mine:G=4,scale=2,on=true,name_=abc"
 
