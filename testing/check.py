@@ -28,7 +28,7 @@ PROPERTIES = ("candidates", "extremes", "restore", "seed", "straggler", "timing"
 """Keys of the properties (``only=``; ``--only`` of ``rolloutlab check-controller``):
 :mod:`rolloutlab.testing.contract` 1-5 in its order, then decision time."""
 
-SHORT_STEPS = 4
+SHORT_STEPS = 3
 """Longest stream of the first search stage (:func:`_stages`)."""
 
 

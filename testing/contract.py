@@ -109,11 +109,11 @@ def restores_exactly(make: Factory, seed: int, example: tuple[Sequence[StepLaw],
     if a != b:
         i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
         raise ContractViolation(
-            f"restored after {k} steps, decisions diverge at step {k + i}: "
+            f"restored after {k} step(s), decisions diverge at step {k + i}: "
             f"G={a[i]} uninterrupted, G={b[i]} restored"
         )
     if state_json(whole) != state_json(restored):
-        raise ContractViolation(f"restored after {k} steps, the final states differ")
+        raise ContractViolation(f"restored after {k} step(s), the final states differ")
 
 
 def same_seed_same_decisions(make: Factory, seed: int, laws: Sequence[StepLaw]) -> None:
