@@ -36,7 +36,7 @@ SHORT_STEPS = 3
 class PropertyResult:
     """One property's outcome: ``status`` is ``"pass"``, ``"fail"`` or ``"skip"``;
     ``detail`` the error (or what was measured); ``example`` the smallest failing
-    example (pretty-printed), when hypothesis found one."""
+    example (one step per line, :func:`describe`), when hypothesis found one."""
 
     key: str
     name: str
@@ -167,9 +167,12 @@ def check_controller(
 
     Returns the :class:`CheckReport`. Raises :class:`contract.ContractViolation` (an
     AssertionError, so one line in a pytest test fails it with the report) when a
-    property failed and ``raise_on_failure``.
+    property failed and ``raise_on_failure``; whatever the factory raises when it cannot
+    build a controller (ValueError naming a bad spec); ValueError for an unknown key in
+    ``only``.
     """
     make, name = as_factory(factory)
+    make(seed)  # a factory that cannot build is the caller's error, raised as is
     unknown = set(only or ()) - set(PROPERTIES)
     if unknown:
         raise ValueError(

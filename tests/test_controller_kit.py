@@ -80,6 +80,13 @@ def test_check_controller_cli_exit_codes(tmp_path):
     assert wrong.exit_code == 2 and "--only" in wrong.output
 
 
+def test_a_factory_that_cannot_build_is_raised_not_reported():
+    with pytest.raises(ValueError, match="controller spec 'sagc:tau=nan'"):
+        check_controller("sagc:tau=nan")
+    with pytest.raises(ValueError, match="unknown properties"):
+        check_controller("static:4", only=["speed"])
+
+
 def test_a_budget_turns_decision_time_into_a_reported_failure():
     """Reported against the budget, not asserted on a measured time: a budget of 0
     cannot be met by any measured step (every step takes > 0 s)."""
