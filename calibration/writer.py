@@ -8,13 +8,13 @@ a failed run never leaves a half-written calibration behind.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.scenario import FORMAT, VERSION, scenario_from_dict
 
 
@@ -86,7 +86,7 @@ def write_json_atomic(obj: Any, out: str | Path) -> Path:
         raise OutputError(f"{out}: cannot write the output ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, allow_nan=False)
+            f.write(strict_json.dumps(obj, indent=1))
             f.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a calibration is meant to be shared
         os.replace(tmp, out)

@@ -46,6 +46,7 @@ from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.sync import SyncRun, check_before_writing
 from rolloutlab.real.trace_rows import rollout_rows, step_row
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.observation import observe_step
 from tqdm import tqdm
 
@@ -240,7 +241,7 @@ class AsyncRun(SyncRun):
             if d.t_collapse is None
             else math.ceil(d.t_collapse / self.pc.sync_every),
         }
-        (self.out / "collapse.json").write_text(json.dumps(doc, indent=2) + "\n")
+        strict_json.write_json(self.out / "collapse.json", doc)
 
 
 def run_async(

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
+from rolloutlab.sim import strict_json
 
 KEEP = 2
 """Checkpoints kept on disk (older ones are removed after a new one is in place)."""
@@ -53,7 +54,7 @@ def save(
     shutil.rmtree(tmp, ignore_errors=True)  # a torn write of our own earlier attempt
     save_pretrained(model, tmp)
     torch.save(trainer, tmp / "trainer.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
+    strict_json.write_json(tmp / "state.json", {"step": step, **state})
     files = sorted(p.name for p in tmp.iterdir())
     (tmp / "manifest.json").write_text(
         json.dumps({"step": step, "sha256": {f: _sha256(tmp / f) for f in files}}, indent=2)

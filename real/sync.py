@@ -25,7 +25,6 @@ from the checkpoint's time.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +46,7 @@ from rolloutlab.real.run_checks import check_before_writing, max_group_size, req
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.trace_rows import rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.observation import observe_step
 from rolloutlab.sim.trace import TraceWriter, truncate_jsonl
@@ -57,7 +57,7 @@ EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
     with open(path, "a") as fh:
-        fh.write(json.dumps(row) + "\n")
+        fh.write(strict_json.dumps(row) + "\n")
         fh.flush()
 
 
@@ -78,7 +78,7 @@ class SyncRun:
         torch.set_num_threads(cfg.torch_threads)
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "numerics.json").exists():  # the machine that started the run
-            (self.out / "numerics.json").write_text(json.dumps(numerics.describe(), indent=2))
+            strict_json.write_json(self.out / "numerics.json", numerics.describe())
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
             raise ConfigError(
@@ -111,9 +111,7 @@ class SyncRun:
         factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
         if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
-            (self.out / "engine.json").write_text(
-                json.dumps(self.engine.describe(), indent=2) + "\n"
-            )
+            strict_json.write_json(self.out / "engine.json", self.engine.describe())
         self.engine.update_weights(policy.state_dict(), self.start_step)
         for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
             truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)

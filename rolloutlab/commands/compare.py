@@ -14,6 +14,7 @@ from rolloutlab.commands.common import (
     fail,
     real_option,
 )
+from rolloutlab.sim import strict_json
 
 
 @click.group()
@@ -195,7 +196,6 @@ def learning(
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
     curve and time to target; DIR/learning_comparison.csv, .png and fit.json."""
-    import json
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
     from rolloutlab.sim.provenance import write_config
@@ -211,7 +211,7 @@ def learning(
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "learning_comparison.csv")
     comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
-    (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
+    strict_json.write_json(out_dir / "fit.json", fit, default=float)
     write_config(
         out_dir / "config.json",
         {

@@ -16,6 +16,7 @@ import click
 from rolloutlab.commands.common import fail
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
+from rolloutlab.sim import strict_json
 
 
 def _check_target(ctx: click.Context, param: click.Parameter, value: float | None):
@@ -140,7 +141,7 @@ def task_spread(
             cfg, steps, g_max, None if no_cache else default_cache_dir(), Path(work)
         )
     out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"task": task, "seed": seed, **stats}, indent=2) + "\n")
+    strict_json.write_json(out_json, {"task": task, "seed": seed, **stats})
     for key, row in stats.items():
         if isinstance(row, dict):
             click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
 from rolloutlab.commands.common import fail, parse_list
+from rolloutlab.sim import strict_json
 
 
 @click.command("vllm-grid")
@@ -152,11 +152,9 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)
     md = summary_markdown(table, label=f"calibration {Path(calib).name}")
     (out_dir / "sim_vs_measured.md").write_text(md)
-    (out_dir / "sim_vs_measured.json").write_text(
-        json.dumps(
-            {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)},
-            indent=1,
-        )
-        + "\n"
+    strict_json.write_json(
+        out_dir / "sim_vs_measured.json",
+        {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)},
+        indent=1,
     )
     click.echo(md)
