@@ -8,6 +8,8 @@ A run's provenance (``config.json`` with library versions) is written by
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,6 +159,62 @@ def claim(out: str | Path, command: str) -> Path:
         return claim_out_dir(out, command)
     except OutDirError as exc:
         fail(exc)
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet: what
+    creating ``path`` would create and what to remove to undo it (None: it exists)."""
+    path = Path(path).absolute()
+    if path.exists():
+        return None
+    top = path
+    while not top.parent.exists():
+        top = top.parent
+    return top
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`OutDirError` naming ``path`` when no file can be created in it (a
+    read-only folder): checked before the work, not after it."""
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise OutDirError(f"{path}: cannot write in --out ({exc.strerror})") from None
+
+
+@contextmanager
+def claimed(out: str | Path, command: str) -> Iterator[Path]:
+    """Claim ``out`` for ``command`` (:func:`claim_out_dir`, then :func:`check_writable`)
+    around the work that writes it; yields the folder.
+
+    The one way a command owns its output folder: a refusal is :class:`BadInput` (exit 2,
+    nothing written); if the body fails (any error, Ctrl-C included) the folders this call
+    created are removed again, so a failed command leaves nothing behind (a folder that
+    existed before is left as it is); an ``OSError`` of the body (disk full, a file
+    removed under it) becomes :class:`RunFailed` (exit 1) naming it.
+    """
+    created = first_missing(Path(out))
+    try:
+        path = claim_out_dir(out, command)
+        check_writable(path)
+    except OutDirError as exc:
+        _undo(created)
+        fail(exc)
+    try:
+        yield path
+    except OSError as exc:
+        _undo(created)
+        where = exc.filename or path
+        raise RunFailed(f"{where}: cannot write the output ({exc.strerror or exc})") from None
+    except BaseException:
+        _undo(created)
+        raise
+
+
+def _undo(created: Path | None) -> None:
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
 
 
 @contextmanager
