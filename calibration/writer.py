@@ -8,6 +8,7 @@ a failed run never leaves a half-written calibration behind.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from importlib import metadata
@@ -71,6 +72,34 @@ def calibration_dict(
 
 class OutputError(ValueError):
     """An output path that cannot be written; the message names it."""
+
+
+def check_replaceable(out: str | Path) -> Path:
+    """Check, before any work, that a calibration may be written to ``out``: ``out`` is
+    new or already a calibration JSON (``"format": "rolloutlab.calibration"``, which the new
+    one replaces), and its folder exists and is writable or can be created.
+
+    Raises OutputError naming ``out``: a folder, a file that is not a calibration JSON (a
+    command never overwrites a file it did not write), or an unwritable folder."""
+    out = Path(out)
+    if out.is_dir():
+        raise OutputError(f"{out}: is a folder; --out takes a calibration JSON file name")
+    if out.exists():
+        try:
+            d = json.loads(out.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            d = None
+        if not (isinstance(d, dict) and d.get("format") == FORMAT):
+            raise OutputError(
+                f"{out}: exists and is not a calibration JSON; refusing to overwrite it "
+                "(choose another --out or remove it)"
+            )
+    top = out.absolute().parent
+    while not top.exists():
+        top = top.parent
+    if not top.is_dir() or not os.access(top, os.W_OK | os.X_OK):
+        raise OutputError(f"{out}: cannot write the output ({top} is not a writable folder)")
+    return out
 
 
 def write_json_atomic(obj: Any, out: str | Path) -> Path:

@@ -15,8 +15,9 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import cost_from_option, fail
+from rolloutlab.commands.common import calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
+from rolloutlab.commands.types import POSITIVE_INT
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -70,27 +71,51 @@ def scenario_default_options(f):
 def verl_options(f):
     """Options describing the logged runs (what the logs do not say)."""
     opts = [
-        click.option("--group-size", default=5, show_default=True, help="G of the logged runs."),
         click.option(
-            "--max-response-length", default=1024, show_default=True, help="Cap (tokens)."
+            "--group-size",
+            default=5,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="G of the logged runs (rollouts per prompt, >= 1).",
+        ),
+        click.option(
+            "--max-response-length",
+            default=1024,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="Response cap of the logged runs (tokens, >= 1).",
         ),
         click.option(
             "--gen-workers",
             default=4,
             show_default=True,
-            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2).",
+            type=POSITIVE_INT,
+            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2; >= 1).",
         ),
         click.option(
             "--max-num-seqs",
             default=1024,
             show_default=True,
-            help="vLLM max_num_seqs of the logged runs (verl's default).",
+            type=POSITIVE_INT,
+            help="vLLM max_num_seqs of the logged runs (verl's default; >= 1).",
         ),
         click.option(
             "--fit-prefill", is_flag=True, help="Also fit prefill_s_per_token (not identified)."
         ),
-        click.option("--replicates", default=2, show_default=True, help="Length draws per step."),
-        click.option("--seed", default=0, show_default=True, help="Seed of the length draws."),
+        click.option(
+            "--replicates",
+            default=2,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="Length draws per step (>= 1).",
+        ),
+        click.option(
+            "--seed",
+            default=0,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="Seed of the length draws (>= 0).",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -105,7 +130,11 @@ def calibrate() -> None:
 @calibrate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
 @click.option(
@@ -154,13 +183,23 @@ def calibrate_verl_tb(
 @calibrate.command("servegen")
 @click.argument("folder", type=click.Path())
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
 @scenario_default_options
-@click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
+@click.option(
+    "--max-response-length",
+    default=32768,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Response cap (tokens, >= 1).",
+)
 def calibrate_servegen(
     folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length
 ):

@@ -33,6 +33,21 @@ def real_option(help: str, **path: Any):
     )
 
 
+def calibration_out(ctx: click.Context, param: click.Parameter, value: str | None):
+    """Click callback of a ``--out FILE`` that receives a whole calibration JSON: refuses
+    (exit 2, at parse time, before any work) a folder, an existing file that is not a
+    calibration JSON, or an unwritable folder (:func:`calibration.writer.check_replaceable`)."""
+    from rolloutlab.calibration.writer import OutputError, check_replaceable
+
+    if value is None:
+        return value
+    try:
+        check_replaceable(value)
+    except OutputError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 def cost_from_option(help: str):
     """``--cost-from NAME|FILE`` (default: the bundled ``gsm8k`` scenario): the scenario
     whose cost model (and more, as ``help`` says) a calibration command reuses."""

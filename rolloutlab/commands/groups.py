@@ -16,7 +16,13 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
-from rolloutlab.commands.common import BadInput, claim, cost_from_option, parse_list
+from rolloutlab.commands.common import (
+    BadInput,
+    calibration_out,
+    claim,
+    cost_from_option,
+    parse_list,
+)
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 
@@ -65,7 +71,13 @@ def _read(files, tokenizer, kw):
 
 @click.command("groups")
 @reader_options
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(

@@ -64,10 +64,15 @@ class CommaList(click.ParamType):
     refused when empty or, with ``unique`` (the default), when an item repeats (a grid
     with ``--S 1,1`` would run every point twice)."""
 
-    def __init__(self, item: click.ParamType, unique: bool = True):
+    def __init__(self, item: click.ParamType, unique: bool = True, metavar: str = "X[,X...]"):
         self.item = item
         self.unique = unique
+        self.metavar = metavar
         self.name = f"list of {item.name}"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """``X[,X...]`` (or the ``metavar`` given) in ``--help``."""
+        return self.metavar
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         """The list, or click's usage error (exit 2) naming ``param`` and the bad item."""

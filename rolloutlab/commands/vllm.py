@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import fail, parse_list
+from rolloutlab.commands.common import calibration_out, fail, parse_list
 from rolloutlab.sim import strict_json
 
 
@@ -27,7 +27,11 @@ from rolloutlab.sim import strict_json
     help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).",
 )
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option(
     "--running-seqs", default="1,8,32,128", show_default=True, help="Concurrent sequences per cell."
