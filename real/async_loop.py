@@ -117,7 +117,7 @@ class AsyncRun(SyncRun):
                 range(self.start_step, self.cfg.steps),
                 initial=self.start_step,
                 total=self.cfg.steps,
-                disable=not progress,
+                disable=None if progress else True,  # a bar on a terminal only
                 desc=f"real async {self.pc.spec}",
                 unit="step",
             )

@@ -29,8 +29,9 @@ KEEP = 2
 """Checkpoints kept on disk (older ones are removed after a new one is in place)."""
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message names the file and what is wrong."""
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the file and what is wrong
+    (bad input: exit code 2 from the command line)."""
 
 
 def _sha256(path: Path) -> str:

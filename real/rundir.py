@@ -21,8 +21,9 @@ EXTENDABLE = ("steps", "sync.steps")
 """Settings ``--resume`` may change (extend a run; ``sync.steps`` is an asynchronous run's)."""
 
 
-class RunDirError(RuntimeError):
-    """The output directory cannot be used as asked; nothing in it was changed."""
+class RunDirError(ValueError):
+    """The output directory cannot be used as asked; nothing in it was changed (a usage
+    error: exit code 2 from the command line)."""
 
 
 def _trace_run_ids(out: Path) -> set[str]:

@@ -125,7 +125,7 @@ class SyncRun:
             range(self.start_step, self.cfg.steps),
             initial=self.start_step,
             total=self.cfg.steps,
-            disable=not progress,
+            disable=None if progress else True,  # a bar on a terminal only
             desc="real sync",
             unit="step",
         )

@@ -45,7 +45,9 @@ def validate_verl_tb(
     """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
     cfg = verl_config(**logged)
     try:
-        with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
+        with tqdm(
+            total=len(run_dirs), desc="validate", unit="run", disable=None, leave=False
+        ) as bar:
             table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())
         out_dir = Path(out)
         out_dir.mkdir(parents=True, exist_ok=True)
