@@ -1,11 +1,13 @@
 """``rolloutlab calibrate ...``: fit a scenario to real logs (wiring only; the vLLM
 commands are in :mod:`rolloutlab.commands.vllm`).
 
-Every bad input ends in one line naming the file and tag/field, exit code 1, and no
+Every bad input ends in one line naming the file and tag/field, exit code 2, and no
 output file (outputs are written atomically after all fitting succeeded).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -15,7 +17,7 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import calibration_out, cost_from_option, fail
+from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
@@ -23,6 +25,23 @@ from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
+
+
+def run_dir_args(paths) -> list[str]:
+    """The RUN_DIRS arguments that can be verl runs (a folder, or an
+    ``events.out.tfevents.*`` file); other files (``SOURCE.md`` of a shell glob like
+    ``$R/*``) are skipped with a note on stderr. Raises BadInput when none is left."""
+    keep = []
+    for p in map(Path, paths):
+        if p.is_file() and not p.name.startswith("events.out.tfevents."):
+            click.echo(
+                f"skipping {p}: not a run folder nor an events.out.tfevents.* file", err=True
+            )
+            continue
+        keep.append(str(p))
+    if not keep:
+        raise BadInput(f"{', '.join(map(str, paths))}: no run folder among RUN_DIRS")
+    return keep
 
 
 def scenario_defaults(steps, tau, delta) -> dict:
@@ -163,7 +182,7 @@ def calibrate_verl_tb(
     cfg = verl_config(**logged)
     try:
         d = calibrate_verl(
-            list(run_dirs),
+            run_dir_args(run_dirs),
             cfg,
             name=name,
             prompts=prompts,

@@ -20,7 +20,11 @@ import polars as pl
 from tqdm import tqdm
 
 OUT_DIR = click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path)
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier output of the same command, which it replaces).",
 )
 """``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
 
