@@ -42,6 +42,7 @@ from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_
 from rolloutlab.real.learner import Learner, pack
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
+from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.trace_rows import rollout_rows, step_row
@@ -62,7 +63,15 @@ def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
 
 
 class SyncRun:
-    """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps."""
+    """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps.
+
+    With ``resume``, the tables are first checked against the checkpoint
+    (:func:`real.resume_check.resume_point`): damaged steps before it are re-run from the
+    checkpoint before them, or the resume is refused listing them.
+    """
+
+    WHOLE_ROUNDS = True
+    """Each step's rollouts are whole rounds of ``prompts`` prompts (checked on resume)."""
 
     def __init__(
         self,
@@ -94,7 +103,12 @@ class SyncRun:
             self.out, load_config(), self.ops, cfg.warm_start, self.exclude, cache_dir
         )
         policy = copy.deepcopy(reference)
-        ckpt = checkpoint.latest(self.out) if resume else None
+        ckpt, self.repaired = (
+            resume_point(self.out, cfg.prompts if self.WHOLE_ROUNDS else None)
+            if resume
+            else (None, [])
+        )
+        self.resumed_from = ckpt
         trainer = None
         if ckpt is not None:
             policy, trainer, state = checkpoint.load(ckpt)
@@ -115,6 +129,11 @@ class SyncRun:
         self.engine.update_weights(policy.state_dict(), self.start_step)
         for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
             truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)
+        if resume:  # config.json says what this resume runs
+            rundir.record_resume(
+                self.out,
+                {"from_step": self.start_step, "to_step": cfg.steps, "repaired": self.repaired},
+            )
         self.writer = TraceWriter(self.out)
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -369,7 +388,9 @@ def run_sync(
     out = Path(out_dir)
     check_before_writing(cfg)  # a bad setting fails before anything is written
     if resume:
-        run_id, cfg = rundir.open_existing(out, overrides or {})
+        run_id, cfg = rundir.open_existing(
+            out, overrides or {}, check=lambda c: resume_point(out, c.prompts)
+        )
     else:
         run_id = rundir.create(out, cfg)
     return SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir).run(progress)
