@@ -19,7 +19,7 @@ from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
-from rolloutlab.commands.types import POSITIVE_INT
+from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -71,13 +71,13 @@ def scenario_default_options(f):
         ),
         click.option(
             "--tau",
-            type=click.FloatRange(min=1.0, min_open=True),
+            type=finite(1.0, min_open=True),
             default=None,
             help="Scenario default SAGC tau.",
         ),
         click.option(
             "--delta",
-            type=click.FloatRange(0.0, 1.0),
+            type=PROBABILITY,
             default=None,
             help="Scenario default SAGC delta.",
         ),

@@ -241,7 +241,13 @@ def sync(
     type=click.Path(dir_okay=False, path_type=Path),
     help="PNG to write (the committed one: docs/figures/real_task_lengths.png)",
 )
-@click.option("--problems", default=100_000, show_default=True, type=int)
+@click.option(
+    "--problems",
+    default=100_000,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Problems sampled (>= 1).",
+)
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""
     from rolloutlab.analysis.plots import task_lengths_figure

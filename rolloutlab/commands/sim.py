@@ -55,7 +55,13 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     show_default=True,
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
+)
 @run_options
 def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.

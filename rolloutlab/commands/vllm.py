@@ -15,6 +15,7 @@ import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
 from rolloutlab.commands.common import calibration_out, fail, parse_list
+from rolloutlab.commands.types import finite
 from rolloutlab.sim import strict_json
 
 
@@ -44,7 +45,13 @@ from rolloutlab.sim import strict_json
 )
 @click.option("--repeats", default=2, show_default=True, help="Runs per cell (median kept).")
 @click.option("--dtype", default="bfloat16", show_default=True)
-@click.option("--gpu-memory-utilization", default=0.85, show_default=True, type=float)
+@click.option(
+    "--gpu-memory-utilization",
+    default=0.85,
+    show_default=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="Fraction of GPU memory vLLM may use, in (0, 1].",
+)
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (faster start, slower decode).")
 @click.option(
     "--lengths-from",
