@@ -49,7 +49,7 @@ class LazyGroup(click.Group):
         rows = []
         for name in self.list_commands(ctx):
             if name in HELP:
-                text = click.utils.make_default_short_help(HELP[name], limit)
+                text = click.Command(name, help=HELP[name]).get_short_help_str(limit)
             else:
                 cmd = self.get_command(ctx, name)
                 text = cmd.get_short_help_str(limit) if cmd is not None else ""

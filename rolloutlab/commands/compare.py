@@ -192,7 +192,13 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
 
 
 @compare.command("learning")
-@click.option("--fit", "fit_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--fit",
+    "fit_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The real run the learning and cost models are fitted on.",
+)
 @click.option(
     "--real",
     "real_dirs",

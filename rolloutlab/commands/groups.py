@@ -120,7 +120,13 @@ def calibrate_groups_cmd(
 )
 @click.option("--draws", default=200, show_default=True, help="Subsamples per step and G.")
 @click.option("--reps", default=300, show_default=True, help="Simulated steps per held-out step.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the subsamples and simulated steps (>= 0).",
+)
 def validate_groups_cmd(
     files,
     fit_steps,

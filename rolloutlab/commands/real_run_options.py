@@ -95,10 +95,35 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
 
 
 @click.command("task-spread")
-@click.option("--task", default="graph-walk", show_default=True, type=click.Choice(TASKS))
-@click.option("--steps", default=25, show_default=True, type=click.IntRange(min=1))
-@click.option("--prompts", default=8, show_default=True, type=click.IntRange(min=1), help="B")
-@click.option("--G", "g_max", default=16, show_default=True, type=click.IntRange(min=4))
+@click.option(
+    "--task",
+    default="graph-walk",
+    show_default=True,
+    type=click.Choice(TASKS),
+    help="Task whose warm-started policy is measured.",
+)
+@click.option(
+    "--steps",
+    default=25,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Generation steps measured (>= 1).",
+)
+@click.option(
+    "--prompts",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompt batch B per step (>= 1).",
+)
+@click.option(
+    "--G",
+    "g_max",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=4),
+    help="Samples drawn per prompt (>= 4); the spread is reported at G = 4, 8, 16 up to it.",
+)
 @click.option(
     "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
 )
@@ -110,7 +135,13 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     help="Supervised warm-start steps (>= 0).",
 )
 @click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
-@click.option("--out", "out_json", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_json",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON file to write.",
+)
 def task_spread(
     task: str,
     steps: int,

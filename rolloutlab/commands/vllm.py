@@ -44,7 +44,9 @@ from rolloutlab.sim import strict_json
     "--response-tokens", default=64, show_default=True, help="Generated tokens per request."
 )
 @click.option("--repeats", default=2, show_default=True, help="Runs per cell (median kept).")
-@click.option("--dtype", default="bfloat16", show_default=True)
+@click.option(
+    "--dtype", default="bfloat16", show_default=True, help="vLLM model dtype (e.g. bfloat16)."
+)
 @click.option(
     "--gpu-memory-utilization",
     default=0.85,
