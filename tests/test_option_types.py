@@ -84,3 +84,26 @@ def test_claimed_refuses_another_commands_folder(tmp_path):
     with pytest.raises(BadInput, match="already holds"), claimed(tmp_path / "o", "sim"):
         pass
     assert (tmp_path / "o" / "x").read_text() == "mine"
+
+
+def test_a_glob_over_a_runs_folder_skips_its_other_files(capsys):
+    from rolloutlab.commands.calibrate import run_dir_args
+
+    runs = run_dir_args(["tests/data/verl_tb/SOURCE.md", "tests/data/verl_tb/q3b_fsdp_base"])
+    assert runs == ["tests/data/verl_tb/q3b_fsdp_base"]
+    assert "skipping tests/data/verl_tb/SOURCE.md" in capsys.readouterr().err
+    with pytest.raises(BadInput, match="no run folder"):
+        run_dir_args(["tests/data/verl_tb/SOURCE.md"])
+
+
+def test_a_calibration_out_may_replace_a_calibration_only(tmp_path):
+    import shutil
+
+    from rolloutlab.calibration.writer import OutputError, check_replaceable
+
+    shutil.copy("sim/data/gsm8k.json", tmp_path / "c.json")
+    assert check_replaceable(tmp_path / "c.json") == tmp_path / "c.json"
+    assert check_replaceable(tmp_path / "new" / "d.json") == tmp_path / "new" / "d.json"
+    (tmp_path / "n.json").write_text('{"mine": 1}')
+    with pytest.raises(OutputError, match="not a calibration JSON"):
+        check_replaceable(tmp_path / "n.json")
