@@ -54,7 +54,10 @@ def create(out: Path, cfg: SyncConfig, kind: str = "real-sync") -> str:
             f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
             "it or choose another --out (nothing was changed)"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"{out}: cannot create the run directory ({exc.strerror})") from None
     run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
     write_config(out, run_id, cfg, kind)
     return run_id

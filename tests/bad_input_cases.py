@@ -183,6 +183,13 @@ OUTPUTS = [
     ("real-resume-junk", "real sync --resume --out {t}/junk", "nothing to resume"),
     ("report-out-other", "report {t}/a/same --out {t}/other_run", "already holds"),
     ("idle-out-file", "compare idle --real {r}/tests/data/groups/real_sync --out {t}/a_file", "a_file"),
+    ("real-out-under-file", f"{RS} --out {{t}}/a_file/sub", "a_file is not a writable folder"),
+    ("async-out-under-file", "real async --steps 1 --out {t}/a_file/sub", "a_file"),
+    ("real-stab-out-under-file", "real stability --out {t}/a_file/sub", "a_file"),
+    ("spread-out-under-file", "real task-spread --out {t}/a_file/x.json", "a_file"),
+    ("task-lengths-out-under-file", "real task-lengths --out {t}/a_file/x.png", "a_file"),
+    ("report-out-under-file", "report {t}/a/same --out {t}/a_file/sub", "a_file"),
+    ("sweep-out-under-file", f"sweep {CAL} --out {{t}}/a_file/sub", "a_file"),
 ]  # fmt: skip
 
 CHECKPOINTS = [

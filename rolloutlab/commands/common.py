@@ -8,6 +8,7 @@ A run's provenance (``config.json`` with library versions) is written by
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -190,6 +191,21 @@ def first_missing(path: Path) -> Path | None:
     while not top.parent.exists():
         top = top.parent
     return top
+
+
+def check_creatable(path: str | Path, folder: bool = True) -> None:
+    """Refuse (:class:`BadInput`, exit 2, before any work) an output ``path`` that cannot
+    be made: with ``folder``, ``path`` is an existing file; in any case its nearest
+    existing ancestor (``path`` itself for an existing folder) is not a writable folder
+    (a file in the way, no permission)."""
+    p = Path(path).absolute()
+    if folder and p.exists() and not p.is_dir():
+        raise BadInput(f"{path}: --out must be a directory, found a file")
+    top = p if (folder and p.is_dir()) else p.parent
+    while not top.exists():
+        top = top.parent
+    if not top.is_dir() or not os.access(top, os.W_OK | os.X_OK):
+        raise BadInput(f"{path}: cannot write --out ({top} is not a writable folder)")
 
 
 def check_writable(path: Path) -> None:

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import echo_table, fail, first_missing, format_summary
+from rolloutlab.commands.common import (
+    check_creatable,
+    echo_table,
+    fail,
+    first_missing,
+    format_summary,
+)
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
     progress,
@@ -204,6 +210,7 @@ def sync(
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
     _check_one_tau(opts["controller"], "tau" in given)
+    check_creatable(out_dir)
     created = None if resume else first_missing(out_dir)
     try:
         cfg = config_from_options(opts)
@@ -254,6 +261,7 @@ def task_lengths(out_png: Path, problems: int) -> None:
     from rolloutlab.real.task import TaskConfig
     from rolloutlab.real.task_lengths import solution_lengths, summary
 
+    check_creatable(out_png, folder=False)
     lengths = solution_lengths(TaskConfig(), problems)
     task_lengths_figure(lengths, out_png)
     for name, row in summary(lengths).items():
@@ -299,6 +307,7 @@ def async_cmd(
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
     _check_one_tau(opts["controller"], "sync.tau" in given)
+    check_creatable(out_dir)
     created = None if resume else first_missing(out_dir)
     try:
         acfg = AsyncConfig(
@@ -410,6 +419,7 @@ def stability_cmd(
     from rolloutlab.real.async_config import AsyncConfig
     from rolloutlab.real.stability import GridConfig, run_grid
 
+    check_creatable(out_dir)
     try:
         sync = SyncConfig(
             controller=controller,

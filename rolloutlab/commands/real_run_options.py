@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rolloutlab.commands.common import claimed, fail
+from rolloutlab.commands.common import check_creatable, claimed, fail
 from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
@@ -159,6 +159,7 @@ def task_spread(
     from rolloutlab.real.task_spread import measure_start
     from rolloutlab.real.warmstart import default_cache_dir
 
+    check_creatable(out_json, folder=False)
     try:
         cfg = SyncConfig(
             task_name=task,
