@@ -95,7 +95,9 @@ def parse_list(
     check: Callable[[Any], bool] = lambda v: True,
     expected: str = "",
 ) -> list:
-    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped).
+    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped); for a
+    new option prefer the click type :class:`rolloutlab.commands.types.CommaList` (finite,
+    ranged, unique items).
 
     Raises :class:`click.BadParameter` naming ``option`` (exit 2) on an empty list, an
     item ``cast`` refuses, or values failing ``check`` (the message says ``expected``).

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import calibration_out, fail, parse_list
-from rolloutlab.commands.types import finite
+from rolloutlab.commands.common import calibration_out, fail
+from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim import strict_json
 
 
@@ -35,15 +35,33 @@ from rolloutlab.sim import strict_json
     help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option(
-    "--running-seqs", default="1,8,32,128", show_default=True, help="Concurrent sequences per cell."
+    "--running-seqs",
+    default="1,8,32,128",
+    show_default=True,
+    type=CommaList(POSITIVE_INT),
+    help="Concurrent sequences per cell: distinct integers >= 1, comma-separated.",
 )
 @click.option(
-    "--prompt-tokens", default="64,512,2048", show_default=True, help="Prompt tokens per cell."
+    "--prompt-tokens",
+    default="64,512,2048",
+    show_default=True,
+    type=CommaList(POSITIVE_INT),
+    help="Prompt tokens per cell: distinct integers >= 1, comma-separated.",
 )
 @click.option(
-    "--response-tokens", default=64, show_default=True, help="Generated tokens per request."
+    "--response-tokens",
+    default=64,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Generated tokens per request (>= 1).",
 )
-@click.option("--repeats", default=2, show_default=True, help="Runs per cell (median kept).")
+@click.option(
+    "--repeats",
+    default=2,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Runs per cell, median kept (>= 1).",
+)
 @click.option(
     "--dtype", default="bfloat16", show_default=True, help="vLLM model dtype (e.g. bfloat16)."
 )
@@ -84,8 +102,8 @@ def vllm_grid(
     try:
         check_engine("vllm")
         spec = GridSpec(
-            running_seqs=tuple(parse_list("--running-seqs", running_seqs, int)),
-            prompt_tokens=tuple(parse_list("--prompt-tokens", prompt_tokens, int)),
+            running_seqs=tuple(running_seqs),
+            prompt_tokens=tuple(prompt_tokens),
             response_tokens=response_tokens,
             repeats=repeats,
         )
@@ -129,7 +147,7 @@ def vllm_grid(
 )
 @click.option(
     "--max-num-seqs",
-    type=int,
+    type=POSITIVE_INT,
     default=None,
     help="Engine slots of the runs (default: the calibration's engine.max_num_seqs).",
 )
