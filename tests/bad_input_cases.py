@@ -190,6 +190,10 @@ OUTPUTS = [
     ("task-lengths-out-under-file", "real task-lengths --out {t}/a_file/x.png", "a_file"),
     ("report-out-under-file", "report {t}/a/same --out {t}/a_file/sub", "a_file"),
     ("sweep-out-under-file", f"sweep {CAL} --out {{t}}/a_file/sub", "a_file"),
+    ("spread-out-notes", "real task-spread --out {t}/notes.txt", "not a task-spread JSON"),
+    ("spread-out-other-json", "real task-spread --out {t}/list.json", "refusing to overwrite"),
+    ("task-lengths-out-notes", "real task-lengths --out {t}/notes.txt", "not a PNG image"),
+    ("task-lengths-out-dir", "real task-lengths --out {t}/empty", "empty"),
 ]  # fmt: skip
 
 CHECKPOINTS = [

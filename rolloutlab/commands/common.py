@@ -210,6 +210,40 @@ def check_creatable(path: str | Path, folder: bool = True) -> None:
         raise BadInput(f"{path}: cannot write --out ({top} is not a writable folder)")
 
 
+def check_own_file(path: str | Path, is_ours: Callable[[Path], bool], what: str) -> None:
+    """Refuse (:class:`BadInput`, exit 2) an output file ``path`` that exists and is not
+    ``what`` this command writes (``is_ours(path)`` false), or that cannot be created
+    (:func:`check_creatable`): a command never overwrites a file it did not write."""
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{path}: is a folder; --out takes a file name")
+    if p.exists() and not is_ours(p):
+        raise BadInput(f"{path}: exists and is not {what}; refusing to overwrite it")
+    check_creatable(p, folder=False)
+
+
+def json_with_keys(*keys: str) -> Callable[[Path], bool]:
+    """``is_ours`` for :func:`check_own_file`: the file is a JSON object with ``keys``."""
+
+    def check(p: Path) -> bool:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(d, dict) and all(k in d for k in keys)
+
+    return check
+
+
+def is_png(p: Path) -> bool:
+    """``is_ours`` for a PNG output: the file starts with the PNG signature."""
+    try:
+        with open(p, "rb") as f:
+            return f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
 def check_writable(path: Path) -> None:
     """Raise :class:`OutDirError` naming ``path`` when no file can be created in it (a
     read-only folder): checked before the work, not after it."""

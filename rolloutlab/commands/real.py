@@ -16,10 +16,12 @@ import click
 
 from rolloutlab.commands.common import (
     check_creatable,
+    check_own_file,
     echo_table,
     fail,
     first_missing,
     format_summary,
+    is_png,
 )
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
@@ -261,7 +263,7 @@ def task_lengths(out_png: Path, problems: int) -> None:
     from rolloutlab.real.task import TaskConfig
     from rolloutlab.real.task_lengths import solution_lengths, summary
 
-    check_creatable(out_png, folder=False)
+    check_own_file(out_png, is_png, "a PNG image")
     lengths = solution_lengths(TaskConfig(), problems)
     task_lengths_figure(lengths, out_png)
     for name, row in summary(lengths).items():

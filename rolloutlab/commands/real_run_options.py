@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rolloutlab.commands.common import check_creatable, claimed, fail
+from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
 from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
@@ -159,7 +159,7 @@ def task_spread(
     from rolloutlab.real.task_spread import measure_start
     from rolloutlab.real.warmstart import default_cache_dir
 
-    check_creatable(out_json, folder=False)
+    check_own_file(out_json, json_with_keys("task", "seed"), "a task-spread JSON")
     try:
         cfg = SyncConfig(
             task_name=task,
