@@ -82,7 +82,7 @@ def _read_json(path: Path) -> dict:
     """A JSON object file of a study. Raises :class:`ReportError` naming the file when it
     cannot be read or is not a JSON object."""
     try:
-        d = json.loads(path.read_text())
+        d = strict_json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReportError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(d, dict):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rolloutlab.real.config import SyncConfig
-from rolloutlab.sim import provenance
+from rolloutlab.sim import provenance, strict_json
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"
@@ -135,7 +135,7 @@ def open_existing(
         )
         raise RunDirError(f"{out}: holds {what}; nothing to resume (nothing was changed)")
     try:
-        doc = json.loads(path.read_text())
+        doc = strict_json.loads(path.read_text())
         run_id, stored = doc["run_id"], doc["config"]
         if doc.get("kind") != kind:
             raise KeyError("kind")

@@ -51,6 +51,16 @@ def dumps(obj: Any, *, indent: int | None = None, default: Any = None, **kw: Any
     return json.dumps(to_strict(obj, default), indent=indent, allow_nan=False, **kw)
 
 
+def _refuse(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (use null for a missing value)")
+
+
+def loads(text: str) -> Any:
+    """:func:`json.loads` that refuses ``NaN``, ``Infinity`` and ``-Infinity`` (which
+    Python's reader accepts): ValueError (``json.JSONDecodeError`` for other bad text)."""
+    return json.loads(text, parse_constant=_refuse)
+
+
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and
     :func:`os.replace` (the folder must exist). Raises OSError as ``open`` does."""

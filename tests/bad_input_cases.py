@@ -136,6 +136,11 @@ FILES = [
     ("cal-empirical-str", "sim --calibration {t}/cal_empirical_str.json --out {t}/o", "lengths.values"),
     ("sweep-cal-nan", "sweep --calibration {t}/cal_nan.json --out {t}/o", "NaN is not valid JSON"),
     ("servegen-empty", "calibrate servegen {t}/empty --prompts 4 --out {t}/x.json", "no chunk-*-dataset.json"),
+    ("pass-rate-file-torn", f"{SIM} --pass-rate {{t}}/not_json.json", "not_json.json"),
+    ("pass-rate-file-list", f"{SIM} --pass-rate {{t}}/list.json", "list.json"),
+    ("pass-rate-file-nan", f"{SIM} --pass-rate {{t}}/cal_nan.json", "cal_nan.json"),
+    ("learning-real-missing", "calibrate learning --real {t}/nope --out {t}/x.json", "nope"),
+    ("learning-real-bad-trace", "calibrate learning --real {t}/run_bad_trace --out {t}/x.json", "run_bad_trace"),
     # event files and per-sample logs
     ("verl-missing-run", "calibrate verl-tb {t}/nope --out {t}/x.json", "nope"),
     ("verl-empty-run", "calibrate verl-tb {t}/empty --out {t}/x.json", "empty"),
@@ -200,7 +205,8 @@ CHECKPOINTS = [
     ("resume-corrupt-weights", "real sync --resume --out {run}", "sha256 does not match"),
     ("resume-gap", "real sync --resume --out {run}", "step(s) 0"),
     ("resume-config-torn", "real sync --resume --out {run}", "not a rolloutlab real-sync config"),
-    ("resume-config-inf", "real sync --resume --out {run}", "must be a finite number"),
+    ("resume-config-inf", "real sync --resume --out {run}", "Infinity is not valid JSON"),
+    ("resume-config-lr-neg", "real sync --resume --out {run}", "lr must be > 0"),
     ("resume-other-lr", "real sync --resume --lr 0.5 --out {run}", "but the run was made with"),
     ("resume-manifest", "real sync --resume --out {run}", "manifest"),
 ]  # fmt: skip

@@ -80,7 +80,14 @@ def _lr_inf(run: Path) -> None:
     (run / "config.json").write_text(json.dumps(doc))  # Python's json writes Infinity
 
 
+def _lr_negative(run: Path) -> None:
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"]["learner"]["lr"] = -1.0
+    (run / "config.json").write_text(json.dumps(doc))
+
+
 DAMAGE = {
+    "resume-config-lr-neg": _lr_negative,
     "resume-corrupt-weights": lambda run: (
         run / "checkpoints" / "step_000002" / "model.safetensors"
     ).write_bytes(b"not the weights"),
