@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.sim import strict_json
 
 CAPTIONS = {
     "idle_scatter.png": "Held-out steps: simulated against measured generation makespan (left) and slot "
@@ -77,27 +78,48 @@ def _table_html(df: pl.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{rows}</table>"
 
 
+def _read_json(path: Path) -> dict:
+    """A JSON object file of a study. Raises :class:`ReportError` naming the file when it
+    cannot be read or is not a JSON object."""
+    try:
+        d = strict_json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(d, dict):
+        raise ReportError(f"{path}: expected a JSON object, got {type(d).__name__}")
+    return d
+
+
 def _headline(cfg: dict, study: Path) -> list[str]:
-    """Key numbers in words, from the summary JSON of a comparison."""
+    """Key numbers in words, from the summary JSON of a comparison. Raises
+    :class:`ReportError` naming the file and field of a malformed summary."""
     lines = []
     idle = study / "idle_summary.json"
     if idle.exists():
-        rows = {(r["prediction"], r["scope"]): r for r in json.loads(idle.read_text())["summary"]}
-        for pred in ("drawn", "replay", "constant"):
-            r = rows.get((pred, "all"))
-            if r:
-                lines.append(
-                    f"{pred}: median absolute makespan error {100 * r['makespan_mdape']:.1f} % over "
-                    f"{r['held_out_steps']} held-out steps; idle fraction off by "
-                    f"{100 * r['idle_mae']:.1f} points on average"
-                )
+        try:
+            rows = {(r["prediction"], r["scope"]): r for r in _read_json(idle)["summary"]}
+            for pred in ("drawn", "replay", "constant"):
+                r = rows.get((pred, "all"))
+                if r:
+                    lines.append(
+                        f"{pred}: median absolute makespan error "
+                        f"{100 * r['makespan_mdape']:.1f} % over "
+                        f"{r['held_out_steps']} held-out steps; idle fraction off by "
+                        f"{100 * r['idle_mae']:.1f} points on average"
+                    )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReportError(f"{idle}: malformed summary (field {exc})") from None
     coll = study / "collapse_summary.json"
     if coll.exists():
-        h = json.loads(coll.read_text())["held_out"]
-        lines.append(
-            f"collapse classification agrees on {100 * h['agreement']:.1f} % of {h['points']} held-out "
-            f"runs; collapse step off by a median {100 * h['t_collapse_mdape']:.1f} % where both collapse"
-        )
+        try:
+            h = _read_json(coll)["held_out"]
+            lines.append(
+                f"collapse classification agrees on {100 * h['agreement']:.1f} % of "
+                f"{h['points']} held-out runs; collapse step off by a median "
+                f"{100 * h['t_collapse_mdape']:.1f} % where both collapse"
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReportError(f"{coll}: malformed summary (field {exc})") from None
     return lines
 
 
@@ -106,7 +128,7 @@ def render(study: str | Path) -> str:
     has neither a figure nor a summary table."""
     study = Path(study)
     cfg_path = study / "config.json"
-    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    cfg = _read_json(cfg_path) if cfg_path.exists() else {}
     figures = sorted(study.glob("*.png"))
     tables = [study / t for t in _TABLES if (study / t).exists()]
     if not figures and not tables:
@@ -114,7 +136,7 @@ def render(study: str | Path) -> str:
             f"{study}: no figure (*.png) and no summary table ({', '.join(_TABLES)}); "
             "is this a study output directory?"
         )
-    kind = cfg.get("kind", "study")
+    kind = str(cfg.get("kind") or cfg.get("command") or "study")
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.name)}</title>"
         f"<style>{_STYLE}</style></head><body>",
@@ -129,7 +151,11 @@ def render(study: str | Path) -> str:
             + "</ul>"
         )
     for t in tables:
-        parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(pl.read_csv(t)))
+        try:
+            df = pl.read_csv(t)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise ReportError(f"{t}: not a readable CSV table ({exc})") from None
+        parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(df))
     if figures:
         parts.append("<h2>Figures</h2>")
     for fig in figures:
@@ -156,14 +182,26 @@ def render(study: str | Path) -> str:
     return "\n".join(parts)
 
 
+def page_names(studies: list[Path]) -> list[str]:
+    """``<study folder name>.html`` per study. Raises :class:`ReportError` when two studies
+    would be written to one name (two folders of the same name)."""
+    names = [f"{Path(s).resolve().name}.html" for s in studies]
+    seen: dict[str, Path] = {}
+    for s, n in zip(studies, names):
+        if n in seen and Path(seen[n]).resolve() != Path(s).resolve():
+            raise ReportError(
+                f"{seen[n]} and {s} would both be written to {n}; report studies with "
+                "distinct folder names (one call each)"
+            )
+        seen.setdefault(n, s)
+    return names
+
+
 def write_reports(studies: list[Path], out_dir: Path) -> list[Path]:
-    """Write ``out_dir/<study name>.html`` for each study; returns the paths. Raises
-    :class:`ReportError` (before writing anything) on a directory that is not a study."""
-    pages = [(s, render(s)) for s in studies]
+    """Write ``out_dir/<study name>.html`` for each study (a study given twice once),
+    atomically; returns the paths. Raises :class:`ReportError` (before writing anything)
+    on a directory that is not a study, a malformed summary, or two studies of one name."""
+    names = page_names(studies)
+    pages = dict(zip(names, (render(s) for s in studies)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for s, page in pages:
-        path = out_dir / f"{Path(s).resolve().name}.html"
-        path.write_text(page)
-        written.append(path)
-    return written
+    return [strict_json.write_atomic(out_dir / n, page) for n, page in pages.items()]

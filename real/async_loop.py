@@ -37,15 +37,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real import checkpoint, rundir
+from rolloutlab.real import rundir
 from rolloutlab.real.async_config import AsyncConfig
 from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from rolloutlab.real.collapse import CollapseDetector
 from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
+from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.sync import SyncRun, check_before_writing
 from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.observation import observe_step, propose_step
 from tqdm import tqdm
 
@@ -74,6 +76,8 @@ class AsyncRun(SyncRun):
     resume, traces); its engine stays in the learner process for held-out evaluation only.
     """
 
+    WHOLE_ROUNDS = False  # stale groups may be dropped: only whole groups are checked on resume
+
     def __init__(
         self,
         acfg: AsyncConfig,
@@ -87,7 +91,7 @@ class AsyncRun(SyncRun):
         self.detector = CollapseDetector(acfg.collapse)
         self.pending_G: list[int] = []
         if self.start_step > 0:
-            state = json.loads((checkpoint.latest(self.out) / "state.json").read_text())
+            state = json.loads((self.resumed_from / "state.json").read_text())
             self.detector.load_state_dict(state["collapse"])
             self.pending_G = list(state["pending_G"])  # G of batches in flight at the checkpoint
         self.v_push = self.next_batch = self.start_step
@@ -116,7 +120,7 @@ class AsyncRun(SyncRun):
                 range(self.start_step, self.cfg.steps),
                 initial=self.start_step,
                 total=self.cfg.steps,
-                disable=not progress,
+                disable=None if progress else True,  # a bar on a terminal only
                 desc=f"real async {self.pc.spec}",
                 unit="step",
             )
@@ -243,7 +247,7 @@ class AsyncRun(SyncRun):
             if d.t_collapse is None
             else math.ceil(d.t_collapse / self.pc.sync_every),
         }
-        (self.out / "collapse.json").write_text(json.dumps(doc, indent=2) + "\n")
+        strict_json.write_json(self.out / "collapse.json", doc)
 
 
 def run_async(
@@ -266,7 +270,11 @@ def run_async(
     check_before_writing(acfg.sync)  # a bad setting fails before anything is written
     if resume:
         run_id, acfg = rundir.open_existing(
-            out, overrides or {}, kind="real-async", config_cls=AsyncConfig
+            out,
+            overrides or {},
+            kind="real-async",
+            config_cls=AsyncConfig,
+            check=lambda c: resume_point(out, None),
         )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+import math
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from rolloutlab.real.task import TaskConfig
@@ -54,6 +55,19 @@ class WarmStartConfig:
     """AdamW learning rate, constant (a decay to 0 within 300 steps stopped it before the jump)."""
     seed: int = 0
     """Seeds the initialisation and the problems."""
+
+
+def _float_fields(cfg: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """``(dotted name, value)`` of every float field of a config dataclass, nested ones
+    included (e.g. ``learner.lr``)."""
+    out = []
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float):
+            out.append((prefix + f.name, v))
+        elif is_dataclass(v):
+            out.extend(_float_fields(v, f"{prefix}{f.name}."))
+    return out
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,9 @@ class SyncConfig:
             raise ConfigError(
                 f"max_gen_batches must be >= 0 (0 = unlimited), got {self.max_gen_batches}"
             )
+        for name, value in _float_fields(self):
+            if not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value}")
         if not self.learner.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
         if not self.tau > 1:

@@ -84,7 +84,10 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
     assert "predicted_time_to_target_s" in page and "data:image/png;base64," in page
     for extra, msg in (
         (["--real", str(tmp_path / "other"), "--target-accuracy", "0.7"], "different tasks"),
-        (["--real", str(tmp_path / "g4"), "--target-accuracy", "1.5"], "(0, 1]"),
+        (
+            ["--real", str(tmp_path / "g4"), "--target-accuracy", "1.5"],
+            "1.5 is not in the range 0.0<x<=1.0",
+        ),
     ):
         res = CliRunner().invoke(main, [*base, str(tmp_path / "o2"), *extra])
         assert res.exit_code == 2 and msg in res.output

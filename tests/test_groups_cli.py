@@ -128,7 +128,9 @@ def test_tau_not_above_one_is_refused(tmp_path):
     out = tmp_path / "v"
     r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
     assert r.exit_code == 2
-    assert r.output.strip().splitlines() == ["Error: --tau: expected values > 1, got [1.0]"]
+    assert r.output.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--tau': item '1': 1.0 is not in the range x>1.0."
+    )
     assert not out.exists()
 
 

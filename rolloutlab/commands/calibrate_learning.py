@@ -25,6 +25,7 @@ from rolloutlab.calibration.run_curve import read_run
 from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
 from rolloutlab.commands.common import BadInput
+from rolloutlab.commands.types import POSITIVE
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
@@ -137,7 +138,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
 )
 @click.option(
     "--as-lr-ref",
-    type=click.FloatRange(min=0, min_open=True),
+    type=POSITIVE,
     default=None,
     help="Write this lr_ref instead of the run's lr: the fitted gain per unit signal is "
     "assumed to hold at another model's reference lr (a placeholder transfer; say so).",
@@ -156,7 +157,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     "--dispersion",
     default=DEFAULT_DISPERSION,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=POSITIVE,
     help="--verl-tb: a + b of the initial Beta, fixed (a mean curve does not identify it).",
 )
 @click.option(

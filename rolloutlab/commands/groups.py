@@ -16,7 +16,13 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
-from rolloutlab.commands.common import BadInput, claim, cost_from_option, parse_list
+from rolloutlab.commands.common import (
+    BadInput,
+    calibration_out,
+    claim,
+    cost_from_option,
+)
+from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 
@@ -65,7 +71,13 @@ def _read(files, tokenizer, kw):
 
 @click.command("groups")
 @reader_options
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(
@@ -97,7 +109,13 @@ def calibrate_groups_cmd(
 @click.option(
     "--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps."
 )
-@click.option("--tau", default="4", show_default=True, help="Comma-separated thresholds > 1.")
+@click.option(
+    "--tau",
+    default="4",
+    show_default=True,
+    type=CommaList(finite(1.0, min_open=True)),
+    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
 @click.option(
@@ -106,9 +124,27 @@ def calibrate_groups_cmd(
     default=None,
     help="G of the extrapolation fit (default: logged G // 2; 0: none).",
 )
-@click.option("--draws", default=200, show_default=True, help="Subsamples per step and G.")
-@click.option("--reps", default=300, show_default=True, help="Simulated steps per held-out step.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--draws",
+    default=200,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Subsamples per step and G (>= 1).",
+)
+@click.option(
+    "--reps",
+    default=300,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Simulated steps per held-out step (>= 1).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the subsamples and simulated steps (>= 0).",
+)
 def validate_groups_cmd(
     files,
     fit_steps,
@@ -127,10 +163,7 @@ def validate_groups_cmd(
     """Fit on the first K steps; on the later steps compare measured and predicted
     P(max/median > tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
-    try:
-        taus = tuple(parse_list("--tau", tau, float, lambda v: v > 1, "values > 1"))
-    except click.BadParameter as exc:
-        raise BadInput(f"--tau: {exc.message}") from None
+    taus = tuple(tau)
     trace = _read(files, tokenizer, fields)
     cfg = ValidationConfig(
         fit_steps=fit_steps,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import click
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, echo_table, fail, progress
+from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.sim import trace
@@ -56,7 +55,13 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     show_default=True,
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
+)
 @run_options
 def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
@@ -79,38 +84,36 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
         check_comparison(specs, pipes, engine, dynamic is not None)
     except ValueError as exc:
         fail(exc)
-    claim(out, "sim")  # after every check, before minutes of simulation
-    tau = float(sc.defaults.get("tau", DEFAULT_TAU))
-    with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
+    with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
+        tau = float(sc.defaults.get("tau", DEFAULT_TAU))
+        with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
 
-        def on_step(spec: str, t: int, G: int) -> None:
-            bar.set_postfix_str(f"{spec} G={G}", refresh=False)
-            bar.update()
+            def on_step(spec: str, t: int, G: int) -> None:
+                bar.set_postfix_str(f"{spec} G={G}", refresh=False)
+                bar.update()
 
-        summary, rollouts, steps_df = run_comparison(
-            sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+            summary, rollouts, steps_df = run_comparison(
+                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+            )
+        summary.write_csv(out_dir / "summary.csv")
+        trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
+        trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
+        comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+        write_config(
+            out_dir / "config.json",
+            {
+                **config_head("sim", sc, engine, opts),
+                "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
+                **describe_rewards(rewards, dynamic, target_reward),
+                "controllers": specs,
+                "pipelines": [dataclasses.asdict(p) for p in pipes],
+                "sagc_defaults": sagc_defaults(sc),
+                "tau": tau,
+                "engine": dataclasses.asdict(sc.engine),
+                "cost": sc.cost.to_dict(),
+                "calibration": scenario_source(sc),
+            },
         )
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary.write_csv(out_dir / "summary.csv")
-    trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
-    trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-    comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
-    write_config(
-        out_dir / "config.json",
-        {
-            **config_head("sim", sc, engine, opts),
-            "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
-            **describe_rewards(rewards, dynamic, target_reward),
-            "controllers": specs,
-            "pipelines": [dataclasses.asdict(p) for p in pipes],
-            "sagc_defaults": sagc_defaults(sc),
-            "tau": tau,
-            "engine": dataclasses.asdict(sc.engine),
-            "cost": sc.cost.to_dict(),
-            "calibration": scenario_source(sc),
-        },
-    )
     click.echo(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"

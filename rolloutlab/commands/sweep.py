@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, echo_table, fail, int_list, progress
+from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.commands.types import POSITIVE_INT, SEED_COUNT, CommaList
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
@@ -19,14 +18,26 @@ from rolloutlab.sim.sweep import grid, run_sweep, sweep_means
 
 
 def _int_list_option(name: str, metavar: str, what: str):
-    """A ``NAME X[,X...]`` option parsed by :func:`int_list` (None when not given, meaning
-    the scenario's value); ``what`` starts its help text."""
+    """A ``NAME X[,X...]`` option: distinct integers >= 1 (:class:`CommaList`; None when
+    not given, meaning the scenario's value); ``what`` starts its help text."""
     return click.option(
         name,
         metavar=f"{metavar}[,{metavar}...]",
-        callback=int_list(name),
-        help=f"{what} (default: the scenario's).",
+        type=CommaList(POSITIVE_INT),
+        help=f"{what}; distinct integers >= 1 (default: the scenario's).",
     )
+
+
+def _seed_list(ctx: click.Context, param: click.Parameter, value):
+    """``--seeds`` given as a comma list (its old meaning in this command) still works,
+    as ``--seed-list``, with a warning on stderr."""
+    if value is None or "," not in value:
+        return None if value is None else SEED_COUNT.convert(value, param, ctx)
+    click.echo(
+        "warning: --seeds is now a count (seeds 0..N-1); for explicit seeds use --seed-list",
+        err=True,
+    )
+    return CommaList(click.IntRange(min=0)).convert(value, param, ctx)
 
 
 @click.command()
@@ -36,11 +47,16 @@ def _int_list_option(name: str, metavar: str, what: str):
 @_int_list_option("--max-num-seqs", "N", "vLLM max_num_seqs per worker, e.g. 256,1024")
 @click.option(
     "--seeds",
+    metavar="N",
+    callback=_seed_list,
+    help="Number of seeds: 0..N-1 [default: 3]. Each seed gives every controller the same "
+    "prompt stream.",
+)
+@click.option(
+    "--seed-list",
     metavar="S[,S...]",
-    default="0,1,2",
-    show_default=True,
-    callback=int_list("--seeds"),
-    help="Seeds; each gives every controller the same prompt stream.",
+    type=CommaList(click.IntRange(min=0)),
+    help="Explicit seeds instead of --seeds, distinct integers >= 0 (e.g. 3,7).",
 )
 @click.option(
     "--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's)."
@@ -53,7 +69,7 @@ def _int_list_option(name: str, metavar: str, what: str):
     help="Vectorised fast path (no KV pressure) or the SimPy engine.",
 )
 @run_options
-def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
+def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, **opts):
     """Run every controller on every grid point of the synchronous pipeline.
 
     Writes OUT/runs.csv (one row per grid point, seed and controller), means.csv (mean and
@@ -62,6 +78,9 @@ def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
     throughput), sweep.png and config.json, and prints means.csv. The fast path has no KV
     cache model: with --model/--gpu add --no-kv-cache, or use --engine simpy.
     """
+    if seeds is not None and seed_list is not None:
+        raise click.UsageError("give --seeds N or --seed-list S,S..., not both")
+    seeds = seed_list or (list(range(seeds)) if isinstance(seeds, int) else seeds) or [0, 1, 2]
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine)
     try:
         specs = split_specs(opts["controllers"])
@@ -74,40 +93,39 @@ def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
         )
     except ValueError as exc:
         fail(exc)
-    claim(out, "sweep")  # after every check, before the runs
-    n_steps = steps or int(sc.defaults.get("steps", 300))
-    with progress(len(points), "sweeping", "point") as bar:
-        runs = run_sweep(
-            sc,
-            specs,
-            points,
-            n_steps,
-            engine=engine,
-            dataset_size=opts["dataset_size"],
-            on_point=lambda p: bar.update(),
-            rewards=rewards,
-            dynamic=dynamic,
-            target=target_reward,
+    with claimed(out, "sweep") as out_dir:  # after every check, before the runs
+        n_steps = steps or int(sc.defaults.get("steps", 300))
+        with progress(len(points), "sweeping", "point") as bar:
+            runs = run_sweep(
+                sc,
+                specs,
+                points,
+                n_steps,
+                engine=engine,
+                dataset_size=opts["dataset_size"],
+                on_point=lambda p: bar.update(),
+                rewards=rewards,
+                dynamic=dynamic,
+                target=target_reward,
+            )
+        means = sweep_means(runs)
+        runs.write_csv(out_dir / "runs.csv")
+        means.write_csv(out_dir / "means.csv")
+        sweep_figure(runs, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
+        write_config(
+            out_dir / "config.json",
+            {
+                **config_head("sweep", sc, engine, opts),
+                "steps": n_steps,
+                "dataset_size": opts["dataset_size"],
+                "controllers": specs,
+                "points": points,
+                "engine_before_grid": describe(sc.engine),
+                "cost": sc.cost.to_dict(),
+                "calibration": scenario_source(sc),
+                **describe_rewards(rewards, dynamic, target_reward),
+            },
         )
-    means = sweep_means(runs)
-    out_dir = Path(out)
-    runs.write_csv(out_dir / "runs.csv")
-    means.write_csv(out_dir / "means.csv")
-    sweep_figure(runs, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
-    write_config(
-        out_dir / "config.json",
-        {
-            **config_head("sweep", sc, engine, opts),
-            "steps": n_steps,
-            "dataset_size": opts["dataset_size"],
-            "controllers": specs,
-            "points": points,
-            "engine_before_grid": describe(sc.engine),
-            "cost": sc.cost.to_dict(),
-            "calibration": scenario_source(sc),
-            **describe_rewards(rewards, dynamic, target_reward),
-        },
-    )
     click.echo(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
