@@ -86,6 +86,7 @@ class PagedWorker(EngineWorker):
         self._fresh: list[_Req] = []  # sequences that started producing at this boundary
         self._adm = 0  # admissions so far (admission order of the running list)
         self.boundaries = 0  # iteration boundaries scheduled (segments run in closed form)
+        self._budget_stop = False  # this boundary's admissions stopped for the token budget
         env.process(self.run())
 
     @property
@@ -250,6 +251,9 @@ class PagedWorker(EngineWorker):
                 if caching and not hit:
                     self.pending.add(r.key)
                     r.computing = True
+        # (why: only a stop for the token budget can end differently at the next
+        # boundary without a finish; blocks and slots only shrink until then)
+        self._budget_stop = bool(self.waiting) and budget <= 0 and not preempted
         if not run and self.waiting and not preempted:
             raise RuntimeError(
                 f"worker {self.index}: a request cannot be admitted into an empty "
@@ -267,8 +271,8 @@ class PagedWorker(EngineWorker):
             return None
         c, dec = self.cost, self.producing
         n, X = dec.n, dec.context()  # (X: their P + g, an exact int as before)
-        if preempted or n < len(self.running) or (prefill and self.waiting):
-            m = 1  # (why: the next boundary may admit, or a prefill is still chunking)
+        if n < len(self.running) or (prefill and self._budget_stop):
+            m = 1  # (why: a prefill is still chunking, or the next boundary may admit)
         else:
             m = dec.next_finish() - dec.K
             if self.cap != math.inf:
