@@ -28,7 +28,7 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.kv_decode import DecodeSet
-from rolloutlab.sim.prefix_cache import PrefixCache
+from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
 from rolloutlab.sim.worker import EngineWorker
 
 
@@ -165,10 +165,13 @@ class PagedWorker(EngineWorker):
     def _preempt_tail(self) -> _Req:
         v = self.running.pop()
         self._unrun(v)
-        self.cache.give_back(v.alloc)
-        v.alloc = v.rem = 0
-        if self.config.prefix_caching:
+        if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
+            n = 0 if v.computing else own_computed(v.P, v.g, v.rem, v.sh, self.B)
+            self.cache.give_back(v.alloc, ("own", v.key, v.i), n)
             self.cache.release(v.key, keep=not v.computing)
+        else:
+            self.cache.give_back(v.alloc)
+        v.alloc = v.rem = 0
         if v.computing:
             v.computing = False
             self.pending.discard(v.key)
@@ -223,21 +226,21 @@ class PagedWorker(EngineWorker):
                         continue
                 still.append(r)
             self.prefilling = still
-        caching = self.config.prefix_caching
+        caching, B = self.config.prefix_caching, self.B
         while not preempted and self.waiting and len(run) < self.config.max_num_seqs and budget > 0:
             r = self.waiting[0]
             if caching and r.key in self.pending:
                 break
-            hit = caching and self.cache.hit(r.key)
             own = self._own(r, r.g)
             if own + (0 if r.key in self.cache.refs else r.sh) > self.cache.free():
                 break
             self.waiting.popleft()
             if caching:
-                self.cache.acquire(r.key, r.sh)
-            self.cache.alloc(own)
+                r.rem, hit = admit(self.cache, r.key, ("own", r.key, r.i), r.P, r.g, r.sh, own, B)
+            else:
+                self.cache.alloc(own)
+                r.rem, hit = r.P + r.g, False
             r.alloc = own
-            r.rem = (0 if hit else r.P) + r.g
             r.adm, self._adm = self._adm, self._adm + 1
             run.append(r)
             ch = int(min(r.rem, budget)) if r.rem else 0
