@@ -145,9 +145,6 @@ class PagedWorker(EngineWorker):
             del self.left[r.key]
         self._n_streaming -= 1
 
-    def _own(self, r: _Req, g: int) -> int:
-        return -(-(r.P + g) // self.B) - r.sh
-
     def _produce(self, r: _Req) -> None:
         """Running ``r``, its prefill done, produces a token in every iteration from here."""
         self.producing.add(r)
@@ -163,14 +160,14 @@ class PagedWorker(EngineWorker):
             self.prefilling.remove(r)
 
     def _preempt_tail(self) -> _Req:
-        v = self.running.pop()
+        v, cache = self.running.pop(), self.cache
         self._unrun(v)
         if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
             n = 0 if v.computing else own_computed(v.P, v.g, v.rem, v.sh, self.B)
-            self.cache.give_back(v.alloc, ("own", v.key, v.i), n)
-            self.cache.release(v.key, keep=not v.computing)
+            cache.give_back(v.alloc, ("own", v.key, v.i), n)
+            cache.release(v.key, keep=not v.computing)
         else:
-            self.cache.give_back(v.alloc)
+            cache.give_back(v.alloc)
         v.alloc = v.rem = 0
         if v.computing:
             v.computing = False
@@ -199,7 +196,7 @@ class PagedWorker(EngineWorker):
         else:  # in admission order: the next `free` get theirs, then preempt the tail
             order, i = sorted(need, key=_admission), 0
             while i < len(order) and order[i].k >= 0:  # (preempted ones are a suffix)
-                free = cache.free()
+                free = cache.cap - cache.used
                 if free < 1:
                     self._preempt_tail()
                     preempted = True
@@ -226,19 +223,20 @@ class PagedWorker(EngineWorker):
                         continue
                 still.append(r)
             self.prefilling = still
-        caching, B = self.config.prefix_caching, self.B
-        while not preempted and self.waiting and len(run) < self.config.max_num_seqs and budget > 0:
-            r = self.waiting[0]
+        caching, B, waiting = self.config.prefix_caching, self.B, self.waiting
+        slots = self.config.max_num_seqs
+        while not preempted and waiting and len(run) < slots and budget > 0:
+            r = waiting[0]
             if caching and r.key in self.pending:
                 break
-            own = self._own(r, r.g)
-            if own + (0 if r.key in self.cache.refs else r.sh) > self.cache.free():
+            own = -(-(r.P + r.g) // B) - r.sh
+            if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
-            self.waiting.popleft()
+            waiting.popleft()
             if caching:
-                r.rem, hit = admit(self.cache, r.key, ("own", r.key, r.i), r.P, r.g, r.sh, own, B)
+                r.rem, hit = admit(cache, r.key, ("own", r.key, r.i), r.P, r.g, r.sh, own, B)
             else:
-                self.cache.alloc(own)
+                cache.alloc(own)
                 r.rem, hit = r.P + r.g, False
             r.alloc = own
             r.adm, self._adm = self._adm, self._adm + 1

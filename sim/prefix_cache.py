@@ -36,7 +36,8 @@ class PrefixCache:
         # (why chunks: one append per freed sequence, so an allocation costs O(chunks
         # it consumes), not O(blocks))
         self.queue: deque[list] = deque()  # [key or None, blocks], head evicted first
-        if cap != float("inf"):
+        self._finite = cap != float("inf")
+        if self._finite:
             self.queue.append([None, int(cap), 0])
 
     @property
@@ -64,9 +65,13 @@ class PrefixCache:
         """Take ``n_blocks`` (caller checked :meth:`free`) from the head of the queue,
         evicting the entries they belonged to (same result as one block at a time)."""
         self.used += n_blocks
-        if self.cap == float("inf"):
-            return
         q, n = self.queue, n_blocks
+        if not q or n <= 0:
+            return  # (an unlimited pool keeps no queue)
+        c = q[0]
+        if c[1] > n:  # (the common case: within the head chunk)
+            c[1] -= n
+            return
         while n > 0:
             c = q[0]
             take = min(n, c[1])
@@ -83,10 +88,14 @@ class PrefixCache:
         if key is not None:
             c = [key, n_blocks, whole]
             self.cached[key] = c
-            if self.cap != float("inf"):
+            if self._finite:
                 self.queue.append(c)
-        elif n_blocks and self.cap != float("inf"):
-            self.queue.append([None, n_blocks, 0])
+        elif n_blocks and self._finite:
+            q = self.queue
+            if q and q[-1][0] is None:  # (plain blocks after plain blocks: one chunk)
+                q[-1][1] += n_blocks
+            else:
+                q.append([None, n_blocks, 0])
 
     def give_back(self, n_blocks: int, own_key=None, own_cached: int = 0) -> None:
         """A sequence stops and frees its ``n_blocks`` own blocks; with ``own_key`` the
