@@ -164,7 +164,7 @@ class PagedWorker(EngineWorker):
         self._unrun(v)
         if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
             n = 0 if v.computing else own_computed(v.P, v.g, v.rem, v.sh, self.B)
-            cache.give_back(v.alloc, ("own", v.key, v.i), n)
+            cache.give_back(v.alloc, v, n)  # (the request itself keys its own blocks)
             cache.release(v.key, keep=not v.computing)
         else:
             cache.give_back(v.alloc)
@@ -234,7 +234,7 @@ class PagedWorker(EngineWorker):
                 break
             waiting.popleft()
             if caching:
-                r.rem, hit = admit(cache, r.key, ("own", r.key, r.i), r.P, r.g, r.sh, own, B)
+                r.rem, hit = admit(cache, r.key, r, r.P, r.g, r.sh, own, B)
             else:
                 cache.alloc(own)
                 r.rem, hit = r.P + r.g, False

@@ -69,54 +69,55 @@ class PrefixCache:
         if not q or n <= 0:
             return  # (an unlimited pool keeps no queue)
         c = q[0]
-        if c[1] > n:  # (the common case: within the head chunk)
-            c[1] -= n
-            return
-        while n > 0:
+        while c[1] <= n:  # (the head chunk is used up: evict it whole)
+            n -= c[1]
+            c[1] = 0
+            q.popleft()
+            if c[0] is not None and self.cached.get(c[0]) is c:
+                del self.cached[c[0]]
+            if n == 0:
+                return
             c = q[0]
-            take = min(n, c[1])
-            c[1] -= take
-            n -= take
-            if c[1] == 0:
-                q.popleft()
-                if c[0] is not None and self.cached.get(c[0]) is c:
-                    del self.cached[c[0]]
+        c[1] -= n
 
-    def _append(self, key, n_blocks: int, whole: int = 0) -> None:
-        """``n_blocks`` freed blocks go to the tail; as entry ``key`` (``whole``: its
-        blocks when complete) or plain (``key`` None)."""
-        if key is not None:
-            c = [key, n_blocks, whole]
-            self.cached[key] = c
-            if self._finite:
-                self.queue.append(c)
-        elif n_blocks and self._finite:
-            q = self.queue
+    def _plain(self, n_blocks: int) -> None:
+        """``n_blocks`` freed blocks nobody can hit go to the tail."""
+        q = self.queue
+        if n_blocks and self._finite:
             if q and q[-1][0] is None:  # (plain blocks after plain blocks: one chunk)
                 q[-1][1] += n_blocks
             else:
                 q.append([None, n_blocks, 0])
+
+    def _entry(self, key, n_blocks: int) -> None:
+        """``n_blocks`` freed blocks go to the tail as hittable entry ``key``."""
+        c = [key, n_blocks, n_blocks]
+        self.cached[key] = c
+        if self._finite:
+            self.queue.append(c)
 
     def give_back(self, n_blocks: int, own_key=None, own_cached: int = 0) -> None:
         """A sequence stops and frees its ``n_blocks`` own blocks; with ``own_key`` the
         first ``own_cached`` of them (computed full blocks) stay cached as that entry
         (its partial last block is freed first)."""
         self.used -= n_blocks
-        if own_key is not None and own_cached > 0:
-            self._append(None, n_blocks - own_cached)
-            self._append(own_key, own_cached, own_cached)
+        if own_cached > 0:
+            self._plain(n_blocks - own_cached)
+            self._entry(own_key, own_cached)
         else:
-            self._append(None, n_blocks)
+            self._plain(n_blocks)
 
     def take(self, key, n_blocks: int) -> int:
         """A re-admitted sequence reuses what survives of entry ``key`` and allocates the
         rest of its ``n_blocks``; returns the blocks hit."""
         c = self.cached.pop(key, None)
-        hit = 0 if c is None else c[1]
-        if c is not None:
-            c[1] = 0  # (out of the queue; popped when it reaches the head)
+        if c is None:
+            self.alloc(n_blocks)
+            return 0
+        hit, c[1] = c[1], 0  # (out of the queue; popped when it reaches the head)
         self.used += hit
-        self.alloc(n_blocks - hit)
+        if n_blocks > hit:
+            self.alloc(n_blocks - hit)
         return hit
 
     def acquire(self, key, n_blocks: int) -> int:
@@ -138,7 +139,10 @@ class PrefixCache:
             self.refs[key] = (k - 1, b)
             return
         self.used -= b
-        self._append(key if keep else None, b, b)
+        if keep:
+            self._entry(key, b)
+        else:
+            self._plain(b)
 
 
 def admit(cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B: int):
@@ -154,11 +158,20 @@ def admit(cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B
     (at least one: vLLM v1 caps a hit at ``num_tokens - 1``, and the entry only holds
     blocks computed before the preemption). A partly evicted prompt hits its surviving
     blocks; its own blocks are then unreachable (vLLM's hash chain)."""
-    full = cache.hit(key)
-    a = cache.acquire(key, sh)
-    if not full:
+    refs = cache.refs
+    if key in refs:
+        k, b = refs[key]
+        refs[key] = (k + 1, b)
+    else:
+        c = cache.cached.get(key)
+        if c is None or c[1] < c[2]:  # (not cached in full)
+            a = cache.acquire(key, sh)
+            cache.alloc(own)
+            return P + g - a * B, False
+        cache.acquire(key, sh)
+    if not g or own_key not in cache.cached:  # (nothing of its own cached)
         cache.alloc(own)
-        return P + g - a * B, False
+        return g, True
     k = cache.take(own_key, own)
     return (g if k == 0 else P + g - (sh + k) * B), True
 
