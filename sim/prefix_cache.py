@@ -32,10 +32,10 @@ class PrefixCache:
         self.cap = cap
         self.used = 0  # blocks referenced by running sequences
         self.refs: dict = {}  # prompt key -> (running sequences referencing it, blocks)
-        self.cached: dict = {}  # entry key -> its chunk [key, blocks still cached]
+        self.cached: dict = {}  # entry key -> its chunk [key, blocks still cached, whole]
         # (why chunks: one append per freed sequence, so an allocation costs O(chunks
         # it consumes), not O(blocks))
-        self.queue: deque[list] = deque()  # [key or None, blocks], head evicted first
+        self.queue: deque[list] = deque()  # chunks [key or None, blocks, whole], head first
         self._finite = cap != float("inf")
         if self._finite:
             self.queue.append([None, int(cap), 0])
