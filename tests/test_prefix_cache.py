@@ -98,3 +98,42 @@ def test_a_re_admitted_sequence_recomputes_only_what_was_evicted():
         assert ref.timeline["prefill_tokens"].sum() == recomputed
         assert batch.t_finish.tolist() == ref.times["t_finish"].tolist()
         assert batch.t_finish.tolist() == [6.0, 6.0 + (1.0 + 0.25 * recomputed) + 3.0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(1, 8),  # block size
+    st.integers(0, 40),  # prompt tokens
+    st.integers(1, 40),  # generated tokens at the preemption
+    st.integers(1, 12),  # blocks other sequences free after the preemption
+    st.integers(0, 12),  # blocks others then allocate (evicting from the head)
+    st.booleans(),  # a group mate still references the prompt
+)
+def test_re_admission_after_a_preemption(B, P, g, spare, x, mate_running):
+    # The cache is full of others' blocks; a producing sequence is preempted, others
+    # free `spare` blocks and allocate `x`, it is re-admitted: it takes exactly the
+    # blocks it needs, recomputes between 1 and P + g tokens, and hits only whole blocks.
+    sh, own = P // B, -(-(P + g) // B) - P // B
+    alloc = -(-(P + g - 1) // B) - sh  # blocks of its last iteration
+    cap = sh + own + spare
+    c = PrefixCache(cap)
+    c.acquire("p", sh)
+    if mate_running:
+        c.acquire("p", sh)
+    c.alloc(alloc)
+    c.alloc(cap - c.used)  # others hold the rest
+    n = own_computed(P, g, 0, sh, B)
+    assert 0 <= n <= alloc and (sh + n) * B <= P + g - 1
+    c.give_back(alloc, ("own", 0), n)
+    c.release("p", keep=True)
+    c.give_back(spare)  # others free blocks, after it
+    c.alloc(min(x, spare - (own - alloc)))  # and allocate: its blocks are evicted first
+    used = c.used
+    rem, full = admit(c, "p", ("own", 0), P, g, sh, own, B)
+    assert c.used == used + own + (0 if mate_running else sh) <= cap
+    assert queued(c) == cap - c.used
+    assert 0 <= rem <= P + g and (full or not mate_running)
+    if full and rem < g:  # own blocks reused: whole blocks after the prompt's
+        assert rem >= 1 and (P + g - rem) % B == 0 and P + g - rem > sh * B
+    if not full:  # what survives of the prompt, whole blocks
+        assert (P + g - rem) % B == 0 and (P + g - rem) // B < max(sh, 1)
