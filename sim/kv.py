@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from operator import attrgetter
 
 import numpy as np
 import simpy
@@ -51,9 +50,6 @@ class _Req:
         self.g = self.alloc = self.rem = 0
         self.computing = False
         self.adm = self.k = self.ph = -1
-
-
-_admission = attrgetter("adm")
 
 
 class PagedWorker(EngineWorker):
@@ -184,28 +180,21 @@ class PagedWorker(EngineWorker):
 
         Rule 1 looks only at the producing sequences whose phase is now (why: every
         other running sequence needs no block, and looking at all of them each boundary
-        made a run cost O(boundaries x running)); when blocks run short they are served
-        in admission order, preempting from the tail, exactly as the rule states.
+        made a run cost O(boundaries x running)).
         """
         preempted, run, cache = False, self.running, self.cache
         self._fresh = []
-        need = self.producing.needing()  # one block each
-        if len(need) <= cache.free():
-            if need:
-                cache.alloc(len(need))  # (same evictions as one block at a time)
-        else:  # in admission order: the next `free` get theirs, then preempt the tail
-            order, i = sorted(need, key=_admission), 0
-            while i < len(order) and order[i].k >= 0:  # (preempted ones are a suffix)
-                free = cache.cap - cache.used
-                if free < 1:
-                    self._preempt_tail()
-                    preempted = True
-                    continue
-                j = min(i + int(free), len(order))
-                while order[j - 1].k < 0:
-                    j -= 1
-                cache.alloc(j - i)  # (same evictions as one block at a time)
-                i = j
+        need = self.producing.needing()  # one block each (a live set: preempting shrinks it)
+        # (why no per-sequence loop: served in admission order, the sequences run out of
+        # blocks exactly when more need one than are free, and each preemption takes
+        # the latest admitted, so preempting the tail while that holds, then giving every
+        # remaining one its block, is the rule's outcome; the free queue is FIFO, so
+        # allocating after the frees evicts the same blocks)
+        while len(need) > cache.cap - cache.used:
+            self._preempt_tail()
+            preempted = True
+        if need:
+            cache.alloc(len(need))
         budget, prefill = self.tok_cap - self.producing.n, 0
         if self.prefilling:
             still = []
