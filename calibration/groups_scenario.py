@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from rolloutlab.calibration import grouped_records
 from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, GroupedTrace, read_grouped
 from rolloutlab.calibration.groups_fit import fit_groups
 from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
@@ -46,26 +47,40 @@ def reward_problem(trace: GroupedTrace, reward_field: str) -> str | None:
 
 
 def read_pass_rate_samples(
-    path: str | Path, score_field: str = "score", lengths_field: str | None = "code"
+    path: str | Path,
+    score_field: str = "score",
+    lengths_field: str | None = None,
+    fallback: tuple[str, ...] = ("code",),
 ) -> GroupedSamples:
     """The pass-rate fitter's input from one grouped per-sample file, read by
     :func:`calibration.grouped.read_grouped` (JSONL/CSV/parquet, one record per prompt or
     per sample): correctness from ``score_field`` (booleans or 0/1), lengths from
     ``lengths_field`` (numbers as given, texts as character counts). ``lengths_field``
-    None: the lengths field is looked up among the common spellings only to find the
-    groups, and no lengths are returned (no coupling fit).
+    None: the first of ``fallback`` (Qwen2.5-Math's response texts ``code``) present in
+    the file, else the common spellings of :data:`calibration.grouped.CANDIDATES`, else
+    none: a correctness-only file gives ``lengths`` None (no coupling fit) and
+    ``length_unit`` ``"none"``. ``lengths_field`` ``""``: the same lookup (the groups are
+    found), but no lengths are returned.
 
-    Raises GroupedDataError (file, line, field) on a missing file or field, a
-    correctness that is missing or not 0/1, a correctness list of another count than
-    the lengths, or anything :func:`calibration.grouped.read_grouped` refuses."""
-    trace = read_grouped([path], FieldNames(lengths=lengths_field, reward=score_field))
+    Raises GroupedDataError (file, line, field) on a missing file, a named field that
+    is missing, a correctness that is missing or not 0/1, a correctness list of another
+    count than the lengths, or anything :func:`calibration.grouped.read_grouped` refuses."""
+    drop = lengths_field == ""
+    lengths_field = lengths_field or None
+    if lengths_field is None and Path(path).is_file():
+        present = grouped_records.columns(Path(path))
+        lengths_field = next((f for f in fallback if f in present), None)
+    trace = read_grouped(
+        [path], FieldNames(lengths=lengths_field, reward=score_field), need_lengths=False
+    )
     problem = reward_problem(trace, score_field)
     if problem is not None:
         raise GroupedDataError(problem)
+    correct = [r.astype(bool) for r in trace.flat("reward")]
+    if drop or trace.samples["length"].null_count():
+        return GroupedSamples(correct=correct, lengths=None, length_unit="none")
     samples = grouped_samples(trace)
     assert samples is not None  # every reward is 0/1 (checked above)
-    if lengths_field is None:
-        return GroupedSamples(correct=samples.correct, lengths=None, length_unit="none")
     return samples
 
 
