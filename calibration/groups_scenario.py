@@ -13,7 +13,8 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration import grouped_records
 from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, GroupedTrace, read_grouped
-from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.groups_fit import fit_groups_law
+from rolloutlab.calibration.groups_validate import fit_data
 from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
 from rolloutlab.calibration.writer import calibration_dict, source_entry
 from rolloutlab.sim.scenario import load_scenario
@@ -98,6 +99,12 @@ class GroupsCalibrationConfig:
     """Bundled scenario or calibration file whose cost, engine and prompt length are used
     (prompt length: the data's median when it has one)."""
     name: str = "groups"
+    within_law: str = "normal"
+    """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or ``auto``:
+    least AIC)."""
+    fit_window: int | None = None
+    """Fit on the last ``fit_window`` steps only (None: all); the model's step 0 is then
+    the window's first step, and the empirical mode keeps only the window's groups."""
 
 
 def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
@@ -106,8 +113,8 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     ``pass_rate`` the beta-binomial pass-rate block of
     :func:`calibration.passrate_fit.pass_rate_block` when every sample has a 0/1 reward. Raises ValueError / CalibrationError on a bad
     ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
-    flat = trace.flat("length")
-    fit = fit_groups(flat, trace.flat("censored"), trace.group_steps())
+    flat, cens, at = fit_data(trace, len(trace.steps()), cfg.fit_window)
+    fit, aics = fit_groups_law(flat, cens, at, cfg.within_law)
     known = trace.known_cap()
     cap = cfg.max_response_length or known or int(trace.samples["length"].max())
     if cfg.length_model == "empirical":
@@ -145,6 +152,8 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
         fit={
             "lengths": fit.to_dict(),
             "steps": len(trace.steps()),
+            "fit_steps": [int(min(at)), int(max(at))] if cfg.fit_window else "all",
+            "aic_by_law": aics,
             "group_size": sorted({len(g) for g in flat}),
             "cap_source": "--max-response-length"
             if cfg.max_response_length
