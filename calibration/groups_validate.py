@@ -20,7 +20,10 @@ subsampled to ``g``: extrapolation in G), ``tb_stats_icc`` (today's TensorBoard-
 path: :func:`calibration.lengths_fit.fit_step`/``fit_run`` on each fit step's pooled mean,
 max, min and clip ratio, split by the bundled ICC, :func:`calibration.icc.bundled_icc`),
 ``no_within`` (the hierarchical fit's total spread, all of it between prompts), and
-``empirical`` (whole observed fit-step groups resampled without replacement).
+``empirical`` (whole observed fit-step groups resampled without replacement). With
+``fit_window`` every model is fitted on the last ``W`` fit steps only (names end in
+``_w<W>``); with another within-group law (:mod:`sim.within_law`, ``auto`` = least AIC)
+the hierarchical models carry the law's name and the normal-law baselines are left out.
 """
 
 from __future__ import annotations
