@@ -230,8 +230,9 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     ``cfg.fit_steps`` steps (the last ``cfg.fit_window`` of them when given); the
     hierarchical fit with ``cfg.within_law``. The baselines ``tb_stats_icc`` and
     ``no_within`` (a normal law's split) are left out with another law. ``law``: the
-    fitted within-group law (``t(df=..)`` with its degrees of freedom), or the
-    model's kind for the others."""
+    fitted within-group law (``t(df=..)`` with its degrees of freedom; with ``auto``
+    followed by every law's AIC, ``[AIC normal .., gumbel .., t ..]``), or the model's
+    kind for the others."""
     flat, cens, at = fit_data(trace, cfg.fit_steps, cfg.fit_window)
     step0 = min(at)
     if cfg.length_model == "empirical":
@@ -241,9 +242,12 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
             np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
         )
         return {f"empirical{sfx}": (emp, G, step0, "empirical")}
-    hier, _ = fit_groups_law(flat, cens, at, cfg.within_law)
+    hier, aics = fit_groups_law(flat, cens, at, cfg.within_law)
     sfx = cfg.model_suffix(hier.within_law)
-    out = {f"hierarchical{sfx}": (hier.model(cap), G, step0, law_name(hier))}
+    chosen = law_name(hier)
+    if len(aics) > 1:
+        chosen += " [AIC " + ", ".join(f"{w} {a:.1f}" for w, a in aics.items()) + "]"
+    out = {f"hierarchical{sfx}": (hier.model(cap), G, step0, chosen)}
     if hier.within_law == "normal":
         total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
         steps = trace.steps()

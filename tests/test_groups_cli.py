@@ -170,5 +170,9 @@ def test_within_law_and_fit_window_options(tmp_path):
     best = min(fit["aic_by_law"], key=fit["aic_by_law"].get)
     assert fit["lengths"]["within_law"] == best == load_scenario(cal).lengths.within_law
     assert "AIC normal" in r.output
+    r = _run(*args, "--within-law", "auto", "--draws", 5, "--reps", 3, "--out", tmp_path / "a")
+    assert r.exit_code == 0, r.output
+    law = pl.read_csv(tmp_path / "a" / "validation_groups.csv")["law"][0]
+    assert re.fullmatch(r".+ \[AIC normal [\d.]+, gumbel [\d.]+, t [\d.]+\]", law), law
     r = _run(*args, "--within-law", "lognormal", "--out", tmp_path / "w")
     assert r.exit_code == 2 and not (tmp_path / "w").exists()
