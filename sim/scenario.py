@@ -5,7 +5,7 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
     {"format": "rolloutlab.calibration", "version": 1, "name": "...",
      "lengths": {"kind": "lognormal", "mu": .., "sigma_prompt": .., "sigma_within": ..,
                  "max_response_length": .., "mu_growth_per_step": 0.0,
-                 "sigma_growth_per_step": 0.0}
+                 "sigma_growth_per_step": 0.0, "within_law": "normal" (or "gumbel", "t"), "within_df": 0.0}
                 | {"kind": "empirical", "values": [...], "max_response_length": ..,
                    "groups": [[...], ...], "replace": true},
      "prompt_tokens": 104,
@@ -124,7 +124,11 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
             for k in ("mu_growth_per_step", "sigma_growth_per_step")
         }
         try:
-            return LognormalLengths(max_response_length=cap, **vals, **extra)
+            law = str(d.get("within_law", "normal"))
+            df = float(d.get("within_df", 0.0))
+            return LognormalLengths(
+                max_response_length=cap, **vals, **extra, within_law=law, within_df=df
+            )
         except ValueError as exc:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
     if kind == "empirical":

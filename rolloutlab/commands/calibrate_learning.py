@@ -80,9 +80,10 @@ def _provenance(path: str, command: str) -> dict:
 @click.option("--score-field", default="score", show_default=True, help="Correctness list.")
 @click.option(
     "--responses-field",
-    default="code",
-    show_default=True,
-    help="Response texts (coupling from their CHARACTER lengths; numbers are taken as given).",
+    default=None,
+    help="Response texts (coupling from their CHARACTER lengths; numbers are taken as "
+    "given). Default: code when the file has it, else the common spellings of lengths, "
+    "else none (pass rates only; the coupling needs lengths and is left at 0).",
 )
 @click.option(
     "--lengths-field", default=None, help="Response lengths (wins over --responses-field)."
@@ -100,10 +101,10 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
         cmd += f" --note {shlex.quote(note)}"
     if lengths_field:
         cmd += f" --lengths-field {shlex.quote(lengths_field)}"
-    elif responses_field != "code":
+    elif responses_field is not None:
         cmd += f" --responses-field {shlex.quote(responses_field)}"
     try:
-        data = read_pass_rate_samples(file, score_field, lengths_field or responses_field or None)
+        data = read_pass_rate_samples(file, score_field, lengths_field or responses_field)
         prov = _provenance(file, cmd) | ({"note": note} if note else {})
         block = pass_rate_block(data, prov)
     except (ValueError, OSError) as exc:
@@ -112,8 +113,13 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     f = block["fit"]
     click.echo(
         f"wrote {out}: pass_rate {block['spec']} (mean {f['mean_pass_rate']:.3f} "
-        f"+- {f['mean_pass_rate_se']:.3f}), coupling {block['coupling']} "
-        f"+- {f['se']['coupling'] or float('nan'):.2g}, {block['provenance']['n_prompts']} prompts"
+        f"+- {f['mean_pass_rate_se']:.3f}), "
+        + (
+            f"coupling {block['coupling']} +- {f['se']['coupling'] or float('nan'):.2g}"
+            if "coupling_note" not in f
+            else f"coupling {f['coupling_note']}"
+        )
+        + f", {block['provenance']['n_prompts']} prompts"
     )
 
 

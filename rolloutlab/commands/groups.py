@@ -25,8 +25,10 @@ from rolloutlab.commands.common import (
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
+from rolloutlab.sim.within_law import LAWS
 
 LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
+WITHIN_LAWS = click.Choice([*LAWS, "auto"])
 
 
 def reader_options(f):
@@ -58,6 +60,21 @@ def reader_options(f):
         show_default=True,
         help="lognormal: hierarchical fit; empirical: resample whole observed groups.",
     )(f)
+    f = click.option(
+        "--within-law",
+        type=WITHIN_LAWS,
+        default="normal",
+        show_default=True,
+        help="Law of the within-group noise of log length (lognormal model): normal, "
+        "gumbel (right-skewed), t (heavy tails, df fitted), or auto (least AIC).",
+    )(f)
+    f = click.option(
+        "--fit-window",
+        type=click.IntRange(min=2),
+        default=None,
+        help="Fit on the last W steps only (of the fit steps): the recent past of a "
+        "nonstationary run (default: all).",
+    )(f)
     return click.argument("files", nargs=-1, required=True)(f)
 
 
@@ -67,6 +84,10 @@ def _read(files, tokenizer, kw):
         return read_grouped(list(files), names, tokenizer)
     except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
+
+
+def _aics(fit: dict) -> str:
+    return ", ".join(f"{law} {aic:.1f}" for law, aic in fit["aic_by_law"].items())
 
 
 @click.command("groups")
@@ -81,12 +102,23 @@ def _read(files, tokenizer, kw):
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(
-    files, out, cost_from, name, tokenizer, max_response_length, length_model, **fields
+    files,
+    out,
+    cost_from,
+    name,
+    tokenizer,
+    max_response_length,
+    length_model,
+    within_law,
+    fit_window,
+    **fields,
 ):
     """Fit the hierarchical length model (between-prompt and within-group spread, censored
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
     trace = _read(files, tokenizer, fields)
-    cfg = GroupsCalibrationConfig(length_model, max_response_length, cost_from, name)
+    cfg = GroupsCalibrationConfig(
+        length_model, max_response_length, cost_from, name, within_law, fit_window
+    )
     try:
         d = calibrate_groups(trace, cfg)
         write_json_atomic(d, out)
@@ -99,7 +131,11 @@ def calibrate_groups_cmd(
         f"({f['n_censored']} censored), lengths: {trace.length_unit}; "
         f"mu0 {f['mu0']:.3f}±{se['mu0']:.3f}, sigma_prompt {f['sigma_prompt']:.3f}"
         f"±{se['sigma_prompt']:.3f}, sigma_within {f['sigma_within']:.3f}"
-        f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}; "
+        f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}"
+        + (f", within law {f['within_law']}" if f["within_law"] != "normal" else "")
+        + (f" (df {f['within_df']:.2f})" if f["within_law"] == "t" else "")
+        + (f" [AIC {_aics(d['fit'])}]" if len(d["fit"]["aic_by_law"]) > 1 else "")
+        + "; "
         f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
 
@@ -158,9 +194,11 @@ def validate_groups_cmd(
     tokenizer,
     max_response_length,
     length_model,
+    within_law,
+    fit_window,
     **fields,
 ):
-    """Fit on the first K steps; on the later steps compare measured and predicted
+    """Fit on the first K steps (the last --fit-window of them when given); on the later steps compare measured and predicted
     P(max/median > tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
     taus = tuple(tau)
@@ -175,6 +213,8 @@ def validate_groups_cmd(
         cap=max_response_length,
         length_model=length_model,
         seed=seed,
+        fit_window=fit_window,
+        within_law=within_law,
     )
     try:
         table = validate_groups(trace, cfg)
