@@ -22,6 +22,7 @@ with what it measured:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -30,77 +31,171 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
+from rolloutlab.calibration.learning_draws import draw_rewards
 from rolloutlab.calibration.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.run_curve import RunCurve, read_run
 from rolloutlab.sim import trace
-from rolloutlab.sim.learning import time_to_target
+from rolloutlab.sim.learning import LearningParams, time_to_target
 
 WINDOW = 10
 """Steps in the trailing reward mean of :func:`sim.learning.time_to_target`."""
 
 
-def _steps(run_dir: Path) -> pl.DataFrame:
+CLOCKS = ("wall", "cpu")
+"""What "time" is: the run's wall clock, or its process CPU time per step (the
+``cpu_gen_s``, ``cpu_train_s``, ``cpu_sync_s`` fields of ``learner.jsonl``), which the
+load of a shared machine does not stretch."""
+
+
+def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
+    """The run's steps table; with ``clock="cpu"`` its times are CPU seconds: phases from
+    learner.jsonl, ``t_end`` their running sum (time between steps, evaluations, not
+    counted). Raises ValueError naming a run without the table or the CPU fields."""
     for suffix in (".parquet", ".jsonl"):
         p = Path(run_dir) / f"steps{suffix}"
         if p.exists():
-            return trace.read(p, "steps").sort("step")
-    raise ValueError(f"{run_dir}: no steps.parquet or steps.jsonl")
+            steps = trace.read(p, "steps").sort("step")
+            break
+    else:
+        raise ValueError(f"{run_dir}: no steps.parquet or steps.jsonl")
+    if clock == "wall":
+        return steps
+    names = ("cpu_gen_s", "cpu_train_s", "cpu_sync_s")
+    rows = [json.loads(x) for x in (Path(run_dir) / "learner.jsonl").read_text().splitlines() if x.strip()]  # fmt: skip
+    if len(rows) != steps.height or any(n not in r for r in rows for n in names):
+        raise ValueError(
+            f"{Path(run_dir) / 'learner.jsonl'}: fields {', '.join(names)} missing on some step "
+            "(a run from before they were recorded): use --clock wall or rerun it"
+        )
+    gen, train, sync = (np.array([r[n] for r in rows], float) for n in names)
+    end = np.cumsum(gen + train + sync)
+    return steps.with_columns(
+        pl.Series("t_start", end - gen - train - sync),
+        pl.Series("t_end", end),
+        pl.Series("gen_time", gen),
+        pl.Series("train_time", train),
+        pl.Series("sync_time", sync),
+    )
 
 
 def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
-    """``(c0, c1)`` of ``t_step = c0 + c1 * B * G`` from a run's steps table (module docstring)."""
+    """``(c0, c1)`` of ``t_step = c0 + c1 * B * G`` from a run's steps table (module
+    docstring): ``c1`` = total generation + training time over total rollouts, ``c0`` =
+    mean sync time + the time between steps per step, so the run's own clock is
+    reproduced at its last step."""
     rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
     busy = (steps["gen_time"] + steps["train_time"]).to_numpy()
-    c1 = float(np.median(busy / rollouts))
+    c1 = float(busy.sum() / rollouts.sum())
     span = (steps["t_end"] - steps["t_start"]).to_numpy()
     between = (float(steps["t_end"][-1]) - float(span.sum())) / steps.height
-    return float(steps["sync_time"].median()) + max(between, 0.0), c1
+    return float(steps["sync_time"].mean()) + max(between, 0.0), c1
+
+
+def _beta(fit: dict) -> tuple[float, float]:
+    a, b = fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(",")
+    return float(a), float(b)
+
+
+def _params(fit: dict) -> LearningParams:
+    return LearningParams.from_dict(fit)
 
 
 def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFrame:
-    """Predicted ``step, t_end (s), reward_mean`` of a run with ``curve``'s settings."""
-    a, b = (float(x) for x in fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(","))
-    reward = mean_field_curve(fit["kappa"], a, b, curve, fit["lr_ref"])
-    per_step = cost[0] + cost[1] * np.array(
-        [c.size * g for c, g in zip(curve.counts, curve.G, strict=True)]
-    )
+    """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
+    settings (:func:`calibration.learning_fit.mean_field_curve`; drawn in the figure)."""
+    p = _params(fit)
+    reward = mean_field_curve(p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max)
     return pl.DataFrame(
-        {"step": np.arange(len(reward)), "t_end": np.cumsum(per_step), "reward_mean": reward}
+        {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}
     )
 
 
-def _ranks(values: list[float | None]) -> list[int]:
-    key = [np.inf if v is None else v for v in values]
-    order = np.argsort(key, kind="stable")
-    ranks = np.empty(len(key), dtype=int)
-    ranks[order] = np.arange(1, len(key) + 1)
-    return ranks.tolist()
+def step_clock(curve: RunCurve, cost: tuple[float, float]) -> np.ndarray:
+    """Predicted ``t_end`` (T,) in s: cumulative ``c0 + c1 * B * G``."""
+    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
+    return np.cumsum(cost[0] + cost[1] * rollouts)
+
+
+def first_passage(fit: dict, curve: RunCurve, target: float, draws: int, seed: int) -> np.ndarray:
+    """(draws,) steps to target (counted from 1; NaN = never) of ``draws`` runs drawn from
+    the fitted model at ``curve``'s G, lr and B
+    (:func:`calibration.learning_draws.draw_rewards`), each scored like the measured run
+    (trailing mean of :data:`WINDOW` steps, full windows; module docstring)."""
+    B = np.array([c.size for c in curve.counts])
+    reward = draw_rewards(
+        _params(fit), *_beta(fit), curve.G, curve.lr, B, curve.dynamic_sampling, draws,
+        np.random.default_rng(seed),
+    )  # fmt: skip
+    c = np.cumsum(np.pad(reward, ((0, 0), (1, 0))), axis=1)
+    trail = (c[:, WINDOW:] - c[:, :-WINDOW]) / WINDOW  # (draws, T - W + 1)
+    hit = trail >= target - 1e-12
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + WINDOW, np.nan)
+
+
+def _median(steps: np.ndarray) -> int | None:
+    """Median of (n,) steps to target, NaN = never (sorted last); None when over half never."""
+    med = float(np.median(np.where(np.isnan(steps), np.inf, steps)))
+    return None if not np.isfinite(med) else int(np.ceil(med))
+
+
+def _step_at(steps: pl.DataFrame, t: float | None) -> int | None:
+    """The step whose ``t_end`` is ``t`` (time_to_target's hit), counted from 1."""
+    if t is None:
+        return None
+    return int(steps.sort("t_end")["t_end"].search_sorted(t)) + 1
 
 
 def compare_learning(
-    fit_dir: Path, run_dirs: list[Path], target: float
-) -> tuple[pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
-    """``(table, curves, fit)``: one row per run of ``run_dirs`` (columns of
-    ``learning_comparison.csv``), per run ``(measured steps, predicted steps)``, and the
-    fitted learning block.
+    fit_dir: Path,
+    run_dirs: list[Path],
+    target: float,
+    model: str = "saturating",
+    draws: int = 200,
+    seed: int = 0,
+    clock: str = "wall",
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
+    """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
+    ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
+    rel_error, measured/predicted_rank``, then ``seed, group,
+    measured/predicted_steps_to_target, predicted_sd_s, predicted_reached_frac,
+    mean_field_time_to_target_s``), one row per controller and settings over its seeds
+    (:func:`analysis.learning_seeds.group_table`), per run ``(measured steps, mean-field
+    predicted steps)``, and the fitted learning block with the cost model.
+
+    ``model``: the learning model's shape (:data:`calibration.learning_fit.MODELS`);
+    ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
+    common random numbers); ``clock``: :data:`CLOCKS`. The predicted time to target is
+    the median over the draws (None when more than half never reach it).
 
     Raises: ValueError (``RunDataError``, ``ProgressError``) naming a run that cannot be
-    read, runs of different tasks, or a target outside (0, 1].
+    read, runs of different tasks, a target outside (0, 1], an unknown model or clock, or
+    (clock cpu) a run without the CPU fields.
     """
     if not 0 < target <= 1:
         raise ValueError(f"--target-accuracy must be in (0, 1], got {target}")
     runs, _, _ = load_runs([fit_dir, *run_dirs])  # same task, readable
     fit_curve = read_run(fit_dir)
-    fit = fit_learning(fit_curve)
-    cost = cost_model(_steps(fit_dir), fit_curve)
+    if clock not in CLOCKS:
+        raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
+    fit = fit_learning(fit_curve, model=model)
+    cost = cost_model(_steps(fit_dir, clock), fit_curve)
     rows, curves = [], {}
-    for d, ctl in zip(run_dirs, runs["controller"].to_list()[1:], strict=True):
-        measured = _steps(d)
-        predicted = predict(fit, read_run(d), cost)
+    controllers = runs["controller"].to_list()[1:]
+    labels = group_labels(list(run_dirs), controllers)
+    for d, ctl, seed_, label in zip(
+        run_dirs, controllers, runs["seed"].to_list()[1:], labels, strict=True
+    ):
+        measured, curve = _steps(d, clock), read_run(d)
+        predicted = predict(fit, curve, cost)
         curves[Path(d).name] = (measured, predicted)
+        t_pred = predicted["t_end"].to_numpy()
         m = time_to_target(measured, target, WINDOW)
-        p = time_to_target(predicted, target, WINDOW)
+        drawn = first_passage(fit, curve, target, draws, seed)
+        p_step = _median(drawn)
+        p = None if p_step is None else float(t_pred[p_step - 1])
+        reached = drawn[~np.isnan(drawn)].astype(int)
         rows.append(
             {
                 "run": Path(d).name,
@@ -108,29 +203,61 @@ def compare_learning(
                 "measured_time_to_target_s": m,
                 "predicted_time_to_target_s": p,
                 "rel_error": None if m is None or p is None else (p - m) / m,
+                "seed": seed_,
+                "group": label,
+                "measured_steps_to_target": _step_at(measured, m),
+                "predicted_steps_to_target": p_step,
+                "predicted_sd_s": float(np.std(t_pred[reached - 1])) if reached.size > 1 else None,
+                "predicted_reached_frac": reached.size / draws,
+                "mean_field_time_to_target_s": time_to_target(predicted, target, WINDOW),
             }
         )
-    table = pl.DataFrame(rows, schema_overrides={"rel_error": pl.Float64})
-    table = table.with_columns(
-        pl.Series("measured_rank", _ranks(table["measured_time_to_target_s"].to_list())),
-        pl.Series("predicted_rank", _ranks(table["predicted_time_to_target_s"].to_list())),
+    table = pl.DataFrame(
+        rows,
+        schema_overrides={
+            "rel_error": pl.Float64,
+            "measured_time_to_target_s": pl.Float64,
+            "predicted_time_to_target_s": pl.Float64,
+            "measured_steps_to_target": pl.Int64,
+            "predicted_steps_to_target": pl.Int64,
+            "predicted_sd_s": pl.Float64,
+            "mean_field_time_to_target_s": pl.Float64,
+        },
     )
-    return table, curves, {**fit, "cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1]}
+    groups = group_table(table)
+    table = table.with_columns(
+        pl.Series("measured_rank", ranks(table["measured_time_to_target_s"].to_list())),
+        pl.Series("predicted_rank", ranks(table["predicted_time_to_target_s"].to_list())),
+    ).select(
+        "run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
+        "rel_error", "measured_rank", "predicted_rank", "seed", "group",
+        "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
+        "predicted_reached_frac", "mean_field_time_to_target_s",
+    )  # fmt: skip
+    extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "clock": clock,
+             "draws": draws, "draw_seed": seed}  # fmt: skip
+    return table, groups, curves, {**fit, **extra}
 
 
 def comparison_figure(
     curves: dict[str, tuple[pl.DataFrame, pl.DataFrame]], target: float, path: str | Path
 ) -> None:
-    """One panel per run: measured and predicted reward (trailing mean of :data:`WINDOW`
+    """One panel per run (up to 5 a row): measured and predicted reward (trailing mean of :data:`WINDOW`
     steps) against wall clock (s), the target dashed. Writes ``path``."""
     n = len(curves)
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), squeeze=False, sharey=True)
-    for ax, (name, (meas, pred)) in zip(axes[0], curves.items(), strict=True):
+    ncol = min(n, 5)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(3.6 * ncol, 3.0 * nrow), squeeze=False, sharey=True
+    )
+    for ax, (name, (meas, pred)) in zip(axes.flat, curves.items()):
         for df, label in ((meas, "measured"), (pred, "predicted")):
             y = df["reward_mean"].rolling_mean(WINDOW, min_samples=WINDOW)
             ax.plot(df["t_end"], y, label=label)
         ax.axhline(target, ls="--", color="grey", lw=1)
         ax.set(title=name, xlabel="wall clock (s)")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
     axes[0][0].set_ylabel(f"reward, trailing mean of {WINDOW}")
     axes[0][0].legend()
     fig.tight_layout()
