@@ -189,12 +189,45 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     type=float,
     help="target training reward (trailing mean of 10 steps) in (0, 1]",
 )
+@click.option(
+    "--learning-model",
+    type=click.Choice(["saturating", "linear"]),
+    default="saturating",
+    show_default=True,
+    help="shape of the learning shift (docs/learning.md §2): saturating at a fitted capacity, "
+    "or the simulator's default linear one",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="time = wall clock, or the runs' process CPU time per step (learner.jsonl "
+    "cpu_*_s; not stretched by a loaded machine)",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="runs drawn from the fitted model per prediction (time to target = their median)",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the drawn runs")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def learning(
-    fit_dir: Path, real_dirs: tuple[Path, ...], target_accuracy: float, out_dir: Path
+    fit_dir: Path,
+    real_dirs: tuple[Path, ...],
+    target_accuracy: float,
+    learning_model: str,
+    clock: str,
+    draws: int,
+    seed: int,
+    out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
-    curve and time to target; DIR/learning_comparison.csv, .png and fit.json."""
+    curve and time to target; DIR/learning_comparison.csv (per run),
+    learning_comparison_by_controller.csv (runs of one controller and settings over their
+    seeds: measured mean +- sd beside the predicted mean), .png and fit.json."""
     import json
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
@@ -205,11 +238,14 @@ def learning(
             f"must be in (0, 1], got {target_accuracy}", param_hint="--target-accuracy"
         )
     try:
-        table, curves, fit = compare_learning(fit_dir, list(real_dirs), target_accuracy)
+        table, groups, curves, fit = compare_learning(
+            fit_dir, list(real_dirs), target_accuracy, learning_model, draws, seed, clock
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "learning_comparison.csv")
+    groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
     comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
     (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
     write_config(
@@ -219,7 +255,12 @@ def learning(
             "fit_run": str(fit_dir),
             "real_runs": [str(d) for d in real_dirs],
             "target_accuracy": target_accuracy,
+            "learning_model": learning_model,
+            "clock": clock,
+            "draws": draws,
+            "seed": seed,
         },
     )
     echo_table(table)
+    echo_table(groups)
     click.echo(f"-> {out_dir}")
