@@ -148,7 +148,7 @@ def _step_at(steps: pl.DataFrame, t: float | None) -> int | None:
 
 
 def compare_learning(
-    fit_dir: Path,
+    fit_dir: Path | list[Path],
     run_dirs: list[Path],
     target: float,
     model: str = "saturating",
@@ -164,6 +164,10 @@ def compare_learning(
     (:func:`analysis.learning_seeds.group_table`), per run ``(measured steps, mean-field
     predicted steps)``, and the fitted learning block with the cost model.
 
+    ``fit_dir``: one run, or several (seeds of one setting) fitted jointly
+    (:func:`calibration.learning_fit.fit_learning`), the cost model then the mean of
+    theirs.
+
     ``model``: the learning model's shape (:data:`calibration.learning_fit.MODELS`);
     ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
     common random numbers); ``clock``: :data:`CLOCKS`. The predicted time to target is
@@ -175,17 +179,19 @@ def compare_learning(
     """
     if not 0 < target <= 1:
         raise ValueError(f"--target-accuracy must be in (0, 1], got {target}")
-    runs, _, _ = load_runs([fit_dir, *run_dirs])  # same task, readable
-    fit_curve = read_run(fit_dir)
+    fit_dirs = [fit_dir] if isinstance(fit_dir, str | Path) else list(fit_dir)
+    runs, _, _ = load_runs([*fit_dirs, *run_dirs])  # same task, readable
+    fit_curves = [read_run(d) for d in fit_dirs]
     if clock not in CLOCKS:
         raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
-    fit = fit_learning(fit_curve, model=model)
-    cost = cost_model(_steps(fit_dir, clock), fit_curve)
+    fit = fit_learning(fit_curves, model=model)
+    costs = [cost_model(_steps(d, clock), c) for d, c in zip(fit_dirs, fit_curves, strict=True)]
+    cost = (float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs])))
     rows, curves = [], {}
-    controllers = runs["controller"].to_list()[1:]
+    controllers = runs["controller"].to_list()[len(fit_dirs) :]
     labels = group_labels(list(run_dirs), controllers)
     for d, ctl, seed_, label in zip(
-        run_dirs, controllers, runs["seed"].to_list()[1:], labels, strict=True
+        run_dirs, controllers, runs["seed"].to_list()[len(fit_dirs) :], labels, strict=True
     ):
         measured, curve = _steps(d, clock), read_run(d)
         predicted = predict(fit, curve, cost)

@@ -77,15 +77,25 @@ def shift(C: np.ndarray, kappa: float, theta_max: float = math.inf) -> np.ndarra
     return saturating_shift(np.zeros_like(C), kappa * C, theta_max)
 
 
-def _nll(x: np.ndarray, curve: RunCurve, C: np.ndarray, hist: dict) -> float:
+def _hist(curve: RunCurve, C: np.ndarray) -> list[tuple]:
+    """Per group size G of the run: ``(C at its steps, G, counts histogram (T_G, G + 1))``."""
+    out = []
+    for G in np.unique(curve.G):
+        rows = np.flatnonzero(curve.G == G)
+        h = np.stack([np.bincount(curve.counts[t], minlength=G + 1) for t in rows])
+        out.append((C[rows], int(G), h))
+    return out
+
+
+def _nll(x: np.ndarray, hist: list[tuple]) -> float:
     """Negative log likelihood of every group's count at (log a, log b, log kappa[, log
-    theta_max])."""
+    theta_max]); ``hist`` from :func:`_hist` (of one or several runs)."""
     a, b, kappa = np.exp(x[:3])
-    theta = shift(C, kappa, math.exp(x[3]) if len(x) > 3 else math.inf)
+    cap = math.exp(x[3]) if len(x) > 3 else math.inf
     lp0, w = beta_logit_grid(a, b)
     nll = 0.0
-    for G, (rows, h) in hist.items():
-        p = special.expit(lp0[None, :] + theta[rows, None])  # (T_G, Q)
+    for C, G, h in hist:
+        p = special.expit(lp0[None, :] + shift(C, kappa, cap)[:, None])  # (T_G, Q)
         pk = np.einsum("tqj,q->tj", _pmf(G, p), w)  # (T_G, G + 1)
         nll -= float((h * np.log(np.maximum(pk, 1e-300))).sum())
     return nll
@@ -112,34 +122,36 @@ def _minimize(f, x0: list[float]):
     return optimize.minimize(f, np.asarray(x0, float), method="L-BFGS-B")
 
 
-def fit_learning(curve: RunCurve, init_steps: int = 3, model: str = "linear") -> dict:
+def fit_learning(
+    curve: RunCurve | list[RunCurve], init_steps: int = 3, model: str = "linear"
+) -> dict:
     """Fit kappa with the initial Beta(a, b), and with ``model="saturating"`` the capacity
-    theta_max (module docstring). Returns the ``learning`` block without provenance: the
+    theta_max (module docstring). Several runs (e.g. seeds of one setting) are fitted
+    jointly: one likelihood, each run replayed on its own; the fit-quality numbers are the
+    first run's. Returns the ``learning`` block without provenance: the
     LearningParams fields (``lr_ref`` = the run's median lr; ``theta_max`` None for the
     linear model) plus ``fit``. Raises ValueError on an unknown model, when the run has
     fewer than ``init_steps + 2`` steps, or its first steps are all right or all wrong."""
     if model not in MODELS:
         raise ValueError(f"learning model: expected one of {MODELS}, got {model!r}")
+    curves = [curve] if isinstance(curve, RunCurve) else list(curve)
+    curve = curves[0]
     T = len(curve.G)
-    if init_steps < 1 or T < init_steps + 2:
+    if init_steps < 1 or min(len(c.G) for c in curves) < init_steps + 2:
         raise ValueError(f"run has {T} steps; need at least init_steps + 2 = {init_steps + 2}")
-    first = list(zip(curve.counts[:init_steps], curve.G[:init_steps], strict=True))
+    first = [
+        (k, g) for c in curves for k, g in zip(c.counts[:init_steps], c.G[:init_steps], strict=True)
+    ]
     init = fit_beta_binomial(
         np.concatenate([c for c, _ in first]),
         np.concatenate([np.full(c.size, g) for c, g in first]),
     )
-    lr_ref = float(np.median(curve.lr))
+    lr_ref = float(np.median(np.concatenate([c.lr for c in curves])))
     C = replay_shift(curve, lr_ref)
-    hist = {}
-    for G in np.unique(curve.G):
-        rows = np.flatnonzero(curve.G == G)
-        hist[int(G)] = (
-            rows,
-            np.stack([np.bincount(curve.counts[t], minlength=G + 1) for t in rows]),
-        )
+    hist = [h for c in curves for h in _hist(c, replay_shift(c, lr_ref))]
 
     def f(x):
-        return _nll(np.asarray(x, float), curve, C, hist)
+        return _nll(np.asarray(x, float), hist)
 
     linear = _minimize(f, list(np.log([init["alpha"], init["beta"], 1.0])))
     best, lr_test = linear, None
@@ -183,6 +195,7 @@ def fit_learning(curve: RunCurve, init_steps: int = 3, model: str = "linear") ->
                 "mean": init["mean"],
             },
             "steps": T,
+            "runs": len(curves),
             "init_steps": init_steps,
             "dynamic_sampling": curve.dynamic_sampling,
             "theta_final": float(theta[-1]),

@@ -98,7 +98,9 @@ def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
         _write(tmp_path / name, G, seed, T=20)
     _write(tmp_path / "c0", 8, 2, lr=2e-6, T=20)  # static:8 with another lr: its own group
     dirs = [tmp_path / n for n in ("a0", "b0", "a1", "b1", "c0")]
-    table, groups, _, fit = compare_learning(dirs[0], dirs, 0.7, "linear", 10, clock="cpu")
+    fit_on = [dirs[0], dirs[2]]  # both static:8 seeds, fitted jointly
+    table, groups, _, fit = compare_learning(fit_on, dirs, 0.7, "linear", 10, clock="cpu")
+    assert fit["fit"]["runs"] == 2
     assert table["group"].to_list() == [
         "static:8 lr=1e-06", "static:4", "static:8 lr=1e-06", "static:4", "static:8 lr=2e-06"
     ]  # fmt: skip

@@ -174,7 +174,14 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
 
 
 @compare.command("learning")
-@click.option("--fit", "fit_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--fit",
+    "fit_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the run to calibrate on (repeat for several seeds of one setting: a joint fit)",
+)
 @click.option(
     "--real",
     "real_dirs",
@@ -215,7 +222,7 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the drawn runs")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def learning(
-    fit_dir: Path,
+    fit_dirs: tuple[Path, ...],
     real_dirs: tuple[Path, ...],
     target_accuracy: float,
     learning_model: str,
@@ -239,7 +246,7 @@ def learning(
         )
     try:
         table, groups, curves, fit = compare_learning(
-            fit_dir, list(real_dirs), target_accuracy, learning_model, draws, seed, clock
+            list(fit_dirs), list(real_dirs), target_accuracy, learning_model, draws, seed, clock
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
@@ -252,7 +259,7 @@ def learning(
         out_dir / "config.json",
         {
             "kind": "compare-learning",
-            "fit_run": str(fit_dir),
+            "fit_runs": [str(d) for d in fit_dirs],
             "real_runs": [str(d) for d in real_dirs],
             "target_accuracy": target_accuracy,
             "learning_model": learning_model,
