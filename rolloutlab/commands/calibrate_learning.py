@@ -233,8 +233,6 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
     cmd += f" --skip-steps {skip_steps}" + "".join(f" --check {shlex.quote(c)}" for c in checks)
     if as_lr_ref is not None:
         cmd += f" --as-lr-ref {as_lr_ref:g}"
-    if learning_model != "linear":
-        cmd += f" --learning-model {learning_model}"
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
