@@ -246,10 +246,13 @@ def compare_learning(
 
 
 def comparison_figure(
-    curves: dict[str, tuple[pl.DataFrame, pl.DataFrame]], target: float, path: str | Path
+    curves: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
+    target: float,
+    path: str | Path,
+    clock: str = "wall",
 ) -> None:
     """One panel per run (up to 5 a row): measured and predicted reward (trailing mean of :data:`WINDOW`
-    steps) against wall clock (s), the target dashed. Writes ``path``."""
+    steps) against the ``clock`` (:data:`CLOCKS`, s), the target dashed. Writes ``path``."""
     n = len(curves)
     ncol = min(n, 5)
     nrow = -(-n // ncol)
@@ -261,7 +264,7 @@ def comparison_figure(
             y = df["reward_mean"].rolling_mean(WINDOW, min_samples=WINDOW)
             ax.plot(df["t_end"], y, label=label)
         ax.axhline(target, ls="--", color="grey", lw=1)
-        ax.set(title=name, xlabel="wall clock (s)")
+        ax.set(title=name, xlabel="wall clock (s)" if clock == "wall" else "CPU time (s)")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     axes[0][0].set_ylabel(f"reward, trailing mean of {WINDOW}")

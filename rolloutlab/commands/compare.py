@@ -253,7 +253,7 @@ def learning(
     out_dir.mkdir(parents=True, exist_ok=True)
     table.write_csv(out_dir / "learning_comparison.csv")
     groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
-    comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
+    comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png", clock)
     (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
     write_config(
         out_dir / "config.json",
