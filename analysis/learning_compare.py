@@ -1,23 +1,28 @@
 """Predicted against measured time-to-target of real runs (``rolloutlab compare learning``).
 
-One real run (``--fit``) calibrates the simulator's learning model
-(:func:`calibration.learning_fit.fit_learning`: kappa and the initial Beta pass rates) and
-a per-step cost model; each run is then predicted from its own settings and compared
+One real run, or several seeds of one setting (``--fit``), calibrate the simulator's
+learning model (:func:`calibration.learning_fit.fit_learning`: kappa, the initial Beta
+pass rates and, with the default ``saturating`` model, the shift's capacity theta_max)
+and a per-step cost model; each run is then predicted from its own settings and compared
 with what it measured:
 
-- **reward curve**: the closed-loop mean-field curve
-  (:func:`calibration.learning_fit.mean_field_curve`) driven by the run's own per-step G,
-  B and lr (for an adaptive controller: the G it actually chose, not a re-simulated
-  controller: **simplification**);
-- **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = median over the fit run's
-  steps of ``(gen_time + train_time) / (B G)``, ``c0`` = the fit run's median
-  ``sync_time`` plus its time between steps (evaluations, checkpoints) per step
-  (**modelling choice**: cost linear in rollouts; one G in a static fit run cannot
-  separate a per-step intercept of generation from its slope);
-- **time to target**: :func:`sim.learning.time_to_target` (trailing mean of
-  ``reward_mean`` over 10 steps >= target) on the measured steps table and on the
-  predicted curve, so both sides use the same statistic (training reward, not held-out
-  accuracy).
+- **reward**: runs drawn from the fitted model (:mod:`calibration.learning_draws`)
+  driven by the run's own per-step G, B and lr (for an adaptive controller: the G it
+  actually chose, not a re-simulated controller: **simplification**); the mean-field
+  curve (:func:`calibration.learning_fit.mean_field_curve`) is drawn in the figure;
+- **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = the fit run's generation +
+  training time over its rollouts, ``c0`` = its mean ``sync_time`` plus its time between
+  steps (evaluations, checkpoints) per step (**modelling choice**: cost linear in
+  rollouts; one G in a static fit run cannot separate a per-step intercept of generation
+  from its slope). ``clock="cpu"`` takes the process CPU time of each step's phases
+  (learner.jsonl) instead of wall time: on a shared machine the wall clock of identical
+  work varies with the load, which no model of the run can predict;
+- **time to target**: :func:`sim.learning.time_to_target` (first step where the trailing
+  mean of ``reward_mean`` over 10 steps >= target) on the measured steps table; the
+  prediction is the **median over the drawn runs** of the same statistic. The statistic
+  of a noisy run is a first passage: near a plateau the noise crosses the target long
+  before the mean curve does, so applying it to the mean-field curve (column
+  ``mean_field_time_to_target_s``) is biased late (by +70-90 % on the graph-walk runs).
 """
 
 from __future__ import annotations
