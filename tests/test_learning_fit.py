@@ -82,6 +82,14 @@ def test_cli_learning(tmp_path):
     block = json.loads(out.read_text())["learning"]
     assert block["lr_ref"] == 1e-6 and block["fit"]["lr_of_run"] == 3e-4
     assert "--as-lr-ref 1e-06" in block["provenance"]["command"]
+    assert block["theta_max"] is None and block["fit"]["model"] == "linear"
+    out3 = tmp_path / "l3.json"
+    r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "run"),
+                                  "--out", str(out3), "--learning-model", "saturating"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    sat = json.loads(out3.read_text())["learning"]
+    assert sat["fit"]["model"] == "saturating" and sat["theta_max"] > 0
+    assert "--learning-model saturating" in sat["provenance"]["command"]
     _write_run(tmp_path / "bare", curve, learner=False)
     out2 = tmp_path / "l2.json"
     r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "bare"),
