@@ -22,7 +22,7 @@ with what it measured:
   prediction is the **median over the drawn runs** of the same statistic. The statistic
   of a noisy run is a first passage: near a plateau the noise crosses the target long
   before the mean curve does, so applying it to the mean-field curve (column
-  ``mean_field_time_to_target_s``) is biased late (by +70-90 % on the graph-walk runs).
+  ``mean_field_time_to_target_s``) is biased late (by +50-80 % on the graph-walk runs).
 """
 
 from __future__ import annotations
