@@ -197,7 +197,8 @@ class LearningModel:
             self.t_collapse = int(step) + 1
         f = -self.params.reversal * np.ones(n) if was_collapsed else 1 / (1 + s * eta / self.c_safe)
         d = self.params.kappa * (lr / self.params.lr_ref) * float((sig * f).sum()) / batch_size
-        d = float(saturating_shift(self.theta, d, self.params.theta_max)) - self.theta
+        if math.isfinite(self.params.theta_max):  # the linear model's arithmetic stays as it was
+            d = float(saturating_shift(self.theta, d, self.params.theta_max)) - self.theta
         self.theta += d
         return d
 
