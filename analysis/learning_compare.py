@@ -36,6 +36,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from rolloutlab.analysis.learning_resim import (
+    resimulate,
+    resimulated_rows,
+    run_config,
+    step_lengths,
+)
 from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
 from rolloutlab.calibration.learning_draws import draw_rewards
@@ -160,6 +166,7 @@ def compare_learning(
     draws: int = 200,
     seed: int = 0,
     clock: str = "wall",
+    resim_draws: int = 0,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
     """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
     ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
@@ -175,7 +182,9 @@ def compare_learning(
 
     ``model``: the learning model's shape (:data:`calibration.learning_fit.MODELS`);
     ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
-    common random numbers); ``clock``: :data:`CLOCKS`. The predicted time to target is
+    common random numbers); ``clock``: :data:`CLOCKS`; ``resim_draws`` > 0: every
+    adaptive (not ``static:``) run is also predicted with its controller re-simulated
+    (:mod:`analysis.learning_resim`, that many draws; columns ``resim_*``). The predicted time to target is
     the median over the draws (None when more than half never reach it).
 
     Raises: ValueError (``RunDataError``, ``ProgressError``) naming a run that cannot be
@@ -192,6 +201,7 @@ def compare_learning(
     fit = fit_learning(fit_curves, model=model)
     costs = [cost_model(_steps(d, clock), c) for d, c in zip(fit_dirs, fit_curves, strict=True)]
     cost = (float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs])))
+    fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     rows, curves = [], {}
     controllers = runs["controller"].to_list()[len(fit_dirs) :]
     labels = group_labels(list(run_dirs), controllers)
@@ -207,6 +217,14 @@ def compare_learning(
         p_step = _median(drawn)
         p = None if p_step is None else float(t_pred[p_step - 1])
         reached = drawn[~np.isnan(drawn)].astype(int)
+        resim = {"resim_time_to_target_s": None, "resim_steps_to_target": None,
+                 "resim_mean_G": None}  # fmt: skip
+        if resim_draws > 0 and not ctl.startswith("static:"):
+            sim = resimulate(
+                _params(fit), _beta(fit), ctl, run_config(d), curve, fit_lengths, cost,
+                resim_draws, seed,
+            )  # fmt: skip
+            resim = resimulated_rows(*sim, target, WINDOW)
         rows.append(
             {
                 "run": Path(d).name,
@@ -221,6 +239,7 @@ def compare_learning(
                 "predicted_sd_s": float(np.std(t_pred[reached - 1])) if reached.size > 1 else None,
                 "predicted_reached_frac": reached.size / draws,
                 "mean_field_time_to_target_s": time_to_target(predicted, target, WINDOW),
+                **resim,
             }
         )
     table = pl.DataFrame(
@@ -233,6 +252,9 @@ def compare_learning(
             "predicted_steps_to_target": pl.Int64,
             "predicted_sd_s": pl.Float64,
             "mean_field_time_to_target_s": pl.Float64,
+            "resim_time_to_target_s": pl.Float64,
+            "resim_steps_to_target": pl.Int64,
+            "resim_mean_G": pl.Float64,
         },
     )
     groups = group_table(table)
@@ -244,6 +266,7 @@ def compare_learning(
         "rel_error", "measured_rank", "predicted_rank", "seed", "group",
         "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
         "predicted_reached_frac", "mean_field_time_to_target_s",
+        *(["resim_time_to_target_s", "resim_steps_to_target", "resim_mean_G"] if resim_draws else []),
     )  # fmt: skip
     extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "clock": clock,
              "draws": draws, "draw_seed": seed}  # fmt: skip

@@ -99,7 +99,11 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
     ``rel_error = predicted_mean_s / measured_mean_s - 1``; ``seed_spread_rel =
     measured_sd_s / measured_mean_s``; ``error_within_spread``: ``|predicted_mean_s -
     measured_mean_s| < measured_sd_s``. Ranks on the means (1 = fastest; never = last).
+    With ``resim_time_to_target_s`` in ``runs`` (re-simulated controllers) two more:
+    ``resim_mean_s`` (mean over the reached runs' re-simulated predictions; null for
+    static runs) and ``resim_rel_error``.
     """
+    resim = "resim_time_to_target_s" in runs.columns
     rows = []
     for (label,), g in runs.group_by("group", maintain_order=True):
         ok = g.filter(pl.col("measured_time_to_target_s").is_not_null())
@@ -125,6 +129,9 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
                 ),
             }
         )
+        if resim:
+            r = _mean([v for v in ok["resim_time_to_target_s"].to_list() if v is not None])
+            rows[-1] |= {"resim_mean_s": r, "resim_rel_error": None if r is None or m is None else r / m - 1}  # fmt: skip
     table = pl.DataFrame(
         rows,
         schema_overrides={
@@ -132,9 +139,13 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
             for c in GROUP_COLUMNS
             if c.endswith(("_s", "_error", "_rel", "_mean")) and c != "controller"
         }
-        | {"error_within_spread": pl.Boolean},
+        | {
+            "error_within_spread": pl.Boolean,
+            "resim_mean_s": pl.Float64,
+            "resim_rel_error": pl.Float64,
+        },  # fmt: skip
     )
     return table.with_columns(
         pl.Series("measured_rank", ranks(table["measured_mean_s"].to_list())),
         pl.Series("predicted_rank", ranks(table["predicted_mean_s"].to_list())),
-    ).select(GROUP_COLUMNS)
+    ).select(*GROUP_COLUMNS, *(["resim_mean_s", "resim_rel_error"] if resim else []))

@@ -176,11 +176,10 @@ def fit_learning(
     # sampling noise of one step's accuracy: fresh prompts (Var p / B) + Bernoulli draws
     noise_var = (m2 - replayed**2) / B_t + (replayed - m2) / (B_t * curve.G)
     blocks = np.array_split(np.arange(T), max(T // 10, 1))
-    params = LearningParams(kappa=kappa, lr_ref=lr_ref, theta_max=theta_max).__dict__
+    params = LearningParams(kappa=kappa, lr_ref=lr_ref, theta_max=theta_max).to_dict()
     ses = {"kappa": float(se[2]), "init_alpha": float(se[0]), "init_beta": float(se[1])}
     return {
         **params,
-        "theta_max": theta_max if math.isfinite(theta_max) else None,
         "fit": {
             "model": model,
             "method": f"MLE of (a, b, kappa{', theta_max' if len(best.x) > 3 else ''}) on every "

@@ -66,6 +66,12 @@ class LearningParams:
         if bad:
             raise ValueError(f"LearningParams: expected kappa >= 0 and others > 0, got {bad}")
 
+    def to_dict(self) -> dict:
+        """The fields as a strict-JSON dict (``theta_max`` None when infinite), the inverse
+        of :meth:`from_dict`."""
+        d = asdict(self)
+        return d | {"theta_max": d["theta_max"] if math.isfinite(d["theta_max"]) else None}
+
     @classmethod
     def from_dict(cls, d: dict) -> LearningParams:
         """From a scenario's ``learning`` block; keys other than the fields (provenance,

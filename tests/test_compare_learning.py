@@ -144,3 +144,18 @@ def test_group_table_by_hand():
     assert z["measured_mean_s"] is None and z["predicted_mean_s"] is None
     assert (x["measured_rank"], y["measured_rank"], z["measured_rank"]) == (1, 2, 3)
     assert (x["predicted_rank"], y["predicted_rank"], z["predicted_rank"]) == (1, 2, 3)
+
+
+def test_resimulated_controller_chooses_its_own_G(tmp_path):
+    """--resimulate: an adaptive run is predicted with its controller choosing G in the
+    drawn runs (static runs get no resim_* values); LAGC at its defaults moves G."""
+    _write(tmp_path / "fit", 8, 0, T=20)
+    _write(tmp_path / "ad", 8, 1, controller="lagc", T=20)
+    _write(tmp_path / "st", 4, 2, T=20)
+    table, groups, _, _ = compare_learning(
+        tmp_path / "fit", [tmp_path / "ad", tmp_path / "st"], 0.7, "linear", 5, resim_draws=3
+    )
+    ad, st = table.rows(named=True)
+    assert st["resim_mean_G"] is None and st["resim_time_to_target_s"] is None
+    assert ad["resim_mean_G"] is not None and ad["resim_mean_G"] != 8.0
+    assert {"resim_mean_s", "resim_rel_error"} <= set(groups.columns)

@@ -233,3 +233,6 @@ def test_saturating_shift_by_hand_and_linear_default():
     assert saturating_shift(1.0, 2.0, 2.0) == pytest.approx(2 - math.exp(-1))
     assert LearningParams(kappa=1.0).theta_max == math.inf
     assert LearningParams.from_dict({"kappa": 1.0, "theta_max": None}).theta_max == math.inf
+    assert LearningParams(kappa=1.0).to_dict()["theta_max"] is None
+    p = LearningParams(kappa=2.0, theta_max=3.0)
+    assert LearningParams.from_dict(p.to_dict()) == p

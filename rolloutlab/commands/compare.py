@@ -220,6 +220,15 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     help="runs drawn from the fitted model per prediction (time to target = their median)",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the drawn runs")
+@click.option(
+    "--resimulate",
+    "resim_draws",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="N > 0: also predict every adaptive run with its controller re-simulated "
+    "(N drawn runs; columns resim_*), not only from the G it chose",
+)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def learning(
     fit_dirs: tuple[Path, ...],
@@ -229,6 +238,7 @@ def learning(
     clock: str,
     draws: int,
     seed: int,
+    resim_draws: int,
     out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
@@ -246,7 +256,14 @@ def learning(
         )
     try:
         table, groups, curves, fit = compare_learning(
-            list(fit_dirs), list(real_dirs), target_accuracy, learning_model, draws, seed, clock
+            list(fit_dirs),
+            list(real_dirs),
+            target_accuracy,
+            learning_model,
+            draws,
+            seed,
+            clock,
+            resim_draws,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
@@ -266,6 +283,7 @@ def learning(
             "clock": clock,
             "draws": draws,
             "seed": seed,
+            "resimulate": resim_draws,
         },
     )
     echo_table(table)
