@@ -27,8 +27,8 @@ CAPTIONS = {
     "class. Right: the two scaling laws per S; flat lines mean the law holds.",
     "phase_diagram.png": "Collapsed fraction over seeds per (S, learning rate); black: closed-form eta_max.",
     "comparison.png": "Per controller: group size, straggler ratio and cumulative wall clock per step.",
-    "learning_comparison.png": "Per real run: measured and predicted training reward against wall "
-    "clock; the dashed line is the target.",
+    "learning_comparison.png": "Per real run: measured and predicted (mean-field) training reward "
+    "against wall clock or CPU time; the dashed line is the target.",
 }
 """One-line caption per known figure; other figures get their file name."""
 
@@ -40,10 +40,11 @@ INTRO = {
     "rollout finishes) and straggler events are compared with the measured ones. "
     "'drawn' draws lengths from the fitted model (the whole simulator); 'replay' uses the "
     "measured lengths (the engine and cost model only); 'constant' is the naive baseline.",
-    "compare-learning": "The simulator's learning model (initial pass rates and gain) and a step-cost "
-    "model were fitted on one real GRPO run; every other run's reward curve and time to "
-    "the target were predicted from its own group sizes, batch and learning rate, and "
-    "compared with the measured ones (relative error and rank per run).",
+    "compare-learning": "The simulator's learning model (initial pass rates, gain, capacity) and a "
+    "step-cost model were fitted on one or several real GRPO runs; every run's time to the "
+    "target was predicted as the median over runs drawn from the model at its own group "
+    "sizes, batch and learning rate, and compared with the measured one (relative error and "
+    "rank per run; per controller over seeds: measured mean and sd beside the prediction).",
     "compare-collapse": "A stability grid (staleness S x learning rate x seed, each run marked collapsed or "
     "not, with its collapse step) was split in two. The collapse model's constants were "
     "fitted on one half and the other half predicted. Both scaling laws of the staleness "
@@ -51,7 +52,13 @@ INTRO = {
     "the measured grid, the fitted model and a simulated grid.",
 }
 
-_TABLES = ("idle_summary.csv", "collapse_scaling.csv", "learning_comparison.csv", "summary.csv")
+_TABLES = (
+    "idle_summary.csv",
+    "collapse_scaling.csv",
+    "learning_comparison_by_controller.csv",
+    "learning_comparison.csv",
+    "summary.csv",
+)
 _STYLE = (
     "body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;font-size:12px;margin:1em 0}"

@@ -205,15 +205,18 @@ class SyncRun:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
             )
-        t_start = self.clock()
+        t_start, cpu = self.clock(), [time.process_time()]
         problems, reqs, results, ds = self._generate(step, G)
         t_gen = self.clock()
+        cpu.append(time.process_time())
         rewards, lengths, keep, stats = self._learn(
             step, G, problems, reqs, results, None if ds is None else ds.keep
         )
         t_train = self.clock()
+        cpu.append(time.process_time())
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
+        cpu.append(time.process_time())
         observe_step(
             self.controller,
             lengths,
@@ -227,6 +230,11 @@ class SyncRun:
         )
         t_end = self.clock()
         extra = sampling_record(rewards, keep, results, G, ds)
+        # process CPU time (s) of the step's phases: a clock that the machine's load
+        # does not stretch (analysis.learning_compare's --clock cpu)
+        extra.update(
+            cpu_gen_s=cpu[1] - cpu[0], cpu_train_s=cpu[2] - cpu[1], cpu_sync_s=cpu[3] - cpu[2]
+        )
         correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
         self.writer.append_step(
             rollout_rows(self.run_id, step, G, results, self.next_prompt_id, rewards, correct),

@@ -180,8 +180,17 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     type=click.Path(),
     help="--verl-tb: another run to predict with the fitted parameters (RMSE in fit.heldout).",
 )
+@click.option(
+    "--learning-model",
+    type=click.Choice(["linear", "saturating"]),
+    default="linear",
+    show_default=True,
+    help="--real: shape of the shift (docs/learning.md §2); saturating also fits theta_max.",
+)
 @click.option("--note", default=None, help="Free text added to provenance.")
-def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **verl_opts):
+def calibrate_learning(
+    run_dir, verl_dir, out, init_steps, as_lr_ref, learning_model, note, **verl_opts
+):
     """Fit the learning-progress model to a real run's per-group correctness (--real;
     writes the ``learning`` block) or to a verl run's training-reward curve (--verl-tb;
     writes the ``pass_rate`` and ``learning`` blocks). Exactly one of the two."""
@@ -195,10 +204,12 @@ def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **ve
         cmd += f" --init-steps {init_steps}"
     if as_lr_ref is not None:
         cmd += f" --as-lr-ref {as_lr_ref:g}"
+    if learning_model != "linear":
+        cmd += f" --learning-model {learning_model}"
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        block = fit_learning(read_run(run_dir), init_steps)
+        block = fit_learning(read_run(run_dir), init_steps, learning_model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     block["fit"]["lr_of_run"] = block["lr_ref"]

@@ -194,10 +194,11 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
 @compare.command("learning")
 @click.option(
     "--fit",
-    "fit_dir",
+    "fit_dirs",
     required=True,
+    multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="The real run the learning and cost models are fitted on.",
+    help="The real run the models are fitted on (repeat for several seeds of one setting: a joint fit).",
 )
 @click.option(
     "--real",
@@ -220,31 +221,96 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Output directory (new, or an earlier compare learning output).",
 )
+@click.option(
+    "--learning-model",
+    type=click.Choice(["saturating", "linear"]),
+    default="saturating",
+    show_default=True,
+    help="shape of the learning shift (docs/learning.md §2): saturating at a fitted capacity, "
+    "or the simulator's default linear one",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="time = wall clock, or the runs' process CPU time per step (learner.jsonl "
+    "cpu_*_s; not stretched by a loaded machine)",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="runs drawn from the fitted model per prediction (time to target = their median)",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the drawn runs (>= 0).",
+)
+@click.option(
+    "--resimulate",
+    "resim_draws",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="N > 0: also predict every adaptive run with its controller re-simulated "
+    "(N drawn runs; columns resim_*), not only from the G it chose",
+)
 def learning(
-    fit_dir: Path, real_dirs: tuple[Path, ...], target_accuracy: float, out_dir: Path
+    fit_dirs: tuple[Path, ...],
+    real_dirs: tuple[Path, ...],
+    target_accuracy: float,
+    learning_model: str,
+    clock: str,
+    draws: int,
+    seed: int,
+    resim_draws: int,
+    out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
-    curve and time to target; DIR/learning_comparison.csv, .png and fit.json."""
+    curve and time to target; DIR/learning_comparison.csv (per run),
+    learning_comparison_by_controller.csv (runs of one controller and settings over their
+    seeds: measured mean +- sd beside the predicted mean), .png and fit.json."""
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
     from rolloutlab.sim.provenance import write_config
 
     with claimed(out_dir, "compare-learning"):
         try:
-            table, curves, fit = compare_learning(fit_dir, list(real_dirs), target_accuracy)
+            table, groups, curves, fit = compare_learning(
+                list(fit_dirs),
+                list(real_dirs),
+                target_accuracy,
+                learning_model,
+                draws,
+                seed,
+                clock,
+                resim_draws,
+            )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
         table.write_csv(out_dir / "learning_comparison.csv")
-        comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
+        groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
+        comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png", clock)
         strict_json.write_json(out_dir / "fit.json", fit, default=float)
         write_config(
             out_dir / "config.json",
             {
                 "kind": "compare-learning",
-                "fit_run": str(fit_dir),
+                "fit_runs": [str(d) for d in fit_dirs],
                 "real_runs": [str(d) for d in real_dirs],
                 "target_accuracy": target_accuracy,
+                "learning_model": learning_model,
+                "clock": clock,
+                "draws": draws,
+                "seed": seed,
+                "resimulate": resim_draws,
             },
         )
     echo_table(table)
+    echo_table(groups)
     click.echo(f"-> {out_dir}")
