@@ -61,6 +61,9 @@ class Ledger:
     """Queued or running at the end (or aborted but not yet removed)."""
     spanned_versions: list[int] = field(default_factory=list)
     """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
+    admission: Any = None
+    """The run's :class:`sim.admission.Admission` (streaming pipelines), with its event
+    log; ``None`` for the batch-serial ones."""
 
     def as_dict(self) -> dict:
         """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""

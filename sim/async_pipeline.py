@@ -49,6 +49,7 @@ from collections import deque
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.admission import Admission
 from rolloutlab.sim.async_dynamic import AsyncRounds
 from rolloutlab.sim.async_ledger import (
     BatchInfo,
@@ -127,6 +128,12 @@ class _Simulation:
                 "use --gen-batch-factor with another pipeline"
             )
         self.rounds = AsyncRounds(cfg.dynamic, cfg.prompts, pipeline.lead) if cfg.dynamic else None
+        self.admission = (  # AReaL's rule for the streaming kinds (sim.admission)
+            Admission(pipeline.S, cfg.prompts, record=True)
+            if pipeline.streaming and self.rounds is None
+            else None
+        )
+        self.ledger.admission = self.admission
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
 
     def run(self):
@@ -158,6 +165,8 @@ class _Simulation:
         if self.rounds is not None:  # counted in groups (sim.async_dynamic)
             if not self.rounds.admissible(self.v_gen):
                 return False
+        elif self.admission is not None:
+            return self.admission.capacity(self.v_gen) > 0
         elif j - self.v_gen > self.pc.lead:
             return False
         return self.pc.streaming or j == 0 or self.batches[j - 1].generating == 0
@@ -170,7 +179,13 @@ class _Simulation:
             while not self._admissible(j):
                 self.changed = self.env.event()
                 yield self.changed
-            n_prompts = n_fixed if self.rounds is None else self.rounds.batch_size(self.v_gen)
+            if self.rounds is not None:
+                n_prompts = self.rounds.batch_size(self.v_gen)
+            elif self.admission is not None:
+                n_prompts = min(n_fixed, self.admission.capacity(self.v_gen))
+                self.admission.start(n_prompts, self.v_gen)
+            else:
+                n_prompts = n_fixed
             prompt_ids = self.next_prompt + np.arange(n_prompts)
             G = propose_step(self.ctl, prompt_ids)
             if G < 1:
@@ -217,6 +232,8 @@ class _Simulation:
         if group.status == "running" and group.n_done == group.G:
             group.status = "ready"
             info.generating -= 1
+            if self.admission is not None:
+                self.admission.finish(self.v_gen)
             self.ready.append(group)
             if not self.ready_evt.triggered:
                 self.ready_evt.succeed()
@@ -408,6 +425,8 @@ class _Simulation:
         if g.status == "running":
             pending = [i for i in range(g.lo, g.lo + g.G) if np.isnan(info.batch.t_finish[i])]
             self.engine.abort(info.batch, pending)
+        if self.admission is not None:  # a drop frees its place
+            (self.admission.abort if g.status == "running" else self.admission.drop)(self.v_gen)
         self._resolve(g, status, step)
         self.discarded.append(g)
         self._poke()
