@@ -38,6 +38,9 @@ class BatchInfo:
     groups: list[GroupState]
     v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
     correct: np.ndarray | None = None  # (n_prompts, G) bool rewards, None without a pass-rate model
+    stale_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(n_prompts * G,) tokens made before the last weight sync each rollout spanned
+    (partial pipelines; :func:`sim.rollout_versions.record_progress`)."""
     observed: bool = False
     unresolved: int = 0
     generating: int = 0  # groups not yet complete nor discarded

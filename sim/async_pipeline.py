@@ -74,6 +74,7 @@ from rolloutlab.sim.pipeline import (
 from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.reward_metrics import informative, step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
+from rolloutlab.sim.rollout_versions import VersionClock, record_progress, version_columns
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
 
@@ -110,6 +111,7 @@ class _Simulation:
         self.env = simpy.Environment()
         self.engine = Engine(self.env, scenario.cost, scenario.engine)
         self.v_gen = 0
+        self.clock = VersionClock()  # when v_gen changed (sim.rollout_versions)
         self.batches: list[BatchInfo] = []
         self.ready: deque[GroupState] = deque()
         self.ready_evt = self.env.event()
@@ -214,6 +216,7 @@ class _Simulation:
                 groups,
                 np.full(n_prompts * G, -1, dtype=np.int64),
                 correct=correct,
+                stale_tokens=np.zeros(n_prompts * G, dtype=np.int64),
                 unresolved=n_prompts,
                 generating=n_prompts,
             )
@@ -269,7 +272,7 @@ class _Simulation:
                 self._resolve(g, "consumed", t)
             sync_time = 0.0
             if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
-                self.v_gen = t + 1  # the weights did not change, nothing to send
+                self._set_version(t + 1)  # the weights did not change, nothing to send
             elif (t + 1) % self.pc.sync_every == 0:
                 t_sync = env.now
                 if not paused:
@@ -278,7 +281,9 @@ class _Simulation:
                 wait_s = env.now - t_sync
                 sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
                 yield env.timeout(cost.weight_sync_s())
-                self.v_gen = t + 1
+                if self.pc.partial:  # workers held: tokens made under the old weights
+                    record_progress(self.engine, self.info_of)
+                self._set_version(t + 1)
             rewards = self._learn(taken, t)
             if (t + 1) % self.pc.sync_every == 0:
                 self.gen_model = self.tracker.behaviour_copy()
@@ -289,6 +294,10 @@ class _Simulation:
                 self._poke()
             if self.on_step is not None:
                 self.on_step(t, taken[0].G if taken else self.batches[-1].G)
+
+    def _set_version(self, v: int) -> None:
+        self.v_gen = v
+        self.clock.change(self.env.now, v)
 
     def _take(self, t: int):
         """Collect step ``t``'s groups from the ready queue (a SimPy generator returning
@@ -393,6 +402,7 @@ class _Simulation:
             self.sc.lengths.max_response_length,
             correct=None if info.correct is None else info.correct[g.lo // g.G][None],
         )
+        cols.update(version_columns(info, sl, g.v_dispatch, self.pc.partial, self.clock))
         if status != "consumed":
             b = info.batch
             cols["response_tokens"] = np.where(

@@ -61,6 +61,11 @@ class Worker(EngineWorker):
         """Requests running or waiting on this worker."""
         return self.n + self.n_waiting
 
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens so far)`` of each running request (iterations since its
+        admission, exact at a boundary)."""
+        return [(b, i, self.k - (fk - b.resp_[i])) for fk, _, b, i in self.running]
+
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         self.waiting.append([batch, idx, idx.tolist(), 0])
         self.n_waiting += len(idx)

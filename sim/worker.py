@@ -10,7 +10,7 @@ pipelines run on either).
 What a worker offers:
 
 - :meth:`~EngineWorker.enqueue` requests of a :class:`~sim.batch.Batch`;
-  :attr:`~EngineWorker.outstanding`, :attr:`~EngineWorker.busy_s`,
+  :meth:`~EngineWorker.progress` of running ones; :attr:`~EngineWorker.outstanding`, :attr:`~EngineWorker.busy_s`,
   :attr:`~EngineWorker.events`;
 - :meth:`~EngineWorker.hold_at_boundary` (stop at the next iteration boundary until the
   ``hold`` event fires; returns the ``stopped`` event) and :attr:`~EngineWorker.held`;
@@ -18,7 +18,8 @@ What a worker offers:
 - :meth:`~EngineWorker.abort` (remove requests at the next boundary, at once when idle
   or held), which calls the worker's own :meth:`~EngineWorker.apply_aborts`.
 
-A subclass implements :meth:`_queue`, :attr:`outstanding`, :meth:`apply_aborts` and
+A subclass implements :meth:`_queue`, :attr:`outstanding`, :meth:`progress`,
+:meth:`apply_aborts` and
 ``run`` (its process), calling ``yield from self._boundary()`` at every iteration boundary
 and :meth:`_hold_until` for an exclusive closed-form run.
 """
@@ -57,6 +58,11 @@ class EngineWorker(ABC):
     @abstractmethod
     def outstanding(self) -> int:
         """Requests running or waiting on this worker."""
+
+    @abstractmethod
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens generated so far)`` of every running request; exact at an
+        iteration boundary (e.g. while held for a weight sync)."""
 
     @abstractmethod
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
