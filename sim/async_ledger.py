@@ -25,6 +25,20 @@ class GroupState:
     n_done: int = 0
     status: str = "running"  # running | ready | consumed | dropped | aborted | filtered
     step: int = -1  # learner step that consumed / discarded it
+    keep: int = 0
+    """Samples it trains on: the first ``keep`` of its ``G`` requests to finish
+    (``groupover:N/K``, :mod:`sim.groupover`); 0 = all ``G``."""
+    kept: list[int] = field(default_factory=list)
+    """Request indices of the kept samples, in finishing order (trimmed groups only)."""
+
+    def __post_init__(self) -> None:
+        if self.keep == 0:
+            self.keep = self.G
+
+    @property
+    def trimmed(self) -> bool:
+        """More samples launched than kept (``groupover``)."""
+        return self.keep < self.G
 
 
 @dataclass
@@ -107,7 +121,7 @@ class Ledger:
         for info in batches:
             for g in info.groups:
                 if g.status == "ready":
-                    self.ready += g.G
+                    self.ready += g.keep
                 elif g.status == "running":
                     self.ready += g.n_done
                     self.in_flight += g.G - g.n_done
@@ -115,12 +129,12 @@ class Ledger:
 
 
 def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray:
-    """(G,) float rewards of group ``g``. Raises ValueError when its batch has none (the
+    """(keep,) float rewards of group ``g`` (its kept samples). Raises ValueError when its batch has none (the
     run has no pass-rate model: callers check first)."""
     correct = batches[g.j].correct
     if correct is None:
         raise ValueError(f"batch {g.j} has no rewards (no pass-rate model)")
-    return correct[g.lo // g.G].astype(np.float64)
+    return _kept_row(correct, g).astype(np.float64)  # kept samples only (sim.groupover)
 
 
 def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float:
@@ -149,9 +163,19 @@ def observe_resolved(
             ]
             observe_step(
                 controller,
-                [info.lengths[k].tolist() for k in ks],
-                rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
+                [_kept_row(info.lengths, info.groups[k]).tolist() for k in ks],
+                rewards=None
+                if info.correct is None
+                else np.array(
+                    [_kept_row(info.correct, info.groups[k]) for k in ks], dtype=np.float64
+                ).reshape(len(ks), -1),
                 gen_time_s=gen_time_s,
                 step_time_s=step_time_s,
                 prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
             )
+
+
+def _kept_row(table: np.ndarray, g: GroupState) -> np.ndarray:
+    """Group ``g``'s row of a batch's ``(n_prompts, G)`` table, kept samples only."""
+    row = table[g.lo // g.G]
+    return row[np.asarray(g.kept) - g.lo] if g.trimmed else row

@@ -63,6 +63,7 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
+from rolloutlab.sim.groupover import extra_rows, kept_index, kept_mask, trim
 from rolloutlab.sim.observation import propose_step
 from rolloutlab.sim.pipeline import (
     BatchRows,
@@ -152,6 +153,9 @@ class _Simulation:
         self.columns.extend(
             self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
         )
+        if self.pc.kind == "groupover":
+            groups = [g for info in self.batches for g in info.groups]
+            self.columns.extend(extra_rows(groups, self.batches, self._columns, self.ledger))
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
@@ -192,6 +196,7 @@ class _Simulation:
             G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
+            G, keep = self.pc.launched(G), G  # groupover: more launched than kept
             # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
@@ -207,7 +212,10 @@ class _Simulation:
                 lengths.ravel(),
                 on_finish=self._on_finish,
             )
-            groups = [GroupState(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
+            groups = [
+                GroupState(j, int(p), k * G, G, self.v_gen, keep=keep)
+                for k, p in enumerate(prompt_ids)
+            ]
             info = BatchInfo(
                 j,
                 G,
@@ -232,8 +240,12 @@ class _Simulation:
         info.v_last[i] = self.v_gen
         group = info.groups[i // info.G]
         group.n_done += 1
-        if group.status == "running" and group.n_done == group.G:
+        if group.trimmed and len(group.kept) < group.keep:
+            group.kept.append(i)
+        if group.status == "running" and group.n_done == group.keep:
             group.status = "ready"
+            if group.trimmed:  # the first keep finished: abort the rest
+                trim(self.engine, info, group)
             info.generating -= 1
             if self.admission is not None:
                 self.admission.finish(self.v_gen)
@@ -263,7 +275,8 @@ class _Simulation:
                 yield self.engine.pause()
                 paused = True
             tokens = sum(
-                int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
+                int(self.batches[g.j].batch.response_tokens[kept_index(g)].sum())
+                + g.keep * self.sc.prompt_tokens
                 for g in taken
             )
             train_time = cost.learner_step_s(float(tokens)) if taken else 0.0
@@ -293,7 +306,7 @@ class _Simulation:
             if t + 1 < self.cfg.steps:
                 self._poke()
             if self.on_step is not None:
-                self.on_step(t, taken[0].G if taken else self.batches[-1].G)
+                self.on_step(t, taken[0].keep if taken else self.batches[-1].groups[0].keep)
 
     def _set_version(self, v: int) -> None:
         self.v_gen = v
@@ -403,6 +416,8 @@ class _Simulation:
             correct=None if info.correct is None else info.correct[g.lo // g.G][None],
         )
         cols.update(version_columns(info, sl, g.v_dispatch, self.pc.partial, self.clock))
+        if status == "consumed" and g.trimmed:  # the kept samples' rows
+            return {k: v[kept_mask(g)] for k, v in cols.items()}
         if status != "consumed":
             b = info.batch
             cols["response_tokens"] = np.where(
@@ -424,9 +439,9 @@ class _Simulation:
         if status == "filtered":
             self.ledger.filtered += g.G
         if status == "consumed":
-            self.ledger.consumed += g.G
+            self.ledger.consumed += g.keep
             sl = slice(g.lo, g.lo + g.G)
-            version = info.v_last[sl] if self.pc.partial else np.full(g.G, g.v_dispatch)
+            version = info.v_last[sl] if self.pc.partial else np.full(g.keep, g.v_dispatch)
             self.ledger.spanned_versions.extend((version - g.v_dispatch).tolist())
 
     def _discard(self, g: GroupState, status: str, step: int) -> None:

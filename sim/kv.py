@@ -348,6 +348,7 @@ class PagedWorker(EngineWorker):
             )
             for b, i in done:
                 b.finished(i, env.now)
+            self._freed()
 
     def _run_exclusive(self):
         """Run everything held to completion in closed form; yield once at the end."""

@@ -27,6 +27,7 @@ and :meth:`_hold_until` for an exclusive closed-form run.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -53,6 +54,9 @@ class EngineWorker(ABC):
         self._wakeup = env.event()
         self._abort_marks: set[tuple[int, int]] = set()  # (id(batch), i) to remove
         self._at_boundary = False  # True only while idle or held: aborts then apply at once
+        self.on_free: Callable[[], None] | None = None
+        """Called after requests left this worker (finished or aborted): the engine's
+        held queue (:mod:`sim.dispatch`) hands over more."""
 
     @property
     @abstractmethod
@@ -112,8 +116,14 @@ class EngineWorker(ABC):
         self._abort_marks.update((id(batch), i) for i in idx)
         if self._at_boundary:
             self.apply_aborts(self.env.now)
+            self._freed()
         else:
             self.wake()
+
+    def _freed(self) -> None:
+        """Requests left this worker: tell the engine (:attr:`on_free`)."""
+        if self.on_free is not None:
+            self.on_free()
 
     def _take_abort_marks(self) -> set[tuple[int, int]]:
         """The marks set by :meth:`abort` since the last call (for :meth:`apply_aborts`)."""
@@ -125,6 +135,7 @@ class EngineWorker(ABC):
         idle. Returns True if it waited (the caller then looks again)."""
         if self._abort_marks:
             self.apply_aborts(self.env.now)
+            self._freed()
         if self.held:
             self._at_boundary = True
             if not self.stopped.triggered:

@@ -115,7 +115,9 @@ def tiny(seed_len: float = 3.0) -> Scenario:
 
 @settings(max_examples=12, deadline=None)
 @given(
-    st.sampled_from(["bounded:0", "partial:0", "interval:0", "interval:1", "oversample:1"]),
+    st.sampled_from(
+        ["bounded:0", "partial:0", "interval:0", "interval:1", "oversample:1", "groupover:3/3"]
+    ),
     st.integers(1, 4),
     st.integers(1, 4),
     st.integers(0, 1000),
