@@ -52,7 +52,7 @@ def parse_dispatch(spec: str) -> tuple[str, int]:
         if not arg.strip().lstrip("+-").isdigit() or int(arg) < 1:
             raise ValueError(
                 f"dispatch {spec!r}: T must be an integer >= 1 (requests a worker may hold "
-                "waiting for a slot), got {arg!r}"
+                f"waiting for a slot), got {arg!r}"
             )
         return kind, int(arg)
     raise ValueError(
