@@ -138,6 +138,7 @@ class _Simulation:
         )
         self.ledger.admission = self.admission
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
+        self.parked: list[int] = []  # --park: prompts cut unfinished, to re-run B at a time
 
     def run(self):
         self.env.process(self._dispatcher())
@@ -192,7 +193,12 @@ class _Simulation:
                 self.admission.start(n_prompts, self.v_gen)
             else:
                 n_prompts = n_fixed
-            prompt_ids = self.next_prompt + np.arange(n_prompts)
+            if len(self.parked) >= B:  # --park: a long-tail batch of parked prompts
+                prompt_ids, n_prompts = np.array(self.parked[:B], dtype=np.int64), B
+                del self.parked[:B]
+            else:
+                prompt_ids = self.next_prompt + np.arange(n_prompts)
+                self.next_prompt += n_prompts
             G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
@@ -200,7 +206,6 @@ class _Simulation:
             # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
-            self.next_prompt += n_prompts
             correct = (
                 self.tracker.draw(j, prompt_ids, G, lengths, self.gen_model)
                 if self.tracker.enabled
@@ -457,10 +462,15 @@ class _Simulation:
         self._poke()
 
     def _tail_abort(self, taken: list[GroupState], t: int) -> None:
+        """Abort the groups of the taken ones' batches that were not taken; with
+        ``--park`` (RollPacker) the unfinished ones' prompts are re-run later, ``B`` at a
+        time, as a long-tail batch (:meth:`_dispatcher`)."""
         keep = {id(g) for g in taken}
         for j in sorted({g.j for g in taken}):
             for g in self.batches[j].groups:
                 if id(g) not in keep and g.status in ("running", "ready"):
                     if g.status == "ready":
                         self.ready.remove(g)
+                    elif self.pc.park:
+                        self.parked.append(g.prompt_id)
                     self._discard(g, "aborted", t)
