@@ -59,6 +59,28 @@ class BatchInfo:
     unresolved: int = 0
     generating: int = 0  # groups not yet complete nor discarded
 
+    @classmethod
+    def new(cls, j, G, keep, batch, lengths, prompt_ids, v_gen, correct) -> BatchInfo:
+        """Batch ``j`` just submitted as ``batch``: ``len(prompt_ids)`` groups of ``G``
+        requests each (``keep`` kept, :mod:`sim.groupover`), dispatched at ``v_gen``;
+        ``lengths`` ``(n_prompts, G)``, ``correct`` ``(n_prompts, G)`` or None."""
+        n = len(prompt_ids)
+        groups = [
+            GroupState(j, int(p), k * G, G, v_gen, keep=keep) for k, p in enumerate(prompt_ids)
+        ]
+        return cls(
+            j,
+            G,
+            batch,
+            lengths,
+            groups,
+            np.full(n * G, -1, dtype=np.int64),
+            correct=correct,
+            stale_tokens=np.zeros(n * G, dtype=np.int64),
+            unresolved=n,
+            generating=n,
+        )
+
 
 @dataclass
 class Ledger:

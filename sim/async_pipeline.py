@@ -3,8 +3,9 @@
 Every pipeline of :mod:`sim.pipeline_spec` is one SimPy *dispatcher* and one *learner*
 around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md):
 
-- dispatcher: for prompt batch ``j`` it waits for admission (``j - v_gen <= lead``;
-  batch-serial kinds also wait for batch ``j-1`` to finish generating), then
+- dispatcher: for prompt batch ``j`` it waits for admission (batch-serial kinds:
+  ``j - v_gen <= lead`` and batch ``j-1`` done generating; streaming kinds: AReaL's
+  rule, :mod:`sim.admission`, the batch then holds at most the free capacity), then
   ``G = controller.propose()`` (:func:`sim.observation.propose_step`, with the batch's
   prompt ids for a controller that asks for them) and submits the batch (``B`` or ``ceil(R B)`` prompts,
   lengths from :func:`sim.dynamics.step_lengths` keyed on ``(seed, prompt, j, sample)`` as
@@ -31,14 +32,11 @@ step may abort after ``max_gen_batches`` batches (:mod:`sim.async_dynamic`). Fil
 groups are not written to the rollout table; they are counted in the step row and the
 ledger (``filtered``).
 
-Versions: a non-partial rollout carries the version it was dispatched with (modelling
-choice: in-flight rollouts finish under the weights they started with; the sync only
-pauses them); a partial rollout keeps running across syncs and carries the version of
-its last token (its dispatch version is kept in the ledger, not in the trace).
-A dropped or tail-aborted rollout is written with ``finish_reason = "abort"``;
-``response_tokens`` = tokens generated; ``learner_version`` = the step that discarded it;
-``policy_version`` = its group's version (for a partial group: its oldest sample's), so
-that ``learner_version - policy_version > S_max`` tells a stale drop from a tail abort.
+Versions and rows: :mod:`sim.async_rows` (a non-partial rollout finishes under the
+weights it started with, a modelling choice; a partial one carries its last token's
+version) and :mod:`sim.rollout_versions` (versions per token, would-be lengths).
+``groupover:N/K`` trims groups (:mod:`sim.groupover`); ``--park`` re-runs an
+over-sampled batch's unfinished prompts as a later long-tail batch (:meth:`_tail_abort`).
 """
 
 from __future__ import annotations
@@ -57,25 +55,19 @@ from rolloutlab.sim.async_ledger import (
     Ledger,
     group_rewards,
     observe_resolved,
-    rollout_seconds,
 )
+from rolloutlab.sim.async_rows import group_rows, reward_columns
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
-from rolloutlab.sim.groupover import extra_rows, kept_index, kept_mask, trim
+from rolloutlab.sim.groupover import extra_rows, kept_index, trim
 from rolloutlab.sim.observation import propose_step
-from rolloutlab.sim.pipeline import (
-    BatchRows,
-    RunConfig,
-    columns_to_rollouts,
-    rollout_columns,
-    step_record,
-)
+from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, step_record
 from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.reward_metrics import informative, step_reward_columns
+from rolloutlab.sim.reward_metrics import informative
 from rolloutlab.sim.rewards import RewardTracker
-from rolloutlab.sim.rollout_versions import VersionClock, record_progress, version_columns
+from rolloutlab.sim.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
 
@@ -217,22 +209,7 @@ class _Simulation:
                 lengths.ravel(),
                 on_finish=self._on_finish,
             )
-            groups = [
-                GroupState(j, int(p), k * G, G, self.v_gen, keep=keep)
-                for k, p in enumerate(prompt_ids)
-            ]
-            info = BatchInfo(
-                j,
-                G,
-                batch,
-                lengths,
-                groups,
-                np.full(n_prompts * G, -1, dtype=np.int64),
-                correct=correct,
-                stale_tokens=np.zeros(n_prompts * G, dtype=np.int64),
-                unresolved=n_prompts,
-                generating=n_prompts,
-            )
+            info = BatchInfo.new(j, G, keep, batch, lengths, prompt_ids, self.v_gen, correct)
             self.info_of[id(batch)] = info
             self.batches.append(info)
             self.ledger.dispatched += n_prompts * G
@@ -366,7 +343,9 @@ class _Simulation:
     def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
         """Observe the batches this step resolved, then append the step's rollout rows and
         step row (controller state after observing)."""
-        reward_cols = self._reward_columns(taken, rewards)
+        reward_cols = reward_columns(
+            rewards, len(taken), self.cfg.prompts, self.rounds, self.batches, self.filtered_now
+        )
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
@@ -393,47 +372,12 @@ class _Simulation:
             )
         )
 
-    def _reward_columns(self, taken, rewards) -> dict | None:
-        """Step reward columns: trained groups, plus filtered ones with dynamic sampling."""
-        if rewards is None:
-            return None
-        if self.rounds is None:
-            return step_reward_columns(rewards, len(taken))
-        wasted = rollout_seconds(self.batches, self.filtered_now)
-        groups = rewards + [group_rewards(self.batches, g) for g in self.filtered_now]
-        return step_reward_columns(
-            groups, len(taken), len(self.rounds.seen), wasted, len(taken) < self.cfg.prompts
-        )
-
     def _columns(self, g: GroupState, step: int, status: str) -> dict[str, np.ndarray]:
         info = self.batches[g.j]
-        sl = slice(g.lo, g.lo + g.G)
-        version = info.v_last[sl] if self.pc.partial else g.v_dispatch
-        cols = rollout_columns(
-            self.cfg.run_id,
-            step,
-            g.G,
-            np.array([g.prompt_id]),
-            BatchRows(info.batch, sl),
-            version,
-            step,
-            self.sc.lengths.max_response_length,
-            correct=None if info.correct is None else info.correct[g.lo // g.G][None],
+        max_len = self.sc.lengths.max_response_length
+        return group_rows(
+            info, g, step, status, self.cfg.run_id, max_len, self.pc.partial, self.clock
         )
-        cols.update(version_columns(info, sl, g.v_dispatch, self.pc.partial, self.clock))
-        if status == "consumed" and g.trimmed:  # the kept samples' rows
-            return {k: v[kept_mask(g)] for k, v in cols.items()}
-        if status != "consumed":
-            b = info.batch
-            cols["response_tokens"] = np.where(
-                b.aborted[sl], b.abort_tokens[sl], b.response_tokens[sl]
-            )
-            cols["finish_reason"] = np.full(g.G, "abort", dtype=object)
-            if self.pc.partial:  # a discarded group is as old as its oldest sample
-                cols["policy_version"] = np.full(
-                    g.G, self._version(g) if status == "dropped" else g.v_dispatch, dtype=np.int64
-                )
-        return cols
 
     def _resolve(self, g: GroupState, status: str, step: int) -> None:
         info = self.batches[g.j]
