@@ -72,7 +72,7 @@ class PipelineConfig:
             )
         if self.park and self.kind != "oversample":
             raise ValueError(
-                f"--park: pipeline {self.spec} leaves no unfinished prompts to park; "
+                f"--park: pipeline {self._spec} leaves no unfinished prompts to park; "
                 "parking needs oversample:R"
             )
         if self.placement not in PLACEMENTS:
@@ -82,7 +82,12 @@ class PipelineConfig:
 
     @property
     def spec(self) -> str:
-        """The CLI spelling, e.g. ``bounded:4`` (placement not included)."""
+        """The CLI spelling, e.g. ``bounded:4`` (placement not included); ``+park`` is
+        appended with ``--park`` (``oversample:1.25+park``)."""
+        return self._spec + ("+park" if self.park else "")
+
+    @property
+    def _spec(self) -> str:
         if self.kind in ("interval", "bounded", "partial"):
             return f"{self.kind}:{self.S}"
         if self.kind == "oversample":
