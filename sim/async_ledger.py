@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim.admission import Admission
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.observation import observe_step
 
@@ -100,7 +101,7 @@ class Ledger:
     """Queued or running at the end (or aborted but not yet removed)."""
     spanned_versions: list[int] = field(default_factory=list)
     """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
-    admission: Any = None
+    admission: Admission | None = None
     """The run's :class:`sim.admission.Admission` (streaming pipelines), with its event
     log; ``None`` for the batch-serial ones."""
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
+from rolloutlab.sim.async_ledger import BatchInfo
 
 
 class VersionClock:
@@ -47,7 +48,7 @@ class VersionClock:
         return np.asarray(self.versions, dtype=np.int64)[idx]
 
 
-def record_progress(engine, info_of: dict[int, object]) -> None:
+def record_progress(engine, info_of: dict[int, BatchInfo]) -> None:
     """At a weight sync (workers held at a boundary): store each running request's tokens
     so far in its batch info's ``stale_tokens`` (``info_of``: ``id(engine batch) ->``
     :class:`sim.async_ledger.BatchInfo`); the value of the last sync a rollout spans is
@@ -56,11 +57,11 @@ def record_progress(engine, info_of: dict[int, object]) -> None:
         for batch, i, tokens in worker.progress():
             info = info_of.get(id(batch))
             if info is not None:
-                info.stale_tokens[i] = tokens  # type: ignore[attr-defined]
+                info.stale_tokens[i] = tokens
 
 
 def version_columns(
-    info, sl: slice, v_dispatch: int, partial: bool, clock: VersionClock
+    info: BatchInfo, sl: slice, v_dispatch: int, partial: bool, clock: VersionClock
 ) -> dict[str, np.ndarray]:
     """The version-3 columns (module docstring) of rows ``sl`` of one batch (``info``, a
     :class:`sim.async_ledger.BatchInfo`) dispatched at ``v_dispatch``; ``(G,)`` arrays."""
