@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import polars as pl
 import pytest
@@ -11,7 +13,7 @@ from rolloutlab.sim.async_pipeline import run_pipeline
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.dispatch import parse_dispatch
-from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.engine import EngineConfig, Worker, generate
 from rolloutlab.sim.lengths import LognormalLengths
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import parse_pipeline
@@ -48,6 +50,11 @@ def test_shared_queue_obeys_the_list_scheduling_bounds(K, lengths):
     m = makespan(L, K, "shared")
     assert max(L.sum() / K, L.max()) <= m + 1e-9
     assert m <= L.sum() / K + L.max() + 1e-9
+    # one FIFO queue: a single-slot worker takes the next request the moment it frees,
+    # so requests start in submission order
+    cfg = EngineConfig(n_workers=K, max_num_seqs=1, dispatch="shared")
+    b = generate(L, np.zeros(len(L), dtype=np.int64), ONE_S_PER_TOKEN, cfg)
+    assert (np.diff(b.t_first_token) >= 0).all()
 
 
 @settings(max_examples=15, deadline=None)
@@ -56,10 +63,21 @@ def test_deferred_keeps_at_most_t_waiting(T, slots, lengths):
     """With deferred:T a worker never holds more than slots + T requests, so with a
     backlog it runs full and every request is served; shared is deferred with T = 0."""
     L = np.array(lengths)[:, None]
-    for spec in (f"deferred:{T}", "shared"):
+    for spec, extra in ((f"deferred:{T}", T), ("shared", 0)):
         cfg = EngineConfig(n_workers=2, max_num_seqs=slots, dispatch=spec)
-        b = generate(L, np.zeros(len(L), dtype=np.int64), ONE_S_PER_TOKEN, cfg)
+        most = []
+        enqueue = Worker.enqueue
+
+        def watched(self, batch, idx, _enqueue=enqueue, _most=most):
+            _enqueue(self, batch, idx)
+            _most.append(self.outstanding)
+
+        with mock.patch.object(Worker, "enqueue", watched):
+            b = generate(L, np.zeros(len(L), dtype=np.int64), ONE_S_PER_TOKEN, cfg)
         assert not np.isnan(b.t_finish).any() and (b.worker >= 0).all()
+        assert max(most) <= slots + extra
+        if len(L) >= 2 * (slots + extra):  # a backlog: some worker is filled to its limit
+            assert max(most) == slots + extra
     one = makespan(L, 1, "shared", slots)
     assert one == makespan(L, 1, f"deferred:{T}", slots)  # one worker: same order, same slots
 
