@@ -71,6 +71,11 @@ from rolloutlab.sim.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.scenario import Scenario
 from rolloutlab.sim.trace import STEP_SCHEMA
 
+MAX_DROPS_PER_STEP = 1000
+"""Stale groups, per group of the batch, one learner step may drop before the run is
+declared starved (a drop frees its admission place, so a learner that drops every group
+would otherwise wait forever while the dispatcher refills)."""
+
 
 def run_pipeline(
     scenario: Scenario,
@@ -137,11 +142,7 @@ class _Simulation:
         learner = self.env.process(self._learner())
         while not learner.processed:  # as env.run(until=learner), telling a stall apart
             if self.env.peek() == math.inf:  # nothing left to happen; the learner waits
-                raise RuntimeError(
-                    f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
-                    f"{self.cfg.prompts} groups (all admissible groups dropped as "
-                    "stale)"
-                )
+                raise self._starved()
             self.env.step()
         self.columns.extend(
             self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
@@ -290,6 +291,12 @@ class _Simulation:
             if self.on_step is not None:
                 self.on_step(t, taken[0].keep if taken else self.batches[-1].groups[0].keep)
 
+    def _starved(self) -> RuntimeError:
+        return RuntimeError(
+            f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
+            f"{self.cfg.prompts} groups (all admissible groups dropped as stale)"
+        )
+
     def _set_version(self, v: int) -> None:
         self.v_gen = v
         self.clock.change(self.env.now, v)
@@ -301,6 +308,7 @@ class _Simulation:
         B, r = self.cfg.prompts, self.rounds
         taken: list[GroupState] = []
         deferred: list[GroupState] = []
+        n_dropped = 0
         self.filtered_now = []
         if r is not None:
             r.start_step()
@@ -316,6 +324,9 @@ class _Simulation:
                     continue
                 r.examine(g.j, counted=not stale)
             if stale:
+                n_dropped += 1
+                if n_dropped > MAX_DROPS_PER_STEP * B:  # drops free admission: no stall
+                    raise self._starved()
                 self._discard(g, "dropped", t)
                 if r is not None:
                     r.discard(False, f"pipeline {self.pc.spec}")
