@@ -59,6 +59,8 @@ SUMMARY_COLUMNS = (
     *ASYNC_COLUMNS,
     "learner_idle_frac_steady",
     "len_consumed_over_generated",
+    "staleness_dispatch_mean",
+    "staleness_first_token_mean",
 )
 
 

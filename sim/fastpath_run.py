@@ -23,7 +23,7 @@ from rolloutlab.sim.observation import needs, observe_step, propose_step, wants
 from rolloutlab.sim.pipeline import group_rows
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, with_v2_columns
+from rolloutlab.sim.trace import NULLABLE_COLUMNS, ROLLOUT_SCHEMA, STEP_SCHEMA, with_v2_columns
 from rolloutlab.sim.trace_stream import RolloutSink
 
 CHUNK_ROWS = 1 << 17
@@ -342,7 +342,9 @@ def _rollout_frame(
         .then(pl.lit("length"))
         .otherwise(pl.lit("stop")),
         **{
-            k: pl.lit(None, dtype=ROLLOUT_SCHEMA[k]) for k in ("reward", "correct") if k not in cols
+            k: pl.lit(None, dtype=ROLLOUT_SCHEMA[k])
+            for k in NULLABLE_COLUMNS["rollouts"]
+            if k not in cols
         },
     }
     # one eager select, every expression already of its schema type (why: on blocks of

@@ -90,6 +90,12 @@ class PagedWorker(EngineWorker):
         """Requests running or waiting on this worker."""
         return len(self.running) + len(self.waiting)
 
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens so far)`` of each running request (a producing one has
+        made ``K - k`` more since it was last counted: :mod:`sim.kv_decode`)."""
+        K = self.producing.K
+        return [(r.batch, r.i, r.g + (K - r.k if r.k >= 0 else 0)) for r in self.running]
+
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         """Queue requests ``idx`` of ``batch`` (FIFO). Raises ValueError if one can never
         fit in the KV cache."""
@@ -336,6 +342,7 @@ class PagedWorker(EngineWorker):
             )
             for b, i in done:
                 b.finished(i, env.now)
+            self._freed()
 
     def _run_exclusive(self):
         """Run everything held to completion in closed form; yield once at the end."""

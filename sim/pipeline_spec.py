@@ -11,9 +11,14 @@ is the same learner/dispatcher pair with four rules derived here (see docs/pipel
 | ``bounded:S`` | S | 1 | streaming | dispatch | S |
 | ``partial:S`` | S | 1 | streaming | last token | S |
 | ``oversample:R`` | 0 | 1 | batch-serial, ceil(R B) prompts | dispatch | 0 |
+| ``groupover:N/K`` | 0 | 1 | batch-serial, ceil(G N/K) samples a prompt | dispatch | 0 |
 
 ``lead``: prompt batch ``j`` is dispatched only while ``j - v_gen <= lead`` (``v_gen``:
-weights version on the generators; AReaL-style admission control). ``interval:S``
+weights version on the generators) for the batch-serial kinds; the streaming kinds admit
+by AReaL's rule with bound ``S`` (:mod:`sim.admission`). ``groupover:N/K`` samples ``N``
+per prompt and keeps the first ``K`` to finish (a controller proposing ``G`` launches
+``ceil(G N / K)`` and keeps ``G``); ``park`` (RollPacker) sends an over-sampled batch's
+unfinished prompts to a later long-tail batch instead of aborting them for good. ``interval:S``
 refreshes the behaviour policy every ``S`` learner steps (PAPERS.md §2, ``M = T/S``);
 ``interval:0`` and ``interval:1`` are synchronous, as in docs/staleness.md.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-KINDS = ("sync", "one-step-off", "interval", "bounded", "partial", "oversample")
+KINDS = ("sync", "one-step-off", "interval", "bounded", "partial", "oversample", "groupover")
 PLACEMENTS = ("separate", "colocated")
 
 
@@ -43,6 +48,15 @@ class PipelineConfig:
     ``colocated``: the same devices, time-sliced (generation is paused while the
     learner trains or syncs)."""
 
+    n_sample: int = 1
+    """``groupover:N/K``: samples launched per ``n_keep`` kept (N)."""
+    n_keep: int = 1
+    """``groupover:N/K``: samples kept per prompt (K), the first to finish."""
+    park: bool = False
+    """RollPacker-style parking (``oversample:R`` only): prompts left unfinished when the
+    learner has its B groups are aborted and re-dispatched together, B at a time, as a
+    later long-tail batch, instead of being lost."""
+
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"pipeline: kind must be one of {KINDS}, got {self.kind!r}")
@@ -52,6 +66,15 @@ class PipelineConfig:
             raise ValueError(
                 f"pipeline oversample: ratio must be finite and >= 1, got {self.ratio}"
             )
+        if not (1 <= self.n_keep <= self.n_sample):
+            raise ValueError(
+                f"pipeline groupover: need 1 <= K <= N, got N={self.n_sample}, K={self.n_keep}"
+            )
+        if self.park and self.kind != "oversample":
+            raise ValueError(
+                f"--park: pipeline {self._spec} leaves no unfinished prompts to park; "
+                "parking needs oversample:R"
+            )
         if self.placement not in PLACEMENTS:
             raise ValueError(
                 f"pipeline: placement must be one of {PLACEMENTS}, got {self.placement!r}"
@@ -59,11 +82,18 @@ class PipelineConfig:
 
     @property
     def spec(self) -> str:
-        """The CLI spelling, e.g. ``bounded:4`` (placement not included)."""
+        """The CLI spelling, e.g. ``bounded:4`` (placement not included); ``+park`` is
+        appended with ``--park`` (``oversample:1.25+park``)."""
+        return self._spec + ("+park" if self.park else "")
+
+    @property
+    def _spec(self) -> str:
         if self.kind in ("interval", "bounded", "partial"):
             return f"{self.kind}:{self.S}"
         if self.kind == "oversample":
             return f"oversample:{self.ratio:g}"
+        if self.kind == "groupover":
+            return f"groupover:{self.n_sample}/{self.n_keep}"
         return self.kind
 
     @property
@@ -97,15 +127,22 @@ class PipelineConfig:
         """``S_max``: a group with ``learner_version - policy_version > S_max`` is dropped."""
         return self.lead
 
+    def launched(self, G: int) -> int:
+        """Samples launched per prompt for a proposed group size ``G``: ``ceil(G N / K)``
+        for ``groupover:N/K`` (``N`` when ``G = K``), else ``G``."""
+        if self.kind != "groupover":
+            return G
+        return -(-G * self.n_sample // self.n_keep)
+
     @property
     def n_prompts_factor(self) -> float:
         """Prompts launched per batch, as a multiple of B."""
         return self.ratio if self.kind == "oversample" else 1.0
 
 
-def parse_pipeline(spec: str, placement: str = "separate") -> PipelineConfig:
+def parse_pipeline(spec: str, placement: str = "separate", park: bool = False) -> PipelineConfig:
     """Build a :class:`PipelineConfig` from ``sync | one-step-off | interval:S |
-    bounded:S | partial:S | oversample:R``.
+    bounded:S | partial:S | oversample:R | groupover:N/K`` (``park``: ``--park``).
 
     Raises: ValueError naming the spec on an unknown kind or a bad parameter.
     """
@@ -113,11 +150,11 @@ def parse_pipeline(spec: str, placement: str = "separate") -> PipelineConfig:
     kind, sep, arg = spec.partition(":")
     try:
         if kind in ("sync", "one-step-off") and not sep:
-            return PipelineConfig(kind=kind, placement=placement)
+            return PipelineConfig(kind=kind, placement=placement, park=park)
         if kind in ("interval", "bounded", "partial") and sep:
             if not arg.strip().lstrip("-").isdigit():
                 raise ValueError(f"S must be an integer number of learner steps, got {arg!r}")
-            return PipelineConfig(kind=kind, S=int(arg), placement=placement)
+            return PipelineConfig(kind=kind, S=int(arg), placement=placement, park=park)
         if kind == "oversample" and sep:
             try:
                 ratio = float(arg)
@@ -125,10 +162,17 @@ def parse_pipeline(spec: str, placement: str = "separate") -> PipelineConfig:
                 raise ValueError(
                     f"R must be a number (prompts dispatched per prompt trained), got {arg!r}"
                 ) from None
-            return PipelineConfig(kind=kind, ratio=ratio, placement=placement)
+            return PipelineConfig(kind=kind, ratio=ratio, placement=placement, park=park)
+        if kind == "groupover" and sep:
+            n, slash, k = arg.partition("/")
+            if not (slash and n.strip().isdigit() and k.strip().isdigit()):
+                raise ValueError(f"expected groupover:N/K with integers N >= K >= 1, got {arg!r}")
+            return PipelineConfig(
+                kind=kind, n_sample=int(n), n_keep=int(k), placement=placement, park=park
+            )
     except ValueError as exc:
         raise ValueError(f"pipeline spec {spec!r}: {exc}") from None
     raise ValueError(
         f"pipeline spec {spec!r}: expected sync, one-step-off, interval:S, "
-        "bounded:S, partial:S or oversample:R"
+        "bounded:S, partial:S, oversample:R or groupover:N/K"
     )

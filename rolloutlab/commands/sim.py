@@ -20,6 +20,7 @@ from rolloutlab.sim.compare import (
 )
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
+from rolloutlab.sim.overrides import apply_overrides
 from rolloutlab.sim.pipeline import RunConfig
 from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
 from rolloutlab.sim.provenance import scenario_source, write_config
@@ -39,7 +40,7 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     default="sync",
     show_default=True,
     help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
-    "partial:S, oversample:R (docs/pipelines.md).",
+    "partial:S, oversample:R, groupover:N/K (docs/pipelines.md).",
 )
 @click.option(
     "--placement",
@@ -56,6 +57,18 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
 @click.option(
+    "--dispatch",
+    help="Requests to workers: round_robin, least_loaded, group, shared (one queue, each "
+    "free slot takes the next request) or deferred:T (at most T waiting on a worker); "
+    "default: the scenario's (docs/pipelines.md).",
+)
+@click.option(
+    "--park",
+    is_flag=True,
+    help="RollPacker: oversample:R prompts left unfinished are re-run later as a "
+    "long-tail batch instead of lost (oversample pipelines only).",
+)
+@click.option(
     "--seed",
     default=0,
     show_default=True,
@@ -63,7 +76,7 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
 @run_options
-def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts):
+def sim(steps, prompts, workers, pipeline, placement, engine, dispatch, park, seed, out, **opts):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
@@ -71,6 +84,7 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
     """
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
     try:
+        sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -80,7 +94,7 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
             dynamic=dynamic,
         )
         specs = split_specs(opts["controllers"])
-        pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
+        pipes = [parse_pipeline(p, placement, park) for p in pipeline.split(",") if p.strip()]
         check_comparison(specs, pipes, engine, dynamic is not None)
     except ValueError as exc:
         fail(exc)
