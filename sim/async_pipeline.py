@@ -74,7 +74,9 @@ from rolloutlab.sim.pipeline_spec import PipelineConfig
 from rolloutlab.sim.reward_metrics import informative, step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
 from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.segments import abort_requests
 from rolloutlab.sim.trace import STEP_SCHEMA
+from rolloutlab.sim.weight_sync import Resumer, after_sync, submit_batch, weight_sync
 
 
 def run_pipeline(
@@ -93,8 +95,11 @@ def run_pipeline(
     Raises ValueError if the controller proposes G < 1, RuntimeError if the learner
     can never fill a batch (every admissible group was dropped).
     """
-    sim = _Simulation(scenario, controller, cfg, pipeline, on_step)
-    return sim.run()
+    if pipeline.kind == "async":  # one group at a time, a rollout queue
+        from rolloutlab.sim.async_stream import StreamSimulation
+
+        return StreamSimulation(scenario, controller, cfg, pipeline, on_step).run()
+    return _Simulation(scenario, controller, cfg, pipeline, on_step).run()
 
 
 class _Simulation:
@@ -128,12 +133,16 @@ class _Simulation:
             )
         self.rounds = AsyncRounds(cfg.dynamic, cfg.prompts, pipeline.lead) if cfg.dynamic else None
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
+        self.holding = False  # a drain sync holds new submissions (sim.weight_sync)
+        self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
 
     def run(self):
         self.env.process(self._dispatcher())
         learner = self.env.process(self._learner())
         while not learner.processed:  # as env.run(until=learner), telling a stall apart
             if self.env.peek() == math.inf:  # nothing left to happen; the learner waits
+                if self.resumer.relaunch():  # chunk-paused rollouts: nothing else can run
+                    continue
                 raise RuntimeError(
                     f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
                     f"{self.cfg.prompts} groups (all admissible groups dropped as "
@@ -155,6 +164,8 @@ class _Simulation:
             self.changed.succeed()
 
     def _admissible(self, j: int) -> bool:
+        if self.holding:
+            return False
         if self.rounds is not None:  # counted in groups (sim.async_dynamic)
             if not self.rounds.admissible(self.v_gen):
                 return False
@@ -184,11 +195,8 @@ class _Simulation:
                 if self.tracker.enabled
                 else None
             )
-            batch = self.engine.submit(
-                np.repeat(prompt_ids, G),
-                np.full(n_prompts * G, cap_tokens),
-                lengths.ravel(),
-                on_finish=self._on_finish,
+            batch = submit_batch(
+                self, np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens), lengths.ravel()
             )
             groups = [GroupState(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
             info = BatchInfo(
@@ -250,22 +258,18 @@ class _Simulation:
             yield env.timeout(train_time)
             for g in taken:
                 self._resolve(g, "consumed", t)
-            sync_time = 0.0
+            parts = None
             if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
                 self.v_gen = t + 1  # the weights did not change, nothing to send
-            elif (t + 1) % self.pc.sync_every == 0:
-                t_sync = env.now
-                if not paused:
-                    yield self.engine.pause()  # generators stop at an iteration boundary
-                    paused = True
-                wait_s = env.now - t_sync
-                sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
-                yield env.timeout(cost.weight_sync_s())
+                after_sync(self)
+            elif (t + 1) % self.pc.sync_every == 0:  # sim.weight_sync: mode, parts
+                paused, parts = yield from weight_sync(self, paused)
                 self.v_gen = t + 1
+                after_sync(self)
             rewards = self._learn(taken, t)
             if (t + 1) % self.pc.sync_every == 0:
                 self.gen_model = self.tracker.behaviour_copy()
-            self._record_step(t, taken, env.now, train_time, sync_time, rewards)
+            self._record_step(t, taken, env.now, train_time, parts, rewards)
             if paused:
                 self.engine.resume()
             if t + 1 < self.cfg.steps:
@@ -319,9 +323,10 @@ class _Simulation:
         self.tracker.learn(rewards, t, stale)
         return rewards
 
-    def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
+    def _record_step(self, t, taken, t_end, train_time, parts, rewards) -> None:
         """Observe the batches this step resolved, then append the step's rollout rows and
-        step row (controller state after observing)."""
+        step row (controller state after observing); ``parts``: the step's
+        :class:`sim.weight_sync.SyncParts`, ``None`` without a sync."""
         reward_cols = self._reward_columns(taken, rewards)
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
@@ -342,10 +347,11 @@ class _Simulation:
                 t_end,
                 gen_time,
                 train_time,
-                sync_time,
+                0.0 if parts is None else parts.total_s,
                 self.cfg.lr,
                 self.ctl,
                 reward_cols,
+                None if parts is None else parts.as_tuple(),
             )
         )
 
@@ -407,7 +413,7 @@ class _Simulation:
         info = self.batches[g.j]
         if g.status == "running":
             pending = [i for i in range(g.lo, g.lo + g.G) if np.isnan(info.batch.t_finish[i])]
-            self.engine.abort(info.batch, pending)
+            abort_requests(self.engine, info.batch, pending)
         self._resolve(g, status, step)
         self.discarded.append(g)
         self._poke()
