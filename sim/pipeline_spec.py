@@ -121,6 +121,11 @@ class PipelineConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"pipeline async: {name} must be >= 1, got {v}")
+        if self.S < self.sync_steps - 1:  # weights change every K steps: lag up to K - 1
+            raise ValueError(
+                f"pipeline async: staleness cap S = {self.S} is below sync_every - 1 = "
+                f"{self.sync_steps - 1}: every group would be dropped"
+            )
 
     def check_batch(self, B: int) -> None:
         """Raise ValueError if this pipeline cannot run with batches of ``B`` groups
