@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rolloutlab.sim.async_stream import StreamSimulation
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.metrics import consumed, staleness
-from rolloutlab.sim.pipeline import RunConfig
+from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
 from rolloutlab.sim.trace import validate
 
@@ -134,3 +134,16 @@ def test_queue_below_the_batch_is_refused():
     with pytest.raises(ValueError, match="queue capacity 3 is below the batch of B = 4"):
         parse_pipeline("async:1:queue=3").check_batch(4)
     parse_pipeline("async:1:queue=4").check_batch(4)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_threshold_zero_is_the_synchronous_pipeline(workers):
+    """verl's staleness_threshold = 0 with a sync every step: B groups start per version,
+    all at once, and the next B only after the sync, which is the synchronous pipeline:
+    the same step end times and no stale rollout."""
+    sc = fixed(100, prompt=8, prefill=1e-3, workers=workers)
+    cfg = RunConfig(5, 3, 0)
+    _, s_sync = run_sync(sc, StaticG(2), cfg)
+    r, s, _, _ = stream(sc, "async:1:threshold=0", B=3, G=2, steps=5)
+    assert np.allclose(s["t_end"].to_numpy(), s_sync["t_end"].to_numpy())
+    assert (staleness(consumed(r)) == 0).all()
