@@ -147,3 +147,13 @@ def test_threshold_zero_is_the_synchronous_pipeline(workers):
     r, s, _, _ = stream(sc, "async:1:threshold=0", B=3, G=2, steps=5)
     assert np.allclose(s["t_end"].to_numpy(), s_sync["t_end"].to_numpy())
     assert (staleness(consumed(r)) == 0).all()
+
+
+def test_real_async_loop_refuses_simulator_only_options():
+    from rolloutlab.real.async_config import AsyncConfig
+    from rolloutlab.real.config import ConfigError
+
+    AsyncConfig(pipeline="bounded:2")
+    for spec in ("bounded:2:sync=drain", "partial:2:chunk=64"):
+        with pytest.raises(ConfigError, match="simulator-only|runs"):
+            AsyncConfig(pipeline=spec)
