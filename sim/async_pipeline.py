@@ -92,17 +92,20 @@ def run_pipeline(
     one (``finish_reason == "abort"``), sorted by ``(step, prompt_id, sample_idx)``;
     rollouts still buffered or generating when the last step ends are only counted in
     the :class:`Ledger`. ``on_step(step, G)`` is called after each learner step.
-    Raises ValueError if the controller proposes G < 1, RuntimeError if the learner
-    can never fill a batch (every admissible group was dropped).
+    Raises ValueError if the controller proposes G < 1 or for ``async:S`` (see
+    :func:`sim.async_stream.run_stream`), RuntimeError if the learner can never fill a
+    batch (every admissible group was dropped).
     """
-    if pipeline.kind == "async":  # one group at a time, a rollout queue
-        from rolloutlab.sim.async_stream import StreamSimulation
-
-        return StreamSimulation(scenario, controller, cfg, pipeline, on_step).run()
-    return _Simulation(scenario, controller, cfg, pipeline, on_step).run()
+    if pipeline.kind == "async":
+        raise ValueError("pipeline async:S runs in sim.async_stream.run_stream")
+    return PipelineSimulation(scenario, controller, cfg, pipeline, on_step).run()
 
 
-class _Simulation:
+class PipelineSimulation:
+    """One run of a pipeline (module doc): SimPy dispatcher and learner around an
+    :class:`~sim.engine.Engine`; :meth:`run` returns ``(rollouts, steps, ledger)``.
+    Subclassed by :class:`sim.async_stream.StreamSimulation`."""
+
     def __init__(self, scenario, controller, cfg, pipeline, on_step):
         self.sc, self.ctl, self.cfg, self.pc, self.on_step = (
             scenario,

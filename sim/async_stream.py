@@ -34,11 +34,21 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.sim.async_ledger import GroupState
-from rolloutlab.sim.async_pipeline import _Simulation
+from rolloutlab.sim.async_pipeline import PipelineSimulation
 
 
-class StreamSimulation(_Simulation):
-    """The ``async:S`` pipeline (module doc): :class:`sim.async_pipeline._Simulation`
+def run_stream(scenario, controller, cfg, pipeline, on_step=None):
+    """Simulate ``cfg.steps`` learner steps of an ``async:S`` pipeline; returns
+    ``(rollouts, steps, ledger)`` as :func:`sim.async_pipeline.run_pipeline` does.
+    Raises ValueError for another kind, with dynamic sampling, or for a queue capacity
+    below B."""
+    if pipeline.kind != "async":
+        raise ValueError(f"run_stream runs async:S, got {pipeline.spec}")
+    return StreamSimulation(scenario, controller, cfg, pipeline, on_step).run()
+
+
+class StreamSimulation(PipelineSimulation):
+    """The ``async:S`` pipeline (module doc): :class:`sim.async_pipeline.PipelineSimulation`
     with a group launcher and a bounded rollout queue instead of batch dispatch."""
 
     def __init__(self, scenario, controller, cfg, pipeline, on_step):

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 from rolloutlab.sim.async_pipeline import run_pipeline
+from rolloutlab.sim.async_stream import run_stream
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
@@ -135,7 +136,7 @@ def run_comparison(
     time_to_target_s`` at reward ``target``, :func:`sim.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). The plain synchronous
     pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
-    :func:`sim.async_pipeline.run_pipeline`.
+    :func:`sim.async_pipeline.run_pipeline` (``async:S``: :func:`sim.async_stream.run_stream`).
     Raises ValueError as :func:`check_comparison`.
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
@@ -152,7 +153,8 @@ def run_comparison(
                 run = run_sync_fast if engine == "fast" else run_sync
                 rollouts, steps = run(scenario, ctl, run_cfg, on_step=hook)
             else:
-                rollouts, steps, _ = run_pipeline(scenario, ctl, run_cfg, pipe, on_step=hook)
+                run_async = run_stream if pipe.kind == "async" else run_pipeline
+                rollouts, steps, _ = run_async(scenario, ctl, run_cfg, pipe, on_step=hook)
             rows.append(
                 {
                     "controller": spec,
