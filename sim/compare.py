@@ -95,7 +95,7 @@ def check_comparison(
     """Validate a comparison before running it (the commands call it before they create
     their output folder): every controller spec parses, specs and pipelines are given and
     distinct, the fast path gets synchronous pipelines only, and dynamic sampling
-    (``dynamic``) no ``oversample:R`` pipeline. Raises ValueError."""
+    (``dynamic``) no ``oversample:R`` or ``async:S`` pipeline. Raises ValueError."""
     if not specs:
         raise ValueError("controllers: none given (e.g. static:8,sagc)")
     if len(set(specs)) != len(specs):
@@ -116,6 +116,8 @@ def check_comparison(
             "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
             "combine with an oversample:R pipeline"
         )
+    if dynamic and any(p.kind == "async" for p in pipelines):
+        raise ValueError("--dynamic-sampling does not combine with an async:S pipeline")
 
 
 def run_comparison(

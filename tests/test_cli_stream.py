@@ -58,6 +58,10 @@ def test_sync_mode_flag_applies_unless_the_spec_has_its_own(tmp_path):
         (["--pipeline", "async:2:threshold=1.5"], "threshold must be in [0, 1]"),
         (["--pipeline", "async:2:queue=8", "--prompts", "16"], "queue capacity 8 is below"),
         (["--pipeline", "bounded:2", "--sync-mode", "sometimes"], "sometimes"),
+        (
+            ["--pipeline", "async:2", "--pass-rate", "fixed:0.5", "--dynamic-sampling"],
+            "does not combine with an async:S",
+        ),
     ],
 )
 def test_bad_stream_input_is_refused(tmp_path, args, message):
