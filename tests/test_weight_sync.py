@@ -16,10 +16,11 @@ from rolloutlab.sim.lengths import EmpiricalLengths
 from rolloutlab.sim.metrics import consumed, learner_idle_fraction, staleness
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.scenario import Scenario, scenario_from_dict
 from rolloutlab.sim.trace import validate
 from rolloutlab.sim.weight_sync import SyncParts
 
+from tests.conftest import calibration_dict
 from tests.test_async_pipeline import tiny
 
 
@@ -54,6 +55,17 @@ def test_transfer_time_is_constant_plus_per_tensor_plus_bytes_over_bandwidth():
     assert old.weight_sync_s() == 1.3 + 7e9 * 3e-11
     with pytest.raises(ValueError):
         LinearCost(a_s=0, b_s=0, c_s=0, sync_s_per_tensor=-1.0)
+
+
+def test_per_tensor_fields_load_from_a_scenario_file_and_time_the_sync():
+    """A scenario's cost block takes the per-tensor fields: 339 tensors (a 7B model's
+    28 layers x 12 + 3) at 50 ms each add 16.95 s to the sync's transfer part."""
+    cost = {"a_s": 0.01, "b_s": 0.0, "c_s": 0.0, "learner_const_s": 0.3, "sync_s": 0.1}
+    d = calibration_dict(cost={**cost, "sync_n_tensors": 339, "sync_s_per_tensor": 0.05})
+    sc = scenario_from_dict(d)
+    assert sc.cost.weight_sync_s() == pytest.approx(0.1 + 16.95)
+    _, s, _ = run_pipeline(sc, StaticG(2), RunConfig(2, 2, 0), parse_pipeline("one-step-off"))
+    assert np.allclose(s["sync_transfer_s"].to_numpy(), 17.05)
 
 
 def test_sync_parts_total_is_their_sum():
