@@ -11,6 +11,7 @@ from polars.testing import assert_frame_equal
 from rolloutlab.sim.async_pipeline import run_pipeline
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.cost import ConstantCost, LinearCost
+from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.lengths import EmpiricalLengths
 from rolloutlab.sim.metrics import consumed, learner_idle_fraction, staleness
@@ -190,6 +191,11 @@ def test_sync_modes_keep_the_pipeline_invariants(spec, mode, placement, chunk, B
     assert led.dispatched == led.consumed + led.dropped + led.aborted + led.ready + led.in_flight
     parts = s["sync_pause_s"] + s["sync_drain_s"] + s["sync_transfer_s"]
     assert np.allclose(parts.to_numpy(), s["sync_time"].to_numpy())
-    if mode == "drain":  # nothing crosses a sync: no rollout spans versions
-        assert max(led.spanned_versions, default=0) == 0
+    n = int(np.ceil(pc.n_prompts_factor * B - 1e-9))  # prompts per batch
+    for p, k, tokens in used.select("prompt_id", "sample_idx", "response_tokens").iter_rows():
+        j = p // n  # whole rollouts, however many segments they ran in
+        want = step_lengths(tiny().lengths, seed, j, np.arange(j * n, (j + 1) * n), G)
+        assert tokens == min(int(want[p - j * n, k]), 120)
+    if mode == "drain":  # nothing in flight crosses a sync (chunk-paused rollouts may)
+        assert chunk is not None or max(led.spanned_versions, default=0) == 0
         assert (s["sync_pause_s"] == 0).all()  # the engine is idle once drained
