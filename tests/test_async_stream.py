@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.async_stream import StreamSimulation
 from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.metrics import consumed, staleness
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
@@ -107,6 +108,10 @@ def test_stream_invariants(S, threshold, full, extra_q, K, mode, placement, B, G
     assert sim.queue_peak <= pc.queue_capacity(B)
     assert led.dispatched == led.consumed + led.dropped + led.aborted + led.ready + led.in_flight
     assert s["sync_transfer_s"].null_count() == 0
+    for p, k, tokens in used.select("prompt_id", "sample_idx", "response_tokens").iter_rows():
+        j = p // B  # whole rollouts, stitched from their segments
+        want = step_lengths(tiny().lengths, seed, j, np.arange(j * B, (j + 1) * B), G)
+        assert tokens == min(int(want[p - j * B, k]), 120)
 
 
 @pytest.mark.parametrize(
