@@ -249,7 +249,7 @@ def _parse_options(parts: list[str]) -> dict:
 
 
 def parse_pipeline(
-    spec: str, placement: str = "separate", sync_mode: str | None = None
+    spec: str, placement: str = "separate", *, sync_mode: str | None = None
 ) -> PipelineConfig:
     """Build a :class:`PipelineConfig` from ``sync | one-step-off | interval:S |
     bounded:S | partial:S | oversample:R | async:S``, each optionally followed by

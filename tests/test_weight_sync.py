@@ -178,7 +178,7 @@ def test_sync_modes_keep_the_pipeline_invariants(spec, mode, placement, chunk, B
     step, whole rollouts consumed, and the step's sync parts add up to sync_time."""
     if chunk is not None and not spec.startswith("partial"):
         chunk = None
-    pc = parse_pipeline(spec + (f":chunk={chunk}" if chunk else ""), placement, mode)
+    pc = parse_pipeline(spec + (f":chunk={chunk}" if chunk else ""), placement, sync_mode=mode)
     cfg = RunConfig(steps=4, prompts=B, seed=seed)
     r, s, led = run_pipeline(tiny(), StaticG(G), cfg, pc)
     validate(r, "rollouts")

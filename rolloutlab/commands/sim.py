@@ -85,7 +85,11 @@ def sim(steps, prompts, workers, pipeline, sync_mode, placement, engine, seed, o
             dynamic=dynamic,
         )
         specs = split_specs(opts["controllers"])
-        pipes = [parse_pipeline(p, placement, sync_mode) for p in pipeline.split(",") if p.strip()]
+        pipes = [
+            parse_pipeline(p, placement, sync_mode=sync_mode)
+            for p in pipeline.split(",")
+            if p.strip()
+        ]
         check_comparison(specs, pipes, engine, dynamic is not None)
         for p in pipes:
             p.check_batch(cfg.prompts)
