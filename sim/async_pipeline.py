@@ -12,9 +12,10 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
   completion order, dropping any with ``t - policy_version > S_max`` (counted); an
   over-sampling pipeline aborts the rest of the batch (tail abort); trains
-  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync pauses the
-  generators at an iteration boundary, takes ``cost.weight_sync_s()`` and sets
-  ``v_gen = t + 1``. Colocated placement also pauses generation while training.
+  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync in the
+  pipeline's mode (:mod:`sim.weight_sync`: by default it pauses the generators at an
+  iteration boundary and takes ``cost.weight_sync_s()``) sets ``v_gen = t + 1``.
+  Colocated placement also pauses generation while training.
 - :func:`sim.observation.observe_step` gets a batch's lengths (and rewards, prompt ids;
   groups consumed or dropped, by prompt) once its last group is consumed, dropped or
   aborted, with the generation and step times of the learner step that resolved it.

@@ -11,7 +11,7 @@ is the same learner/dispatcher pair with four rules derived here (see docs/pipel
 | ``bounded:S`` | S | 1 | streaming | dispatch | S |
 | ``partial:S`` | S | 1 | streaming | last token | S |
 | ``oversample:R`` | 0 | 1 | batch-serial, ceil(R B) prompts | dispatch | 0 |
-| ``async:S[:opts]`` | queue/threshold | ``sync_every`` | one group at a time | dispatch | S |
+| ``async:S[:opts]`` | queue/threshold | ``sync_every`` | one group at a time | group start | S |
 
 Options (``kind:arg:name=value:...``, :func:`parse_pipeline`): every kind takes
 ``sync=drain|abort|inflight`` (weight-sync mode, :mod:`sim.weight_sync`; default
@@ -190,8 +190,9 @@ class PipelineConfig:
 
     @property
     def streaming(self) -> bool:
-        """Batches dispatched as soon as admitted (else one batch generates at a time)."""
-        return self.kind in ("bounded", "partial", "async")
+        """Batches dispatched as soon as admitted (else one batch generates at a time);
+        ``async`` has its own group launcher (:mod:`sim.async_stream`), not this rule."""
+        return self.kind in ("bounded", "partial")
 
     @property
     def partial(self) -> bool:
