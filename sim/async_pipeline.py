@@ -13,9 +13,10 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
   completion order, dropping any with ``t - policy_version > S_max`` (counted); an
   over-sampling pipeline aborts the rest of the batch (tail abort); trains
-  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync pauses the
-  generators at an iteration boundary, takes ``cost.weight_sync_s()`` and sets
-  ``v_gen = t + 1``. Colocated placement also pauses generation while training.
+  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync in the
+  pipeline's mode (:mod:`sim.weight_sync`: by default it pauses the generators at an
+  iteration boundary and takes ``cost.weight_sync_s()``) sets ``v_gen = t + 1``.
+  Colocated placement also pauses generation while training.
 - :func:`sim.observation.observe_step` gets a batch's lengths (and rewards, prompt ids;
   groups consumed or dropped, by prompt) once its last group is consumed, dropped or
   aborted, with the generation and step times of the learner step that resolved it.
@@ -69,7 +70,9 @@ from rolloutlab.sim.reward_metrics import informative
 from rolloutlab.sim.rewards import RewardTracker
 from rolloutlab.sim.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.segments import abort_requests
 from rolloutlab.sim.trace import STEP_SCHEMA
+from rolloutlab.sim.weight_sync import Resumer, after_sync, submit_batch, weight_sync
 
 MAX_DROPS_PER_STEP = 1000
 """Stale groups, per group of the batch, one learner step may drop before the run is
@@ -90,14 +93,20 @@ def run_pipeline(
     one (``finish_reason == "abort"``), sorted by ``(step, prompt_id, sample_idx)``;
     rollouts still buffered or generating when the last step ends are only counted in
     the :class:`Ledger`. ``on_step(step, G)`` is called after each learner step.
-    Raises ValueError if the controller proposes G < 1, RuntimeError if the learner
-    can never fill a batch (every admissible group was dropped).
+    Raises ValueError if the controller proposes G < 1 or for ``async:S`` (see
+    :func:`sim.async_stream.run_stream`), RuntimeError if the learner can never fill a
+    batch (every admissible group was dropped).
     """
-    sim = _Simulation(scenario, controller, cfg, pipeline, on_step)
-    return sim.run()
+    if pipeline.kind == "async":
+        raise ValueError("pipeline async:S runs in sim.async_stream.run_stream")
+    return PipelineSimulation(scenario, controller, cfg, pipeline, on_step).run()
 
 
-class _Simulation:
+class PipelineSimulation:
+    """One run of a pipeline (module doc): SimPy dispatcher and learner around an
+    :class:`~sim.engine.Engine`; :meth:`run` returns ``(rollouts, steps, ledger)``.
+    Subclassed by :class:`sim.async_stream.StreamSimulation`."""
+
     def __init__(self, scenario, controller, cfg, pipeline, on_step):
         self.sc, self.ctl, self.cfg, self.pc, self.on_step = (
             scenario,
@@ -136,12 +145,16 @@ class _Simulation:
         self.ledger.admission = self.admission
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
         self.parked: list[int] = []  # --park: prompts cut unfinished, to re-run B at a time
+        self.holding = False  # a drain sync holds new submissions (sim.weight_sync)
+        self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
 
     def run(self):
         self.env.process(self._dispatcher())
         learner = self.env.process(self._learner())
         while not learner.processed:  # as env.run(until=learner), telling a stall apart
             if self.env.peek() == math.inf:  # nothing left to happen; the learner waits
+                if self.resumer.relaunch():  # chunk-paused rollouts: nothing else can run
+                    continue
                 raise self._starved()
             self.env.step()
         self.columns.extend(
@@ -162,6 +175,8 @@ class _Simulation:
             self.changed.succeed()
 
     def _admissible(self, j: int) -> bool:
+        if self.holding:
+            return False
         if self.rounds is not None:  # counted in groups (sim.async_dynamic)
             if not self.rounds.admissible(self.v_gen):
                 return False
@@ -204,11 +219,8 @@ class _Simulation:
                 if self.tracker.enabled
                 else None
             )
-            batch = self.engine.submit(
-                np.repeat(prompt_ids, G),
-                np.full(n_prompts * G, cap_tokens),
-                lengths.ravel(),
-                on_finish=self._on_finish,
+            batch = submit_batch(
+                self, np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens), lengths.ravel()
             )
             info = BatchInfo.new(j, G, keep, batch, lengths, prompt_ids, self.v_gen, correct)
             self.info_of[id(batch)] = info
@@ -266,24 +278,20 @@ class _Simulation:
             yield env.timeout(train_time)
             for g in taken:
                 self._resolve(g, "consumed", t)
-            sync_time = 0.0
+            parts = None
             if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
                 self._set_version(t + 1)  # the weights did not change, nothing to send
-            elif (t + 1) % self.pc.sync_every == 0:
-                t_sync = env.now
-                if not paused:
-                    yield self.engine.pause()  # generators stop at an iteration boundary
-                    paused = True
-                wait_s = env.now - t_sync
-                sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
-                yield env.timeout(cost.weight_sync_s())
+                after_sync(self)
+            elif (t + 1) % self.pc.sync_every == 0:  # sim.weight_sync: mode, parts
+                paused, parts = yield from weight_sync(self, paused)
                 if self.pc.partial:  # workers held: tokens made under the old weights
                     record_progress(self.engine, self.info_of)
                 self._set_version(t + 1)
+                after_sync(self)
             rewards = self._learn(taken, t)
             if (t + 1) % self.pc.sync_every == 0:
                 self.gen_model = self.tracker.behaviour_copy()
-            self._record_step(t, taken, env.now, train_time, sync_time, rewards)
+            self._record_step(t, taken, env.now, train_time, parts, rewards)
             if paused:
                 self.engine.resume()
             if t + 1 < self.cfg.steps:
@@ -351,9 +359,10 @@ class _Simulation:
         self.tracker.learn(rewards, t, stale)
         return rewards
 
-    def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
+    def _record_step(self, t, taken, t_end, train_time, parts, rewards) -> None:
         """Observe the batches this step resolved, then append the step's rollout rows and
-        step row (controller state after observing)."""
+        step row (controller state after observing); ``parts``: the step's
+        :class:`sim.weight_sync.SyncParts`, ``None`` without a sync."""
         reward_cols = reward_columns(
             rewards, len(taken), self.cfg.prompts, self.rounds, self.batches, self.filtered_now
         )
@@ -384,10 +393,11 @@ class _Simulation:
                 t_end,
                 gen_time,
                 train_time,
-                sync_time,
+                0.0 if parts is None else parts.total_s,
                 self.cfg.lr,
                 self.ctl,
                 reward_cols,
+                None if parts is None else parts.as_tuple(),
             )
         )
 
@@ -417,7 +427,7 @@ class _Simulation:
         info = self.batches[g.j]
         if g.status == "running":
             pending = [i for i in range(g.lo, g.lo + g.G) if np.isnan(info.batch.t_finish[i])]
-            self.engine.abort(info.batch, pending)
+            abort_requests(self.engine, info.batch, pending)
         if self.admission is not None:  # a drop frees its place
             (self.admission.abort if g.status == "running" else self.admission.drop)(self.v_gen)
         self._resolve(g, status, step)

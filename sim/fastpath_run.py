@@ -110,6 +110,9 @@ def run_sync_fast(
                 "lr": [float(cfg.lr)] * n,
                 **{k: [None] * n for k in nulls},
                 **extra,
+                "sync_pause_s": [0.0] * n,  # nothing in flight at a synchronous sync
+                "sync_drain_s": [0.0] * n,
+                "sync_transfer_s": list(cols["sync_time"]),
             },
             schema_overrides={k: v for k, v in STEP_SCHEMA.items()},
         )

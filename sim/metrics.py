@@ -273,15 +273,19 @@ def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -
 
 
 def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
-    """``1 - sum(train_time + sync_time) / span``: the share of time the learner waits
-    for rollouts. ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
+    """``1 - sum(train_time + sync_time - sync_drain_s) / span``: the share of time the
+    learner waits for rollouts (a drain sync's wait for in-flight rollouts is waiting;
+    ``sync_drain_s`` null or absent counts 0). ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
     ``t_end`` of step ``skip - 1`` (steady state: leaves out the pipeline fill) to the
     last ``t_end``; the sums are over steps ``>= skip``. NaN for a zero span."""
     st = steps.sort("step")
     span0 = float(st["t_start"].min()) if skip == 0 else float(st["t_end"][skip - 1])
     rest = st[skip:]
     span = float(rest["t_end"].max()) - span0
-    busy = float((rest["train_time"] + rest["sync_time"]).sum())
+    busy_s = rest["train_time"] + rest["sync_time"]
+    if "sync_drain_s" in rest.columns:
+        busy_s = busy_s - rest["sync_drain_s"].fill_null(0.0)
+    busy = float(busy_s.sum())
     return 1.0 - busy / span if span > 0 else float("nan")
 
 

@@ -163,10 +163,12 @@ def step_record(
     lr: float,
     controller: Controller,
     rewards: dict | None = None,
+    sync_parts: tuple[float, float, float] | None = None,
 ) -> dict:
     """The step-table row of one learner step as a dict (sim: no KL or gradients);
     ``rewards``: the reward columns (:func:`sim.reward_metrics.step_reward_columns`),
-    null when ``None``. A list of rows becomes a table with
+    null when ``None``; ``sync_parts``: ``(pause, drain, transfer)`` seconds of the
+    weight sync (:mod:`sim.weight_sync`), by default ``(0, 0, sync_time)``. A list of rows becomes a table with
     ``pl.DataFrame(rows, schema=STEP_SCHEMA)``."""
     return {
         "run_id": run_id,
@@ -183,6 +185,12 @@ def step_record(
         "grad_cosine": None,
         "controller_state": json.dumps(controller.state_dict()),
         **(rewards or {}),
+        **dict(
+            zip(
+                ("sync_pause_s", "sync_drain_s", "sync_transfer_s"),
+                map(float, sync_parts or (0.0, 0.0, sync_time)),
+            )
+        ),
     }
 
 

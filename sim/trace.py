@@ -81,6 +81,10 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "kept_groups": pl.Int64,  # groups trained on
     "wasted_rollout_s": pl.Float64,  # sum of t_finish - t_submit over filtered groups' rollouts
     "dynamic_sampling_abort": pl.Boolean,  # max_gen_batches reached with < B kept
+    # optional, nullable (docs/pipelines.md "Weight-sync modes"): sync_time split in three
+    "sync_pause_s": pl.Float64,  # s, generators reaching an iteration boundary
+    "sync_drain_s": pl.Float64,  # s, waiting for in-flight rollouts to finish (drain mode)
+    "sync_transfer_s": pl.Float64,  # s, sending the weights (cost.weight_sync_s)
 }
 
 V2_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -93,10 +97,14 @@ V2_COLUMNS: dict[str, tuple[str, ...]] = {
         "kept_groups",
         "wasted_rollout_s",
         "dynamic_sampling_abort",
+        "sync_pause_s",
+        "sync_drain_s",
+        "sync_transfer_s",
     ),
 }
 """Columns added by schema version 2 (nullable): a table without them (a version-1 file)
-gets them as nulls on read."""
+gets them as nulls on read. The ``sync_*_s`` split of ``sync_time`` came later, still
+optional and nullable, so no version bump: older version-2 files read with nulls."""
 
 V3_COLUMNS: dict[str, tuple[str, ...]] = {
     "rollouts": (

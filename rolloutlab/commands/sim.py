@@ -22,7 +22,7 @@ from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
 from rolloutlab.sim.overrides import apply_overrides
 from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
+from rolloutlab.sim.pipeline_spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.provenance import scenario_source, write_config
 from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 
@@ -40,7 +40,17 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     default="sync",
     show_default=True,
     help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
-    "partial:S, oversample:R, groupover:N/K (docs/pipelines.md).",
+    "partial:S[:chunk=T], oversample:R, groupover:N/K, async:S[:queue=N:full=block|drop_oldest:"
+    "threshold=F:sync_every=K:concurrency=N]; any takes :sync=MODE (docs/pipelines.md).",
+)
+@click.option(
+    "--sync-mode",
+    type=click.Choice(SYNC_MODES),
+    default=SYNC_MODES[0],
+    show_default=True,
+    help="Weight sync: swap weights between decode iterations (inflight, PipelineRL), "
+    "wait for in-flight rollouts (drain) or abort and resume them (abort). A pipeline's "
+    ":sync=MODE wins.",
 )
 @click.option(
     "--placement",
@@ -76,7 +86,20 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
 @run_options
-def sim(steps, prompts, workers, pipeline, placement, engine, dispatch, park, seed, out, **opts):
+def sim(
+    steps,
+    prompts,
+    workers,
+    pipeline,
+    sync_mode,
+    placement,
+    engine,
+    dispatch,
+    park,
+    seed,
+    out,
+    **opts,
+):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
@@ -94,8 +117,14 @@ def sim(steps, prompts, workers, pipeline, placement, engine, dispatch, park, se
             dynamic=dynamic,
         )
         specs = split_specs(opts["controllers"])
-        pipes = [parse_pipeline(p, placement, park) for p in pipeline.split(",") if p.strip()]
+        pipes = [
+            parse_pipeline(p, placement, park, sync_mode=sync_mode)
+            for p in pipeline.split(",")
+            if p.strip()
+        ]
         check_comparison(specs, pipes, engine, dynamic is not None)
+        for p in pipes:
+            p.check_batch(cfg.prompts)
     except ValueError as exc:
         fail(exc)
     with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
