@@ -53,11 +53,19 @@ def record_progress(engine, info_of: dict[int, BatchInfo]) -> None:
     so far in its batch info's ``stale_tokens`` (``info_of``: ``id(engine batch) ->``
     :class:`sim.async_ledger.BatchInfo`); the value of the last sync a rollout spans is
     the number of its tokens made under an older version than its last token's."""
+    running: dict[tuple[int, int], int] = {}
     for worker in engine.workers:
         for batch, i, tokens in worker.progress():
+            running[(id(batch), i)] = tokens
             info = info_of.get(id(batch))
             if info is not None:
                 info.stale_tokens[i] = tokens
+    for info in info_of.values():  # rollouts run as segments (abort sync, chunks)
+        so_far = getattr(info.batch, "tokens_so_far", None)
+        if so_far is not None:
+            done = so_far(running)
+            live = (done > 0) & (done < info.batch.response_tokens)
+            info.stale_tokens[live] = done[live]
 
 
 def version_columns(

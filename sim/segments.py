@@ -62,6 +62,16 @@ class Rollouts(Batch):
         self._aborting: dict[int, tuple[Batch, int]] = {}  # discarded rows still running
 
     # --- what a pipeline reads --------------------------------------------------------
+    def tokens_so_far(self, running: dict[tuple[int, int], int]) -> np.ndarray:
+        """``(n,)`` tokens each row has generated so far: closed segments plus the running
+        one (``running``: ``(id(engine batch), request index) -> tokens``, from
+        :meth:`sim.worker.EngineWorker.progress`)."""
+        out = self.done_tokens.copy()
+        for seg_id, (_, rows) in self._rows.items():
+            for k, i in enumerate(rows):
+                out[i] += running.get((seg_id, k), 0)
+        return out
+
     @property
     def t_first_token(self) -> np.ndarray:
         """``(n,)`` first token of each row's first segment (s); NaN before it."""
