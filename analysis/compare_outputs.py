@@ -4,7 +4,6 @@ of :mod:`analysis.idle_compare` and :mod:`analysis.collapse_compare`."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from rolloutlab.analysis.collapse_compare import (
 from rolloutlab.analysis.compare_plots import collapse_figure, idle_scatter, idle_timeseries
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, IdleComparison
 from rolloutlab.analysis.run_input import RunData
-from rolloutlab.sim import trace
+from rolloutlab.sim import strict_json, trace
 from rolloutlab.sim.provenance import write_config
 
 
@@ -48,8 +47,8 @@ def write_idle_outputs(
         "cost_fit": res.cost_fit.to_dict(),
         "length_fit": res.lengths.to_dict(),
     }
-    (out_dir / "idle_summary.json").write_text(
-        json.dumps({**meta, "summary": res.summary.to_dicts()}, indent=2) + "\n"
+    strict_json.write_json(
+        out_dir / "idle_summary.json", {**meta, "summary": res.summary.to_dicts()}
     )
     trace.write_parquet(res.replay_rollouts, out_dir / "replay_rollouts.parquet", "rollouts")
     idle_scatter(
@@ -110,8 +109,6 @@ def write_collapse_outputs(study: CollapseStudy, out_dir: Path, title: str) -> N
     collapse.png (titled ``title``) and config.json (``kind: compare-collapse``)."""
     study.held_out.write_csv(out_dir / "collapse_points.csv")
     study.scaling.write_csv(out_dir / "collapse_scaling.csv")
-    (out_dir / "collapse_summary.json").write_text(
-        json.dumps(study.summary, indent=2, default=str) + "\n"
-    )
+    strict_json.write_json(out_dir / "collapse_summary.json", study.summary, default=str)
     collapse_figure(study.held_out, study.scaling, out_dir / "collapse.png", title)
     write_config(out_dir / "config.json", {"kind": "compare-collapse", **study.summary})

@@ -1,27 +1,33 @@
 """Predicted against measured time-to-target of real runs (``rolloutlab compare learning``).
 
-One real run (``--fit``) calibrates the simulator's learning model
-(:func:`calibration.learning_fit.fit_learning`: kappa and the initial Beta pass rates) and
-a per-step cost model; each run is then predicted from its own settings and compared
+One real run, or several seeds of one setting (``--fit``), calibrate the simulator's
+learning model (:func:`calibration.learning_fit.fit_learning`: kappa, the initial Beta
+pass rates and, with the default ``saturating`` model, the shift's capacity theta_max)
+and a per-step cost model; each run is then predicted from its own settings and compared
 with what it measured:
 
-- **reward curve**: the closed-loop mean-field curve
-  (:func:`calibration.learning_fit.mean_field_curve`) driven by the run's own per-step G,
-  B and lr (for an adaptive controller: the G it actually chose, not a re-simulated
-  controller: **simplification**);
-- **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = median over the fit run's
-  steps of ``(gen_time + train_time) / (B G)``, ``c0`` = the fit run's median
-  ``sync_time`` plus its time between steps (evaluations, checkpoints) per step
-  (**modelling choice**: cost linear in rollouts; one G in a static fit run cannot
-  separate a per-step intercept of generation from its slope);
-- **time to target**: :func:`sim.learning.time_to_target` (trailing mean of
-  ``reward_mean`` over 10 steps >= target) on the measured steps table and on the
-  predicted curve, so both sides use the same statistic (training reward, not held-out
-  accuracy).
+- **reward**: runs drawn from the fitted model (:mod:`calibration.learning_draws`)
+  driven by the run's own per-step G, B and lr (for an adaptive controller: the G it
+  actually chose, not a re-simulated controller: **simplification**); the mean-field
+  curve (:func:`calibration.learning_fit.mean_field_curve`) is drawn in the figure;
+- **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = the fit run's generation +
+  training time over its rollouts, ``c0`` = its mean ``sync_time`` plus its time between
+  steps (evaluations, checkpoints) per step (**modelling choice**: cost linear in
+  rollouts; one G in a static fit run cannot separate a per-step intercept of generation
+  from its slope). ``clock="cpu"`` takes the process CPU time of each step's phases
+  (learner.jsonl) instead of wall time: on a shared machine the wall clock of identical
+  work varies with the load, which no model of the run can predict;
+- **time to target**: :func:`sim.learning.time_to_target` (first step where the trailing
+  mean of ``reward_mean`` over 10 steps >= target) on the measured steps table; the
+  prediction is the **median over the drawn runs** of the same statistic. The statistic
+  of a noisy run is a first passage: near a plateau the noise crosses the target long
+  before the mean curve does, so applying it to the mean-field curve (column
+  ``mean_field_time_to_target_s``) is biased late (by +50-80 % on the graph-walk runs).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -30,77 +36,195 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from rolloutlab.analysis.learning_resim import (
+    resimulate,
+    resimulated_rows,
+    run_config,
+    step_lengths,
+)
+from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
+from rolloutlab.calibration.learning_draws import draw_rewards
 from rolloutlab.calibration.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.run_curve import RunCurve, read_run
 from rolloutlab.sim import trace
-from rolloutlab.sim.learning import time_to_target
+from rolloutlab.sim.learning import LearningParams, time_to_target
 
 WINDOW = 10
 """Steps in the trailing reward mean of :func:`sim.learning.time_to_target`."""
 
 
-def _steps(run_dir: Path) -> pl.DataFrame:
+CLOCKS = ("wall", "cpu")
+"""What "time" is: the run's wall clock, or its process CPU time per step (the
+``cpu_gen_s``, ``cpu_train_s``, ``cpu_sync_s`` fields of ``learner.jsonl``), which the
+load of a shared machine does not stretch."""
+
+
+def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
+    """The run's steps table; with ``clock="cpu"`` its times are CPU seconds: phases from
+    learner.jsonl, ``t_end`` their running sum (time between steps, evaluations, not
+    counted). Raises ValueError naming a run without the table or the CPU fields."""
     for suffix in (".parquet", ".jsonl"):
         p = Path(run_dir) / f"steps{suffix}"
         if p.exists():
-            return trace.read(p, "steps").sort("step")
-    raise ValueError(f"{run_dir}: no steps.parquet or steps.jsonl")
+            steps = trace.read(p, "steps").sort("step")
+            break
+    else:
+        raise ValueError(f"{run_dir}: no steps.parquet or steps.jsonl")
+    if clock == "wall":
+        return steps
+    names = ("cpu_gen_s", "cpu_train_s", "cpu_sync_s")
+    rows = [json.loads(x) for x in (Path(run_dir) / "learner.jsonl").read_text().splitlines() if x.strip()]  # fmt: skip
+    if len(rows) != steps.height or any(n not in r for r in rows for n in names):
+        raise ValueError(
+            f"{Path(run_dir) / 'learner.jsonl'}: fields {', '.join(names)} missing on some step "
+            "(a run from before they were recorded): use --clock wall or rerun it"
+        )
+    gen, train, sync = (np.array([r[n] for r in rows], float) for n in names)
+    end = np.cumsum(gen + train + sync)
+    return steps.with_columns(
+        pl.Series("t_start", end - gen - train - sync),
+        pl.Series("t_end", end),
+        pl.Series("gen_time", gen),
+        pl.Series("train_time", train),
+        pl.Series("sync_time", sync),
+    )
 
 
 def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
-    """``(c0, c1)`` of ``t_step = c0 + c1 * B * G`` from a run's steps table (module docstring)."""
+    """``(c0, c1)`` of ``t_step = c0 + c1 * B * G`` from a run's steps table (module
+    docstring): ``c1`` = total generation + training time over total rollouts, ``c0`` =
+    mean sync time + the time between steps per step, so the run's own clock is
+    reproduced at its last step."""
     rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
     busy = (steps["gen_time"] + steps["train_time"]).to_numpy()
-    c1 = float(np.median(busy / rollouts))
+    c1 = float(busy.sum() / rollouts.sum())
     span = (steps["t_end"] - steps["t_start"]).to_numpy()
     between = (float(steps["t_end"][-1]) - float(span.sum())) / steps.height
-    return float(steps["sync_time"].median()) + max(between, 0.0), c1
+    return float(steps["sync_time"].mean()) + max(between, 0.0), c1
+
+
+def _beta(fit: dict) -> tuple[float, float]:
+    a, b = fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(",")
+    return float(a), float(b)
+
+
+def _params(fit: dict) -> LearningParams:
+    return LearningParams.from_dict(fit)
 
 
 def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFrame:
-    """Predicted ``step, t_end (s), reward_mean`` of a run with ``curve``'s settings."""
-    a, b = (float(x) for x in fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(","))
-    reward = mean_field_curve(fit["kappa"], a, b, curve, fit["lr_ref"])
-    per_step = cost[0] + cost[1] * np.array(
-        [c.size * g for c, g in zip(curve.counts, curve.G, strict=True)]
-    )
+    """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
+    settings (:func:`calibration.learning_fit.mean_field_curve`; drawn in the figure)."""
+    p = _params(fit)
+    reward = mean_field_curve(p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max)
     return pl.DataFrame(
-        {"step": np.arange(len(reward)), "t_end": np.cumsum(per_step), "reward_mean": reward}
+        {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}
     )
 
 
-def _ranks(values: list[float | None]) -> list[int]:
-    key = [np.inf if v is None else v for v in values]
-    order = np.argsort(key, kind="stable")
-    ranks = np.empty(len(key), dtype=int)
-    ranks[order] = np.arange(1, len(key) + 1)
-    return ranks.tolist()
+def step_clock(curve: RunCurve, cost: tuple[float, float]) -> np.ndarray:
+    """Predicted ``t_end`` (T,) in s: cumulative ``c0 + c1 * B * G``."""
+    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
+    return np.cumsum(cost[0] + cost[1] * rollouts)
+
+
+def first_passage(fit: dict, curve: RunCurve, target: float, draws: int, seed: int) -> np.ndarray:
+    """(draws,) steps to target (counted from 1; NaN = never) of ``draws`` runs drawn from
+    the fitted model at ``curve``'s G, lr and B
+    (:func:`calibration.learning_draws.draw_rewards`), each scored like the measured run
+    (trailing mean of :data:`WINDOW` steps, full windows; module docstring)."""
+    B = np.array([c.size for c in curve.counts])
+    reward = draw_rewards(
+        _params(fit), *_beta(fit), curve.G, curve.lr, B, curve.dynamic_sampling, draws,
+        np.random.default_rng(seed),
+    )  # fmt: skip
+    c = np.cumsum(np.pad(reward, ((0, 0), (1, 0))), axis=1)
+    trail = (c[:, WINDOW:] - c[:, :-WINDOW]) / WINDOW  # (draws, T - W + 1)
+    hit = trail >= target - 1e-12
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + WINDOW, np.nan)
+
+
+def _median(steps: np.ndarray) -> int | None:
+    """Median of (n,) steps to target, NaN = never (sorted last); None when over half never."""
+    med = float(np.median(np.where(np.isnan(steps), np.inf, steps)))
+    return None if not np.isfinite(med) else int(np.ceil(med))
+
+
+def _step_at(steps: pl.DataFrame, t: float | None) -> int | None:
+    """The step whose ``t_end`` is ``t`` (time_to_target's hit), counted from 1."""
+    if t is None:
+        return None
+    return int(steps.sort("t_end")["t_end"].search_sorted(t)) + 1
 
 
 def compare_learning(
-    fit_dir: Path, run_dirs: list[Path], target: float
-) -> tuple[pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
-    """``(table, curves, fit)``: one row per run of ``run_dirs`` (columns of
-    ``learning_comparison.csv``), per run ``(measured steps, predicted steps)``, and the
-    fitted learning block.
+    fit_dir: Path | list[Path],
+    run_dirs: list[Path],
+    target: float,
+    model: str = "saturating",
+    draws: int = 200,
+    seed: int = 0,
+    clock: str = "wall",
+    resim_draws: int = 0,
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
+    """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
+    ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
+    rel_error, measured/predicted_rank``, then ``seed, group,
+    measured/predicted_steps_to_target, predicted_sd_s, predicted_reached_frac,
+    mean_field_time_to_target_s``), one row per controller and settings over its seeds
+    (:func:`analysis.learning_seeds.group_table`), per run ``(measured steps, mean-field
+    predicted steps)``, and the fitted learning block with the cost model.
+
+    ``fit_dir``: one run, or several (seeds of one setting) fitted jointly
+    (:func:`calibration.learning_fit.fit_learning`), the cost model then the mean of
+    theirs.
+
+    ``model``: the learning model's shape (:data:`calibration.learning_fit.MODELS`);
+    ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
+    common random numbers); ``clock``: :data:`CLOCKS`; ``resim_draws`` > 0: every
+    adaptive (not ``static:``) run is also predicted with its controller re-simulated
+    (:mod:`analysis.learning_resim`, that many draws; columns ``resim_*``). The predicted time to target is
+    the median over the draws (None when more than half never reach it).
 
     Raises: ValueError (``RunDataError``, ``ProgressError``) naming a run that cannot be
-    read, runs of different tasks, or a target outside (0, 1].
+    read, runs of different tasks, a target outside (0, 1], an unknown model or clock, or
+    (clock cpu) a run without the CPU fields.
     """
     if not 0 < target <= 1:
         raise ValueError(f"--target-accuracy must be in (0, 1], got {target}")
-    runs, _, _ = load_runs([fit_dir, *run_dirs])  # same task, readable
-    fit_curve = read_run(fit_dir)
-    fit = fit_learning(fit_curve)
-    cost = cost_model(_steps(fit_dir), fit_curve)
+    fit_dirs = [fit_dir] if isinstance(fit_dir, str | Path) else list(fit_dir)
+    runs, _, _ = load_runs([*fit_dirs, *run_dirs])  # same task, readable
+    fit_curves = [read_run(d) for d in fit_dirs]
+    if clock not in CLOCKS:
+        raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
+    fit = fit_learning(fit_curves, model=model)
+    costs = [cost_model(_steps(d, clock), c) for d, c in zip(fit_dirs, fit_curves, strict=True)]
+    cost = (float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs])))
+    fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     rows, curves = [], {}
-    for d, ctl in zip(run_dirs, runs["controller"].to_list()[1:], strict=True):
-        measured = _steps(d)
-        predicted = predict(fit, read_run(d), cost)
+    controllers = runs["controller"].to_list()[len(fit_dirs) :]
+    labels = group_labels(list(run_dirs), controllers)
+    for d, ctl, seed_, label in zip(
+        run_dirs, controllers, runs["seed"].to_list()[len(fit_dirs) :], labels, strict=True
+    ):
+        measured, curve = _steps(d, clock), read_run(d)
+        predicted = predict(fit, curve, cost)
         curves[Path(d).name] = (measured, predicted)
+        t_pred = predicted["t_end"].to_numpy()
         m = time_to_target(measured, target, WINDOW)
-        p = time_to_target(predicted, target, WINDOW)
+        drawn = first_passage(fit, curve, target, draws, seed)
+        p_step = _median(drawn)
+        p = None if p_step is None else float(t_pred[p_step - 1])
+        reached = drawn[~np.isnan(drawn)].astype(int)
+        resim = {"resim_time_to_target_s": None, "resim_steps_to_target": None,
+                 "resim_mean_G": None}  # fmt: skip
+        if resim_draws > 0 and not ctl.startswith("static:"):
+            sim = resimulate(
+                _params(fit), _beta(fit), ctl, run_config(d), curve, fit_lengths, cost,
+                resim_draws, seed,
+            )  # fmt: skip
+            resim = resimulated_rows(*sim, target, WINDOW)
         rows.append(
             {
                 "run": Path(d).name,
@@ -108,29 +232,69 @@ def compare_learning(
                 "measured_time_to_target_s": m,
                 "predicted_time_to_target_s": p,
                 "rel_error": None if m is None or p is None else (p - m) / m,
+                "seed": seed_,
+                "group": label,
+                "measured_steps_to_target": _step_at(measured, m),
+                "predicted_steps_to_target": p_step,
+                "predicted_sd_s": float(np.std(t_pred[reached - 1])) if reached.size > 1 else None,
+                "predicted_reached_frac": reached.size / draws,
+                "mean_field_time_to_target_s": time_to_target(predicted, target, WINDOW),
+                **resim,
             }
         )
-    table = pl.DataFrame(rows, schema_overrides={"rel_error": pl.Float64})
-    table = table.with_columns(
-        pl.Series("measured_rank", _ranks(table["measured_time_to_target_s"].to_list())),
-        pl.Series("predicted_rank", _ranks(table["predicted_time_to_target_s"].to_list())),
+    table = pl.DataFrame(
+        rows,
+        schema_overrides={
+            "rel_error": pl.Float64,
+            "measured_time_to_target_s": pl.Float64,
+            "predicted_time_to_target_s": pl.Float64,
+            "measured_steps_to_target": pl.Int64,
+            "predicted_steps_to_target": pl.Int64,
+            "predicted_sd_s": pl.Float64,
+            "mean_field_time_to_target_s": pl.Float64,
+            "resim_time_to_target_s": pl.Float64,
+            "resim_steps_to_target": pl.Int64,
+            "resim_mean_G": pl.Float64,
+        },
     )
-    return table, curves, {**fit, "cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1]}
+    groups = group_table(table)
+    table = table.with_columns(
+        pl.Series("measured_rank", ranks(table["measured_time_to_target_s"].to_list())),
+        pl.Series("predicted_rank", ranks(table["predicted_time_to_target_s"].to_list())),
+    ).select(
+        "run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
+        "rel_error", "measured_rank", "predicted_rank", "seed", "group",
+        "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
+        "predicted_reached_frac", "mean_field_time_to_target_s",
+        *(["resim_time_to_target_s", "resim_steps_to_target", "resim_mean_G"] if resim_draws else []),
+    )  # fmt: skip
+    extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "clock": clock,
+             "draws": draws, "draw_seed": seed}  # fmt: skip
+    return table, groups, curves, {**fit, **extra}
 
 
 def comparison_figure(
-    curves: dict[str, tuple[pl.DataFrame, pl.DataFrame]], target: float, path: str | Path
+    curves: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
+    target: float,
+    path: str | Path,
+    clock: str = "wall",
 ) -> None:
-    """One panel per run: measured and predicted reward (trailing mean of :data:`WINDOW`
-    steps) against wall clock (s), the target dashed. Writes ``path``."""
+    """One panel per run (up to 5 a row): measured and predicted reward (trailing mean of :data:`WINDOW`
+    steps) against the ``clock`` (:data:`CLOCKS`, s), the target dashed. Writes ``path``."""
     n = len(curves)
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), squeeze=False, sharey=True)
-    for ax, (name, (meas, pred)) in zip(axes[0], curves.items(), strict=True):
+    ncol = min(n, 5)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(3.6 * ncol, 3.0 * nrow), squeeze=False, sharey=True
+    )
+    for ax, (name, (meas, pred)) in zip(axes.flat, curves.items()):
         for df, label in ((meas, "measured"), (pred, "predicted")):
             y = df["reward_mean"].rolling_mean(WINDOW, min_samples=WINDOW)
             ax.plot(df["t_end"], y, label=label)
         ax.axhline(target, ls="--", color="grey", lw=1)
-        ax.set(title=name, xlabel="wall clock (s)")
+        ax.set(title=name, xlabel="wall clock (s)" if clock == "wall" else "CPU time (s)")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
     axes[0][0].set_ylabel(f"reward, trailing mean of {WINDOW}")
     axes[0][0].legend()
     fig.tight_layout()

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.sim import strict_json
 
 CAPTIONS = {
     "idle_scatter.png": "Held-out steps: simulated against measured generation makespan (left) and slot "
@@ -26,8 +27,8 @@ CAPTIONS = {
     "class. Right: the two scaling laws per S; flat lines mean the law holds.",
     "phase_diagram.png": "Collapsed fraction over seeds per (S, learning rate); black: closed-form eta_max.",
     "comparison.png": "Per controller: group size, straggler ratio and cumulative wall clock per step.",
-    "learning_comparison.png": "Per real run: measured and predicted training reward against wall "
-    "clock; the dashed line is the target.",
+    "learning_comparison.png": "Per real run: measured and predicted (mean-field) training reward "
+    "against wall clock or CPU time; the dashed line is the target.",
 }
 """One-line caption per known figure; other figures get their file name."""
 
@@ -39,10 +40,11 @@ INTRO = {
     "rollout finishes) and straggler events are compared with the measured ones. "
     "'drawn' draws lengths from the fitted model (the whole simulator); 'replay' uses the "
     "measured lengths (the engine and cost model only); 'constant' is the naive baseline.",
-    "compare-learning": "The simulator's learning model (initial pass rates and gain) and a step-cost "
-    "model were fitted on one real GRPO run; every other run's reward curve and time to "
-    "the target were predicted from its own group sizes, batch and learning rate, and "
-    "compared with the measured ones (relative error and rank per run).",
+    "compare-learning": "The simulator's learning model (initial pass rates, gain, capacity) and a "
+    "step-cost model were fitted on one or several real GRPO runs; every run's time to the "
+    "target was predicted as the median over runs drawn from the model at its own group "
+    "sizes, batch and learning rate, and compared with the measured one (relative error and "
+    "rank per run; per controller over seeds: measured mean and sd beside the prediction).",
     "compare-collapse": "A stability grid (staleness S x learning rate x seed, each run marked collapsed or "
     "not, with its collapse step) was split in two. The collapse model's constants were "
     "fitted on one half and the other half predicted. Both scaling laws of the staleness "
@@ -50,7 +52,13 @@ INTRO = {
     "the measured grid, the fitted model and a simulated grid.",
 }
 
-_TABLES = ("idle_summary.csv", "collapse_scaling.csv", "learning_comparison.csv", "summary.csv")
+_TABLES = (
+    "idle_summary.csv",
+    "collapse_scaling.csv",
+    "learning_comparison_by_controller.csv",
+    "learning_comparison.csv",
+    "summary.csv",
+)
 _STYLE = (
     "body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;font-size:12px;margin:1em 0}"
@@ -77,27 +85,48 @@ def _table_html(df: pl.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{rows}</table>"
 
 
+def _read_json(path: Path) -> dict:
+    """A JSON object file of a study. Raises :class:`ReportError` naming the file when it
+    cannot be read or is not a JSON object."""
+    try:
+        d = strict_json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ReportError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(d, dict):
+        raise ReportError(f"{path}: expected a JSON object, got {type(d).__name__}")
+    return d
+
+
 def _headline(cfg: dict, study: Path) -> list[str]:
-    """Key numbers in words, from the summary JSON of a comparison."""
+    """Key numbers in words, from the summary JSON of a comparison. Raises
+    :class:`ReportError` naming the file and field of a malformed summary."""
     lines = []
     idle = study / "idle_summary.json"
     if idle.exists():
-        rows = {(r["prediction"], r["scope"]): r for r in json.loads(idle.read_text())["summary"]}
-        for pred in ("drawn", "replay", "constant"):
-            r = rows.get((pred, "all"))
-            if r:
-                lines.append(
-                    f"{pred}: median absolute makespan error {100 * r['makespan_mdape']:.1f} % over "
-                    f"{r['held_out_steps']} held-out steps; idle fraction off by "
-                    f"{100 * r['idle_mae']:.1f} points on average"
-                )
+        try:
+            rows = {(r["prediction"], r["scope"]): r for r in _read_json(idle)["summary"]}
+            for pred in ("drawn", "replay", "constant"):
+                r = rows.get((pred, "all"))
+                if r:
+                    lines.append(
+                        f"{pred}: median absolute makespan error "
+                        f"{100 * r['makespan_mdape']:.1f} % over "
+                        f"{r['held_out_steps']} held-out steps; idle fraction off by "
+                        f"{100 * r['idle_mae']:.1f} points on average"
+                    )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReportError(f"{idle}: malformed summary (field {exc})") from None
     coll = study / "collapse_summary.json"
     if coll.exists():
-        h = json.loads(coll.read_text())["held_out"]
-        lines.append(
-            f"collapse classification agrees on {100 * h['agreement']:.1f} % of {h['points']} held-out "
-            f"runs; collapse step off by a median {100 * h['t_collapse_mdape']:.1f} % where both collapse"
-        )
+        try:
+            h = _read_json(coll)["held_out"]
+            lines.append(
+                f"collapse classification agrees on {100 * h['agreement']:.1f} % of "
+                f"{h['points']} held-out runs; collapse step off by a median "
+                f"{100 * h['t_collapse_mdape']:.1f} % where both collapse"
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReportError(f"{coll}: malformed summary (field {exc})") from None
     return lines
 
 
@@ -106,7 +135,7 @@ def render(study: str | Path) -> str:
     has neither a figure nor a summary table."""
     study = Path(study)
     cfg_path = study / "config.json"
-    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    cfg = _read_json(cfg_path) if cfg_path.exists() else {}
     figures = sorted(study.glob("*.png"))
     tables = [study / t for t in _TABLES if (study / t).exists()]
     if not figures and not tables:
@@ -114,7 +143,7 @@ def render(study: str | Path) -> str:
             f"{study}: no figure (*.png) and no summary table ({', '.join(_TABLES)}); "
             "is this a study output directory?"
         )
-    kind = cfg.get("kind", "study")
+    kind = str(cfg.get("kind") or cfg.get("command") or "study")
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.name)}</title>"
         f"<style>{_STYLE}</style></head><body>",
@@ -129,7 +158,11 @@ def render(study: str | Path) -> str:
             + "</ul>"
         )
     for t in tables:
-        parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(pl.read_csv(t)))
+        try:
+            df = pl.read_csv(t)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise ReportError(f"{t}: not a readable CSV table ({exc})") from None
+        parts.append(f"<h3>{html.escape(t.name)}</h3>" + _table_html(df))
     if figures:
         parts.append("<h2>Figures</h2>")
     for fig in figures:
@@ -156,14 +189,26 @@ def render(study: str | Path) -> str:
     return "\n".join(parts)
 
 
+def page_names(studies: list[Path]) -> list[str]:
+    """``<study folder name>.html`` per study. Raises :class:`ReportError` when two studies
+    would be written to one name (two folders of the same name)."""
+    names = [f"{Path(s).resolve().name}.html" for s in studies]
+    seen: dict[str, Path] = {}
+    for s, n in zip(studies, names):
+        if n in seen and Path(seen[n]).resolve() != Path(s).resolve():
+            raise ReportError(
+                f"{seen[n]} and {s} would both be written to {n}; report studies with "
+                "distinct folder names (one call each)"
+            )
+        seen.setdefault(n, s)
+    return names
+
+
 def write_reports(studies: list[Path], out_dir: Path) -> list[Path]:
-    """Write ``out_dir/<study name>.html`` for each study; returns the paths. Raises
-    :class:`ReportError` (before writing anything) on a directory that is not a study."""
-    pages = [(s, render(s)) for s in studies]
+    """Write ``out_dir/<study name>.html`` for each study (a study given twice once),
+    atomically; returns the paths. Raises :class:`ReportError` (before writing anything)
+    on a directory that is not a study, a malformed summary, or two studies of one name."""
+    names = page_names(studies)
+    pages = dict(zip(names, (render(s) for s in studies)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for s, page in pages:
-        path = out_dir / f"{Path(s).resolve().name}.html"
-        path.write_text(page)
-        written.append(path)
-    return written
+    return [strict_json.write_atomic(out_dir / n, page) for n, page in pages.items()]

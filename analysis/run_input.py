@@ -58,7 +58,8 @@ def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
 
 def _tau(cfg: dict) -> float:
     spec = str(cfg.get("controller", ""))
-    for item in spec.partition(":")[2].split(","):
+    kind, _, args = spec.partition(":")
+    for item in args.split(",") if kind in ("sagc", "lagc") else ():  # a user's tau is its own
         key, _, val = item.partition("=")
         if key.strip() == "tau":
             return float(val)

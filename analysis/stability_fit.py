@@ -13,13 +13,13 @@ and the output folder of ``rolloutlab real stability`` (:func:`write_real_grid`)
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from rolloutlab.analysis.stability_plots import plot_phase_diagram
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.provenance import write_config
 from scipy import stats
 
@@ -144,6 +144,6 @@ def write_real_grid(
         title=title,
         eta_max=dict(zip(table["S"].to_list(), table["eta_max"].to_list())),
     )
-    (out_dir / "fit.json").write_text(json.dumps(fits, indent=2) + "\n")
+    strict_json.write_json(out_dir / "fit.json", fits)
     write_config(out_dir / "config.json", config)
     return table, fits

@@ -20,7 +20,8 @@ the sizes alternating (why: the least disturbed run, and both sizes under the sa
 of a shared machine); the process's CPU time is printed beside it. Also printed: the
 iteration boundaries the worker scheduled (the simulated work: fixed by the scheduling
 rules and the order of the float sums, so no implementation can skip them) and their
-ratio. The last line is ``paged_scaling=<time(8192) / time(2048)>``; 4x the requests at
+ratio, and the ratio of CPU time per boundary (1.0 when the run costs the same per
+simulated scheduling point at both sizes). The last line is ``paged_scaling=<time(8192) / time(2048)>``; 4x the requests at
 linear cost gives 4.0. Record results in bench/RESULTS.md.
 
 Usage: python bench/paged_scaling.py [--repeats 3] [--mu 7.0] [--sigma 1.0] [--streaming]
@@ -87,6 +88,8 @@ def main() -> None:
         )
     print(f"boundary_ratio={bounds[SIZES[1]] / bounds[SIZES[0]]:.2f}")
     print(f"cpu_ratio={cpu[SIZES[1]] / cpu[SIZES[0]]:.2f}")
+    per = [cpu[n] / bounds[n] for n in SIZES]  # (flat when the engine is linear in its work)
+    print(f"cpu_per_boundary_ratio={per[1] / per[0]:.2f}")
     print(f"paged_scaling={best[SIZES[1]] / best[SIZES[0]]:.2f}")
 
 

@@ -158,13 +158,18 @@ _SCHEMA = {
 
 
 def read_grouped(
-    paths: list[str | Path], names: FieldNames | None = None, tokenizer: str | None = None
+    paths: list[str | Path],
+    names: FieldNames | None = None,
+    tokenizer: str | None = None,
+    need_lengths: bool = True,
 ) -> GroupedTrace:
     """Read grouped per-sample files (module docstring) into one :class:`GroupedTrace`.
 
     Files are concatenated; prompts of different files are kept apart (the key is
     prefixed with the file index when more than one file is given). A run directory
-    holding ``rollouts.parquet`` may be given for the file.
+    holding ``rollouts.parquet`` may be given for the file. ``need_lengths`` False
+    accepts a file with no lengths field (correctness only, the pass-rate fit): its
+    samples come from the reward field and their ``length`` is null.
 
     Raises: GroupedDataError (file, line, field) on a missing file or length field,
     invalid JSON, a length that is negative, zero, NaN or not an integer, a non-numeric
@@ -181,7 +186,9 @@ def read_grouped(
         if is_rollout_trace(path):
             df = _read_rollouts(path)
         else:
-            df = pl.DataFrame(read_records(path, names, counter), schema_overrides=_SCHEMA)
+            df = pl.DataFrame(
+                read_records(path, names, counter, need_lengths), schema_overrides=_SCHEMA
+            )
             if df.select(pl.struct("step", "prompt", "sample_idx").is_duplicated().any()).item():
                 # per-sample records without a sample index: number them in file order
                 df = df.with_columns(

@@ -191,15 +191,29 @@ def _per_sample_values(rec: dict, name: str | None, n: int, where: str, per_prom
     return [v] * n
 
 
-def read_records(path: Path, names: FieldNames, lengths: LengthCounter) -> list[dict]:
+def columns(path: Path) -> set[str]:
+    """Field names of the first 50 records of a JSONL/CSV/parquet file (empty: none)."""
+    return set().union(*(r.keys() for _, r in records(path)[:50]))
+
+
+def read_records(
+    path: Path, names: FieldNames, lengths: LengthCounter, need_lengths: bool = True
+) -> list[dict]:
     """One dict per sample (:data:`COLUMNS` less ``source``) of a JSONL/CSV/parquet file;
-    see :func:`read_grouped`."""
+    see :func:`read_grouped`. ``need_lengths`` False: a file with no lengths field (none
+    named, none of the common spellings) is read from its reward field (correctness-only
+    files), every ``length`` None."""
     recs = records(path)
     if not recs:
         raise GroupedDataError(f"{path}: no records")
     cols = set().union(*(r.keys() for _, r in recs[:50]))
     where = f"{path}: line {recs[0][0]}"
-    f = {k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths")) for k in CANDIDATES}
+    f = {
+        k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths" and need_lengths))
+        for k in CANDIDATES
+    }
+    if f["lengths"] is None:
+        return _correctness_only(recs, f, path, where)
     per_prompt = isinstance(recs[0][1].get(f["lengths"]), list)
     if not per_prompt and f["prompt"] is None:
         raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
@@ -245,6 +259,52 @@ def read_records(path: Path, names: FieldNames, lengths: LengthCounter) -> list[
                     "cap": None if cap is None else int(cap),
                     "reward": _number(extra["reward"][j], f"{at} {f['reward']!r}"),
                     "prompt_tokens": None if pt is None else int(pt),
+                }
+            )
+    return rows
+
+
+def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
+    """Rows of a file with no lengths field: the reward field gives the samples (a list
+    per prompt, or one value per sample record); lengths, caps and prompt tokens None."""
+    if f["reward"] is None:
+        raise GroupedDataError(
+            f"{where}: no lengths field and no reward field (tried {', '.join(CANDIDATES['reward'])})"
+        )
+    per_prompt = isinstance(recs[0][1].get(f["reward"]), list)
+    if not per_prompt and f["prompt"] is None:
+        raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
+    rows = []
+    for no, rec in recs:
+        at = f"{path}: line {no}: field {f['reward']!r}"
+        raw = rec.get(f["reward"])
+        if raw is None:
+            raise GroupedDataError(f"{path}: line {no}: no correctness field {f['reward']!r}")
+        if per_prompt and (not isinstance(raw, list) or not raw):
+            raise GroupedDataError(f"{at}: expected a non-empty list")
+        vals = raw if per_prompt else [raw]
+        step = (
+            _number(rec.get(f["step"]), f"{path}: line {no}: field {f['step']!r}")
+            if f["step"]
+            else 0.0
+        )
+        prompt = rec.get(f["prompt"]) if f["prompt"] else None
+        sample = _per_sample_values(
+            rec, f["sample"], len(vals), f"{path}: line {no}: field", per_prompt
+        )
+        for j, v in enumerate(vals):
+            s = _number(sample[j], f"{path}: line {no}: field {f['sample']!r}")
+            rows.append(
+                {
+                    "line": no,
+                    "step": int(step or 0),
+                    "prompt": str(prompt) if prompt is not None else f"row{no}",
+                    "sample_idx": j if s is None else int(s),
+                    "length": None,
+                    "censored": False,
+                    "cap": None,
+                    "reward": _number(v, at),
+                    "prompt_tokens": None,
                 }
             )
     return rows

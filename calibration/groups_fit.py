@@ -32,10 +32,14 @@ import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from rolloutlab.sim.dynamics import fit_icc
 from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.sim.within_law import LAWS, check_law, log_interval
 from scipy import optimize, special
 
 N_NODES = 32
 """Gauss-Hermite nodes (exact for polynomials of degree < 64 in ``z``)."""
+
+DF_LOG_BOUNDS = (np.log(0.5), np.log(100.0))
+"""Bounds of ``log df`` of the ``t`` law (df in [0.5, 100]; above 100 it is the normal)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,12 @@ class GroupFit:
     icc_anova: float | None
     """One-way ANOVA ICC(1) of log lengths (:func:`sim.dynamics.fit_icc`, uncensored,
     equal G only; a cross-check), None for ragged groups."""
+    within_law: str = "normal"
+    """Law of the within-group noise (:data:`sim.within_law.LAWS`)."""
+    within_df: float = 0.0
+    """Degrees of freedom of the ``t`` law (fitted; 0 for the other laws)."""
+    aic: float = float("nan")
+    """Akaike information criterion ``2 k - 2 loglik`` (``k`` fitted parameters)."""
 
     def model(self, max_response_length: int) -> LognormalLengths:
         """The fitted :class:`sim.lengths.LognormalLengths` (its step 0 is ``step0``)."""
@@ -74,6 +84,8 @@ class GroupFit:
             sigma_within=self.sigma_within,
             max_response_length=max_response_length,
             mu_growth_per_step=self.mu_growth_per_step,
+            within_law=self.within_law,
+            within_df=self.within_df,
         )
 
     def to_dict(self) -> dict:
@@ -81,20 +93,12 @@ class GroupFit:
         return asdict(self)
 
 
-def _log_interval(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``log(Phi(hi) - Phi(lo))``, accurate in both tails (``hi = inf`` allowed)."""
-    upper = lo > 0  # both in the upper tail: difference of survival functions
-    a = np.where(upper, -hi, lo)
-    b = np.where(upper, -lo, hi)
-    la, lb = special.log_ndtr(a), special.log_ndtr(b)
-    return lb + np.log(-np.expm1(np.minimum(la - lb, -1e-300)))
-
-
 class _Likelihood:
     """Negative log likelihood of the module's model for a set of groups (adaptive
     Gauss-Hermite over each group's intercept, module docstring)."""
 
-    def __init__(self, groups, censored, steps):
+    def __init__(self, groups, censored, steps, law: str = "normal"):
+        self.law = law
         sizes = np.array([len(g) for g in groups])
         self.gid = np.repeat(np.arange(len(groups)), sizes)
         self.sizes = sizes.astype(np.float64)
@@ -110,18 +114,20 @@ class _Likelihood:
         self.n_groups = len(groups)
 
     def __call__(self, theta: np.ndarray) -> float:
-        mu0, g, log_sp, log_sw = theta
-        sp, sw = np.exp(log_sp), np.exp(log_sw)
+        mu0, g, log_sp, log_sw, log_df = theta
+        sp, sw, df = np.exp(log_sp), np.exp(log_sw), np.exp(log_df)
         mu = mu0 + g * self.t  # (n_groups,)
         # adaptive nodes: z = c + s x, (c, s) the Gaussian posterior of the intercept given
-        # the group's mean log length (censoring ignored: it only moves the nodes)
-        prec = 1.0 + self.sizes * sp**2 / sw**2
+        # the group's mean log length (censoring ignored: it only moves the nodes; a t
+        # law's scale is widened to its standard deviation, or doubled without one)
+        sd = sw if self.law != "t" else sw * (np.sqrt(df / (df - 2)) if df > 2.5 else 2.0)
+        prec = 1.0 + self.sizes * sp**2 / sd**2
         s = 1.0 / np.sqrt(prec)
-        c = self.sizes * sp * (self.ybar - mu) / sw**2 / prec
+        c = self.sizes * sp * (self.ybar - mu) / sd**2 / prec
         z = c[:, None] + s[:, None] * self.x[None, :]  # (n_groups, K)
         logw = self.logw + np.log(s)[:, None] - 0.5 * z**2 + 0.5 * self.x**2
         m = (mu[:, None] + sp * z)[self.gid]  # (N, K)
-        lp = _log_interval((self.lo[:, None] - m) / sw, (self.hi[:, None] - m) / sw)
+        lp = log_interval((self.lo[:, None] - m) / sw, (self.hi[:, None] - m) / sw, self.law, df)
         per_group = np.stack(
             [
                 np.bincount(self.gid, weights=lp[:, k], minlength=self.n_groups)
@@ -151,32 +157,44 @@ def fit_groups(
     censored: list[np.ndarray] | None = None,
     steps: list[int] | np.ndarray | None = None,
     drift: bool | None = None,
+    law: str = "normal",
 ) -> GroupFit:
     """Fit the module's model to ``groups`` (one ``(G_i,)`` int array of lengths >= 1 per
     group), ``censored`` (matching bool arrays; None = none censored) and each group's
     ``steps`` (None = all step 0). ``drift`` fits the growth ``g`` (default: when there is
-    more than one step).
+    more than one step). ``law``: the within-group law (:mod:`sim.within_law`; the
+    likelihood's ``Phi`` becomes that law's CDF).
 
     Returns: :class:`GroupFit`. Raises: ValueError on fewer than 2 groups, a group with no
-    sample, or a length < 1. Groups of one sample each leave ``sigma_within``
+    sample, a length < 1, or an unknown ``law``. Groups of one sample each leave ``sigma_within``
     unidentified (its standard error is then None or huge).
     """
     if len(groups) < 2 or any(len(g) == 0 for g in groups):
         raise ValueError("fit_groups: need >= 2 groups, none empty")
     if any((np.asarray(g) < 1).any() for g in groups):
         raise ValueError("fit_groups: lengths must be >= 1")
+    check_law(law, 1.0)
     censored = censored or [np.zeros(len(g), dtype=bool) for g in groups]
     steps = np.zeros(len(groups)) if steps is None else np.asarray(steps, dtype=np.float64)
     drift = (np.ptp(steps) > 0) if drift is None else drift
-    nll = _Likelihood(groups, censored, steps)
+    nll = _Likelihood(groups, censored, steps, law)
     logs = [np.log(np.asarray(g, dtype=np.float64)) for g in groups]
     means = np.array([x.mean() for x in logs])
     within = np.sqrt(np.mean([x.var() for x in logs if x.size > 1] or [0.1])) + 0.05
-    x0 = np.array([means.mean(), 0.0, np.log(means.std() + 0.05), np.log(within)])
-    bounds = [(None, None), (None, None) if drift else (0.0, 0.0), (-9.0, 3.0), (-9.0, 3.0)]
+    t_law = law == "t"
+    x0 = np.array(
+        [means.mean(), 0.0, np.log(means.std() + 0.05), np.log(within), np.log(3.0) * t_law]
+    )
+    bounds = [
+        (None, None),
+        (None, None) if drift else (0.0, 0.0),
+        (-9.0, 3.0),
+        (-9.0, 3.0),
+        DF_LOG_BOUNDS if t_law else (0.0, 0.0),
+    ]
     res = optimize.minimize(nll, x0, method="L-BFGS-B", bounds=bounds)
     theta = res.x
-    free = [0, 1, 2, 3] if drift else [0, 2, 3]
+    free = ([0, 1, 2, 3] if drift else [0, 2, 3]) + [4] * t_law
 
     def sub(v):
         th = theta.copy()
@@ -184,7 +202,7 @@ def fit_groups(
         return nll(th)
 
     H = central_hessian(sub, theta[free])
-    cov = np.full((4, 4), np.nan)
+    cov = np.full((5, 5), np.nan)
     try:
         cov[np.ix_(free, free)] = np.linalg.inv(H)
     except np.linalg.LinAlgError:
@@ -193,7 +211,7 @@ def fit_groups(
     icc = sp**2 / (sp**2 + sw**2)
     # delta method: d icc / d log sp = 2 icc (1 - icc), d icc / d log sw = -2 icc (1 - icc)
     grad = np.array([2 * icc * (1 - icc), -2 * icc * (1 - icc)])
-    var_icc = grad @ cov[2:, 2:] @ grad
+    var_icc = grad @ cov[2:4, 2:4] @ grad
 
     def se(v):
         return float(np.sqrt(v)) if np.isfinite(v) and v >= 0 else None
@@ -212,6 +230,7 @@ def fit_groups(
             "sigma_prompt": se(sp**2 * cov[2, 2]),
             "sigma_within": se(sw**2 * cov[3, 3]),
             "icc": se(var_icc),
+            "within_df": se(np.exp(2 * theta[4]) * cov[4, 4]) if t_law else None,
         },
         step0=int(np.min(steps)),
         loglik=float(-res.fun),
@@ -220,4 +239,23 @@ def fit_groups(
         n_censored=int(sum(np.sum(c) for c in censored)),
         converged=bool(res.success),
         icc_anova=fit_icc(np.stack(groups)) if equal else None,
+        within_law=law,
+        within_df=float(np.exp(theta[4])) if t_law else 0.0,
+        aic=float(2 * len(free) + 2 * res.fun),
     )
+
+
+def fit_groups_law(
+    groups: list[np.ndarray],
+    censored: list[np.ndarray] | None,
+    steps: list[int] | np.ndarray | None,
+    law: str = "normal",
+) -> tuple[GroupFit, dict[str, float]]:
+    """:func:`fit_groups` with the within-group ``law``, or with ``law = "auto"`` the law
+    of :data:`sim.within_law.LAWS` of least AIC (Akaike 1974; ``t`` pays one parameter
+    more). Returns the fit and ``{law: AIC}`` of the laws tried. Raises ValueError as
+    :func:`fit_groups`."""
+    laws = LAWS if law == "auto" else (law,)
+    fits = {w: fit_groups(groups, censored, steps, law=w) for w in laws}
+    best = min(fits.values(), key=lambda f: f.aic)
+    return best, {w: f.aic for w, f in fits.items()}

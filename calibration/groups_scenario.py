@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from rolloutlab.calibration import grouped_records
 from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, GroupedTrace, read_grouped
-from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.groups_fit import fit_groups_law
+from rolloutlab.calibration.groups_validate import fit_data
 from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
 from rolloutlab.calibration.writer import calibration_dict, source_entry
 from rolloutlab.sim.scenario import load_scenario
@@ -46,26 +48,40 @@ def reward_problem(trace: GroupedTrace, reward_field: str) -> str | None:
 
 
 def read_pass_rate_samples(
-    path: str | Path, score_field: str = "score", lengths_field: str | None = "code"
+    path: str | Path,
+    score_field: str = "score",
+    lengths_field: str | None = None,
+    fallback: tuple[str, ...] = ("code",),
 ) -> GroupedSamples:
     """The pass-rate fitter's input from one grouped per-sample file, read by
     :func:`calibration.grouped.read_grouped` (JSONL/CSV/parquet, one record per prompt or
     per sample): correctness from ``score_field`` (booleans or 0/1), lengths from
     ``lengths_field`` (numbers as given, texts as character counts). ``lengths_field``
-    None: the lengths field is looked up among the common spellings only to find the
-    groups, and no lengths are returned (no coupling fit).
+    None: the first of ``fallback`` (Qwen2.5-Math's response texts ``code``) present in
+    the file, else the common spellings of :data:`calibration.grouped.CANDIDATES`, else
+    none: a correctness-only file gives ``lengths`` None (no coupling fit) and
+    ``length_unit`` ``"none"``. ``lengths_field`` ``""``: the same lookup (the groups are
+    found), but no lengths are returned.
 
-    Raises GroupedDataError (file, line, field) on a missing file or field, a
-    correctness that is missing or not 0/1, a correctness list of another count than
-    the lengths, or anything :func:`calibration.grouped.read_grouped` refuses."""
-    trace = read_grouped([path], FieldNames(lengths=lengths_field, reward=score_field))
+    Raises GroupedDataError (file, line, field) on a missing file, a named field that
+    is missing, a correctness that is missing or not 0/1, a correctness list of another
+    count than the lengths, or anything :func:`calibration.grouped.read_grouped` refuses."""
+    drop = lengths_field == ""
+    lengths_field = lengths_field or None
+    if lengths_field is None and Path(path).is_file():
+        present = grouped_records.columns(Path(path))
+        lengths_field = next((f for f in fallback if f in present), None)
+    trace = read_grouped(
+        [path], FieldNames(lengths=lengths_field, reward=score_field), need_lengths=False
+    )
     problem = reward_problem(trace, score_field)
     if problem is not None:
         raise GroupedDataError(problem)
+    correct = [r.astype(bool) for r in trace.flat("reward")]
+    if drop or trace.samples["length"].null_count():
+        return GroupedSamples(correct=correct, lengths=None, length_unit="none")
     samples = grouped_samples(trace)
     assert samples is not None  # every reward is 0/1 (checked above)
-    if lengths_field is None:
-        return GroupedSamples(correct=samples.correct, lengths=None, length_unit="none")
     return samples
 
 
@@ -83,6 +99,12 @@ class GroupsCalibrationConfig:
     """Bundled scenario or calibration file whose cost, engine and prompt length are used
     (prompt length: the data's median when it has one)."""
     name: str = "groups"
+    within_law: str = "normal"
+    """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or ``auto``:
+    least AIC)."""
+    fit_window: int | None = None
+    """Fit on the last ``fit_window`` steps only (None: all); the model's step 0 is then
+    the window's first step, and the empirical mode keeps only the window's groups."""
 
 
 def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
@@ -91,8 +113,8 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     ``pass_rate`` the beta-binomial pass-rate block of
     :func:`calibration.passrate_fit.pass_rate_block` when every sample has a 0/1 reward. Raises ValueError / CalibrationError on a bad
     ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
-    flat = trace.flat("length")
-    fit = fit_groups(flat, trace.flat("censored"), trace.group_steps())
+    flat, cens, at = fit_data(trace, len(trace.steps()), cfg.fit_window)
+    fit, aics = fit_groups_law(flat, cens, at, cfg.within_law)
     known = trace.known_cap()
     cap = cfg.max_response_length or known or int(trace.samples["length"].max())
     if cfg.length_model == "empirical":
@@ -130,6 +152,8 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
         fit={
             "lengths": fit.to_dict(),
             "steps": len(trace.steps()),
+            "fit_steps": [int(min(at)), int(max(at))] if cfg.fit_window else "all",
+            "aic_by_law": aics,
             "group_size": sorted({len(g) for g in flat}),
             "cap_source": "--max-response-length"
             if cfg.max_response_length

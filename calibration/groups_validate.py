@@ -20,7 +20,10 @@ subsampled to ``g``: extrapolation in G), ``tb_stats_icc`` (today's TensorBoard-
 path: :func:`calibration.lengths_fit.fit_step`/``fit_run`` on each fit step's pooled mean,
 max, min and clip ratio, split by the bundled ICC, :func:`calibration.icc.bundled_icc`),
 ``no_within`` (the hierarchical fit's total spread, all of it between prompts), and
-``empirical`` (whole observed fit-step groups resampled without replacement).
+``empirical`` (whole observed fit-step groups resampled without replacement). With
+``fit_window`` every model is fitted on the last ``W`` fit steps only (names end in
+``_w<W>``); with another within-group law (:mod:`sim.within_law`, ``auto`` = least AIC)
+the hierarchical models carry the law's name and the normal-law baselines are left out.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from rolloutlab.calibration.grouped import GroupedDataError, GroupedTrace
-from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.icc import bundled_icc
 from rolloutlab.calibration.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
 from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
@@ -48,9 +51,9 @@ COLUMNS = (
     "ratio_median_pred",
 )
 """The issue's columns, first in ``validation_groups.csv``; ``model``, ``fit_G``,
-``p_straggler_meas_se``, ``n_steps`` and ``ratio_ks`` (two-sample Kolmogorov-Smirnov
+``p_straggler_meas_se``, ``n_steps``, ``ratio_ks`` (two-sample Kolmogorov-Smirnov
 distance between the measured and predicted distributions of max/median,
-``scipy.stats.ks_2samp``) follow."""
+``scipy.stats.ks_2samp``) and ``law`` (the within-group law, :func:`law_name`) follow."""
 
 
 def step_ratio(lengths: np.ndarray) -> np.ndarray:
@@ -114,15 +117,18 @@ def predict(model, steps: list[int], B: int, G_max: int, reps: int, seed: int) -
     return np.concatenate(out)
 
 
-def tb_stats_model(trace: GroupedTrace, fit_steps: int, cap: int) -> LognormalLengths:
+def tb_stats_model(
+    trace: GroupedTrace, fit_steps: int, cap: int, first: int = 0
+) -> LognormalLengths:
     """Today's TensorBoard-statistics model: per-step pooled mean/max/min/clip ratio
-    (the censored share) fits (:mod:`calibration.lengths_fit`) of the first ``fit_steps``
-    steps, trend lines, spread split by the bundled ICC."""
+    (the censored share) fits (:mod:`calibration.lengths_fit`) of steps ``first`` to
+    ``fit_steps - 1`` (indices into :meth:`GroupedTrace.steps`), trend lines, spread
+    split by the bundled ICC."""
     fits = []
     per_step = zip(
-        trace.steps()[:fit_steps],
-        trace.groups("length")[:fit_steps],
-        trace.groups("censored")[:fit_steps],
+        trace.steps()[first:fit_steps],
+        trace.groups("length")[first:fit_steps],
+        trace.groups("censored")[first:fit_steps],
         strict=True,
     )
     for s, groups, censored in per_step:
@@ -186,35 +192,81 @@ class ValidationConfig:
     length_model: str = "lognormal"
     """``lognormal`` (hierarchical fit and baselines) or ``empirical``."""
     seed: int = 0
+    fit_window: int | None = None
+    """Fit on the last ``fit_window`` of the ``fit_steps`` steps only (None: all of them):
+    a model of the recent past for a nonstationary run."""
+    within_law: str = "normal"
+    """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or
+    ``auto``: least AIC)."""
+
+    def model_suffix(self, law: str = "normal") -> str:
+        """``""`` with the defaults, else ``_<law>`` (the fitted law, also when chosen by
+        ``auto``) and/or ``_w<window>``: the models' names say what was fitted."""
+        name = "" if law == "normal" and self.within_law == "normal" else f"_{law}"
+        return name + (f"_w{self.fit_window}" if self.fit_window else "")
+
+
+def fit_data(trace: GroupedTrace, fit_steps: int, window: int | None) -> tuple[list, list, list]:
+    """``(lengths, censored, steps)`` of every group of the first ``fit_steps`` steps, or
+    of the last ``window`` of them (:meth:`GroupedTrace.flat` order)."""
+    flat = trace.flat("length", fit_steps)
+    cens = trace.flat("censored", fit_steps)
+    at = trace.group_steps(fit_steps)
+    if window:
+        first = trace.steps()[max(fit_steps - window, 0)]
+        keep = [i for i, s in enumerate(at) if s >= first]
+        flat, cens, at = ([x[i] for i in keep] for x in (flat, cens, at))
+    return flat, cens, at
+
+
+def law_name(fit) -> str:
+    """The fitted within-group law of a :class:`calibration.groups_fit.GroupFit`:
+    ``normal``, ``gumbel`` or ``t(df=1.23)``."""
+    return f"t(df={fit.within_df:.2f})" if fit.within_law == "t" else fit.within_law
 
 
 def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> dict:
-    """``name -> (length model, fit G)`` fitted on the first ``cfg.fit_steps`` steps."""
-    flat = trace.flat("length", cfg.fit_steps)
-    cens = trace.flat("censored", cfg.fit_steps)
-    at = trace.group_steps(cfg.fit_steps)
+    """``name -> (length model, fit G, the model's step 0, law)`` fitted on the first
+    ``cfg.fit_steps`` steps (the last ``cfg.fit_window`` of them when given); the
+    hierarchical fit with ``cfg.within_law``. The baselines ``tb_stats_icc`` and
+    ``no_within`` (a normal law's split) are left out with another law. ``law``: the
+    fitted within-group law (``t(df=..)`` with its degrees of freedom; with ``auto``
+    followed by every law's AIC, ``[AIC normal .., gumbel .., t ..]``), or the model's
+    kind for the others."""
+    flat, cens, at = fit_data(trace, cfg.fit_steps, cfg.fit_window)
+    step0 = min(at)
     if cfg.length_model == "empirical":
+        sfx = f"_w{cfg.fit_window}" if cfg.fit_window else ""
         groups = tuple(np.asarray(g, dtype=np.int64) for g in flat)
         emp = EmpiricalLengths(
             np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
         )
-        return {"empirical": (emp, G)}
-    hier = fit_groups(flat, cens, at)
-    total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
-    out = {
-        "hierarchical": (hier.model(cap), G),
-        "tb_stats_icc": (tb_stats_model(trace, cfg.fit_steps, cap), G),
-        "no_within": (
-            LognormalLengths(hier.mu0, total, 0.0, cap, hier.mu_growth_per_step),
-            G,
-        ),
-    }
+        return {f"empirical{sfx}": (emp, G, step0, "empirical")}
+    hier, aics = fit_groups_law(flat, cens, at, cfg.within_law)
+    sfx = cfg.model_suffix(hier.within_law)
+    chosen = law_name(hier)
+    if len(aics) > 1:
+        chosen += " [AIC " + ", ".join(f"{w} {a:.1f}" for w, a in aics.items()) + "]"
+    out = {f"hierarchical{sfx}": (hier.model(cap), G, step0, chosen)}
+    if hier.within_law == "normal":
+        total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
+        steps = trace.steps()
+        first = steps.index(step0)
+        tb = tb_stats_model(trace, cfg.fit_steps, cap, first)
+        out[f"tb_stats_icc{sfx}"] = (tb, G, step0, "normal")
+        no_within = LognormalLengths(hier.mu0, total, 0.0, cap, hier.mu_growth_per_step)
+        out[f"no_within{sfx}"] = (no_within, G, step0, "normal")
     g_fit = G // 2 if cfg.fit_G is None else cfg.fit_G
     if 2 <= g_fit < G:
         rng = np.random.default_rng([cfg.seed, 7])
         pick = [rng.permutation(len(g))[:g_fit] for g in flat]
-        sub = fit_groups([g[p] for g, p in zip(flat, pick)], [c[p] for c, p in zip(cens, pick)], at)
-        out[f"hierarchical_fitG{g_fit}"] = (sub.model(cap), g_fit)
+        sub = fit_groups(
+            [g[p] for g, p in zip(flat, pick)],
+            [c[p] for c, p in zip(cens, pick)],
+            at,
+            law=hier.within_law,
+        )
+        out[f"hierarchical{sfx}_fitG{g_fit}"] = (sub.model(cap), g_fit, step0, law_name(sub))
     return out
 
 
@@ -224,7 +276,7 @@ UNCAPPED = 2**40
 
 def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
     """The validation table (module docstring; columns :data:`COLUMNS` then ``model``,
-    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``): one row per model, tau and G in
+    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``, ``law``): one row per model, tau and G in
     ``1..G_logged``. Raises GroupedDataError on the input errors of
     :func:`check_validation_input` or ``--prompts`` above the logged B."""
     G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
@@ -238,8 +290,8 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
     meas = {g: measure(mats, B, g, cfg.taus, cfg.draws, cfg.seed) for g in range(1, G + 1)}
     rows = []
-    for name, (model, g_fit) in models_for(trace, cfg, G, cap).items():
-        draws = predict(model, [s - steps[0] for s in held], B, G, cfg.reps, cfg.seed + 1)
+    for name, (model, g_fit, step0, law) in models_for(trace, cfg, G, cap).items():
+        draws = predict(model, [s - step0 for s in held], B, G, cfg.reps, cfg.seed + 1)
         for g in range(1, G + 1):
             r = step_ratio(draws[:, :, :g])
             ks = float(stats.ks_2samp(meas[g].ratios, r).statistic)
@@ -260,6 +312,7 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
                         "p_straggler_meas_se": meas[g].p_se[t],
                         "n_steps": len(held),
                         "ratio_ks": ks,
+                        "law": law,
                     }
                 )
     return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)

@@ -179,5 +179,10 @@ def pass_rate_block(data: GroupedSamples, provenance: dict) -> dict:
             "length_unit": data.length_unit,
             f"count_hist_observed_n{n_max}": observed.tolist(),
             f"count_hist_expected_n{n_max}": (expected * (n == n_max).sum()).round(2).tolist(),
-        },
+        }
+        | (
+            {"coupling_note": "not fitted: the data have no response lengths (coupling 0)"}
+            if data.lengths is None
+            else {}
+        ),
     }

@@ -43,7 +43,7 @@ MATH correctness (docs/learning.md §1, Beta(0.307, 0.0286)), the only per-promp
 dispersion measured here for a Qwen2.5 model (**modelling choice**)."""
 
 
-def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None):
+def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf):
     """(E p_t, E p_t^2), each (T,), along the mean-field recursion (module docstring)."""
     if not (a > 0 and b > 0):
         raise ValueError(f"Beta(a, b): expected a, b > 0, got {a}, {b}")
@@ -51,7 +51,7 @@ def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None):
     G = np.broadcast_to(np.asarray(G, float), lr.shape)
     floor = np.broadcast_to(1e-12 if prompts is None else 1 / np.asarray(prompts, float), lr.shape)
     u, w = beta_logit_grid(a, b)
-    model = LearningModel(LearningParams(kappa=kappa, lr_ref=lr_ref))
+    model = LearningModel(LearningParams(kappa=kappa, lr_ref=lr_ref, theta_max=theta_max))
     m1, m2 = np.empty(lr.size), np.empty(lr.size)
     for t in range(lr.size):
         p = special.expit(u + model.theta)  # = model.current(p0) in the logit domain
@@ -63,9 +63,12 @@ def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None):
     return m1, m2
 
 
-def expected_curve(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None) -> np.ndarray:
+def expected_curve(
+    a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf
+) -> np.ndarray:
     """Mean pass rate (T,) before each step's update under the mean-field recursion
-    (module docstring). ``lr``: (T,) per step; ``G``, ``prompts`` (B): scalar or (T,).
+    (module docstring). ``lr``: (T,) per step; ``G``, ``prompts`` (B): scalar or (T,);
+    ``theta_max``: the shift's capacity (:class:`LearningParams`; inf = linear).
 
     With ``dynamic_sampling`` only informative groups are trained and the loss is over
     them: the step's signal is divided by the kept share ``E[1 - p^G - (1 - p)^G]``
@@ -73,7 +76,7 @@ def expected_curve(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=N
     Raises ValueError on a, b <= 0, kappa < 0 (:class:`LearningParams`) or lr <= 0
     (:meth:`LearningModel.apply_signal`).
     """
-    return _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts)[0]
+    return _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts, theta_max)[0]
 
 
 def sampling_noise_sd(a, b, kappa, lr, G, lr_ref, prompts) -> np.ndarray:

@@ -113,5 +113,5 @@ def verl_blocks(
         "fit": {"alpha": a, "beta": b, "mean_pass_rate": a / (a + b), **fit},
     }
     params = LearningParams(kappa=kappa, lr_ref=lr_ref)
-    learning = {**params.__dict__, "fit": fit, "provenance": prov}
+    learning = {**params.to_dict(), "fit": fit, "provenance": prov}
     return pass_rate, learning

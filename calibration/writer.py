@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.scenario import FORMAT, VERSION, scenario_from_dict
 
 
@@ -73,6 +74,34 @@ class OutputError(ValueError):
     """An output path that cannot be written; the message names it."""
 
 
+def check_replaceable(out: str | Path) -> Path:
+    """Check, before any work, that a calibration may be written to ``out``: ``out`` is
+    new or already a calibration JSON (``"format": "rolloutlab.calibration"``, which the new
+    one replaces), and its folder exists and is writable or can be created.
+
+    Raises OutputError naming ``out``: a folder, a file that is not a calibration JSON (a
+    command never overwrites a file it did not write), or an unwritable folder."""
+    out = Path(out)
+    if out.is_dir():
+        raise OutputError(f"{out}: is a folder; --out takes a calibration JSON file name")
+    if out.exists():
+        try:
+            d = json.loads(out.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            d = None
+        if not (isinstance(d, dict) and d.get("format") == FORMAT):
+            raise OutputError(
+                f"{out}: exists and is not a calibration JSON; refusing to overwrite it "
+                "(choose another --out or remove it)"
+            )
+    top = out.absolute().parent
+    while not top.exists():
+        top = top.parent
+    if not top.is_dir() or not os.access(top, os.W_OK | os.X_OK):
+        raise OutputError(f"{out}: cannot write the output ({top} is not a writable folder)")
+    return out
+
+
 def write_json_atomic(obj: Any, out: str | Path) -> Path:
     """Write ``obj`` as indented JSON to ``out`` atomically; create parent folders.
 
@@ -86,7 +115,7 @@ def write_json_atomic(obj: Any, out: str | Path) -> Path:
         raise OutputError(f"{out}: cannot write the output ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, allow_nan=False)
+            f.write(strict_json.dumps(obj, indent=1))
             f.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a calibration is meant to be shared
         os.replace(tmp, out)

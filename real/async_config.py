@@ -39,6 +39,11 @@ class AsyncConfig:
                 f"pipeline {self.pipeline!r}: the real asynchronous loop runs "
                 f"{', '.join(ASYNC_KINDS)} (use `real sync` for sync)"
             )
+        if pc != PipelineConfig(kind=pc.kind, S=pc.S, ratio=pc.ratio):
+            raise ConfigError(
+                f"pipeline {self.pipeline!r}: options after the kind (sync mode, chunk, "
+                "queue, ...) are simulator-only; the real loop runs the plain pipeline"
+            )
         if self.sync.refill:
             raise ConfigError(
                 "--dynamic-sampling (refill) runs in `real sync` only; the asynchronous loop "

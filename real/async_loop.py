@@ -37,16 +37,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real import checkpoint, rundir
+from rolloutlab.real import rundir
 from rolloutlab.real.async_config import AsyncConfig
 from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from rolloutlab.real.collapse import CollapseDetector
 from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
+from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.sync import SyncRun, check_before_writing
-from rolloutlab.real.trace_rows import rollout_rows, step_row
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.sim import strict_json
+from rolloutlab.sim.observation import observe_step, propose_step
 from tqdm import tqdm
 
 
@@ -74,6 +76,8 @@ class AsyncRun(SyncRun):
     resume, traces); its engine stays in the learner process for held-out evaluation only.
     """
 
+    WHOLE_ROUNDS = False  # stale groups may be dropped: only whole groups are checked on resume
+
     def __init__(
         self,
         acfg: AsyncConfig,
@@ -87,7 +91,7 @@ class AsyncRun(SyncRun):
         self.detector = CollapseDetector(acfg.collapse)
         self.pending_G: list[int] = []
         if self.start_step > 0:
-            state = json.loads((checkpoint.latest(self.out) / "state.json").read_text())
+            state = json.loads((self.resumed_from / "state.json").read_text())
             self.detector.load_state_dict(state["collapse"])
             self.pending_G = list(state["pending_G"])  # G of batches in flight at the checkpoint
         self.v_push = self.next_batch = self.start_step
@@ -116,7 +120,7 @@ class AsyncRun(SyncRun):
                 range(self.start_step, self.cfg.steps),
                 initial=self.start_step,
                 total=self.cfg.steps,
-                disable=not progress,
+                disable=None if progress else True,  # a bar on a terminal only
                 desc=f"real async {self.pc.spec}",
                 unit="step",
             )
@@ -139,7 +143,7 @@ class AsyncRun(SyncRun):
         last = min(self.v_push + self.pc.lead, self.cfg.steps - 1)
         while self.next_batch <= last:
             j = self.next_batch
-            G = self.pending_G.pop(0) if self.pending_G else self.controller.propose()
+            G = self.pending_G.pop(0) if self.pending_G else propose_step(self.controller)
             if G > self.cfg.capacity:
                 raise ConfigError(
                     f"batch {j}: controller proposed G={G} > engine capacity {self.cfg.capacity}"
@@ -174,6 +178,9 @@ class AsyncRun(SyncRun):
             prompt_ids=self._prompt_ids(step * self.cfg.prompts, len(problems)),
             gen_time_s=t_gen - t_start,
             step_time_s=t_sync - (t_start if self._t_prev_end is None else self._t_prev_end),
+            finish_reasons=finish_reason_rows(results, G),
+            learner_time_s=t_train - t_recv,
+            wall_clock_s=t_sync,
         )
         fired = self.detector.observe(step, float(rewards.mean()), *self._health(stats))
         t_end = self.clock()
@@ -240,7 +247,7 @@ class AsyncRun(SyncRun):
             if d.t_collapse is None
             else math.ceil(d.t_collapse / self.pc.sync_every),
         }
-        (self.out / "collapse.json").write_text(json.dumps(doc, indent=2) + "\n")
+        strict_json.write_json(self.out / "collapse.json", doc)
 
 
 def run_async(
@@ -263,7 +270,11 @@ def run_async(
     check_before_writing(acfg.sync)  # a bad setting fails before anything is written
     if resume:
         run_id, acfg = rundir.open_existing(
-            out, overrides or {}, kind="real-async", config_cls=AsyncConfig
+            out,
+            overrides or {},
+            kind="real-async",
+            config_cls=AsyncConfig,
+            check=lambda c: resume_point(out, None),
         )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")

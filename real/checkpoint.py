@@ -23,13 +23,15 @@ from typing import Any
 import numpy as np
 import torch
 from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
+from rolloutlab.sim import strict_json
 
 KEEP = 2
 """Checkpoints kept on disk (older ones are removed after a new one is in place)."""
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message names the file and what is wrong."""
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the file and what is wrong
+    (bad input: exit code 2 from the command line)."""
 
 
 def _sha256(path: Path) -> str:
@@ -53,7 +55,7 @@ def save(
     shutil.rmtree(tmp, ignore_errors=True)  # a torn write of our own earlier attempt
     save_pretrained(model, tmp)
     torch.save(trainer, tmp / "trainer.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
+    strict_json.write_json(tmp / "state.json", {"step": step, **state})
     files = sorted(p.name for p in tmp.iterdir())
     (tmp / "manifest.json").write_text(
         json.dumps({"step": step, "sha256": {f: _sha256(tmp / f) for f in files}}, indent=2)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+import math
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from rolloutlab.real.task import TaskConfig
@@ -56,12 +57,25 @@ class WarmStartConfig:
     """Seeds the initialisation and the problems."""
 
 
+def _float_fields(cfg: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """``(dotted name, value)`` of every float field of a config dataclass, nested ones
+    included (e.g. ``learner.lr``)."""
+    out = []
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, float):
+            out.append((prefix + f.name, v))
+        elif is_dataclass(v):
+            out.extend(_float_fields(v, f"{prefix}{f.name}."))
+    return out
+
+
 @dataclass(frozen=True)
 class SyncConfig:
     """Everything that determines a ``rolloutlab real sync`` run."""
 
     controller: str = "sagc"
-    """Group-size controller spec (:func:`sim.controller_spec.parse_controller`): ``sagc[:k=v,...]``, ``lagc[:k=v,...]`` or ``static:G``."""
+    """Group-size controller spec (:func:`sim.controller_spec.parse_controller`): ``sagc[:k=v,...]``, ``lagc[:k=v,...]``, ``static:G`` or an external ``file.py:Class[:k=v,...]`` / ``module:Class`` / entry point."""
     steps: int = 200
     """Training steps (one GRPO update and one weight sync each)."""
     prompts: int = 8
@@ -134,6 +148,9 @@ class SyncConfig:
             raise ConfigError(
                 f"max_gen_batches must be >= 0 (0 = unlimited), got {self.max_gen_batches}"
             )
+        for name, value in _float_fields(self):
+            if not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value}")
         if not self.learner.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
         if not self.tau > 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.real.config import ConfigError, SyncConfig
-from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.controller_spec import check_spec
 from rolloutlab.sim.controllers import Controller
 
 
@@ -16,7 +16,7 @@ def check_before_writing(cfg: SyncConfig) -> None:
     Raises: ConfigError naming the setting.
     """
     try:
-        ctl = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
+        ctl = check_spec(cfg.controller, seed=cfg.seed, tau=cfg.tau)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if max_group_size(ctl) > cfg.capacity:
@@ -27,10 +27,9 @@ def check_before_writing(cfg: SyncConfig) -> None:
 
 
 def max_group_size(ctl: Controller) -> int:
-    """Largest G the controller can propose (``candidates`` of SAGC, ``G`` of StaticG)."""
-    if hasattr(ctl, "candidates"):
-        return max(ctl.candidates)
-    return int(ctl.G)
+    """Largest G the controller can propose: the max of its declared ``candidates``
+    (every built-in and every external controller declares them)."""
+    return max(int(g) for g in ctl.candidates)  # type: ignore[attr-defined]
 
 
 def request_seed(seed: int, step: int, prompt: int, sample_idx: int, round_: int = 0) -> int:

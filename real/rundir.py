@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rolloutlab.real.config import SyncConfig
-from rolloutlab.sim import provenance
+from rolloutlab.sim import provenance, strict_json
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"
@@ -21,8 +22,9 @@ EXTENDABLE = ("steps", "sync.steps")
 """Settings ``--resume`` may change (extend a run; ``sync.steps`` is an asynchronous run's)."""
 
 
-class RunDirError(RuntimeError):
-    """The output directory cannot be used as asked; nothing in it was changed."""
+class RunDirError(ValueError):
+    """The output directory cannot be used as asked; nothing in it was changed (a usage
+    error: exit code 2 from the command line)."""
 
 
 def _trace_run_ids(out: Path) -> set[str]:
@@ -52,18 +54,44 @@ def create(out: Path, cfg: SyncConfig, kind: str = "real-sync") -> str:
             f"{out}: already holds a run ({', '.join(held)}); pass --resume to continue "
             "it or choose another --out (nothing was changed)"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"{out}: cannot create the run directory ({exc.strerror})") from None
     run_id = f"{kind}-{uuid.uuid4().hex[:8]}"
     write_config(out, run_id, cfg, kind)
     return run_id
 
 
+def _stored_resumes(out: Path) -> list:
+    try:
+        doc = json.loads((Path(out) / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    resumes = doc.get("resumes") if isinstance(doc, dict) else None
+    return resumes if isinstance(resumes, list) else []
+
+
 def write_config(out: Path, run_id: str, cfg: SyncConfig, kind: str = "real-sync") -> None:
     """Write the resolved config (any config with ``to_dict``: :class:`SyncConfig`, or
     ``real.async_config.AsyncConfig`` with ``kind="real-async"``) with library versions
-    (:func:`sim.provenance.write_config`) to ``out/config.json``."""
+    (:func:`sim.provenance.write_config`) to ``out/config.json``, keeping the ``resumes``
+    record of an existing one."""
     doc = {"run_id": run_id, "kind": kind, "config": cfg.to_dict()}
+    resumes = _stored_resumes(out)
+    if resumes:
+        doc["resumes"] = resumes
     provenance.write_config(Path(out) / CONFIG_FILE, doc)
+
+
+def record_resume(out: Path, entry: dict[str, Any]) -> None:
+    """Append ``entry`` (what a ``--resume`` runs: ``from_step``, ``to_step``, ``repaired``
+    steps) to the ``resumes`` list of ``out/config.json``."""
+    path = Path(out) / CONFIG_FILE
+    doc = json.loads(path.read_text())
+    doc["resumes"] = [*_stored_resumes(out), entry]
+    doc.pop("versions", None)
+    provenance.write_config(path, doc)
 
 
 def _lookup(d: dict[str, Any], dotted: str) -> Any:
@@ -80,7 +108,11 @@ def _store(d: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def open_existing(
-    out: Path, overrides: dict[str, Any], kind: str = "real-sync", config_cls: Any = SyncConfig
+    out: Path,
+    overrides: dict[str, Any],
+    kind: str = "real-sync",
+    config_cls: Any = SyncConfig,
+    check: Callable[[Any], object] | None = None,
 ) -> tuple[str, Any]:
     """Read the stored run of ``out`` for ``--resume``; returns ``(run_id, config)``.
 
@@ -88,7 +120,10 @@ def open_existing(
     e.g. ``learner.lr``); ``steps`` may change
     (extend a run), any other that differs from the stored value is refused.
     ``kind`` / ``config_cls``: what the stored run must be and how its config is read.
-    Raises: RunDirError with no run to resume, a trace of another run, or a conflicting setting.
+    ``check(config)``: called before anything is written (the resume integrity check,
+    :func:`real.resume_check.resume_point`); its RunDirError leaves the directory as it was.
+    Raises: RunDirError with no run to resume, a trace of another run, or a conflicting
+    setting; ConfigError for a stored config that is not valid.
     """
     out = Path(out)
     path = out / CONFIG_FILE
@@ -100,7 +135,7 @@ def open_existing(
         )
         raise RunDirError(f"{out}: holds {what}; nothing to resume (nothing was changed)")
     try:
-        doc = json.loads(path.read_text())
+        doc = strict_json.loads(path.read_text())
         run_id, stored = doc["run_id"], doc["config"]
         if doc.get("kind") != kind:
             raise KeyError("kind")
@@ -121,6 +156,11 @@ def open_existing(
     for key, value in overrides.items():
         if key in EXTENDABLE:
             _store(stored, key, value)
-    cfg = config_cls.from_dict(stored)
+    try:
+        cfg = config_cls.from_dict(stored)
+    except (TypeError, ValueError) as exc:
+        raise RunDirError(f"{path}: its config cannot be used ({exc})") from None
+    if check is not None:
+        check(cfg)
     write_config(out, run_id, cfg, kind)
     return run_id, cfg

@@ -189,6 +189,11 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
     args = [(out, S, lr, seed, grid.run_config(S, lr, seed)) for S, lr, seed in points]
     with cf.ProcessPoolExecutor(grid.jobs, mp_context=mp.get_context("spawn")) as ex:
         rows = list(
-            tqdm(ex.map(_one, args), total=len(args), disable=not progress, desc="real stability")
+            tqdm(
+                ex.map(_one, args),
+                total=len(args),
+                disable=None if progress else True,
+                desc="real stability",
+            )
         )
     return pl.DataFrame(rows, schema=CSV_SCHEMA).select(CSV_COLUMNS)

@@ -25,7 +25,6 @@ from the checkpoint's time.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,12 +42,14 @@ from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_
 from rolloutlab.real.learner import Learner, pack
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
+from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.trace_rows import rollout_rows, step_row
+from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.observation import observe_step, propose_step
 from rolloutlab.sim.trace import TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
@@ -57,12 +58,20 @@ EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
     with open(path, "a") as fh:
-        fh.write(json.dumps(row) + "\n")
+        fh.write(strict_json.dumps(row) + "\n")
         fh.flush()
 
 
 class SyncRun:
-    """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps."""
+    """One synchronous run in ``out_dir``; :meth:`run` executes the remaining steps.
+
+    With ``resume``, the tables are first checked against the checkpoint
+    (:func:`real.resume_check.resume_point`): damaged steps before it are re-run from the
+    checkpoint before them, or the resume is refused listing them.
+    """
+
+    WHOLE_ROUNDS = True
+    """Each step's rollouts are whole rounds of ``prompts`` prompts (checked on resume)."""
 
     def __init__(
         self,
@@ -78,7 +87,7 @@ class SyncRun:
         torch.set_num_threads(cfg.torch_threads)
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "numerics.json").exists():  # the machine that started the run
-            (self.out / "numerics.json").write_text(json.dumps(numerics.describe(), indent=2))
+            strict_json.write_json(self.out / "numerics.json", numerics.describe())
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
         if max_group_size(self.controller) > cfg.capacity:
             raise ConfigError(
@@ -94,7 +103,12 @@ class SyncRun:
             self.out, load_config(), self.ops, cfg.warm_start, self.exclude, cache_dir
         )
         policy = copy.deepcopy(reference)
-        ckpt = checkpoint.latest(self.out) if resume else None
+        ckpt, self.repaired = (
+            resume_point(self.out, cfg.prompts if self.WHOLE_ROUNDS else None)
+            if resume
+            else (None, [])
+        )
+        self.resumed_from = ckpt
         trainer = None
         if ckpt is not None:
             policy, trainer, state = checkpoint.load(ckpt)
@@ -111,12 +125,15 @@ class SyncRun:
         factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
         if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
-            (self.out / "engine.json").write_text(
-                json.dumps(self.engine.describe(), indent=2) + "\n"
-            )
+            strict_json.write_json(self.out / "engine.json", self.engine.describe())
         self.engine.update_weights(policy.state_dict(), self.start_step)
         for name in ("rollouts.jsonl", "steps.jsonl", *EXTRA_LOGS):
             truncate_jsonl(self.out / name, self.start_step if self.start_step > 0 else -1)
+        if resume:  # config.json says what this resume runs
+            rundir.record_resume(
+                self.out,
+                {"from_step": self.start_step, "to_step": cfg.steps, "repaired": self.repaired},
+            )
         self.writer = TraceWriter(self.out)
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -127,7 +144,7 @@ class SyncRun:
             range(self.start_step, self.cfg.steps),
             initial=self.start_step,
             total=self.cfg.steps,
-            disable=not progress,
+            disable=None if progress else True,  # a bar on a terminal only
             desc="real sync",
             unit="step",
         )
@@ -183,20 +200,23 @@ class SyncRun:
     def step(self, step: int) -> dict[str, Any]:
         """Run one synchronous step and record it; returns the learner.jsonl row."""
         cfg = self.cfg
-        G = self.controller.propose()
+        G = propose_step(self.controller)
         if G > cfg.capacity:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
             )
-        t_start = self.clock()
+        t_start, cpu = self.clock(), [time.process_time()]
         problems, reqs, results, ds = self._generate(step, G)
         t_gen = self.clock()
+        cpu.append(time.process_time())
         rewards, lengths, keep, stats = self._learn(
             step, G, problems, reqs, results, None if ds is None else ds.keep
         )
         t_train = self.clock()
+        cpu.append(time.process_time())
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)
         t_sync = self.clock()
+        cpu.append(time.process_time())
         observe_step(
             self.controller,
             lengths,
@@ -204,9 +224,17 @@ class SyncRun:
             prompt_ids=self._prompt_ids(self.next_prompt_id, len(problems)),
             gen_time_s=t_gen - t_start,
             step_time_s=t_sync - t_start,
+            finish_reasons=finish_reason_rows(results, G),
+            learner_time_s=t_train - t_gen,
+            wall_clock_s=t_sync,
         )
         t_end = self.clock()
         extra = sampling_record(rewards, keep, results, G, ds)
+        # process CPU time (s) of the step's phases: a clock that the machine's load
+        # does not stretch (analysis.learning_compare's --clock cpu)
+        extra.update(
+            cpu_gen_s=cpu[1] - cpu[0], cpu_train_s=cpu[2] - cpu[1], cpu_sync_s=cpu[3] - cpu[2]
+        )
         correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
         self.writer.append_step(
             rollout_rows(self.run_id, step, G, results, self.next_prompt_id, rewards, correct),
@@ -371,7 +399,9 @@ def run_sync(
     out = Path(out_dir)
     check_before_writing(cfg)  # a bad setting fails before anything is written
     if resume:
-        run_id, cfg = rundir.open_existing(out, overrides or {})
+        run_id, cfg = rundir.open_existing(
+            out, overrides or {}, check=lambda c: resume_point(out, c.prompts)
+        )
     else:
         run_id = rundir.create(out, cfg)
     return SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir).run(progress)

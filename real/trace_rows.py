@@ -79,3 +79,9 @@ def step_row(
         **{k: v for k, v in extra.items() if k in STEP_SCHEMA},
     }
     return pl.DataFrame([row], schema=STEP_SCHEMA)
+
+
+def finish_reason_rows(results: Sequence[RolloutResult], G: int) -> list[list[str]]:
+    """``(n, G)`` finish reasons (``"stop"``, ``"length"``, ...) of ``results`` in group
+    order: what :func:`sim.observation.observe_step` passes as ``finish_reasons``."""
+    return [[r.finish_reason for r in results[p : p + G]] for p in range(0, len(results), G)]

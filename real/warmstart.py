@@ -42,6 +42,7 @@ from rolloutlab.real.model import (
 )
 from rolloutlab.real.numerics import describe as describe_numerics
 from rolloutlab.real.tasks import TaskOps
+from rolloutlab.sim import strict_json
 from tqdm import tqdm
 
 FORMAT = 1
@@ -162,7 +163,7 @@ def cached_warm_start(
             shutil.rmtree(out)
         shutil.copytree(entry, out)
         meta = json.loads((out / "warmstart.json").read_text())
-        (out / "warmstart.json").write_text(json.dumps({**meta, "source": "cache"}, indent=2))
+        strict_json.write_json(out / "warmstart.json", {**meta, "source": "cache"})
         return load_pretrained(out)
     model = build_model(model_cfg, cfg.seed)
     t0 = time.perf_counter()
@@ -176,7 +177,7 @@ def cached_warm_start(
         "seconds": seconds,
         "source": "trained",
     }
-    (out / "warmstart.json").write_text(json.dumps(doc, indent=2))
+    strict_json.write_json(out / "warmstart.json", doc)
     if entry is not None:
         _copy_dir(out, entry)
     return model

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim.admission import Admission
 from rolloutlab.sim.batch import Batch
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.sim.observation import needs, observe_step
 
 
 @dataclass
@@ -25,6 +27,20 @@ class GroupState:
     n_done: int = 0
     status: str = "running"  # running | ready | consumed | dropped | aborted | filtered
     step: int = -1  # learner step that consumed / discarded it
+    keep: int = 0
+    """Samples it trains on: the first ``keep`` of its ``G`` requests to finish
+    (``groupover:N/K``, :mod:`sim.groupover`); 0 = all ``G``."""
+    kept: list[int] = field(default_factory=list)
+    """Request indices of the kept samples, in finishing order (trimmed groups only)."""
+
+    def __post_init__(self) -> None:
+        if self.keep == 0:
+            self.keep = self.G
+
+    @property
+    def trimmed(self) -> bool:
+        """More samples launched than kept (``groupover``)."""
+        return self.keep < self.G
 
 
 @dataclass
@@ -38,9 +54,34 @@ class BatchInfo:
     groups: list[GroupState]
     v_last: np.ndarray  # (n_prompts * G,) v_gen at each rollout's finish
     correct: np.ndarray | None = None  # (n_prompts, G) bool rewards, None without a pass-rate model
+    stale_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(n_prompts * G,) tokens made before the last weight sync each rollout spanned
+    (partial pipelines; :func:`sim.rollout_versions.record_progress`)."""
     observed: bool = False
     unresolved: int = 0
     generating: int = 0  # groups not yet complete nor discarded
+
+    @classmethod
+    def new(cls, j, G, keep, batch, lengths, prompt_ids, v_gen, correct) -> BatchInfo:
+        """Batch ``j`` just submitted as ``batch``: ``len(prompt_ids)`` groups of ``G``
+        requests each (``keep`` kept, :mod:`sim.groupover`), dispatched at ``v_gen``;
+        ``lengths`` ``(n_prompts, G)``, ``correct`` ``(n_prompts, G)`` or None."""
+        n = len(prompt_ids)
+        groups = [
+            GroupState(j, int(p), k * G, G, v_gen, keep=keep) for k, p in enumerate(prompt_ids)
+        ]
+        return cls(
+            j,
+            G,
+            batch,
+            lengths,
+            groups,
+            np.full(n * G, -1, dtype=np.int64),
+            correct=correct,
+            stale_tokens=np.zeros(n * G, dtype=np.int64),
+            unresolved=n,
+            generating=n,
+        )
 
 
 @dataclass
@@ -61,6 +102,9 @@ class Ledger:
     """Queued or running at the end (or aborted but not yet removed)."""
     spanned_versions: list[int] = field(default_factory=list)
     """Per consumed rollout: last-token version minus dispatch version (partial rollouts)."""
+    admission: Admission | None = None
+    """The run's :class:`sim.admission.Admission` (streaming pipelines), with its event
+    log; ``None`` for the batch-serial ones."""
 
     def as_dict(self) -> dict:
         """Counts plus ``spanned_versions_mean`` / ``_max`` (0 when none consumed)."""
@@ -101,7 +145,7 @@ class Ledger:
         for info in batches:
             for g in info.groups:
                 if g.status == "ready":
-                    self.ready += g.G
+                    self.ready += g.keep
                 elif g.status == "running":
                     self.ready += g.n_done
                     self.in_flight += g.G - g.n_done
@@ -109,12 +153,12 @@ class Ledger:
 
 
 def group_rewards(batches: list[BatchInfo], g: GroupState) -> np.ndarray:
-    """(G,) float rewards of group ``g``. Raises ValueError when its batch has none (the
+    """(keep,) float rewards of group ``g`` (its kept samples). Raises ValueError when its batch has none (the
     run has no pass-rate model: callers check first)."""
     correct = batches[g.j].correct
     if correct is None:
         raise ValueError(f"batch {g.j} has no rewards (no pass-rate model)")
-    return correct[g.lo // g.G].astype(np.float64)
+    return _kept_row(correct, g).astype(np.float64)  # kept samples only (sim.groupover)
 
 
 def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float:
@@ -127,12 +171,20 @@ def rollout_seconds(batches: list[BatchInfo], groups: list[GroupState]) -> float
 
 
 def observe_resolved(
-    controller: Any, batches: list[BatchInfo], gen_time_s: float, step_time_s: float
+    controller: Any,
+    batches: list[BatchInfo],
+    gen_time_s: float,
+    step_time_s: float,
+    learner_time_s: float | None = None,
+    wall_clock_s: float | None = None,
+    max_response_length: int | None = None,
 ) -> None:
     """Hand every batch whose groups are all resolved, and not yet observed, to
     :func:`sim.observation.observe_step`: lengths, rewards and prompt ids of its groups
     that were generated to the end (consumed, dropped as stale or filtered), with the
-    times of the learner step that resolved it."""
+    times (s) of the learner step that resolved it; finish reasons (``"length"`` at
+    ``max_response_length``, else ``"stop"``) when the cap is given and the controller
+    reads them."""
     for info in batches:
         if info.unresolved == 0 and not info.observed:
             info.observed = True
@@ -141,11 +193,28 @@ def observe_resolved(
                 for k, g in enumerate(info.groups)
                 if g.status in ("consumed", "dropped", "filtered")
             ]
+            kept = [_kept_row(info.lengths, info.groups[k]) for k in ks]
+            reasons = None
+            if max_response_length is not None and needs(controller, "finish_reasons"):
+                reasons = finish_reasons(np.array(kept), max_response_length)
             observe_step(
                 controller,
-                [info.lengths[k].tolist() for k in ks],
-                rewards=None if info.correct is None else info.correct[ks].astype(np.float64),
+                [row.tolist() for row in kept],
+                finish_reasons=reasons,
+                learner_time_s=learner_time_s,
+                wall_clock_s=wall_clock_s,
+                rewards=None
+                if info.correct is None
+                else np.array(
+                    [_kept_row(info.correct, info.groups[k]) for k in ks], dtype=np.float64
+                ).reshape(len(ks), -1),
                 gen_time_s=gen_time_s,
                 step_time_s=step_time_s,
                 prompt_ids=np.array([info.groups[k].prompt_id for k in ks], dtype=np.int64),
             )
+
+
+def _kept_row(table: np.ndarray, g: GroupState) -> np.ndarray:
+    """Group ``g``'s row of a batch's ``(n_prompts, G)`` table, kept samples only."""
+    row = table[g.lo // g.G]
+    return row[np.asarray(g.kept) - g.lo] if g.trimmed else row

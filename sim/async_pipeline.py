@@ -3,8 +3,9 @@
 Every pipeline of :mod:`sim.pipeline_spec` is one SimPy *dispatcher* and one *learner*
 around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md):
 
-- dispatcher: for prompt batch ``j`` it waits for admission (``j - v_gen <= lead``;
-  batch-serial kinds also wait for batch ``j-1`` to finish generating), then
+- dispatcher: for prompt batch ``j`` it waits for admission (batch-serial kinds:
+  ``j - v_gen <= lead`` and batch ``j-1`` done generating; streaming kinds: AReaL's
+  rule, :mod:`sim.admission`, the batch then holds at most the free capacity), then
   ``G = controller.propose()`` (:func:`sim.observation.propose_step`, with the batch's
   prompt ids for a controller that asks for them) and submits the batch (``B`` or ``ceil(R B)`` prompts,
   lengths from :func:`sim.dynamics.step_lengths` keyed on ``(seed, prompt, j, sample)`` as
@@ -12,9 +13,10 @@ around the shared :class:`sim.engine.Engine` (rules per kind: docs/pipelines.md)
 - learner, step ``t`` (learner version ``t``): takes the first ``B`` complete groups in
   completion order, dropping any with ``t - policy_version > S_max`` (counted); an
   over-sampling pipeline aborts the rest of the batch (tail abort); trains
-  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync pauses the
-  generators at an iteration boundary, takes ``cost.weight_sync_s()`` and sets
-  ``v_gen = t + 1``. Colocated placement also pauses generation while training.
+  (``cost.learner_step_s(tokens)``); every ``sync_every`` steps a weight sync in the
+  pipeline's mode (:mod:`sim.weight_sync`: by default it pauses the generators at an
+  iteration boundary and takes ``cost.weight_sync_s()``) sets ``v_gen = t + 1``.
+  Colocated placement also pauses generation while training.
 - :func:`sim.observation.observe_step` gets a batch's lengths (and rewards, prompt ids;
   groups consumed or dropped, by prompt) once its last group is consumed, dropped or
   aborted, with the generation and step times of the learner step that resolved it.
@@ -31,14 +33,11 @@ step may abort after ``max_gen_batches`` batches (:mod:`sim.async_dynamic`). Fil
 groups are not written to the rollout table; they are counted in the step row and the
 ledger (``filtered``).
 
-Versions: a non-partial rollout carries the version it was dispatched with (modelling
-choice: in-flight rollouts finish under the weights they started with; the sync only
-pauses them); a partial rollout keeps running across syncs and carries the version of
-its last token (its dispatch version is kept in the ledger, not in the trace).
-A dropped or tail-aborted rollout is written with ``finish_reason = "abort"``;
-``response_tokens`` = tokens generated; ``learner_version`` = the step that discarded it;
-``policy_version`` = its group's version (for a partial group: its oldest sample's), so
-that ``learner_version - policy_version > S_max`` tells a stale drop from a tail abort.
+Versions and rows: :mod:`sim.async_rows` (a non-partial rollout finishes under the
+weights it started with, a modelling choice; a partial one carries its last token's
+version) and :mod:`sim.rollout_versions` (versions per token, would-be lengths).
+``groupover:N/K`` trims groups (:mod:`sim.groupover`); ``--park`` re-runs an
+over-sampled batch's unfinished prompts as a later long-tail batch (:meth:`_tail_abort`).
 """
 
 from __future__ import annotations
@@ -49,6 +48,7 @@ from collections import deque
 import numpy as np
 import polars as pl
 import simpy
+from rolloutlab.sim.admission import Admission
 from rolloutlab.sim.async_dynamic import AsyncRounds
 from rolloutlab.sim.async_ledger import (
     BatchInfo,
@@ -56,25 +56,28 @@ from rolloutlab.sim.async_ledger import (
     Ledger,
     group_rewards,
     observe_resolved,
-    rollout_seconds,
 )
+from rolloutlab.sim.async_rows import group_rows, reward_columns
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.controllers import Controller
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
+from rolloutlab.sim.groupover import extra_rows, kept_index, trim
 from rolloutlab.sim.observation import propose_step
-from rolloutlab.sim.pipeline import (
-    BatchRows,
-    RunConfig,
-    columns_to_rollouts,
-    rollout_columns,
-    step_record,
-)
+from rolloutlab.sim.pipeline import RunConfig, columns_to_rollouts, step_record
 from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.reward_metrics import informative, step_reward_columns
+from rolloutlab.sim.reward_metrics import informative
 from rolloutlab.sim.rewards import RewardTracker
+from rolloutlab.sim.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.segments import abort_requests
 from rolloutlab.sim.trace import STEP_SCHEMA
+from rolloutlab.sim.weight_sync import Resumer, after_sync, submit_batch, weight_sync
+
+MAX_DROPS_PER_STEP = 1000
+"""Stale groups, per group of the batch, one learner step may drop before the run is
+declared starved (a drop frees its admission place, so a learner that drops every group
+would otherwise wait forever while the dispatcher refills)."""
 
 
 def run_pipeline(
@@ -90,14 +93,20 @@ def run_pipeline(
     one (``finish_reason == "abort"``), sorted by ``(step, prompt_id, sample_idx)``;
     rollouts still buffered or generating when the last step ends are only counted in
     the :class:`Ledger`. ``on_step(step, G)`` is called after each learner step.
-    Raises ValueError if the controller proposes G < 1, RuntimeError if the learner
-    can never fill a batch (every admissible group was dropped).
+    Raises ValueError if the controller proposes G < 1 or for ``async:S`` (see
+    :func:`sim.async_stream.run_stream`), RuntimeError if the learner can never fill a
+    batch (every admissible group was dropped).
     """
-    sim = _Simulation(scenario, controller, cfg, pipeline, on_step)
-    return sim.run()
+    if pipeline.kind == "async":
+        raise ValueError("pipeline async:S runs in sim.async_stream.run_stream")
+    return PipelineSimulation(scenario, controller, cfg, pipeline, on_step).run()
 
 
-class _Simulation:
+class PipelineSimulation:
+    """One run of a pipeline (module doc): SimPy dispatcher and learner around an
+    :class:`~sim.engine.Engine`; :meth:`run` returns ``(rollouts, steps, ledger)``.
+    Subclassed by :class:`sim.async_stream.StreamSimulation`."""
+
     def __init__(self, scenario, controller, cfg, pipeline, on_step):
         self.sc, self.ctl, self.cfg, self.pc, self.on_step = (
             scenario,
@@ -109,6 +118,7 @@ class _Simulation:
         self.env = simpy.Environment()
         self.engine = Engine(self.env, scenario.cost, scenario.engine)
         self.v_gen = 0
+        self.clock = VersionClock()  # when v_gen changed (sim.rollout_versions)
         self.batches: list[BatchInfo] = []
         self.ready: deque[GroupState] = deque()
         self.ready_evt = self.env.event()
@@ -127,22 +137,32 @@ class _Simulation:
                 "use --gen-batch-factor with another pipeline"
             )
         self.rounds = AsyncRounds(cfg.dynamic, cfg.prompts, pipeline.lead) if cfg.dynamic else None
+        self.admission = (  # AReaL's rule for the streaming kinds (sim.admission)
+            Admission(pipeline.S, cfg.prompts, record=True)
+            if pipeline.streaming and self.rounds is None
+            else None
+        )
+        self.ledger.admission = self.admission
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
+        self.parked: list[int] = []  # --park: prompts cut unfinished, to re-run B at a time
+        self.holding = False  # a drain sync holds new submissions (sim.weight_sync)
+        self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
 
     def run(self):
         self.env.process(self._dispatcher())
         learner = self.env.process(self._learner())
         while not learner.processed:  # as env.run(until=learner), telling a stall apart
             if self.env.peek() == math.inf:  # nothing left to happen; the learner waits
-                raise RuntimeError(
-                    f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
-                    f"{self.cfg.prompts} groups (all admissible groups dropped as "
-                    "stale)"
-                )
+                if self.resumer.relaunch():  # chunk-paused rollouts: nothing else can run
+                    continue
+                raise self._starved()
             self.env.step()
         self.columns.extend(
             self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
         )
+        if self.pc.kind == "groupover":
+            groups = [g for info in self.batches for g in info.groups]
+            self.columns.extend(extra_rows(groups, self.batches, self._columns, self.ledger))
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
@@ -155,9 +175,13 @@ class _Simulation:
             self.changed.succeed()
 
     def _admissible(self, j: int) -> bool:
+        if self.holding:
+            return False
         if self.rounds is not None:  # counted in groups (sim.async_dynamic)
             if not self.rounds.admissible(self.v_gen):
                 return False
+        elif self.admission is not None:
+            return self.admission.capacity(self.v_gen) > 0
         elif j - self.v_gen > self.pc.lead:
             return False
         return self.pc.streaming or j == 0 or self.batches[j - 1].generating == 0
@@ -170,38 +194,35 @@ class _Simulation:
             while not self._admissible(j):
                 self.changed = self.env.event()
                 yield self.changed
-            n_prompts = n_fixed if self.rounds is None else self.rounds.batch_size(self.v_gen)
-            prompt_ids = self.next_prompt + np.arange(n_prompts)
+            if self.rounds is not None:
+                n_prompts = self.rounds.batch_size(self.v_gen)
+            elif self.admission is not None:
+                n_prompts = min(n_fixed, self.admission.capacity(self.v_gen))
+                self.admission.start(n_prompts, self.v_gen)
+            else:
+                n_prompts = n_fixed
+            if len(self.parked) >= B:  # --park: a long-tail batch of parked prompts
+                prompt_ids, n_prompts = np.array(self.parked[:B], dtype=np.int64), B
+                del self.parked[:B]
+            else:
+                prompt_ids = self.next_prompt + np.arange(n_prompts)
+                self.next_prompt += n_prompts
             G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
+            G, keep = self.pc.launched(G), G  # groupover: more launched than kept
             # keyed on (seed, prompt, batch, sample): with n_prompts = B, batch j draws what
             # synchronous step j draws (common random numbers across pipelines)
             lengths = step_lengths(self.sc.lengths, self.cfg.seed, j, prompt_ids, G)  # (n, G)
-            self.next_prompt += n_prompts
             correct = (
                 self.tracker.draw(j, prompt_ids, G, lengths, self.gen_model)
                 if self.tracker.enabled
                 else None
             )
-            batch = self.engine.submit(
-                np.repeat(prompt_ids, G),
-                np.full(n_prompts * G, cap_tokens),
-                lengths.ravel(),
-                on_finish=self._on_finish,
+            batch = submit_batch(
+                self, np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens), lengths.ravel()
             )
-            groups = [GroupState(j, int(p), k * G, G, self.v_gen) for k, p in enumerate(prompt_ids)]
-            info = BatchInfo(
-                j,
-                G,
-                batch,
-                lengths,
-                groups,
-                np.full(n_prompts * G, -1, dtype=np.int64),
-                correct=correct,
-                unresolved=n_prompts,
-                generating=n_prompts,
-            )
+            info = BatchInfo.new(j, G, keep, batch, lengths, prompt_ids, self.v_gen, correct)
             self.info_of[id(batch)] = info
             self.batches.append(info)
             self.ledger.dispatched += n_prompts * G
@@ -214,9 +235,15 @@ class _Simulation:
         info.v_last[i] = self.v_gen
         group = info.groups[i // info.G]
         group.n_done += 1
-        if group.status == "running" and group.n_done == group.G:
+        if group.trimmed and len(group.kept) < group.keep:
+            group.kept.append(i)
+        if group.status == "running" and group.n_done == group.keep:
             group.status = "ready"
+            if group.trimmed:  # the first keep finished: abort the rest
+                trim(self.engine, info, group)
             info.generating -= 1
+            if self.admission is not None:
+                self.admission.finish(self.v_gen)
             self.ready.append(group)
             if not self.ready_evt.triggered:
                 self.ready_evt.succeed()
@@ -243,35 +270,44 @@ class _Simulation:
                 yield self.engine.pause()
                 paused = True
             tokens = sum(
-                int(self.batches[g.j].lengths[(g.lo // g.G)].sum()) + g.G * self.sc.prompt_tokens
+                int(self.batches[g.j].batch.response_tokens[kept_index(g)].sum())
+                + g.keep * self.sc.prompt_tokens
                 for g in taken
             )
             train_time = cost.learner_step_s(float(tokens)) if taken else 0.0
             yield env.timeout(train_time)
             for g in taken:
                 self._resolve(g, "consumed", t)
-            sync_time = 0.0
+            parts = None
             if not taken and (t + 1) % self.pc.sync_every == 0:  # aborted, nothing trained:
-                self.v_gen = t + 1  # the weights did not change, nothing to send
-            elif (t + 1) % self.pc.sync_every == 0:
-                t_sync = env.now
-                if not paused:
-                    yield self.engine.pause()  # generators stop at an iteration boundary
-                    paused = True
-                wait_s = env.now - t_sync
-                sync_time = cost.weight_sync_s() + wait_s if wait_s > 0 else cost.weight_sync_s()
-                yield env.timeout(cost.weight_sync_s())
-                self.v_gen = t + 1
+                self._set_version(t + 1)  # the weights did not change, nothing to send
+                after_sync(self)
+            elif (t + 1) % self.pc.sync_every == 0:  # sim.weight_sync: mode, parts
+                paused, parts = yield from weight_sync(self, paused)
+                if self.pc.partial:  # workers held: tokens made under the old weights
+                    record_progress(self.engine, self.info_of)
+                self._set_version(t + 1)
+                after_sync(self)
             rewards = self._learn(taken, t)
             if (t + 1) % self.pc.sync_every == 0:
                 self.gen_model = self.tracker.behaviour_copy()
-            self._record_step(t, taken, env.now, train_time, sync_time, rewards)
+            self._record_step(t, taken, env.now, train_time, parts, rewards)
             if paused:
                 self.engine.resume()
             if t + 1 < self.cfg.steps:
                 self._poke()
             if self.on_step is not None:
-                self.on_step(t, taken[0].G if taken else self.batches[-1].G)
+                self.on_step(t, taken[0].keep if taken else self.batches[-1].groups[0].keep)
+
+    def _starved(self) -> RuntimeError:
+        return RuntimeError(
+            f"pipeline {self.pc.spec}: the learner cannot fill a batch of "
+            f"{self.cfg.prompts} groups (all admissible groups dropped as stale)"
+        )
+
+    def _set_version(self, v: int) -> None:
+        self.v_gen = v
+        self.clock.change(self.env.now, v)
 
     def _take(self, t: int):
         """Collect step ``t``'s groups from the ready queue (a SimPy generator returning
@@ -280,6 +316,7 @@ class _Simulation:
         B, r = self.cfg.prompts, self.rounds
         taken: list[GroupState] = []
         deferred: list[GroupState] = []
+        n_dropped = 0
         self.filtered_now = []
         if r is not None:
             r.start_step()
@@ -295,6 +332,9 @@ class _Simulation:
                     continue
                 r.examine(g.j, counted=not stale)
             if stale:
+                n_dropped += 1
+                if n_dropped > MAX_DROPS_PER_STEP * B:  # drops free admission: no stall
+                    raise self._starved()
                 self._discard(g, "dropped", t)
                 if r is not None:
                     r.discard(False, f"pipeline {self.pc.spec}")
@@ -319,10 +359,13 @@ class _Simulation:
         self.tracker.learn(rewards, t, stale)
         return rewards
 
-    def _record_step(self, t, taken, t_end, train_time, sync_time, rewards) -> None:
+    def _record_step(self, t, taken, t_end, train_time, parts, rewards) -> None:
         """Observe the batches this step resolved, then append the step's rollout rows and
-        step row (controller state after observing)."""
-        reward_cols = self._reward_columns(taken, rewards)
+        step row (controller state after observing); ``parts``: the step's
+        :class:`sim.weight_sync.SyncParts`, ``None`` without a sync."""
+        reward_cols = reward_columns(
+            rewards, len(taken), self.cfg.prompts, self.rounds, self.batches, self.filtered_now
+        )
         taken = sorted(taken, key=lambda g: g.prompt_id)
         cols = [self._columns(g, t, "consumed") for g in taken]
         self.columns.extend(cols)
@@ -333,7 +376,15 @@ class _Simulation:
         gen_time = (
             last + overhead if overhead > 0 else last
         ) - t_start  # = run_sync's, bit for bit
-        observe_resolved(self.ctl, self.batches, gen_time, t_end - t_start)
+        observe_resolved(
+            self.ctl,
+            self.batches,
+            gen_time,
+            t_end - t_start,
+            learner_time_s=train_time,
+            wall_clock_s=t_end,
+            max_response_length=self.sc.lengths.max_response_length,
+        )
         self.steps.append(
             step_record(
                 self.cfg.run_id,
@@ -342,51 +393,20 @@ class _Simulation:
                 t_end,
                 gen_time,
                 train_time,
-                sync_time,
+                0.0 if parts is None else parts.total_s,
                 self.cfg.lr,
                 self.ctl,
                 reward_cols,
+                None if parts is None else parts.as_tuple(),
             )
-        )
-
-    def _reward_columns(self, taken, rewards) -> dict | None:
-        """Step reward columns: trained groups, plus filtered ones with dynamic sampling."""
-        if rewards is None:
-            return None
-        if self.rounds is None:
-            return step_reward_columns(rewards, len(taken))
-        wasted = rollout_seconds(self.batches, self.filtered_now)
-        groups = rewards + [group_rewards(self.batches, g) for g in self.filtered_now]
-        return step_reward_columns(
-            groups, len(taken), len(self.rounds.seen), wasted, len(taken) < self.cfg.prompts
         )
 
     def _columns(self, g: GroupState, step: int, status: str) -> dict[str, np.ndarray]:
         info = self.batches[g.j]
-        sl = slice(g.lo, g.lo + g.G)
-        version = info.v_last[sl] if self.pc.partial else g.v_dispatch
-        cols = rollout_columns(
-            self.cfg.run_id,
-            step,
-            g.G,
-            np.array([g.prompt_id]),
-            BatchRows(info.batch, sl),
-            version,
-            step,
-            self.sc.lengths.max_response_length,
-            correct=None if info.correct is None else info.correct[g.lo // g.G][None],
+        max_len = self.sc.lengths.max_response_length
+        return group_rows(
+            info, g, step, status, self.cfg.run_id, max_len, self.pc.partial, self.clock
         )
-        if status != "consumed":
-            b = info.batch
-            cols["response_tokens"] = np.where(
-                b.aborted[sl], b.abort_tokens[sl], b.response_tokens[sl]
-            )
-            cols["finish_reason"] = np.full(g.G, "abort", dtype=object)
-            if self.pc.partial:  # a discarded group is as old as its oldest sample
-                cols["policy_version"] = np.full(
-                    g.G, self._version(g) if status == "dropped" else g.v_dispatch, dtype=np.int64
-                )
-        return cols
 
     def _resolve(self, g: GroupState, status: str, step: int) -> None:
         info = self.batches[g.j]
@@ -397,9 +417,9 @@ class _Simulation:
         if status == "filtered":
             self.ledger.filtered += g.G
         if status == "consumed":
-            self.ledger.consumed += g.G
+            self.ledger.consumed += g.keep
             sl = slice(g.lo, g.lo + g.G)
-            version = info.v_last[sl] if self.pc.partial else np.full(g.G, g.v_dispatch)
+            version = info.v_last[sl] if self.pc.partial else np.full(g.keep, g.v_dispatch)
             self.ledger.spanned_versions.extend((version - g.v_dispatch).tolist())
 
     def _discard(self, g: GroupState, status: str, step: int) -> None:
@@ -407,16 +427,23 @@ class _Simulation:
         info = self.batches[g.j]
         if g.status == "running":
             pending = [i for i in range(g.lo, g.lo + g.G) if np.isnan(info.batch.t_finish[i])]
-            self.engine.abort(info.batch, pending)
+            abort_requests(self.engine, info.batch, pending)
+        if self.admission is not None:  # a drop frees its place
+            (self.admission.abort if g.status == "running" else self.admission.drop)(self.v_gen)
         self._resolve(g, status, step)
         self.discarded.append(g)
         self._poke()
 
     def _tail_abort(self, taken: list[GroupState], t: int) -> None:
+        """Abort the groups of the taken ones' batches that were not taken; with
+        ``--park`` (RollPacker) the unfinished ones' prompts are re-run later, ``B`` at a
+        time, as a long-tail batch (:meth:`_dispatcher`)."""
         keep = {id(g) for g in taken}
         for j in sorted({g.j for g in taken}):
             for g in self.batches[j].groups:
                 if id(g) not in keep and g.status in ("running", "ready"):
                     if g.status == "ready":
                         self.ready.remove(g)
+                    elif self.pc.park:
+                        self.parked.append(g.prompt_id)
                     self._discard(g, "aborted", t)

@@ -13,7 +13,8 @@ from typing import Any
 
 import polars as pl
 from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.async_stream import run_stream
+from rolloutlab.sim.controller_spec import check_spec, parse_controller
 from rolloutlab.sim.fastpath_run import run_sync_fast
 from rolloutlab.sim.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 from rolloutlab.sim.pipeline import RunConfig, run_sync
@@ -59,6 +60,8 @@ SUMMARY_COLUMNS = (
     *ASYNC_COLUMNS,
     "learner_idle_frac_steady",
     "len_consumed_over_generated",
+    "staleness_dispatch_mean",
+    "staleness_first_token_mean",
 )
 
 
@@ -94,13 +97,13 @@ def check_comparison(
     """Validate a comparison before running it (the commands call it before they create
     their output folder): every controller spec parses, specs and pipelines are given and
     distinct, the fast path gets synchronous pipelines only, and dynamic sampling
-    (``dynamic``) no ``oversample:R`` pipeline. Raises ValueError."""
+    (``dynamic``) no ``oversample:R`` or ``async:S`` pipeline. Raises ValueError."""
     if not specs:
         raise ValueError("controllers: none given (e.g. static:8,sagc)")
     if len(set(specs)) != len(specs):
         raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
     for spec in specs:
-        parse_controller(spec)
+        check_spec(spec)
     if not pipelines:
         raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
     if len(set(pipelines)) != len(pipelines):
@@ -115,6 +118,8 @@ def check_comparison(
             "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
             "combine with an oversample:R pipeline"
         )
+    if dynamic and any(p.kind == "async" for p in pipelines):
+        raise ValueError("--dynamic-sampling does not combine with an async:S pipeline")
 
 
 def run_comparison(
@@ -135,7 +140,7 @@ def run_comparison(
     time_to_target_s`` at reward ``target``, :func:`sim.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). The plain synchronous
     pipeline runs in :func:`sim.pipeline.run_sync` (closed form), the others in
-    :func:`sim.async_pipeline.run_pipeline`.
+    :func:`sim.async_pipeline.run_pipeline` (``async:S``: :func:`sim.async_stream.run_stream`).
     Raises ValueError as :func:`check_comparison`.
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
@@ -152,7 +157,8 @@ def run_comparison(
                 run = run_sync_fast if engine == "fast" else run_sync
                 rollouts, steps = run(scenario, ctl, run_cfg, on_step=hook)
             else:
-                rollouts, steps, _ = run_pipeline(scenario, ctl, run_cfg, pipe, on_step=hook)
+                run_async = run_stream if pipe.kind == "async" else run_pipeline
+                rollouts, steps, _ = run_async(scenario, ctl, run_cfg, pipe, on_step=hook)
             rows.append(
                 {
                     "controller": spec,

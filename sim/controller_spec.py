@@ -1,4 +1,7 @@
-"""Controller specs of the CLI (``static:G``, ``sagc[:k=v,...]``, ``lagc[:k=v,...]``) to objects.
+"""Controller specs of the CLI to objects: the built-in ``static:G``, ``sagc[:k=v,...]``
+and ``lagc[:k=v,...]``, and controllers from outside the package
+(:mod:`sim.controller_plugins`: ``file.py:Class[:k=v,...]``, ``module:Class[:k=v,...]``,
+entry points of ``rolloutlab.controllers``).
 
 Kept apart from :mod:`sim.controllers` so that module does not import :mod:`sim.lagc`
 (which builds on it): no import cycle.
@@ -8,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rolloutlab.sim.controller_options import finite_float, split_options, strict_int
+from rolloutlab.sim.controller_plugins import build_external
 from rolloutlab.sim.controllers import SAGC, Controller, StaticG
 from rolloutlab.sim.lagc import LAGC
+from rolloutlab.sim.observation import propose_step
 
 _SAGC_INT = ("radius", "init_G", "G_min")
 _SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s")
@@ -24,7 +30,12 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
     forget``; ``candidates=4/8/16``); ``lagc[:key=value,...]`` -> :class:`sim.lagc.LAGC`
     (the SAGC keys, for its straggler constraint, and ``signal, pop_gamma, prompt_decay,
     length_gamma, c_max, max_prompts``). ``sagc_defaults`` (e.g. a scenario's ``tau``)
-    apply to SAGC and LAGC unless the spec overrides them.
+    apply to SAGC and LAGC unless the spec overrides them. Anything else is an external
+    controller (:func:`sim.controller_plugins.build_external`, with ``seed``, and the
+    ``sagc_defaults`` its constructor names, e.g. ``tau``, unless the spec sets them).
+
+    Numbers must be finite (``tau=nan`` and ``delta=inf`` are refused before the
+    constructor's range checks, which ``nan`` would pass); a key may appear once.
 
     Raises: ValueError naming the spec (and the option) on anything else.
     """
@@ -38,14 +49,15 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
                 f"controller spec {spec!r}: expected static:G with G a positive int"
             ) from None
     if kind not in ("sagc", "lagc"):
-        raise ValueError(
-            f"controller spec {spec!r}: expected 'static:G', 'sagc[:k=v,...]' or 'lagc[:k=v,...]'"
-        )
+        return build_external(spec, seed, **sagc_defaults)
     kwargs: dict[str, Any] = dict(sagc_defaults)
-    for item in filter(None, args.split(",")):
-        key, _, val = item.partition("=")
+    try:
+        pairs = split_options(args)
+    except ValueError as exc:
+        raise ValueError(f"controller spec {spec!r}: {exc}") from None
+    for key, val in pairs:
         try:
-            kwargs.update(_option(kind, key.strip(), val.strip()))
+            kwargs.update(_option(kind, key, val))
         except ValueError as exc:
             raise ValueError(f"controller spec {spec!r}: option {key!r}: {exc}") from None
     try:
@@ -57,14 +69,34 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
     return ctl
 
 
+def check_spec(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
+    """:func:`parse_controller`, then one ``propose()`` of that fresh controller through
+    :func:`sim.observation.propose_step` (a G that is not a positive int, or not one of
+    its ``candidates``, is refused), for the checks a command makes before it writes
+    anything. Returns the probed controller (do not run it: it has proposed once).
+    Raises ValueError naming the spec."""
+    ctl = parse_controller(spec, seed, **sagc_defaults)
+    try:
+        G = propose_step(ctl)
+    except ValueError as exc:
+        raise ValueError(f"controller spec {spec!r}: {exc}") from None
+    cands = tuple(getattr(ctl, "candidates", ()))
+    if G not in cands:
+        raise ValueError(
+            f"controller spec {spec!r}: first propose() gave G={G}, not in candidates {cands}"
+        )
+    return ctl
+
+
 def _option(kind: str, key: str, val: str) -> dict[str, Any]:
-    """One ``key=value`` of a SAGC/LAGC spec as a keyword argument (ValueError if unknown/bad)."""
+    """One ``key=value`` of a SAGC/LAGC spec as a keyword argument (ValueError if unknown,
+    not a number where one is needed, or not finite)."""
     if key == "candidates":
-        return {key: tuple(int(v) for v in val.split("/"))}
+        return {key: tuple(strict_int(v) for v in val.split("/"))}
     if key in _SAGC_INT or (kind == "lagc" and key == "max_prompts"):
-        return {key: int(val)}
+        return {key: strict_int(val)}
     if key in _SAGC_FLOAT or (kind == "lagc" and key in _LAGC_FLOAT):
-        return {key: float(val)}
+        return {key: finite_float(val)}
     if key == "forget" or (kind == "lagc" and key == "signal"):
         return {key: val}
     raise ValueError(f"unknown {kind.upper()} option")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -72,6 +73,11 @@ class StaticG:
         self.G = int(G)
         self.name = f"static:{self.G}"
         self.steps_observed = 0
+
+    @property
+    def candidates(self) -> tuple[int, ...]:
+        """The one G it proposes (the declared candidates of the controller contract)."""
+        return (self.G,)
 
     def propose(self) -> int:
         return self.G
@@ -209,6 +215,12 @@ class SAGC:
         budget is set, else none (lengths only, as in the paper)."""
         return () if self.step_time_budget_s is None else ("gen_time_s", "step_time_s")
 
+    @property
+    def straggler_budget(self) -> float:
+        """The long-run straggler rate it targets (``delta``): what
+        :func:`rolloutlab.testing.check_controller` checks under a stationary law."""
+        return self.delta
+
     def neighbourhood(self) -> tuple[int, ...]:
         """Candidates within ``radius`` positions of the current G (local search)."""
         i = self.candidates.index(self.current)
@@ -308,19 +320,22 @@ class SAGC:
 
 
 SPEC_KINDS = ("static", "sagc", "lagc")
-"""Controller kinds of a spec (:func:`sim.controller_spec.parse_controller`)."""
+"""Built-in controller kinds of a spec (:func:`sim.controller_spec.parse_controller`)."""
+
+_OPTION = re.compile(r"^[A-Za-z_]\w*=")
 
 
 def split_specs(text: str) -> list[str]:
-    """Split a comma-separated list of controller specs, keeping a SAGC spec's own
+    """Split a comma-separated list of controller specs, keeping a spec's own
     ``key=value`` pairs together: ``"static:4,sagc:tau=15,delta=0.2"`` ->
-    ``["static:4", "sagc:tau=15,delta=0.2"]`` (a new spec starts at a kind name of
-    :data:`SPEC_KINDS`)."""
+    ``["static:4", "sagc:tau=15,delta=0.2"]``, and the same for external specs
+    (``"my.py:Ctl:a=1,b=2,sagc"`` -> ``["my.py:Ctl:a=1,b=2", "sagc"]``): a part that is a
+    bare ``identifier=value`` continues the previous spec, any other part starts one."""
     specs: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        if specs and "=" in part and not part.startswith(SPEC_KINDS):
+        if specs and _OPTION.match(part):
             specs[-1] += "," + part
         else:
             specs.append(part)

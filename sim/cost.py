@@ -8,8 +8,10 @@ In the memory-bound decode regime ``a_s`` is reading the weights, ``c_s`` readin
 cache per token and ``b_s`` the per-sequence work (sampling, logits). Prefill adds
 ``prefill_s_per_token`` per prompt token admitted in that iteration (prefix-cached
 tokens excluded). Learner step: ``learner_const_s + learner_s_per_token * tokens``
-(prompt + response tokens of the batch). Weight sync:
-``sync_s + weight_bytes * sync_s_per_byte`` (a constant plus bytes / bandwidth). Each
+(prompt + response tokens of the batch). Weight sync (transfer part):
+``sync_s + sync_n_tensors * sync_s_per_tensor + weight_bytes * sync_s_per_byte`` (a
+constant, a per-tensor latency and bytes / bandwidth; :mod:`sim.weight_sync` adds the
+pause and drain of the generators). Each
 generation phase of a training step also pays ``gen_overhead_s`` once.
 
 The engine (:mod:`sim.engine`) advances many decode iterations in closed form, which is
@@ -55,6 +57,13 @@ class LinearCost:
     gen_overhead_s: float = 0.0
     """Fixed time of each generation phase outside the engine's iterations (request
     preparation, detokenisation, the trainer's generate-call bookkeeping)."""
+    sync_n_tensors: float = 0.0
+    """Tensors sent per weight sync, each paying :attr:`sync_s_per_tensor` (0 = one batched
+    transfer, the cost of today's scenarios)."""
+    sync_s_per_tensor: float = 0.0
+    """Latency of sending one tensor (an RPC or collective launch per parameter). Public
+    reports (FIELD.md; issue threads of verl/slime users) show per-parameter transfers of a
+    7B-30B model taking tens of seconds where one bucketed transfer takes under one."""
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if not (v >= 0)}
@@ -106,8 +115,15 @@ class LinearCost:
         return self.learner_const_s + self.learner_s_per_token * tokens
 
     def weight_sync_s(self) -> float:
-        """Time (s) of one weight sync: ``sync_s + weight_bytes * sync_s_per_byte``."""
-        return self.sync_s + self.weight_bytes * self.sync_s_per_byte
+        """Transfer time (s) of one weight sync:
+        ``sync_s + sync_n_tensors * sync_s_per_tensor + weight_bytes * sync_s_per_byte``
+        (constant + per-tensor latency + bytes / bandwidth; with the per-tensor fields at
+        their default 0 this is ``sync_s + weight_bytes * sync_s_per_byte`` bit for bit)."""
+        return (
+            self.sync_s
+            + self.sync_n_tensors * self.sync_s_per_tensor
+            + self.weight_bytes * self.sync_s_per_byte
+        )
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -30,6 +30,7 @@ import simpy
 from rolloutlab.sim import engine_control
 from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
+from rolloutlab.sim.dispatch import HELD_DISPATCH, HeldQueue, parse_dispatch
 from rolloutlab.sim.engine_config import DISPATCH, EngineConfig
 from rolloutlab.sim.engine_reference import reference_generate
 from rolloutlab.sim.kv import PagedWorker
@@ -60,6 +61,11 @@ class Worker(EngineWorker):
     def outstanding(self) -> int:
         """Requests running or waiting on this worker."""
         return self.n + self.n_waiting
+
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens so far)`` of each running request (iterations since its
+        admission, exact at a boundary)."""
+        return [(b, i, self.k - (fk - b.resp_[i])) for fk, _, b, i in self.running]
 
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         self.waiting.append([batch, idx, idx.tolist(), 0])
@@ -136,6 +142,7 @@ class Worker(EngineWorker):
             self.busy_s += env.now - t0
             for batch, i in self._complete(m):
                 batch.finished(i, env.now)
+            self._freed()
 
     def apply_aborts(self, t: float) -> None:
         """Remove the requests marked by :meth:`abort` from the running heap and the FIFO
@@ -275,6 +282,12 @@ class Engine:
             worker_cls(env, w, cost, config) for w in range(config.n_workers)
         ]
         self._rr = 0
+        kind, T = parse_dispatch(config.dispatch)
+        self.held: HeldQueue | None = None
+        if kind in HELD_DISPATCH:  # requests wait at the engine for a free slot
+            self.held = HeldQueue(self.workers, config.max_num_seqs, T)
+            for w in self.workers:
+                w.on_free = self.held.feed
 
     def submit(
         self,
@@ -286,11 +299,16 @@ class Engine:
     ) -> Batch:
         """Submit requests now; returns their :class:`Batch` (wait on ``batch.done``).
 
-        ``exclusive``: see :class:`Batch`. Raises RuntimeError if an exclusive batch
-        is still running on a worker that receives a request.
+        ``exclusive``: see :class:`Batch` (ignored by ``shared`` / ``deferred:T``
+        dispatch, which hold requests here: :mod:`sim.dispatch`). Raises RuntimeError if
+        an exclusive batch is still running on a worker that receives a request.
         """
         batch = Batch(self.env, prompt_keys, prompt_tokens, response_tokens, on_finish, exclusive)
         batch.t_submit[:] = self.env.now
+        if self.held is not None:  # handed to slots as they free: no closed-form phase
+            batch.coalesce = False
+            self.held.put(batch, len(batch.response_tokens))
+            return batch
         assign = self._assign(batch)
         for w, worker in enumerate(self.workers):
             idx = np.flatnonzero(assign == w)

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DISPATCH = ("round_robin", "least_loaded", "group")
+from rolloutlab.sim.dispatch import parse_dispatch
+
+DISPATCH = ("round_robin", "least_loaded", "group", "shared", "deferred:T")
+"""Dispatch rules: the first three assign a worker at submit (:mod:`sim.schedule`), the
+last two hold requests at the engine (:mod:`sim.dispatch`)."""
 
 
 @dataclass(frozen=True)
@@ -22,8 +26,10 @@ class EngineConfig:
     """vLLM ``max_num_seqs``: most sequences running at once on one worker."""
     dispatch: str = "group"
     """``round_robin`` (rollout i -> worker i mod W), ``least_loaded`` (fewest outstanding
-    requests at submit) or ``group`` (a prompt's whole group on one worker, as vLLM does
-    with ``n=G``; groups round-robin)."""
+    requests at submit), ``group`` (a prompt's whole group on one worker, as vLLM does
+    with ``n=G``; groups round-robin), ``shared`` (one queue at the engine hands each
+    free slot the next request) or ``deferred:T`` (as shared, at most T requests waiting
+    for a slot on a worker); :mod:`sim.dispatch`."""
     prefix_caching: bool = True
     """Samples of one prompt on one worker share its prefill (and, with ``kv_blocks``,
     the prompt's full KV blocks)."""
@@ -42,10 +48,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
             raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
-        if self.dispatch not in DISPATCH:
-            raise ValueError(
-                f"EngineConfig: dispatch must be one of {DISPATCH}, got {self.dispatch!r}"
-            )
+        parse_dispatch(self.dispatch)  # ValueError naming the spec
         if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
             raise ValueError(
                 f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "

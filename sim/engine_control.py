@@ -46,7 +46,8 @@ def abort(engine, batch, idx) -> None:
     Each is removed at its worker's next iteration boundary (at once if the worker is
     idle or paused) and recorded with :meth:`Batch.record_abort`: ``batch.aborted[i]``,
     ``batch.abort_tokens[i]`` (tokens generated so far), ``batch.t_finish[i]`` (abort
-    time). A request that finishes at that very boundary counts as finished, not
+    time); one still held at the engine (``shared`` / ``deferred:T`` dispatch) goes at
+    once with no token. A request that finishes at that very boundary counts as finished, not
     aborted; requests already finished or aborted are ignored.
     Raises RuntimeError for an exclusive batch (its times are precomputed).
     """
@@ -55,9 +56,16 @@ def abort(engine, batch, idx) -> None:
             "Engine.abort: an exclusive batch runs in closed form and cannot be aborted"
         )
     per_worker: dict[int, list[int]] = {}
-    for i in np.atleast_1d(np.asarray(idx, dtype=np.int64)).tolist():
-        if batch.aborted[i] or not np.isnan(batch.finish_[i]):
-            continue
-        per_worker.setdefault(int(batch.worker[i]), []).append(i)
+    idx = [
+        i
+        for i in np.atleast_1d(np.asarray(idx, dtype=np.int64)).tolist()
+        if not batch.aborted[i] and np.isnan(batch.finish_[i])
+    ]
+    if engine.held is not None:  # still held at the engine: gone at once, no token made
+        for i in engine.held.withdraw(batch, [i for i in idx if batch.worker[i] < 0]):
+            batch.record_abort(i, engine.env.now, 0)
+    for i in idx:
+        if batch.worker[i] >= 0:
+            per_worker.setdefault(int(batch.worker[i]), []).append(i)
     for w in sorted(per_worker):
         engine.workers[w].abort(batch, per_worker[w])

@@ -18,11 +18,12 @@ from rolloutlab.sim.controllers import Controller, StaticG
 from rolloutlab.sim.dynamic_sampling import Collector, PromptStream
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.fastpath import block_times, step_times
-from rolloutlab.sim.observation import observe_step, propose_step, wants
+from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.sim.observation import needs, observe_step, propose_step, wants
 from rolloutlab.sim.pipeline import group_rows
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardTracker
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA, with_v2_columns
+from rolloutlab.sim.trace import NULLABLE_COLUMNS, ROLLOUT_SCHEMA, STEP_SCHEMA, with_v2_columns
 from rolloutlab.sim.trace_stream import RolloutSink
 
 CHUNK_ROWS = 1 << 17
@@ -109,6 +110,9 @@ def run_sync_fast(
                 "lr": [float(cfg.lr)] * n,
                 **{k: [None] * n for k in nulls},
                 **extra,
+                "sync_pause_s": [0.0] * n,  # nothing in flight at a synchronous sync
+                "sync_drain_s": [0.0] * n,
+                "sync_transfer_s": list(cols["sync_time"]),
             },
             schema_overrides={k: v for k, v in STEP_SCHEMA.items()},
         )
@@ -186,6 +190,8 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
         states = controller.observe_steps(lengths)
     else:
         states = []
+        cap = scenario.lengths.max_response_length
+        want_reasons = needs(controller, "finish_reasons")
         for i in range(T):
             observe_step(
                 controller,
@@ -194,6 +200,9 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
                 gen_time_s=float(gen[i]),
                 step_time_s=float(t_end[i] - t_start[i]),
                 prompt_ids=ids[i],
+                finish_reasons=finish_reasons(lengths[i], cap) if want_reasons else None,
+                learner_time_s=float(train[i]),
+                wall_clock_s=float(t_end[i]),
             )
             states.append(json.dumps(controller.state_dict()))
     step_cols = dict(
@@ -219,6 +228,7 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
     kept (:class:`sim.dynamic_sampling.Collector`), each timed by :func:`step_times` from
     the end of the previous one. Returns ``(step columns, rollout blocks, reward rows, rollouts)`` as the fast path's block step does."""
     cost, P = scenario.cost, scenario.prompt_tokens
+    cap = scenario.lengths.max_response_length
     col = Collector(cfg.prompts, cfg.dynamic)
     t_start = now = state.t_now
     blocks, kept_rewards, all_rewards, all_lengths, all_ids = [], [], [], [], []
@@ -276,6 +286,11 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
         gen_time_s=gen,
         step_time_s=now - t_start,
         prompt_ids=np.concatenate(all_ids),
+        finish_reasons=finish_reasons(np.concatenate(all_lengths), cap)
+        if needs(controller, "finish_reasons")
+        else None,
+        learner_time_s=train,
+        wall_clock_s=now,
     )
     step_cols = dict(
         zip(
@@ -330,7 +345,9 @@ def _rollout_frame(
         .then(pl.lit("length"))
         .otherwise(pl.lit("stop")),
         **{
-            k: pl.lit(None, dtype=ROLLOUT_SCHEMA[k]) for k in ("reward", "correct") if k not in cols
+            k: pl.lit(None, dtype=ROLLOUT_SCHEMA[k])
+            for k in NULLABLE_COLUMNS["rollouts"]
+            if k not in cols
         },
     }
     # one eager select, every expression already of its schema type (why: on blocks of

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from operator import attrgetter
 
 import numpy as np
 import simpy
@@ -28,7 +27,7 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.kv_decode import DecodeSet
-from rolloutlab.sim.prefix_cache import PrefixCache
+from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
 from rolloutlab.sim.worker import EngineWorker
 
 
@@ -51,9 +50,6 @@ class _Req:
         self.g = self.alloc = self.rem = 0
         self.computing = False
         self.adm = self.k = self.ph = -1
-
-
-_admission = attrgetter("adm")
 
 
 class PagedWorker(EngineWorker):
@@ -86,12 +82,19 @@ class PagedWorker(EngineWorker):
         self._fresh: list[_Req] = []  # sequences that started producing at this boundary
         self._adm = 0  # admissions so far (admission order of the running list)
         self.boundaries = 0  # iteration boundaries scheduled (segments run in closed form)
+        self._budget_stop = False  # this boundary's admissions stopped for the token budget
         env.process(self.run())
 
     @property
     def outstanding(self) -> int:
         """Requests running or waiting on this worker."""
         return len(self.running) + len(self.waiting)
+
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens so far)`` of each running request (a producing one has
+        made ``K - k`` more since it was last counted: :mod:`sim.kv_decode`)."""
+        K = self.producing.K
+        return [(r.batch, r.i, r.g + (K - r.k if r.k >= 0 else 0)) for r in self.running]
 
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
         """Queue requests ``idx`` of ``batch`` (FIFO). Raises ValueError if one can never
@@ -144,9 +147,6 @@ class PagedWorker(EngineWorker):
             del self.left[r.key]
         self._n_streaming -= 1
 
-    def _own(self, r: _Req, g: int) -> int:
-        return -(-(r.P + g) // self.B) - r.sh
-
     def _produce(self, r: _Req) -> None:
         """Running ``r``, its prefill done, produces a token in every iteration from here."""
         self.producing.add(r)
@@ -162,12 +162,15 @@ class PagedWorker(EngineWorker):
             self.prefilling.remove(r)
 
     def _preempt_tail(self) -> _Req:
-        v = self.running.pop()
+        v, cache = self.running.pop(), self.cache
         self._unrun(v)
-        self.cache.give_back(v.alloc)
+        if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
+            n = 0 if v.computing else own_computed(v.P, v.g, v.rem, v.sh, self.B)
+            cache.give_back(v.alloc, v, n)  # (the request itself keys its own blocks)
+            cache.release(v.key, keep=not v.computing)
+        else:
+            cache.give_back(v.alloc)
         v.alloc = v.rem = 0
-        if self.config.prefix_caching:
-            self.cache.release(v.key, keep=not v.computing)
         if v.computing:
             v.computing = False
             self.pending.discard(v.key)
@@ -183,28 +186,21 @@ class PagedWorker(EngineWorker):
 
         Rule 1 looks only at the producing sequences whose phase is now (why: every
         other running sequence needs no block, and looking at all of them each boundary
-        made a run cost O(boundaries x running)); when blocks run short they are served
-        in admission order, preempting from the tail, exactly as the rule states.
+        made a run cost O(boundaries x running)).
         """
         preempted, run, cache = False, self.running, self.cache
         self._fresh = []
-        need = self.producing.needing()  # one block each
-        if len(need) <= cache.free():
-            if need:
-                cache.alloc(len(need))  # (same evictions as one block at a time)
-        else:  # in admission order: the next `free` get theirs, then preempt the tail
-            order, i = sorted(need, key=_admission), 0
-            while i < len(order) and order[i].k >= 0:  # (preempted ones are a suffix)
-                free = cache.free()
-                if free < 1:
-                    self._preempt_tail()
-                    preempted = True
-                    continue
-                j = min(i + int(free), len(order))
-                while order[j - 1].k < 0:
-                    j -= 1
-                cache.alloc(j - i)  # (same evictions as one block at a time)
-                i = j
+        need = self.producing.needing()  # one block each (a live set: preempting shrinks it)
+        # (why no per-sequence loop: served in admission order, the sequences run out of
+        # blocks exactly when more need one than are free, and each preemption takes
+        # the latest admitted, so preempting the tail while that holds, then giving every
+        # remaining one its block, is the rule's outcome; the free queue is FIFO, so
+        # allocating after the frees evicts the same blocks)
+        while len(need) > cache.cap - cache.used:
+            self._preempt_tail()
+            preempted = True
+        if need:
+            cache.alloc(len(need))
         budget, prefill = self.tok_cap - self.producing.n, 0
         if self.prefilling:
             still = []
@@ -222,21 +218,22 @@ class PagedWorker(EngineWorker):
                         continue
                 still.append(r)
             self.prefilling = still
-        caching = self.config.prefix_caching
-        while not preempted and self.waiting and len(run) < self.config.max_num_seqs and budget > 0:
-            r = self.waiting[0]
+        caching, B, waiting = self.config.prefix_caching, self.B, self.waiting
+        slots = self.config.max_num_seqs
+        while not preempted and waiting and len(run) < slots and budget > 0:
+            r = waiting[0]
             if caching and r.key in self.pending:
                 break
-            hit = caching and self.cache.hit(r.key)
-            own = self._own(r, r.g)
-            if own + (0 if r.key in self.cache.refs else r.sh) > self.cache.free():
+            own = -(-(r.P + r.g) // B) - r.sh
+            if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
-            self.waiting.popleft()
+            waiting.popleft()
             if caching:
-                self.cache.acquire(r.key, r.sh)
-            self.cache.alloc(own)
+                r.rem, hit = admit(cache, r.key, r, r.P, r.g, r.sh, own, B)
+            else:
+                cache.alloc(own)
+                r.rem, hit = r.P + r.g, False
             r.alloc = own
-            r.rem = (0 if hit else r.P) + r.g
             r.adm, self._adm = self._adm, self._adm + 1
             run.append(r)
             ch = int(min(r.rem, budget)) if r.rem else 0
@@ -250,6 +247,9 @@ class PagedWorker(EngineWorker):
                 if caching and not hit:
                     self.pending.add(r.key)
                     r.computing = True
+        # (why: only a stop for the token budget can end differently at the next
+        # boundary without a finish; blocks and slots only shrink until then)
+        self._budget_stop = bool(self.waiting) and budget <= 0 and not preempted
         if not run and self.waiting and not preempted:
             raise RuntimeError(
                 f"worker {self.index}: a request cannot be admitted into an empty "
@@ -267,8 +267,8 @@ class PagedWorker(EngineWorker):
             return None
         c, dec = self.cost, self.producing
         n, X = dec.n, dec.context()  # (X: their P + g, an exact int as before)
-        if preempted or n < len(self.running) or (prefill and self.waiting):
-            m = 1  # (why: the next boundary may admit, or a prefill is still chunking)
+        if n < len(self.running) or (prefill and self._budget_stop):
+            m = 1  # (why: a prefill is still chunking, or the next boundary may admit)
         else:
             m = dec.next_finish() - dec.K
             if self.cap != math.inf:
@@ -342,6 +342,7 @@ class PagedWorker(EngineWorker):
             )
             for b, i in done:
                 b.finished(i, env.now)
+            self._freed()
 
     def _run_exclusive(self):
         """Run everything held to completion in closed form; yield once at the end."""

@@ -71,8 +71,13 @@ class DecodeSet:
     def extra(self, j: int) -> int:
         """Blocks the set needs at the next ``j`` boundaries (module docstring)."""
         full, part = divmod(j, self.B)
-        K, B, ph = self.K, self.B, self.n_phase
-        return self.n * full + sum(ph[(K + f) % B] for f in range(1, part + 1))
+        if not part:
+            return self.n * full
+        B, ph = self.B, self.n_phase
+        s = (self.K + 1) % B  # (phases K+1 .. K+part, wrapping around)
+        e = s + part
+        rest = sum(ph[s:e]) if e <= B else sum(ph[s:]) + sum(ph[: e - B])
+        return self.n * full + rest
 
     def first_failure(self, free: int, m: int) -> int:
         """Smallest ``j`` in ``[1, m)`` with :meth:`extra` ``(j) > free`` (block allocation

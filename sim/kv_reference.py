@@ -8,17 +8,20 @@ Rules of one iteration of one worker (vLLM-v1-like; ``B`` = ``block_size``):
    tokens; it owns ``ceil((P + g) / B) - shared(P)`` blocks, ``shared(P) = P // B``
    full prompt blocks being shared by its group (prefix caching; 0 without). If free
    blocks run out, the latest-admitted running sequence is preempted (recompute): its
-   blocks are freed, it goes to the front of the queue keeping ``g``; repeat.
+   blocks are freed, it goes to the front of the queue keeping ``g``; repeat. With
+   prefix caching its computed full blocks stay cached until reused (vLLM v1).
 2. Token budget ``max_num_batched_tokens``: one per decoding sequence, the rest goes to
    prefill chunks of sequences still prefilling (admission order).
 3. Admission (only if nothing was preempted this iteration): while a slot
    (``max_num_seqs``), budget and blocks (own + shared if its prompt is not referenced)
-   allow,
-   the queue head is admitted; its prefill is ``P + g`` tokens, or ``g`` when its
-   prompt's blocks are cached (prefix hit); a head whose prompt is still being prefilled
-   by a group mate waits. A sequence produces a token in the iteration its prefill ends.
-   Prompt blocks no running sequence references stay cached and are evicted oldest
-   first when blocks are needed (:class:`sim.prefix_cache.PrefixCache`, as vLLM's evictable cache).
+   allow, the queue head is admitted; its prefill is ``P + g`` tokens less its prefix
+   hits (:func:`sim.prefix_cache.admit`: ``g`` when its prompt's blocks are cached,
+   fewer when a preempted sequence's own blocks survive, ``P + g - a B`` when only
+   ``a`` prompt blocks do); a head whose prompt is still being prefilled by a group
+   mate waits. A sequence produces a token in the iteration its prefill ends. Freed
+   blocks join a free queue in the order they are freed and keep their content until
+   an allocation reaches them (:class:`sim.prefix_cache.PrefixCache`, vLLM v1's
+   block pool).
 4. The iteration costs ``a + b n + c ctx + p * prefill`` (:mod:`sim.cost`), ``n`` the
    sequences producing a token, ``ctx`` the sum of their ``P + g``. A sequence finishing
    frees its blocks; a prompt's blocks are freed with its group's last sequence on the
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
-from rolloutlab.sim.prefix_cache import PrefixCache
+from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
 from rolloutlab.sim.schedule import assign_workers
 
 TIMELINE_COLUMNS = (
@@ -142,10 +145,13 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
                 i += 1
                 continue
             v = running.pop()
-            cache.give_back(alloc[v])
-            alloc[v], rem[v] = 0, 0
-            if caching:
+            if caching:  # its computed blocks stay cached (vLLM v1)
+                n = 0 if v in computing else own_computed(P[v], g[v], rem[v], shared(v), B)
+                cache.give_back(alloc[v], ("own", v), n)
                 cache.release(keys[v], keep=v not in computing)
+            else:
+                cache.give_back(alloc[v])
+            alloc[v], rem[v] = 0, 0
             if v in computing:
                 computing.discard(v)
                 pending.discard(keys[v])
@@ -169,15 +175,15 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
             r = queue[0]
             if caching and keys[r] in pending:
                 break
-            hit = caching and cache.hit(keys[r])
             if own(r, g[r]) + (0 if keys[r] in cache.refs else shared(r)) > cache.free():
                 break
             queue.pop(0)
-            if caching:
-                cache.acquire(keys[r], shared(r))
             alloc[r] = own(r, g[r])
-            cache.alloc(alloc[r])
-            rem[r] = (0 if hit else P[r]) + g[r]
+            if caching:
+                rem[r], hit = admit(cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B)
+            else:
+                cache.alloc(alloc[r])
+                rem[r], hit = P[r] + g[r], False
             running.append(r)
             if rem[r] == 0:
                 budget -= 1

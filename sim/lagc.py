@@ -101,6 +101,11 @@ class LAGC:
         return tuple(self.sagc.candidates)
 
     @property
+    def straggler_budget(self) -> float:
+        """The inner SAGC's target straggler rate ``delta`` (its constraint is LAGC's)."""
+        return self.sagc.delta
+
+    @property
     def current(self) -> int:
         """The last proposed G."""
         return self.sagc.current

@@ -53,6 +53,11 @@ class LearningParams:
     S ~ 11 versions and the horizon at 2500 steps at lr_ref)."""
     reversal: float = 1.0
     """After a collapse, d_theta = -reversal * (the fresh-data gain): progress reverses."""
+    theta_max: float = math.inf
+    """Capacity of the shift (logit units): a step's drive ``D`` (the linear d_theta
+    above) moves theta to ``theta_max - (theta_max - theta) exp(-D / theta_max)``, so
+    ``theta = theta_max (1 - exp(-sum D / theta_max))`` saturates (docs/learning.md §2,
+    "saturating shift"). ``inf`` (the default) is the linear model ``theta += D``."""
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if k != "kappa" and not v > 0}
@@ -61,6 +66,12 @@ class LearningParams:
         if bad:
             raise ValueError(f"LearningParams: expected kappa >= 0 and others > 0, got {bad}")
 
+    def to_dict(self) -> dict:
+        """The fields as a strict-JSON dict (``theta_max`` None when infinite), the inverse
+        of :meth:`from_dict`."""
+        d = asdict(self)
+        return d | {"theta_max": d["theta_max"] if math.isfinite(d["theta_max"]) else None}
+
     @classmethod
     def from_dict(cls, d: dict) -> LearningParams:
         """From a scenario's ``learning`` block; keys other than the fields (provenance,
@@ -68,7 +79,7 @@ class LearningParams:
         if "kappa" not in d:
             raise ValueError("learning block: missing field 'kappa'")
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: float(v) for k, v in d.items() if k in names})
+        return cls(**{k: float(v) for k, v in d.items() if k in names and v is not None})
 
 
 def group_signal(rewards) -> float:
@@ -192,6 +203,8 @@ class LearningModel:
             self.t_collapse = int(step) + 1
         f = -self.params.reversal * np.ones(n) if was_collapsed else 1 / (1 + s * eta / self.c_safe)
         d = self.params.kappa * (lr / self.params.lr_ref) * float((sig * f).sum()) / batch_size
+        if math.isfinite(self.params.theta_max):  # the linear model's arithmetic stays as it was
+            d = float(saturating_shift(self.theta, d, self.params.theta_max)) - self.theta
         self.theta += d
         return d
 
@@ -206,6 +219,17 @@ class LearningModel:
                 raise ValueError(f"learning state: missing key {key!r}")
         self.theta, self.drift = float(d["theta"]), float(d["drift"])
         self.t_collapse = None if d["t_collapse"] is None else int(d["t_collapse"])
+
+
+def saturating_shift(theta, drive, theta_max: float):
+    """theta after a step of drive ``D`` (the linear model's d_theta, logit units):
+    ``theta + D`` when ``theta_max`` is inf, else ``theta_max - (theta_max - theta)
+    exp(-D / theta_max)``, the exact step of ``dtheta = dD (1 - theta / theta_max)``
+    (**modelling choice**, docs/learning.md §2). Broadcasts over arrays ``theta``,
+    ``drive``."""
+    if not math.isfinite(theta_max):
+        return theta + drive
+    return theta + (theta_max - theta) * -np.expm1(-np.asarray(drive, float) / theta_max)
 
 
 def _reward_column(steps: pl.DataFrame) -> pl.DataFrame:

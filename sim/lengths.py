@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 from rolloutlab.sim.hashrng import hash_normal, hash_uniform
+from rolloutlab.sim.within_law import check_law, from_normal
 
 
 class LengthModel(Protocol):
@@ -68,10 +69,16 @@ class LognormalLengths:
     """Cap in tokens (vLLM ``max_tokens``; verl ``response_length``)."""
     mu_growth_per_step: float = 0.0
     sigma_growth_per_step: float = 0.0
+    within_law: str = "normal"
+    """Law of the within-group noise ``z_pj`` (:mod:`sim.within_law`: ``normal``, the
+    right-skewed ``gumbel`` (both mean 0, variance 1), or Student ``t``)."""
+    within_df: float = 0.0
+    """Degrees of freedom of the ``t`` law (unused otherwise)."""
 
     def __post_init__(self) -> None:
         if self.sigma_prompt < 0 or self.sigma_within < 0 or self.max_response_length < 1:
             raise ValueError(f"LognormalLengths: bad parameters {self}")
+        check_law(self.within_law, self.within_df)
 
     def params_at(self, step) -> tuple:
         """``(mu, sigma_prompt, sigma_within)`` in force at ``step`` (int or int array)."""
@@ -102,10 +109,11 @@ class LognormalLengths:
         """``ceil(exp(mu + sp z_p + sw z_pj))`` clipped to ``[1, cap]``; ``z_within``
         (..., G) is overwritten."""
         mu, sp, sw = self.params_at(step)
-        log_len = z_within
+        log_len = from_normal(z_within, self.within_law, self.within_df)
         log_len *= sw
         log_len += mu + sp * z_prompt  # == mu + sp z_p + sw z_pj exactly (IEEE + commutes)
-        return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
+        with np.errstate(over="ignore"):  # a heavy-tailed law's exp overflows to inf: the cap
+            return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
 
 
 def _keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:

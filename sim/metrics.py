@@ -225,19 +225,32 @@ def discarded_counts(rollouts: pl.DataFrame, max_staleness: int = 0) -> tuple[in
 
 
 def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -> dict:
-    """Prompt-mix bias of dropping stale rollouts, over the rollouts generated to the end
-    (consumed + dropped; tail-aborted ones are truncated and left out).
+    """Length bias of discarding rollouts: consumed ones against *all* generated ones.
+
+    Generated = consumed + dropped (stale) + aborted, an aborted one counted at its
+    would-be length (``would_be_response_tokens``, what it would have had if generated
+    to the end; the simulator knows it). Rows without a would-be length (real traces,
+    version 1-2 files) count only if generated to the end (consumed or dropped), as
+    before: their truncated length says nothing about the one they would have had.
 
     Returns ``len_generated_mean``, ``len_consumed_mean`` (tokens), their ratio
     ``len_consumed_over_generated`` (< 1: long responses trained on less often than
-    generated) and ``drop_rate_by_length_bin``: the dropped fraction in each of
-    ``n_bins`` equal-count bins of response length, shortest first. NaN when empty.
+    generated) and ``drop_rate_by_length_bin``: the discarded (dropped or aborted)
+    fraction in each of ``n_bins`` equal-count bins of (would-be) length, shortest
+    first. NaN when empty.
     """
-    ab = rollouts["finish_reason"] == "abort"
-    dropped = (ab & pl.Series(staleness(rollouts) > max_staleness)).to_numpy()
-    full = ~ab.to_numpy() | dropped
-    lengths = rollouts["response_tokens"].to_numpy()[full].astype(float)  # (generated,)
-    drop = dropped[full]
+    ab = (rollouts["finish_reason"] == "abort").to_numpy()
+    dropped = ab & (staleness(rollouts) > max_staleness)
+    if "would_be_response_tokens" in rollouts.columns:
+        would_be = rollouts["would_be_response_tokens"]
+        known = would_be.is_not_null().to_numpy()
+        full_len = would_be.fill_null(rollouts["response_tokens"]).to_numpy()
+    else:
+        known = np.zeros(rollouts.height, dtype=bool)
+        full_len = rollouts["response_tokens"].to_numpy()
+    full = ~ab | dropped | known
+    lengths = full_len[full].astype(float)  # (generated,)
+    drop = ab[full]
     if lengths.size == 0:
         return {
             "len_generated_mean": float("nan"),
@@ -260,15 +273,19 @@ def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -
 
 
 def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
-    """``1 - sum(train_time + sync_time) / span``: the share of time the learner waits
-    for rollouts. ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
+    """``1 - sum(train_time + sync_time - sync_drain_s) / span``: the share of time the
+    learner waits for rollouts (a drain sync's wait for in-flight rollouts is waiting;
+    ``sync_drain_s`` null or absent counts 0). ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
     ``t_end`` of step ``skip - 1`` (steady state: leaves out the pipeline fill) to the
     last ``t_end``; the sums are over steps ``>= skip``. NaN for a zero span."""
     st = steps.sort("step")
     span0 = float(st["t_start"].min()) if skip == 0 else float(st["t_end"][skip - 1])
     rest = st[skip:]
     span = float(rest["t_end"].max()) - span0
-    busy = float((rest["train_time"] + rest["sync_time"]).sum())
+    busy_s = rest["train_time"] + rest["sync_time"]
+    if "sync_drain_s" in rest.columns:
+        busy_s = busy_s - rest["sync_drain_s"].fill_null(0.0)
+    busy = float(busy_s.sum())
     return 1.0 - busy / span if span > 0 else float("nan")
 
 
@@ -330,9 +347,13 @@ def pipeline_summary(
 ) -> dict:
     """Pipeline numbers of one run: ``learner_idle_frac`` (whole run),
     ``learner_idle_frac_steady`` (from the end of step 0), ``generator_idle_frac``,
-    ``staleness_mean``, ``staleness_max`` (consumed rollouts), ``dropped``, ``aborted``
-    (:func:`discarded_counts`) and ``len_consumed_over_generated`` (:func:`drop_bias`)."""
-    s = staleness(consumed(rollouts))
+    ``staleness_mean``, ``staleness_max`` (consumed rollouts, from ``policy_version``:
+    the last token's version), ``dropped``, ``aborted`` (:func:`discarded_counts`),
+    ``len_consumed_over_generated`` (:func:`drop_bias`) and the consumed rollouts' mean
+    staleness counted from dispatch and from the first token
+    (``staleness_dispatch_mean``, ``staleness_first_token_mean``; docs/pipelines.md)."""
+    used = consumed(rollouts)
+    s = staleness(used)
     dropped, aborted = discarded_counts(rollouts, max_staleness)
     return {
         "learner_idle_frac": learner_idle_fraction(steps),
@@ -347,4 +368,16 @@ def pipeline_summary(
         "len_consumed_over_generated": drop_bias(rollouts, max_staleness)[
             "len_consumed_over_generated"
         ],
+        "staleness_dispatch_mean": _mean_lag(used, "version_dispatch"),
+        "staleness_first_token_mean": _mean_lag(used, "version_first_token"),
     }
+
+
+def _mean_lag(rows: pl.DataFrame, version: str) -> float:
+    """Mean ``learner_version - version`` over ``rows``, ``policy_version`` standing in
+    where ``version`` is null or absent (traces without per-token versions); NaN if empty."""
+    if rows.height == 0:
+        return float("nan")
+    v = rows[version].fill_null(rows["policy_version"]) if version in rows.columns else None
+    lag = rows["learner_version"] - (v if v is not None else rows["policy_version"])
+    return float(lag.mean())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rolloutlab.sim.dispatch import is_held
 from rolloutlab.sim.dynamics import servegen_lengths
 from rolloutlab.sim.roofline import roofline, roofline_cost
 from rolloutlab.sim.scenario import Scenario
@@ -19,6 +20,7 @@ def apply_overrides(
     kv_cache: bool | None = None,
     engine: str = "simpy",
     drift: str | None = None,
+    dispatch: str | None = None,
 ) -> Scenario:
     """Return ``sc`` with the overrides applied.
 
@@ -28,12 +30,23 @@ def apply_overrides(
       ``kv_cache`` (default on with the SimPy engine): KV blocks from the GPU memory
       (preemption);
     - ``drift``: the ServeGen long-reasoning length model with that drift over steps
-      (:mod:`sim.dynamics`), same cap.
+      (:mod:`sim.dynamics`), same cap;
+    - ``dispatch``: the engine's dispatch rule (:mod:`sim.dispatch`; default: the
+      scenario's).
     Raises ValueError when only one of ``model``/``gpu`` is given, a name is unknown,
     ``tp`` or ``kv_cache=True`` comes without a model, or the fast path (no KV cache
     model) would silently drop KV pressure: with ``engine="fast"`` and a model,
-    ``kv_cache`` must be ``False`` (why: the numbers differ from the SimPy engine's).
+    ``kv_cache`` must be ``False`` (why: the numbers differ from the SimPy engine's);
+    also for an unknown ``dispatch`` and for ``shared`` / ``deferred:T`` with
+    ``engine="fast"`` (the fast path assigns workers at submit).
     """
+    if dispatch is not None:
+        if engine == "fast" and is_held(dispatch):
+            raise ValueError(
+                f"--dispatch {dispatch}: the fast path assigns workers at submit; "
+                "shared and deferred:T need --engine simpy"
+            )
+        sc = dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, dispatch=dispatch))
     if workers:
         sc = dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, n_workers=workers))
     if bool(model) != bool(gpu):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.hashrng import hash_uniform
 from scipy.special import expit, logit
 from scipy.stats import beta as beta_dist
@@ -177,8 +178,8 @@ def _from_file(path: Path, coupling: float) -> PassRateModel:
     name = str(path)
     if path.suffix == ".json":
         try:
-            d = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            d = strict_json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
             raise ValueError(f"{name}: not valid JSON ({exc})") from None
         block = d.get("pass_rate", d) if isinstance(d, dict) else None
         if not isinstance(block, dict):

@@ -38,7 +38,7 @@ from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptSt
 from rolloutlab.sim.dynamics import step_lengths
 from rolloutlab.sim.engine import Engine
 from rolloutlab.sim.lengths import finish_reasons
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.observation import needs, observe_step, propose_step
 from rolloutlab.sim.reward_metrics import step_reward_columns
 from rolloutlab.sim.rewards import RewardConfig, RewardTracker
 from rolloutlab.sim.scenario import Scenario
@@ -163,10 +163,12 @@ def step_record(
     lr: float,
     controller: Controller,
     rewards: dict | None = None,
+    sync_parts: tuple[float, float, float] | None = None,
 ) -> dict:
     """The step-table row of one learner step as a dict (sim: no KL or gradients);
     ``rewards``: the reward columns (:func:`sim.reward_metrics.step_reward_columns`),
-    null when ``None``. A list of rows becomes a table with
+    null when ``None``; ``sync_parts``: ``(pause, drain, transfer)`` seconds of the
+    weight sync (:mod:`sim.weight_sync`), by default ``(0, 0, sync_time)``. A list of rows becomes a table with
     ``pl.DataFrame(rows, schema=STEP_SCHEMA)``."""
     return {
         "run_id": run_id,
@@ -183,6 +185,12 @@ def step_record(
         "grad_cosine": None,
         "controller_state": json.dumps(controller.state_dict()),
         **(rewards or {}),
+        **dict(
+            zip(
+                ("sync_pause_s", "sync_drain_s", "sync_transfer_s"),
+                map(float, sync_parts or (0.0, 0.0, sync_time)),
+            )
+        ),
     }
 
 
@@ -252,6 +260,11 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
             gen_time_s=gen_time,
             step_time_s=env.now - t_start,
             prompt_ids=np.concatenate([r[0] for r in rounds]),
+            finish_reasons=finish_reasons(all_lengths, cap)
+            if needs(controller, "finish_reasons")
+            else None,
+            learner_time_s=train_time,
+            wall_clock_s=env.now,
         )
         for ids, _, batch, correct, kept in rounds:
             if len(kept) == len(ids):  # every group kept: the whole batch, as it is

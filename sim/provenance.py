@@ -8,7 +8,6 @@ The one way a run records its provenance: every command's ``config.json`` (throu
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 import sys
 from importlib import metadata
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim import strict_json
 from rolloutlab.sim.scenario import Scenario
 
 LIBRARIES = (
@@ -47,9 +47,10 @@ def library_versions() -> dict[str, str | None]:
 
 def write_config(path: str | Path, config: dict[str, Any]) -> None:
     """Write ``config`` plus ``"versions"`` (:func:`library_versions`) as indented JSON
-    to ``path`` (values JSON cannot hold are written as ``str``)."""
+    to ``path``, atomically, as strict JSON (non-finite numbers as ``null``, other values
+    JSON cannot hold as ``str``; :mod:`sim.strict_json`)."""
     payload = {**config, "versions": library_versions()}
-    Path(path).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    strict_json.write_json(path, payload, default=str)
 
 
 def describe(obj: Any) -> Any:

@@ -5,7 +5,7 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
     {"format": "rolloutlab.calibration", "version": 1, "name": "...",
      "lengths": {"kind": "lognormal", "mu": .., "sigma_prompt": .., "sigma_within": ..,
                  "max_response_length": .., "mu_growth_per_step": 0.0,
-                 "sigma_growth_per_step": 0.0}
+                 "sigma_growth_per_step": 0.0, "within_law": "normal" (or "gumbel", "t"), "within_df": 0.0}
                 | {"kind": "empirical", "values": [...], "max_response_length": ..,
                    "groups": [[...], ...], "replace": true},
      "prompt_tokens": 104,
@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
+from rolloutlab.sim.field_checks import number, reject_constant
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.passrate import parse_pass_rate
 
@@ -98,23 +99,46 @@ def _get(d: dict, key: str, where: str, path: str):
     return d[key]
 
 
+def _num(d: dict, key: str, where: str, path: str, **check: Any) -> Any:
+    """Field ``where + key`` of ``d`` checked by :func:`sim.field_checks.number`; a
+    :class:`CalibrationError` naming ``path`` and the field."""
+    try:
+        return number(_get(d, key, where, path), where + key, **check)
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
+
+
 def _lengths_from(d: dict, path: str) -> LengthModel:
+    if not isinstance(d, dict):
+        raise CalibrationError(f"{path}: field 'lengths' must be an object")
     kind = _get(d, "kind", "lengths.", path)
-    cap = int(_get(d, "max_response_length", "lengths.", path))
+    cap = _num(d, "max_response_length", "lengths.", path, integer=True, min=1)
     if kind == "lognormal":
-        keys = ("mu", "sigma_prompt", "sigma_within")
-        vals = {k: float(_get(d, k, "lengths.", path)) for k in keys}
-        for k, v in vals.items():
-            if not np.isfinite(v):
-                raise CalibrationError(f"{path}: field lengths.{k!r} is not finite ({v})")
-        extra = {k: float(d.get(k, 0.0)) for k in ("mu_growth_per_step", "sigma_growth_per_step")}
+        vals = {
+            "mu": _num(d, "mu", "lengths.", path),
+            "sigma_prompt": _num(d, "sigma_prompt", "lengths.", path, min=0),
+            "sigma_within": _num(d, "sigma_within", "lengths.", path, min=0),
+        }
+        extra = {
+            k: _num(d, k, "lengths.", path) if k in d else 0.0
+            for k in ("mu_growth_per_step", "sigma_growth_per_step")
+        }
         try:
-            return LognormalLengths(max_response_length=cap, **vals, **extra)
+            law = str(d.get("within_law", "normal"))
+            df = float(d.get("within_df", 0.0))
+            return LognormalLengths(
+                max_response_length=cap, **vals, **extra, within_law=law, within_df=df
+            )
         except ValueError as exc:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
     if kind == "empirical":
-        values = np.asarray(_get(d, "values", "lengths.", path), dtype=np.int64)
-        groups = tuple(np.asarray(g, dtype=np.int64) for g in d.get("groups", []))
+        try:
+            values = np.asarray(_get(d, "values", "lengths.", path), dtype=np.int64)
+            groups = tuple(np.asarray(g, dtype=np.int64) for g in d.get("groups", []))
+        except (TypeError, ValueError, OverflowError):
+            raise CalibrationError(
+                f"{path}: field lengths.values/groups: expected lists of integer lengths"
+            ) from None
         try:
             return EmpiricalLengths(
                 values=values,
@@ -179,19 +203,26 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
             f"version {VERSION}, got {d.get('version')!r}"
         )
     cost_d = _get(d, "cost", "", path)
+    if not isinstance(cost_d, dict):
+        raise CalibrationError(f"{path}: field 'cost' must be an object")
     known = {f.name for f in fields(LinearCost)}
     unknown = set(cost_d) - known
     if unknown:
         raise CalibrationError(f"{path}: field 'cost': unknown coefficient(s) {sorted(unknown)}")
+    coefficients = {k: _num(cost_d, k, "cost.", path) for k in cost_d}
+    engine_d = d.get("engine", {})
+    if not isinstance(engine_d, dict):
+        raise CalibrationError(f"{path}: field 'engine' must be an object")
+    for k in ("n_workers", "max_num_seqs"):
+        if k in engine_d:
+            _num(engine_d, k, "engine.", path, integer=True, min=1)
     try:
-        cost = LinearCost(**{k: float(v) for k, v in cost_d.items()})
-        engine = EngineConfig(**d.get("engine", {}))
+        cost = LinearCost(**coefficients)
+        engine = EngineConfig(**engine_d)
     except (TypeError, ValueError) as exc:
         raise CalibrationError(f"{path}: field 'cost'/'engine': {exc}") from None
     defaults = _defaults_from(d.get("defaults", {}), path)
-    prompt_tokens = int(_get(d, "prompt_tokens", "", path))
-    if prompt_tokens < 0:
-        raise CalibrationError(f"{path}: field 'prompt_tokens' must be >= 0, got {prompt_tokens}")
+    prompt_tokens = _num(d, "prompt_tokens", "", path, integer=True, min=0)
     return Scenario(
         name=str(d.get("name", Path(path).stem)),
         lengths=_lengths_from(_get(d, "lengths", "", path), path),
@@ -221,11 +252,16 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
                 f"{name}: no such calibration file or bundled scenario "
                 f"(bundled: {', '.join(bundled_scenarios())})"
             )
-        text, path = p.read_text(), str(p)
+        try:
+            text, path = p.read_text(), str(p)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CalibrationError(f"{name}: cannot read the calibration file ({exc})") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise CalibrationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
     return scenario_from_dict(data, path)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+from rolloutlab.sim.dispatch import STATIC_DISPATCH
 from rolloutlab.sim.engine_config import EngineConfig
 
 
@@ -38,8 +39,15 @@ def assign_workers(
     numbers prompts by first appearance and gives prompt ``g`` (all its samples, as
     vLLM does with ``n=G``) worker ``(rr + g) mod W``; ``least_loaded`` gives each request
     in turn the worker with the fewest outstanding requests (lowest index on ties;
-    ``rr`` unused and unchanged).
+    ``rr`` unused and unchanged). Raises ValueError for ``shared`` / ``deferred:T``
+    (:mod:`sim.dispatch`: no assignment at submit).
     """
+    if config.dispatch not in STATIC_DISPATCH:
+        raise ValueError(
+            f"dispatch {config.dispatch}: requests are held at the engine and handed to "
+            "free slots as they open (sim.dispatch), so there is no assignment at submit; "
+            "only the SimPy engine runs it"
+        )
     W, n = config.n_workers, len(prompt_keys)
     rr_arr = np.asarray(rr)
     shift = rr_arr[:, None] if rr_arr.ndim else rr  # (T, 1) for T submits at once

@@ -45,7 +45,7 @@ def run_grid(
     """
     lrs = np.asarray(lrs, float)
     rows = []
-    for S in tqdm(list(S_values), desc="stability", unit="S", disable=not progress):
+    for S in tqdm(list(S_values), desc="stability", unit="S", disable=None if progress else True):
         lr_g, seed_g = np.meshgrid(lrs, np.arange(seeds), indexing="ij")  # (n_lr, seeds)
         results = simulate_batch(params, S, lr_g.ravel(), T, seed_g.ravel())
         pred = float(predict_eta_max(params, S, T))

@@ -23,12 +23,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped whenever a column is added, removed or changes meaning. Version 2 added the
-nullable reward columns (:data:`V2_COLUMNS`); version-1 files are still read, those
-columns filled with nulls."""
+nullable reward columns (:data:`V2_COLUMNS`), version 3 the nullable per-rollout version
+and would-be-length columns of the asynchronous pipelines (:data:`V3_COLUMNS`); older
+files are still read, the columns they lack filled with nulls."""
 
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 """Schema versions :func:`read` accepts."""
 
 META_KEY = b"rolloutlab.schema_version"
@@ -50,6 +51,12 @@ ROLLOUT_SCHEMA: dict[str, pl.DataType] = {
     "t_finish": pl.Float64,  # s from run start
     "reward": pl.Float64,  # v2, nullable: the rollout's reward (0/1 for verifiable tasks)
     "correct": pl.Boolean,  # v2, nullable: verifier says the answer is correct
+    # v3, all nullable (simulator: asynchronous pipelines; docs/pipelines.md):
+    "would_be_response_tokens": pl.Int64,  # length had it run to the end (aborted: > tokens)
+    "version_dispatch": pl.Int64,  # v_gen when the request was dispatched
+    "version_first_token": pl.Int64,  # weights version that made its first token
+    "version_last_token": pl.Int64,  # weights version that made its last token
+    "stale_tokens": pl.Int64,  # tokens made under a version older than version_last_token
 }
 
 STEP_SCHEMA: dict[str, pl.DataType] = {
@@ -74,6 +81,10 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "kept_groups": pl.Int64,  # groups trained on
     "wasted_rollout_s": pl.Float64,  # sum of t_finish - t_submit over filtered groups' rollouts
     "dynamic_sampling_abort": pl.Boolean,  # max_gen_batches reached with < B kept
+    # optional, nullable (docs/pipelines.md "Weight-sync modes"): sync_time split in three
+    "sync_pause_s": pl.Float64,  # s, generators reaching an iteration boundary
+    "sync_drain_s": pl.Float64,  # s, waiting for in-flight rollouts to finish (drain mode)
+    "sync_transfer_s": pl.Float64,  # s, sending the weights (cost.weight_sync_s)
 }
 
 V2_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -86,10 +97,32 @@ V2_COLUMNS: dict[str, tuple[str, ...]] = {
         "kept_groups",
         "wasted_rollout_s",
         "dynamic_sampling_abort",
+        "sync_pause_s",
+        "sync_drain_s",
+        "sync_transfer_s",
     ),
 }
 """Columns added by schema version 2 (nullable): a table without them (a version-1 file)
-gets them as nulls on read."""
+gets them as nulls on read. The ``sync_*_s`` split of ``sync_time`` came later, still
+optional and nullable, so no version bump: older version-2 files read with nulls."""
+
+V3_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rollouts": (
+        "would_be_response_tokens",
+        "version_dispatch",
+        "version_first_token",
+        "version_last_token",
+        "stale_tokens",
+    ),
+    "steps": (),
+}
+"""Columns added by schema version 3 (nullable, filled by the asynchronous pipelines of
+the simulator; null in synchronous and real traces); older tables get them as nulls."""
+
+NULLABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    k: V2_COLUMNS[k] + V3_COLUMNS[k] for k in ("rollouts", "steps")
+}
+"""Every column a table may lack (filled with nulls on read)."""
 
 FINISH_REASONS = ("stop", "length", "abort")
 _NON_NEGATIVE = {
@@ -162,7 +195,7 @@ def validate(df: pl.DataFrame, kind: str, source: str = "<memory>") -> pl.DataFr
     required = [
         c
         for c in schema
-        if (kind == "rollouts" and c not in V2_COLUMNS[kind])
+        if (kind == "rollouts" and c not in NULLABLE_COLUMNS[kind])
         or c in ("run_id", "step", "t_start", "t_end")
     ]
     for name in required:
@@ -212,10 +245,15 @@ def _check_rollout_order(out: pl.DataFrame, source: str) -> None:
 
 
 def with_v2_columns(df: pl.DataFrame, kind: str) -> pl.DataFrame:
-    """``df`` with the version-2 columns it lacks (:data:`V2_COLUMNS`) added as nulls of
-    their schema type (a version-1 table read by this version)."""
+    """``df`` with the nullable columns it lacks (:data:`NULLABLE_COLUMNS`: those of
+    versions 2 and 3) added as nulls of their schema type (an older table read by this
+    version, or a table of a pipeline that does not fill them)."""
     schema = _schema_for(kind)
-    add = [pl.lit(None, dtype=schema[c]).alias(c) for c in V2_COLUMNS[kind] if c not in df.columns]
+    add = [
+        pl.lit(None, dtype=schema[c]).alias(c)
+        for c in NULLABLE_COLUMNS[kind]
+        if c not in df.columns
+    ]
     return df.with_columns(add) if add else df
 
 

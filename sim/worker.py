@@ -10,7 +10,7 @@ pipelines run on either).
 What a worker offers:
 
 - :meth:`~EngineWorker.enqueue` requests of a :class:`~sim.batch.Batch`;
-  :attr:`~EngineWorker.outstanding`, :attr:`~EngineWorker.busy_s`,
+  :meth:`~EngineWorker.progress` of running ones; :attr:`~EngineWorker.outstanding`, :attr:`~EngineWorker.busy_s`,
   :attr:`~EngineWorker.events`;
 - :meth:`~EngineWorker.hold_at_boundary` (stop at the next iteration boundary until the
   ``hold`` event fires; returns the ``stopped`` event) and :attr:`~EngineWorker.held`;
@@ -18,7 +18,8 @@ What a worker offers:
 - :meth:`~EngineWorker.abort` (remove requests at the next boundary, at once when idle
   or held), which calls the worker's own :meth:`~EngineWorker.apply_aborts`.
 
-A subclass implements :meth:`_queue`, :attr:`outstanding`, :meth:`apply_aborts` and
+A subclass implements :meth:`_queue`, :attr:`outstanding`, :meth:`progress`,
+:meth:`apply_aborts` and
 ``run`` (its process), calling ``yield from self._boundary()`` at every iteration boundary
 and :meth:`_hold_until` for an exclusive closed-form run.
 """
@@ -26,6 +27,7 @@ and :meth:`_hold_until` for an exclusive closed-form run.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -52,11 +54,19 @@ class EngineWorker(ABC):
         self._wakeup = env.event()
         self._abort_marks: set[tuple[int, int]] = set()  # (id(batch), i) to remove
         self._at_boundary = False  # True only while idle or held: aborts then apply at once
+        self.on_free: Callable[[], None] | None = None
+        """Called after requests left this worker (finished or aborted): the engine's
+        held queue (:mod:`sim.dispatch`) hands over more."""
 
     @property
     @abstractmethod
     def outstanding(self) -> int:
         """Requests running or waiting on this worker."""
+
+    @abstractmethod
+    def progress(self) -> list[tuple[Batch, int, int]]:
+        """``(batch, i, tokens generated so far)`` of every running request; exact at an
+        iteration boundary (e.g. while held for a weight sync)."""
 
     @abstractmethod
     def _queue(self, batch: Batch, idx: np.ndarray) -> None:
@@ -106,8 +116,14 @@ class EngineWorker(ABC):
         self._abort_marks.update((id(batch), i) for i in idx)
         if self._at_boundary:
             self.apply_aborts(self.env.now)
+            self._freed()
         else:
             self.wake()
+
+    def _freed(self) -> None:
+        """Requests left this worker: tell the engine (:attr:`on_free`)."""
+        if self.on_free is not None:
+            self.on_free()
 
     def _take_abort_marks(self) -> set[tuple[int, int]]:
         """The marks set by :meth:`abort` since the last call (for :meth:`apply_aborts`)."""
@@ -119,6 +135,7 @@ class EngineWorker(ABC):
         idle. Returns True if it waited (the caller then looks again)."""
         if self._abort_marks:
             self.apply_aborts(self.env.now)
+            self._freed()
         if self.held:
             self._at_boundary = True
             if not self.stopped.triggered:

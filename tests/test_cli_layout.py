@@ -22,6 +22,7 @@ COMMANDS = {
     "real": ["sync", "async", "stability", "task-lengths", "task-spread", "progress"],
     "compare": ["idle", "collapse", "learning"],
     "report": [],
+    "check-controller": [],
     "advise": [],
 }
 

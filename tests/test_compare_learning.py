@@ -14,15 +14,15 @@ from rolloutlab.sim import trace
 from rolloutlab.cli import main
 
 COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
-           "rel_error", "measured_rank", "predicted_rank"]  # fmt: skip
+           "rel_error", "measured_rank", "predicted_rank", "seed", "group",
+           "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
+           "predicted_reached_frac", "mean_field_time_to_target_s"]  # fmt: skip
 
 
-def _write(d, G, seed, task="graph-walk", controller=None):
+def _write(d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40):
     """A real-run directory (trace v2 with `correct`, learner/eval JSONL, config) whose
     group counts come from the learning model itself; every step takes 1 s."""
-    curve = simulate_curve(
-        2.0, 0.8, 0.6, G=G, B=16, T=40, lr=1e-6, seed=seed, dynamic_sampling=True
-    )
+    curve = simulate_curve(2.0, 0.8, 0.6, G=G, B=16, T=T, lr=1e-6, seed=seed, dynamic_sampling=True)
     d.mkdir()
     rows, steps, learner = [], [], []
     for t, k in enumerate(curve.counts):
@@ -36,11 +36,12 @@ def _write(d, G, seed, task="graph-walk", controller=None):
         steps.append(dict(run_id="r", step=t, t_start=float(t), t_end=t + 1.0, gen_time=0.5,
                           train_time=0.4, sync_time=0.1, lr=1e-6, reward_mean=acc,
                           controller_state="{}"))  # fmt: skip
-        learner.append({"step": t, "t_s": t + 1.0, "G": G, "reward_mean": acc})
+        learner.append({"step": t, "t_s": t + 1.0, "G": G, "reward_mean": acc}
+                       | ({"cpu_gen_s": 0.01 * G, "cpu_train_s": 0.0, "cpu_sync_s": 0.05} if cpu else {}))  # fmt: skip
     trace.write_parquet(pl.DataFrame(rows, schema=trace.ROLLOUT_SCHEMA), d / "rollouts.parquet", "rollouts")  # fmt: skip
     trace.write_parquet(pl.DataFrame(steps, schema=trace.STEP_SCHEMA), d / "steps.parquet", "steps")
     cfg = {"task_name": task, "controller": controller or f"static:{G}", "seed": seed,
-           "dynamic_sampling": True}  # fmt: skip
+           "dynamic_sampling": True, "learner": {"lr": lr}}  # fmt: skip
     (d / "config.json").write_text(json.dumps({"config": cfg}))
     (d / "learner.jsonl").write_text("\n".join(json.dumps(x) for x in learner))
     (d / "eval.jsonl").write_text(json.dumps({"step": -1, "t_s": 0.0, "accuracy": 0.5}))
@@ -54,8 +55,8 @@ def test_the_fit_run_predicts_its_own_clock_and_runs_are_ranked(tmp_path):
         trace.read(tmp_path / "fit" / "steps.parquet", "steps"), read_run(tmp_path / "fit")
     )
     assert (c0, c1) == pytest.approx((0.1, 0.9 / (16 * 8)))  # 1 s per step, nothing between
-    table, curves, fit = compare_learning(
-        tmp_path / "fit", [tmp_path / "fit", tmp_path / "g4", tmp_path / "g16"], 0.7
+    table, groups, curves, fit = compare_learning(
+        tmp_path / "fit", [tmp_path / "fit", tmp_path / "g4", tmp_path / "g16"], 0.7, "linear", 20
     )
     assert table.columns == COLUMNS
     measured, predicted = curves["fit"]
@@ -70,7 +71,8 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
     _write(tmp_path / "fit", 8, 0)
     _write(tmp_path / "other", 4, 1, task="digit-chain")
     _write(tmp_path / "g4", 4, 1)
-    base = ["compare", "learning", "--fit", str(tmp_path / "fit"), "--out"]
+    base = ["compare", "learning", "--learning-model", "linear", "--draws", "5", "--fit",
+            str(tmp_path / "fit"), "--out"]  # fmt: skip
     res = CliRunner().invoke(main, [*base, str(tmp_path / "o1"), "--real", str(tmp_path / "g4"),
                                     "--target-accuracy", "0.7"])  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -82,10 +84,82 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
     page = next((tmp_path / "r").glob("*.html")).read_text()
     assert "compare-learning" in page and "learning_comparison.csv" in page
     assert "predicted_time_to_target_s" in page and "data:image/png;base64," in page
+    assert "learning_comparison_by_controller.csv" in page and "measured_sd_s" in page
     for extra, msg in (
         (["--real", str(tmp_path / "other"), "--target-accuracy", "0.7"], "different tasks"),
-        (["--real", str(tmp_path / "g4"), "--target-accuracy", "1.5"], "(0, 1]"),
+        (
+            ["--real", str(tmp_path / "g4"), "--target-accuracy", "1.5"],
+            "1.5 is not in the range 0.0<x<=1.0",
+        ),
     ):
         res = CliRunner().invoke(main, [*base, str(tmp_path / "o2"), *extra])
         assert res.exit_code == 2 and msg in res.output
         assert not (tmp_path / "o2").exists()
+
+
+def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
+    for name, G, seed in (("a0", 8, 0), ("a1", 8, 1), ("b0", 4, 0), ("b1", 4, 1)):
+        _write(tmp_path / name, G, seed, T=20)
+    _write(tmp_path / "c0", 8, 2, lr=2e-6, T=20)  # static:8 with another lr: its own group
+    dirs = [tmp_path / n for n in ("a0", "b0", "a1", "b1", "c0")]
+    fit_on = [dirs[0], dirs[2]]  # both static:8 seeds, fitted jointly
+    table, groups, _, fit = compare_learning(fit_on, dirs, 0.7, "linear", 10, clock="cpu")
+    assert fit["fit"]["runs"] == 2
+    assert table["group"].to_list() == [
+        "static:8 lr=1e-06", "static:4", "static:8 lr=1e-06", "static:4", "static:8 lr=2e-06"
+    ]  # fmt: skip
+    assert groups["controller"].to_list() == ["static:8 lr=1e-06", "static:4", "static:8 lr=2e-06"]
+    assert groups["runs"].to_list() == [2, 2, 1]
+    # cpu clock: 0.01 G + 0.05 s per step, so the fit run's steps take 0.13 s each
+    assert fit["clock"] == "cpu" and fit["cost_c1_s_per_rollout"] == pytest.approx(0.01 / 16)
+    a = table.filter(pl.col("run").is_in(["a0", "a1"]))
+    meas = a["measured_time_to_target_s"].to_numpy()
+    g = groups.row(0, named=True)
+    assert g["measured_mean_s"] == pytest.approx(meas.mean())
+    assert g["measured_sd_s"] == pytest.approx(meas.std(ddof=1))
+    assert (a["measured_steps_to_target"].to_numpy() * 0.13) == pytest.approx(meas)
+    # a run without the CPU fields is refused by name
+    _write(tmp_path / "old", 8, 3, cpu=False, T=20)
+    with pytest.raises(ValueError, match="old.*cpu_gen_s"):
+        compare_learning(dirs[0], [tmp_path / "old"], 0.7, "linear", 2, clock="cpu")
+
+
+def test_group_table_by_hand():
+    from rolloutlab.analysis.learning_seeds import GROUP_COLUMNS, group_table
+
+    runs = pl.DataFrame(
+        {
+            "group": ["x", "x", "x", "y", "y", "z"],
+            "measured_time_to_target_s": [10.0, 12.0, None, 30.0, 34.0, None],
+            "predicted_time_to_target_s": [13.0, 13.0, 13.0, 31.0, 33.0, 5.0],
+            "measured_steps_to_target": [5, 7, None, 9, 11, None],
+            "predicted_steps_to_target": [6, 6, 6, 10, 10, 2],
+        }
+    )
+    g = group_table(runs)
+    assert g.columns == GROUP_COLUMNS
+    x, y, z = g.rows(named=True)
+    assert (x["runs"], x["reached"]) == (3, 2)
+    assert x["measured_mean_s"] == 11 and x["measured_sd_s"] == pytest.approx(2**0.5)
+    assert x["predicted_mean_s"] == 13 and x["rel_error"] == pytest.approx(13 / 11 - 1)
+    assert x["error_within_spread"] is False  # |13 - 11| = 2 > sd 1.41
+    assert y["error_within_spread"] is True  # |32 - 32| < sd 2.83
+    assert x["measured_steps_mean"] == 6 and y["predicted_steps_mean"] == 10
+    assert z["measured_mean_s"] is None and z["predicted_mean_s"] is None
+    assert (x["measured_rank"], y["measured_rank"], z["measured_rank"]) == (1, 2, 3)
+    assert (x["predicted_rank"], y["predicted_rank"], z["predicted_rank"]) == (1, 2, 3)
+
+
+def test_resimulated_controller_chooses_its_own_G(tmp_path):
+    """--resimulate: an adaptive run is predicted with its controller choosing G in the
+    drawn runs (static runs get no resim_* values); LAGC at its defaults moves G."""
+    _write(tmp_path / "fit", 8, 0, T=20)
+    _write(tmp_path / "ad", 8, 1, controller="lagc", T=20)
+    _write(tmp_path / "st", 4, 2, T=20)
+    table, groups, _, _ = compare_learning(
+        tmp_path / "fit", [tmp_path / "ad", tmp_path / "st"], 0.7, "linear", 5, resim_draws=3
+    )
+    ad, st = table.rows(named=True)
+    assert st["resim_mean_G"] is None and st["resim_time_to_target_s"] is None
+    assert ad["resim_mean_G"] is not None and ad["resim_mean_G"] != 8.0
+    assert {"resim_mean_s", "resim_rel_error"} <= set(groups.columns)

@@ -291,3 +291,16 @@ def test_sagc_with_a_budget_reacts_to_step_time_growth_that_max_over_median_miss
     # rate is held near delta = 0.3, so G = 4 at least ~70 % of the time
     late = budgeted[-200:]
     assert late.count(4) >= 0.6 * len(late), late
+
+
+# -- issue 19 item 4: the built-ins through the kit a user's controller is checked with --
+
+
+@pytest.mark.parametrize(
+    "spec", ["static:4", "sagc", "sagc:forget=to_prior,radius=2,candidates=2/4/8/16"]
+)
+def test_builtins_keep_the_controller_contract(spec):
+    from rolloutlab.testing import check_controller
+
+    report = check_controller(spec, max_examples=10, straggler_steps=1500)
+    assert report.ok  # check_controller raised with the report otherwise

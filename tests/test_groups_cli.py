@@ -128,7 +128,9 @@ def test_tau_not_above_one_is_refused(tmp_path):
     out = tmp_path / "v"
     r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
     assert r.exit_code == 2
-    assert r.output.strip().splitlines() == ["Error: --tau: expected values > 1, got [1.0]"]
+    assert r.output.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--tau': item '1': 1.0 is not in the range x>1.0."
+    )
     assert not out.exists()
 
 
@@ -150,3 +152,32 @@ def test_pass_rate_block_agrees_with_calibrate_pass_rate(tmp_path):
     r = _run("calibrate", "groups", REAL, "--out", tmp_path / "real.json")
     d = json.loads((tmp_path / "real.json").read_text())
     assert "pass_rate" not in d and d["fit"]["pass_rate"].startswith("not fitted")
+
+
+def test_within_law_and_fit_window_options(tmp_path):
+    """--within-law auto picks by AIC and names the fitted law; --fit-window fits the last
+    W steps (the calibration says which steps; the scenario keeps the law)."""
+    out = tmp_path / "v"
+    args = ("validate", "groups", REAL, "--fit-steps", 6, "--fit-window", 2, "--tau", "3")
+    r = _run(*args, "--within-law", "gumbel", "--draws", 5, "--reps", 3, "--out", out)
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(out / "validation_groups.csv")
+    assert set(t["model"]) == {"hierarchical_gumbel_w2", "hierarchical_gumbel_w2_fitG4"}
+    assert set(t["law"]) == {"gumbel"}
+    cal = tmp_path / "c.json"
+    r = _run("calibrate", "groups", REAL, "--within-law", "auto", "--fit-window", 2, "--out", cal)
+    assert r.exit_code == 0, r.output
+    fit = json.loads(cal.read_text())["fit"]
+    assert set(fit["aic_by_law"]) == {"normal", "gumbel", "t"} and fit["fit_steps"] == [38, 39]
+    best = min(fit["aic_by_law"], key=fit["aic_by_law"].get)
+    assert fit["lengths"]["within_law"] == best == load_scenario(cal).lengths.within_law
+    assert "AIC normal" in r.output
+    auto = ("--within-law", "auto", "--fit-group-size", 0, "--draws", 5, "--reps", 3)
+    r = _run(*args, *auto, "--out", tmp_path / "a")
+    assert r.exit_code == 0, r.output
+    law = pl.read_csv(tmp_path / "a" / "validation_groups.csv")["law"][0]
+    assert re.fullmatch(
+        r"(normal|gumbel|t\(df=\d+\.\d\d\)) \[AIC normal [\d.]+, gumbel [\d.]+, t [\d.]+\]", law
+    ), law
+    r = _run(*args, "--within-law", "lognormal", "--out", tmp_path / "w")
+    assert r.exit_code == 2 and not (tmp_path / "w").exists()

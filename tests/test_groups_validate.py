@@ -3,6 +3,8 @@ validation passing on data from the model and failing on data with another ICC."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -10,6 +12,7 @@ from rolloutlab.calibration.grouped import GroupedTrace
 from rolloutlab.calibration.groups_validate import (
     COLUMNS,
     ValidationConfig,
+    fit_data,
     measure,
     step_ratio,
     straggler_prob_exact,
@@ -98,3 +101,23 @@ def test_validation_fails_on_data_with_another_icc():
     table = validate_groups(synthetic(0.05, 0.95), CFG)
     hier = table.filter(pl.col("model") == "hierarchical")
     assert hier["abs_error"].max() > 0.10 and hier["ratio_ks"].max() > 0.25
+
+
+def test_fit_window_follows_a_run_whose_split_changed():
+    """Steps 0-13 with ICC 0.95, steps 14 on with ICC 0.05: fitted on the last 6 of the 20
+    fit steps the model predicts the held-out steps; fitted on all 20 it does not."""
+    trace = synthetic(0.95, 0.05, fit_steps=14, held=156)
+    cfg = ValidationConfig(fit_steps=20, taus=(3.0, 4.0), draws=20, reps=5, cap=4000, fit_G=0)
+    full = validate_groups(trace, cfg).filter(pl.col("model") == "hierarchical")
+    windowed = validate_groups(trace, replace(cfg, fit_window=6))
+    assert set(windowed["model"]) == {"hierarchical_w6", "tb_stats_icc_w6", "no_within_w6"}
+    win = windowed.filter(pl.col("model") == "hierarchical_w6")
+    assert win["abs_error"].max() <= 0.10 < full["abs_error"].max()
+    assert set(win["law"]) == {"normal"}
+
+
+def test_fit_data_window_keeps_the_last_steps():
+    trace = synthetic(0.3, 0.3, fit_steps=4, held=2, B=2, G=2)
+    lengths, cens, at = fit_data(trace, 4, 2)
+    assert at == [2, 2, 3, 3] and len(lengths) == len(cens) == 4
+    assert fit_data(trace, 4, None)[2] == [0, 0, 1, 1, 2, 2, 3, 3]

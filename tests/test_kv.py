@@ -153,3 +153,20 @@ def test_request_too_long_for_the_cache_is_an_error():
         generate(np.array([[100]]), np.array([0]), ConstantCost(), EngineConfig(kv_blocks=2))
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         EngineConfig(max_num_seqs=8, max_num_batched_tokens=4)
+
+
+def test_a_preemption_does_not_cut_the_next_segment_short():
+    # The case above as an exclusive batch: boundary 1 admits A and B and runs to the
+    # iteration where both need a 2nd block; boundary 2 preempts B, and A then runs
+    # alone to its finish in one segment (no admission can happen before a finish:
+    # free blocks only shrink); boundary 3 re-admits B, which runs to its finish.
+    import simpy
+
+    cost = LinearCost(a_s=1.0, b_s=0, c_s=0, prefill_s_per_token=0.25)
+    cfg = EngineConfig(max_num_seqs=2, kv_blocks=3, block_size=4, prefix_caching=False)
+    env = simpy.Environment()
+    engine = Engine(env, cost, cfg)
+    batch = engine.submit(np.arange(2), np.array([0, 0]), np.array([9, 9]), exclusive=True)
+    env.run(until=batch.done)
+    assert engine.workers[0].boundaries == 3
+    assert batch.t_finish.tolist() == [9.0, 9.0 + (1.0 + 0.25 * 5) + 3.0]

@@ -286,3 +286,14 @@ def test_rewards_shaped_unlike_lengths_are_refused_before_any_update():
         ctl.observe([[1, 2], [3, 4]], rewards=[[1.0, 0.0]])
     assert json.dumps(ctl.state_dict()) == before
     assert math.isfinite(ctl.utilities()[8])
+
+
+# -- issue 19 item 4: LAGC through the kit a user's controller is checked with ----------
+
+
+@pytest.mark.parametrize("spec", ["lagc", "lagc:signal=informative,max_prompts=4"])
+def test_lagc_keeps_the_controller_contract(spec):
+    from rolloutlab.testing import check_controller
+
+    report = check_controller(spec, max_examples=8, max_steps=12, straggler_steps=1000)
+    assert report.ok and report.results[4].status == "pass"  # its straggler budget holds

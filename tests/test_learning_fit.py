@@ -82,9 +82,49 @@ def test_cli_learning(tmp_path):
     block = json.loads(out.read_text())["learning"]
     assert block["lr_ref"] == 1e-6 and block["fit"]["lr_of_run"] == 3e-4
     assert "--as-lr-ref 1e-06" in block["provenance"]["command"]
+    assert block["theta_max"] is None and block["fit"]["model"] == "linear"
+    out3 = tmp_path / "l3.json"
+    r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "run"),
+                                  "--out", str(out3), "--learning-model", "saturating"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    sat = json.loads(out3.read_text())["learning"]
+    assert sat["fit"]["model"] == "saturating" and sat["theta_max"] > 0
+    assert "--learning-model saturating" in sat["provenance"]["command"]
     _write_run(tmp_path / "bare", curve, learner=False)
     out2 = tmp_path / "l2.json"
     r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "bare"),
                                   "--out", str(out2)])  # fmt: skip
     assert r.exit_code == 2 and "learner.jsonl" in r.output and "'correct'" in r.output
     assert not out2.exists()
+
+
+def test_saturating_fit_recovers_the_capacity_and_the_likelihood_ratio_rejects_linear():
+    curve = simulate_curve(
+        3.0, 1.0, 1.0, G=8, B=16, T=40, lr=1e-6, seed=3, dynamic_sampling=True, theta_max=1.0
+    )
+    fit = fit_learning(curve, model="saturating")
+    assert fit["fit"]["model"] == "saturating"
+    assert abs(fit["theta_max"] - 1.0) < 4 * fit["fit"]["se"]["theta_max"]
+    assert fit["fit"]["likelihood_ratio_vs_linear"]["p_value"] < 0.05
+    assert fit["fit"]["loglik"] >= fit["fit"]["likelihood_ratio_vs_linear"]["loglik_linear"]
+    short = simulate_curve(1.0, 1.0, 1.0, G=4, B=8, T=6, lr=1e-6, seed=0)
+    assert fit_learning(short)["theta_max"] is None  # linear: no capacity
+    with pytest.raises(ValueError, match="learning model"):
+        fit_learning(short, model="cubic")
+
+
+def test_drawn_runs_start_at_the_beta_mean_and_refuse_a_collapse():
+    from rolloutlab.calibration.learning_draws import draw_rewards
+    from rolloutlab.sim.learning import LearningParams
+
+    T, rng = 3, np.random.default_rng(0)
+    args = (np.full(T, 8), np.full(T, 1e-6), np.full(T, 16), True, 2000, rng)
+    r = draw_rewards(LearningParams(kappa=0.0, lr_ref=1e-6), 0.8, 1.2, *args)
+    assert r.shape == (2000, T)
+    se = np.sqrt(0.4 * 0.6 / (2000 * 16))  # at least the prompt-level sd of the mean
+    assert abs(r.mean() - 0.4) < 8 * se
+    up = draw_rewards(LearningParams(kappa=5.0, lr_ref=1e-6), 0.8, 1.2, *args)
+    assert up[:, -1].mean() > r[:, -1].mean() + 0.05  # learning raises the reward
+    with pytest.raises(ValueError, match="collapses"):  # lr far past the on-policy boundary
+        draw_rewards(LearningParams(kappa=1.0, lr_ref=1e-6), 0.8, 1.2, np.full(T, 8),
+                     np.full(T, 1e-3), np.full(T, 16), True, 10, rng)  # fmt: skip

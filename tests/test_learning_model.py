@@ -14,6 +14,7 @@ from rolloutlab.sim.learning import (
     expected_signal,
     final_reward,
     group_signal,
+    saturating_shift,
     time_to_target,
 )
 from scipy.stats import binom
@@ -209,3 +210,29 @@ def test_final_reward_by_hand():
         final_reward(STEPS, 0.0)
     with pytest.raises(ValueError, match="reward_mean"):
         final_reward(STEPS.drop("reward_mean"))
+
+
+@settings(max_examples=30)
+@given(
+    st.floats(0.1, 5.0),
+    st.lists(st.floats(0.0, 3.0), min_size=1, max_size=20),
+)
+def test_saturating_shift_stays_below_its_capacity_and_composes(cap, drives):
+    """Each step moves theta toward theta_max, never past it; steps compose to the closed
+    form theta_max (1 - exp(-sum D / theta_max)) (docs/learning.md §2)."""
+    model = LearningModel(LearningParams(kappa=1.0, lr_ref=1.0, theta_max=cap))
+    for t, d in enumerate(drives):
+        before = model.theta
+        model.apply_signal(np.array([d]), 1.0, None, t, 1)
+        assert before <= model.theta <= cap
+    assert model.theta == pytest.approx(cap * -math.expm1(-sum(drives) / cap), abs=1e-9)
+
+
+def test_saturating_shift_by_hand_and_linear_default():
+    assert saturating_shift(0.0, 1.0, math.inf) == 1.0
+    assert saturating_shift(1.0, 2.0, 2.0) == pytest.approx(2 - math.exp(-1))
+    assert LearningParams(kappa=1.0).theta_max == math.inf
+    assert LearningParams.from_dict({"kappa": 1.0, "theta_max": None}).theta_max == math.inf
+    assert LearningParams(kappa=1.0).to_dict()["theta_max"] is None
+    p = LearningParams(kappa=2.0, theta_max=3.0)
+    assert LearningParams.from_dict(p.to_dict()) == p

@@ -126,8 +126,25 @@ def test_reader_layouts_agree(tmp_path):
         for got, want in zip(d.correct + d.lengths, want_y + want_L, strict=True):
             np.testing.assert_array_equal(got, want)
     assert read_pass_rate_samples(per_prompt).length_unit == "characters (no tokenizer given)"
-    bare = read_pass_rate_samples(per_sample, lengths_field=None)  # found by spelling, dropped
-    assert bare.lengths is None and bare.length_unit == "none" and len(bare.correct) == 2
+    spelled = read_pass_rate_samples(per_sample)  # no code field: found by common spelling
+    np.testing.assert_array_equal(spelled.lengths[1], want_L[1])
+    only = tmp_path / "only.jsonl"  # correctness only, per prompt and per sample
+    only.write_text(
+        "".join(json.dumps({"idx": i, "score": y}) + "\n" for i, (y, _) in enumerate(groups))
+    )
+    only_s = tmp_path / "only_s.jsonl"
+    only_s.write_text(
+        "".join(
+            json.dumps({"prompt_id": i, "correct": yj}) + "\n"
+            for i, (y, _) in enumerate(groups)
+            for yj in y
+        )
+    )
+    for path, field in ((only, "score"), (only_s, "correct")):
+        bare = read_pass_rate_samples(path, score_field=field)
+        assert bare.lengths is None and bare.length_unit == "none"
+        for got, want in zip(bare.correct, want_y, strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def _run(args):
@@ -157,7 +174,7 @@ def test_cli_bad_input_exit_2_nothing_written(tmp_path):
     r = _run([str(FIXTURE), "--out", str(out), "--score-field", "correct", *args])
     assert r.exit_code == 2 and "line 1: no field 'correct' (reward)" in r.output
     assert "scores.jsonl" in r.output and not out.exists()
-    r = _run([str(FIXTURE), "--out", str(out)])  # default --responses-field code: not there
+    r = _run([str(FIXTURE), "--out", str(out), "--responses-field", "code"])  # named: needed
     assert r.exit_code == 2 and "scores.jsonl: line 1: no field 'code'" in r.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
@@ -174,3 +191,39 @@ def test_cli_bad_input_exit_2_nothing_written(tmp_path):
         r = _run([str(FIXTURE), "--out", str(other), "--lengths-field", "response_chars"])
         assert r.exit_code == 2 and "refusing to overwrite" in r.output
         assert other.read_text() == content
+
+
+def test_cli_correctness_only_file_fits_pass_rates(tmp_path):
+    """A file with correctness and no lengths field (regression: it was refused): the
+    pass-rate fit is the one of the same file with lengths, the coupling is left at 0
+    with a note."""
+    only = tmp_path / "scores_only.jsonl"
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    only.write_text(
+        "".join(json.dumps({"idx": r["idx"], "score": r["score"]}) + "\n" for r in rows)
+    )
+    out, ref = tmp_path / "only.json", tmp_path / "ref.json"
+    r = _run([str(only), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "coupling not fitted" in r.output
+    assert (
+        _run([str(FIXTURE), "--out", str(ref), "--lengths-field", "response_chars"]).exit_code == 0
+    )
+    got, want = (json.loads(p.read_text())["pass_rate"] for p in (out, ref))
+    assert got["spec"] == want["spec"] and got["coupling"] == 0.0 != want["coupling"]
+    assert (
+        got["fit"]["coupling_note"].startswith("not fitted") and "coupling_note" not in want["fit"]
+    )
+    assert got["fit"]["length_unit"] == "none" and got["provenance"]["n_samples"] == 800
+    r = _run([str(FIXTURE), "--out", str(tmp_path / "x.json")])  # no code, no spelling: same
+    assert r.exit_code == 0 and "coupling not fitted" in r.output
+    r = _run([str(FIXTURE), "--out", str(tmp_path / "y.json"), "--score-field", "nope"])
+    assert r.exit_code == 2 and "no field 'nope' (reward)" in r.output
+
+
+def test_empty_responses_field_drops_lengths(tmp_path):
+    """``--responses-field ''``: groups found through a common spelling, no coupling."""
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"idx": 0, "score": [1, 0], "response": ["ab", "c"]}\n')
+    assert read_pass_rate_samples(f).lengths is not None
+    assert read_pass_rate_samples(f, lengths_field="").lengths is None

@@ -139,10 +139,10 @@ def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--steps", "-3"], "steps must be >= 1"),
-        (["--capacity", "0"], "capacity must be >= 1"),
-        (["--lr", "-1"], "lr must be > 0"),
-        (["--tau", "0.5"], "tau must be > 1"),
+        (["--steps", "-3"], "'--steps': -3 is not in the range x>=1"),
+        (["--capacity", "0"], "'--capacity': 0 is not in the range x>=1"),
+        (["--lr", "-1"], "'--lr': -1.0 is not in the range x>0"),
+        (["--tau", "0.5"], "'--tau': 0.5 is not in the range x>1"),
         (["--controller", "sagc:tau=0.5"], "sagc:tau=0.5"),
         (["--controller", "static:128"], "capacity"),
     ],

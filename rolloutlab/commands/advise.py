@@ -57,7 +57,13 @@ def _list(name: str, default: str, what: str):
     show_default=True,
     help="Seed of the sampler and of every simulated run.",
 )
-@click.option("--max-straggler-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True)
+@click.option(
+    "--max-straggler-rate",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Largest acceptable share of straggler steps, in [0, 1].",
+)
 @click.option(
     "--min-collapse-margin",
     type=click.FloatRange(min=0, min_open=True),
@@ -74,7 +80,9 @@ def _list(name: str, default: str, what: str):
 @run_options
 @executor_options
 def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, **opts):
-    """Search for the setting with the smallest predicted time to the target reward
+    """Search the settings for the fastest one that is safe (stragglers, collapse).
+
+    Searches for the setting with the smallest predicted time to the target reward
     (time per step when the scenario has no learning model) whose straggler rate and
     collapse margin stay within bounds.
 

@@ -1,11 +1,13 @@
 """``rolloutlab calibrate ...``: fit a scenario to real logs (wiring only; the vLLM
 commands are in :mod:`rolloutlab.commands.vllm`).
 
-Every bad input ends in one line naming the file and tag/field, exit code 1, and no
+Every bad input ends in one line naming the file and tag/field, exit code 2, and no
 output file (outputs are written atomically after all fitting succeeded).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -15,13 +17,31 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import cost_from_option, fail
+from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
+from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
+
+
+def run_dir_args(paths) -> list[str]:
+    """The RUN_DIRS arguments that can be verl runs (a folder, or an
+    ``events.out.tfevents.*`` file); other files (``SOURCE.md`` of a shell glob like
+    ``$R/*``) are skipped with a note on stderr. Raises BadInput when none is left."""
+    keep = []
+    for p in map(Path, paths):
+        if p.is_file() and not p.name.startswith("events.out.tfevents."):
+            click.echo(
+                f"skipping {p}: not a run folder nor an events.out.tfevents.* file", err=True
+            )
+            continue
+        keep.append(str(p))
+    if not keep:
+        raise BadInput(f"{', '.join(map(str, paths))}: no run folder among RUN_DIRS")
+    return keep
 
 
 def scenario_defaults(steps, tau, delta) -> dict:
@@ -51,13 +71,13 @@ def scenario_default_options(f):
         ),
         click.option(
             "--tau",
-            type=click.FloatRange(min=1.0, min_open=True),
+            type=finite(1.0, min_open=True),
             default=None,
             help="Scenario default SAGC tau.",
         ),
         click.option(
             "--delta",
-            type=click.FloatRange(0.0, 1.0),
+            type=PROBABILITY,
             default=None,
             help="Scenario default SAGC delta.",
         ),
@@ -70,27 +90,51 @@ def scenario_default_options(f):
 def verl_options(f):
     """Options describing the logged runs (what the logs do not say)."""
     opts = [
-        click.option("--group-size", default=5, show_default=True, help="G of the logged runs."),
         click.option(
-            "--max-response-length", default=1024, show_default=True, help="Cap (tokens)."
+            "--group-size",
+            default=5,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="G of the logged runs (rollouts per prompt, >= 1).",
+        ),
+        click.option(
+            "--max-response-length",
+            default=1024,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="Response cap of the logged runs (tokens, >= 1).",
         ),
         click.option(
             "--gen-workers",
             default=4,
             show_default=True,
-            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2).",
+            type=POSITIVE_INT,
+            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2; >= 1).",
         ),
         click.option(
             "--max-num-seqs",
             default=1024,
             show_default=True,
-            help="vLLM max_num_seqs of the logged runs (verl's default).",
+            type=POSITIVE_INT,
+            help="vLLM max_num_seqs of the logged runs (verl's default; >= 1).",
         ),
         click.option(
             "--fit-prefill", is_flag=True, help="Also fit prefill_s_per_token (not identified)."
         ),
-        click.option("--replicates", default=2, show_default=True, help="Length draws per step."),
-        click.option("--seed", default=0, show_default=True, help="Seed of the length draws."),
+        click.option(
+            "--replicates",
+            default=2,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="Length draws per step (>= 1).",
+        ),
+        click.option(
+            "--seed",
+            default=0,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="Seed of the length draws (>= 0).",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -105,7 +149,11 @@ def calibrate() -> None:
 @calibrate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
 @click.option(
@@ -134,7 +182,7 @@ def calibrate_verl_tb(
     cfg = verl_config(**logged)
     try:
         d = calibrate_verl(
-            list(run_dirs),
+            run_dir_args(run_dirs),
             cfg,
             name=name,
             prompts=prompts,
@@ -154,13 +202,23 @@ def calibrate_verl_tb(
 @calibrate.command("servegen")
 @click.argument("folder", type=click.Path())
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
 @scenario_default_options
-@click.option("--max-response-length", default=32768, show_default=True, help="Cap (tokens).")
+@click.option(
+    "--max-response-length",
+    default=32768,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Response cap (tokens, >= 1).",
+)
 def calibrate_servegen(
     folder, out, cost_from, name, prompts, steps, tau, delta, max_response_length
 ):

@@ -25,6 +25,7 @@ from rolloutlab.calibration.run_curve import read_run
 from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
 from rolloutlab.commands.common import BadInput
+from rolloutlab.commands.types import POSITIVE
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
@@ -79,9 +80,10 @@ def _provenance(path: str, command: str) -> dict:
 @click.option("--score-field", default="score", show_default=True, help="Correctness list.")
 @click.option(
     "--responses-field",
-    default="code",
-    show_default=True,
-    help="Response texts (coupling from their CHARACTER lengths; numbers are taken as given).",
+    default=None,
+    help="Response texts (coupling from their CHARACTER lengths; numbers are taken as "
+    "given). Default: code when the file has it, else the common spellings of lengths, "
+    "else none (pass rates only; the coupling needs lengths and is left at 0).",
 )
 @click.option(
     "--lengths-field", default=None, help="Response lengths (wins over --responses-field)."
@@ -99,10 +101,10 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
         cmd += f" --note {shlex.quote(note)}"
     if lengths_field:
         cmd += f" --lengths-field {shlex.quote(lengths_field)}"
-    elif responses_field != "code":
+    elif responses_field is not None:
         cmd += f" --responses-field {shlex.quote(responses_field)}"
     try:
-        data = read_pass_rate_samples(file, score_field, lengths_field or responses_field or None)
+        data = read_pass_rate_samples(file, score_field, lengths_field or responses_field)
         prov = _provenance(file, cmd) | ({"note": note} if note else {})
         block = pass_rate_block(data, prov)
     except (ValueError, OSError) as exc:
@@ -111,8 +113,13 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     f = block["fit"]
     click.echo(
         f"wrote {out}: pass_rate {block['spec']} (mean {f['mean_pass_rate']:.3f} "
-        f"+- {f['mean_pass_rate_se']:.3f}), coupling {block['coupling']} "
-        f"+- {f['se']['coupling'] or float('nan'):.2g}, {block['provenance']['n_prompts']} prompts"
+        f"+- {f['mean_pass_rate_se']:.3f}), "
+        + (
+            f"coupling {block['coupling']} +- {f['se']['coupling'] or float('nan'):.2g}"
+            if "coupling_note" not in f
+            else f"coupling {f['coupling_note']}"
+        )
+        + f", {block['provenance']['n_prompts']} prompts"
     )
 
 
@@ -137,7 +144,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
 )
 @click.option(
     "--as-lr-ref",
-    type=click.FloatRange(min=0, min_open=True),
+    type=POSITIVE,
     default=None,
     help="Write this lr_ref instead of the run's lr: the fitted gain per unit signal is "
     "assumed to hold at another model's reference lr (a placeholder transfer; say so).",
@@ -156,7 +163,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     "--dispersion",
     default=DEFAULT_DISPERSION,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=POSITIVE,
     help="--verl-tb: a + b of the initial Beta, fixed (a mean curve does not identify it).",
 )
 @click.option(
@@ -173,8 +180,17 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     type=click.Path(),
     help="--verl-tb: another run to predict with the fitted parameters (RMSE in fit.heldout).",
 )
+@click.option(
+    "--learning-model",
+    type=click.Choice(["linear", "saturating"]),
+    default="linear",
+    show_default=True,
+    help="--real: shape of the shift (docs/learning.md §2); saturating also fits theta_max.",
+)
 @click.option("--note", default=None, help="Free text added to provenance.")
-def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **verl_opts):
+def calibrate_learning(
+    run_dir, verl_dir, out, init_steps, as_lr_ref, learning_model, note, **verl_opts
+):
     """Fit the learning-progress model to a real run's per-group correctness (--real;
     writes the ``learning`` block) or to a verl run's training-reward curve (--verl-tb;
     writes the ``pass_rate`` and ``learning`` blocks). Exactly one of the two."""
@@ -188,10 +204,12 @@ def calibrate_learning(run_dir, verl_dir, out, init_steps, as_lr_ref, note, **ve
         cmd += f" --init-steps {init_steps}"
     if as_lr_ref is not None:
         cmd += f" --as-lr-ref {as_lr_ref:g}"
+    if learning_model != "linear":
+        cmd += f" --learning-model {learning_model}"
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        block = fit_learning(read_run(run_dir), init_steps)
+        block = fit_learning(read_run(run_dir), init_steps, learning_model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     block["fit"]["lr_of_run"] = block["lr_ref"]

@@ -8,6 +8,9 @@ A run's provenance (``config.json`` with library versions) is written by
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +21,11 @@ import polars as pl
 from tqdm import tqdm
 
 OUT_DIR = click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path)
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier output of the same command, which it replaces).",
 )
 """``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
 
@@ -29,6 +36,21 @@ def real_option(help: str, **path: Any):
     return click.option(
         "--real", "real_dir", required=True, type=click.Path(path_type=Path, **path), help=help
     )
+
+
+def calibration_out(ctx: click.Context, param: click.Parameter, value: str | None):
+    """Click callback of a ``--out FILE`` that receives a whole calibration JSON: refuses
+    (exit 2, at parse time, before any work) a folder, an existing file that is not a
+    calibration JSON, or an unwritable folder (:func:`calibration.writer.check_replaceable`)."""
+    from rolloutlab.calibration.writer import OutputError, check_replaceable
+
+    if value is None:
+        return value
+    try:
+        check_replaceable(value)
+    except OutputError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
 
 
 def cost_from_option(help: str):
@@ -73,7 +95,9 @@ def parse_list(
     check: Callable[[Any], bool] = lambda v: True,
     expected: str = "",
 ) -> list:
-    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped).
+    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped); for a
+    new option prefer the click type :class:`rolloutlab.commands.types.CommaList` (finite,
+    ranged, unique items).
 
     Raises :class:`click.BadParameter` naming ``option`` (exit 2) on an empty list, an
     item ``cast`` refuses, or values failing ``check`` (the message says ``expected``).
@@ -157,6 +181,111 @@ def claim(out: str | Path, command: str) -> Path:
         return claim_out_dir(out, command)
     except OutDirError as exc:
         fail(exc)
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet: what
+    creating ``path`` would create and what to remove to undo it (None: it exists)."""
+    path = Path(path).absolute()
+    if path.exists():
+        return None
+    top = path
+    while not top.parent.exists():
+        top = top.parent
+    return top
+
+
+def check_creatable(path: str | Path, folder: bool = True) -> None:
+    """Refuse (:class:`BadInput`, exit 2, before any work) an output ``path`` that cannot
+    be made: with ``folder``, ``path`` is an existing file; in any case its nearest
+    existing ancestor (``path`` itself for an existing folder) is not a writable folder
+    (a file in the way, no permission)."""
+    p = Path(path).absolute()
+    if folder and p.exists() and not p.is_dir():
+        raise BadInput(f"{path}: --out must be a directory, found a file")
+    top = p if (folder and p.is_dir()) else p.parent
+    while not top.exists():
+        top = top.parent
+    if not top.is_dir() or not os.access(top, os.W_OK | os.X_OK):
+        raise BadInput(f"{path}: cannot write --out ({top} is not a writable folder)")
+
+
+def check_own_file(path: str | Path, is_ours: Callable[[Path], bool], what: str) -> None:
+    """Refuse (:class:`BadInput`, exit 2) an output file ``path`` that exists and is not
+    ``what`` this command writes (``is_ours(path)`` false), or that cannot be created
+    (:func:`check_creatable`): a command never overwrites a file it did not write."""
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{path}: is a folder; --out takes a file name")
+    if p.exists() and not is_ours(p):
+        raise BadInput(f"{path}: exists and is not {what}; refusing to overwrite it")
+    check_creatable(p, folder=False)
+
+
+def json_with_keys(*keys: str) -> Callable[[Path], bool]:
+    """``is_ours`` for :func:`check_own_file`: the file is a JSON object with ``keys``."""
+
+    def check(p: Path) -> bool:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(d, dict) and all(k in d for k in keys)
+
+    return check
+
+
+def is_png(p: Path) -> bool:
+    """``is_ours`` for a PNG output: the file starts with the PNG signature."""
+    try:
+        with open(p, "rb") as f:
+            return f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`OutDirError` naming ``path`` when no file can be created in it (a
+    read-only folder): checked before the work, not after it."""
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise OutDirError(f"{path}: cannot write in --out ({exc.strerror})") from None
+
+
+@contextmanager
+def claimed(out: str | Path, command: str) -> Iterator[Path]:
+    """Claim ``out`` for ``command`` (:func:`claim_out_dir`, then :func:`check_writable`)
+    around the work that writes it; yields the folder.
+
+    The one way a command owns its output folder: a refusal is :class:`BadInput` (exit 2,
+    nothing written); if the body fails (any error, Ctrl-C included) the folders this call
+    created are removed again, so a failed command leaves nothing behind (a folder that
+    existed before is left as it is); an ``OSError`` of the body (disk full, a file
+    removed under it) becomes :class:`RunFailed` (exit 1) naming it.
+    """
+    created = first_missing(Path(out))
+    try:
+        path = claim_out_dir(out, command)
+        check_writable(path)
+    except OutDirError as exc:
+        _undo(created)
+        fail(exc)
+    try:
+        yield path
+    except OSError as exc:
+        _undo(created)
+        where = exc.filename or path
+        raise RunFailed(f"{where}: cannot write the output ({exc.strerror or exc})") from None
+    except BaseException:
+        _undo(created)
+        raise
+
+
+def _undo(created: Path | None) -> None:
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
 
 
 @contextmanager

@@ -6,14 +6,9 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import (
-    OUT_DIR,
-    OutDirError,
-    claim_out_dir,
-    echo_table,
-    fail,
-    real_option,
-)
+from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
+from rolloutlab.commands.types import finite
+from rolloutlab.sim import strict_json
 
 
 @click.group()
@@ -53,8 +48,15 @@ def compare() -> None:
     default=None,
     help="Engine slots per worker [default: the run's config].",
 )
-@click.option("--tau", type=float, default=None, help="Straggler threshold [default: the run's].")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--tau",
+    type=finite(1.0, min_open=True),
+    default=None,
+    help="Straggler threshold on max/median length, > 1 [default: the run's].",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed (>= 0)."
+)
 @OUT_DIR
 def idle(
     real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, out_dir: Path
@@ -74,12 +76,15 @@ def idle(
         fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model
     )
     try:
-        claim_out_dir(out_dir, "compare-idle")
         run = load_run(real_dir, capacity=capacity)
-        res = compare_idle(run, cfg)
     except (RunInputError, TraceError, ValueError) as exc:
         fail(exc)
-    name = write_idle_outputs(run, res, cfg, out_dir)
+    with claimed(out_dir, "compare-idle"):
+        try:
+            res = compare_idle(run, cfg)
+        except (RunInputError, TraceError, ValueError) as exc:
+            fail(exc)
+        name = write_idle_outputs(run, res, cfg, out_dir)
     click.echo(
         f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps"
     )
@@ -132,11 +137,14 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 
     try:
         T = grid_steps(real_dir, steps)
-        claim_out_dir(out_dir, "compare-collapse")
-        study = collapse_study(real_dir, sim_dir, T, split, max_evals)
-    except (GridError, OutDirError) as exc:
+    except GridError as exc:
         fail(exc)
-    write_collapse_outputs(study, out_dir, f"{real_dir.name}: fit on half the {split} values")
+    with claimed(out_dir, "compare-collapse"):
+        try:
+            study = collapse_study(real_dir, sim_dir, T, split, max_evals)
+        except GridError as exc:
+            fail(exc)
+        write_collapse_outputs(study, out_dir, f"{real_dir.name}: fit on half the {split} values")
     summary, fit, table = study.summary, study.fit, study.scaling
     h = summary["held_out"]
     click.echo(
@@ -164,17 +172,34 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 @OUT_DIR
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     """One self-contained HTML page per study directory (figures embedded)."""
-    from rolloutlab.analysis.report import ReportError, write_reports
+    from rolloutlab.analysis.report import ReportError, page_names, write_reports
+    from rolloutlab.sim.provenance import write_config
 
     try:
-        for path in write_reports(list(studies), out_dir):
-            click.echo(f"wrote {path}")
+        page_names(list(studies))
     except ReportError as exc:
         fail(exc)
+    with claimed(out_dir, "report"):
+        try:
+            paths = write_reports(list(studies), out_dir)
+        except ReportError as exc:
+            fail(exc)
+        write_config(
+            out_dir / "config.json", {"command": "report", "studies": [str(s) for s in studies]}
+        )
+    for path in paths:
+        click.echo(f"wrote {path}")
 
 
 @compare.command("learning")
-@click.option("--fit", "fit_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--fit",
+    "fit_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The real run the models are fitted on (repeat for several seeds of one setting: a joint fit).",
+)
 @click.option(
     "--real",
     "real_dirs",
@@ -186,40 +211,106 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
 @click.option(
     "--target-accuracy",
     required=True,
-    type=float,
-    help="target training reward (trailing mean of 10 steps) in (0, 1]",
+    type=finite(0.0, 1.0, min_open=True),
+    help="Target training reward (trailing mean of 10 steps) in (0, 1].",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier compare learning output).",
+)
+@click.option(
+    "--learning-model",
+    type=click.Choice(["saturating", "linear"]),
+    default="saturating",
+    show_default=True,
+    help="shape of the learning shift (docs/learning.md §2): saturating at a fitted capacity, "
+    "or the simulator's default linear one",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="time = wall clock, or the runs' process CPU time per step (learner.jsonl "
+    "cpu_*_s; not stretched by a loaded machine)",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="runs drawn from the fitted model per prediction (time to target = their median)",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the drawn runs (>= 0).",
+)
+@click.option(
+    "--resimulate",
+    "resim_draws",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="N > 0: also predict every adaptive run with its controller re-simulated "
+    "(N drawn runs; columns resim_*), not only from the G it chose",
+)
 def learning(
-    fit_dir: Path, real_dirs: tuple[Path, ...], target_accuracy: float, out_dir: Path
+    fit_dirs: tuple[Path, ...],
+    real_dirs: tuple[Path, ...],
+    target_accuracy: float,
+    learning_model: str,
+    clock: str,
+    draws: int,
+    seed: int,
+    resim_draws: int,
+    out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
-    curve and time to target; DIR/learning_comparison.csv, .png and fit.json."""
-    import json
+    curve and time to target; DIR/learning_comparison.csv (per run),
+    learning_comparison_by_controller.csv (runs of one controller and settings over their
+    seeds: measured mean +- sd beside the predicted mean), .png and fit.json."""
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
     from rolloutlab.sim.provenance import write_config
 
-    if not 0 < target_accuracy <= 1:
-        raise click.BadParameter(
-            f"must be in (0, 1], got {target_accuracy}", param_hint="--target-accuracy"
+    with claimed(out_dir, "compare-learning"):
+        try:
+            table, groups, curves, fit = compare_learning(
+                list(fit_dirs),
+                list(real_dirs),
+                target_accuracy,
+                learning_model,
+                draws,
+                seed,
+                clock,
+                resim_draws,
+            )
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
+        table.write_csv(out_dir / "learning_comparison.csv")
+        groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
+        comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png", clock)
+        strict_json.write_json(out_dir / "fit.json", fit, default=float)
+        write_config(
+            out_dir / "config.json",
+            {
+                "kind": "compare-learning",
+                "fit_runs": [str(d) for d in fit_dirs],
+                "real_runs": [str(d) for d in real_dirs],
+                "target_accuracy": target_accuracy,
+                "learning_model": learning_model,
+                "clock": clock,
+                "draws": draws,
+                "seed": seed,
+                "resimulate": resim_draws,
+            },
         )
-    try:
-        table, curves, fit = compare_learning(fit_dir, list(real_dirs), target_accuracy)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.write_csv(out_dir / "learning_comparison.csv")
-    comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png")
-    (out_dir / "fit.json").write_text(json.dumps(fit, indent=2, default=float) + "\n")
-    write_config(
-        out_dir / "config.json",
-        {
-            "kind": "compare-learning",
-            "fit_run": str(fit_dir),
-            "real_runs": [str(d) for d in real_dirs],
-            "target_accuracy": target_accuracy,
-        },
-    )
     echo_table(table)
+    echo_table(groups)
     click.echo(f"-> {out_dir}")

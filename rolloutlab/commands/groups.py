@@ -16,11 +16,19 @@ from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_group
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
-from rolloutlab.commands.common import BadInput, claim, cost_from_option, parse_list
+from rolloutlab.commands.common import (
+    BadInput,
+    calibration_out,
+    claim,
+    cost_from_option,
+)
+from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
+from rolloutlab.sim.within_law import LAWS
 
 LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
+WITHIN_LAWS = click.Choice([*LAWS, "auto"])
 
 
 def reader_options(f):
@@ -52,6 +60,21 @@ def reader_options(f):
         show_default=True,
         help="lognormal: hierarchical fit; empirical: resample whole observed groups.",
     )(f)
+    f = click.option(
+        "--within-law",
+        type=WITHIN_LAWS,
+        default="normal",
+        show_default=True,
+        help="Law of the within-group noise of log length (lognormal model): normal, "
+        "gumbel (right-skewed), t (heavy tails, df fitted), or auto (least AIC).",
+    )(f)
+    f = click.option(
+        "--fit-window",
+        type=click.IntRange(min=2),
+        default=None,
+        help="Fit on the last W steps only (of the fit steps): the recent past of a "
+        "nonstationary run (default: all).",
+    )(f)
     return click.argument("files", nargs=-1, required=True)(f)
 
 
@@ -63,18 +86,39 @@ def _read(files, tokenizer, kw):
         raise BadInput(str(exc)) from None
 
 
+def _aics(fit: dict) -> str:
+    return ", ".join(f"{law} {aic:.1f}" for law, aic in fit["aic_by_law"].items())
+
+
 @click.command("groups")
 @reader_options
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(
-    files, out, cost_from, name, tokenizer, max_response_length, length_model, **fields
+    files,
+    out,
+    cost_from,
+    name,
+    tokenizer,
+    max_response_length,
+    length_model,
+    within_law,
+    fit_window,
+    **fields,
 ):
     """Fit the hierarchical length model (between-prompt and within-group spread, censored
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
     trace = _read(files, tokenizer, fields)
-    cfg = GroupsCalibrationConfig(length_model, max_response_length, cost_from, name)
+    cfg = GroupsCalibrationConfig(
+        length_model, max_response_length, cost_from, name, within_law, fit_window
+    )
     try:
         d = calibrate_groups(trace, cfg)
         write_json_atomic(d, out)
@@ -87,7 +131,11 @@ def calibrate_groups_cmd(
         f"({f['n_censored']} censored), lengths: {trace.length_unit}; "
         f"mu0 {f['mu0']:.3f}±{se['mu0']:.3f}, sigma_prompt {f['sigma_prompt']:.3f}"
         f"±{se['sigma_prompt']:.3f}, sigma_within {f['sigma_within']:.3f}"
-        f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}; "
+        f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}"
+        + (f", within law {f['within_law']}" if f["within_law"] != "normal" else "")
+        + (f" (df {f['within_df']:.2f})" if f["within_law"] == "t" else "")
+        + (f" [AIC {_aics(d['fit'])}]" if len(d["fit"]["aic_by_law"]) > 1 else "")
+        + "; "
         f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
 
@@ -97,7 +145,13 @@ def calibrate_groups_cmd(
 @click.option(
     "--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps."
 )
-@click.option("--tau", default="4", show_default=True, help="Comma-separated thresholds > 1.")
+@click.option(
+    "--tau",
+    default="4",
+    show_default=True,
+    type=CommaList(finite(1.0, min_open=True)),
+    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
 @click.option(
@@ -106,9 +160,27 @@ def calibrate_groups_cmd(
     default=None,
     help="G of the extrapolation fit (default: logged G // 2; 0: none).",
 )
-@click.option("--draws", default=200, show_default=True, help="Subsamples per step and G.")
-@click.option("--reps", default=300, show_default=True, help="Simulated steps per held-out step.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--draws",
+    default=200,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Subsamples per step and G (>= 1).",
+)
+@click.option(
+    "--reps",
+    default=300,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Simulated steps per held-out step (>= 1).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the subsamples and simulated steps (>= 0).",
+)
 def validate_groups_cmd(
     files,
     fit_steps,
@@ -122,15 +194,14 @@ def validate_groups_cmd(
     tokenizer,
     max_response_length,
     length_model,
+    within_law,
+    fit_window,
     **fields,
 ):
-    """Fit on the first K steps; on the later steps compare measured and predicted
+    """Fit on the first K steps (the last --fit-window of them when given); on the later steps compare measured and predicted
     P(max/median > tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
-    try:
-        taus = tuple(parse_list("--tau", tau, float, lambda v: v > 1, "values > 1"))
-    except click.BadParameter as exc:
-        raise BadInput(f"--tau: {exc.message}") from None
+    taus = tuple(tau)
     trace = _read(files, tokenizer, fields)
     cfg = ValidationConfig(
         fit_steps=fit_steps,
@@ -142,6 +213,8 @@ def validate_groups_cmd(
         cap=max_response_length,
         length_model=length_model,
         seed=seed,
+        fit_window=fit_window,
+        within_law=within_law,
     )
     try:
         table = validate_groups(trace, cfg)

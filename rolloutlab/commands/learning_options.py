@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from rolloutlab.commands.types import NON_NEGATIVE_INT, PROBABILITY, finite
 from rolloutlab.sim.compare import check_target
 from rolloutlab.sim.dynamic_sampling import REFILLS, DynamicSampling
 from rolloutlab.sim.rewards import RewardConfig, reward_config
@@ -29,14 +30,14 @@ _OPTIONS = (
     ),
     click.option(
         "--gen-batch-factor",
-        type=float,
+        type=finite(1.0),
         metavar="F",
         help="Prompts generated per round, as a multiple of B (default 1; needs "
         "--dynamic-sampling).",
     ),
     click.option(
         "--max-gen-batches",
-        type=int,
+        type=NON_NEGATIVE_INT,
         metavar="N",
         help="Generation rounds allowed per step, 0 = unlimited (default 0); a step that "
         "falls short is recorded as aborted and trains on what it kept.",
@@ -49,7 +50,7 @@ _OPTIONS = (
     click.option(
         "--target-reward",
         "target_reward",
-        type=float,
+        type=PROBABILITY,
         metavar="R",
         help="Reward in [0, 1]: the summary reports time_to_target_s (empty if never "
         "reached); default: the scenario's defaults.target_reward when the run has rewards.",

@@ -6,22 +6,19 @@ torch is imported only when a run starts (``rolloutlab --help`` lists this group
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
-import time
+import shutil
 from pathlib import Path
 
 import click
-import polars as pl
 
-from rolloutlab.commands.common import echo_table, fail, format_summary, parse_list
-from rolloutlab.commands.grid_options import (
-    describe_executor,
-    finish_grid,
-    grid_options,
-    prepare_grid,
-    run_points,
+from rolloutlab.commands.common import (
+    check_creatable,
+    check_own_file,
+    fail,
+    first_missing,
+    format_summary,
+    is_png,
 )
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
@@ -29,6 +26,13 @@ from rolloutlab.commands.real_run_options import (
     run_options,
     task_spread,
     use_numerics,
+)
+from rolloutlab.commands.real_stability import stability_cmd
+from rolloutlab.commands.types import (
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    finite,
 )
 from rolloutlab.real.config import (
     OPTION_FIELDS,
@@ -49,57 +53,139 @@ def real() -> None:
     """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
 
 
+def _check_one_tau(controller: str, tau_given: bool) -> None:
+    """Refuse (exit 2) ``--tau`` together with a controller spec that sets ``tau=``: SAGC's
+    options are set in one place, the spec."""
+    if tau_given and "tau=" in controller:
+        raise click.UsageError(
+            f"--tau and --controller {controller!r} both set SAGC's tau; set it in the "
+            "controller spec only (--tau then stays the summary's straggler threshold)"
+        )
+
+
+def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
+    """After a failed run: remove the folders this command created (``created``, from
+    :func:`~rolloutlab.commands.common.first_missing`) unless a checkpoint was written
+    (then the run can be resumed and its steps are kept)."""
+    if created is not None and not (out_dir / "checkpoints").exists():
+        shutil.rmtree(created, ignore_errors=True)
+
+
 @real.command()
 @click.option(
     "--controller",
     default="sagc",
     show_default=True,
-    help="sagc[:k=v,...], lagc[:k=v,...] or static:G",
+    help="Group-size controller: sagc[:k=v,...], lagc[:k=v,...], static:G, "
+    "file.py:Class[:k=v,...], module:Class[:k=v,...] or an entry point "
+    "(docs/controllers.md); SAGC options go here, e.g. sagc:tau=3,delta=0.2.",
 )
-@click.option("--steps", default=SyncConfig.steps, show_default=True, type=int)
 @click.option(
-    "--prompts", default=SyncConfig.prompts, show_default=True, type=int, help="prompt batch B"
+    "--steps",
+    default=SyncConfig.steps,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Training steps (>= 1); with --resume, a larger value extends the run.",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--resume", is_flag=True, help="continue the run in --out from its last checkpoint")
-@click.option("--lr", default=LearnerConfig.lr, show_default=True, type=float)
-@click.option("--seed", default=0, show_default=True, type=int)
 @click.option(
-    "--capacity", default=SyncConfig.capacity, show_default=True, type=int, help="engine slots"
+    "--prompts",
+    default=SyncConfig.prompts,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Prompt batch B per step (>= 1).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (new, or with --resume an earlier run of this command).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the run in --out from its last checkpoint (its step and rollout tables "
+    "are checked against the checkpoint first).",
+)
+@click.option(
+    "--lr",
+    default=LearnerConfig.lr,
+    show_default=True,
+    type=POSITIVE,
+    help="AdamW learning rate (finite, > 0).",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
+)
+@click.option(
+    "--capacity",
+    default=SyncConfig.capacity,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Engine slots: sequences decoded at once (>= 1; a larger G is refused).",
 )
 @click.option(
     "--engine-mode",
     default="continuous",
     show_default=True,
     type=click.Choice(["continuous", "static"]),
+    help="Continuous batching, or static batches (a batch ends when its last rollout does).",
 )
 @click.option(
     "--engine",
     default="torch",
     show_default=True,
     type=click.Choice(["torch", "vllm"]),
-    help="rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra)",
+    help="Rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra).",
 )
-@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
-@click.option("--eval-every", default=SyncConfig.eval_every, show_default=True, type=int)
 @click.option(
-    "--checkpoint-every", default=SyncConfig.checkpoint_every, show_default=True, type=int
+    "--warm-start-steps",
+    default=WarmStartConfig.steps,
+    show_default=True,
+    type=NON_NEGATIVE_INT,
+    help="Supervised warm-start steps before RL (>= 0; 0: none).",
+)
+@click.option(
+    "--eval-every",
+    default=SyncConfig.eval_every,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Held-out evaluation every this many steps (>= 1).",
+)
+@click.option(
+    "--checkpoint-every",
+    default=SyncConfig.checkpoint_every,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Checkpoint every this many steps (>= 1).",
 )
 @click.option(
     "--eval-size",
     default=SyncConfig.eval_size,
     show_default=True,
-    type=int,
-    help="held-out problems",
+    type=POSITIVE_INT,
+    help="Held-out problems (>= 1).",
 )
 @click.option(
-    "--max-response-tokens", default=SyncConfig.max_response_tokens, show_default=True, type=int
+    "--max-response-tokens",
+    default=SyncConfig.max_response_tokens,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Response cap (tokens, >= 1).",
 )
 @click.option(
-    "--tau", default=SyncConfig.tau, show_default=True, type=float, help="SAGC straggler threshold"
+    "--tau",
+    default=SyncConfig.tau,
+    show_default=True,
+    type=finite(1.0, min_open=True),
+    help="Straggler threshold on max/median length (> 1) of the summary's straggler_rate; "
+    "also SAGC/LAGC's tau unless the --controller spec sets tau= (set SAGC options there: "
+    "--tau for the controller is deprecated).",
 )
 @run_options
-@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option(
+    "--quiet", is_flag=True, help="No progress bar (there is none when not on a terminal)."
+)
 @click.pass_context
 def sync(
     ctx: click.Context,
@@ -122,6 +208,9 @@ def sync(
         for name, dotted in OPTION_FIELDS.items()
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
+    _check_one_tau(opts["controller"], "tau" in given)
+    check_creatable(out_dir)
+    created = None if resume else first_missing(out_dir)
     try:
         cfg = config_from_options(opts)
         check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
@@ -141,6 +230,7 @@ def sync(
         EngineUnavailable,
         ValueError,
     ) as exc:
+        _remove_unstarted(created, out_dir)
         fail(exc)
     summary = {
         **run_summary(rollouts, steps, tau=cfg.tau),
@@ -157,13 +247,20 @@ def sync(
     type=click.Path(dir_okay=False, path_type=Path),
     help="PNG to write (the committed one: docs/figures/real_task_lengths.png)",
 )
-@click.option("--problems", default=100_000, show_default=True, type=int)
+@click.option(
+    "--problems",
+    default=100_000,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Problems sampled (>= 1).",
+)
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""
     from rolloutlab.analysis.plots import task_lengths_figure
     from rolloutlab.real.task import TaskConfig
     from rolloutlab.real.task_lengths import solution_lengths, summary
 
+    check_own_file(out_png, is_png, "a PNG image")
     lengths = solution_lengths(TaskConfig(), problems)
     task_lengths_figure(lengths, out_png)
     for name, row in summary(lengths).items():
@@ -208,6 +305,9 @@ def async_cmd(
         for name, dotted in OPTION_FIELDS.items()
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
+    _check_one_tau(opts["controller"], "sync.tau" in given)
+    check_creatable(out_dir)
+    created = None if resume else first_missing(out_dir)
     try:
         acfg = AsyncConfig(
             sync=config_from_options(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
@@ -223,6 +323,7 @@ def async_cmd(
             cache_dir=None if no_cache else default_cache_dir(),
         )
     except (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied) as exc:
+        _remove_unstarted(created, out_dir)
         fail(exc)
     stored = json.loads((out_dir / "config.json").read_text())["config"]
     summary = {
@@ -240,110 +341,8 @@ def async_cmd(
     click.echo(format_summary(summary))
 
 
-@click.command("stability")
-@click.option(
-    "--S",
-    "S_text",
-    default="1,2,4,8",
-    show_default=True,
-    help="staleness / sync intervals S, comma-separated",
-)
-@click.option(
-    "--lr",
-    "lr_text",
-    default="1e-4,1e-3,1e-2",
-    show_default=True,
-    help="learning rates, comma-separated",
-)
-@click.option("--seeds", default=3, show_default=True, type=int, help="seeds per (S, lr)")
-@click.option("--steps", default=100, show_default=True, type=int, help="learner steps T per run")
-@click.option("--prompts", default=4, show_default=True, type=int, help="prompt batch B")
-@click.option("--controller", default="static:8", show_default=True)
-@click.option(
-    "--mode", default="interval", show_default=True, type=click.Choice(["interval", "bounded"])
-)
-@click.option("--jobs", default=2, show_default=True, type=int, help="runs at a time")
-@click.option("--warm-start-steps", default=350, show_default=True, type=int)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
-@grid_options
-def stability_cmd(
-    S_text: str,
-    lr_text: str,
-    seeds: int,
-    steps: int,
-    prompts: int,
-    controller: str,
-    mode: str,
-    jobs: int,
-    warm_start_steps: int,
-    out_dir: Path,
-    **opts,
-) -> None:
-    """Real collapse phase diagram: asynchronous GRPO runs over S x lr x seed.
-
-    Writes DIR/stability.csv (the simulator's columns first), DIR/phase_diagram.png,
-    DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
-    """
-    from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.stability import GridConfig, grid_points, prepare_warm_start, run_point
-
-    S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
-    try:
-        sync = SyncConfig(
-            controller=controller,
-            steps=steps,
-            prompts=prompts,
-            eval_every=steps,
-            eval_size=64,
-            checkpoint_every=steps,
-            warm_start=WarmStartConfig(steps=warm_start_steps),
-        )
-        grid = GridConfig(
-            tuple(S_values),
-            tuple(parse_list("--lr", lr_text, float, lambda v: v > 0, "numbers > 0")),
-            seeds,
-            mode,
-            jobs,
-            AsyncConfig(sync=sync),
-        )
-    except (ValueError, ConfigError) as exc:
-        fail(exc)
-    spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))  # jobs: not a result
-    executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
-    t0 = time.perf_counter()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    prepare_warm_start(out_dir, grid.base)
-    fn = functools.partial(run_point, out=out_dir.resolve(), grid=grid)
-    run_points(executor, store, fn, opts["resume"], "real stability")
-    df = finish_grid(store)
-    runtime_s = time.perf_counter() - t0
-    table, fits = write_real_grid(
-        df.filter(pl.col("status") == "ok"),
-        steps,
-        {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s, **describe_executor(opts)},
-        out_dir,
-        f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
-    )
-    df.write_csv(out_dir / "stability.csv")  # every point, failed ones with status/error
-    echo_table(
-        table,
-        t_collapse_table(df.filter(pl.col("status") == "ok")),
-        cols=None,
-        precision=4,
-        dtypes=True,
-    )
-    for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
-        f = fits[name]
-        click.echo(
-            f"{name}: slope {f['slope']:.3g} ± {f['stderr']:.2g} (bootstrap 16-84%: "
-            f"{f['boot_16']:.3g}..{f['boot_84']:.3g}, n={f['n']})"
-        )
-    click.echo(f"{df.height} runs in {runtime_s:.0f} s -> {out_dir}")
-
-
 async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `real sync` first
 real.add_command(async_cmd)
-real.add_command(stability_cmd)
+real.add_command(stability_cmd)  # commands/real_stability.py
 real.add_command(task_spread)
 real.add_command(progress)

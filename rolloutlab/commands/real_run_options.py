@@ -13,16 +13,11 @@ from typing import Any
 
 import click
 
-from rolloutlab.commands.common import fail
+from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
+from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
-
-
-def _check_target(ctx: click.Context, param: click.Parameter, value: float | None):
-    if value is not None and not 0 < value <= 1:
-        raise click.BadParameter(f"must be in (0, 1], got {value}", param=param)
-    return value
-
+from rolloutlab.sim import strict_json
 
 _OPTIONS = (
     click.option(
@@ -51,8 +46,7 @@ _OPTIONS = (
     ),
     click.option(
         "--target-accuracy",
-        type=float,
-        callback=_check_target,
+        type=finite(0.0, 1.0, min_open=True),
         help="held-out accuracy A in (0, 1]: the summary gains time_to_target_s",
     ),
     click.option(
@@ -101,14 +95,53 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
 
 
 @click.command("task-spread")
-@click.option("--task", default="graph-walk", show_default=True, type=click.Choice(TASKS))
-@click.option("--steps", default=25, show_default=True, type=click.IntRange(min=1))
-@click.option("--prompts", default=8, show_default=True, type=click.IntRange(min=1), help="B")
-@click.option("--G", "g_max", default=16, show_default=True, type=click.IntRange(min=4))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--warm-start-steps", default=WarmStartConfig.steps, show_default=True, type=int)
+@click.option(
+    "--task",
+    default="graph-walk",
+    show_default=True,
+    type=click.Choice(TASKS),
+    help="Task whose warm-started policy is measured.",
+)
+@click.option(
+    "--steps",
+    default=25,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Generation steps measured (>= 1).",
+)
+@click.option(
+    "--prompts",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompt batch B per step (>= 1).",
+)
+@click.option(
+    "--G",
+    "g_max",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=4),
+    help="Samples drawn per prompt (>= 4); the spread is reported at G = 4, 8, 16 up to it.",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
+)
+@click.option(
+    "--warm-start-steps",
+    default=WarmStartConfig.steps,
+    show_default=True,
+    type=NON_NEGATIVE_INT,
+    help="Supervised warm-start steps (>= 0).",
+)
 @click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
-@click.option("--out", "out_json", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_json",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON file to write.",
+)
 def task_spread(
     task: str,
     steps: int,
@@ -126,6 +159,7 @@ def task_spread(
     from rolloutlab.real.task_spread import measure_start
     from rolloutlab.real.warmstart import default_cache_dir
 
+    check_own_file(out_json, json_with_keys("task", "seed"), "a task-spread JSON")
     try:
         cfg = SyncConfig(
             task_name=task,
@@ -140,7 +174,7 @@ def task_spread(
             cfg, steps, g_max, None if no_cache else default_cache_dir(), Path(work)
         )
     out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"task": task, "seed": seed, **stats}, indent=2) + "\n")
+    strict_json.write_json(out_json, {"task": task, "seed": seed, **stats})
     for key, row in stats.items():
         if isinstance(row, dict):
             click.echo(f"{key}: " + " ".join(f"{k}={v:.3g}" for k, v in row.items()))
@@ -152,9 +186,17 @@ def task_spread(
     "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path)
 )
 @click.option(
-    "--target-accuracy", type=float, callback=_check_target, help="held-out accuracy A in (0, 1]"
+    "--target-accuracy",
+    type=finite(0.0, 1.0, min_open=True),
+    help="Held-out accuracy A in (0, 1]: runs.csv gains the time to reach it.",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier real progress output).",
+)
 def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir: Path) -> None:
     """Real runs of one task against wall clock: DIR/runs.csv (one row per run, time to
     --target-accuracy) and DIR/progress.png (held-out accuracy and reward vs run clock)."""
@@ -169,10 +211,20 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
         runs, evals, steps = load_runs(list(run_dirs))
     except ProgressError as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIRS") from None
+    from rolloutlab.sim.provenance import write_config
+
     table = run_table(runs, evals, steps, target_accuracy)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.write_csv(out_dir / "runs.csv")
-    progress_figure(runs, evals, steps, out_dir / "progress.png", target_accuracy)
+    with claimed(out_dir, "real-progress"):
+        table.write_csv(out_dir / "runs.csv")
+        progress_figure(runs, evals, steps, out_dir / "progress.png", target_accuracy)
+        write_config(
+            out_dir / "config.json",
+            {
+                "command": "real-progress",
+                "runs": [str(d) for d in run_dirs],
+                "target_accuracy": target_accuracy,
+            },
+        )
     with pl_config():
         click.echo(table)
     click.echo(f"wrote {out_dir / 'runs.csv'} and {out_dir / 'progress.png'}")

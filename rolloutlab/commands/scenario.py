@@ -40,7 +40,9 @@ OPTIONS = [
         default="static:4,static:8,static:16,sagc",
         show_default=True,
         help="Comma-separated controller specs: static:G, sagc[:key=value,...], "
-        "lagc[:key=value,...] (e.g. static:4,sagc:tau=15,delta=0.2,lagc; docs/controllers.md).",
+        "lagc[:key=value,...], path/to/file.py:Class[:key=value,...], module:Class[:...] "
+        "or an installed entry point (e.g. static:4,sagc:tau=15,delta=0.2,lagc; "
+        "docs/controllers.md).",
     ),
     click.option(
         "--model",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import click
 
 from rolloutlab.analysis.plots import comparison_figure
-from rolloutlab.commands.common import claim, echo_table, fail, progress
+from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.sim import trace
@@ -21,8 +20,9 @@ from rolloutlab.sim.compare import (
 )
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.metrics import DEFAULT_TAU
+from rolloutlab.sim.overrides import apply_overrides
 from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PLACEMENTS, parse_pipeline
+from rolloutlab.sim.pipeline_spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.provenance import scenario_source, write_config
 from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 
@@ -40,7 +40,17 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     default="sync",
     show_default=True,
     help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
-    "partial:S, oversample:R (docs/pipelines.md).",
+    "partial:S[:chunk=T], oversample:R, groupover:N/K, async:S[:queue=N:full=block|drop_oldest:"
+    "threshold=F:sync_every=K:concurrency=N]; any takes :sync=MODE (docs/pipelines.md).",
+)
+@click.option(
+    "--sync-mode",
+    type=click.Choice(SYNC_MODES),
+    default=SYNC_MODES[0],
+    show_default=True,
+    help="Weight sync: swap weights between decode iterations (inflight, PipelineRL), "
+    "wait for in-flight rollouts (drain) or abort and resume them (abort). A pipeline's "
+    ":sync=MODE wins.",
 )
 @click.option(
     "--placement",
@@ -56,9 +66,40 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     show_default=True,
     help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--dispatch",
+    help="Requests to workers: round_robin, least_loaded, group, shared (one queue, each "
+    "free slot takes the next request) or deferred:T (at most T waiting on a worker); "
+    "default: the scenario's (docs/pipelines.md).",
+)
+@click.option(
+    "--park",
+    is_flag=True,
+    help="RollPacker: oversample:R prompts left unfinished are re-run later as a "
+    "long-tail batch instead of lost (oversample pipelines only).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
+)
 @run_options
-def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts):
+def sim(
+    steps,
+    prompts,
+    workers,
+    pipeline,
+    sync_mode,
+    placement,
+    engine,
+    dispatch,
+    park,
+    seed,
+    out,
+    **opts,
+):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
@@ -66,6 +107,7 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
     """
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
     try:
+        sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -75,42 +117,46 @@ def sim(steps, prompts, workers, pipeline, placement, engine, seed, out, **opts)
             dynamic=dynamic,
         )
         specs = split_specs(opts["controllers"])
-        pipes = [parse_pipeline(p, placement) for p in pipeline.split(",") if p.strip()]
+        pipes = [
+            parse_pipeline(p, placement, park, sync_mode=sync_mode)
+            for p in pipeline.split(",")
+            if p.strip()
+        ]
         check_comparison(specs, pipes, engine, dynamic is not None)
+        for p in pipes:
+            p.check_batch(cfg.prompts)
     except ValueError as exc:
         fail(exc)
-    claim(out, "sim")  # after every check, before minutes of simulation
-    tau = float(sc.defaults.get("tau", DEFAULT_TAU))
-    with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
+    with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
+        tau = float(sc.defaults.get("tau", DEFAULT_TAU))
+        with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
 
-        def on_step(spec: str, t: int, G: int) -> None:
-            bar.set_postfix_str(f"{spec} G={G}", refresh=False)
-            bar.update()
+            def on_step(spec: str, t: int, G: int) -> None:
+                bar.set_postfix_str(f"{spec} G={G}", refresh=False)
+                bar.update()
 
-        summary, rollouts, steps_df = run_comparison(
-            sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+            summary, rollouts, steps_df = run_comparison(
+                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+            )
+        summary.write_csv(out_dir / "summary.csv")
+        trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
+        trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
+        comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+        write_config(
+            out_dir / "config.json",
+            {
+                **config_head("sim", sc, engine, opts),
+                "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
+                **describe_rewards(rewards, dynamic, target_reward),
+                "controllers": specs,
+                "pipelines": [dataclasses.asdict(p) for p in pipes],
+                "sagc_defaults": sagc_defaults(sc),
+                "tau": tau,
+                "engine": dataclasses.asdict(sc.engine),
+                "cost": sc.cost.to_dict(),
+                "calibration": scenario_source(sc),
+            },
         )
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary.write_csv(out_dir / "summary.csv")
-    trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
-    trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-    comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
-    write_config(
-        out_dir / "config.json",
-        {
-            **config_head("sim", sc, engine, opts),
-            "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
-            **describe_rewards(rewards, dynamic, target_reward),
-            "controllers": specs,
-            "pipelines": [dataclasses.asdict(p) for p in pipes],
-            "sagc_defaults": sagc_defaults(sc),
-            "tau": tau,
-            "engine": dataclasses.asdict(sc.engine),
-            "cost": sc.cost.to_dict(),
-            "calibration": scenario_source(sc),
-        },
-    )
     click.echo(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"

@@ -8,11 +8,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
-import numpy as np
 import polars as pl
 
 from rolloutlab.analysis.stability_plots import plot_phase_diagram
-from rolloutlab.commands.common import claim, echo_table, parse_list
+from rolloutlab.commands.common import claim, echo_table
 from rolloutlab.commands.grid_options import (
     describe_executor,
     finish_grid,
@@ -20,6 +19,13 @@ from rolloutlab.commands.grid_options import (
     prepare_grid,
     run_points,
     start_grid,
+)
+from rolloutlab.commands.types import (
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    SEED_COUNT,
+    CommaList,
 )
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.stability import default_lrs, run_point, summarize
@@ -29,58 +35,63 @@ from rolloutlab.sim.staleness import StalenessParams
 @click.command()
 @click.option(
     "--S",
-    "S_text",
+    "S_values",
     default="1,2,4,8,16,32",
     show_default=True,
-    help="Sync intervals S (learner steps per weight sync), comma-separated; 0 = synchronous.",
+    type=CommaList(NON_NEGATIVE_INT),
+    help="Sync intervals S (learner steps per weight sync): distinct integers >= 0, "
+    "comma-separated; 0 = synchronous.",
 )
 @click.option(
     "--lr",
-    "lr_text",
+    "lrs",
     default=None,
-    help="Learning rates, comma-separated [default: 21 log-spaced in 1e-3..0.3].",
+    type=CommaList(POSITIVE),
+    help="Learning rates: distinct finite numbers > 0, comma-separated "
+    "[default: 21 log-spaced in 1e-3..0.3].",
 )
 @click.option(
-    "--steps", "T", default=1000, show_default=True, type=int, help="Learner steps T per run."
+    "--steps",
+    "T",
+    default=1000,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Learner steps T per run (>= 1).",
 )
-@click.option("--seeds", default=4, show_default=True, type=int, help="Seeds per (S, lr).")
 @click.option(
+    "--seeds", default=4, show_default=True, type=SEED_COUNT, help="Seeds per (S, lr): 0..N-1."
+)
+@click.option(
+    "--prompts",
     "--batch",
     "batch",
     default=None,
-    type=int,
-    help=f"Prompts per learner step B [default: {StalenessParams().batch_prompts}].",
+    type=POSITIVE_INT,
+    help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}]"
+    " (--batch: old name).",
 )
 @click.option(
     "--out",
-    "out_dir",
+    "out",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory.",
+    help="Output directory (new, or an earlier `stability` output).",
 )
 @grid_options
 def stability(
-    S_text: str,
-    lr_text: str | None,
+    S_values: list[int],
+    lrs: list[float] | None,
     T: int,
     seeds: int,
     batch: int | None,
-    out_dir: Path,
+    out: Path,
     **opts,
 ) -> None:
     """Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.
 
     Writes DIR/stability.csv, DIR/phase_diagram.png and DIR/config.json.
     """
-    S_values = parse_list("--S", S_text, int, lambda v: v >= 0, "integers >= 0")
-    lrs = (
-        default_lrs().tolist()
-        if lr_text is None
-        else parse_list("--lr", lr_text, float, lambda v: v > 0 and np.isfinite(v), "numbers > 0")
-    )
-    for name, value in (("--steps", T), ("--seeds", seeds), ("--batch", batch)):
-        if value is not None and value < 1:
-            raise click.BadParameter(f"expected an integer >= 1, got {value}", param_hint=name)
+    lrs = default_lrs().tolist() if lrs is None else lrs
     params = StalenessParams() if batch is None else replace(StalenessParams(), batch_prompts=batch)
     config = {
         "command": "stability",
@@ -92,6 +103,7 @@ def stability(
         "mode": "sync-interval",
     }
     points = [{"S": S} for S in S_values]  # a point: one S, its lr x seed block vectorised
+    out_dir = Path(out)
     executor, store = prepare_grid(opts, out_dir, "stability", config, points)
     claim(out_dir, "stability")
     start_grid(out_dir, config)

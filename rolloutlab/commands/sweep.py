@@ -8,7 +8,7 @@ import click
 import polars as pl
 
 from rolloutlab.analysis.plots import sweep_figure
-from rolloutlab.commands.common import claim, echo_table, fail, int_list
+from rolloutlab.commands.common import claim, echo_table, fail
 from rolloutlab.commands.grid_options import (
     describe_executor,
     finish_grid,
@@ -19,6 +19,7 @@ from rolloutlab.commands.grid_options import (
 )
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.commands.types import POSITIVE_INT, SEED_COUNT, CommaList
 from rolloutlab.sim.compare import check_comparison
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import PipelineConfig
@@ -28,14 +29,26 @@ from rolloutlab.sim.sweep import grid, run_point, sweep_means
 
 
 def _int_list_option(name: str, metavar: str, what: str):
-    """A ``NAME X[,X...]`` option parsed by :func:`int_list` (None when not given, meaning
-    the scenario's value); ``what`` starts its help text."""
+    """A ``NAME X[,X...]`` option: distinct integers >= 1 (:class:`CommaList`; None when
+    not given, meaning the scenario's value); ``what`` starts its help text."""
     return click.option(
         name,
         metavar=f"{metavar}[,{metavar}...]",
-        callback=int_list(name),
-        help=f"{what} (default: the scenario's).",
+        type=CommaList(POSITIVE_INT),
+        help=f"{what}; distinct integers >= 1 (default: the scenario's).",
     )
+
+
+def _seed_list(ctx: click.Context, param: click.Parameter, value):
+    """``--seeds`` given as a comma list (its old meaning in this command) still works,
+    as ``--seed-list``, with a warning on stderr."""
+    if value is None or "," not in value:
+        return None if value is None else SEED_COUNT.convert(value, param, ctx)
+    click.echo(
+        "warning: --seeds is now a count (seeds 0..N-1); for explicit seeds use --seed-list",
+        err=True,
+    )
+    return CommaList(click.IntRange(min=0)).convert(value, param, ctx)
 
 
 @click.command()
@@ -45,11 +58,16 @@ def _int_list_option(name: str, metavar: str, what: str):
 @_int_list_option("--max-num-seqs", "N", "vLLM max_num_seqs per worker, e.g. 256,1024")
 @click.option(
     "--seeds",
+    metavar="N",
+    callback=_seed_list,
+    help="Number of seeds: 0..N-1 [default: 3]. Each seed gives every controller the same "
+    "prompt stream.",
+)
+@click.option(
+    "--seed-list",
     metavar="S[,S...]",
-    default="0,1,2",
-    show_default=True,
-    callback=int_list("--seeds"),
-    help="Seeds; each gives every controller the same prompt stream.",
+    type=CommaList(click.IntRange(min=0)),
+    help="Explicit seeds instead of --seeds, distinct integers >= 0 (e.g. 3,7).",
 )
 @click.option(
     "--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's)."
@@ -63,7 +81,7 @@ def _int_list_option(name: str, metavar: str, what: str):
 )
 @run_options
 @grid_options
-def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
+def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, **opts):
     """Run every controller on every grid point of the synchronous pipeline.
 
     Writes OUT/runs.csv (one row per grid point, seed and controller), means.csv (mean and
@@ -72,6 +90,9 @@ def sweep(prompts, workers, max_num_seqs, seeds, steps, engine, out, **opts):
     throughput), sweep.png and config.json, and prints means.csv. The fast path has no KV
     cache model: with --model/--gpu add --no-kv-cache, or use --engine simpy.
     """
+    if seeds is not None and seed_list is not None:
+        raise click.UsageError("give --seeds N or --seed-list S,S..., not both")
+    seeds = seed_list or (list(range(seeds)) if isinstance(seeds, int) else seeds) or [0, 1, 2]
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine)
     try:
         specs = split_specs(opts["controllers"])

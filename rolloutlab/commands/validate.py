@@ -1,20 +1,19 @@
 """``rolloutlab validate ...``: the simulator's predictions against held-out real steps.
 
-Every bad input ends in one line naming the file and tag/field, exit code 1, and no
-output file.
+Every bad input ends in one line naming the file and tag/field, exit code 2, and no
+output folder left behind.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import click
 from tqdm import tqdm
 
 from rolloutlab.calibration.validate import validate_runs
-from rolloutlab.commands.calibrate import BAD_INPUT, verl_config, verl_options
-from rolloutlab.commands.common import echo_table, fail
+from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, verl_options
+from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd
+from rolloutlab.sim.provenance import write_config
 
 
 @click.group()
@@ -33,7 +32,10 @@ def validate() -> None:
     help="Fit on the first K usable steps.",
 )
 @click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="Folder for validation.csv."
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for validation.csv and config.json (new, or an earlier validate verl-tb output).",
 )
 @verl_options
 def validate_verl_tb(
@@ -44,16 +46,22 @@ def validate_verl_tb(
 ):
     """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
     cfg = verl_config(**logged)
-    try:
-        with tqdm(total=len(run_dirs), desc="validate", unit="run", leave=False) as bar:
-            table = validate_runs(list(run_dirs), fit_steps, cfg, progress=lambda _: bar.update())
-        out_dir = Path(out)
-        out_dir.mkdir(parents=True, exist_ok=True)
+    runs = run_dir_args(run_dirs)
+    with claimed(out, "validate-verl-tb") as out_dir:
+        try:
+            with tqdm(
+                total=len(runs), desc="validate", unit="run", disable=None, leave=False
+            ) as bar:
+                table = validate_runs(runs, fit_steps, cfg, progress=lambda _: bar.update())
+        except BAD_INPUT as exc:
+            fail(exc)
         tmp = out_dir / ".validation.csv.tmp"
         table.write_csv(tmp, float_precision=4)
         tmp.replace(out_dir / "validation.csv")
-    except BAD_INPUT as exc:
-        fail(exc)
+        write_config(
+            out_dir / "config.json",
+            {"command": "validate-verl-tb", "runs": runs, "fit_steps": fit_steps, **logged},
+        )
     echo_table(table, cols=None, precision=4, dtypes=True, width=None)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
 

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -15,7 +14,9 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import fail, parse_list
+from rolloutlab.commands.common import calibration_out, fail
+from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
+from rolloutlab.sim import strict_json
 
 
 @click.command("vllm-grid")
@@ -27,20 +28,50 @@ from rolloutlab.commands.common import fail, parse_list
     help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).",
 )
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="Calibration JSON to write."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option(
-    "--running-seqs", default="1,8,32,128", show_default=True, help="Concurrent sequences per cell."
+    "--running-seqs",
+    default="1,8,32,128",
+    show_default=True,
+    type=CommaList(POSITIVE_INT),
+    help="Concurrent sequences per cell: distinct integers >= 1, comma-separated.",
 )
 @click.option(
-    "--prompt-tokens", default="64,512,2048", show_default=True, help="Prompt tokens per cell."
+    "--prompt-tokens",
+    default="64,512,2048",
+    show_default=True,
+    type=CommaList(POSITIVE_INT),
+    help="Prompt tokens per cell: distinct integers >= 1, comma-separated.",
 )
 @click.option(
-    "--response-tokens", default=64, show_default=True, help="Generated tokens per request."
+    "--response-tokens",
+    default=64,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Generated tokens per request (>= 1).",
 )
-@click.option("--repeats", default=2, show_default=True, help="Runs per cell (median kept).")
-@click.option("--dtype", default="bfloat16", show_default=True)
-@click.option("--gpu-memory-utilization", default=0.85, show_default=True, type=float)
+@click.option(
+    "--repeats",
+    default=2,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Runs per cell, median kept (>= 1).",
+)
+@click.option(
+    "--dtype", default="bfloat16", show_default=True, help="vLLM model dtype (e.g. bfloat16)."
+)
+@click.option(
+    "--gpu-memory-utilization",
+    default=0.85,
+    show_default=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="Fraction of GPU memory vLLM may use, in (0, 1].",
+)
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (faster start, slower decode).")
 @click.option(
     "--lengths-from",
@@ -71,8 +102,8 @@ def vllm_grid(
     try:
         check_engine("vllm")
         spec = GridSpec(
-            running_seqs=tuple(parse_list("--running-seqs", running_seqs, int)),
-            prompt_tokens=tuple(parse_list("--prompt-tokens", prompt_tokens, int)),
+            running_seqs=tuple(running_seqs),
+            prompt_tokens=tuple(prompt_tokens),
             response_tokens=response_tokens,
             repeats=repeats,
         )
@@ -116,7 +147,7 @@ def vllm_grid(
 )
 @click.option(
     "--max-num-seqs",
-    type=int,
+    type=POSITIVE_INT,
     default=None,
     help="Engine slots of the runs (default: the calibration's engine.max_num_seqs).",
 )
@@ -152,11 +183,9 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     table.write_csv(out_dir / "sim_vs_measured.csv", float_precision=6)
     md = summary_markdown(table, label=f"calibration {Path(calib).name}")
     (out_dir / "sim_vs_measured.md").write_text(md)
-    (out_dir / "sim_vs_measured.json").write_text(
-        json.dumps(
-            {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)},
-            indent=1,
-        )
-        + "\n"
+    strict_json.write_json(
+        out_dir / "sim_vs_measured.json",
+        {"calibration": calib, "engine": dataclasses.asdict(engine), "runs": list(run_dirs)},
+        indent=1,
     )
     click.echo(md)

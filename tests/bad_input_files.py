@@ -1,0 +1,112 @@
+"""The bad files of the bad-input corpus (tests/test_bad_inputs.py): built fresh in each
+case's folder before it runs, so the case can check that nothing changed afterwards.
+
+Placeholders in a case's arguments: ``{t}`` is that folder, ``{r}`` the repository root.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GSM8K = json.loads((REPO / "sim" / "data" / "gsm8k.json").read_text())
+
+
+def _calibration(**changes) -> dict:
+    """gsm8k.json with ``changes`` (dotted keys; value ``...`` deletes the key)."""
+    d = copy.deepcopy(GSM8K)
+    for dotted, value in changes.items():
+        *heads, last = dotted.split(".")
+        node = d
+        for h in heads:
+            node = node[h]
+        if value is ...:
+            node.pop(last)
+        else:
+            node[last] = value
+    return d
+
+
+CALIBRATIONS = {
+    "format": _calibration(format="other"),
+    "version": _calibration(version=9),
+    "mu_str": _calibration(**{"lengths.mu": "abc"}),
+    "cap0": _calibration(**{"lengths.max_response_length": 0}),
+    "sigma_neg": _calibration(**{"lengths.sigma_within": -0.1}),
+    "lengths_list": _calibration(lengths=[1, 2]),
+    "kind": _calibration(**{"lengths.kind": "gamma"}),
+    "no_mu": _calibration(**{"lengths.mu": ...}),
+    "cost_unknown": _calibration(**{"cost.bogus_s": 1.0}),
+    "cost_str": _calibration(**{"cost.a_s": "fast"}),
+    "cost_list": _calibration(cost=[1.0]),
+    "prompt_neg": _calibration(prompt_tokens=-1),
+    "prompt_frac": _calibration(prompt_tokens=1.5),
+    "tau_low": _calibration(**{"defaults.tau": 0.5}),
+    "prompts_str": _calibration(**{"defaults.prompts": "many"}),
+    "target_high": _calibration(**{"defaults.target_reward": 2}),
+    "workers0": _calibration(**{"engine.n_workers": 0}),
+    "engine_list": _calibration(engine=[1]),
+    "passrate_spec": _calibration(**{"pass_rate.spec": "uniform"}),
+    "empirical_str": _calibration(lengths={"kind": "empirical", "values": ["x"], "max_response_length": 8}),
+}  # fmt: skip
+"""name -> a calibration JSON with one bad field (written as ``cal_<name>.json``)."""
+
+
+def build(t: Path) -> None:
+    """Write every bad input file of the corpus under ``t``."""
+    for name, d in CALIBRATIONS.items():
+        (t / f"cal_{name}.json").write_text(json.dumps(d))
+    (t / "cal_nan.json").write_text(
+        json.dumps(GSM8K).replace('"mu": 5.520171857096468', '"mu": NaN')
+    )
+    (t / "cal_inf.json").write_text(
+        json.dumps(GSM8K).replace('"sync_s": 1.0251700282096863', '"sync_s": Infinity')
+    )
+    (t / "not_json.json").write_text("{not json")
+    (t / "list.json").write_text("[1, 2]")
+    (t / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
+    (t / "notes.txt").write_text("my notes, not a calibration\n")
+    (t / "a_file").write_text("a file where a folder is expected\n")
+    (t / "cal_dir.json").mkdir()
+    # output folders that belong to someone else
+    other = t / "other_run"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"command": "stability"}))
+    (other / "stability.csv").write_text("S,lr\n1,0.1\n")
+    junk = t / "junk"
+    junk.mkdir()
+    (junk / "thesis.tex").write_text("\\begin{document}\n")
+    (t / "empty").mkdir()
+    # verl TensorBoard runs: a garbage event file, a folder without one
+    tb = t / "tb_garbage"
+    tb.mkdir()
+    (tb / "events.out.tfevents.1.host").write_bytes(b"\x00\x01not a tfrecord" * 8)
+    # per-sample files
+    (t / "scores.jsonl").write_text('{"score": [1, 0]}\n{torn line\n')
+    (t / "scores_nofield.jsonl").write_text('{"other": 1}\n')
+    (t / "groups.csv").write_text("step,prompt_id\n0,zero\n")
+    # traces of a real run: torn, wrong columns
+    run = t / "run_bad_trace"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"run_id": "x", "kind": "real-sync"}))
+    (run / "rollouts.jsonl").write_text('{"step": 0, "prompt_id": "a"}\n')
+    (run / "steps.jsonl").write_text('{"step": 0}\n')
+    # studies for `report`
+    for name, files in {
+        "study_idle": {"config.json": '{"kind": "compare-idle"}', "idle_summary.csv": "a\n1\n",
+                       "idle_summary.json": '{"summary": [{"prediction": "drawn"}]}'},
+        "study_cfg": {"config.json": "{torn", "summary.csv": "a\n1\n"},
+        "study_list": {"config.json": "[1]", "summary.csv": "a\n1\n"},
+        "study_coll": {"collapse_scaling.csv": "a\n1\n", "collapse_summary.json": '{"held_out": 3}'},
+        "study_none": {"notes.txt": "x"},
+        "a/same": {"summary.csv": "a\n1\n"},
+        "b/same": {"summary.csv": "a\n1\n"},
+    }.items():  # fmt: skip
+        d = t / name
+        d.mkdir(parents=True)
+        for f, text in files.items():
+            (d / f).write_text(text)
+    grid = t / "grid.csv"
+    grid.write_text("S,lr\n1,0.1\n")

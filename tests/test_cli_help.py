@@ -1,0 +1,65 @@
+"""Every option of every command has help text; ``rolloutlab --help`` lists the commands
+from :data:`rolloutlab.cli.HELP` without importing them, and those lines match the
+commands' own docstrings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rolloutlab.cli import COMMANDS, HELP, main
+
+
+def _commands(cmd: click.Command, path: tuple[str, ...] = ()):
+    ctx = click.Context(main)
+    if isinstance(cmd, click.Group):
+        for name in cmd.list_commands(ctx):
+            yield from _commands(cmd.get_command(ctx, name), (*path, name))
+    else:
+        yield " ".join(path), cmd
+
+
+ALL = list(_commands(main))
+
+
+def test_every_command_is_reached():
+    assert {p.split()[0] for p, _ in ALL} == set(COMMANDS) and len(ALL) > 20
+
+
+@pytest.mark.parametrize("path,cmd", ALL, ids=[p for p, _ in ALL])
+def test_every_option_has_help(path, cmd):
+    missing = [
+        p.opts[0]
+        for p in cmd.params
+        if isinstance(p, click.Option) and not (p.help or "").strip() and "--help" not in p.opts
+    ]
+    assert not missing, f"rolloutlab {path}: options without help: {missing}"
+
+
+def test_the_static_help_lines_are_the_docstrings():
+    ctx = click.Context(main)
+    for name in COMMANDS:
+        assert HELP[name] == main.get_command(ctx, name).help.split("\n")[0], name
+
+
+def test_group_help_imports_no_command_module():
+    code = (
+        "import sys; from click.testing import CliRunner; from rolloutlab.cli import main; "
+        "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
+        "print(sorted(m for m in sys.modules if m.startswith(('rolloutlab.commands', 'polars', "
+        "'torch', 'matplotlib'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_group_help_lists_every_command():
+    res = CliRunner().invoke(main, ["--help"])
+    assert res.exit_code == 0
+    for name in COMMANDS:
+        assert f"  {name} " in res.output
