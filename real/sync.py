@@ -12,7 +12,7 @@ One step (issue 5, docs/DESIGN.md "Pipeline"):
 6. ``observe_step(controller, lengths, ...)`` (:mod:`sim.observation`) with exactly the
    engine's response lengths per prompt, the rewards ``(B, G)``, the prompt ids and the
    generation and step times (s) so far;
-7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace.TraceWriter`),
+7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace_jsonl.TraceWriter`),
    with learner statistics in ``learner.jsonl`` and held-out accuracy in ``eval.jsonl``.
 
 Policy version = learner version = step (the rollouts of step ``t`` come from the weights
@@ -50,7 +50,7 @@ from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.observation import observe_step, propose_step
-from rolloutlab.sim.trace import TraceWriter, truncate_jsonl
+from rolloutlab.sim.trace_jsonl import TraceWriter, truncate_jsonl
 from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from rolloutlab.sim import trace
+from rolloutlab.sim import trace, trace_jsonl
 from rolloutlab.sim.controllers import StaticG
 from rolloutlab.sim.pipeline import RunConfig, run_sync
 
@@ -78,15 +78,15 @@ def test_jsonl_bad_line_is_named(tmp_path):
 
 def test_writer_streams_each_step_and_resume_truncates(tmp_path, tables):
     rollouts, steps = tables
-    w = trace.TraceWriter(tmp_path, stream=True)
+    w = trace_jsonl.TraceWriter(tmp_path, stream=True)
     for t in range(3):
         w.append_step(rollouts.filter(pl.col("step") == t), steps.filter(pl.col("step") == t))
         # readable after every step, before close: a dead run keeps what it finished
         assert trace.read(tmp_path / "steps.jsonl", "steps").height == t + 1
     with open(tmp_path / "rollouts.jsonl", "a") as fh:
         fh.write('{"run_id": "t", "step": 3, "prompt')  # torn line of a killed run
-    trace.truncate_jsonl(tmp_path / "rollouts.jsonl", keep_steps=2)
-    trace.truncate_jsonl(tmp_path / "steps.jsonl", keep_steps=2)
+    trace_jsonl.truncate_jsonl(tmp_path / "rollouts.jsonl", keep_steps=2)
+    trace_jsonl.truncate_jsonl(tmp_path / "steps.jsonl", keep_steps=2)
     r, s = w.close()
     assert s["step"].to_list() == [0, 1]
     assert sorted(r["step"].unique().to_list()) == [0, 1]
