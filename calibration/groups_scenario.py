@@ -105,6 +105,10 @@ class GroupsCalibrationConfig:
     fit_window: int | None = None
     """Fit on the last ``fit_window`` steps only (None: all); the model's step 0 is then
     the window's first step, and the empirical mode keeps only the window's groups."""
+    step_window: int | None = None
+    """Empirical mode: a step-indexed model (:class:`sim.stepped_lengths.
+    SteppedEmpiricalLengths`) whose step ``t`` draws from the ``step_window`` logged steps
+    around ``t`` (None: every group pooled)."""
 
 
 def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
@@ -125,6 +129,9 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
             "replace": False,
             "max_response_length": cap,
         }
+        if cfg.step_window:
+            lengths["group_steps"] = (np.asarray(at, dtype=np.int64) - min(at)).tolist()
+            lengths["step_window"] = int(cfg.step_window)
     else:
         m = fit.model(cap)
         lengths = {"kind": "lognormal", **asdict(m)}

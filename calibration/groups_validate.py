@@ -10,6 +10,9 @@ draws (an unbiased estimate of the step-averaged subsampling expectation, which
 :func:`straggler_prob_exact` enumerates on tiny cases), its standard error the spread of
 the per-step means over ``sqrt(steps)``; ``ratio_median_meas`` the median ratio.
 
+Measured on another run (``held_out``, :func:`validate_groups`): every step of a second
+trace of the same configuration, data the models have not seen at all.
+
 Predicted: the simulator's length model at each held-out step draws ``reps`` steps of
 ``(B, G_logged)`` lengths; the first ``G`` samples of each group are a draw at ``G``
 (common random numbers, :mod:`sim.lengths`).
@@ -20,16 +23,17 @@ subsampled to ``g``: extrapolation in G), ``tb_stats_icc`` (today's TensorBoard-
 path: :func:`calibration.lengths_fit.fit_step`/``fit_run`` on each fit step's pooled mean,
 max, min and clip ratio, split by the bundled ICC, :func:`calibration.icc.bundled_icc`),
 ``no_within`` (the hierarchical fit's total spread, all of it between prompts), and
-``empirical`` (whole observed fit-step groups resampled without replacement). With
-``fit_window`` every model is fitted on the last ``W`` fit steps only (names end in
-``_w<W>``); with another within-group law (:mod:`sim.within_law`, ``auto`` = least AIC)
+``empirical`` (whole observed fit-step groups resampled without replacement) and
+``empirical_s<W>`` (with ``step_window``: the step-indexed empirical model of
+:mod:`sim.stepped_lengths`). With ``fit_window`` every model is fitted on the last ``W``
+fit steps only (names end in ``_w<W>``); with another within-group law (:mod:`sim.within_law`, ``auto`` = least AIC)
 the hierarchical models carry the law's name and the normal-law baselines are left out.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -38,6 +42,7 @@ from rolloutlab.calibration.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.icc import bundled_icc
 from rolloutlab.calibration.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
 from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
+from rolloutlab.sim.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
 
 COLUMNS = (
@@ -179,7 +184,8 @@ def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
 class ValidationConfig:
     """Options of :func:`validate_groups`."""
 
-    fit_steps: int
+    fit_steps: int | None
+    """K: fit on the first K steps (None: all, only with a held-out run)."""
     taus: tuple[float, ...]
     prompts: int | None = None
     """B (default: the smallest logged B of the held-out steps)."""
@@ -198,6 +204,12 @@ class ValidationConfig:
     within_law: str = "normal"
     """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or
     ``auto``: least AIC)."""
+    from_step: int = 0
+    """With a held-out run: measure only its steps >= ``from_step`` (a late stretch)."""
+    step_window: int | None = None
+    """Empirical mode: also the step-indexed model ``empirical_s<W>``
+    (:class:`sim.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
+    from the ``W`` fit steps around ``t``."""
 
     def model_suffix(self, law: str = "normal") -> str:
         """``""`` with the defaults, else ``_<law>`` (the fitted law, also when chosen by
@@ -241,7 +253,12 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
         emp = EmpiricalLengths(
             np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
         )
-        return {f"empirical{sfx}": (emp, G, step0, "empirical")}
+        out = {f"empirical{sfx}": (emp, G, step0, "empirical")}
+        if cfg.step_window:
+            rel = np.asarray(at, dtype=np.int64) - step0
+            stepped = SteppedEmpiricalLengths(groups, rel, cfg.step_window, cap, replace=False)
+            out[f"empirical_s{cfg.step_window}{sfx}"] = (stepped, G, step0, "empirical, stepped")
+        return out
     hier, aics = fit_groups_law(flat, cens, at, cfg.within_law)
     sfx = cfg.model_suffix(hier.within_law)
     chosen = law_name(hier)
@@ -274,16 +291,34 @@ UNCAPPED = 2**40
 """Cap of the predicting models when neither the data nor ``--max-response-length`` has one."""
 
 
-def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
+def validate_groups(
+    trace: GroupedTrace, cfg: ValidationConfig, held_out: GroupedTrace | None = None
+) -> pl.DataFrame:
     """The validation table (module docstring; columns :data:`COLUMNS` then ``model``,
-    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``, ``law``): one row per model, tau and G in
-    ``1..G_logged``. Raises GroupedDataError on the input errors of
-    :func:`check_validation_input` or ``--prompts`` above the logged B."""
-    G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
+    ``fit_G``, ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks``, ``law``): one row per
+    model, tau and G in ``1..G_logged``.
+
+    Without ``held_out`` the models are fitted on the first ``cfg.fit_steps`` steps of
+    ``trace`` and measured on its later steps. With ``held_out`` (another run: data the
+    models have not seen at all) they are fitted on the first ``cfg.fit_steps`` steps of
+    ``trace`` (``None``: all of them) and measured on every step of ``held_out``, each
+    predicted at its own step (step ``s`` of the held-out run is the model's step
+    ``s - step0``: runs that both start at step 0 line up); G goes up to the smaller of
+    the two logged group sizes; ``cfg.from_step`` keeps only the held-out steps from it
+    on. Raises GroupedDataError on the input errors of
+    :func:`check_validation_input` / :func:`check_held_out` or ``--prompts`` above the
+    logged B."""
+    if held_out is None:
+        G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
+        held = trace.steps()[cfg.fit_steps :]
+        mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]
+    else:
+        G, cfg = check_held_out(trace, held_out, cfg)
+        keep = [i for i, s in enumerate(held_out.steps()) if s >= cfg.from_step]
+        held = [held_out.steps()[i] for i in keep]
+        groups = held_out.groups("length")
+        mats = [np.stack(groups[i]) for i in keep]
     cap = cfg.cap or trace.known_cap() or UNCAPPED
-    steps = trace.steps()
-    held = steps[cfg.fit_steps :]
-    mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]
     b_log = min(m.shape[0] for m in mats)
     B = cfg.prompts or b_log
     if B > b_log:
@@ -316,3 +351,33 @@ def validate_groups(trace: GroupedTrace, cfg: ValidationConfig) -> pl.DataFrame:
                     }
                 )
     return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)
+
+
+def check_held_out(
+    trace: GroupedTrace, held_out: GroupedTrace, cfg: ValidationConfig
+) -> tuple[int, ValidationConfig]:
+    """``(G, cfg)`` for a validation on another run: G the smaller logged group size of
+    the two, ``cfg`` with ``fit_steps`` filled in (None: every step of ``trace``). Raises
+    GroupedDataError (file, line, field) on ragged groups in either, ``fit_steps`` above
+    the steps of ``trace``, no held-out step from ``cfg.from_step`` on, or a tau <= 1."""
+    steps = trace.steps()
+    fit_steps = cfg.fit_steps or len(steps)
+    first = trace.samples.row(0, named=True)
+    where = f"{first['source']}: line {first['line']}"
+    if fit_steps > len(steps):
+        raise GroupedDataError(
+            f"{where}: field 'step': --fit-steps {fit_steps} > the {len(steps)} steps of the data"
+        )
+    if min(fit_steps, len(steps)) < 1:
+        raise GroupedDataError(f"{where}: field 'step': no step to fit on")
+    bad = [t for t in cfg.taus if not t > 1]
+    if bad:
+        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+    if not any(s >= cfg.from_step for s in held_out.steps()):
+        last = held_out.samples.row(-1, named=True)
+        raise GroupedDataError(
+            f"{last['source']}: line {last['line']}: field 'step': no step >= --from-step "
+            f"{cfg.from_step} (last step {max(held_out.steps())})"
+        )
+    G = min(trace.group_size(), held_out.group_size())
+    return G, replace(cfg, fit_steps=fit_steps)

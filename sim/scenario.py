@@ -7,7 +7,9 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
                  "max_response_length": .., "mu_growth_per_step": 0.0,
                  "sigma_growth_per_step": 0.0, "within_law": "normal" (or "gumbel", "t"), "within_df": 0.0}
                 | {"kind": "empirical", "values": [...], "max_response_length": ..,
-                   "groups": [[...], ...], "replace": true},
+                   "groups": [[...], ...], "replace": true,
+                   "group_steps": [...], "step_window": W (optional: step-indexed,
+                   :class:`sim.stepped_lengths.SteppedEmpiricalLengths`)},
      "prompt_tokens": 104,
      "cost": {<sim.cost.LinearCost fields>},
      "engine": {"n_workers": 8, "max_num_seqs": 256, "dispatch": "group"},
@@ -39,6 +41,7 @@ from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.field_checks import number, reject_constant
 from rolloutlab.sim.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.passrate import parse_pass_rate
+from rolloutlab.sim.stepped_lengths import SteppedEmpiricalLengths
 
 FORMAT = "rolloutlab.calibration"
 VERSION = 1
@@ -140,6 +143,8 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
                 f"{path}: field lengths.values/groups: expected lists of integer lengths"
             ) from None
         try:
+            if "step_window" in d:
+                return _stepped_from(d, groups, cap, path)
             return EmpiricalLengths(
                 values=values,
                 max_response_length=cap,
@@ -150,6 +155,25 @@ def _lengths_from(d: dict, path: str) -> LengthModel:
             raise CalibrationError(f"{path}: field 'lengths': {exc}") from None
     raise CalibrationError(
         f"{path}: field lengths.kind: expected 'lognormal' or 'empirical', got {kind!r}"
+    )
+
+
+def _stepped_from(d: dict, groups: tuple, cap: int, path: str) -> SteppedEmpiricalLengths:
+    """The step-indexed empirical model of ``lengths.step_window`` and
+    ``lengths.group_steps`` (one integer step per group)."""
+    window = _num(d, "step_window", "lengths.", path, integer=True, min=1)
+    try:
+        steps = np.asarray(_get(d, "group_steps", "lengths.", path), dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise CalibrationError(
+            f"{path}: field lengths.group_steps: expected a list of integer steps"
+        ) from None
+    if steps.shape != (len(groups),):
+        raise CalibrationError(
+            f"{path}: field lengths.group_steps: {steps.size} steps for {len(groups)} groups"
+        )
+    return SteppedEmpiricalLengths(
+        groups, steps, int(window), cap, replace=bool(d.get("replace", False))
     )
 
 

@@ -80,6 +80,12 @@ OPTIONS = [
     ("validate-fit-1", f"validate verl-tb {TB} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
     ("validate-groups-fit-1", f"validate groups {GROUPS} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
     ("validate-groups-tau", f"validate groups {GROUPS} --fit-steps 5 --tau 1 --out {{t}}/o", "--tau"),
+    ("validate-groups-no-k", f"validate groups {GROUPS} --out {{t}}/o", "--fit-steps: required without --held-out"),
+    ("validate-groups-from", f"validate groups {GROUPS} --fit-steps 5 --from-step 3 --out {{t}}/o", "--from-step: needs --held-out"),
+    ("validate-groups-from-late", f"validate groups {GROUPS} --held-out {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= --from-step 99"),
+    ("validate-groups-window-lognormal", f"validate groups {GROUPS} --fit-steps 5 --step-window 3 --out {{t}}/o", "--step-window: needs --length-model empirical"),
+    ("calibrate-groups-window-lognormal", f"calibrate groups {GROUPS} --step-window 3 --out {{t}}/x.json", "--step-window: needs --length-model empirical"),
+    ("validate-groups-window-0", f"validate groups {GROUPS} --fit-steps 5 --length-model empirical --step-window 0 --out {{t}}/o", "'--step-window'"),
     # real
     ("real-lr-inf", f"{RS} --lr inf", "'--lr': 'inf' is not a finite number"),
     ("real-lr-nan", f"{RS} --lr nan", "'--lr'"),

@@ -59,6 +59,43 @@ def test_validate_groups_writes_table_and_figure(tmp_path):
     assert set(pl.read_csv(out / "validation_groups.csv")["model"]) == {"empirical"}
 
 
+def test_held_out_run_and_step_window(tmp_path):
+    """Cross-run validation on the graph-walk runs (seed 0 fitted, seed 1 measured from
+    step 150) and a step-indexed calibration the simulator runs on."""
+    gw = Path(__file__).parent / "data" / "groups"
+    fit, other = gw / "graph_walk" / "samples.parquet", gw / "graph_walk_seed1" / "samples.parquet"
+    out = tmp_path / "x"
+    r = _run(
+        *("validate", "groups", fit, "--held-out", other, "--from-step", 150, "--tau", "12"),
+        *("--length-model", "empirical", "--step-window", 30, "--out", out),
+        *("--draws", 10, "--reps", 5, "--prompts", 8),
+    )
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(out / "validation_groups.csv")
+    assert set(t["model"]) == {"empirical", "empirical_s30"}
+    assert set(t["n_steps"]) == {50} and sorted(set(t["G"])) == list(range(1, 17))
+    assert json.loads((out / "config.json").read_text())["held_out"] == [str(other)]
+    cal = tmp_path / "s.json"
+    r = _run(
+        "calibrate", "groups", fit, "--length-model", "empirical", "--step-window", 30, "--out", cal
+    )
+    assert r.exit_code == 0, r.output
+    lengths = load_scenario(cal).lengths
+    assert lengths.window == 30 and sorted(set(lengths.group_steps.tolist())) == list(range(200))
+    r = _run(
+        "sim",
+        "--calibration",
+        cal,
+        "--controllers",
+        "static:4",
+        "--steps",
+        3,
+        "--out",
+        tmp_path / "o",
+    )
+    assert r.exit_code == 0, r.output
+
+
 def _write(path: Path, records) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path

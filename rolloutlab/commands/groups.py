@@ -75,7 +75,19 @@ def reader_options(f):
         help="Fit on the last W steps only (of the fit steps): the recent past of a "
         "nonstationary run (default: all).",
     )(f)
+    f = click.option(
+        "--step-window",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Empirical mode: at simulated step t draw from the W logged steps around t "
+        "(replays the run's drift; default: every step pooled).",
+    )(f)
     return click.argument("files", nargs=-1, required=True)(f)
+
+
+def _check_step_window(length_model: str, step_window: int | None) -> None:
+    if step_window and length_model != "empirical":
+        raise BadInput("--step-window: needs --length-model empirical")
 
 
 def _read(files, tokenizer, kw):
@@ -111,13 +123,15 @@ def calibrate_groups_cmd(
     length_model,
     within_law,
     fit_window,
+    step_window,
     **fields,
 ):
     """Fit the hierarchical length model (between-prompt and within-group spread, censored
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
+    _check_step_window(length_model, step_window)
     trace = _read(files, tokenizer, fields)
     cfg = GroupsCalibrationConfig(
-        length_model, max_response_length, cost_from, name, within_law, fit_window
+        length_model, max_response_length, cost_from, name, within_law, fit_window, step_window
     )
     try:
         d = calibrate_groups(trace, cfg)
@@ -143,7 +157,25 @@ def calibrate_groups_cmd(
 @click.command("groups")
 @reader_options
 @click.option(
-    "--fit-steps", "-k", required=True, type=click.IntRange(min=2), help="Fit on the first K steps."
+    "--fit-steps",
+    "-k",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Fit on the first K steps (required without --held-out; with it, default all).",
+)
+@click.option(
+    "--held-out",
+    "held_out",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Another run's grouped file(s) (same configuration): measure on every step of it "
+    "instead of the later steps of FILE (repeatable).",
+)
+@click.option(
+    "--from-step",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --held-out: measure only its steps >= this one (default: all).",
 )
 @click.option(
     "--tau",
@@ -196,13 +228,24 @@ def validate_groups_cmd(
     length_model,
     within_law,
     fit_window,
+    step_window,
+    held_out,
+    from_step,
     **fields,
 ):
-    """Fit on the first K steps (the last --fit-window of them when given); on the later steps compare measured and predicted
-    P(max/median > tau) for every G up to the logged one (validation_groups.csv and
+    """Fit on the first K steps (the last --fit-window of them when given); on the later
+    steps, or on another run (--held-out), compare measured and predicted P(max/median >
+    tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
     taus = tuple(tau)
+    _check_step_window(length_model, step_window)
+    if fit_steps is None and not held_out:
+        raise BadInput("--fit-steps: required without --held-out")
+    if from_step is not None and not held_out:
+        raise BadInput("--from-step: needs --held-out")
+    names = dict(fields)
     trace = _read(files, tokenizer, fields)
+    other = _read(held_out, tokenizer, names) if held_out else None
     cfg = ValidationConfig(
         fit_steps=fit_steps,
         taus=taus,
@@ -215,9 +258,11 @@ def validate_groups_cmd(
         seed=seed,
         fit_window=fit_window,
         within_law=within_law,
+        step_window=step_window,
+        from_step=from_step or 0,
     )
     try:
-        table = validate_groups(trace, cfg)
+        table = validate_groups(trace, cfg, other)
     except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
     out_dir = claim(out, "validate groups")
@@ -228,6 +273,7 @@ def validate_groups_cmd(
         {
             "command": "validate groups",
             "files": list(files),
+            "held_out": list(held_out),
             "length_unit": trace.length_unit,
             "config": cfg.__dict__,
         },
