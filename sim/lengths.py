@@ -41,7 +41,8 @@ def finish_reasons(lengths: np.ndarray, max_response_length: int) -> np.ndarray:
     return np.where(np.asarray(lengths) >= max_response_length, "length", "stop")
 
 
-def _check(n_prompts: int, G: int) -> None:
+def check_draw_size(n_prompts: int, G: int) -> None:
+    """Raises ValueError unless ``n_prompts >= 1`` and ``G >= 1``."""
     if n_prompts < 1 or G < 1:
         raise ValueError(f"need n_prompts >= 1 and G >= 1, got {n_prompts}, {G}")
 
@@ -93,7 +94,7 @@ class LognormalLengths:
         """``prompt_ids.shape + (G,)`` int64 lengths; ``z_p`` keyed on the prompt id,
         ``z_pj`` on (step, prompt, sample); ``step`` an int or an array that broadcasts
         with ``prompt_ids`` (many steps in one call). Raises ValueError if ``G < 1``."""
-        pid, step = _keys(prompt_ids, step, G)
+        pid, step = draw_keys(prompt_ids, step, G)
         return self._lengths(
             hash_normal(seed, 1, pid), hash_normal(seed, 2, step, pid, np.arange(G)), step
         )
@@ -101,7 +102,7 @@ class LognormalLengths:
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """Draws from the caller's ``rng`` (calibration's fixed-seed draws); ``z_pj`` of
         sample ``j`` comes from the same stream position whatever ``G``."""
-        _check(n_prompts, G)
+        check_draw_size(n_prompts, G)
         z_prompt = rng.standard_normal(n_prompts)[:, None]  # (n_prompts, 1)
         return self._lengths(z_prompt, rng.standard_normal((G, n_prompts)).T, step)
 
@@ -116,7 +117,7 @@ class LognormalLengths:
             return np.clip(np.ceil(np.exp(log_len)), 1, self.max_response_length).astype(np.int64)
 
 
-def _keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:
+def draw_keys(prompt_ids, step, G: int) -> tuple[np.ndarray, np.ndarray]:
     """``(prompt ids (..., 1), step (..., 1) or scalar)`` int64 draw keys."""
     if G < 1:
         raise ValueError(f"need G >= 1, got {G}")
@@ -158,7 +159,7 @@ class EmpiricalLengths:
         """``prompt_ids.shape + (G,)`` int64 lengths: a prompt's observed group is keyed on
         its id (the same group whenever it recurs), each sample on (prompt, step, sample).
         ``step`` broadcasts with ``prompt_ids``. Raises ValueError if ``G < 1``."""
-        pid, step = _keys(prompt_ids, step, G)
+        pid, step = draw_keys(prompt_ids, step, G)
         which = hash_uniform(seed, 3, pid) if self.groups else None  # (..., 1)
         if not self.replace and self.groups:
             self._check_g(G)
@@ -169,13 +170,29 @@ class EmpiricalLengths:
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """Draws from the caller's ``rng``; sample ``j`` from the same stream position
         whatever ``G``."""
-        _check(n_prompts, G)
+        check_draw_size(n_prompts, G)
         which = rng.integers(len(self.groups), size=n_prompts)[:, None] if self.groups else None
         if not self.replace and self.groups:
             self._check_g(G)
             u = rng.random((self._groups_table[0].max(), n_prompts)).T
             return self._lookup_permuted(which, u, G)
         return self._lookup(which, rng.random((G, n_prompts)).T)
+
+    def draw_from_groups(self, which: np.ndarray, u: np.ndarray, G: int) -> np.ndarray:
+        """Lengths of observed group ``which`` (int64, ``(..., 1)``) for ``G`` samples:
+        without replacement the first ``G`` entries of the permutation sorting ``u``
+        (``(..., widest_group)``), with replacement the entries at uniforms ``u``
+        (``(..., G)``). Raises ValueError (without replacement) for G above the
+        smallest observed group."""
+        if not self.replace:
+            self._check_g(G)
+            return self._lookup_permuted(which, u, G)
+        return self._lookup(which, u)
+
+    @property
+    def widest_group(self) -> int:
+        """Size of the largest observed group (the ``u`` width without replacement)."""
+        return int(self._groups_table[0].max())
 
     def _check_g(self, G: int) -> None:
         smallest = int(self._groups_table[0].min())

@@ -28,7 +28,7 @@ from functools import cached_property
 
 import numpy as np
 from rolloutlab.sim.hashrng import hash_uniform
-from rolloutlab.sim.lengths import EmpiricalLengths, _check, _keys
+from rolloutlab.sim.lengths import EmpiricalLengths, check_draw_size, draw_keys
 
 
 @dataclass(frozen=True)
@@ -99,23 +99,16 @@ class SteppedEmpiricalLengths:
         that broadcasts with ``prompt_ids``), keyed like
         :meth:`sim.lengths.EmpiricalLengths.sample_ids`. Raises ValueError if ``G < 1``
         or, without replacement, G above the smallest observed group."""
-        pid, step_k = _keys(prompt_ids, step, G)
+        pid, step_k = draw_keys(prompt_ids, step, G)
         which = self._which(hash_uniform(seed, 3, pid), step_k)
-        inner = self._inner
-        if not self.replace:
-            inner._check_g(G)
-            u = hash_uniform(seed, 4, step_k, pid, np.arange(inner._groups_table[0].max()))
-            return inner._lookup_permuted(which, u, G)
-        return inner._lookup(which, hash_uniform(seed, 4, step_k, pid, np.arange(G)))
+        width = G if self.replace else self._inner.widest_group
+        u = hash_uniform(seed, 4, step_k, pid, np.arange(width))
+        return self._inner.draw_from_groups(which, u, G)
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """``(n_prompts, G)`` draws at ``step`` from the caller's ``rng``; sample ``j``
         from the same stream position whatever ``G``."""
-        _check(n_prompts, G)
-        inner = self._inner
+        check_draw_size(n_prompts, G)
         which = self._which(rng.random(n_prompts)[:, None], step)
-        if not self.replace:
-            inner._check_g(G)
-            u = rng.random((inner._groups_table[0].max(), n_prompts)).T
-            return inner._lookup_permuted(which, u, G)
-        return inner._lookup(which, rng.random((G, n_prompts)).T)
+        width = G if self.replace else self._inner.widest_group
+        return self._inner.draw_from_groups(which, rng.random((width, n_prompts)).T, G)

@@ -84,6 +84,9 @@ OPTIONS = [
     ("validate-groups-from", f"validate groups {GROUPS} --fit-steps 5 --from-step 3 --out {{t}}/o", "--from-step: needs --held-out"),
     ("validate-groups-from-late", f"validate groups {GROUPS} --held-out {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= --from-step 99"),
     ("validate-groups-window-lognormal", f"validate groups {GROUPS} --fit-steps 5 --step-window 3 --out {{t}}/o", "--step-window: needs --length-model empirical"),
+    ("run-spread-one-run", f"validate run-spread {GROUPS} --out {{t}}/o", "need >= 2 runs"),
+    ("run-spread-tau", f"validate run-spread {GROUPS} {GROUPS} --tau 1 --out {{t}}/o", "'--tau'"),
+    ("run-spread-from-late", f"validate run-spread {GROUPS} {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= 99"),
     ("calibrate-groups-window-lognormal", f"calibrate groups {GROUPS} --step-window 3 --out {{t}}/x.json", "--step-window: needs --length-model empirical"),
     ("validate-groups-window-0", f"validate groups {GROUPS} --fit-steps 5 --length-model empirical --step-window 0 --out {{t}}/o", "'--step-window'"),
     # real

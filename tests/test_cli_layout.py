@@ -18,7 +18,7 @@ COMMANDS = {
     "sweep": [],
     "stability": [],
     "calibrate": ["verl-tb", "servegen", "vllm-grid", "vllm-compare", "groups"],
-    "validate": ["verl-tb", "groups"],
+    "validate": ["verl-tb", "groups", "run-spread"],
     "real": ["sync", "async", "stability", "task-lengths", "task-spread", "progress"],
     "compare": ["idle", "collapse", "learning"],
     "report": [],

@@ -11,11 +11,11 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.grouped import GroupedTrace
 from rolloutlab.calibration.groups_validate import ValidationConfig, validate_groups
-from rolloutlab.sim.lengths import LognormalLengths
 from rolloutlab.sim.scenario import CalibrationError, load_scenario
 from rolloutlab.sim.stepped_lengths import SteppedEmpiricalLengths
+
+from tests.groups_helpers import drifting_trace
 
 
 def labelled(n_steps: int, per_step: int, G: int, gaps: int = 1) -> SteppedEmpiricalLengths:
@@ -122,29 +122,6 @@ def test_calibration_file_round_trip_and_bad_fields(tmp_path):
         with pytest.raises(CalibrationError, match=msg) as err:
             load_scenario(str(p))
         assert str(p) in str(err.value)
-
-
-def drifting_trace(seed: int, steps: int = 160, B: int = 16, G: int = 4) -> GroupedTrace:
-    """A run whose within-group spread of log length grows from 0.05 to 1 (a tail that
-    grows as the policy learns), so the run-average law is wrong at its ends."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for t in range(steps):
-        x = LognormalLengths(4.0, 0.2, 0.05 + 0.95 * t / (steps - 1), 10**6).sample(rng, B, G)
-        rows += [
-            {"step": t, "prompt": f"{t}-{i}", "sample_idx": j, "length": int(x[i, j])}
-            for i in range(B)
-            for j in range(G)
-        ]
-    df = pl.DataFrame(rows).with_columns(
-        pl.lit(f"run{seed}").alias("source"),
-        (pl.int_range(pl.len()) + 1).alias("line"),
-        pl.lit(False).alias("censored"),
-        pl.lit(None, pl.Int64).alias("cap"),
-        pl.lit(None, pl.Float64).alias("reward"),
-        pl.lit(None, pl.Int64).alias("prompt_tokens"),
-    )
-    return GroupedTrace(df, "tokens")
 
 
 def test_held_out_run_the_stepped_model_follows_the_drift_the_pooled_one_misses():

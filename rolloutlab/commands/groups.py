@@ -31,8 +31,8 @@ LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
 WITHIN_LAWS = click.Choice([*LAWS, "auto"])
 
 
-def reader_options(f):
-    """FILE... and the options of :func:`calibration.grouped.read_grouped`."""
+def field_options(f):
+    """The field-name and tokenizer options of :func:`calibration.grouped.read_grouped`."""
     for name in reversed(FIELD_OPTIONS):
         f = click.option(
             f"--{name.replace('_', '-')}-field",
@@ -46,6 +46,13 @@ def reader_options(f):
         help="Hugging Face tokenizer (name or path, local files only) for text responses; "
         "without it, or when it is not found locally, lengths are characters.",
     )(f)
+    return f
+
+
+def reader_options(f):
+    """FILE... and the options of :func:`calibration.grouped.read_grouped` and the length
+    models."""
+    f = field_options(f)
     f = click.option(
         "--max-response-length",
         type=click.IntRange(min=1),
@@ -90,7 +97,9 @@ def _check_step_window(length_model: str, step_window: int | None) -> None:
         raise BadInput("--step-window: needs --length-model empirical")
 
 
-def _read(files, tokenizer, kw):
+def read_files(files, tokenizer, kw):
+    """One :class:`calibration.grouped.GroupedTrace` of ``files``, the field options
+    popped from ``kw``; a reader error as :class:`BadInput`."""
     names = FieldNames(**{n: kw.pop(n + "_field") for n in FIELD_OPTIONS})
     try:
         return read_grouped(list(files), names, tokenizer)
@@ -129,7 +138,7 @@ def calibrate_groups_cmd(
     """Fit the hierarchical length model (between-prompt and within-group spread, censored
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
     _check_step_window(length_model, step_window)
-    trace = _read(files, tokenizer, fields)
+    trace = read_files(files, tokenizer, fields)
     cfg = GroupsCalibrationConfig(
         length_model, max_response_length, cost_from, name, within_law, fit_window, step_window
     )
@@ -244,8 +253,8 @@ def validate_groups_cmd(
     if from_step is not None and not held_out:
         raise BadInput("--from-step: needs --held-out")
     names = dict(fields)
-    trace = _read(files, tokenizer, fields)
-    other = _read(held_out, tokenizer, names) if held_out else None
+    trace = read_files(files, tokenizer, fields)
+    other = read_files(held_out, tokenizer, names) if held_out else None
     cfg = ValidationConfig(
         fit_steps=fit_steps,
         taus=taus,

@@ -1,0 +1,76 @@
+"""``rolloutlab validate run-spread``: how far apart runs of one configuration straggle
+(wiring only; the work is in :mod:`calibration.run_spread`)."""
+
+from __future__ import annotations
+
+import click
+import polars as pl
+
+from rolloutlab.calibration.grouped import GroupedDataError
+from rolloutlab.calibration.run_spread import COLUMNS, run_spread
+from rolloutlab.commands.common import BadInput, claim
+from rolloutlab.commands.groups import field_options, read_files
+from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
+from rolloutlab.sim.provenance import write_config
+
+
+@click.command("run-spread")
+@click.argument("runs", nargs=-1, required=True)
+@field_options
+@click.option(
+    "--tau",
+    default="4",
+    show_default=True,
+    type=CommaList(finite(1.0, min_open=True)),
+    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
+)
+@click.option(
+    "--from-step",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Measure only the steps >= this one (each must be logged in every run).",
+)
+@click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
+@click.option(
+    "--draws",
+    default=200,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Subsamples per step and G (>= 1).",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+def run_spread_cmd(runs, tau, from_step, prompts, draws, seed, out, tokenizer, **fields):
+    """Measure P(max/median > tau) on each of several runs (one grouped file or run
+    folder each) and each run's distance from the others' mean (run_spread.csv)."""
+    if len(runs) < 2:
+        raise BadInput("RUNS: need >= 2 runs (one grouped file or run folder each)")
+    traces = [read_files([r], tokenizer, dict(fields)) for r in runs]
+    try:
+        table = run_spread(traces, tuple(tau), from_step, prompts, draws, seed)
+    except (GroupedDataError, ValueError) as exc:
+        raise BadInput(str(exc)) from None
+    out_dir = claim(out, "validate run-spread")
+    table.write_csv(out_dir / "run_spread.csv", float_precision=4)
+    write_config(
+        out_dir / "config.json",
+        {
+            "command": "validate run-spread",
+            "runs": list(runs),
+            "tau": list(tau),
+            "from_step": from_step,
+            "prompts": prompts,
+            "draws": draws,
+            "seed": seed,
+        },
+    )
+    summary = table.group_by("run", "tau", maintain_order=True).agg(
+        pl.col("dev_from_others").max().alias("max_dev_from_others"),
+        pl.col("p_straggler_meas_se").max().alias("max_se"),
+    )
+    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3):
+        click.echo(summary)
+    click.echo(f"wrote {out_dir / 'run_spread.csv'} (columns {', '.join(COLUMNS)})")

@@ -1,0 +1,31 @@
+"""Synthetic grouped traces shared by the per-sample tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from rolloutlab.calibration.grouped import GroupedTrace
+from rolloutlab.sim.lengths import LognormalLengths
+
+
+def drifting_trace(seed: int, steps: int = 160, B: int = 16, G: int = 4) -> GroupedTrace:
+    """A run whose within-group spread of log length grows from 0.05 to 1 (a tail that
+    grows as the policy learns), so the run-average law is wrong at its ends."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(steps):
+        x = LognormalLengths(4.0, 0.2, 0.05 + 0.95 * t / (steps - 1), 10**6).sample(rng, B, G)
+        rows += [
+            {"step": t, "prompt": f"{t}-{i}", "sample_idx": j, "length": int(x[i, j])}
+            for i in range(B)
+            for j in range(G)
+        ]
+    df = pl.DataFrame(rows).with_columns(
+        pl.lit(f"run{seed}").alias("source"),
+        (pl.int_range(pl.len()) + 1).alias("line"),
+        pl.lit(False).alias("censored"),
+        pl.lit(None, pl.Int64).alias("cap"),
+        pl.lit(None, pl.Float64).alias("reward"),
+        pl.lit(None, pl.Int64).alias("prompt_tokens"),
+    )
+    return GroupedTrace(df, "tokens")
