@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.polynomial import polynomial as P
 from scipy import optimize, stats
 from scipy.differentiate import hessian
 
@@ -105,18 +104,31 @@ def standardised_log_length(lengths: np.ndarray) -> np.ndarray:
     return np.zeros_like(x) if sd == 0 else (x - x.mean()) / sd
 
 
+def log_elementary_symmetric(u: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``log e_k(exp(u_i))`` for every row ``u_i`` of ``u`` (n, G) at its own ``k_i``
+    (n,) ints in ``[0, G]``: the elementary symmetric polynomial by the recursion
+    ``E_m <- E_m + w_j E_{m-1}`` over ``j`` (the coefficients of ``prod_j (x + w_j)``),
+    vectorised over rows, with ``w = exp(u - max u)`` scaled back by ``k max u``."""
+    n, G = u.shape
+    shift = u.max(axis=1, keepdims=True)
+    w = np.exp(u - shift)
+    E = np.zeros((n, G + 1))
+    E[:, 0] = 1.0
+    for j in range(G):
+        E[:, 1 : j + 2] = E[:, 1 : j + 2] + w[:, j : j + 1] * E[:, : j + 1]
+    return np.log(E[np.arange(n), k]) + k * shift[:, 0]
+
+
 def conditional_nll(c: float, groups: list[tuple[np.ndarray, np.ndarray]]) -> float:
     """Negative conditional log likelihood of coupling ``c`` (module docstring): sum over
     groups ``(z (G,) float, y (G,) bool)`` of ``-log[exp(c sum_{y} z) / e_k(exp(c z))]``,
-    k = number correct. e_k from the coefficients of prod_j (x + w_j) (numpy)."""
+    k = number correct (:func:`log_elementary_symmetric`, groups of one size at a time)."""
     total = 0.0
-    for z, y in groups:
-        k = int(y.sum())
-        # e_k(w) = coefficient of x^(G-k) in prod_j (x + w_j), w = exp(c z - shift)
-        u = c * z
-        shift = u.max()
-        coef = P.polyfromroots(-np.exp(u - shift))  # ascending powers of x
-        total -= u[y].sum() - k * shift - np.log(coef[len(z) - k])
+    for size in sorted({len(z) for z, _ in groups}):
+        same = [(z, y) for z, y in groups if len(z) == size]
+        u = c * np.stack([z for z, _ in same])
+        y = np.stack([y for _, y in same])
+        total -= float((u * y).sum() - log_elementary_symmetric(u, y.sum(axis=1)).sum())
     return total
 
 

@@ -8,15 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rolloutlab.calibration.grouped import GroupedDataError
 from rolloutlab.calibration.groups_scenario import read_pass_rate_samples
 from rolloutlab.calibration.passrate_fit import (
     conditional_nll,
     fit_beta_binomial,
     fit_coupling,
+    log_elementary_symmetric,
     standardised_log_length,
 )
-from scipy.special import expit
+from scipy.special import expit, logsumexp
 
 from rolloutlab.cli import main
 
@@ -50,6 +53,24 @@ def test_conditional_likelihood_by_enumeration():
     num = np.exp(c * z[y].sum())
     den = sum(np.exp(c * z[list(s)].sum()) for s in itertools.combinations(range(4), 2))
     assert conditional_nll(c, [(z, y)]) == pytest.approx(-np.log(num / den))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    u=st.lists(st.lists(st.floats(-30, 30), min_size=1, max_size=6), min_size=1, max_size=4).filter(
+        lambda rows: len({len(r) for r in rows}) == 1
+    ),
+    data=st.data(),
+)
+def test_elementary_symmetric_by_enumeration(u, data):
+    """log e_k(exp(u)) of each row equals the log of the sum over k-subsets, also with
+    large and very different u (the shift keeps it finite)."""
+    u = np.array(u)
+    k = np.array([data.draw(st.integers(0, u.shape[1])) for _ in range(u.shape[0])])
+    got = log_elementary_symmetric(u, k)
+    for row, kk, g in zip(u, k, got, strict=True):
+        terms = [row[list(s)].sum() for s in itertools.combinations(range(row.size), kk)]
+        assert g == pytest.approx(logsumexp(terms), rel=1e-9, abs=1e-9)
 
 
 @pytest.mark.parametrize("c_true", [-1.0, 0.5])

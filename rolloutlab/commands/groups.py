@@ -150,8 +150,14 @@ def calibrate_groups_cmd(
     f = d["fit"]["lengths"]
     se = f["se"]
     click.echo(
-        f"wrote {out}: {f['n_groups']} groups, {f['n_samples']} samples "
-        f"({f['n_censored']} censored), lengths: {trace.length_unit}; "
+        f"wrote {out}: "
+        + (
+            f"reference fit on {d['fit']['lengths_fit_groups']} groups, "
+            if d["fit"]["lengths_fit_groups"] != "all"
+            else f"{f['n_groups']} groups, "
+        )
+        + f"{f['n_samples']} samples ({f['n_censored']} censored), "
+        f"lengths: {trace.length_unit}; "
         f"mu0 {f['mu0']:.3f}±{se['mu0']:.3f}, sigma_prompt {f['sigma_prompt']:.3f}"
         f"±{se['sigma_prompt']:.3f}, sigma_within {f['sigma_within']:.3f}"
         f"±{se['sigma_within']:.3f}, ICC {f['icc']:.3f}±{se['icc']:.3f}"
