@@ -22,6 +22,8 @@ from rolloutlab.calibration.groups_validate import (
 from rolloutlab.sim.lengths import LognormalLengths
 from rolloutlab.sim.metrics import straggler_ratio
 
+from tests.groups_helpers import lognormal_trace
+
 
 def test_step_ratio_is_the_metric_straggler_ratio():
     x = np.random.default_rng(0).integers(1, 500, size=(7, 5, 3))
@@ -60,26 +62,12 @@ def test_subsample_draws_without_replacement():
 def synthetic(icc_fit: float, icc_held: float, fit_steps=20, held=150, B=8, G=4) -> GroupedTrace:
     """Per-sample trace: steps < fit_steps drawn with ``icc_fit``, later ones ``icc_held``,
     the same total log spread 0.6 and mean."""
-    rows = []
-    rng = np.random.default_rng(5)
-    for t in range(fit_steps + held):
+
+    def model_at(t: int) -> LognormalLengths:
         icc = icc_fit if t < fit_steps else icc_held
-        m = LognormalLengths(5.0, 0.6 * np.sqrt(icc), 0.6 * np.sqrt(1 - icc), 4000)
-        x = m.sample(rng, B, G)
-        rows += [
-            {"step": t, "prompt": f"{t}-{i}", "sample_idx": j, "length": int(x[i, j])}
-            for i in range(B)
-            for j in range(G)
-        ]
-    df = pl.DataFrame(rows).with_columns(
-        pl.lit("synthetic").alias("source"),
-        (pl.int_range(pl.len()) + 1).alias("line"),
-        pl.lit(False).alias("censored"),
-        pl.lit(None, pl.Int64).alias("cap"),
-        pl.lit(None, pl.Float64).alias("reward"),
-        pl.lit(None, pl.Int64).alias("prompt_tokens"),
-    )
-    return GroupedTrace(df, "tokens")
+        return LognormalLengths(5.0, 0.6 * np.sqrt(icc), 0.6 * np.sqrt(1 - icc), 4000)
+
+    return lognormal_trace(model_at, fit_steps + held, B, G, np.random.default_rng(5), "synthetic")
 
 
 CFG = ValidationConfig(fit_steps=20, taus=(3.0, 4.0), draws=20, reps=5, cap=4000)

@@ -31,6 +31,25 @@ LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
 WITHIN_LAWS = click.Choice([*LAWS, "auto"])
 
 
+TAU_OPTION = click.option(
+    "--tau",
+    default="4",
+    show_default=True,
+    type=CommaList(finite(1.0, min_open=True)),
+    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
+)
+DRAWS_OPTION = click.option(
+    "--draws",
+    default=200,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Subsamples per step and G (>= 1).",
+)
+PROMPTS_OPTION = click.option(
+    "--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged)."
+)
+
+
 def field_options(f):
     """The field-name and tokenizer options of :func:`calibration.grouped.read_grouped`."""
     for name in reversed(FIELD_OPTIONS):
@@ -192,28 +211,16 @@ def calibrate_groups_cmd(
     default=None,
     help="With --held-out: measure only its steps >= this one (default: all).",
 )
-@click.option(
-    "--tau",
-    default="4",
-    show_default=True,
-    type=CommaList(finite(1.0, min_open=True)),
-    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
-)
+@TAU_OPTION
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
-@click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
+@PROMPTS_OPTION
 @click.option(
     "--fit-group-size",
     type=click.IntRange(min=0),
     default=None,
     help="G of the extrapolation fit (default: logged G // 2; 0: none).",
 )
-@click.option(
-    "--draws",
-    default=200,
-    show_default=True,
-    type=POSITIVE_INT,
-    help="Subsamples per step and G (>= 1).",
-)
+@DRAWS_OPTION
 @click.option(
     "--reps",
     default=300,

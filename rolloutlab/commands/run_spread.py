@@ -9,21 +9,20 @@ import polars as pl
 from rolloutlab.calibration.grouped import GroupedDataError
 from rolloutlab.calibration.run_spread import COLUMNS, run_spread
 from rolloutlab.commands.common import BadInput, claim
-from rolloutlab.commands.groups import field_options, read_files
-from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
+from rolloutlab.commands.groups import (
+    DRAWS_OPTION,
+    PROMPTS_OPTION,
+    TAU_OPTION,
+    field_options,
+    read_files,
+)
 from rolloutlab.sim.provenance import write_config
 
 
 @click.command("run-spread")
 @click.argument("runs", nargs=-1, required=True)
 @field_options
-@click.option(
-    "--tau",
-    default="4",
-    show_default=True,
-    type=CommaList(finite(1.0, min_open=True)),
-    help="Straggler thresholds on max/median length: distinct numbers > 1, comma-separated.",
-)
+@TAU_OPTION
 @click.option(
     "--from-step",
     type=click.IntRange(min=0),
@@ -31,14 +30,8 @@ from rolloutlab.sim.provenance import write_config
     show_default=True,
     help="Measure only the steps >= this one (each must be logged in every run).",
 )
-@click.option("--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged).")
-@click.option(
-    "--draws",
-    default=200,
-    show_default=True,
-    type=POSITIVE_INT,
-    help="Subsamples per step and G (>= 1).",
-)
+@PROMPTS_OPTION
+@DRAWS_OPTION
 @click.option(
     "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
 )
