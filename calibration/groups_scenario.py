@@ -147,7 +147,12 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
         lengths = {"kind": "lognormal", **asdict(m)}
     base = load_scenario(cfg.cost_from)
     pt = trace.samples["prompt_tokens"].drop_nulls()
-    per_step_b = [len(s) for s in trace.groups("length")]
+    # prompts per step of one run: several runs given together share step numbers
+    per_step_b = (
+        trace.samples.group_by("source", "step")
+        .agg(pl.col("prompt").n_unique())["prompt"]
+        .to_list()
+    )
     sources = [source_entry(p) for p in trace.samples["source"].unique(maintain_order=True)]
     samples = grouped_samples(trace)
     d = calibration_dict(

@@ -126,6 +126,21 @@ def read_files(files, tokenizer, kw):
         raise BadInput(str(exc)) from None
 
 
+def _empirical_summary(lengths: dict) -> str:
+    """What empirical mode saved, before the reference fit's numbers."""
+    n = len(lengths["groups"])
+    if "step_window" in lengths:
+        steps = len(set(lengths["group_steps"]))
+        return (
+            f"empirical lengths, {n} groups of {steps} steps, each step drawing from the "
+            f"{lengths['step_window']} logged steps around it; the hierarchical model for "
+            "reference (not used): "
+        )
+    return (
+        f"empirical lengths, {n} groups pooled; the hierarchical model for reference (not used): "
+    )
+
+
 def _aics(fit: dict) -> str:
     return ", ".join(f"{law} {aic:.1f}" for law, aic in fit["aic_by_law"].items())
 
@@ -170,8 +185,9 @@ def calibrate_groups_cmd(
     se = f["se"]
     click.echo(
         f"wrote {out}: "
+        + (_empirical_summary(d["lengths"]) if length_model == "empirical" else "")
         + (
-            f"reference fit on {d['fit']['lengths_fit_groups']} groups, "
+            f"fitted on {d['fit']['lengths_fit_groups']} groups, "
             if d["fit"]["lengths_fit_groups"] != "all"
             else f"{f['n_groups']} groups, "
         )
