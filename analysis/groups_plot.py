@@ -14,12 +14,13 @@ import seaborn as sns
 
 def straggler_vs_g_figure(table: pl.DataFrame, path: str | Path, title: str = "") -> None:
     """P(max/median > tau) against G, one colour per tau: measured (solid, +-1 standard
-    error bars), each model's prediction (dashed: the first model of the table in column
-    ``model`` order hierarchical/empirical; dotted: the others). ``table`` has the columns
+    error bars), each model's prediction (dashed: the step-indexed ``empirical_s<W>`` when
+    present, else ``hierarchical``, else ``empirical``; dotted: the others). ``table`` has the columns
     of :func:`calibration.groups_validate.validate_groups`. Writes ``path`` (png)."""
     sns.set_theme(style="whitegrid", context="paper")
     models = table["model"].unique(maintain_order=True).to_list()
-    main = next((m for m in ("hierarchical", "empirical") if m in models), models[0])
+    stepped = [m for m in models if m.startswith("empirical_s")]
+    main = (stepped or [m for m in ("hierarchical", "empirical") if m in models] or models)[0]
     taus = sorted(table["tau"].unique().to_list())
     colours = sns.color_palette("deep", len(taus))
     styles = {m: ":" for m in models} | {main: "--"}

@@ -305,7 +305,12 @@ def validate_groups_cmd(
         raise BadInput(str(exc)) from None
     out_dir = claim(out, "validate groups")
     table.write_csv(out_dir / "validation_groups.csv", float_precision=4)
-    straggler_vs_g_figure(table, out_dir / "validation_groups.png")
+    where = (
+        f"another run ({', '.join(held_out)}), steps >= {from_step or 0}"
+        if held_out
+        else f"held-out steps of the same run (fit on {fit_steps})"
+    )
+    straggler_vs_g_figure(table, out_dir / "validation_groups.png", f"{where}, B={table['B'][0]}")
     write_config(
         out_dir / "config.json",
         {
