@@ -45,21 +45,19 @@ from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.real.trace_rows import finish_reason_rows, learner_row, rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.observation import observe_step, propose_step
-from rolloutlab.sim.trace_jsonl import TraceWriter, truncate_jsonl
+from rolloutlab.sim.trace_jsonl import TraceWriter, append_durably, truncate_jsonl
 from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
-    with open(path, "a") as fh:
-        fh.write(strict_json.dumps(row) + "\n")
-        fh.flush()
+    append_durably(path, strict_json.dumps(row) + "\n")
 
 
 class SyncRun:
@@ -330,30 +328,9 @@ class SyncRun:
         """Append the learner.jsonl row (plus ``extra``), evaluate and checkpoint when due."""
         cfg = self.cfg
         correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
-        info = {
-            "step": step,
-            "t_s": t_end,
-            "G": G,
-            "reward_mean": float(rewards.mean()),
-            "accuracy": float(np.mean(correct)),
-            # correct responses per group, in prompt order: the per-group counts
-            # `rolloutlab calibrate learning` fits pass rates from (docs/learning.md)
-            "group_correct": np.bincount(
-                [r.request_id // G for r in results], weights=correct, minlength=len(problems)
-            )
-            .astype(int)
-            .tolist(),
-            "groups_dropped": int((~keep).sum()),
-            "step_s": t_end - t_start,
-            "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),
-        }
-        if stats is not None:
-            info.update(
-                loss=stats.loss,
-                pg_loss=stats.pg_loss,
-                clip_frac=stats.clip_frac,
-                n_tokens=stats.n_tokens,
-            )
+        info = learner_row(
+            step, G, results, correct, len(problems), rewards, keep, stats, t_start, t_end
+        )
         info.update(extra or {})
         done = step + 1
         info["heldout_accuracy"] = None

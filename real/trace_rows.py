@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 import torch
 from rolloutlab.real.engine import RolloutResult
@@ -85,3 +86,46 @@ def finish_reason_rows(results: Sequence[RolloutResult], G: int) -> list[list[st
     """``(n, G)`` finish reasons (``"stop"``, ``"length"``, ...) of ``results`` in group
     order: what :func:`sim.observation.observe_step` passes as ``finish_reasons``."""
     return [[r.finish_reason for r in results[p : p + G]] for p in range(0, len(results), G)]
+
+
+def learner_row(
+    step: int,
+    G: int,
+    results: Sequence[RolloutResult],
+    correct: Sequence[bool],
+    n_prompts: int,
+    rewards,
+    keep,
+    stats,
+    t_start: float,
+    t_end: float,
+) -> dict:
+    """One ``learner.jsonl`` row of a synchronous step: ``results`` in request order
+    (request ``i`` belongs to prompt ``i // G``), ``correct`` per result, ``rewards``
+    ``(B, G)`` and ``keep`` ``(B,)`` tensors, the update's ``stats`` (None: no group
+    kept), times in seconds from run start. ``group_correct`` is the per-group count of
+    correct responses in prompt order (what ``calibrate learning`` fits pass rates from,
+    docs/learning.md)."""
+    row = {
+        "step": step,
+        "t_s": t_end,
+        "G": G,
+        "reward_mean": float(rewards.mean()),
+        "accuracy": float(np.mean(correct)),
+        "group_correct": np.bincount(
+            [r.request_id // G for r in results], weights=correct, minlength=n_prompts
+        )
+        .astype(int)
+        .tolist(),
+        "groups_dropped": int((~keep).sum()),
+        "step_s": t_end - t_start,
+        "response_length_mean": float(np.mean([len(r.response_ids) for r in results])),
+    }
+    if stats is not None:
+        row.update(
+            loss=stats.loss,
+            pg_loss=stats.pg_loss,
+            clip_frac=stats.clip_frac,
+            n_tokens=stats.n_tokens,
+        )
+    return row

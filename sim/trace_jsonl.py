@@ -15,6 +15,15 @@ import polars as pl
 from rolloutlab.sim.trace import concat, empty, read, validate, write_parquet
 
 
+def append_durably(path: str | os.PathLike, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing), flushed and fsynced before
+    returning, so a run killed afterwards keeps it. Raises OSError as ``open``."""
+    with open(path, "a") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 @dataclass
 class TraceWriter:
     """Appends rollout and step rows to a run directory, one step at a time.
@@ -47,10 +56,7 @@ class TraceWriter:
         step = validate(step, "steps", "<step row>")
         if self.stream:
             for kind, df in (("rollouts", rollouts), ("steps", step)):
-                with open(self.path(kind, ".jsonl"), "a") as fh:
-                    fh.write(df.write_ndjson())
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                append_durably(self.path(kind, ".jsonl"), df.write_ndjson())
         else:
             self._rollouts.append(rollouts)
             self._steps.append(step)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from rolloutlab.commands.executor import Outcome
+from rolloutlab.sim.trace_jsonl import append_durably
 
 FILE = "grid.jsonl"
 STATUS_COLUMNS = ("status", "error")
@@ -131,10 +131,7 @@ class GridStore:
             "dtypes": [] if df is None else [str(t) for t in df.dtypes],
         }
         line = json.dumps(rec, allow_nan=False) + "\n"
-        with open(self.path, "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_durably(self.path, line)
         self.done[outcome.index] = rec
 
     def table(self) -> pl.DataFrame:
