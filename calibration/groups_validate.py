@@ -160,6 +160,13 @@ def tb_stats_model(
     )
 
 
+def check_taus(taus) -> None:
+    """Raises GroupedDataError naming ``--tau`` when a straggler threshold is not > 1."""
+    bad = [t for t in taus if not t > 1]
+    if bad:
+        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+
+
 def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
     """The logged G after the input checks of ``validate groups``. Raises
     GroupedDataError (file, line, field) on ragged groups, one step only, K >= steps, or
@@ -174,9 +181,7 @@ def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
         raise GroupedDataError(
             f"{where}: field 'step': --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
         )
-    bad = [t for t in taus if not t > 1]
-    if bad:
-        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+    check_taus(taus)
     return G
 
 
@@ -370,9 +375,7 @@ def check_held_out(
         )
     if min(fit_steps, len(steps)) < 1:
         raise GroupedDataError(f"{where}: field 'step': no step to fit on")
-    bad = [t for t in cfg.taus if not t > 1]
-    if bad:
-        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+    check_taus(cfg.taus)
     if not any(s >= cfg.from_step for s in held_out.steps()):
         last = held_out.samples.row(-1, named=True)
         raise GroupedDataError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from rolloutlab.calibration.grouped import GroupedDataError, GroupedTrace
-from rolloutlab.calibration.groups_validate import measure
+from rolloutlab.calibration.groups_validate import check_taus, measure
 
 COLUMNS = (
     "run",
@@ -64,9 +64,7 @@ def run_spread(
     ``prompts`` above the logged B, or a tau <= 1."""
     if len(runs) < 2:
         raise GroupedDataError("run spread: need >= 2 runs")
-    bad = [t for t in taus if not t > 1]
-    if bad:
-        raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
+    check_taus(taus)
     G = min(r.group_size() for r in runs)
     steps = common_steps(runs, from_step)
     mats = []

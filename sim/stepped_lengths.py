@@ -77,11 +77,15 @@ class SteppedEmpiricalLengths:
         """Distinct logged steps, ascending."""
         return np.unique(self.group_steps)
 
+    @cached_property
+    def _sorted_steps(self) -> np.ndarray:
+        """Each group's step, in step order (the groups of :attr:`_inner`)."""
+        return self.group_steps[self._order]
+
     def pool(self, step) -> tuple[np.ndarray, np.ndarray]:
         """``(first, count)``: index range of the window's groups in step order at
         ``step`` (int or int array; same shape out)."""
-        logged = self.logged_steps
-        sorted_steps = self.group_steps[self._order]
+        logged, sorted_steps = self.logged_steps, self._sorted_steps
         w = min(self.window, logged.size)
         # position of the window's first logged step: centred on step, kept inside
         pos = np.searchsorted(logged, np.asarray(step, dtype=np.int64) - self.window // 2)
