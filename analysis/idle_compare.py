@@ -15,7 +15,7 @@ Method (docs/compare.md):
      simulator. The straggler event is predicted when at least half the draws have one.
    - ``constant`` (baseline): the median measured makespan of the fit steps of the same
      G (all fit steps when that G was never seen), idle fraction likewise.
-3. Metrics of both sides come from :func:`sim.metrics.step_metrics` on trace tables.
+3. Metrics of both sides come from :func:`sim.trace.metrics.step_metrics` on trace tables.
    Errors over the held-out steps (``step >= K``): median absolute percentage error
    ``median_t |pred_t / meas_t - 1|`` (MdAPE) of makespan and of slot idle fraction,
    mean absolute idle error in points, and straggler agreement (share of steps whose
@@ -40,9 +40,9 @@ from rolloutlab.calibration.prompt_lengths import (
     fit_prompt_empirical,
     fit_prompt_lognormal,
 )
-from rolloutlab.sim.lengths import finish_reasons
-from rolloutlab.sim.metrics import step_metrics
-from rolloutlab.sim.trace import frame
+from rolloutlab.sim.models.lengths import finish_reasons
+from rolloutlab.sim.trace.metrics import step_metrics
+from rolloutlab.sim.trace.schema import frame
 
 PREDICTIONS = ("drawn", "replay", "constant")
 

@@ -17,7 +17,7 @@ with what it measured:
   from its slope). ``clock="cpu"`` takes the process CPU time of each step's phases
   (learner.jsonl) instead of wall time: on a shared machine the wall clock of identical
   work varies with the load, which no model of the run can predict;
-- **time to target**: :func:`sim.learning.time_to_target` (first step where the trailing
+- **time to target**: :func:`sim.models.learning.time_to_target` (first step where the trailing
   mean of ``reward_mean`` over 10 steps >= target) on the measured steps table; the
   prediction is the **median over the drawn runs** of the same statistic. The statistic
   of a noisy run is a first passage: near a plateau the noise crosses the target long
@@ -47,11 +47,11 @@ from rolloutlab.analysis.real_progress import load_runs
 from rolloutlab.calibration.learning_draws import draw_rewards
 from rolloutlab.calibration.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.run_curve import RunCurve, read_run
-from rolloutlab.sim import trace
-from rolloutlab.sim.learning import LearningParams, time_to_target
+from rolloutlab.sim.models.learning import LearningParams, time_to_target
+from rolloutlab.sim.trace import schema as trace
 
 WINDOW = 10
-"""Steps in the trailing reward mean of :func:`sim.learning.time_to_target`."""
+"""Steps in the trailing reward mean of :func:`sim.models.learning.time_to_target`."""
 
 
 CLOCKS = ("wall", "cpu")

@@ -1,10 +1,10 @@
-"""Fit :class:`sim.cost.LinearCost` to logged step times.
+"""Fit :class:`sim.models.cost.LinearCost` to logged step times.
 
 Decode/prefill coefficients and the per-phase overhead
 ``theta = [a_s, b_s, c_s, prefill_s_per_token, gen_overhead_s]`` are fitted
 to the generation time of each step (verl ``timing_s/gen``): the step's lengths are drawn
 to match its logged length statistics (:func:`draw_step_lengths`, fixed seeds), the
-engine schedule gives per-worker features ``F_w`` (:mod:`sim.features`) and the
+engine schedule gives per-worker features ``F_w`` (:mod:`sim.engine.features`) and the
 predicted generation time is ``gen_overhead_s + max_w F_w . theta[:4]``, averaged over ``R`` draws. ``theta >= 0``
 minimises the squared relative errors ``sum_t ((pred_t - gen_t) / gen_t)^2``
 (``scipy.optimize.least_squares`` with bounds; a max of linear functions, so the
@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.features import schedule_features
-from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.engine.features import schedule_features
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
 from scipy import optimize
 
 

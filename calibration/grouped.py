@@ -10,7 +10,7 @@ Layouts (chosen per file from its first record):
   sample ``{"input": prompt text, "output": response text, "score": .., "step": ..}``):
   grouped by the prompt text; a prompt sampled twice in one step merges into one group;
 * the project's own rollout trace (``rollouts.parquet``/``rollouts.jsonl``, schema
-  :data:`sim.trace.ROLLOUT_SCHEMA`), read with :func:`sim.trace.read` (aborted rollouts
+  :data:`sim.trace.schema.ROLLOUT_SCHEMA`), read with :func:`sim.trace.schema.read` (aborted rollouts
   left out; ``finish_reason == "length"`` is a censored length).
 
 Formats: JSONL (``.jsonl``/``.json``), CSV (a list cell as JSON text, ``"[412, 95]"``) and
@@ -41,7 +41,7 @@ from rolloutlab.calibration.grouped_records import (
     LengthCounter,
     read_records,
 )
-from rolloutlab.sim import trace as sim_trace
+from rolloutlab.sim.trace import schema as sim_trace
 
 __all__ = ["CANDIDATES", "FieldNames", "GroupedDataError", "GroupedTrace", "read_grouped"]
 

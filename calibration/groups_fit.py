@@ -1,6 +1,6 @@
 """Fit the hierarchical lognormal length model to grouped response lengths.
 
-Model (the one :class:`sim.lengths.LognormalLengths` draws from): for prompt group ``i``
+Model (the one :class:`sim.models.lengths.LognormalLengths` draws from): for prompt group ``i``
 at step ``t_i`` and sample ``j``,
 ``log X_ij = mu0 + g (t_i - t_0) + sigma_prompt z_i + sigma_within e_ij``, ``z, e ~ N(0, 1)``
 independent, and the logged length is ``L_ij = min(ceil(X_ij), c_ij)``. So an uncensored
@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
-from rolloutlab.sim.dynamics import fit_icc
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.within_law import LAWS, check_law, log_interval
+from rolloutlab.sim.models.dynamics import fit_icc
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.models.within_law import LAWS, check_law, log_interval
 from scipy import optimize, special
 
 N_NODES = 32
@@ -67,17 +67,17 @@ class GroupFit:
     converged: bool
     """The optimiser's success flag (``scipy.optimize.OptimizeResult.success``)."""
     icc_anova: float | None
-    """One-way ANOVA ICC(1) of log lengths (:func:`sim.dynamics.fit_icc`, uncensored,
+    """One-way ANOVA ICC(1) of log lengths (:func:`sim.models.dynamics.fit_icc`, uncensored,
     equal G only; a cross-check), None for ragged groups."""
     within_law: str = "normal"
-    """Law of the within-group noise (:data:`sim.within_law.LAWS`)."""
+    """Law of the within-group noise (:data:`sim.models.within_law.LAWS`)."""
     within_df: float = 0.0
     """Degrees of freedom of the ``t`` law (fitted; 0 for the other laws)."""
     aic: float = float("nan")
     """Akaike information criterion ``2 k - 2 loglik`` (``k`` fitted parameters)."""
 
     def model(self, max_response_length: int) -> LognormalLengths:
-        """The fitted :class:`sim.lengths.LognormalLengths` (its step 0 is ``step0``)."""
+        """The fitted :class:`sim.models.lengths.LognormalLengths` (its step 0 is ``step0``)."""
         return LognormalLengths(
             mu=self.mu0,
             sigma_prompt=self.sigma_prompt,
@@ -162,7 +162,7 @@ def fit_groups(
     """Fit the module's model to ``groups`` (one ``(G_i,)`` int array of lengths >= 1 per
     group), ``censored`` (matching bool arrays; None = none censored) and each group's
     ``steps`` (None = all step 0). ``drift`` fits the growth ``g`` (default: when there is
-    more than one step). ``law``: the within-group law (:mod:`sim.within_law`; the
+    more than one step). ``law``: the within-group law (:mod:`sim.models.within_law`; the
     likelihood's ``Phi`` becomes that law's CDF).
 
     Returns: :class:`GroupFit`. Raises: ValueError on fewer than 2 groups, a group with no
@@ -252,7 +252,7 @@ def fit_groups_law(
     law: str = "normal",
 ) -> tuple[GroupFit, dict[str, float]]:
     """:func:`fit_groups` with the within-group ``law``, or with ``law = "auto"`` the law
-    of :data:`sim.within_law.LAWS` of least AIC (Akaike 1974; ``t`` pays one parameter
+    of :data:`sim.models.within_law.LAWS` of least AIC (Akaike 1974; ``t`` pays one parameter
     more). Returns the fit and ``{law: AIC}`` of the laws tried. Raises ValueError as
     :func:`fit_groups`."""
     laws = LAWS if law == "auto" else (law,)

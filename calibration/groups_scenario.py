@@ -17,7 +17,7 @@ from rolloutlab.calibration.groups_fit import fit_groups_law
 from rolloutlab.calibration.groups_validate import fit_data
 from rolloutlab.calibration.passrate_fit import GroupedSamples, pass_rate_block
 from rolloutlab.calibration.writer import calibration_dict, source_entry
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 
 def grouped_samples(trace: GroupedTrace) -> GroupedSamples | None:
@@ -106,19 +106,19 @@ class GroupsCalibrationConfig:
     (prompt length: the data's median when it has one)."""
     name: str = "groups"
     within_law: str = "normal"
-    """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or ``auto``:
+    """Within-group law of the hierarchical fit (:data:`sim.models.within_law.LAWS`, or ``auto``:
     least AIC)."""
     fit_window: int | None = None
     """Fit on the last ``fit_window`` steps only (None: all); the model's step 0 is then
     the window's first step, and the empirical mode keeps only the window's groups."""
     step_window: int | None = None
-    """Empirical mode: a step-indexed model (:class:`sim.stepped_lengths.
+    """Empirical mode: a step-indexed model (:class:`sim.models.stepped_lengths.
     SteppedEmpiricalLengths`) whose step ``t`` draws from the ``step_window`` logged steps
     around ``t`` (None: every group pooled)."""
 
 
 def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
-    """Calibration dict (format of :mod:`sim.scenario`) of ``trace``. ``fit`` holds the
+    """Calibration dict (format of :mod:`sim.scenario.scenario`) of ``trace``. ``fit`` holds the
     hierarchical fit with standard errors (also in empirical mode, for reference, on at
     most :data:`REFERENCE_FIT_GROUPS` groups: ``fit.lengths_fit_groups`` says which);
     ``pass_rate`` the beta-binomial pass-rate block of

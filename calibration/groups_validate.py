@@ -1,6 +1,6 @@
 """Validate the straggler probability against G on held-out steps of a grouped trace.
 
-Straggler event of a step (SAGC, PAPERS.md §1; :func:`sim.metrics.straggler_ratio`):
+Straggler event of a step (SAGC, PAPERS.md §1; :func:`sim.trace.metrics.straggler_ratio`):
 ``max(L) / median(L) > tau`` over the step's ``B*G`` response lengths.
 
 Measured at group size ``G <= G_logged`` and batch ``B <= B_logged``: each held-out step's
@@ -15,7 +15,7 @@ trace of the same configuration, data the models have not seen at all.
 
 Predicted: the simulator's length model at each held-out step draws ``reps`` steps of
 ``(B, G_logged)`` lengths; the first ``G`` samples of each group are a draw at ``G``
-(common random numbers, :mod:`sim.lengths`).
+(common random numbers, :mod:`sim.models.lengths`).
 
 Models in the table (column ``model``): ``hierarchical`` (:func:`calibration.groups_fit.
 fit_groups` on the first K steps), ``hierarchical_fitG<g>`` (the same fit on groups
@@ -25,8 +25,8 @@ max, min and clip ratio, split by the bundled ICC, :func:`calibration.icc.bundle
 ``no_within`` (the hierarchical fit's total spread, all of it between prompts), and
 ``empirical`` (whole observed fit-step groups resampled without replacement) and
 ``empirical_s<W>`` (with ``step_window``: the step-indexed empirical model of
-:mod:`sim.stepped_lengths`). With ``fit_window`` every model is fitted on the last ``W``
-fit steps only (names end in ``_w<W>``); with another within-group law (:mod:`sim.within_law`, ``auto`` = least AIC)
+:mod:`sim.models.stepped_lengths`). With ``fit_window`` every model is fitted on the last ``W``
+fit steps only (names end in ``_w<W>``); with another within-group law (:mod:`sim.models.within_law`, ``auto`` = least AIC)
 the hierarchical models carry the law's name and the normal-law baselines are left out.
 """
 
@@ -41,8 +41,8 @@ from rolloutlab.calibration.grouped import GroupedDataError, GroupedTrace
 from rolloutlab.calibration.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.icc import bundled_icc
 from rolloutlab.calibration.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
-from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
-from rolloutlab.sim.stepped_lengths import SteppedEmpiricalLengths
+from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
+from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
 
 COLUMNS = (
@@ -63,7 +63,7 @@ distance between the measured and predicted distributions of max/median,
 
 def step_ratio(lengths: np.ndarray) -> np.ndarray:
     """``max / median`` over the last two axes of ``(..., B, G)`` lengths (the definition
-    of :func:`sim.metrics.straggler_ratio`, vectorised over leading axes)."""
+    of :func:`sim.trace.metrics.straggler_ratio`, vectorised over leading axes)."""
     flat = np.asarray(lengths, dtype=np.float64).reshape(*lengths.shape[:-2], -1)
     return flat.max(axis=-1) / np.median(flat, axis=-1)
 
@@ -207,13 +207,13 @@ class ValidationConfig:
     """Fit on the last ``fit_window`` of the ``fit_steps`` steps only (None: all of them):
     a model of the recent past for a nonstationary run."""
     within_law: str = "normal"
-    """Within-group law of the hierarchical fit (:data:`sim.within_law.LAWS`, or
+    """Within-group law of the hierarchical fit (:data:`sim.models.within_law.LAWS`, or
     ``auto``: least AIC)."""
     from_step: int = 0
     """With a held-out run: measure only its steps >= ``from_step`` (a late stretch)."""
     step_window: int | None = None
     """Empirical mode: also the step-indexed model ``empirical_s<W>``
-    (:class:`sim.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
+    (:class:`sim.models.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
     from the ``W`` fit steps around ``t``."""
 
     def model_suffix(self, law: str = "normal") -> str:

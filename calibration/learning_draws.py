@@ -7,15 +7,15 @@ Each draw is :func:`calibration.learning_fit.simulate_counts` (fresh prompts, bi
 counts, the model updated with the drawn groups' signals), vectorised over draws: per
 step the drive ``kappa (lr / lr_ref) sum_i s_i / n`` (``s_i = k_i/G (1 - k_i/G)``, n = B,
 or the informative count with dynamic sampling) moves every draw's theta through
-:func:`sim.learning.saturating_shift`. On-policy only (staleness 0, the synchronous runs
-this compares), and refused where :class:`sim.learning.LearningModel` would collapse
+:func:`sim.models.learning.saturating_shift`. On-policy only (staleness 0, the synchronous runs
+this compares), and refused where :class:`sim.models.learning.LearningModel` would collapse
 within the run (the reversal is not drawn).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from rolloutlab.sim.learning import LearningModel, LearningParams, saturating_shift
+from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
 from scipy import special
 
 

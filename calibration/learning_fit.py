@@ -1,4 +1,4 @@
-"""Fit the learning-progress model (:mod:`sim.learning`) to a real run (docs/learning.md).
+"""Fit the learning-progress model (:mod:`sim.models.learning`) to a real run (docs/learning.md).
 
 1. Read the run (:func:`calibration.run_curve.read_run`): per step G, lr, and the number
    of correct responses of every group.
@@ -32,7 +32,7 @@ from rolloutlab.calibration.beta_grid import beta_logit_grid
 from rolloutlab.calibration.passrate_fit import fit_beta_binomial, observed_covariance
 from rolloutlab.calibration.reward_curve_fit import expected_curve, quality
 from rolloutlab.calibration.run_curve import RunCurve
-from rolloutlab.sim.learning import LearningModel, LearningParams, saturating_shift
+from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
 from scipy import optimize, special, stats
 
 MODELS = ("linear", "saturating")
@@ -222,7 +222,7 @@ def simulate_counts(
     """One run drawn from the model (per step t: B[t] fresh prompts with p0 ~ Beta(a, b),
     counts ~ Binomial(G[t], sigmoid(logit p0 + theta)), then
     :meth:`LearningModel.apply_signal` on the trained groups' signals ``k/G (1 - k/G)`` =
-    :func:`sim.learning.group_signal` of k ones; with ``dynamic_sampling`` only the
+    :func:`sim.models.learning.group_signal` of k ones; with ``dynamic_sampling`` only the
     informative groups, over their count). G, lr, B: (T,). Returns the (B[t],) counts."""
     model = LearningModel(params)
     counts = []

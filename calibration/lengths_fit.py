@@ -2,7 +2,7 @@
 
 verl logs, per training step, four statistics of the ``n = B*G`` response lengths of
 the step: ``mean``, ``max``, ``min`` and ``clip_ratio`` (fraction of responses that hit
-``max_response_length = c``). The model (the one :class:`sim.lengths.LognormalLengths`
+``max_response_length = c``). The model (the one :class:`sim.models.lengths.LognormalLengths`
 draws from) is ``X ~ LogNormal(mu, sigma)``, ``L = min(ceil(X), c)``.
 
 Each logged statistic is turned into a residual that is ~N(0, 1) under the model, and

@@ -11,7 +11,7 @@ Output: the ``pass_rate`` block of a scenario (``{"spec": "beta:A,B",
   (scipy.stats.betabinom, scipy.optimize on log a, log b); standard errors from the
   observed information (scipy.differentiate.hessian of the negative log likelihood).
 - Coupling ``c``: ``logit P(correct_ij) = alpha_i + c * z_ij``, z = standardised log length
-  within the group (the model of ``sim.passrate.draw_correct``). The per-prompt effects
+  within the group (the model of ``sim.models.passrate.draw_correct``). The per-prompt effects
   alpha_i are eliminated by conditioning on each group's number correct k_i (conditional
   logistic regression, Chamberlain 1980): ``P(set S | k_i) = exp(c sum_S z) / e_k(exp(c z))``
   with e_k the elementary symmetric polynomial; homogeneous groups carry no information.

@@ -7,7 +7,7 @@ Model (per prompt ``p`` of a step, sample ``j`` of its group)::
     L_pj     = clip(ceil(exp(log L_pj)), 1, max_response_length)
 
 with ``P_p`` the prompt's length in tokens and ``z`` standard normal. It is
-:class:`sim.lengths.LognormalLengths` with a per-prompt mean: on tasks where the
+:class:`sim.models.lengths.LognormalLengths` with a per-prompt mean: on tasks where the
 prompt's size sets the answer's size (the digit-chain task: ``4 n + 3`` tokens for
 ``n`` digits), knowing the step's prompts (their order and lengths are in the trace)
 predicts most of a step's longest rollout.

@@ -1,4 +1,4 @@
-"""Fit the learning-progress model (:mod:`sim.learning`) to a per-step mean-reward curve
+"""Fit the learning-progress model (:mod:`sim.models.learning`) to a per-step mean-reward curve
 (docs/learning.md §4), e.g. verl's ``critic/score/mean`` of a GRPO run.
 
 The model's expected (mean-field) recursion, prompts fresh every step with
@@ -7,8 +7,8 @@ The model's expected (mean-field) recursion, prompts fresh every step with
     reward_t  = E_{p0}[sigmoid(logit p0 + theta_t)]
     theta_t+1 = theta_t + kappa * (lr_t / lr_ref) * E_{p0}[expected_signal(p_t, G)]
 
-(:func:`sim.learning.expected_signal` = ``p (1 - p) (1 - 1/G)``; the update goes through
-:meth:`sim.learning.LearningModel.apply_signal`, so the simulator's collapse logic holds
+(:func:`sim.models.learning.expected_signal` = ``p (1 - p) (1 - 1/G)``; the update goes through
+:meth:`sim.models.learning.LearningModel.apply_signal`, so the simulator's collapse logic holds
 too). Expectations over Beta are quadratures on a uniform grid in ``logit p0``
 (:func:`calibration.beta_grid.beta_logit_grid`), no Monte Carlo.
 
@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.beta_grid import beta_logit_grid
 from rolloutlab.calibration.verl_tb import VerlLogError, read_run
-from rolloutlab.sim.learning import LearningModel, LearningParams, expected_signal
+from rolloutlab.sim.models.learning import LearningModel, LearningParams, expected_signal
 from scipy import optimize, special
 
 REWARD_TAG = "critic/score/mean"

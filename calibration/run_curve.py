@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim import trace
+from rolloutlab.sim.trace import schema as trace
 
 
 class RunDataError(ValueError):

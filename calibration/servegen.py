@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 from rolloutlab.calibration.writer import calibration_dict, source_entry
-from rolloutlab.sim.dynamics import pmf_quantiles
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.sim.models.dynamics import pmf_quantiles
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 WINDOW_S = 21600
 TRACE_ROW_S = 600
@@ -137,7 +137,7 @@ def build_longcot(
 ) -> dict:
     """Calibration dict: ServeGen lengths + ``base`` scenario's cost and engine.
 
-    Raises :class:`ServeGenError` or :class:`sim.scenario.CalibrationError`.
+    Raises :class:`ServeGenError` or :class:`sim.scenario.scenario.CalibrationError`.
     """
     tokens, prob, files = pooled_output_pmf(folder)
     values = np.minimum(pmf_quantiles(tokens, prob, cfg.n_values), cfg.max_response_length)

@@ -3,7 +3,7 @@
 For each run: fit the cost model on its first ``K`` usable steps
 (:func:`calibration.verl_fit.fit_run_model`); for every later step draw lengths that
 match that step's logged statistics (:func:`calibration.cost_fit.draw_step_lengths`,
-``R`` draws, fixed seeds), run the SimPy engine (:func:`sim.engine.generate`) with the
+``R`` draws, fixed seeds), run the SimPy engine (:func:`sim.engine.core.generate`) with the
 fitted cost and predict ``timing_s/gen`` as the mean makespan over the draws.
 
 Baselines on the same test steps: ``constant`` = median gen time of the fit steps;
@@ -19,7 +19,7 @@ import polars as pl
 from rolloutlab.calibration.cost_fit import draw_step_lengths, to_cost
 from rolloutlab.calibration.verl_fit import VerlFitConfig, fit_run_model
 from rolloutlab.calibration.verl_scenario import load_runs
-from rolloutlab.sim.engine import generate
+from rolloutlab.sim.engine.core import generate
 from scipy import linalg
 
 COLUMNS = ["run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"]

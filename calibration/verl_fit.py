@@ -37,7 +37,7 @@ from rolloutlab.calibration.lengths_fit import (
     fit_step,
 )
 from rolloutlab.calibration.verl_tb import LENGTH_TAGS, VerlLogError, require
-from rolloutlab.sim.engine import EngineConfig
+from rolloutlab.sim.engine.core import EngineConfig
 
 GEN_TAG = "timing_s/gen"
 TRAIN_TAGS = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")

@@ -16,7 +16,7 @@ from rolloutlab.calibration.reward_curve_fit import (
 )
 from rolloutlab.calibration.verl_tb import event_files
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file
-from rolloutlab.sim.learning import LearningParams
+from rolloutlab.sim.models.learning import LearningParams
 
 
 def _blocks_of_10(v: np.ndarray) -> list[float]:

@@ -51,7 +51,7 @@ def calibrate_verl(
     workers: int | None = None,
     defaults: dict | None = None,
 ) -> dict:
-    """Fit the pooled runs and return a calibration dict (see :mod:`sim.scenario`).
+    """Fit the pooled runs and return a calibration dict (see :mod:`sim.scenario.scenario`).
 
     ``prompts``/``workers`` scale the simulated cluster (default: the logged ``B`` and
     ``cfg.engine.n_workers``); ``defaults`` go to the scenario's ``defaults``

@@ -2,9 +2,9 @@
 
 For every step of a real run's rollout trace, the step's own response lengths
 ``(B, G)`` and prompt lengths ``(B,)`` are replayed through the simulator's engine
-(:func:`sim.engine.generate`) with a calibration's cost model and engine config; the
+(:func:`sim.engine.core.generate`) with a calibration's cost model and engine config; the
 predicted makespan ``gen_overhead_s + max t_finish`` is set beside the measured one
-(:func:`sim.metrics.step_metrics`: ``max t_finish - min t_submit``). Only the timing
+(:func:`sim.trace.metrics.step_metrics`: ``max t_finish - min t_submit``). Only the timing
 model is under test: lengths are the measured ones.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.metrics import consumed, step_metrics
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.trace.metrics import consumed, step_metrics
 
 
 def step_lengths(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -7,15 +7,15 @@ the batch is known at every iteration: one prefill iteration admits all ``n`` pr
 chunked), then ``L - 1`` decode iterations run with ``n`` sequences whose context grows
 from ``n (P + 1)`` to ``n (P + L - 1)`` tokens.
 
-With :class:`sim.cost.LinearCost` (``t_iter = a + b n + c ctx``, plus
-``prefill_s_per_token`` per admitted prompt token; :func:`sim.engine.reference_generate`
+With :class:`sim.models.cost.LinearCost` (``t_iter = a + b n + c ctx``, plus
+``prefill_s_per_token`` per admitted prompt token; :func:`tests.reference.engine_loop.reference_generate`
 counts the admitting iteration's context as ``n P``), a cell predicts
 
 - mean decode iteration ``a + b n + c n (P + L / 2)``;
 - prefill iteration ``a + b n + (c + p) n P``.
 
 The grid is planned by :mod:`real.timing_grid`; the runner (:mod:`real.engines.vllm_grid`,
-GPU) measures both per cell (:class:`sim.cost_grid.CellTiming`) from vLLM's
+GPU) measures both per cell (:class:`sim.models.cost_grid.CellTiming`) from vLLM's
 monotonic per-request stamps: decode = median over requests of
 ``(last_token_ts - first_token_ts) / (L - 1)``, prefill = ``max first_token_ts - min
 scheduled_ts``. :func:`fit_grid` finds ``a, b, c, p >= 0`` minimising squared relative
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.cost_grid import CellTiming
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.cost_grid import CellTiming
 from scipy import optimize
 
 
@@ -51,7 +51,7 @@ class GridFit:
     """Per cell: n, P, L, measured and predicted times."""
 
     def cost(self) -> LinearCost:
-        """The generation part of :class:`sim.cost.LinearCost` (learner and sync left 0)."""
+        """The generation part of :class:`sim.models.cost.LinearCost` (learner and sync left 0)."""
         return LinearCost(
             a_s=self.a_s,
             b_s=self.b_s,
@@ -122,7 +122,7 @@ def fit_grid(timings: list[CellTiming]) -> GridFit:
 def grid_calibration(
     fit: GridFit, resolved: dict, grid: dict, base: dict, name: str, provenance: dict
 ) -> dict:
-    """The calibration dict (format of :mod:`sim.scenario`) of a grid fit.
+    """The calibration dict (format of :mod:`sim.scenario.scenario`) of a grid fit.
 
     ``grid``: the measured grid as a dict (``running_seqs``, ``prompt_tokens``, ... of
     :class:`real.timing_grid.GridSpec`), kept in the provenance.
@@ -130,7 +130,7 @@ def grid_calibration(
     ``prompt_tokens`` and ``defaults`` are reused: a timing grid measures no response
     lengths. The cost's learner and sync terms are 0 (not measured by a grid). The
     engine is one worker with the engine's resolved ``max_num_seqs``.
-    Raises: :class:`sim.scenario.CalibrationError` if the result would not load.
+    Raises: :class:`sim.scenario.scenario.CalibrationError` if the result would not load.
     """
     from rolloutlab.calibration.writer import calibration_dict
 

@@ -1,6 +1,6 @@
-"""Write a calibration JSON (the format of :mod:`sim.scenario`) with provenance.
+"""Write a calibration JSON (the format of :mod:`sim.scenario.scenario`) with provenance.
 
-Every file is checked by :func:`sim.scenario.scenario_from_dict` before it is written,
+Every file is checked by :func:`sim.scenario.scenario.scenario_from_dict` before it is written,
 and written atomically (a temporary file in the same folder, then ``os.replace``), so
 a failed run never leaves a half-written calibration behind.
 """
@@ -15,8 +15,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.scenario import FORMAT, VERSION, scenario_from_dict
+from rolloutlab.sim.scenario.scenario import FORMAT, VERSION, scenario_from_dict
+from rolloutlab.sim.trace import strict_json
 
 
 def sha256_file(path: str | Path) -> str:
@@ -52,7 +52,7 @@ def calibration_dict(
     fit: dict,
 ) -> dict[str, Any]:
     """Assemble a calibration dict (format ``rolloutlab.calibration``, current version);
-    ``provenance`` gains ``rolloutlab_version``. Raises :class:`sim.scenario.CalibrationError`
+    ``provenance`` gains ``rolloutlab_version``. Raises :class:`sim.scenario.scenario.CalibrationError`
     if ``sim`` could not load it."""
     d = {
         "format": FORMAT,

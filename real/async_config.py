@@ -7,10 +7,10 @@ from typing import Any
 
 from rolloutlab.real.collapse import CollapseConfig
 from rolloutlab.real.config import ConfigError, SyncConfig
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
 
 ASYNC_KINDS = ("one-step-off", "interval", "bounded")
-"""Pipelines of :mod:`sim.pipeline_spec` the real asynchronous loop runs (``partial`` and
+"""Pipelines of :mod:`sim.pipelines.spec` the real asynchronous loop runs (``partial`` and
 ``oversample`` are simulator-only; ``interval:0|1`` and ``bounded:0`` are synchronous)."""
 
 

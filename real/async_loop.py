@@ -1,6 +1,6 @@
 """Asynchronous GRPO with bounded staleness: the learner's loop (the generator is :mod:`real.async_workers`).
 
-The pipelines are the simulator's (docs/pipelines.md, :mod:`sim.pipeline_spec`): prompt
+The pipelines are the simulator's (docs/pipelines.md, :mod:`sim.pipelines.spec`): prompt
 batch ``j`` is dispatched once ``j - v_push <= lead`` (``v_push``: the newest weights
 version pushed to the generator), weights are pushed every ``sync_every`` learner steps,
 and a rollout with ``learner_version - policy_version > S_max`` is never trained on.
@@ -47,8 +47,8 @@ from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.sync import SyncRun, check_before_writing
 from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.control.observation import observe_step, propose_step
+from rolloutlab.sim.trace import strict_json
 from tqdm import tqdm
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from rolloutlab.real.model import LlamaLM, load_pretrained, save_pretrained
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 
 KEEP = 2
 """Checkpoints kept on disk (older ones are removed after a new one is in place)."""

@@ -1,6 +1,6 @@
 """Collapse detection for real GRPO runs: documented criteria, checked once per learner step.
 
-docs/DESIGN.md: ``t_collapse`` is the first learner step (1-based, as in :mod:`sim.staleness`)
+docs/DESIGN.md: ``t_collapse`` is the first learner step (1-based, as in :mod:`sim.models.staleness`)
 at which one of these criteria holds (checked in this order; the first that holds names
 the failure):
 

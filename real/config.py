@@ -75,7 +75,7 @@ class SyncConfig:
     """Everything that determines a ``rolloutlab real sync`` run."""
 
     controller: str = "sagc"
-    """Group-size controller spec (:func:`sim.controller_spec.parse_controller`): ``sagc[:k=v,...]``, ``lagc[:k=v,...]``, ``static:G`` or an external ``file.py:Class[:k=v,...]`` / ``module:Class`` / entry point."""
+    """Group-size controller spec (:func:`sim.control.spec.parse_controller`): ``sagc[:k=v,...]``, ``lagc[:k=v,...]``, ``static:G`` or an external ``file.py:Class[:k=v,...]`` / ``module:Class`` / entry point."""
     steps: int = 200
     """Training steps (one GRPO update and one weight sync each)."""
     prompts: int = 8

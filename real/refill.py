@@ -1,13 +1,13 @@
 """DAPO dynamic sampling with refill for the real loops: regenerate until B informative groups.
 
-The rule is the simulator's (:class:`sim.dynamic_sampling.Collector`; DAPO, Yu et al. 2025,
+The rule is the simulator's (:class:`sim.pipelines.dynamic_sampling.Collector`; DAPO, Yu et al. 2025,
 arXiv 2503.14476, §3.2, eq. 11; verl ``RayDAPOTrainer`` ``algorithm.filter_groups``): per
 step, rounds of ``B`` fresh prompts x ``G`` samples are generated and scored; informative
 groups (rewards not all equal) are kept in prompt order until ``B`` are kept (the surplus
 of the last round is dropped, never a homogeneous group); after ``max_gen_batches``
 rounds (0 = unlimited) with fewer than ``B`` kept the step is recorded with
 ``dynamic_sampling_abort = true`` and trains on what it kept (verl raises instead). The
-step-table columns are :func:`sim.reward_metrics.step_reward_columns`.
+step-table columns are :func:`sim.models.reward_metrics.step_reward_columns`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling
-from rolloutlab.sim.reward_metrics import step_reward_columns
+from rolloutlab.sim.models.reward_metrics import step_reward_columns
+from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def run_rounds(
     informative groups are kept or ``max_gen_batches`` rounds ran (0 = unlimited).
 
     Raises: ValueError for ``max_gen_batches < 0`` or a round of another size;
-    RuntimeError after :data:`sim.dynamic_sampling.MAX_ROUNDS` rounds of an unlimited
+    RuntimeError after :data:`sim.pipelines.dynamic_sampling.MAX_ROUNDS` rounds of an unlimited
     step (no group can become informative).
     """
     collector = Collector(batch_size, DynamicSampling(max_gen_batches=max_gen_batches))
@@ -74,7 +74,7 @@ def sampling_record(
     G: int,
     outcome: RefillOutcome | None,
 ) -> dict[str, Any]:
-    """The step's trace-v2 reward columns (:func:`sim.reward_metrics.step_reward_columns`).
+    """The step's trace-v2 reward columns (:func:`sim.models.reward_metrics.step_reward_columns`).
 
     ``rewards`` ``(n, G)`` and ``keep`` ``(n,)`` cover every generated group; ``results``
     its ``n * G`` rollouts in group order (``t_submit_s``, ``t_finish_s`` in s);

@@ -23,7 +23,7 @@ from rolloutlab.real.rundir import RunDirError
 
 def _rows(path: Path) -> list[dict]:
     """The JSON rows of a JSONL table (a torn or non-object line is skipped, as
-    :func:`sim.trace_jsonl.truncate_jsonl` does); [] when the file is missing."""
+    :func:`sim.trace.jsonl.truncate_jsonl` does); [] when the file is missing."""
     if not path.exists():
         return []
     out = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.real.config import ConfigError, SyncConfig
-from rolloutlab.sim.controller_spec import check_spec
-from rolloutlab.sim.controllers import Controller
+from rolloutlab.sim.control.controllers import Controller
+from rolloutlab.sim.control.spec import check_spec
 
 
 def check_before_writing(cfg: SyncConfig) -> None:

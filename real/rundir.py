@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rolloutlab.real.config import SyncConfig
-from rolloutlab.sim import provenance, strict_json
+from rolloutlab.sim.scenario import provenance
+from rolloutlab.sim.trace import strict_json
 
 TRACE_FILES = ("rollouts.jsonl", "steps.jsonl", "rollouts.parquet", "steps.parquet")
 CONFIG_FILE = "config.json"
@@ -75,7 +76,7 @@ def _stored_resumes(out: Path) -> list:
 def write_config(out: Path, run_id: str, cfg: SyncConfig, kind: str = "real-sync") -> None:
     """Write the resolved config (any config with ``to_dict``: :class:`SyncConfig`, or
     ``real.async_config.AsyncConfig`` with ``kind="real-async"``) with library versions
-    (:func:`sim.provenance.write_config`) to ``out/config.json``, keeping the ``resumes``
+    (:func:`sim.scenario.provenance.write_config`) to ``out/config.json``, keeping the ``resumes``
     record of an existing one."""
     doc = {"run_id": run_id, "kind": kind, "config": cfg.to_dict()}
     resumes = _stored_resumes(out)

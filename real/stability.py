@@ -9,7 +9,7 @@ generator). A finished run (its ``collapse.json`` exists) is not run again, so a
 interrupted grid continues where it stopped.
 
 CSV columns (``DIR/stability.csv``): the simulator's ``S, lr, seed, collapsed, t_collapse,
-M_collapse, regime, cos_sim_mean`` (same meanings, :mod:`sim.staleness`), then
+M_collapse, regime, cos_sim_mean`` (same meanings, :mod:`sim.models.staleness`), then
 ``failure`` (criterion that fired, :mod:`real.collapse`), ``steps_done``, ``reward_first``
 / ``reward_last`` (mean over the first / last 5 steps trained), ``kl_max``,
 ``staleness_max`` and ``wall_s``.
@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import torch.multiprocessing as mp
 from rolloutlab.real.async_config import AsyncConfig
-from rolloutlab.sim.stability import OUTCOME_COLUMNS, OUTCOME_SCHEMA
+from rolloutlab.sim.studies.stability import OUTCOME_COLUMNS, OUTCOME_SCHEMA
 
 CSV_COLUMNS = [
     *OUTCOME_COLUMNS,
@@ -42,7 +42,7 @@ CSV_COLUMNS = [
 ]
 BALLISTIC_COS = 0.5
 """Mean successive-update cosine at or above which a run is called ballistic (the simulator's
-default, :attr:`sim.staleness.StalenessParams.ballistic_cos`)."""
+default, :attr:`sim.models.staleness.StalenessParams.ballistic_cos`)."""
 
 
 @dataclass(frozen=True)

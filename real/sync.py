@@ -9,10 +9,10 @@ One step (issue 5, docs/DESIGN.md "Pipeline"):
    ``refill`` (``--dynamic-sampling``) step 2 repeats on fresh prompts until ``B``
    informative groups are kept or ``max_gen_batches`` rounds ran, :mod:`real.refill`);
 5. the weight sync: the learner's weights are copied into the engine's model, timed;
-6. ``observe_step(controller, lengths, ...)`` (:mod:`sim.observation`) with exactly the
+6. ``observe_step(controller, lengths, ...)`` (:mod:`sim.control.observation`) with exactly the
    engine's response lengths per prompt, the rewards ``(B, G)``, the prompt ids and the
    generation and step times (s) so far;
-7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace_jsonl.TraceWriter`),
+7. the step's rollout rows and step row are appended and flushed (:class:`sim.trace.jsonl.TraceWriter`),
    with learner statistics in ``learner.jsonl`` and held-out accuracy in ``eval.jsonl``.
 
 Policy version = learner version = step (the rollouts of step ``t`` come from the weights
@@ -47,10 +47,10 @@ from rolloutlab.real.run_checks import check_before_writing, max_group_size, req
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.trace_rows import finish_reason_rows, learner_row, rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.observation import observe_step, propose_step
-from rolloutlab.sim.trace_jsonl import TraceWriter, append_durably, truncate_jsonl
+from rolloutlab.sim.control.observation import observe_step, propose_step
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, truncate_jsonl
 from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")

@@ -37,7 +37,7 @@ def spread_stats(lengths: np.ndarray, correct: np.ndarray, sizes: tuple[int, ...
 
     Per ``G``: ``group_ratio_median``, ``group_ratio_p90`` (within-group max/median),
     ``step_ratio_median``, ``step_ratio_p10`` and ``step_ratio_frac_gt4`` (max/median
-    over a step's ``B x G`` rollouts, ``sim.metrics.straggler_ratio``), ``icc_log``.
+    over a step's ``B x G`` rollouts, ``sim.trace.metrics.straggler_ratio``), ``icc_log``.
     ``pass_rate``: quantiles of the per-prompt pass rate at ``G_max`` and the shares of
     prompts with pass rate 0, in (0, 0.5), in [0.5, 1) and 1.
     """

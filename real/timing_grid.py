@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from rolloutlab.sim.cost_grid import GridCell
+from rolloutlab.sim.models.cost_grid import GridCell
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The rows a real run appends to the trace (:mod:`sim.trace` schema, version 2) per step."""
+"""The rows a real run appends to the trace (:mod:`sim.trace.schema` schema, version 2) per step."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import torch
 from rolloutlab.real.engine import RolloutResult
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, STEP_SCHEMA
+from rolloutlab.sim.trace.schema import ROLLOUT_SCHEMA, STEP_SCHEMA
 
 
 def rollout_rows(
@@ -84,7 +84,7 @@ def step_row(
 
 def finish_reason_rows(results: Sequence[RolloutResult], G: int) -> list[list[str]]:
     """``(n, G)`` finish reasons (``"stop"``, ``"length"``, ...) of ``results`` in group
-    order: what :func:`sim.observation.observe_step` passes as ``finish_reasons``."""
+    order: what :func:`sim.control.observation.observe_step` passes as ``finish_reasons``."""
     return [[r.finish_reason for r in results[p : p + G]] for p in range(0, len(results), G)]
 
 

@@ -42,7 +42,7 @@ from rolloutlab.real.model import (
 )
 from rolloutlab.real.numerics import describe as describe_numerics
 from rolloutlab.real.tasks import TaskOps
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 from tqdm import tqdm
 
 FORMAT = 1

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 from rolloutlab.analysis.advise import Constraints, SearchSpace, search
 from rolloutlab.analysis.advise_eval import collapse_margin
-from rolloutlab.sim.learning import LearningParams
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.models.learning import LearningParams
+from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 
 from rolloutlab.cli import main
 from tests.cli_helpers import assert_refused

@@ -22,9 +22,11 @@ from rolloutlab.calibration.lengths_fit import (
     fit_step,
     split_sigma,
 )
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, reference_generate
-from rolloutlab.sim.features import schedule_features
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.engine.features import schedule_features
+from rolloutlab.sim.models.cost import LinearCost
+
+from tests.reference.engine_loop import reference_generate
 
 
 @settings(max_examples=25, deadline=None)

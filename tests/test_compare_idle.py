@@ -15,8 +15,8 @@ from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
 from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.calibration.prompt_lengths import fit_prompt_lognormal
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
 
 from rolloutlab.cli import main
 from tests.compare_helpers import COST, LENGTHS, write_run

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from rolloutlab.calibration.groups_validate import COLUMNS
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 from rolloutlab.cli import main
 

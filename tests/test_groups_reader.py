@@ -221,7 +221,7 @@ def test_verl_rollout_dump_per_step_files(tmp_path):
 
 
 def test_schema_v2_rollouts_carry_rewards(tmp_path):
-    from rolloutlab.sim import trace as sim_trace
+    from rolloutlab.sim.trace import schema as sim_trace
 
     df = sim_trace.read(DATA / "real_sync" / "rollouts.parquet", "rollouts")
     df = df.with_columns(

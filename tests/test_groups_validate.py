@@ -19,8 +19,8 @@ from rolloutlab.calibration.groups_validate import (
     subsample,
     validate_groups,
 )
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import straggler_ratio
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.trace.metrics import straggler_ratio
 
 from tests.groups_helpers import lognormal_trace
 

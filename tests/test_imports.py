@@ -77,9 +77,9 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert "rolloutlab.sim.engine" in graph and "rolloutlab.real.engines" in graph
-    assert "rolloutlab.sim.batch" in graph["rolloutlab.sim.engine"]
-    assert "rolloutlab.sim.worker" in graph["rolloutlab.sim.kv"]
+    assert "rolloutlab.sim.engine.core" in graph and "rolloutlab.real.engines" in graph
+    assert "rolloutlab.sim.engine.batch" in graph["rolloutlab.sim.engine.core"]
+    assert "rolloutlab.sim.engine.worker" in graph["rolloutlab.sim.engine.paged_worker"]
 
 
 def test_no_import_cycle():

@@ -20,8 +20,8 @@ from rolloutlab.real.async_workers import GeneratorDied
 from rolloutlab.real.collapse import CollapseConfig, CollapseDetector
 from rolloutlab.real.config import ConfigError
 from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.metrics import pipeline_summary, staleness
-from rolloutlab.sim.trace import read
+from rolloutlab.sim.trace.metrics import pipeline_summary, staleness
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 
@@ -174,7 +174,7 @@ def test_nan_kl_and_ratio_criteria_fire_at_once_and_the_first_failure_sticks(kw,
 
 def test_a_tiny_stability_grid_writes_the_simulator_columns(tmp_path):
     from rolloutlab.real.stability import CSV_COLUMNS, GridConfig, run_grid
-    from rolloutlab.sim.stability import CSV_COLUMNS as SIM_COLUMNS
+    from rolloutlab.sim.studies.stability import CSV_COLUMNS as SIM_COLUMNS
 
     grid = GridConfig(
         S_values=(2,),

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.trace import read
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 from rolloutlab.real.resume_check import damaged_steps
 from rolloutlab.real.rundir import RunDirError
 from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.trace import read
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 

@@ -14,8 +14,8 @@ from rolloutlab.calibration.reward_curve_fit import (
     fit_reward_curve,
     sampling_noise_sd,
 )
-from rolloutlab.sim.learning import LearningParams
-from rolloutlab.sim.passrate import parse_pass_rate
+from rolloutlab.sim.models.learning import LearningParams
+from rolloutlab.sim.models.passrate import parse_pass_rate
 
 from rolloutlab.cli import main
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from rolloutlab.real.engines.vllm_convert import read_anchor
 from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
-from rolloutlab.sim.cost_grid import CellTiming, GridCell
+from rolloutlab.sim.models.cost_grid import CellTiming, GridCell
 
 
 def engine_limits(resolved: dict) -> EngineLimits:

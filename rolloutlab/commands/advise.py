@@ -17,9 +17,9 @@ from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.scenario.provenance import write_config
 
 
 def _list(name: str, default: str, what: str):

@@ -21,8 +21,8 @@ from rolloutlab.commands.common import BadInput, calibration_out, cost_from_opti
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.scenario import CalibrationError
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.scenario.scenario import CalibrationError
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 

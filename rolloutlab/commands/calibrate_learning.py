@@ -26,7 +26,7 @@ from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
 from rolloutlab.commands.common import BadInput
 from rolloutlab.commands.types import POSITIVE
-from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
+from rolloutlab.sim.scenario.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
 
@@ -43,7 +43,7 @@ def merged_output(out: str | Path, key: str, block: dict) -> dict:
     """The JSON to write to ``out``: ``out``'s content with ``key`` set to ``block``.
 
     Raises BadInput when ``out`` exists and is not a calibration JSON (format
-    ``rolloutlab.calibration``, checked by :func:`sim.scenario.scenario_from_dict`) or a
+    ``rolloutlab.calibration``, checked by :func:`sim.scenario.scenario.scenario_from_dict`) or a
     file holding only pass_rate/learning blocks."""
     out = Path(out)
     if not out.exists():

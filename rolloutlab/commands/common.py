@@ -2,7 +2,7 @@
 folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
 
 A run's provenance (``config.json`` with library versions) is written by
-:func:`rolloutlab.sim.provenance.write_config`, which real runs use too.
+:func:`rolloutlab.sim.scenario.provenance.write_config`, which real runs use too.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from rolloutlab.commands.common import (
     cost_from_option,
 )
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
-from rolloutlab.sim.provenance import write_config
-from rolloutlab.sim.scenario import CalibrationError
-from rolloutlab.sim.within_law import LAWS
+from rolloutlab.sim.models.within_law import LAWS
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.scenario.scenario import CalibrationError
 
 LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
 WITHIN_LAWS = click.Choice([*LAWS, "auto"])

@@ -44,8 +44,8 @@ from rolloutlab.real.config import (
 )
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
-from rolloutlab.sim.metrics import run_summary
-from rolloutlab.sim.trace import TraceError
+from rolloutlab.sim.trace.metrics import run_summary
+from rolloutlab.sim.trace.schema import TraceError
 
 
 @click.group()
@@ -298,7 +298,7 @@ def async_cmd(
     from rolloutlab.real.async_workers import GeneratorDied
     from rolloutlab.real.checkpoint import CheckpointError
     from rolloutlab.real.warmstart import default_cache_dir
-    from rolloutlab.sim.metrics import pipeline_summary, run_summary
+    from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
     given = {
         f"sync.{dotted}": opts[name]

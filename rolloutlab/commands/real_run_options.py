@@ -17,7 +17,7 @@ from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_
 from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 
 _OPTIONS = (
     click.option(
@@ -211,7 +211,7 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
         runs, evals, steps = load_runs(list(run_dirs))
     except ProgressError as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIRS") from None
-    from rolloutlab.sim.provenance import write_config
+    from rolloutlab.sim.scenario.provenance import write_config
 
     table = run_table(runs, evals, steps, target_accuracy)
     with claimed(out_dir, "real-progress"):

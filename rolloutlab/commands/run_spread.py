@@ -16,7 +16,7 @@ from rolloutlab.commands.groups import (
     field_options,
     read_files,
 )
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
 
 
 @click.command("run-spread")

@@ -8,13 +8,13 @@ import click
 
 from rolloutlab.commands.common import fail
 from rolloutlab.commands.learning_options import learning_options, rewards_from_options
-from rolloutlab.sim.dynamic_sampling import DynamicSampling
-from rolloutlab.sim.dynamics import DRIFTS
-from rolloutlab.sim.hardware import GPUS, MODELS
-from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.provenance import describe
-from rolloutlab.sim.rewards import RewardConfig
-from rolloutlab.sim.scenario import (
+from rolloutlab.sim.models.dynamics import DRIFTS
+from rolloutlab.sim.models.hardware import GPUS, MODELS
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.provenance import describe
+from rolloutlab.sim.scenario.scenario import (
     DEFAULT_SCENARIO,
     CalibrationError,
     Scenario,
@@ -99,7 +99,7 @@ def run_options(command):
 
 def load_for(calibration: str | None, scenario: str, **overrides: Any) -> Scenario:
     """Load the calibration file (else the bundled ``scenario``) and apply ``overrides``,
-    the keywords of :func:`sim.overrides.apply_overrides` (``engine``, ``workers``,
+    the keywords of :func:`sim.scenario.overrides.apply_overrides` (``engine``, ``workers``,
     ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
     :class:`~rolloutlab.commands.common.BadInput` (exit 2) with the loader's or the
     override's one-line message."""

@@ -10,21 +10,21 @@ from rolloutlab.analysis.plots import comparison_figure
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
-from rolloutlab.sim import trace
-from rolloutlab.sim.compare import (
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.provenance import scenario_source, write_config
+from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
     RUN_COLUMNS,
     check_comparison,
     run_comparison,
     sagc_defaults,
 )
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.metrics import DEFAULT_TAU
-from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PLACEMENTS, SYNC_MODES, parse_pipeline
-from rolloutlab.sim.provenance import scenario_source, write_config
-from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 
 @click.command()

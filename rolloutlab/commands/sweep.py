@@ -20,12 +20,12 @@ from rolloutlab.commands.grid_options import (
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.commands.types import POSITIVE_INT, SEED_COUNT, CommaList
-from rolloutlab.sim.compare import check_comparison
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.provenance import describe, scenario_source, write_config
-from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
-from rolloutlab.sim.sweep import grid, run_point, sweep_means
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.spec import PipelineConfig
+from rolloutlab.sim.scenario.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.studies.compare import check_comparison
+from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
 
 
 def _int_list_option(name: str, metavar: str, what: str):

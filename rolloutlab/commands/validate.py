@@ -14,7 +14,7 @@ from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, 
 from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd
 from rolloutlab.commands.run_spread import run_spread_cmd
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
 
 
 @click.group()

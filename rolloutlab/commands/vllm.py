@@ -16,7 +16,7 @@ import click
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
 from rolloutlab.commands.common import calibration_out, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 
 
 @click.command("vllm-grid")
@@ -97,7 +97,7 @@ def vllm_grid(
     from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
     from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
     from rolloutlab.real.timing_grid import GridSpec
-    from rolloutlab.sim.scenario import CalibrationError, load_scenario
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
         check_engine("vllm")
@@ -163,8 +163,8 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
 
     from rolloutlab.analysis.run_input import read_table
     from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
-    from rolloutlab.sim.scenario import CalibrationError, load_scenario
-    from rolloutlab.sim.trace import TraceError
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
+    from rolloutlab.sim.trace.schema import TraceError
 
     try:
         sc = load_scenario(calib)
