@@ -146,7 +146,9 @@ def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float
     for lay in layouts:
         G = lay.lengths.shape[1]
         for r in range(cfg.draws):
-            L = model.sample(np.random.default_rng([cfg.seed, lay.step, r]), lay.prompt_tokens, G)
+            L = model.sample_for_prompts(
+                np.random.default_rng([cfg.seed, lay.step, r]), lay.prompt_tokens, G
+            )
             w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine)
             cols.append(_rows(f"drawn-{r}", lay, L, w, t1, tf, run.max_response_length))
     table = _table(cols)

@@ -10,7 +10,9 @@ with ``P_p`` the prompt's length in tokens and ``z`` standard normal. It is
 :class:`sim.models.lengths.LognormalLengths` with a per-prompt mean: on tasks where the
 prompt's size sets the answer's size (the digit-chain task: ``4 n + 3`` tokens for
 ``n`` digits), knowing the step's prompts (their order and lengths are in the trace)
-predicts most of a step's longest rollout.
+predicts most of a step's longest rollout. Its draw is therefore
+:meth:`PromptLognormalLengths.sample_for_prompts` (the step's prompt lengths in), not the
+simulator's :class:`sim.models.lengths.LengthModel` ``sample`` (a prompt count in).
 
 Fit (method of moments on log lengths, one-way random-effects ANOVA): ``(alpha, beta)``
 by least squares of the per-group mean log length on ``[1, log P]`` (``beta = 0`` when
@@ -32,7 +34,7 @@ def _sample_args(model, prompt_tokens, G: int) -> np.ndarray:
     P = np.asarray(prompt_tokens)
     if G < 1 or P.size == 0:
         raise ValueError(
-            f"{type(model).__name__}.sample: need G >= 1 and prompts, got G={G}, {P.size} prompts"
+            f"{type(model).__name__}.sample_for_prompts: need G >= 1 and prompts, got G={G}, {P.size} prompts"
         )
     return P
 
@@ -60,7 +62,9 @@ class PromptLognormalLengths:
         """``alpha + beta log P`` per prompt, shape of ``prompt_tokens`` (log tokens)."""
         return self.alpha + self.beta * np.log(np.maximum(np.asarray(prompt_tokens, float), 1.0))
 
-    def sample(self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int) -> np.ndarray:
+    def sample_for_prompts(
+        self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int
+    ) -> np.ndarray:
         """``(n_prompts, G)`` int64 lengths in ``[1, max_response_length]`` for these prompts.
 
         Raises: ValueError on ``G < 1`` or no prompt.
@@ -160,7 +164,9 @@ class PromptEmpiricalLengths:
                 "PromptEmpiricalLengths: need >= 1 non-empty group and one prompt length each"
             )
 
-    def sample(self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int) -> np.ndarray:
+    def sample_for_prompts(
+        self, rng: np.random.Generator, prompt_tokens: np.ndarray, G: int
+    ) -> np.ndarray:
         """``(n_prompts, G)`` int64 lengths in ``[1, max_response_length]`` for these prompts.
 
         Raises: ValueError on ``G < 1`` or no prompt.

@@ -35,7 +35,7 @@ def write_run(
     rows, steps, t0 = [], [], 0.0
     for t, G in enumerate(group_sizes):
         P = rng.integers(4, 16, size=prompts)  # (prompts,) prompt tokens
-        L = LENGTHS.sample(rng, P, G)  # (prompts, G)
+        L = LENGTHS.sample_for_prompts(rng, P, G)  # (prompts, G)
         batch = generate(L, P, COST, engine)
         k = (slow or {}).get(t, 1.0)
         n = prompts * G

@@ -77,7 +77,7 @@ def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_
 def test_prompt_lognormal_fit_recovers_its_parameters():
     rng = np.random.default_rng(1)
     P = rng.integers(4, 16, size=3000)
-    groups = list(LENGTHS.sample(rng, P, 8).astype(float))
+    groups = list(LENGTHS.sample_for_prompts(rng, P, 8).astype(float))
     fit = fit_prompt_lognormal(groups, P, 72)
     assert fit.beta == pytest.approx(LENGTHS.beta, abs=0.08)
     assert fit.sigma_within == pytest.approx(LENGTHS.sigma_within, rel=0.1)
@@ -168,7 +168,7 @@ def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, wan
 
     prompts = np.array([p for p, _ in obs])
     model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)
-    L = model.sample(np.random.default_rng(seed), np.array(want), G)
+    L = model.sample_for_prompts(np.random.default_rng(seed), np.array(want), G)
     assert L.shape == (len(want), G) and L.min() >= 1 and L.max() <= 150
     for row, p in zip(L, want):
         gap = np.abs(prompts - p)

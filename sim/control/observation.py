@@ -31,6 +31,7 @@ controller that needs a newer observation than this rolloutlab gives sets
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -139,9 +140,7 @@ def propose_step(controller: Any, prompt_ids: Any = None) -> int:
         G = controller.propose(prompt_ids=prompt_ids)
     else:
         G = controller.propose()
-    if isinstance(G, int) and not isinstance(G, bool) and G >= 1:
-        return G
-    if hasattr(G, "__index__") and not isinstance(G, bool) and int(G) >= 1:  # numpy ints
-        return int(G)
+    if isinstance(G, numbers.Integral) and not isinstance(G, bool) and int(G) >= 1:
+        return int(G)  # numpy integers are Integral too
     who = getattr(controller, "name", None) or type(controller).__name__
     raise ValueError(f"controller {who}: propose() returned {G!r}; G must be a positive int")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from rolloutlab.sim.models.hashrng import hash_normal
+from rolloutlab.sim.models.lengths import LengthModel
 from scipy.special import ndtr
 
 
@@ -135,12 +136,12 @@ class GroupLengths:
         return self.sample_ids(int(rng.integers(2**62)), step, np.arange(n_prompts), G)
 
 
-def step_lengths(model, seed: int, step: int, prompt_ids: np.ndarray, G: int) -> np.ndarray:
-    """``(n_prompts, G)`` lengths of one step for any length model: keyed on prompt ids
-    when the model has ``sample_ids``, else ``model.sample`` on the step's RNG."""
-    if hasattr(model, "sample_ids"):
-        return model.sample_ids(seed, step, prompt_ids, G)
-    return model.sample(np.random.default_rng([seed, step]), len(prompt_ids), G, step)
+def step_lengths(
+    model: LengthModel, seed: int, step: int, prompt_ids: np.ndarray, G: int
+) -> np.ndarray:
+    """``(n_prompts, G)`` lengths of one step, keyed on the prompts' ids
+    (:meth:`sim.models.lengths.LengthModel.sample_ids`)."""
+    return model.sample_ids(seed, step, prompt_ids, G)
 
 
 def prompt_ids_for(step, n_prompts: int, dataset_size: int | None) -> np.ndarray:

@@ -33,7 +33,14 @@ class LengthModel(Protocol):
         """Response cap (tokens); read-only, so frozen dataclasses implement it."""
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int) -> np.ndarray:
-        """``(n_prompts, G)`` int64 response lengths in ``[1, max_response_length]``."""
+        """``(n_prompts, G)`` int64 response lengths in ``[1, max_response_length]`` of
+        ``n_prompts`` fresh prompts, drawn from ``rng``."""
+
+    def sample_ids(self, seed: int, step, prompt_ids: np.ndarray, G: int) -> np.ndarray:
+        """``prompt_ids.shape + (G,)`` int64 response lengths of the named prompts at
+        ``step`` (an int, or an array broadcasting against ``prompt_ids``), a pure function
+        of ``(seed, step, prompt id, sample index)``: sample ``j`` of a prompt is the same
+        whatever ``G`` (the simulator's common random numbers)."""
 
 
 def finish_reasons(lengths: np.ndarray, max_response_length: int) -> np.ndarray:

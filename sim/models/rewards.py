@@ -15,6 +15,7 @@ parameters (the scenario's ``learning`` block) *and* the pass-rate spec is not
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -46,7 +47,7 @@ class RewardConfig:
     def describe(self) -> dict[str, Any]:
         """JSON-able description for ``config.json``."""
         learning = self.learning
-        if learning is not None and hasattr(learning, "__dataclass_fields__"):
+        if dataclasses.is_dataclass(learning) and not isinstance(learning, type):
             learning = {f.name: getattr(learning, f.name) for f in fields(learning)}
         return {
             "pass_rate": self.pass_rate.spec,

@@ -17,7 +17,6 @@ import polars as pl
 from rolloutlab.sim.control.controllers import Controller, StaticG
 from rolloutlab.sim.control.observation import needs, observe_step, propose_step, wants
 from rolloutlab.sim.engine.fastpath import block_times, step_times
-from rolloutlab.sim.models.dynamics import step_lengths
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardTracker
@@ -149,12 +148,9 @@ class FastState:
 
 
 def draw_lengths(scenario, seed: int, ts: np.ndarray, ids: np.ndarray, G: int) -> np.ndarray:
-    """(T, n, G) lengths of steps ``ts`` (T,) for prompts ``ids`` (T, n)."""
-    if hasattr(scenario.lengths, "sample_ids"):
-        return scenario.lengths.sample_ids(seed, ts[:, None], ids, G)
-    return np.stack(
-        [step_lengths(scenario.lengths, seed, int(t), ids[i], G) for i, t in enumerate(ts)]
-    )
+    """(T, n, G) lengths of steps ``ts`` (T,) for prompts ``ids`` (T, n), in one call
+    (:meth:`sim.models.lengths.LengthModel.sample_ids` broadcasts the step)."""
+    return scenario.lengths.sample_ids(seed, ts[:, None], ids, G)
 
 
 def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop):
@@ -191,7 +187,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     rewards = None if correct is None else correct.astype(np.float64)
     if rewards is not None:
         reward_rows = [step_reward_columns(rewards[i], B) for i in range(T)]
-    if open_loop and hasattr(controller, "observe_steps") and not wants(controller):
+    if open_loop and not wants(controller):  # open_loop: a StaticG, which has observe_steps
         states = controller.observe_steps(lengths)
     else:
         states = []
