@@ -181,7 +181,7 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
         ),
         (
             ["--engine", "fast", "--pipeline", "sync,one-step-off"],
-            "one-step-off) need --engine simpy",
+            "one-step-off needs --engine simpy",
         ),
         (["--tp", "2"], "--tp needs --model"),
         (["--kv-cache"], "--kv-cache needs --model"),

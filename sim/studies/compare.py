@@ -19,11 +19,9 @@ from rolloutlab.sim.models.reward_metrics import (
     dynamic_sampling_summary,
     learning_summary,
 )
-from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
-from rolloutlab.sim.pipelines.async_stream import run_stream
+from rolloutlab.sim.pipelines.registry import runner_for, simulate
 from rolloutlab.sim.pipelines.spec import PipelineConfig
-from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
-from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
+from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU, pipeline_summary, run_summary
 
@@ -108,11 +106,8 @@ def check_comparison(
         raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
     if len(set(pipelines)) != len(pipelines):
         raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
-    if engine == "fast" and any(p.kind != "sync" for p in pipelines):
-        raise ValueError(
-            "--engine fast runs the synchronous pipeline only; asynchronous pipelines "
-            f"({', '.join(p.spec for p in pipelines if p.kind != 'sync')}) need --engine simpy"
-        )
+    for pipe in pipelines:
+        runner_for(pipe, engine)  # raises where the engine has no runner for the kind
     if dynamic and any(p.kind == "oversample" for p in pipelines):
         raise ValueError(
             "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
@@ -138,9 +133,8 @@ def run_comparison(
     Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
     with :func:`summary_columns` (with rewards: ``informative_frac, final_reward,
     time_to_target_s`` at reward ``target``, :func:`sim.models.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
-    (``spec@pipeline`` when several pipelines are given). The plain synchronous
-    pipeline runs in :func:`sim.pipelines.sync.run_sync` (closed form), the others in
-    :func:`sim.pipelines.async_pipeline.run_pipeline` (``async:S``: :func:`sim.pipelines.async_stream.run_stream`).
+    (``spec@pipeline`` when several pipelines are given). Each run is
+    :func:`sim.pipelines.registry.simulate` (which runner serves which pipeline: there).
     Raises ValueError as :func:`check_comparison`.
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
@@ -153,12 +147,8 @@ def run_comparison(
             run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
             hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
             run_cfg = replace(cfg, run_id=run_id)
-            if pipe.kind == "sync":
-                run = run_sync_fast if engine == "fast" else run_sync
-                rollouts, steps = run(scenario, ctl, run_cfg, on_step=hook)
-            else:
-                run_async = run_stream if pipe.kind == "async" else run_pipeline
-                rollouts, steps, _ = run_async(scenario, ctl, run_cfg, pipe, on_step=hook)
+            result = simulate(scenario, ctl, run_cfg, pipe, engine, on_step=hook)
+            rollouts, steps = result.rollouts, result.steps
             rows.append(
                 {
                     "controller": spec,
