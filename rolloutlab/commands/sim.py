@@ -6,7 +6,6 @@ import dataclasses
 
 import click
 
-from rolloutlab.analysis.plots import comparison_figure
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
@@ -85,6 +84,12 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     type=click.IntRange(min=0),
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
+@click.option(
+    "--figure/--no-figure",
+    default=True,
+    show_default=True,
+    help="Draw OUT/comparison.png (seaborn; about a quarter of a 100-step run's time).",
+)
 @run_options
 def sim(
     steps,
@@ -97,13 +102,14 @@ def sim(
     dispatch,
     park,
     seed,
+    figure,
     out,
     **opts,
 ):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
-    comparison.png and config.json, and prints the comparison table.
+    comparison.png (unless --no-figure) and config.json, and prints the comparison table.
     """
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
     try:
@@ -141,7 +147,10 @@ def sim(
         summary.write_csv(out_dir / "summary.csv")
         trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-        comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+        if figure:
+            from rolloutlab.analysis.plots import comparison_figure  # why: seaborn costs ~1.5 s
+
+            comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
         write_config(
             out_dir / "config.json",
             {
@@ -164,8 +173,9 @@ def sim(
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
+    figure_file = " comparison.png," if figure else ""
     click.echo(
-        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
+        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )
 
 

@@ -33,7 +33,6 @@ import numpy as np
 from rolloutlab.sim.models.hashrng import hash_uniform
 from rolloutlab.sim.trace import strict_json
 from scipy.special import expit, logit
-from scipy.stats import beta as beta_dist
 
 STREAM_PASS_RATE = 11
 """hashrng stream of the per-prompt pass-rate draw (streams 1-4 are the length models')."""
@@ -107,6 +106,8 @@ class BetaPassRate:
     def initial(self, seed: int, prompt_ids: np.ndarray) -> np.ndarray:
         """Beta quantiles of keyed uniforms ``u(seed, prompt_id)``."""
         u = hash_uniform(seed, STREAM_PASS_RATE, np.asarray(prompt_ids, dtype=np.int64))
+        from scipy.stats import beta as beta_dist  # why: scipy.stats costs ~1 s at import
+
         return np.asarray(beta_dist.ppf(u, self.a, self.b), dtype=np.float64)
 
 
