@@ -171,3 +171,31 @@ def _imported_names(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             out.add(node.module)
     return out
+
+
+def test_each_role_package_exports_its_interface():
+    import importlib
+
+    for role in SIM_LAYER:
+        package = importlib.import_module(f"rolloutlab.sim.{role}")
+        assert package.__doc__ and package.__all__, role
+        for name in package.__all__:
+            value = getattr(package, name)
+            assert getattr(value, "__module__", "").startswith(f"rolloutlab.sim.{role}") or not (
+                callable(value)
+            ), f"{role}.{name} comes from {value.__module__}"
+
+
+def test_importing_one_module_does_not_import_its_siblings():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rolloutlab.sim.models.cost, rolloutlab.sim.pipelines.spec;"
+        "print(sorted(m for m in sys.modules if m.startswith('rolloutlab.sim.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout))
+    assert "rolloutlab.sim.models.learning" not in loaded
+    assert "rolloutlab.sim.pipelines.registry" not in loaded
+    assert {"rolloutlab.sim.models.cost", "rolloutlab.sim.pipelines.spec"} <= loaded
