@@ -25,15 +25,17 @@ from typing import Any
 
 
 def lazy_exports(
-    package: str, table: dict[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for a package whose interface names live in its modules
-    (PEP 562): ``table`` maps each exported name to the module (relative to ``package``)
-    that defines it, imported on first use. Why lazy: ``import rolloutlab.sim.models.cost``
-    runs ``rolloutlab/sim/models/__init__.py`` first, which must not import every model.
+    package: str, modules: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``(__getattr__, __dir__, __all__)`` for a package whose interface names live in its
+    modules (PEP 562): ``modules`` maps each module (relative to ``package``) to the
+    space-separated names of the interface it defines, imported on first use. Why lazy:
+    ``import rolloutlab.sim.models.cost`` runs ``rolloutlab/sim/models/__init__.py`` first,
+    which must not import every model.
 
-    Raises (from ``__getattr__``): AttributeError for a name not in ``table``.
+    Raises (from ``__getattr__``): AttributeError for a name that is not exported.
     """
+    table = {name: module for module, names in modules.items() for name in names.split()}
 
     def __getattr__(name: str) -> Any:
         try:
@@ -45,4 +47,4 @@ def lazy_exports(
     def __dir__() -> list[str]:
         return sorted(table)
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(table)

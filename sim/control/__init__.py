@@ -7,19 +7,13 @@
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "Controller": "controllers",
-    "StaticG": "controllers",
-    "SAGC": "controllers",
-    "split_specs": "controllers",
-    "LAGC": "lagc",
-    "Observation": "observation",
-    "observe_step": "observation",
-    "propose_step": "observation",
-    "parse_controller": "spec",
-    "check_spec": "spec",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "controllers": "Controller StaticG SAGC split_specs",
+        "lagc": "LAGC",
+        "observation": "Observation observe_step propose_step",
+        "spec": "parse_controller check_spec",
+    },
+)

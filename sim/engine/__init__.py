@@ -7,19 +7,16 @@ requests (:mod:`.control`); the vectorised fast path (:mod:`.fastpath`).
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "Engine": "core",
-    "generate": "core",
-    "EngineConfig": "config",
-    "EngineWorker": "worker",
-    "Worker": "slot_worker",
-    "PagedWorker": "paged_worker",
-    "Batch": "batch",
-    "pause": "control",
-    "resume": "control",
-    "abort": "control",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "core": "Engine generate",
+        "config": "EngineConfig",
+        "worker": "EngineWorker",
+        "slot_worker": "Worker",
+        "paged_worker": "PagedWorker",
+        "batch": "Batch",
+        "control": "pause resume abort",
+    },
+)

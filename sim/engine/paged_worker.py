@@ -27,7 +27,7 @@ from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.engine.kv_decode import DecodeSet
 from rolloutlab.sim.engine.prefix_cache import PrefixCache, admit, own_computed
-from rolloutlab.sim.engine.worker import EngineWorker
+from rolloutlab.sim.engine.worker import EngineWorker, Segment
 from rolloutlab.sim.models.cost import LinearCost
 
 
@@ -304,45 +304,21 @@ class PagedWorker(EngineWorker):
                 self._n_streaming -= 1
             record(r.batch, r.i, t_end)
 
-    def run(self):
-        """Process: schedule a boundary, advance in closed form to the next change, repeat."""
-        env = self.env
-        while True:
-            if (yield from self._boundary()):
-                continue
-            if self._n_streaming == 0:
-                yield from self._run_exclusive()
-                continue
-            seg = self._segment()
-            if seg is None:
-                continue
-            n, m, per_iter, prefill_s = seg
-            dt = self._dt(n, m, per_iter, prefill_s)
-            self._wakeup = env.event()
-            t0 = env.now
-            self.events += 1
-            yield env.any_of([env.timeout(dt), self._wakeup])
-            if env.now < t0 + dt:  # an arrival: stop at the boundary after now
-                lo, hi = 1, m
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if self._dt(n, mid, per_iter, prefill_s) >= env.now - t0:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                m = lo
-                yield env.timeout(max(self._dt(n, m, per_iter, prefill_s) - (env.now - t0), 0.0))
-            self.busy_s += env.now - t0
-            done = []
+    def _begin_segment(self) -> Segment | None:
+        """Schedule a boundary (rules 1-3); the segment runs to the next change."""
+        seg = self._segment()
+        if seg is None:
+            return None
+        n, m, per_iter, prefill_s = seg
+
+        def end(j: int, t0: float) -> list[tuple[Batch, int]]:
+            done: list[tuple[Batch, int]] = []
             self._apply(
-                m,
-                t0 + per_iter + prefill_s,
-                env.now,
-                lambda b, i, t, done=done: done.append((b, i)),
+                j, t0 + per_iter + prefill_s, self.env.now, lambda b, i, t: done.append((b, i))
             )
-            for b, i in done:
-                b.finished(i, env.now)
-            self._freed()
+            return done
+
+        return m, lambda j: self._dt(n, j, per_iter, prefill_s), end
 
     def _run_exclusive(self):
         """Run everything held to completion in closed form; yield once at the end."""

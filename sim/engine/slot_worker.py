@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
-from rolloutlab.sim.engine.worker import EngineWorker
+from rolloutlab.sim.engine.worker import EngineWorker, Segment
 from rolloutlab.sim.models.cost import LinearCost
 
 __all__ = ["Worker"]
@@ -113,30 +113,11 @@ class Worker(EngineWorker):
             done.append((batch, i))
         return done
 
-    def run(self):
-        """Process: admit, advance to the next completion in closed form, repeat."""
-        env = self.env
-        while True:
-            if (yield from self._boundary()):
-                continue
-            if self._n_streaming == 0:
-                yield from self._run_exclusive()
-                continue
-            prefill_s = self._admit(env.now)
-            m = self.running[0][0] - self.k
-            dt = self.advance_s(m) + prefill_s
-            self._wakeup = env.event()
-            t0 = env.now
-            self.events += 1
-            yield env.any_of([env.timeout(dt), self._wakeup])
-            if env.now < t0 + dt:  # an arrival: stop at the boundary after now, admit it
-                m = self._iterations_to_boundary(env.now - t0, m, prefill_s)
-                rest = self.advance_s(m) + prefill_s - (env.now - t0)
-                yield env.timeout(max(rest, 0.0))
-            self.busy_s += env.now - t0
-            for batch, i in self._complete(m):
-                batch.finished(i, env.now)
-            self._freed()
+    def _begin_segment(self) -> Segment:
+        """Admit into free slots; the segment runs to the next completion (closed form)."""
+        prefill_s = self._admit(self.env.now)
+        m = self.running[0][0] - self.k
+        return m, lambda j: self.advance_s(j) + prefill_s, lambda j, t0: self._complete(j)
 
     def apply_aborts(self, t: float) -> None:
         """Remove the requests marked by :meth:`abort` from the running heap and the FIFO
@@ -169,17 +150,6 @@ class Worker(EngineWorker):
             if keep:
                 chunks.append([batch, np.asarray(keep, dtype=np.int64), keep, 0])
         self.waiting = chunks
-
-    def _iterations_to_boundary(self, elapsed_s: float, m: int, prefill_s: float) -> int:
-        """Smallest ``j`` in ``[1, m]`` whose boundary is at or after ``elapsed_s``."""
-        lo, hi = 1, m
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.advance_s(mid) + prefill_s >= elapsed_s:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
 
     def _one_wave_fits(self) -> bool:
         """All waiting requests, of one batch, can be admitted at once into an idle worker."""

@@ -18,22 +18,50 @@ What a worker offers:
 - :meth:`~EngineWorker.abort` (remove requests at the next boundary, at once when idle
   or held), which calls the worker's own :meth:`~EngineWorker.apply_aborts`.
 
+The run loop is written once, here (:meth:`EngineWorker.run`, a template as SimPy's
+``BaseResource`` writes its put/get loop once): at each iteration boundary apply aborts and
+wait while held or idle; run an exclusive batch to its end in closed form
+(:meth:`_run_exclusive`, one event); else ask the subclass for the next *segment* (the
+iterations until the batch changes next, and their time as a function of the count),
+wait for it as one SimPy event, stop early at the boundary after an arrival (bisection on
+the segment's time), and let the subclass complete the iterations run.
+
 A subclass implements :meth:`_queue`, :attr:`outstanding`, :meth:`progress`,
-:meth:`apply_aborts` and
-``run`` (its process), calling ``yield from self._boundary()`` at every iteration boundary
-and :meth:`_hold_until` for an exclusive closed-form run.
+:meth:`apply_aborts`, :meth:`_run_exclusive` (calling :meth:`_hold_until`) and the two
+hooks :meth:`_begin_segment` and (returned by it) the segment's ``end``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
 import simpy
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.cost import LinearCost
+
+Segment = tuple[int, Callable[[int], float], Callable[[int, float], list[tuple[Batch, int]]]]
+"""``(m, dt_s, end)`` of a worker's next segment: ``m`` iterations until the running batch
+changes next; ``dt_s(j)`` the seconds of its first ``j`` iterations (admission prefill
+included; increasing in ``j``); ``end(j, t0)`` completes ``j`` iterations of a segment begun
+at ``t0`` and returns the ``(batch, i)`` requests finishing there."""
+
+
+def first_boundary_at_or_after(dt_s: Callable[[int], float], m: int, elapsed_s: float) -> int:
+    """Smallest ``j`` in ``[1, m]`` with ``dt_s(j) >= elapsed_s`` (bisection; ``dt_s``
+    increasing): the iteration boundary at which a worker interrupted ``elapsed_s`` into
+    a segment of ``m`` iterations stops."""
+    lo, hi = 1, m
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if dt_s(mid) >= elapsed_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 class EngineWorker(ABC):
@@ -119,6 +147,41 @@ class EngineWorker(ABC):
             self._freed()
         else:
             self.wake()
+
+    def run(self) -> Generator[Any, Any, None]:
+        """Process: the run loop of every worker (module docstring)."""
+        env = self.env
+        while True:
+            if (yield from self._boundary()):
+                continue
+            if self._n_streaming == 0:
+                yield from self._run_exclusive()
+                continue
+            segment = self._begin_segment()
+            if segment is None:
+                continue
+            m, dt_s, end = segment
+            self._wakeup = env.event()
+            t0 = env.now
+            self.events += 1
+            yield env.any_of([env.timeout(dt_s(m)), self._wakeup])
+            if env.now < t0 + dt_s(m):  # an arrival: stop at the boundary after now
+                m = first_boundary_at_or_after(dt_s, m, env.now - t0)
+                yield env.timeout(max(dt_s(m) - (env.now - t0), 0.0))
+            self.busy_s += env.now - t0
+            for batch, i in end(m, t0):
+                batch.finished(i, env.now)
+            self._freed()
+
+    @abstractmethod
+    def _begin_segment(self) -> Segment | None:
+        """At a boundary with streaming work: admit what fits and return ``(m, dt_s, end)``
+        (:data:`Segment`), or None when nothing can run yet (the loop looks again)."""
+
+    @abstractmethod
+    def _run_exclusive(self) -> Generator[Any, Any, None]:
+        """Run everything held to completion in closed form; yield once at the end
+        (:meth:`_hold_until`)."""
 
     def _freed(self) -> None:
         """Requests left this worker: tell the engine (:attr:`on_free`)."""

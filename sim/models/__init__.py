@@ -6,37 +6,19 @@ learning progress, and the staleness/learning-rate collapse model.
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "LengthModel": "lengths",
-    "LognormalLengths": "lengths",
-    "EmpiricalLengths": "lengths",
-    "finish_reasons": "lengths",
-    "SteppedEmpiricalLengths": "stepped_lengths",
-    "GroupLengths": "dynamics",
-    "Drift": "dynamics",
-    "step_lengths": "dynamics",
-    "LinearCost": "cost",
-    "ConstantCost": "cost",
-    "RooflineConfig": "roofline",
-    "roofline": "roofline",
-    "roofline_cost": "roofline",
-    "ModelConfig": "hardware",
-    "Accelerator": "hardware",
-    "get_model": "hardware",
-    "get_gpu": "hardware",
-    "PassRateModel": "passrate",
-    "FixedPassRate": "passrate",
-    "BetaPassRate": "passrate",
-    "EmpiricalPassRate": "passrate",
-    "parse_pass_rate": "passrate",
-    "RewardConfig": "rewards",
-    "RewardTracker": "rewards",
-    "LearningParams": "learning",
-    "LearningModel": "learning",
-    "StalenessParams": "staleness",
-    "predict_eta_max": "staleness",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "lengths": "LengthModel LognormalLengths EmpiricalLengths finish_reasons",
+        "stepped_lengths": "SteppedEmpiricalLengths",
+        "dynamics": "GroupLengths Drift step_lengths",
+        "cost": "LinearCost ConstantCost",
+        "roofline": "RooflineConfig roofline roofline_cost",
+        "hardware": "ModelConfig Accelerator get_model get_gpu",
+        "passrate": "PassRateModel FixedPassRate BetaPassRate EmpiricalPassRate parse_pass_rate",
+        "rewards": "RewardConfig RewardTracker",
+        "learning": "LearningParams LearningModel",
+        "staleness": "StalenessParams predict_eta_max",
+    },
+)

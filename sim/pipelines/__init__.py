@@ -7,17 +7,12 @@ run's size and seed; :func:`parse_pipeline` reads a pipeline spec.
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "simulate": "registry",
-    "PipelineResult": "registry",
-    "RUNNERS": "registry",
-    "runner_for": "registry",
-    "PipelineConfig": "spec",
-    "parse_pipeline": "spec",
-    "KINDS": "spec",
-    "RunConfig": "sync",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "registry": "simulate PipelineResult RUNNERS runner_for",
+        "spec": "PipelineConfig parse_pipeline KINDS",
+        "sync": "RunConfig",
+    },
+)

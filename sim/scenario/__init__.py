@@ -7,17 +7,12 @@ overrides (:func:`apply_overrides`) and the provenance written next to every res
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "Scenario": "scenario",
-    "CalibrationError": "scenario",
-    "load_scenario": "scenario",
-    "bundled_scenarios": "scenario",
-    "scenario_from_dict": "scenario",
-    "apply_overrides": "overrides",
-    "write_config": "provenance",
-    "library_versions": "provenance",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "scenario": "Scenario CalibrationError load_scenario bundled_scenarios scenario_from_dict",
+        "overrides": "apply_overrides",
+        "provenance": "write_config library_versions",
+    },
+)

@@ -5,13 +5,12 @@ and staleness/learning-rate stability grids (:func:`run_grid`).
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "run_comparison": "compare",
-    "check_comparison": "compare",
-    "run_sweep": "sweep",
-    "run_grid": "stability",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "compare": "run_comparison check_comparison",
+        "sweep": "run_sweep",
+        "stability": "run_grid",
+    },
+)

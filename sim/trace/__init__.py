@@ -10,35 +10,14 @@ Interface: :func:`validate`, :func:`read`, :func:`write_parquet`, :func:`frame`,
 
 from rolloutlab.sim import lazy_exports
 
-_INTERFACE = {
-    "TraceError": "schema",
-    "validate": "schema",
-    "read": "schema",
-    "write_parquet": "schema",
-    "frame": "schema",
-    "concat": "schema",
-    "empty": "schema",
-    "TraceWriter": "jsonl",
-    "append_durably": "jsonl",
-    "truncate_jsonl": "jsonl",
-    "RolloutSink": "stream",
-    "DEFAULT_TAU": "metrics",
-    "straggler_ratio": "metrics",
-    "group_straggler_ratio": "metrics",
-    "straggler_event": "metrics",
-    "slot_idle_fraction": "metrics",
-    "step_metrics": "metrics",
-    "staleness": "metrics",
-    "run_summary": "metrics",
-    "pipeline_summary": "metrics",
-    "learner_idle_fraction": "metrics",
-    "generator_idle_fraction": "metrics",
-    "dumps": "strict_json",
-    "loads": "strict_json",
-    "write_json": "strict_json",
-    "write_atomic": "strict_json",
-}
-"""Exported name -> the module of this package that defines it."""
-
-__all__ = sorted(_INTERFACE)
-__getattr__, __dir__ = lazy_exports(__name__, _INTERFACE)
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "schema": "TraceError validate read write_parquet frame concat empty",
+        "jsonl": "TraceWriter append_durably truncate_jsonl",
+        "stream": "RolloutSink",
+        "metrics": "DEFAULT_TAU straggler_ratio group_straggler_ratio straggler_event slot_idle_fraction step_metrics staleness run_summary pipeline_summary learner_idle_fraction generator_idle_fraction",
+        "strict_json": "dumps loads write_json write_atomic",
+    },
+)
