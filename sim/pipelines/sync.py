@@ -17,8 +17,8 @@ in rounds until B informative groups are kept, each round a generation phase of 
 Prompt stream: step ``t`` uses prompts ``t*B .. t*B+B-1`` (modulo ``dataset_size`` when
 set, so prompts recur every epoch; extra dynamic-sampling rounds take the next prompts
 of the stream, :class:`sim.pipelines.dynamic_sampling.PromptStream`) and draws lengths keyed on
-``(seed, prompt id, t, sample)`` (:func:`sim.models.dynamics.step_lengths`; a model without
-``sample_ids`` gets an RNG seeded by ``(seed, t)``), so controllers compared on one seed
+``(seed, prompt id, t, sample)`` (:meth:`sim.models.lengths.LengthModel.sample_ids`), so
+controllers compared on one seed
 see the same prompts and sample ``j`` of a prompt is the same whatever ``G``
 (:mod:`sim.models.lengths`).
 """

@@ -4,6 +4,18 @@ float rounding; steps of an open-loop controller are timed in vectorised blocks.
 A dynamic-sampling step (:func:`rounds_step`) times each generation round with
 :func:`sim.engine.fastpath.step_times` from the end of the previous one, as the SimPy pipeline
 chains its rounds.
+
+Why this is a second step loop and not the SimPy one with another engine: the SimPy loop
+(:func:`sim.pipelines.sync.run_sync`) is a generator that waits on one engine batch per
+step; here an open-loop controller's ``T`` steps are drawn, timed and written as one
+``(T, B, G)`` block (one kernel call, no per-step Python), which a per-step generator
+cannot express. What the two share is written once and imported: the prompt stream and
+dynamic-sampling collector (:mod:`sim.pipelines.dynamic_sampling`), the keyed lengths
+(:meth:`sim.models.lengths.LengthModel.sample_ids`), the reward draw
+(:class:`sim.models.rewards.RewardTracker`), the controller calls
+(:mod:`sim.control.observation`), the kept-group rows (:func:`sim.pipelines.sync.group_rows`)
+and the trace schema; the step tables are built column-wise here (a block at a time), and
+the tests hold the two loops to the same tables (``tests/test_fastpath.py``).
 """
 
 from __future__ import annotations
