@@ -13,8 +13,10 @@ KV cache included) for ``steps`` learner steps with one seed, and reads:
   docs/metrics.md);
 - ``collapse_margin``: ``eta_max(S, T) / eta(lr)``, the closed-form stability boundary
   of the staleness paper's two-constraint rule (PAPERS.md §2,
-  :func:`sim.models.staleness.predict_eta_max`) at the pipeline's maximum staleness ``S`` and the
-  run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
+  :func:`sim.models.staleness.predict_eta_max`) at the pipeline's update span (its maximum
+  staleness ``S_max`` plus one: an update consuming a rollout ``S_max`` versions old moves
+  the policy ``S_max + 1`` updates from the rollout's behaviour policy, the rule the
+  simulator's learning model collapses by) and the run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
   (:meth:`sim.models.learning.LearningModel.eta`). Above 1: no collapse predicted.
 """
 
@@ -44,13 +46,16 @@ METRIC_KEYS = (
 """What :func:`evaluate` returns per setting."""
 
 
-def collapse_margin(lr: float, S: int, T: int, learning: LearningParams | None) -> float:
-    """``predict_eta_max(S, T) / eta(lr)`` with the default :class:`StalenessParams` (the
-    learning model's, :class:`sim.models.learning.LearningModel`); ``learning`` None uses
-    ``lr_ref = 1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
+def collapse_margin(
+    lr: float, max_staleness: int, T: int, learning: LearningParams | None
+) -> float:
+    """``predict_eta_max(max_staleness + 1, T) / eta(lr)`` (module docstring) with the
+    default :class:`StalenessParams` (the learning model's,
+    :class:`sim.models.learning.LearningModel`); ``learning`` None uses ``lr_ref = 1e-6,
+    eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
     params = learning or LearningParams(kappa=0.0)
     eta = LearningModel(params).eta(lr)
-    return float(predict_eta_max(StalenessParams(), S, T)) / eta
+    return float(predict_eta_max(StalenessParams(), max_staleness + 1, T)) / eta
 
 
 def evaluate(

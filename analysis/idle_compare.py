@@ -1,5 +1,5 @@
 """Predicted against measured generation makespan, slot idle fraction and stragglers,
-step by step, for a traced synchronous run (issue 7).
+step by step, for a traced synchronous run.
 
 Method (docs/compare.md):
 
@@ -22,7 +22,7 @@ Method (docs/compare.md):
    predicted event equals the measured one).
 
 ``predicted_*`` columns of ``idle_comparison.csv`` hold the ``drawn`` prediction (the
-whole simulator, what the issue asks for); ``replay_*`` and ``constant_*`` columns hold
+whole simulator); ``replay_*`` and ``constant_*`` columns hold
 the others.
 """
 

@@ -14,7 +14,7 @@ the failure):
    ``reward_frac`` times its running best for ``patience`` consecutive steps (only once
    the running best exceeds ``min_best``, so a run that never learned is not "collapsed").
 
-Criteria 2-3 are the issue's "KL or importance ratio beyond a bound"; 4 is its "reward
+Criteria 2-3 are "KL or importance ratio beyond a bound"; 4 is "reward
 below a fraction of its running best for k steps". The defaults were set from the lr
 scan in docs/real_async.md (stable runs stay far below them).
 """
@@ -35,7 +35,7 @@ class CollapseConfig:
     reward_frac: float = 0.5
     """Reward criterion: smoothed reward below this fraction of its running best..."""
     patience: int = 5
-    """...for this many consecutive steps (the issue's k)."""
+    """...for this many consecutive steps (k)."""
     reward_ema: float = 0.3
     """Weight of the newest step in the reward's moving average (1: no smoothing)."""
     min_best: float = 0.1

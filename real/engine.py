@@ -3,7 +3,7 @@
 Interface (:class:`RolloutEngine`, docs/DESIGN.md "rollout engine"): ``generate(requests,
 params)`` runs a step's requests to completion and returns one :class:`RolloutResult`
 each, with its timestamps; ``update_weights(state_dict, version)`` installs new policy
-weights. A vLLM engine (issue 8) implements the same two methods: per-request seeds and
+weights. A vLLM engine implements the same two methods: per-request seeds and
 ``logprobs`` are what vLLM's ``SamplingParams(seed=..., logprobs=0)`` give.
 
 :class:`TorchEngine` keeps ``capacity`` sequence slots over one :class:`~real.model.KVCache`.

@@ -1,5 +1,5 @@
 """Resume integrity: before ``--resume`` continues a run, its step and rollout tables are
-checked against the checkpoint it would start from (issue 17, item 3).
+checked against the checkpoint it would start from.
 
 A checkpoint ``step_k`` claims steps ``0..k-1`` are done; the run's ``steps.jsonl`` must
 then hold each of those steps exactly once, and ``rollouts.jsonl`` every group of each of

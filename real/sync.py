@@ -1,6 +1,6 @@
 """The synchronous GRPO loop: propose G, generate B x G, reward, update, sync weights, observe.
 
-One step (issue 5, docs/DESIGN.md "Pipeline"):
+One step (docs/DESIGN.md "Pipeline"):
 
 1. ``G = controller.propose()`` (refused if ``G > engine.capacity``);
 2. the engine generates ``G`` rollouts for each of ``B`` prompts (all submitted at once);

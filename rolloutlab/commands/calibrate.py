@@ -240,6 +240,6 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
-calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
+calibrate.add_command(calibrate_pass_rate)  # defined in commands/calibrate_learning.py
 calibrate.add_command(calibrate_learning)
-calibrate.add_command(calibrate_groups_cmd)  # issue 15: commands/groups.py
+calibrate.add_command(calibrate_groups_cmd)  # defined in commands/groups.py

@@ -1,5 +1,5 @@
 """Reward and dynamic-sampling options shared by ``rolloutlab sim`` and ``rolloutlab sweep``
-(issue 12; docs/dynamic_sampling.md): parse and validate, call nothing else."""
+(docs/dynamic_sampling.md): parse and validate, call nothing else."""
 
 from __future__ import annotations
 

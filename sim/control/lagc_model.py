@@ -33,7 +33,7 @@ def expected_signal(a: np.ndarray, b: np.ndarray, G: int, form: str = "variance"
       ``E[p(1-p)] = a b / ((a+b)(a+b+1))``;
     - ``"informative"`` (GRPO with std-normalised advantages, where every non-homogeneous
       group carries a unit-scale advantage): ``P(informative) * (1 - 1/G)`` with
-      ``P(informative) = 1 - E[p^G] - E[(1-p)^G]`` (issue 12 item 3, for a fixed p
+      ``P(informative) = 1 - E[p^G] - E[(1-p)^G]`` (for a fixed p
       ``1 - p^G - (1-p)^G``) and ``E[p^G] = B(a+G, b) / B(a, b) = prod_{k<G} (a+k)/(a+b+k)``
       (Beta moments; summed as ``log1p(-b/(a+b+k))``, exact also for a concentrated
       belief, where differences of ``betaln`` lose digits).

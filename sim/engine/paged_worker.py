@@ -266,7 +266,7 @@ class PagedWorker(EngineWorker):
         if not self.running:
             return None
         c, dec = self.cost, self.producing
-        n, X = dec.n, dec.context()  # (X: their P + g, an exact int as before)
+        n, X = dec.n, dec.context()  # (X: their P + g, an exact int)
         if n < len(self.running) or (prefill and self._budget_stop):
             m = 1  # (why: a prefill is still chunking, or the next boundary may admit)
         else:

@@ -22,10 +22,10 @@ Sources (details and the modelling choices in docs/learning.md):
   (PAPERS.md §2). ``eta = eta_ref * lr / lr_ref`` is that model's surrogate learning
   rate, ``C_safe = R_batch / (kappa_fb G_on)`` its per-step safe region ``S eta <~ C_safe``.
   The run collapses (and progress reverses from the next step on) at the first step where
-  a trained group of staleness ``s >= 1`` has ``(s + 1) eta > C_safe`` (stale-rollout
-  condition; the lag after the update is ``(s + 1) eta``) or an on-policy group has
-  ``eta G_on > R_batch``, or the cumulative drift ``sum eta G_on`` exceeds ``R_crit``
-  (horizon condition): the two boundaries of :func:`staleness.predict_eta_max`.
+  a trained group of staleness ``s`` has ``(s + 1) eta > C_safe(s + 1)`` (stale-rollout
+  condition; the lag after the update spans ``s + 1`` updates; the one rule,
+  :func:`staleness.safe_span_eta`, which :func:`staleness.predict_eta_max` uses too), or the
+  cumulative drift ``sum eta G_on`` exceeds ``R_crit`` (horizon condition).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.models.staleness import StalenessParams, feedback_factor
+from rolloutlab.sim.models.staleness import StalenessParams, feedback_factor, safe_span_eta
 from scipy.special import expit, logit
 
 
@@ -196,9 +196,7 @@ class LearningModel:
         st = self.staleness
         was_collapsed = self.collapsed
         self.drift += eta * st.G_on
-        stale = np.any((s >= 1) & ((s + 1) * eta > self.c_safe)) or bool(
-            np.any(s == 0) and eta * st.G_on > st.R_batch
-        )
+        stale = bool(np.any((s + 1) * eta > safe_span_eta(st, s + 1)))
         if not was_collapsed and (stale or self.drift > st.R_crit):
             self.t_collapse = int(step) + 1
         f = -self.params.reversal * np.ones(n) if was_collapsed else 1 / (1 + s * eta / self.c_safe)

@@ -1,4 +1,4 @@
-"""Pass-rate models and keyed Bernoulli rewards (issue 12, docs/dynamic_sampling.md).
+"""Pass-rate models and keyed Bernoulli rewards (docs/dynamic_sampling.md).
 
 Every prompt ``i`` has a pass rate ``p_i``: the probability that one sampled response is
 correct. It is drawn once per prompt, keyed on ``(seed, prompt_id)`` through

@@ -1,7 +1,7 @@
 """Rewards of a simulated run: which pass-rate model, and how training moves it.
 
 :class:`RewardConfig` is the frozen per-run choice (``RunConfig.rewards``; ``None`` = no
-rewards, and every pipeline behaves exactly as before). :class:`RewardTracker` is its
+rewards: no reward draw, no reward columns, timing unchanged). :class:`RewardTracker` is its
 run-time state, one per run, shared by every pipeline: it draws a step's correctness
 (:func:`sim.models.passrate.draw_correct`) at the pass rates of the policy that generates, and
 hands the trained groups' rewards to the learning-progress model

@@ -242,13 +242,34 @@ def feedback_factor(params: StalenessParams) -> float:
     return 1.0 if z < 1e-12 else z / math.log1p(z)
 
 
-def predict_eta_max(params: StalenessParams, S, T):
-    """Two-constraint rule (PAPERS.md §2): eta_max = min(R_batch / (S kappa G_upd), R_crit / (T G_upd)).
+def safe_span_eta(params: StalenessParams, span):
+    """``C_safe(span)`` (surrogate learning-rate units): the stale-rollout rule, written once.
 
-    G_upd = G_on; kappa = :func:`feedback_factor` (the only constant factor, documented
-    in docs/staleness.md); S = 0 counts as 1. Broadcasts over S and T (arrays or scalars).
+    A learner update that consumes a rollout of staleness ``s`` moves the policy
+    ``span = s + 1`` updates away from the rollout's behaviour policy; the run leaves the
+    per-step safe region (PAPERS.md §2, ``S eta <~ C_safe``) when ``span * eta >
+    C_safe(span)``, with ``C_safe(span) = R_batch / (kappa G_on)`` for ``span >= 2``
+    (:func:`feedback_factor`: the lag feeds the bias back within the cycle) and
+    ``R_batch / G_on`` for ``span = 1`` (on-policy: no lag to feed back). In the
+    sync-interval mode of :func:`simulate` (refresh every ``S`` steps) the largest span is
+    ``S``; a pipeline that consumes rollouts up to ``S_max`` versions old has span
+    ``S_max + 1``. Broadcasts over ``span`` (values >= 1).
+    """
+    span = np.asarray(span, float)
+    kappa = np.where(span >= 2, feedback_factor(params), 1.0)
+    return params.R_batch / (kappa * params.G_on)
+
+
+def predict_eta_max(params: StalenessParams, S, T):
+    """Two-constraint rule (PAPERS.md §2): eta_max = min(C_safe(S) / S, R_crit / (T G_upd)).
+
+    ``S`` is the update span (the sync interval of :func:`simulate`; a pipeline's maximum
+    staleness plus one), ``C_safe`` :func:`safe_span_eta` (``R_batch / (kappa G_upd)``,
+    kappa = :func:`feedback_factor` the only constant factor, documented in
+    docs/staleness.md; 1 at ``S = 1``); G_upd = G_on; S = 0 counts as 1. Broadcasts over
+    S and T (arrays or scalars).
     """
     S_eff = np.maximum(np.asarray(S, float), 1.0)
-    stale = params.R_batch / (S_eff * feedback_factor(params) * params.G_on)
+    stale = safe_span_eta(params, S_eff) / S_eff
     horizon = params.R_crit / (np.asarray(T, float) * params.G_on)
     return np.minimum(stale, horizon)

@@ -18,7 +18,7 @@ this is the rule in rollouts multiplied by G.
 
 Why this and not "batch ``j`` may start while ``j - v <= S``": the batch-index rule keeps
 counting a dropped group as a batch member, so every drop shrinks the pool of groups in
-flight for good and the pipeline slowly loses its lead (issue: ``bounded:4`` staleness
+flight for good and the pipeline slowly loses its lead (measured: ``bounded:4`` staleness
 drifting from 3.5 to 1.4 over 200 steps). No framework we know uses the batch-index rule
 for a streaming pipeline; the batch-serial pipelines (``one-step-off``, ``interval:S``)
 never drop and keep it.

@@ -13,7 +13,7 @@ filtered or dropped group this is the batch rule again. The batch size is
 ``ceil(F B)`` (``refill="batch"``, or when a whole step is missing) or only the missing
 ``B (v_gen + lead + 1) - live`` prompts (``refill="missing"``).
 
-The learner takes ready groups in completion order: stale ones are dropped as before,
+The learner takes ready groups in completion order: stale ones are dropped as without dynamic sampling,
 homogeneous ones filtered, informative ones kept until B. A *round* of step ``t`` is a
 generation batch it examined a (not stale) group of. With ``max_gen_batches = k > 0`` the step
 aborts (trains on what it kept) once its k batches are fully examined with fewer than B

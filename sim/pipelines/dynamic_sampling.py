@@ -17,7 +17,7 @@ only groups whose rewards are not all equal, until the batch holds B of them; ve
 
 Prompt stream: one counter over the run; each round takes the next prompts from it
 (ids modulo ``dataset_size`` when set). Without dynamic sampling step ``t`` takes
-``t B .. t B + B - 1``, as before.
+``t B .. t B + B - 1``.
 """
 
 from __future__ import annotations

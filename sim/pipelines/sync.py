@@ -63,7 +63,7 @@ class RunConfig:
     """Prompts in the dataset: prompt ids are taken modulo it, so they recur every epoch
     (``dataset_size / prompts`` steps); ``None`` = a fresh prompt every time."""
     rewards: RewardConfig | None = None
-    """Pass-rate model and learning parameters; ``None`` = no rewards (as before)."""
+    """Pass-rate model and learning parameters; ``None`` = no rewards (the trace then has no reward columns)."""
     dynamic: DynamicSampling | None = None
     """DAPO dynamic sampling; ``None`` = off. Needs ``rewards``."""
 

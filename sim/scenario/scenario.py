@@ -18,7 +18,7 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
      "learning": {<sim.models.learning.LearningParams fields>, "provenance": {...}},
      "provenance": {...}, "fit": {...}}
 
-``pass_rate`` and ``learning`` are optional (issue 12): without ``pass_rate`` a run has
+``pass_rate`` and ``learning`` are optional: without ``pass_rate`` a run has
 no rewards unless ``--pass-rate`` is given; without ``learning`` pass rates stay at
 their initial values.
 

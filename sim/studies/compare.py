@@ -70,7 +70,7 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
 
 def summary_columns(cfg: RunConfig) -> tuple[str, ...]:
     """:data:`SUMMARY_COLUMNS`, plus :data:`sim.models.reward_metrics.LEARNING_COLUMNS` when the
-    run has rewards (without them the summary is what it was before rewards existed), and
+    run has rewards (without them the summary has timing columns only), and
     :data:`sim.models.reward_metrics.DYNAMIC_SAMPLING_COLUMNS` when it samples dynamically."""
     return (
         SUMMARY_COLUMNS
