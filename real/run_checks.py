@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.real.config import ConfigError, SyncConfig
-from rolloutlab.sim.control.controllers import Controller
+from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.control.spec import check_spec
 
 

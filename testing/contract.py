@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim.control.contract import check_candidates
 from rolloutlab.sim.control.observation import observe_step, propose_step
-from rolloutlab.sim.control.plugins import check_candidates
 from rolloutlab.testing.laws import StepLaw, materialize
 
 Factory = Callable[[int], Any]

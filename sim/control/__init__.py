@@ -11,7 +11,8 @@ from rolloutlab.sim import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "controllers": "Controller StaticG SAGC split_specs",
+        "contract": "Controller REQUIRED_METHODS check_candidates",
+        "controllers": "StaticG SAGC split_specs",
         "lagc": "LAGC",
         "observation": "Observation observe_step propose_step",
         "spec": "parse_controller check_spec",

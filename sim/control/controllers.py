@@ -1,17 +1,7 @@
 """Group-size controllers: the object that picks G for the next training step.
 
 The same objects drive the simulator (:mod:`sim.pipelines.sync`) and the real runners
-(:mod:`real`). A controller is stateful, seedable and serialisable:
-
-- ``propose() -> int``: the group size G for the next step;
-- ``observe(lengths)``: response lengths (tokens) of the step just run with the last
-  proposed G, one sequence per prompt; a controller that wants rewards, prompt ids or
-  times declares them in ``observes`` and gets them through
-  :func:`sim.control.observation.observe_step`;
-- ``state_dict()`` / ``load_state_dict(d)``: JSON-serialisable state, RNG included;
-- optional, for open-loop controllers: ``observe_steps(lengths (T, n_prompts, G)) ->
-  list[str]``, ``T`` observations at once and the JSON state after each (the fast path
-  uses it for blocks of steps).
+(:mod:`real`); what they must offer is :mod:`sim.control.contract`.
 
 :class:`StaticG` is the fixed-G baseline. :class:`SAGC` is Straggler-Aware Group
 Control (Khan et al., 2026; PAPERS.md §1): online primal-dual + Thompson sampling
@@ -27,29 +17,10 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 from rolloutlab.sim.trace.metrics import straggler_ratio
-
-
-@runtime_checkable
-class Controller(Protocol):
-    """What :mod:`sim.pipelines.sync` and :mod:`real` need from a group-size controller."""
-
-    name: str
-
-    def propose(self) -> int:
-        """Return G for the next step (a positive int)."""
-
-    def observe(self, lengths: Sequence[Sequence[int]]) -> None:
-        """Take the response lengths (tokens) of the step just run, one list per prompt."""
-
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable state; ``load_state_dict`` of it restores the controller."""
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore from :meth:`state_dict` output."""
 
 
 def _check_lengths(lengths: Sequence[Sequence[int]]) -> None:

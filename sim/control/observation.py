@@ -1,6 +1,6 @@
 """What a controller sees after a step, and the one place that hands it over.
 
-Every controller has ``observe(lengths)`` (:class:`rolloutlab.sim.control.controllers.Controller`).
+Every controller has ``observe(lengths)`` (:class:`rolloutlab.sim.control.contract.Controller`, the contract).
 A controller that wants more than lengths declares it in a class or instance attribute
 ``observes``: a tuple of names taken from :data:`EXTRAS`. :func:`observe_step` then
 passes those as keyword arguments, so ``observe(lengths)`` keeps working unchanged for

@@ -13,9 +13,9 @@ Spec forms (anywhere a controller is named: ``sim``, ``sweep``, ``real sync``,
 
 The options go through :func:`sim.control.options.constructor_kwargs` (checked
 against the constructor's signature); ``seed`` is passed when the constructor takes it.
-The class must have the methods :data:`REQUIRED_METHODS`, the instance a
+The class must meet :mod:`sim.control.contract` (:data:`~sim.control.contract.REQUIRED_METHODS`; the instance a
 ``candidates`` attribute (the positive ints it may propose) and a fresh state that
-``json.dumps`` writes without NaN. Every failure is one ValueError naming the spec, the
+``json.dumps`` writes without NaN). Every failure is one ValueError naming the spec, the
 file or module, the class and what is wrong.
 """
 
@@ -33,13 +33,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rolloutlab.sim.control.contract import REQUIRED_METHODS, check_candidates, missing_methods
 from rolloutlab.sim.control.options import constructor_kwargs
 
 ENTRY_POINT_GROUP = "rolloutlab.controllers"
 """Entry-point group through which an installed package registers controllers by name."""
-
-REQUIRED_METHODS = ("propose", "observe", "state_dict", "load_state_dict")
-"""What :mod:`sim.pipelines.sync` and :mod:`real` call on a controller."""
 
 _FILE = re.compile(r"^(?P<src>.+?\.py):(?P<cls>[A-Za-z_]\w*)(?::(?P<args>.*))?$")
 _MODULE = re.compile(r"^(?P<src>[A-Za-z_][\w.]*):(?P<cls>[A-Za-z_]\w*)(?::(?P<args>.*))?$")
@@ -121,28 +119,6 @@ def resolve(spec: str) -> tuple[Any, str, str]:
     if not inspect.isclass(factory):
         raise ValueError(f"{where}:{m['cls']} is not a class")
     return factory, f"class {m['cls']} ({where})", m["args"] or ""
-
-
-def missing_methods(obj: Any) -> list[str]:
-    """The :data:`REQUIRED_METHODS` that ``obj`` (class or instance) lacks."""
-    return [m for m in REQUIRED_METHODS if not callable(getattr(obj, m, None))]
-
-
-def check_candidates(ctl: Any, where: str) -> tuple[int, ...]:
-    """``ctl.candidates`` as a tuple of positive ints; ValueError naming ``where`` if it
-    is missing, empty or holds anything else."""
-    cands = getattr(ctl, "candidates", None)
-    try:
-        out = tuple(cands)  # type: ignore[arg-type]
-        bad = not out or any(isinstance(g, bool) or int(g) != g or g < 1 for g in out)
-    except (TypeError, ValueError, OverflowError):  # not iterable; a str, None or NaN inside
-        bad = True
-    if bad:
-        raise ValueError(
-            f"{where} needs a 'candidates' attribute: the group sizes it may propose "
-            f"(positive ints), got {cands!r}"
-        )
-    return tuple(int(g) for g in out)
 
 
 @functools.lru_cache(maxsize=256)

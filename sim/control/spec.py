@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rolloutlab.sim.control.controllers import SAGC, Controller, StaticG
+from rolloutlab.sim.control.contract import Controller
+from rolloutlab.sim.control.controllers import SAGC, StaticG
 from rolloutlab.sim.control.lagc import LAGC
 from rolloutlab.sim.control.observation import propose_step
 from rolloutlab.sim.control.options import finite_float, split_options, strict_int

@@ -48,7 +48,7 @@ from collections import deque
 import numpy as np
 import polars as pl
 import simpy
-from rolloutlab.sim.control.controllers import Controller
+from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.control.observation import propose_step
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.core import Engine

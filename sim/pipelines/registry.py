@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
-from rolloutlab.sim.control.controllers import Controller
+from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.pipelines.async_ledger import Ledger
 from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
 from rolloutlab.sim.pipelines.async_stream import run_stream

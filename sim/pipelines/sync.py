@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import simpy
-from rolloutlab.sim.control.controllers import Controller
+from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.control.observation import needs, observe_step, propose_step
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.core import Engine

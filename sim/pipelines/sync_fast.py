@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.control.controllers import Controller, StaticG
+from rolloutlab.sim.control.contract import Controller
+from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.control.observation import needs, observe_step, propose_step, wants
 from rolloutlab.sim.engine.fastpath import block_times, step_times
 from rolloutlab.sim.models.lengths import finish_reasons
