@@ -5,7 +5,7 @@ Method (docs/compare.md):
 
 1. Calibrate on the first ``K`` steps: the cost model from every rollout's finish time
    (:mod:`analysis.finish_fit`) and the length model from their lengths
-   (:mod:`calibration.prompt_lengths`: hierarchical lognormal, mean set by the prompt's
+   (:mod:`calibration.fits.prompt_lengths`: hierarchical lognormal, mean set by the prompt's
    length).
 2. Predict every step with its measured group size and prompts (order and lengths):
    - ``replay``: the SimPy engine with the step's *measured* response lengths — tests
@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
 from rolloutlab.analysis.run_input import RunData, StepLayout, step_layouts
-from rolloutlab.calibration.prompt_lengths import (
+from rolloutlab.calibration.fits.prompt_lengths import (
     PromptEmpiricalLengths,
     PromptLognormalLengths,
     fit_prompt_empirical,
@@ -61,8 +61,8 @@ class IdleCompareConfig:
     """Straggler threshold on max/median; None: the run's (controller spec's ``tau=``, else config)."""
     length_model: str = "empirical"
     """Length model of the ``drawn`` prediction: ``empirical`` (observed groups resampled by
-    prompt length, :class:`~calibration.prompt_lengths.PromptEmpiricalLengths`) or
-    ``lognormal`` (:class:`~calibration.prompt_lengths.PromptLognormalLengths`)."""
+    prompt length, :class:`~calibration.fits.prompt_lengths.PromptEmpiricalLengths`) or
+    ``lognormal`` (:class:`~calibration.fits.prompt_lengths.PromptLognormalLengths`)."""
 
     def __post_init__(self) -> None:
         if self.length_model not in ("empirical", "lognormal"):

@@ -10,7 +10,7 @@ with replacement from the **fit run's lengths at the same step** (length model:
 lengths are close to independent draws, and drawing from the same step keeps their drift
 as RL shortens the walks); generation time ``c1 B G``, step time ``c0 + c1 B G`` (the
 cost model); :func:`sim.control.observation.observe_step` hands these to the controller; theta
-moves as in :mod:`calibration.learning_draws` (on-policy, dynamic sampling as the run).
+moves as in :mod:`calibration.fits.learning_draws` (on-policy, dynamic sampling as the run).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from rolloutlab.calibration.run_curve import RunCurve
+from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.models.learning import LearningParams, saturating_shift

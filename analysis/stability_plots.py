@@ -1,5 +1,5 @@
 """The collapse phase diagram of a stability grid (simulated, :mod:`sim.studies.stability`, or
-real, :mod:`real.stability`): S x lr heat map with the closed-form boundary over it."""
+real, :mod:`real.runners.stability`): S x lr heat map with the closed-form boundary over it."""
 
 from __future__ import annotations
 

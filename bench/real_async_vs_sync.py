@@ -17,11 +17,11 @@ import shutil
 import time
 from pathlib import Path
 
-from rolloutlab.real.async_config import AsyncConfig
-from rolloutlab.real.async_loop import run_async
-from rolloutlab.real.config import SyncConfig
-from rolloutlab.real.stability import prepare_warm_start
-from rolloutlab.real.sync import run_sync
+from rolloutlab.real.rundir.async_config import AsyncConfig
+from rolloutlab.real.rundir.config import SyncConfig
+from rolloutlab.real.runners.async_loop import run_async
+from rolloutlab.real.runners.stability import prepare_warm_start
+from rolloutlab.real.runners.sync import run_sync
 from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.prompt_lengths import PromptLognormalLengths
+from rolloutlab.calibration.fits.prompt_lengths import PromptLognormalLengths
 from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.lengths import finish_reasons

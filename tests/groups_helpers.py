@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.grouped import GroupedTrace
+from rolloutlab.calibration.readers.grouped import GroupedTrace
 from rolloutlab.sim.models.lengths import LognormalLengths
 
 

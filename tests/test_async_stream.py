@@ -155,8 +155,8 @@ def test_threshold_zero_is_the_synchronous_pipeline(workers):
 
 
 def test_real_async_loop_refuses_simulator_only_options():
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.config import ConfigError
+    from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.rundir.config import ConfigError
 
     AsyncConfig(pipeline="bounded:2")
     for spec in ("bounded:2:sync=drain", "partial:2:chunk=64"):

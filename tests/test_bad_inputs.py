@@ -60,7 +60,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, case_id, args
 def finished_run(tmp_path_factory):
     """A finished 2-step tiny real run with checkpoints after steps 1 and 2."""
     pytest.importorskip("torch")
-    from rolloutlab.real.sync import run_sync
+    from rolloutlab.real.runners.sync import run_sync
 
     from tests.real_helpers import tiny_config
 

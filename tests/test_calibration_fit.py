@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.cost_fit import (
+from rolloutlab.calibration.fits.cost_fit import (
     StepDraw,
     draw_step_lengths,
     fit_decode,
@@ -15,8 +15,8 @@ from rolloutlab.calibration.cost_fit import (
     predict_gen_s,
     step_features,
 )
-from rolloutlab.calibration.icc import bundled_icc, icc_log_lengths
-from rolloutlab.calibration.lengths_fit import (
+from rolloutlab.calibration.fits.icc import bundled_icc, icc_log_lengths
+from rolloutlab.calibration.fits.lengths_fit import (
     StepLengthStats,
     censored_moments,
     fit_step,

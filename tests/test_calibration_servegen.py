@@ -6,7 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from rolloutlab.calibration.servegen import ServeGenError, pmf_quantiles, pooled_output_pmf
+from rolloutlab.calibration.scenarios.servegen import (
+    ServeGenError,
+    pmf_quantiles,
+    pooled_output_pmf,
+)
 from rolloutlab.sim.scenario.scenario import load_scenario
 
 

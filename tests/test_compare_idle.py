@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
 from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
-from rolloutlab.calibration.prompt_lengths import fit_prompt_lognormal
+from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_lognormal
 from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
 
@@ -164,7 +164,7 @@ def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
     st.integers(0, 99),
 )
 def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, want, G, seed):
-    from rolloutlab.calibration.prompt_lengths import fit_prompt_empirical
+    from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_empirical
 
     prompts = np.array([p for p, _ in obs])
     model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)

@@ -1,11 +1,11 @@
-"""calibration.groups_fit: the hierarchical censored lognormal recovers its parameters."""
+"""calibration.fits.groups_fit: the hierarchical censored lognormal recovers its parameters."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.groups_fit import fit_groups
+from rolloutlab.calibration.fits.groups_fit import fit_groups
 from rolloutlab.sim.models.lengths import LognormalLengths
 
 

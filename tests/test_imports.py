@@ -199,3 +199,19 @@ def test_importing_one_module_does_not_import_its_siblings():
     assert "rolloutlab.sim.models.learning" not in loaded
     assert "rolloutlab.sim.pipelines.registry" not in loaded
     assert {"rolloutlab.sim.models.cost", "rolloutlab.sim.pipelines.spec"} <= loaded
+
+
+ROLE_PACKAGES = {
+    "real": {"engines", "policy", "tasks", "runners", "rundir"},
+    "calibration": {"readers", "fits", "validation", "scenarios"},
+}
+
+
+def test_real_and_calibration_modules_sit_in_role_packages():
+    loose = [
+        m
+        for m in import_graph()
+        for top, roles in ROLE_PACKAGES.items()
+        if m.startswith(f"rolloutlab.{top}.") and m.split(".")[2] not in roles
+    ]
+    assert not loose, f"modules outside the role packages {ROLE_PACKAGES}: {sorted(loose)}"

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.sync import run_sync
+from rolloutlab.real.runners.sync import run_sync
 from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config

@@ -12,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real import checkpoint
-from rolloutlab.real.config import ConfigError
-from rolloutlab.real.rundir import RunDirError
-from rolloutlab.real.sync import SyncRun, run_sync
+from rolloutlab.real.rundir import checkpoint
+from rolloutlab.real.rundir.config import ConfigError
+from rolloutlab.real.rundir.folder import RunDirError
+from rolloutlab.real.runners.sync import SyncRun, run_sync
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.trace.metrics import run_summary, step_metrics
 from rolloutlab.sim.trace.schema import read

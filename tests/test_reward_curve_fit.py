@@ -1,4 +1,4 @@
-"""Reward-curve fit of the learning model (calibration/reward_curve_fit.py, verl_learning.py)
+"""Reward-curve fit of the learning model (calibration/fits/reward_curve_fit.py, verl_learning.py)
 and `rolloutlab calibrate learning --verl-tb`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.reward_curve_fit import (
+from rolloutlab.calibration.fits.reward_curve_fit import (
     expected_curve,
     fit_reward_curve,
     sampling_noise_sd,

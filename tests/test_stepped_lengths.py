@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.groups_validate import ValidationConfig, validate_groups
+from rolloutlab.calibration.validation.groups import ValidationConfig, validate_groups
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from rolloutlab.real.engine_factory import EngineUnavailable, check_engine, engine_factory
+from rolloutlab.real.engines.factory import EngineUnavailable, check_engine, engine_factory
+from rolloutlab.real.engines.sampling import SamplingParams
 from rolloutlab.real.engines.vllm_engine import VllmConfig, sampling_params_kwargs, vllm_available
 from rolloutlab.real.engines.vllm_worker import WeightSyncExtension
-from rolloutlab.real.sampling import SamplingParams
 
 from rolloutlab.cli import main
 
@@ -89,7 +89,7 @@ def test_vllm_config_is_frozen_with_documented_defaults():
 
 def test_worker_extension_loads_hf_named_weights_into_the_model():
     torch = pytest.importorskip("torch")
-    from rolloutlab.real.model import build_model, load_config
+    from rolloutlab.real.policy.model import build_model, load_config
 
     src, dst = build_model(load_config(), seed=1), build_model(load_config(), seed=2)
 
@@ -114,7 +114,7 @@ def test_worker_extension_loads_hf_named_weights_into_the_model():
 
 
 def test_sync_config_records_the_engine(tmp_path):
-    from rolloutlab.real.config import ConfigError, SyncConfig
+    from rolloutlab.real.rundir.config import ConfigError, SyncConfig
 
     assert SyncConfig(engine="vllm").to_dict()["engine"] == "vllm"
     assert (

@@ -9,9 +9,13 @@ from dataclasses import asdict
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.calibration.vllm_compare import sim_vs_measured, step_lengths, summary_markdown
-from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
-from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
+from rolloutlab.calibration.fits.vllm_grid import fit_grid, grid_calibration
+from rolloutlab.calibration.validation.vllm_compare import (
+    sim_vs_measured,
+    step_lengths,
+    summary_markdown,
+)
+from rolloutlab.real.engines.timing_grid import EngineLimits, GridSpec, plan_grid
 from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.cost_grid import CellTiming, GridCell

@@ -1,4 +1,4 @@
-"""Turn vLLM request outputs into :class:`real.engine.RolloutResult` rows (no vllm import).
+"""Turn vLLM request outputs into :class:`real.engines.torch_engine.RolloutResult` rows (no vllm import).
 
 What vLLM reports (pinned version 0.24.0; read in its ``vllm/outputs.py`` and
 ``vllm/v1/metrics/stats.py``): a ``RequestOutput`` has ``request_id``,
@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rolloutlab.real.engine import RolloutResult
+from rolloutlab.real.engines.torch_engine import RolloutResult
 
 FINISH_REASONS = ("stop", "length", "abort")
 """vLLM's ``CompletionOutput.finish_reason`` values that map onto the trace's names as is."""

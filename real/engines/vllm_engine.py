@@ -1,4 +1,4 @@
-"""The vLLM rollout engine (GPU): :class:`real.engine.RolloutEngine` on vLLM's offline ``LLM``.
+"""The vLLM rollout engine (GPU): :class:`real.engines.torch_engine.RolloutEngine` on vLLM's offline ``LLM``.
 
 Built and read against **vLLM 0.24.0** (the ``gpu`` extra pins it; its wheel needs
 torch 2.11.0 built for CUDA 13, see docs/gpu.md). vllm is imported only inside
@@ -17,7 +17,7 @@ What it relies on, by file of that release:
   Without a tokenizer the engine knows no EOS, so the stop token is given explicitly.
 - ``vllm/config/model.py``: ``logprobs_mode="processed_logprobs"`` returns log-probs
   after temperature (the default ``raw_logprobs`` is before it); that equals
-  :func:`real.sampling.behaviour_logprobs` when ``top_p == 1`` (with ``top_p < 1``
+  :func:`real.engines.sampling.behaviour_logprobs` when ``top_p == 1`` (with ``top_p < 1``
   vLLM's value is renormalised over the nucleus).
 - ``vllm/v1/worker/worker_base.py``: ``worker_extension_cls`` (see
   :mod:`real.engines.vllm_worker`) for the weight sync.
@@ -41,10 +41,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.real.engine import RolloutRequest, RolloutResult
+from rolloutlab.real.engines.sampling import SamplingParams
+from rolloutlab.real.engines.torch_engine import RolloutRequest, RolloutResult
 from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
-from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.tokenizer import EOS_ID
+from rolloutlab.real.tasks.tokenizer import EOS_ID
 
 VLLM_VERSION = "0.24.0"
 """The vLLM release this module was written against (``pyproject.toml`` extra ``gpu``)."""
@@ -91,7 +91,7 @@ def sampling_params_kwargs(
 
     ``n=1``; ``seed`` per request; ``logprobs=0`` (the sampled token's log-prob only);
     greedy when ``temperature == 0`` (vLLM then ignores ``top_p`` and the seed);
-    ``max_tokens`` is the response cap, EOS included, as in :class:`real.sampling.SamplingParams`.
+    ``max_tokens`` is the response cap, EOS included, as in :class:`real.engines.sampling.SamplingParams`.
     """
     return {
         "n": 1,
@@ -113,7 +113,7 @@ class VllmEngine:
     ``update_weights`` after each learner step; ``close`` frees the GPU.
 
     Args:
-        model: the policy (:class:`real.model.LlamaLM`; only its weights and config are read).
+        model: the policy (:class:`real.policy.model.LlamaLM`; only its weights and config are read).
         capacity: ``max_num_seqs``.
         clock: the run clock (seconds from run start).
         config: :class:`VllmConfig`.
@@ -134,7 +134,7 @@ class VllmEngine:
                 "the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
                 f"on a CUDA machine; built against vllm=={VLLM_VERSION})"
             )
-        from rolloutlab.real.model import save_pretrained
+        from rolloutlab.real.policy.model import save_pretrained
 
         self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
         self.policy_version = 0

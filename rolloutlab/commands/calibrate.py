@@ -11,11 +11,11 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.calibration.servegen import LongCotConfig, ServeGenError, build_longcot
-from rolloutlab.calibration.verl_fit import VerlFitConfig
-from rolloutlab.calibration.verl_scenario import calibrate_verl
-from rolloutlab.calibration.verl_tb import VerlLogError
-from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.calibration.fits.verl_fit import VerlFitConfig
+from rolloutlab.calibration.readers.verl_tb import VerlLogError
+from rolloutlab.calibration.scenarios.servegen import LongCotConfig, ServeGenError, build_longcot
+from rolloutlab.calibration.scenarios.verl import calibrate_verl
+from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd

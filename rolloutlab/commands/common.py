@@ -41,8 +41,8 @@ def real_option(help: str, **path: Any):
 def calibration_out(ctx: click.Context, param: click.Parameter, value: str | None):
     """Click callback of a ``--out FILE`` that receives a whole calibration JSON: refuses
     (exit 2, at parse time, before any work) a folder, an existing file that is not a
-    calibration JSON, or an unwritable folder (:func:`calibration.writer.check_replaceable`)."""
-    from rolloutlab.calibration.writer import OutputError, check_replaceable
+    calibration JSON, or an unwritable folder (:func:`calibration.scenarios.writer.check_replaceable`)."""
+    from rolloutlab.calibration.scenarios.writer import OutputError, check_replaceable
 
     if value is None:
         return value

@@ -34,7 +34,8 @@ from rolloutlab.commands.types import (
     POSITIVE_INT,
     finite,
 )
-from rolloutlab.real.config import (
+from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
+from rolloutlab.real.rundir.config import (
     OPTION_FIELDS,
     ConfigError,
     LearnerConfig,
@@ -42,8 +43,7 @@ from rolloutlab.real.config import (
     WarmStartConfig,
     config_from_options,
 )
-from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
-from rolloutlab.real.rundir import RunDirError
+from rolloutlab.real.rundir.folder import RunDirError
 from rolloutlab.sim.trace.metrics import run_summary
 from rolloutlab.sim.trace.schema import TraceError
 
@@ -199,9 +199,9 @@ def sync(
 ) -> None:
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
     use_numerics(portable_numerics)  # before torch loads
-    from rolloutlab.real.checkpoint import CheckpointError  # torch: only when a run starts
-    from rolloutlab.real.sync import run_sync
-    from rolloutlab.real.warmstart import default_cache_dir
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.rundir.checkpoint import CheckpointError  # torch: only when a run starts
+    from rolloutlab.real.runners.sync import run_sync
 
     given = {
         dotted: opts[name]
@@ -257,8 +257,8 @@ def sync(
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""
     from rolloutlab.analysis.plots import task_lengths_figure
-    from rolloutlab.real.task import TaskConfig
-    from rolloutlab.real.task_lengths import solution_lengths, summary
+    from rolloutlab.real.tasks.digit_chain import TaskConfig
+    from rolloutlab.real.tasks.digit_chain_lengths import solution_lengths, summary
 
     check_own_file(out_png, is_png, "a PNG image")
     lengths = solution_lengths(TaskConfig(), problems)
@@ -276,7 +276,9 @@ def task_lengths(out_png: Path, problems: int) -> None:
     help="one-step-off | interval:S | bounded:S",
 )
 @click.option(
-    "--stop-on-collapse", is_flag=True, help="end the run at the first collapse (real/collapse.py)"
+    "--stop-on-collapse",
+    is_flag=True,
+    help="end the run at the first collapse (real/runners/collapse.py)",
 )
 @click.pass_context
 def async_cmd(
@@ -293,11 +295,11 @@ def async_cmd(
 ) -> None:
     """Asynchronous GRPO: generator and learner processes, bounded staleness; traces in --out."""
     use_numerics(portable_numerics)  # before torch loads (the generator process inherits it)
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.async_loop import run_async
-    from rolloutlab.real.async_workers import GeneratorDied
-    from rolloutlab.real.checkpoint import CheckpointError
-    from rolloutlab.real.warmstart import default_cache_dir
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.rundir.checkpoint import CheckpointError
+    from rolloutlab.real.runners.async_loop import run_async
+    from rolloutlab.real.runners.async_workers import GeneratorDied
     from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
     given = {

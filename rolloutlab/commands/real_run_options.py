@@ -15,8 +15,8 @@ import click
 
 from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
 from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
-from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
-from rolloutlab.real.tasks import TASKS
+from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.tasks.registry import TASKS
 from rolloutlab.sim.trace import strict_json
 
 _OPTIONS = (
@@ -53,7 +53,7 @@ _OPTIONS = (
         "--portable-numerics",
         is_flag=True,
         help="pin CPU code paths (ATEN_CPU_CAPABILITY=default, MKL_CBWR=COMPATIBLE) so "
-        "another x86-64 machine gets the same numbers (real/numerics.py); slower",
+        "another x86-64 machine gets the same numbers (real/policy/numerics.py); slower",
     ),
 )
 
@@ -66,9 +66,9 @@ def run_options(f: Callable) -> Callable:
 
 
 def use_numerics(portable: bool) -> None:
-    """With ``portable``, pin the CPU code paths (:func:`real.numerics.use_portable_numerics`)
+    """With ``portable``, pin the CPU code paths (:func:`real.policy.numerics.use_portable_numerics`)
     before torch loads; a one-line error (exit 1) if torch is already loaded otherwise."""
-    from rolloutlab.real.numerics import NumericsError, use_portable_numerics
+    from rolloutlab.real.policy.numerics import NumericsError, use_portable_numerics
 
     if portable:
         try:
@@ -79,9 +79,9 @@ def use_numerics(portable: bool) -> None:
 
 def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
-    and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
+    and, with ``target``, ``time_to_target_s`` (:func:`real.tasks.evaluate.time_to_accuracy`;
     None if never reached)."""
-    from rolloutlab.real.evaluate import time_to_accuracy
+    from rolloutlab.real.tasks.evaluate import time_to_accuracy
 
     path = Path(out_dir) / "eval.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -156,8 +156,8 @@ def task_spread(
     the pass-rate distribution of a task's warm-started policy; JSON to --out."""
     import tempfile
 
-    from rolloutlab.real.task_spread import measure_start
-    from rolloutlab.real.warmstart import default_cache_dir
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.tasks.spread import measure_start
 
     check_own_file(out_json, json_with_keys("task", "seed"), "a task-spread JSON")
     try:

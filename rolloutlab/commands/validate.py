@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 from tqdm import tqdm
 
-from rolloutlab.calibration.validate import validate_runs
+from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, verl_options
 from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.calibration.writer import source_entry, write_json_atomic
+from rolloutlab.calibration.scenarios.writer import source_entry, write_json_atomic
 from rolloutlab.commands.common import calibration_out, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.trace import strict_json
@@ -94,9 +94,9 @@ def vllm_grid(
     name,
 ):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
-    from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
-    from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
-    from rolloutlab.real.timing_grid import GridSpec
+    from rolloutlab.calibration.fits.vllm_grid import fit_grid, grid_calibration
+    from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
+    from rolloutlab.real.engines.timing_grid import GridSpec
     from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
@@ -162,7 +162,7 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     import polars as pl
 
     from rolloutlab.analysis.run_input import read_table
-    from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
+    from rolloutlab.calibration.validation.vllm_compare import sim_vs_measured, summary_markdown
     from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
     from rolloutlab.sim.trace.schema import TraceError
 

@@ -1,10 +1,10 @@
 """One cell of a cost-model timing grid and what it measured (the records that
-:mod:`real.timing_grid` plans, :mod:`real.engines.vllm_grid` measures on a GPU and
-:mod:`calibration.vllm_grid` fits :class:`sim.models.cost.LinearCost` to).
+:mod:`real.engines.timing_grid` plans, :mod:`real.engines.vllm_grid` measures on a GPU and
+:mod:`calibration.fits.vllm_grid` fits :class:`sim.models.cost.LinearCost` to).
 
 A cell runs ``n`` requests together, each with a distinct prompt of ``P`` tokens and
 exactly ``L`` generated tokens, so the batch is known at every iteration (the model of
-:mod:`calibration.vllm_grid`).
+:mod:`calibration.fits.vllm_grid`).
 """
 
 from __future__ import annotations

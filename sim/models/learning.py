@@ -178,7 +178,7 @@ class LearningModel:
     ) -> float:
         """:meth:`update` from per-group signals (n,) >= 0 instead of rewards: observed
         :func:`group_signal` values or expectations (:func:`expected_signal`, summed), as
-        the mean-field replay of ``calibration.learning_fit`` uses. Same errors."""
+        the mean-field replay of ``calibration.fits.learning_fit`` uses. Same errors."""
         if not lr > 0:
             raise ValueError(f"lr: expected > 0, got {lr}")
         if batch_size < 1:

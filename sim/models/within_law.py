@@ -16,7 +16,7 @@ length and the ICC keeps its meaning.
 
 Sampling maps a standard normal draw ``z`` through ``e = F^{-1}(Phi(z))`` (monotone), so
 the counter-based normal draws of :mod:`sim.models.hashrng` keep their common random numbers
-under any law. The fit (:mod:`calibration.groups_fit`) uses :func:`log_interval`.
+under any law. The fit (:mod:`calibration.fits.groups_fit`) uses :func:`log_interval`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What gets written next to every result: the resolved configuration and versions.
 
 The one way a run records its provenance: every command's ``config.json`` (through
-:func:`write_config`) and a real run's (:mod:`real.rundir`). Lives in ``sim/`` because
+:func:`write_config`) and a real run's (:mod:`real.rundir.folder`). Lives in ``sim/`` because
 ``real/`` may import only ``sim/`` (docs/DESIGN.md, "Packages").
 """
 

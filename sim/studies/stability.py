@@ -22,7 +22,7 @@ OUTCOME_SCHEMA = {
     "failure": pl.Utf8,
 }
 """The columns (and polars types) a simulated and a real stability grid share
-(:mod:`real.stability`): the run (S, lr, seed) and its collapse outcome, same meanings
+(:mod:`real.runners.stability`): the run (S, lr, seed) and its collapse outcome, same meanings
 (:mod:`sim.models.staleness`)."""
 OUTCOME_COLUMNS = list(OUTCOME_SCHEMA)
 
