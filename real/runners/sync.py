@@ -36,7 +36,6 @@ import torch
 from rolloutlab.real.engines.factory import engine_factory as make_engine_factory
 from rolloutlab.real.engines.sampling import SamplingParams
 from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, RolloutResult
-from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.real.policy import numerics
 from rolloutlab.real.policy.grpo import group_advantages, informative_groups, overlong_penalty
 from rolloutlab.real.policy.learner import Learner, pack
@@ -54,6 +53,7 @@ from rolloutlab.real.rundir.trace_rows import (
     step_row,
 )
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
+from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.trace import strict_json
