@@ -42,11 +42,17 @@ from rolloutlab.real.async_config import AsyncConfig
 from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from rolloutlab.real.collapse import CollapseDetector
 from rolloutlab.real.config import ConfigError
+from rolloutlab.real.engine_factory import run_and_close
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
 from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.sync import SyncRun, check_before_writing
-from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.real.trace_rows import (
+    append_engine_requests,
+    finish_reason_rows,
+    rollout_rows,
+    step_row,
+)
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.observation import observe_step, propose_step
 from tqdm import tqdm
@@ -106,6 +112,8 @@ class AsyncRun(SyncRun):
             t0,
             acfg.poll_s,
             self.cfg.torch_threads,
+            self.cfg.engine,
+            self.cfg.vllm_memory_share,
         )
         self.generator = GeneratorHandle(spec, self.weights, self.pc.lead + 1)
 
@@ -202,6 +210,7 @@ class AsyncRun(SyncRun):
             sampling,
         ).with_columns(pl.lit(t_train - t_recv).alias("train_time"))
         self.writer.append_step(rows, row)
+        append_engine_requests(self.out, step, G, results, first)
         extra = {
             "policy_version": version,
             "staleness": step - version,
@@ -278,4 +287,4 @@ def run_async(
         )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")
-    return AsyncRun(acfg, out, run_id, resume, cache_dir).run(progress)
+    return run_and_close(AsyncRun(acfg, out, run_id, resume, cache_dir), progress)

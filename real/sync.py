@@ -36,7 +36,7 @@ import torch
 from rolloutlab.real import checkpoint, numerics, rundir
 from rolloutlab.real.config import ConfigError, SyncConfig
 from rolloutlab.real.engine import RolloutEngine, RolloutRequest, RolloutResult
-from rolloutlab.real.engine_factory import engine_factory as make_engine_factory
+from rolloutlab.real.engine_factory import factory_for, run_and_close
 from rolloutlab.real.evaluate import evaluate
 from rolloutlab.real.grpo import group_advantages, informative_groups, overlong_penalty
 from rolloutlab.real.learner import Learner, pack
@@ -45,7 +45,13 @@ from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.resume_check import resume_point
 from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.trace_rows import finish_reason_rows, learner_row, rollout_rows, step_row
+from rolloutlab.real.trace_rows import (
+    append_engine_requests,
+    finish_reason_rows,
+    learner_row,
+    rollout_rows,
+    step_row,
+)
 from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
@@ -53,7 +59,7 @@ from rolloutlab.sim.observation import observe_step, propose_step
 from rolloutlab.sim.trace_jsonl import TraceWriter, append_durably, truncate_jsonl
 from tqdm import tqdm
 
-EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
+EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl")
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -120,7 +126,7 @@ class SyncRun:
             torch.set_rng_state(trainer["torch_rng"])
         t0 = time.perf_counter() - clock_offset
         self.clock = lambda: time.perf_counter() - t0
-        factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
+        factory = engine_factory or factory_for(cfg)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
         if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
             strict_json.write_json(self.out / "engine.json", self.engine.describe())
@@ -246,6 +252,7 @@ class SyncRun:
                 extra,
             ),
         )
+        append_engine_requests(self.out, step, G, results, self.next_prompt_id)
         self.next_prompt_id += len(problems)
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
 
@@ -381,4 +388,4 @@ def run_sync(
         )
     else:
         run_id = rundir.create(out, cfg)
-    return SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir).run(progress)
+    return run_and_close(SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir), progress)
