@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/fast_path.py
 	$(BIN)/python bench/sweep_speed.py
 	$(BIN)/python bench/paged_scaling.py
+	$(BIN)/python bench/vllm_overhead.py
 
 clean:
 	rm -rf $(VENV) runs
