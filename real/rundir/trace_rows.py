@@ -10,6 +10,8 @@ import numpy as np
 import polars as pl
 import torch
 from rolloutlab.real.engines.torch_engine import RolloutResult
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.jsonl import append_durably
 from rolloutlab.sim.trace.schema import ROLLOUT_SCHEMA, STEP_SCHEMA
 
 
@@ -128,4 +130,41 @@ def learner_row(
             clip_frac=stats.clip_frac,
             n_tokens=stats.n_tokens,
         )
+        row["training/rollout_probs_diff_mean"] = stats.probs_diff_mean
+        row["training/rollout_probs_diff_max"] = stats.probs_diff_max
     return row
+
+
+def engine_request_rows(
+    step: int, G: int, results: Sequence[RolloutResult], first_prompt_id: int
+) -> list[dict]:
+    """The ``engine_requests.jsonl`` rows of one step: what an engine reports per request
+    beyond the trace schema (vLLM: ``t_scheduled`` in s from run start, ``preemptions``,
+    ``cached_prompt_tokens``), keyed like the rollout rows (``step``, ``prompt_id``,
+    ``sample_idx``). Empty when the engine reports none of them (the torch engine)."""
+    if all(r.preemptions is None and r.t_scheduled_s is None for r in results):
+        return []
+    return [
+        {
+            "step": step,
+            "prompt_id": first_prompt_id + r.request_id // G,
+            "sample_idx": r.request_id % G,
+            "t_submit": r.t_submit_s,
+            "t_scheduled": r.t_scheduled_s,
+            "t_first_token": r.t_first_token_s,
+            "t_finish": r.t_finish_s,
+            "preemptions": r.preemptions,
+            "cached_prompt_tokens": r.cached_prompt_tokens,
+        }
+        for r in results
+    ]
+
+
+def append_engine_requests(out, step: int, G: int, results: list, first: int) -> None:
+    """Append the step's per-request engine stats (vLLM's scheduling time, preemptions,
+    cached prompt tokens) to ``engine_requests.jsonl``; nothing for the torch engine."""
+    rows = engine_request_rows(step, G, results, first)
+    if rows:
+        append_durably(
+            out / "engine_requests.jsonl", "".join(strict_json.dumps(r) + "\n" for r in rows)
+        )

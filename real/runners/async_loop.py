@@ -37,12 +37,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
+from rolloutlab.real.engines.factory import run_and_close
 from rolloutlab.real.policy.model import load_config
 from rolloutlab.real.rundir import folder as rundir
 from rolloutlab.real.rundir.async_config import AsyncConfig
 from rolloutlab.real.rundir.config import ConfigError
 from rolloutlab.real.rundir.resume_check import resume_point
-from rolloutlab.real.rundir.trace_rows import finish_reason_rows, rollout_rows, step_row
+from rolloutlab.real.rundir.trace_rows import (
+    append_engine_requests,
+    finish_reason_rows,
+    rollout_rows,
+    step_row,
+)
 from rolloutlab.real.runners.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from rolloutlab.real.runners.collapse import CollapseDetector
 from rolloutlab.real.runners.refill import sampling_record
@@ -106,6 +112,8 @@ class AsyncRun(SyncRun):
             t0,
             acfg.poll_s,
             self.cfg.torch_threads,
+            self.cfg.engine,
+            self.cfg.vllm_memory_share,
         )
         self.generator = GeneratorHandle(spec, self.weights, self.pc.lead + 1)
 
@@ -202,6 +210,7 @@ class AsyncRun(SyncRun):
             sampling,
         ).with_columns(pl.lit(t_train - t_recv).alias("train_time"))
         self.writer.append_step(rows, row)
+        append_engine_requests(self.out, step, G, results, first)
         extra = {
             "policy_version": version,
             "staleness": step - version,
@@ -278,4 +287,4 @@ def run_async(
         )
     else:
         run_id = rundir.create(out, acfg, kind="real-async")
-    return AsyncRun(acfg, out, run_id, resume, cache_dir).run(progress)
+    return run_and_close(AsyncRun(acfg, out, run_id, resume, cache_dir), progress)

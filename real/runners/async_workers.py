@@ -5,7 +5,8 @@ Two processes (``torch.multiprocessing``, spawn), one torch thread each:
 - **learner** (the caller): owns the controller and the optimiser; dispatches prompt
   batches (a command queue) and pushes weights;
 - **generator** (:func:`generator_main`): takes a batch command, installs the newest
-  weights if their version changed, generates the batch with a :class:`~real.engines.torch_engine.TorchEngine`
+  weights if their version changed, generates the batch with the run's engine (a
+  :class:`~real.engines.torch_engine.TorchEngine`, or a vLLM engine built in this process)
   and puts the results on a **bounded** result queue (``lead + 1`` batches: at most that
   many are ever outstanding).
 
@@ -88,6 +89,10 @@ class GeneratorSpec:
     both processes stamp times on the same clock."""
     poll_s: float
     torch_threads: int = 1
+    engine: str = "torch"
+    """``torch`` or ``vllm`` (:mod:`real.engines.factory`)."""
+    vllm_memory_share: float = 0.1
+    """``gpu_memory_utilization`` of a vLLM engine."""
 
 
 def generator_main(
@@ -98,12 +103,7 @@ def generator_main(
     torch.set_num_threads(spec.torch_threads)
     parent = _CTX.parent_process()
     try:
-        engine = TorchEngine(
-            build_model(spec.model, 0),
-            spec.capacity,
-            lambda: time.perf_counter() - spec.t0,
-            spec.engine_mode,
-        )
+        engine = _build_engine(spec)
         have = -1
         while True:
             cmd = _get(commands, spec.poll_s, parent)
@@ -117,6 +117,20 @@ def generator_main(
             _put(results, ("batch", j, out, have, pull_s), spec.poll_s, parent)
     except Exception:  # why: the learner must learn what happened, not just that we are gone
         _put(results, ("error", traceback.format_exc()), spec.poll_s, parent)
+
+
+def _build_engine(spec: GeneratorSpec) -> Any:
+    """The generator's engine (random weights: the first pull installs the learner's)."""
+    clock = lambda: time.perf_counter() - spec.t0
+    if spec.engine == "torch":
+        return TorchEngine(build_model(spec.model, 0), spec.capacity, clock, spec.engine_mode)
+    from rolloutlab.real.engines.factory import engine_factory
+    from rolloutlab.real.engines.vllm_engine import VllmConfig
+
+    factory = engine_factory(
+        spec.engine, spec.engine_mode, VllmConfig(gpu_memory_utilization=spec.vllm_memory_share)
+    )
+    return factory(build_model(spec.model, 0), spec.capacity, clock)
 
 
 def _get(q: Any, poll_s: float, parent: Any) -> Any:

