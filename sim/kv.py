@@ -27,7 +27,7 @@ from rolloutlab.sim.batch import Batch
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
 from rolloutlab.sim.kv_decode import DecodeSet
-from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed, prefill_of
 from rolloutlab.sim.worker import EngineWorker
 
 
@@ -219,7 +219,7 @@ class PagedWorker(EngineWorker):
                 still.append(r)
             self.prefilling = still
         caching, B, waiting = self.config.prefix_caching, self.B, self.waiting
-        slots = self.config.max_num_seqs
+        slots, too_long = self.config.max_num_seqs, False
         while not preempted and waiting and len(run) < slots and budget > 0:
             r = waiting[0]
             if caching and r.key in self.pending:
@@ -227,9 +227,13 @@ class PagedWorker(EngineWorker):
             own = -(-(r.P + r.g) // B) - r.sh
             if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
+            if not self.config.chunked_prefill and self._prefill_of(r) > budget:
+                too_long = True  # (a budget stop too: the next iteration's is larger)
+                break
             waiting.popleft()
             if caching:
-                r.rem, hit = admit(cache, r.key, r, r.P, r.g, r.sh, own, B)
+                part = self.config.recompute_partial_block
+                r.rem, hit = admit(cache, r.key, r, r.P, r.g, r.sh, own, B, part)
             else:
                 cache.alloc(own)
                 r.rem, hit = r.P + r.g, False
@@ -249,7 +253,7 @@ class PagedWorker(EngineWorker):
                     r.computing = True
         # (why: only a stop for the token budget can end differently at the next
         # boundary without a finish; blocks and slots only shrink until then)
-        self._budget_stop = bool(self.waiting) and budget <= 0 and not preempted
+        self._budget_stop = bool(self.waiting) and (budget <= 0 or too_long) and not preempted
         if not run and self.waiting and not preempted:
             raise RuntimeError(
                 f"worker {self.index}: a request cannot be admitted into an empty "
@@ -257,6 +261,14 @@ class PagedWorker(EngineWorker):
             )
         self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
         return prefill, preempted
+
+    def _prefill_of(self, r: _Req) -> int:
+        """Tokens queued ``r`` would compute in its admitting iteration (at least the
+        one of its next token), read without changing the cache."""
+        if not self.config.prefix_caching:
+            return r.P + r.g
+        part = self.config.recompute_partial_block
+        return max(prefill_of(self.cache, r.key, r, r.P, r.g, r.sh, self.B, part)[0], 1)
 
     def _segment(self):
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing

@@ -18,7 +18,8 @@ Rules of one iteration of one worker (vLLM-v1-like; ``B`` = ``block_size``):
    hits (:func:`sim.prefix_cache.admit`: ``g`` when its prompt's blocks are cached,
    fewer when a preempted sequence's own blocks survive, ``P + g - a B`` when only
    ``a`` prompt blocks do); a head whose prompt is still being prefilled by a group
-   mate waits. A sequence produces a token in the iteration its prefill ends. Freed
+   mate waits; without chunked prefill, so does a head whose prefill exceeds the budget
+   left. A sequence produces a token in the iteration its prefill ends. Freed
    blocks join a free queue in the order they are freed and keep their content until
    an allocation reaches them (:class:`sim.prefix_cache.PrefixCache`, vLLM v1's
    block pool).
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
-from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed, prefill_of
 from rolloutlab.sim.schedule import assign_workers
 
 TIMELINE_COLUMNS = (
@@ -115,7 +116,7 @@ def paged_reference(
 
 
 def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
-    B, caching = cfg.block_size, cfg.prefix_caching
+    B, caching, part = cfg.block_size, cfg.prefix_caching, cfg.recompute_partial_block
     cap = cfg.kv_blocks if cfg.kv_blocks is not None else float("inf")
     tok_cap = cfg.max_num_batched_tokens if cfg.max_num_batched_tokens is not None else float("inf")
     shared = (lambda r: P[r] // B) if caching else (lambda r: 0)
@@ -177,10 +178,23 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
                 break
             if own(r, g[r]) + (0 if keys[r] in cache.refs else shared(r)) > cache.free():
                 break
+            if (
+                not cfg.chunked_prefill
+                and max(
+                    prefill_of(cache, keys[r], ("own", r), P[r], g[r], shared(r), B, part)[0]
+                    if caching
+                    else P[r] + g[r],
+                    1,
+                )
+                > budget
+            ):
+                break
             queue.pop(0)
             alloc[r] = own(r, g[r])
             if caching:
-                rem[r], hit = admit(cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B)
+                rem[r], hit = admit(
+                    cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B, part
+                )
             else:
                 cache.alloc(alloc[r])
                 rem[r], hit = P[r] + g[r], False

@@ -145,35 +145,50 @@ class PrefixCache:
             self._plain(b)
 
 
-def admit(cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B: int):
-    """Blocks and prefill of a sequence admitted with prefix caching on (prompt ``P``
-    tokens of which ``sh`` full blocks are shared under ``key``, ``g`` generated,
-    ``own`` own blocks, block size ``B``; the caller checked the blocks are free).
-    Returns ``(prefill tokens, prompt hit in full)``.
+def prefill_of(
+    cache: PrefixCache, key, own_key, P: int, g: int, sh: int, B: int, partial: bool = False
+):
+    """Prefill of a sequence about to be admitted with prefix caching on (prompt ``P``
+    tokens of which ``sh`` full blocks are shared under ``key``, ``g`` generated, block
+    size ``B``), read without changing the cache. Returns ``(prefill tokens, prompt hit
+    in full)``.
 
-    A prompt hit in full (cached whole, or referenced by a running sequence) costs no
-    prompt prefill (the model's convention: the partial last prompt block is not
-    recomputed); a re-admitted preempted sequence then also reuses what survives of its
-    own computed blocks (entry ``own_key``) and recomputes only the tokens after them
-    (at least one: vLLM v1 caps a hit at ``num_tokens - 1``, and the entry only holds
-    blocks computed before the preemption). A partly evicted prompt hits its surviving
-    blocks; its own blocks are then unreachable (vLLM's hash chain)."""
-    refs = cache.refs
-    if key in refs:
-        k, b = refs[key]
-        refs[key] = (k + 1, b)
-    else:
+    A prompt hit in full (cached whole, or referenced by a running sequence) saves its
+    ``sh`` full blocks; with ``partial`` its partial last prompt block is recomputed, as
+    vLLM v1 does (``KVCacheManager.get_computed_blocks`` hits full blocks only), else it
+    is free too (the convention of the unpaged engine and the fast path, which know no
+    blocks; :attr:`sim.engine_config.EngineConfig.recompute_partial_block`). A
+    re-admitted preempted sequence then also reuses what survives of its own computed
+    blocks (entry ``own_key``) and recomputes only the tokens after them (at least one:
+    vLLM caps a hit at ``num_tokens - 1``, and the entry only holds blocks computed
+    before the preemption). A partly evicted prompt hits its surviving blocks; its own
+    blocks are then unreachable (vLLM's hash chain). Not followed: a prompt of a
+    multiple of ``B`` tokens, whose last full block vLLM recomputes (the cap) into a
+    block of the sequence's own; here it is hit."""
+    if key not in cache.refs:
         c = cache.cached.get(key)
         if c is None or c[1] < c[2]:  # (not cached in full)
-            a = cache.acquire(key, sh)
-            cache.alloc(own)
-            return P + g - a * B, False
-        cache.acquire(key, sh)
-    if not g or own_key not in cache.cached:  # (nothing of its own cached)
-        cache.alloc(own)
+            return P + g - (0 if c is None else c[1]) * B, False
+    c = cache.cached.get(own_key) if g else None
+    if c is None and not partial:
         return g, True
-    k = cache.take(own_key, own)
-    return (g if k == 0 else P + g - (sh + k) * B), True
+    return P + g - (sh + (0 if c is None else c[1])) * B, True
+
+
+def admit(
+    cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B: int, partial=False
+):
+    """Admit a sequence with prefix caching on: reference its prompt's ``sh`` shared
+    blocks, reuse what :func:`prefill_of` hits and allocate the rest of its ``own`` own
+    blocks (the caller checked they are free). Returns :func:`prefill_of`'s
+    ``(prefill tokens, prompt hit in full)``."""
+    out = prefill_of(cache, key, own_key, P, g, sh, B, partial)
+    cache.acquire(key, sh)
+    if out[1] and g and own_key in cache.cached:
+        cache.take(own_key, own)
+    else:
+        cache.alloc(own)
+    return out
 
 
 def own_computed(P: int, g: int, rem: int, sh: int, B: int) -> int:
