@@ -1,0 +1,49 @@
+"""Fit :class:`sim.cost.LinearCost` to vLLM's own scheduler steps, as recorded by
+:mod:`real.engines.vllm_sched_probe` (one row per step: the requests that sample a token,
+their context tokens, the prefill tokens, the step's wall time).
+
+One step of the paged engine costs ``a_s + b_s n + c_s ctx + prefill_s_per_token p``
+(:meth:`sim.cost.LinearCost.iteration_s`), ``n`` the producing sequences, ``ctx`` the sum
+of their ``prompt + generated`` tokens and ``p`` the prefill tokens; the four coefficients
+are the non-negative least squares solution (``scipy.optimize.nnls``) over the steps of
+the timing grid. Least squares on the times themselves (not their logs or ratios) keeps
+the sum of predicted step times unbiased, and a makespan is such a sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from rolloutlab.sim.cost import LinearCost
+from scipy import optimize
+
+FEATURES = ("producing", "context_tokens", "prefill_tokens")
+"""Per-step columns of a probe record read here (besides ``step_s``)."""
+
+
+def step_features(steps: dict) -> np.ndarray:
+    """``(n_steps, 4)`` ``[1, producing, context tokens, prefill tokens]`` of one batch's
+    ``steps`` record. Raises ValueError naming a missing or ragged column."""
+    missing = [k for k in (*FEATURES, "step_s") if k not in steps]
+    if missing:
+        raise ValueError(f"probe steps record lacks column(s) {missing}")
+    cols = [np.asarray(steps[k], dtype=float) for k in FEATURES]
+    n = len(steps["step_s"])
+    if any(len(c) != n for c in cols):
+        raise ValueError("probe steps record: columns of different lengths")
+    return np.column_stack([np.ones(n), *cols])
+
+
+def fit_step_cost(batches: Sequence[dict]) -> tuple[LinearCost, float]:
+    """Fit the step cost to the ``steps`` records of ``batches`` (each a probe batch:
+    ``{"steps": {...}}``). Returns ``(cost, mean |pred/measured - 1| per step)``.
+    Raises ValueError with fewer than 4 steps or a non-positive step time."""
+    X = np.vstack([step_features(b["steps"]) for b in batches])
+    y = np.concatenate([np.asarray(b["steps"]["step_s"], dtype=float) for b in batches])
+    if len(y) < 4 or (y <= 0).any():
+        raise ValueError("fit_step_cost: need >= 4 steps, all with positive times")
+    scale = np.maximum(X.max(axis=0), 1.0)  # (why: columns of 1 and of ~1e3 tokens)
+    coef = optimize.nnls(X / scale, y)[0] / scale
+    cost = LinearCost(a_s=coef[0], b_s=coef[1], c_s=coef[2], prefill_s_per_token=coef[3])
+    return cost, float(np.mean(np.abs(X @ coef / y - 1.0)))
