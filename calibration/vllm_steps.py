@@ -35,12 +35,15 @@ def step_features(steps: dict) -> np.ndarray:
     return np.column_stack([np.ones(n), *cols])
 
 
-def fit_step_cost(batches: Sequence[dict]) -> tuple[LinearCost, float]:
+def fit_step_cost(batches: Sequence[dict], clock: str = "step_s") -> tuple[LinearCost, float]:
     """Fit the step cost to the ``steps`` records of ``batches`` (each a probe batch:
-    ``{"steps": {...}}``). Returns ``(cost, mean |pred/measured - 1| per step)``.
-    Raises ValueError with fewer than 4 steps or a non-positive step time."""
+    ``{"steps": {...}}``), times from column ``clock`` (``step_s`` wall, ``step_cpu_s``
+    CPU). Returns ``(cost, mean |pred/measured - 1| per step)``. Raises ValueError with
+    fewer than 4 steps, a non-positive step time or a missing column."""
     X = np.vstack([step_features(b["steps"]) for b in batches])
-    y = np.concatenate([np.asarray(b["steps"]["step_s"], dtype=float) for b in batches])
+    if any(clock not in b["steps"] for b in batches):
+        raise ValueError(f"probe steps record lacks column {clock!r}")
+    y = np.concatenate([np.asarray(b["steps"][clock], dtype=float) for b in batches])
     if len(y) < 4 or (y <= 0).any():
         raise ValueError("fit_step_cost: need >= 4 steps, all with positive times")
     scale = np.maximum(X.max(axis=0), 1.0)  # (why: columns of 1 and of ~1e3 tokens)

