@@ -36,7 +36,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from rolloutlab.sim.cost import LinearCost
 from rolloutlab.sim.engine_config import EngineConfig
-from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed, prefill_of
+from rolloutlab.sim.prefix_cache import (
+    PrefixCache,
+    admit,
+    chunk_blocks,
+    own_computed,
+    partial_own,
+    prefill_of,
+)
 from rolloutlab.sim.schedule import assign_workers
 
 TIMELINE_COLUMNS = (
@@ -134,36 +141,59 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
     cache, pending, running, t = PrefixCache(cap), set(), [], 0.0
     coef = cost.coef()
 
+    def preempt_tail():
+        v = running.pop()
+        if caching:  # its computed blocks stay cached (vLLM v1)
+            n = own_computed(P[v], g[v], rem[v], shared(v), B)
+            part = partial_own(P[v], g[v], rem[v], shared(v), B)
+            cache.give_back(alloc[v], ("own", v), n, part)
+            if v in computing:
+                cache.release_computed(keys[v], (P[v] + g[v] - rem[v]) // B, shared(v))
+            else:
+                cache.release(keys[v], keep=True)
+        else:
+            cache.give_back(alloc[v])
+        alloc[v], rem[v] = 0, 0
+        if v in computing:
+            computing.discard(v)
+            pending.discard(keys[v])
+        queue.insert(0, v)
+        out.preemptions[v] += 1
+        return v
+
+    def chunk_fits(r, left):  # blocks of r's prefill once `left` tokens remain
+        s, o = chunk_blocks(P[r], g[r], left, shared(r), B, r not in computing)
+        held = cache.refs[keys[r]][1] if r in computing else s
+        while s - held + o - alloc[r] > cache.free():
+            if preempt_tail() == r:
+                return False
+        if s > held:
+            cache.grow(keys[r], s - held)
+        cache.alloc(o - alloc[r])
+        alloc[r] = o
+        return True
+
     while queue or running:
         preempted = False
         i = 0
         while i < len(running):  # 1. blocks for this iteration, preempting from the tail
             r = running[i]
-            need = own(r, g[r]) - alloc[r]
+            need = own(r, g[r]) - alloc[r] if rem[r] == 0 else 0
             if need <= cache.free():
                 cache.alloc(need)
                 alloc[r] += need
                 i += 1
                 continue
-            v = running.pop()
-            if caching:  # its computed blocks stay cached (vLLM v1)
-                n = 0 if v in computing else own_computed(P[v], g[v], rem[v], shared(v), B)
-                cache.give_back(alloc[v], ("own", v), n)
-                cache.release(keys[v], keep=v not in computing)
-            else:
-                cache.give_back(alloc[v])
-            alloc[v], rem[v] = 0, 0
-            if v in computing:
-                computing.discard(v)
-                pending.discard(keys[v])
-            queue.insert(0, v)
-            out.preemptions[v] += 1
+            preempt_tail()
             preempted = True
         producing = [r for r in running if rem[r] == 0]
         budget, prefill = tok_cap - len(producing), 0
-        for r in running:  # 2. chunks of prefills in progress
-            if rem[r] > 0 and budget > 0:
+        for r in list(running):  # 2. chunks of prefills in progress
+            if rem[r] > 0 and budget > 0 and not preempted:
                 ch = min(rem[r], budget)
+                if not chunk_fits(r, rem[r] - ch):
+                    preempted = True
+                    continue
                 rem[r] -= ch
                 budget -= ch
                 prefill += ch
@@ -190,20 +220,22 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
             ):
                 break
             queue.pop(0)
-            alloc[r] = own(r, g[r])
             if caching:
-                rem[r], hit = admit(
-                    cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B, part
-                )
+                r0, hit = prefill_of(cache, keys[r], ("own", r), P[r], g[r], shared(r), B, part)
+            else:
+                r0, hit = P[r] + g[r], False
+            ch = min(r0, budget)
+            s, alloc[r] = chunk_blocks(P[r], g[r], r0 - ch, shared(r), B, hit)
+            if caching:
+                admit(cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B, part, s)
             else:
                 cache.alloc(alloc[r])
-                rem[r], hit = P[r] + g[r], False
+            rem[r] = r0
             running.append(r)
             if rem[r] == 0:
                 budget -= 1
                 producing.append(r)
                 continue
-            ch = min(rem[r], budget)
             rem[r] -= ch
             budget -= ch
             prefill += ch
@@ -235,7 +267,7 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
             if g[r] == L[r]:
                 out.times["t_finish"][r] = t
                 running.remove(r)
-                cache.give_back(alloc[r])
+                cache.give_back(alloc[r], unhashed=partial_own(P[r], g[r], 0, shared(r), B))
                 alloc[r] = 0
                 left[keys[r]] -= 1
                 if caching:

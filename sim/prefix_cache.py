@@ -7,8 +7,10 @@ preempted or aborted) appends its blocks at the tail, its last block first (vLLM
 ``reversed(blocks)``), and full blocks keep their content hash until the allocation that
 reuses them reaches them at the head. So a block stays hittable until every block freed
 before it has been reused, and an entry is evicted from its last block backwards: what
-survives of it is always a prefix of its blocks. Free blocks = ``cap - used``, cached
-ones included.
+survives of it is always a prefix of its blocks. A freed block that holds no hash (a
+sequence's partial last block) goes to the head instead, to be reused first (vLLM 0.32
+``BlockPool.free_blocks``: LIFO reuse of blocks that can never be hit). Free blocks =
+``cap - used``, cached ones included.
 
 Two kinds of entries can be hit: a group's shared prompt blocks (key: the prompt key),
 and the computed full blocks of a preempted sequence beyond its prompt (key:
@@ -89,23 +91,35 @@ class PrefixCache:
             else:
                 q.append([None, n_blocks, 0])
 
-    def _entry(self, key, n_blocks: int) -> None:
-        """``n_blocks`` freed blocks go to the tail as hittable entry ``key``."""
-        c = [key, n_blocks, n_blocks]
+    def _head(self, n_blocks: int) -> None:
+        """``n_blocks`` freed blocks without a hash go to the head (reused first)."""
+        q = self.queue
+        if n_blocks and self._finite:
+            if q and q[0][0] is None:
+                q[0][1] += n_blocks
+            else:
+                q.appendleft([None, n_blocks, 0])
+
+    def _entry(self, key, n_blocks: int, whole: int | None = None) -> None:
+        """``n_blocks`` freed blocks go to the tail as hittable entry ``key`` (of ``whole``
+        blocks when only its first ``n_blocks`` were computed; default all)."""
+        c = [key, n_blocks, n_blocks if whole is None else whole]
         self.cached[key] = c
         if self._finite:
             self.queue.append(c)
 
-    def give_back(self, n_blocks: int, own_key=None, own_cached: int = 0) -> None:
-        """A sequence stops and frees its ``n_blocks`` own blocks; with ``own_key`` the
-        first ``own_cached`` of them (computed full blocks) stay cached as that entry
-        (its partial last block is freed first)."""
+    def give_back(
+        self, n_blocks: int, own_key=None, own_cached: int = 0, unhashed: int = 0
+    ) -> None:
+        """A sequence stops and frees its ``n_blocks`` own blocks: ``unhashed`` of them
+        (its partial last block, :func:`partial_own`) go to the head; with ``own_key``
+        the first ``own_cached`` (computed full blocks) stay cached as that entry; the
+        rest go to the tail."""
         self.used -= n_blocks
+        self._head(unhashed)
+        self._plain(n_blocks - own_cached - unhashed)
         if own_cached > 0:
-            self._plain(n_blocks - own_cached)
             self._entry(own_key, own_cached)
-        else:
-            self._plain(n_blocks)
 
     def take(self, key, n_blocks: int) -> int:
         """A re-admitted sequence reuses what survives of entry ``key`` and allocates the
@@ -130,6 +144,24 @@ class PrefixCache:
             return b
         self.refs[key] = (1, n_blocks)
         return self.take(key, n_blocks)
+
+    def grow(self, key, n_blocks: int) -> None:
+        """The one sequence computing prompt ``key`` reaches ``n_blocks`` more of its
+        blocks (a prefill chunk: vLLM allocates a chunk's blocks when it is scheduled)."""
+        k, b = self.refs[key]
+        self.refs[key] = (k, b + n_blocks)
+        self.alloc(n_blocks)
+
+    def release_computed(self, key, computed: int, whole: int) -> None:
+        """The one sequence computing prompt ``key`` (``whole`` blocks) stops; of the
+        blocks it holds, the first ``computed`` (full, computed) stay cached as a partial
+        entry, the others are freed (vLLM keeps every computed full block hashed)."""
+        _, b = self.refs.pop(key)
+        self.used -= b
+        kept = min(computed, b)
+        self._head(b - kept)  # (a partial block: no hash)
+        if kept:
+            self._entry(key, kept, whole)
 
     def release(self, key, keep: bool) -> None:
         """A sequence stops referencing ``key``; the last one leaves its blocks cached
@@ -176,19 +208,47 @@ def prefill_of(
 
 
 def admit(
-    cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B: int, partial=False
+    cache: PrefixCache,
+    key,
+    own_key,
+    P: int,
+    g: int,
+    sh: int,
+    own: int,
+    B: int,
+    partial: bool = False,
+    shared: int | None = None,
 ):
-    """Admit a sequence with prefix caching on: reference its prompt's ``sh`` shared
-    blocks, reuse what :func:`prefill_of` hits and allocate the rest of its ``own`` own
-    blocks (the caller checked they are free). Returns :func:`prefill_of`'s
-    ``(prefill tokens, prompt hit in full)``."""
+    """Admit a sequence with prefix caching on: reference ``shared`` (default ``sh``) of
+    its prompt's ``sh`` shared blocks, reuse what :func:`prefill_of` hits and allocate
+    the rest of its ``own`` own blocks now (the caller checked they are free; a chunked
+    prefill holds only its first chunk's, :func:`chunk_blocks`). Returns
+    :func:`prefill_of`'s ``(prefill tokens, prompt hit in full)``."""
     out = prefill_of(cache, key, own_key, P, g, sh, B, partial)
-    cache.acquire(key, sh)
+    cache.acquire(key, sh if shared is None else shared)
     if out[1] and g and own_key in cache.cached:
         cache.take(own_key, own)
     else:
         cache.alloc(own)
     return out
+
+
+def chunk_blocks(P: int, g: int, rem: int, sh: int, B: int, hit: bool) -> tuple[int, int]:
+    """``(shared, own)`` blocks a sequence (prompt ``P``, ``g`` generated, ``sh`` shared
+    prompt blocks) holds once its prefill has ``rem`` tokens left: those covering its
+    ``P + g - rem`` computed tokens (vLLM ``KVCacheManager.allocate_slots`` allocates a
+    chunk's blocks when it is scheduled), all ``sh`` when its prompt was ``hit`` in full."""
+    tot = -(-(P + g - rem) // B)
+    s = sh if hit else min(sh, tot)
+    return s, tot - s
+
+
+def partial_own(P: int, g: int, rem: int, sh: int, B: int) -> int:
+    """1 if a sequence (as :func:`own_computed`) that stops now holds a partial last
+    block of its own (computed tokens not a multiple of ``B``, beyond its ``sh`` shared
+    prompt blocks): vLLM hashes full blocks only, so that one is reused first."""
+    c = P + g - max(rem, 1)
+    return int(c % B != 0 and c > sh * B)
 
 
 def own_computed(P: int, g: int, rem: int, sh: int, B: int) -> int:
