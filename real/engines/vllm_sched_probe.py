@@ -275,7 +275,7 @@ def _merge_repeats(runs: list[dict]) -> dict:
 def measure(
     settings: Sequence[SchedSetting] = SETTINGS,
     seed: int = 0,
-    repeats: int = 5,
+    repeats: int = 7,
     threads: int = 1,
     progress: Callable[[str], None] = print,
     requests: dict | None = None,

