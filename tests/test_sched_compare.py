@@ -18,7 +18,7 @@ from rolloutlab.analysis.sched_compare import (
     within_targets,
 )
 from rolloutlab.calibration.vllm_steps import fit_step_cost
-from rolloutlab.real.engines.vllm_sched_probe import _merge_repeats, request_set
+from rolloutlab.real.engines.vllm_sched_probe import merge_repeats, request_set
 
 from rolloutlab.cli import main
 
@@ -85,14 +85,14 @@ def test_repeats_merge_step_wise_and_refuse_different_schedules():
             "steps": steps,
         }
 
-    merged = _merge_repeats([rec([1.0, 5.0, 1.5]), rec([1.5, 1.0, 1.0]), rec([2.0, 1.0, 9.0])])
+    merged = merge_repeats([rec([1.0, 5.0, 1.5]), rec([1.5, 1.0, 1.0]), rec([2.0, 1.0, 9.0])])
     assert merged["steps"]["step_s"] == [1.0, 1.0, 1.0]
     assert merged["steps"]["step_cpu_s"] == [0.5, 0.5, 0.5]
     assert merged["per_request"]["t_finish_s"] == [3.0]
     other = rec([1.0, 1.0, 1.0])
     other["per_request"] = {"first_step": [1], "finish_step": [2]}
     with pytest.raises(RuntimeError, match="differently"):
-        _merge_repeats([rec([1.0, 1.0, 1.0]), other])
+        merge_repeats([rec([1.0, 1.0, 1.0]), other])
 
 
 def test_request_set_shares_prompts_and_avoids_block_multiples():

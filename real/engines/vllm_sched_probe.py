@@ -243,7 +243,7 @@ def _run_batch(engine, rec: _StepRecorder, reqs: dict, tag: str, seed: int) -> d
     }
 
 
-def _merge_repeats(runs: list[dict]) -> dict:
+def merge_repeats(runs: list[dict]) -> dict:
     """One record of ``runs`` of one batch (same schedule, checked): per-step times are
     the minimum over the repeats, step by step (why: the schedule is deterministic, and
     other processes on a shared machine only ever stretch steps; the timing grid and the
@@ -285,7 +285,7 @@ def measure(
     (``requests``, default :func:`request_set` ``(seed)``), the prefix cache reset
     before each batch; returns the
     JSON-ready measurement (``vllm_version``, ``settings`` by name, each with its
-    ``grid`` batches and its ``run``, merged over the repeats by :func:`_merge_repeats`).
+    ``grid`` batches and its ``run``, merged over the repeats by :func:`merge_repeats`).
     ``threads``: torch threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``; why:
     bound OpenMP threads on a shared 2-core machine made one step in ten take ~100 ms
     instead of ~3 ms). Raises RuntimeError when vllm is missing, a response length was
@@ -339,8 +339,8 @@ def measure(
                 ]
             finally:
                 rec.close()
-            grid = [_merge_repeats([g[j] for g, _ in reps]) for j in range(len(cells))]
-            run = _merge_repeats([r for _, r in reps])
+            grid = [merge_repeats([g[j] for g, _ in reps]) for j in range(len(cells))]
+            run = merge_repeats([r for _, r in reps])
             steps = run["steps"]
             progress(
                 f"{st.name}: {len(steps['step_s'])} steps, {sum(steps['preempted'])} "
