@@ -234,6 +234,7 @@ class PagedWorker(EngineWorker):
             self.prefilling = still
         caching, B, waiting = self.config.prefix_caching, self.B, self.waiting
         slots, too_long = self.config.max_num_seqs, False
+        chunked, part = self.config.chunked_prefill, self.config.recompute_partial_block
         while not preempted and waiting and len(run) < slots and budget > 0:
             r = waiting[0]
             if caching and r.key in self.pending:
@@ -241,20 +242,19 @@ class PagedWorker(EngineWorker):
             own = -(-(r.P + r.g) // B) - r.sh
             if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
-            if not self.config.chunked_prefill and self._prefill_of(r) > budget:
+            if not chunked and self._prefill_of(r) > budget:
                 too_long = True  # (a budget stop too: the next iteration's is larger)
                 break
             waiting.popleft()
-            part = self.config.recompute_partial_block
-            rem, hit = (
-                prefill_of(cache, r.key, r, r.P, r.g, r.sh, B, part)
-                if caching
-                else (r.P + r.g, False)
-            )
+            pre = prefill_of(cache, r.key, r, r.P, r.g, r.sh, B, part) if caching else None
+            rem, hit = pre if pre is not None else (r.P + r.g, False)
             ch = int(min(rem, budget)) if rem else 0
-            s, r.alloc = chunk_blocks(r.P, r.g, rem - ch, r.sh, B, hit)  # (the first chunk's)
+            if ch == rem:  # (the whole prefill now: every block of the sequence)
+                s, r.alloc = r.sh, own
+            else:  # (the first chunk's blocks)
+                s, r.alloc = chunk_blocks(r.P, r.g, rem - ch, r.sh, B, hit)
             if caching:
-                admit(cache, r.key, r, r.P, r.g, r.sh, r.alloc, B, part, s)
+                admit(cache, r.key, r, r.P, r.g, r.sh, r.alloc, B, part, s, pre)
             else:
                 cache.alloc(r.alloc)
             r.rem = rem - ch

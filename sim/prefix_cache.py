@@ -218,13 +218,15 @@ def admit(
     B: int,
     partial: bool = False,
     shared: int | None = None,
+    known: tuple[int, bool] | None = None,
 ):
     """Admit a sequence with prefix caching on: reference ``shared`` (default ``sh``) of
     its prompt's ``sh`` shared blocks, reuse what :func:`prefill_of` hits and allocate
     the rest of its ``own`` own blocks now (the caller checked they are free; a chunked
     prefill holds only its first chunk's, :func:`chunk_blocks`). Returns
-    :func:`prefill_of`'s ``(prefill tokens, prompt hit in full)``."""
-    out = prefill_of(cache, key, own_key, P, g, sh, B, partial)
+    :func:`prefill_of`'s ``(prefill tokens, prompt hit in full)`` (``known``: the
+    caller's, read just before)."""
+    out = prefill_of(cache, key, own_key, P, g, sh, B, partial) if known is None else known
     cache.acquire(key, sh if shared is None else shared)
     if out[1] and g and own_key in cache.cached:
         cache.take(own_key, own)
