@@ -50,3 +50,64 @@ def fit_step_cost(batches: Sequence[dict], clock: str = "step_s") -> tuple[Linea
     coef = optimize.nnls(X / scale, y)[0] / scale
     cost = LinearCost(a_s=coef[0], b_s=coef[1], c_s=coef[2], prefill_s_per_token=coef[3])
     return cost, float(np.mean(np.abs(X @ coef / y - 1.0)))
+
+
+def steps_calibration(
+    measurement: dict,
+    setting: str,
+    base: dict,
+    name: str,
+    provenance: dict,
+    clock: str = "step_cpu_s",
+) -> dict:
+    """The calibration dict (format of :mod:`sim.scenario`) of one setting of a probe
+    measurement (:mod:`real.engines.vllm_sched_probe`): the step cost fitted on its
+    timing grid (:func:`fit_step_cost` on column ``clock``) and the paged engine of its pinned
+    scheduler (one worker, ``num_blocks - 1`` KV blocks, the same block size, slots,
+    token budget, chunking and caching, group mates recomputing their prompt's partial
+    block). ``base``: a calibration dict whose ``lengths``, ``prompt_tokens`` and
+    ``defaults`` are reused (a timing grid measures no response lengths). Raises
+    ValueError naming an unknown setting; :class:`sim.scenario.CalibrationError` if the
+    result would not load."""
+    from rolloutlab.calibration.writer import calibration_dict
+
+    settings = measurement.get("settings", {})
+    if setting not in settings:
+        raise ValueError(f"no setting {setting!r} in the measurement (has {sorted(settings)})")
+    rec = settings[setting]
+    st = rec["setting"]
+    cost, mape = fit_step_cost(rec["grid"], clock)
+    engine = {
+        "n_workers": 1,
+        "max_num_seqs": st["max_num_seqs"],
+        "dispatch": "group",
+        "prefix_caching": st["prefix_caching"],
+        "kv_blocks": st["num_blocks"] - 1,
+        "block_size": st["block_size"],
+        "max_num_batched_tokens": st["max_num_batched_tokens"],
+        "chunked_prefill": st["chunked_prefill"],
+        "recompute_partial_block": True,
+    }
+    fit = {
+        "method": f"vllm-steps: NNLS of per-step times ({clock}) on the timing grid",
+        "step_mape": mape,
+        "n_steps": sum(len(b["steps"]["step_s"]) for b in rec["grid"]),
+        "not_measured": ["lengths", "learner", "sync"],
+    }
+    prov = {
+        **provenance,
+        "source": "vllm-steps",
+        "vllm_version": measurement.get("vllm_version"),
+        "setting": st,
+        "lengths_from": base.get("name"),
+    }
+    return calibration_dict(
+        name=name,
+        lengths=base["lengths"],
+        prompt_tokens=base["prompt_tokens"],
+        cost=cost.to_dict(),
+        engine=engine,
+        defaults=base.get("defaults", {}),
+        provenance=prov,
+        fit=fit,
+    )

@@ -153,3 +153,23 @@ def test_live_vllm_schedules_as_the_simulator():
     assert row["preemptions_vllm"] > 0
     assert row["iterations_sim"] == row["iterations_vllm"]
     assert row["same_steps"] == 1.0 and row["same_preemptions"] == 1.0
+
+
+def test_calibrate_vllm_steps_writes_a_scenario_the_simulator_loads(tmp_path):
+    from rolloutlab.sim.scenario import load_scenario
+
+    out = tmp_path / "cal.json"
+    args = ["calibrate", "vllm-steps", "--measured", str(DATA), "--setting", "chunk128"]
+    res = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    sc = load_scenario(str(out))
+    assert (sc.engine.kv_blocks, sc.engine.block_size, sc.engine.max_num_batched_tokens) == (
+        39,
+        32,
+        128,
+    )
+    assert not sc.engine.prefix_caching and sc.engine.recompute_partial_block
+    assert sc.cost.a_s > 0
+    bad = CliRunner().invoke(main, [*args[:-1], "nope", "--out", str(tmp_path / "b.json")])
+    assert bad.exit_code == 2 and "no setting 'nope'" in bad.output
+    assert not (tmp_path / "b.json").exists()
