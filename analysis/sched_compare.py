@@ -110,28 +110,38 @@ def simulate(requests: dict, config: EngineConfig, cost: LinearCost) -> dict:
     }
 
 
-def compare_setting(name: str, rec: dict, clock: str = "step_cpu_s") -> dict:
-    """One row of :data:`COLUMNS` for setting ``name``'s record ``rec`` (``setting``,
-    ``grid``, ``run``), plus ``cost`` (the fitted :class:`LinearCost` as a dict); times
-    (fit and measured) from the steps' column ``clock`` (:data:`CLOCKS`)."""
-    cfg = engine_config(rec["setting"])
+def compare_schedule(rec: dict) -> dict:
+    """The scheduling columns of :data:`COLUMNS` (iterations, preemptions, same steps,
+    same preemptions) for one setting's record ``rec`` (``setting`` and ``run``; its
+    times are not read, so a schedule-only record will do)."""
     run, pr = rec["run"], rec["run"]["per_request"]
-    steps = simulate(run["requests"], cfg, ConstantCost(1.0))
-    cost, grid_mape = fit_step_cost(rec["grid"], clock)
-    timed = simulate(run["requests"], cfg, cost)
+    steps = simulate(run["requests"], engine_config(rec["setting"]), ConstantCost(1.0))
     first, finish = np.asarray(pr["first_step"]), np.asarray(pr["finish_step"])
     same = (steps["t_first"] == first) & (steps["t_finish"] == finish)
-    t_end = np.cumsum(np.asarray(run["steps"][clock], dtype=float))
-    t_fin = t_end[finish - 1]  # (s: end of the step that finished each request)
-    mk_v, mk_s = float(t_end[-1]), float(np.max(timed["t_finish"]))
     return {
-        "setting": name,
         "iterations_sim": steps["iterations"],
-        "iterations_vllm": len(run["steps"]["step_s"]),
+        "iterations_vllm": len(run["steps"]["producing"]),
         "preemptions_sim": int(steps["preemptions"].sum()),
         "preemptions_vllm": int(np.sum(pr["preemptions"])),
         "same_steps": float(same.mean()),
         "same_preemptions": float((steps["preemptions"] == np.asarray(pr["preemptions"])).mean()),
+    }
+
+
+def compare_setting(name: str, rec: dict, clock: str = "step_cpu_s") -> dict:
+    """One row of :data:`COLUMNS` for setting ``name``'s record ``rec`` (``setting``,
+    ``grid``, ``run``): :func:`compare_schedule`, then the times with the cost fitted on
+    the grid, plus ``cost`` (the fitted :class:`LinearCost` as a dict); times (fit and
+    measured) from the steps' column ``clock`` (:data:`CLOCKS`)."""
+    run = rec["run"]
+    row = {"setting": name, **compare_schedule(rec)}
+    cost, grid_mape = fit_step_cost(rec["grid"], clock)
+    timed = simulate(run["requests"], engine_config(rec["setting"]), cost)
+    t_end = np.cumsum(np.asarray(run["steps"][clock], dtype=float))
+    t_fin = t_end[np.asarray(run["per_request"]["finish_step"]) - 1]  # (s: end of its step)
+    mk_v, mk_s = float(t_end[-1]), float(np.max(timed["t_finish"]))
+    return {
+        **row,
         "makespan_sim_s": mk_s,
         "makespan_vllm_s": mk_v,
         "makespan_err": mk_s / mk_v - 1.0,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.analysis.sched_compare import (
     compare_measurement,
+    compare_schedule,
     compare_setting,
     load_measurement,
     within_targets,
@@ -173,3 +174,14 @@ def test_calibrate_vllm_steps_writes_a_scenario_the_simulator_loads(tmp_path):
     bad = CliRunner().invoke(main, [*args[:-1], "nope", "--out", str(tmp_path / "b.json")])
     assert bad.exit_code == 2 and "no setting 'nope'" in bad.output
     assert not (tmp_path / "b.json").exists()
+
+
+def test_simulator_schedules_a_second_set_under_other_limits_as_vllm_did():
+    # held out: another request set, 24 KV blocks, 8 slots (tests/data/vllm_sched/SOURCE.md)
+    data = load_measurement(DATA.parent / "schedule_b24s8_seed2.json")
+    assert len(data["settings"]) == 6
+    for name, rec in data["settings"].items():
+        r = compare_schedule(rec)
+        assert r["iterations_sim"] == r["iterations_vllm"] and r["preemptions_vllm"] > 0, name
+        assert r["preemptions_sim"] == r["preemptions_vllm"], name
+        assert r["same_steps"] == 1.0 and r["same_preemptions"] == 1.0, name

@@ -151,7 +151,6 @@ class _StepRecorder:
     def __init__(self, scheduler):
         self.s, self.orig = scheduler, scheduler.schedule
         self.rows: list[tuple[int, int, int, int, int]] = []
-        self.steps: list[dict[str, int]] = []  # request id -> scheduled tokens
         scheduler.schedule = self
 
     def __call__(self, *a, **k):
@@ -170,7 +169,6 @@ class _StepRecorder:
             self.rows.append(
                 (n, ctx, prefill, len(out.preempted_req_ids or ()), len(out.num_scheduled_tokens))
             )
-            self.steps.append(dict(out.num_scheduled_tokens))
         return out
 
     def close(self) -> None:
