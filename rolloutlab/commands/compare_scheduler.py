@@ -66,7 +66,7 @@ def scheduler(
 
             try:
                 data = run_probe(repeats=repeats, progress=click.echo)
-            except RuntimeError as exc:
+            except (RuntimeError, ValueError) as exc:
                 fail(exc)
             strict_json.write_json(out_dir / "measured.json", data, indent=None)
         else:
