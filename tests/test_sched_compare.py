@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from rolloutlab.analysis.sched_compare import (
     compare_measurement,
     compare_schedule,
-    compare_setting,
     load_measurement,
     within_targets,
 )
@@ -149,8 +148,9 @@ def test_live_vllm_schedules_as_the_simulator():
         repeats=1,
         progress=lambda s: None,
         requests=request_set(1, n_groups=2, group=3, singles=4),
+        grid=False,
     )
-    row = compare_setting("live", data["settings"]["live"])
+    row = compare_schedule(data["settings"]["live"])
     assert row["preemptions_vllm"] > 0
     assert row["iterations_sim"] == row["iterations_vllm"]
     assert row["same_steps"] == 1.0 and row["same_preemptions"] == 1.0

@@ -278,11 +278,13 @@ def measure(
     threads: int = 1,
     progress: Callable[[str], None] = print,
     requests: dict | None = None,
+    grid: bool = True,
 ) -> dict:
     """Start one vLLM engine per setting; run a warm-up batch, then ``repeats`` times the
     timing grid (:func:`grid_request_cells`) and the compared request set
     (``requests``, default :func:`request_set` ``(seed)``), the prefix cache reset
-    before each batch; returns the
+    before each batch (``grid=False``: no warm-up and no grid, for the schedule alone);
+    returns the
     JSON-ready measurement (``vllm_version``, ``settings`` by name, each with its
     ``grid`` batches and its ``run``, merged over the repeats by :func:`merge_repeats`).
     ``threads``: torch threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``; why:
@@ -328,10 +330,11 @@ def measure(
             llm = build_llm(mdir, cfg, st.max_num_seqs, st.max_model_len, extra=extra)
             engine = llm.llm_engine
             rec = _StepRecorder(engine.engine_core.engine_core.scheduler)
-            cells = grid_request_cells(st)
+            cells = grid_request_cells(st) if grid else []
 
             try:
-                _run_batch(engine, rec, cells[-1], "warm", seed + 7)
+                if cells:  # (the first steps of an engine are slow: warm it up)
+                    _run_batch(engine, rec, cells[-1], "warm", seed + 7)
                 reps = [
                     (
                         [
