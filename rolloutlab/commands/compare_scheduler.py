@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import OUT_DIR, claimed, fail
+from rolloutlab.commands.common import OUT_DIR, STEP_CLOCK, claimed, fail
 from rolloutlab.sim import strict_json
 
 
@@ -32,13 +32,7 @@ from rolloutlab.sim import strict_json
     show_default=True,
     help="With --measure: runs of each batch (step times are their step-wise minimum).",
 )
-@click.option(
-    "--clock",
-    type=click.Choice(["cpu", "wall"]),
-    default="cpu",
-    show_default=True,
-    help="Step times compared: the engine process's CPU time, or wall time.",
-)
+@STEP_CLOCK
 @OUT_DIR
 def scheduler(
     measured: Path | None, measure: bool, repeats: int, clock: str, out_dir: Path

@@ -15,9 +15,25 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import calibration_out, fail
+from rolloutlab.commands.common import STEP_CLOCK, calibration_out, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim import strict_json
+
+LENGTHS_FROM = click.option(
+    "--lengths-from",
+    default="gsm8k",
+    show_default=True,
+    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
+)
+"""``--lengths-from``: what a timing grid does not measure comes from this calibration."""
+CALIBRATION_OUT = click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
+"""``--out FILE``: the calibration a command writes (checked before any work)."""
 
 
 @click.command("vllm-grid")
@@ -28,13 +44,7 @@ from rolloutlab.sim import strict_json
     type=click.Path(file_okay=False, exists=True),
     help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).",
 )
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @click.option(
     "--running-seqs",
     default="1,8,32,128",
@@ -74,12 +84,7 @@ from rolloutlab.sim import strict_json
     help="Fraction of GPU memory vLLM may use, in (0, 1].",
 )
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (faster start, slower decode).")
-@click.option(
-    "--lengths-from",
-    default="gsm8k",
-    show_default=True,
-    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
-)
+@LENGTHS_FROM
 @click.option("--name", default=None, help="Scenario name (default: the model folder's name).")
 def vllm_grid(
     model_dir,
@@ -200,26 +205,9 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     help="A vLLM scheduler measurement (compare scheduler --measure: OUT/measured.json).",
 )
 @click.option("--setting", required=True, help="Which of its settings (e.g. chunk+cache).")
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
-@click.option(
-    "--clock",
-    type=click.Choice(["cpu", "wall"]),
-    default="cpu",
-    show_default=True,
-    help="Step times fitted: the engine process's CPU time, or wall time.",
-)
-@click.option(
-    "--lengths-from",
-    default="gsm8k",
-    show_default=True,
-    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
-)
+@CALIBRATION_OUT
+@STEP_CLOCK
+@LENGTHS_FROM
 @click.option("--name", default=None, help="Scenario name (default: vllm-steps-SETTING).")
 def vllm_steps(measured, setting, out, clock, lengths_from, name):
     """Fit the cost model to vLLM's own steps (timing grid) and write it with that engine."""
