@@ -173,8 +173,8 @@ class PagedWorker(EngineWorker):
         self._unrun(v)
         if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
             n = own_computed(v.P, v.g, v.rem, v.sh, self.B)
-            part = partial_own(v.P, v.g, v.rem, v.sh, self.B)
-            cache.give_back(v.alloc, v, n, part)  # (the request itself keys its own blocks)
+            unhashed = partial_own(v.P, v.g, v.rem, v.sh, self.B)
+            cache.give_back(v.alloc, v, n, unhashed)  # (the request keys its own blocks)
             if v.computing:  # (the prompt's computed full blocks stay cached)
                 cache.release_computed(v.key, (v.P + v.g - v.rem) // self.B, v.sh)
             else:

@@ -11,18 +11,22 @@ Rules of one iteration of one worker (vLLM-v1-like; ``B`` = ``block_size``):
    blocks are freed, it goes to the front of the queue keeping ``g``; repeat. With
    prefix caching its computed full blocks stay cached until reused (vLLM v1).
 2. Token budget ``max_num_batched_tokens``: one per decoding sequence, the rest goes to
-   prefill chunks of sequences still prefilling (admission order).
+   prefill chunks of sequences still prefilling (admission order). A prefilling
+   sequence holds only the blocks of its chunks so far
+   (:func:`sim.prefix_cache.chunk_blocks`, vLLM's ``allocate_slots``); a chunk whose
+   blocks are not free preempts from the tail, itself included.
 3. Admission (only if nothing was preempted this iteration): while a slot
    (``max_num_seqs``), budget and blocks (own + shared if its prompt is not referenced)
    allow, the queue head is admitted; its prefill is ``P + g`` tokens less its prefix
    hits (:func:`sim.prefix_cache.admit`: ``g`` when its prompt's blocks are cached,
-   fewer when a preempted sequence's own blocks survive, ``P + g - a B`` when only
-   ``a`` prompt blocks do); a head whose prompt is still being prefilled by a group
+   ``P + g - shared(P) B`` with ``recompute_partial_block``, fewer when a preempted
+   sequence's own blocks survive, ``P + g - a B`` when only ``a`` prompt blocks do);
+   a head whose prompt is still being prefilled by a group
    mate waits; without chunked prefill, so does a head whose prefill exceeds the budget
    left. A sequence produces a token in the iteration its prefill ends. Freed
    blocks join a free queue in the order they are freed and keep their content until
-   an allocation reaches them (:class:`sim.prefix_cache.PrefixCache`, vLLM v1's
-   block pool).
+   an allocation reaches them; a freed partial block (no hash) goes to the head
+   (:class:`sim.prefix_cache.PrefixCache`, vLLM 0.32's block pool).
 4. The iteration costs ``a + b n + c ctx + p * prefill`` (:mod:`sim.cost`), ``n`` the
    sequences producing a token, ``ctx`` the sum of their ``P + g``. A sequence finishing
    frees its blocks; a prompt's blocks are freed with its group's last sequence on the
@@ -145,8 +149,8 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
         v = running.pop()
         if caching:  # its computed blocks stay cached (vLLM v1)
             n = own_computed(P[v], g[v], rem[v], shared(v), B)
-            part = partial_own(P[v], g[v], rem[v], shared(v), B)
-            cache.give_back(alloc[v], ("own", v), n, part)
+            unhashed = partial_own(P[v], g[v], rem[v], shared(v), B)
+            cache.give_back(alloc[v], ("own", v), n, unhashed)
             if v in computing:
                 cache.release_computed(keys[v], (P[v] + g[v] - rem[v]) // B, shared(v))
             else:
