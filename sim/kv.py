@@ -242,12 +242,12 @@ class PagedWorker(EngineWorker):
             own = -(-(r.P + r.g) // B) - r.sh
             if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
-            if not chunked and self._prefill_of(r) > budget:
+            pre = prefill_of(cache, r.key, r, r.P, r.g, r.sh, B, part) if caching else None
+            rem, hit = pre if pre is not None else (r.P + r.g, False)
+            if not chunked and max(rem, 1) > budget:
                 too_long = True  # (a budget stop too: the next iteration's is larger)
                 break
             waiting.popleft()
-            pre = prefill_of(cache, r.key, r, r.P, r.g, r.sh, B, part) if caching else None
-            rem, hit = pre if pre is not None else (r.P + r.g, False)
             ch = int(min(rem, budget)) if rem else 0
             if ch == rem:  # (the whole prefill now: every block of the sequence)
                 s, r.alloc = r.sh, own
@@ -296,14 +296,6 @@ class PagedWorker(EngineWorker):
         cache.alloc(own - r.alloc)
         r.alloc = own
         return True
-
-    def _prefill_of(self, r: _Req) -> int:
-        """Tokens queued ``r`` would compute in its admitting iteration (at least the
-        one of its next token), read without changing the cache."""
-        if not self.config.prefix_caching:
-            return r.P + r.g
-        part = self.config.recompute_partial_block
-        return max(prefill_of(self.cache, r.key, r, r.P, r.g, r.sh, self.B, part)[0], 1)
 
     def _segment(self):
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing

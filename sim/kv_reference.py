@@ -212,22 +212,13 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
                 break
             if own(r, g[r]) + (0 if keys[r] in cache.refs else shared(r)) > cache.free():
                 break
-            if (
-                not cfg.chunked_prefill
-                and max(
-                    prefill_of(cache, keys[r], ("own", r), P[r], g[r], shared(r), B, part)[0]
-                    if caching
-                    else P[r] + g[r],
-                    1,
-                )
-                > budget
-            ):
-                break
-            queue.pop(0)
             if caching:
                 r0, hit = prefill_of(cache, keys[r], ("own", r), P[r], g[r], shared(r), B, part)
             else:
                 r0, hit = P[r] + g[r], False
+            if not cfg.chunked_prefill and max(r0, 1) > budget:
+                break
+            queue.pop(0)
             ch = min(r0, budget)
             s, alloc[r] = chunk_blocks(P[r], g[r], r0 - ch, shared(r), B, hit)
             if caching:
