@@ -63,8 +63,13 @@ class IdleCompareConfig:
     """Length model of the ``drawn`` prediction: ``empirical`` (observed groups resampled by
     prompt length, :class:`~calibration.fits.prompt_lengths.PromptEmpiricalLengths`) or
     ``lognormal`` (:class:`~calibration.fits.prompt_lengths.PromptLognormalLengths`)."""
+    clock: str = "wall"
+    """The measured times compared: ``wall``, or ``cpu`` (the run put on its process CPU
+    clock by :func:`analysis.run_input.on_cpu_clock` before the comparison)."""
 
     def __post_init__(self) -> None:
+        if self.clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', got {self.clock!r}")
         if self.length_model not in ("empirical", "lognormal"):
             raise ValueError(
                 f"length model must be 'empirical' or 'lognormal', got {self.length_model!r}"

@@ -27,7 +27,6 @@ with what it measured:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -44,6 +43,7 @@ from rolloutlab.analysis.learning_resim import (
 )
 from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
+from rolloutlab.analysis.run_input import CLOCKS, cpu_phases
 from rolloutlab.calibration.fits.learning_draws import draw_rewards
 from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
@@ -52,12 +52,6 @@ from rolloutlab.sim.trace import schema as trace
 
 WINDOW = 10
 """Steps in the trailing reward mean of :func:`sim.models.learning.time_to_target`."""
-
-
-CLOCKS = ("wall", "cpu")
-"""What "time" is: the run's wall clock, or its process CPU time per step (the
-``cpu_gen_s``, ``cpu_train_s``, ``cpu_sync_s`` fields of ``learner.jsonl``), which the
-load of a shared machine does not stretch."""
 
 
 def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
@@ -73,14 +67,7 @@ def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
         raise ValueError(f"{run_dir}: no steps.parquet or steps.jsonl")
     if clock == "wall":
         return steps
-    names = ("cpu_gen_s", "cpu_train_s", "cpu_sync_s")
-    rows = [json.loads(x) for x in (Path(run_dir) / "learner.jsonl").read_text().splitlines() if x.strip()]  # fmt: skip
-    if len(rows) != steps.height or any(n not in r for r in rows for n in names):
-        raise ValueError(
-            f"{Path(run_dir) / 'learner.jsonl'}: fields {', '.join(names)} missing on some step "
-            "(a run from before they were recorded): use --clock wall or rerun it"
-        )
-    gen, train, sync = (np.array([r[n] for r in rows], float) for n in names)
+    gen, train, sync = cpu_phases(run_dir, steps.height).values()
     end = np.cumsum(gen + train + sync)
     return steps.with_columns(
         pl.Series("t_start", end - gen - train - sync),

@@ -8,6 +8,7 @@ and ``steps.parquet`` (or the ``.jsonl`` a live run appends) in the trace schema
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,15 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 class RunInputError(ValueError):
     """A run directory that cannot be compared; the message names the file and what is wrong."""
+
+
+CLOCKS = ("wall", "cpu")
+"""What "time" is: the run's wall clock, or its process CPU time per step (the
+``cpu_gen_s``, ``cpu_train_s``, ``cpu_sync_s`` fields of ``learner.jsonl``), which the
+load of a shared machine does not stretch."""
+
+CPU_PHASES = ("cpu_gen_s", "cpu_train_s", "cpu_sync_s")
+"""The per-step process CPU seconds ``real sync`` records in ``learner.jsonl``."""
 
 
 @dataclass(frozen=True)
@@ -157,3 +167,53 @@ def step_layouts(run: RunData) -> list[StepLayout]:
             )
         )
     return out
+
+
+def cpu_phases(run_dir: str | Path, n_steps: int) -> dict[str, np.ndarray]:
+    """:data:`CPU_PHASES` -> ``(n_steps,)`` process CPU seconds per step, from the run's
+    ``learner.jsonl``.
+
+    Raises :class:`RunInputError` naming the file when it is missing, has another number
+    of rows than the run has steps, or lacks a field on some step (a simulator folder, or a
+    run from before the fields were recorded)."""
+    path = Path(run_dir) / "learner.jsonl"
+    rows = (
+        [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    )
+    if len(rows) != n_steps or any(n not in r for r in rows for n in CPU_PHASES):
+        raise RunInputError(
+            f"{path}: fields {', '.join(CPU_PHASES)} missing on some step (a simulator folder, "
+            "or a run from before they were recorded): use --clock wall or rerun it"
+        )
+    return {n: np.array([r[n] for r in rows], float) for n in CPU_PHASES}
+
+
+def on_cpu_clock(run: RunData) -> RunData:
+    """``run`` with each step's rollout times on the process CPU clock: times from the
+    step's first submit scaled by the step's ``cpu_gen_s / gen_time`` (the generation
+    phase's CPU seconds over its wall seconds), so a step slowed by another process's load
+    gets its unloaded length back. Only for engines that generate in the run's own process
+    (the torch engine); raises :class:`RunInputError` for another engine (vLLM's engine
+    core runs in a process of its own, whose CPU time the run does not record) and as
+    :func:`cpu_phases`."""
+    engine = run.config.get("config", run.config).get("engine", "torch")
+    if engine != "torch":
+        raise RunInputError(
+            f"{run.path}: --clock cpu needs the torch engine (this run used {engine!r}, which "
+            "generates in another process); use --clock wall"
+        )
+    gen_cpu = cpu_phases(run.path, run.steps.height)["cpu_gen_s"]
+    scale = pl.DataFrame(
+        {"step": run.steps["step"], "_scale": gen_cpu / run.steps["gen_time"].to_numpy()}
+    )
+    t0 = pl.col("t_submit").min().over("step")
+    rollouts = (
+        run.rollouts.join(scale, on="step", how="left")
+        .with_columns(
+            (t0 + (pl.col(c) - t0) * pl.col("_scale")).alias(c)
+            for c in ("t_submit", "t_first_token", "t_finish")
+        )
+        .drop("_scale")
+    )
+    steps = run.steps.with_columns(pl.Series("gen_time", gen_cpu))
+    return dataclasses.replace(run, rollouts=rollouts, steps=steps)

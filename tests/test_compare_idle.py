@@ -209,3 +209,43 @@ def test_a_request_submitted_after_the_first_token_is_not_a_synchronous_step(tmp
     )
     with pytest.raises(RunInputError, match="submitted after the step's first token"):
         step_layouts(dataclasses.replace(run, rollouts=late))
+
+
+def _write_cpu_log(run_dir, cpu_gen_s):
+    """learner.jsonl with the given per-step generation CPU seconds (train, sync: 0)."""
+    lines = [
+        json.dumps({"step": t, "cpu_gen_s": float(c), "cpu_train_s": 0.0, "cpu_sync_s": 0.0})
+        for t, c in enumerate(cpu_gen_s)
+    ]
+    (run_dir / "learner.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_the_cpu_clock_gives_a_loaded_step_its_unloaded_length_back(tmp_path):
+    from rolloutlab.analysis.run_input import on_cpu_clock
+
+    quiet = load_run(write_run(tmp_path / "quiet", [4] * 4))
+    loaded_dir = write_run(tmp_path / "loaded", [4] * 4, slow={2: 3.0})
+    # the process did the same work: its CPU time is the quiet run's generation time
+    _write_cpu_log(loaded_dir, quiet.steps["gen_time"].to_numpy())
+    loaded = load_run(loaded_dir)
+    assert step_layouts(loaded)[2].finish_s.max() > 2 * step_layouts(quiet)[2].finish_s.max()
+    for a, b in zip(step_layouts(on_cpu_clock(loaded)), step_layouts(quiet)):
+        np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-12)
+
+
+def test_the_cpu_clock_needs_the_cpu_fields_and_the_torch_engine(tmp_path):
+    from rolloutlab.analysis.run_input import on_cpu_clock
+
+    run_dir = write_run(tmp_path / "r", [4] * 4)
+    with pytest.raises(RunInputError, match="cpu_gen_s.*missing"):
+        on_cpu_clock(load_run(run_dir))
+    _write_cpu_log(run_dir, [0.1] * 4)
+    cfg = json.loads((run_dir / "config.json").read_text())
+    cfg["config"]["engine"] = "vllm"
+    (run_dir / "config.json").write_text(json.dumps(cfg))
+    res = CliRunner().invoke(
+        main,
+        ["compare", "idle", "--real", str(run_dir), "--clock", "cpu", "--out", str(tmp_path / "o")],
+    )
+    assert res.exit_code == 2 and "needs the torch engine" in res.output
+    assert not (tmp_path / "o").exists()

@@ -58,9 +58,18 @@ def compare() -> None:
 @click.option(
     "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed (>= 0)."
 )
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="Measured times on the wall clock, or each step's generation rescaled to its "
+    "process CPU time (learner.jsonl cpu_gen_s; torch engine runs), which another "
+    "process's load does not stretch.",
+)
 @OUT_DIR
 def idle(
-    real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, out_dir: Path
+    real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, clock, out_dir: Path
 ) -> None:
     """Generation makespan, slot idle fraction and stragglers: simulated against measured.
 
@@ -70,14 +79,16 @@ def idle(
     """
     from rolloutlab.analysis.compare_outputs import write_idle_outputs
     from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
-    from rolloutlab.analysis.run_input import RunInputError, load_run
+    from rolloutlab.analysis.run_input import RunInputError, load_run, on_cpu_clock
     from rolloutlab.sim.trace.schema import TraceError
 
     cfg = IdleCompareConfig(
-        fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model
+        fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model, clock=clock
     )
     try:
         run = load_run(real_dir, capacity=capacity)
+        if clock == "cpu":
+            run = on_cpu_clock(run)
     except (RunInputError, TraceError, ValueError) as exc:
         fail(exc)
     with claimed(out_dir, "compare-idle"):
