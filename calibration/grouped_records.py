@@ -68,7 +68,12 @@ def _pick(name: str | None, key: str, columns, where: str, required: bool = Fals
 
 
 def records(path: Path) -> list[tuple[int, dict]]:
-    """``(line, record)`` pairs of a JSONL, CSV or parquet file."""
+    """``(line, record)`` pairs of a JSONL, CSV or parquet file (parquet rows count from
+    1, CSV rows from 2, after the header).
+
+    Raises :class:`GroupedDataError` naming the file (and line) for a line that is not a
+    JSON object, a parquet file that cannot be read (truncated, corrupt) or an unknown
+    suffix."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         out = []
@@ -93,7 +98,12 @@ def records(path: Path) -> list[tuple[int, dict]]:
             for i, r in enumerate(df.iter_rows(named=True))
         ]
     if suffix == ".parquet":
-        return [(i + 1, r) for i, r in enumerate(pl.read_parquet(path).iter_rows(named=True))]
+        try:
+            df = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:  # truncated, corrupt, not parquet
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise GroupedDataError(f"{path}: not a readable parquet file ({why})") from None
+        return [(i + 1, r) for i, r in enumerate(df.iter_rows(named=True))]
     raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
 
 

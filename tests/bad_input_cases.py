@@ -168,6 +168,16 @@ FILES = [
     ("progress-empty", "real progress {t}/empty --out {t}/o", "empty"),
     ("collapse-grid", "compare collapse --real {t}/grid.csv --steps 10 --out {t}/o", "grid.csv"),
     ("learning-fit-missing", "compare learning --fit {t}/nope --real {t}/empty --target-accuracy 0.5 --out {t}/o", "nope"),
+    # a new user's trial (issue 30)
+    ("groups-garbage-parquet", "calibrate groups {t}/garbage.parquet --out {t}/x.json", "garbage.parquet: not a readable parquet file"),
+    ("groups-cut-parquet", "calibrate groups {t}/cut.parquet --out {t}/x.json", "cut.parquet: not a readable parquet file"),
+    ("validate-groups-cut-parquet", "validate groups {t}/cut.parquet --fit-steps 5 --out {t}/o", "cut.parquet: not a readable parquet file"),
+    ("groups-empty-dir", "calibrate groups {t}/empty --out {t}/x.json", "a folder without rollouts.parquet"),
+    ("run-spread-empty-dir", "validate run-spread {t}/empty {t}/empty --out {t}/o", "a folder without rollouts.parquet"),
+    ("idle-sim-folder", "compare idle --real {t}/sim_run --out {t}/o", "written by `rolloutlab sim`"),
+    ("learning-sim-folder", "compare learning --fit {t}/sim_run --real {t}/sim_run --target-accuracy 0.5 --out {t}/o", "written by `rolloutlab sim`"),
+    ("resume-sim-folder", "real sync --resume --out {t}/sim_run", "written by `rolloutlab sim`"),
+    ("sweep-unfinished-grid", f"{SWEEP} --out {{t}}/grid_cut", "1 of 4 finished points of another, unfinished grid"),
     # studies for report
     ("report-idle-summary", "report {t}/study_idle --out {t}/o", "idle_summary.json: malformed summary"),
     ("report-config-torn", "report {t}/study_cfg --out {t}/o", "config.json: not readable JSON"),

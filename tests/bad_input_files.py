@@ -110,3 +110,17 @@ def build(t: Path) -> None:
             (d / f).write_text(text)
     grid = t / "grid.csv"
     grid.write_text("S,lr\n1,0.1\n")
+    # user trial (issue 30): damaged parquet, a simulator's folder, an unfinished grid
+    (t / "garbage.parquet").write_bytes(b"PAR1 not a parquet file")
+    whole = (REPO / "tests" / "data" / "groups" / "real_sync" / "rollouts.parquet").read_bytes()
+    (t / "cut.parquet").write_bytes(whole[:3000])
+    sim_run = t / "sim_run"
+    sim_run.mkdir()
+    (sim_run / "config.json").write_text(json.dumps({"command": "sim", "scenario": "gsm8k"}))
+    (sim_run / "summary.csv").write_text("controller\nstatic:4\n")
+    cut_grid = t / "grid_cut"
+    cut_grid.mkdir()
+    (cut_grid / "config.json").write_text(json.dumps({"command": "sweep"}))
+    header = {"grid": "0" * 64, "command": "sweep", "points": 4}
+    point = {"index": 0, "point": {}, "status": "ok", "error": None, "attempts": 1, "rows": []}
+    (cut_grid / "grid.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(point) + "\n")

@@ -111,12 +111,16 @@ def prepare_grid(
 ) -> tuple[Executor, GridStore]:
     """Everything that can refuse a grid, before its output folder is claimed: the
     executor (Ray importable, cluster reachable) and, with ``--resume``, the folder's grid
-    file (same spec). Raises BadInput (one line, exit 2, nothing written)."""
+    file (same spec); without it, a folder holding an unfinished grid's finished points
+    (:meth:`GridStore.check_fresh`: "pass --resume"). Raises BadInput (one line, exit 2,
+    nothing written)."""
     executor = executor_from(opts, default_parallel)
     store = GridStore(out_dir, command, spec, points)
     try:
         if opts["resume"]:
             store.check_resume()
+        else:
+            store.check_fresh()
         executor.check()
     except (ExecutorError, GridResumeError) as exc:
         fail(exc)
