@@ -271,7 +271,7 @@ def read_records(
                     "prompt_tokens": None if pt is None else int(pt),
                 }
             )
-    return rows
+    return refuse_repeats(rows, path, f, per_prompt)
 
 
 def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
@@ -316,5 +316,30 @@ def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
                     "reward": _number(v, at),
                     "prompt_tokens": None,
                 }
+            )
+    return refuse_repeats(rows, path, f, per_prompt)
+
+
+def refuse_repeats(rows: list[dict], path: Path, f: dict, per_prompt: bool) -> list[dict]:
+    """``rows`` as they are, after checking no group is given twice: with one record per
+    prompt (``per_prompt``), a prompt id (field ``f["prompt"]``) repeated within a step;
+    with one record per sample and a sample field, a (step, prompt, sample) repeated.
+    Without a prompt field (prompts numbered by line) or, per sample, without a sample
+    field (samples numbered in file order) nothing can repeat.
+
+    Raises :class:`GroupedDataError` naming the file, both lines and the field: two
+    records of one group would otherwise be merged into one larger group, silently.
+    """
+    if f["prompt"] is None or (not per_prompt and f["sample"] is None):
+        return rows
+    first: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["step"], r["prompt"]) if per_prompt else (r["step"], r["prompt"], r["sample_idx"])
+        seen = first.setdefault(key, r["line"])
+        if seen != r["line"]:
+            what = f"prompt {r['prompt']!r}" + ("" if per_prompt else f" sample {r['sample_idx']}")
+            raise GroupedDataError(
+                f"{path}: line {r['line']}: field {f['prompt']!r}: {what} of step {r['step']} "
+                f"repeats line {seen}; give each group once (drop or rename the duplicate)"
             )
     return rows

@@ -172,6 +172,7 @@ FILES = [
     ("groups-garbage-parquet", "calibrate groups {t}/garbage.parquet --out {t}/x.json", "garbage.parquet: not a readable parquet file"),
     ("groups-cut-parquet", "calibrate groups {t}/cut.parquet --out {t}/x.json", "cut.parquet: not a readable parquet file"),
     ("validate-groups-cut-parquet", "validate groups {t}/cut.parquet --fit-steps 5 --out {t}/o", "cut.parquet: not a readable parquet file"),
+    ("pass-rate-dup-idx", "calibrate pass-rate {t}/scores_dup.jsonl --out {t}/x.json", "line 3: field 'idx': prompt '0' of step 0 repeats line 1"),
     ("groups-empty-dir", "calibrate groups {t}/empty --out {t}/x.json", "a folder without rollouts.parquet"),
     ("run-spread-empty-dir", "validate run-spread {t}/empty {t}/empty --out {t}/o", "a folder without rollouts.parquet"),
     ("idle-sim-folder", "compare idle --real {t}/sim_run --out {t}/o", "written by `rolloutlab sim`"),

@@ -86,6 +86,8 @@ def build(t: Path) -> None:
     # per-sample files
     (t / "scores.jsonl").write_text('{"score": [1, 0]}\n{torn line\n')
     (t / "scores_nofield.jsonl").write_text('{"other": 1}\n')
+    dup = '{"idx": 0, "score": [1, 0]}\n{"idx": 1, "score": [1, 1]}\n{"idx": 0, "score": [0, 0]}\n'
+    (t / "scores_dup.jsonl").write_text(dup)
     (t / "groups.csv").write_text("step,prompt_id\n0,zero\n")
     # traces of a real run: torn, wrong columns
     run = t / "run_bad_trace"
