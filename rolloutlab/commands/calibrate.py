@@ -19,7 +19,7 @@ from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
-from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, finite
+from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.scenario import CalibrationError
@@ -66,9 +66,7 @@ def verl_config(
 def scenario_default_options(f):
     """Options ``--steps``, ``--tau``, ``--delta``: defaults the written scenario carries."""
     opts = [
-        click.option(
-            "--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps."
-        ),
+        click.option("--steps", type=STEPS, default=None, help="Scenario default steps."),
         click.option(
             "--tau",
             type=finite(1.0, min_open=True),
@@ -156,12 +154,10 @@ def calibrate() -> None:
     help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
-@click.option(
-    "--prompts", type=click.IntRange(min=1), default=None, help="Simulated B (default: logged B)."
-)
+@click.option("--prompts", type=PROMPTS, default=None, help="Simulated B (default: logged B).")
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=WORKERS,
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
@@ -210,7 +206,7 @@ def calibrate_verl_tb(
 )
 @cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
-@click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
+@click.option("--prompts", type=PROMPTS, required=True, help="Scenario default B.")
 @scenario_default_options
 @click.option(
     "--max-response-length",

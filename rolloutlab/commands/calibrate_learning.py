@@ -25,7 +25,7 @@ from rolloutlab.calibration.run_curve import read_run
 from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
 from rolloutlab.commands.common import BadInput
-from rolloutlab.commands.types import POSITIVE
+from rolloutlab.commands.types import POSITIVE, PROMPTS
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
@@ -156,7 +156,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     "--prompts",
     default=1024,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=PROMPTS,
     help="--verl-tb: prompts per step (B; only the sampling-noise estimate uses it).",
 )
 @click.option(

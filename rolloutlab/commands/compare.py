@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
-from rolloutlab.commands.types import finite
+from rolloutlab.commands.types import STEPS, finite
 from rolloutlab.sim import strict_json
 
 
@@ -106,7 +106,7 @@ def idle(
 )
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Learner steps T per real run [default: the real grid's config.json].",
 )

@@ -22,7 +22,7 @@ from rolloutlab.commands.common import (
     claim,
     cost_from_option,
 )
-from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
+from rolloutlab.commands.types import POSITIVE_INT, PROMPTS, CommaList, finite
 from rolloutlab.sim.provenance import write_config
 from rolloutlab.sim.scenario import CalibrationError
 from rolloutlab.sim.within_law import LAWS
@@ -46,7 +46,7 @@ DRAWS_OPTION = click.option(
     help="Subsamples per step and G (>= 1).",
 )
 PROMPTS_OPTION = click.option(
-    "--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged)."
+    "--prompts", type=PROMPTS, default=None, help="B (default: as logged)."
 )
 
 

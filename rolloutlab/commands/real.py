@@ -32,6 +32,8 @@ from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
     POSITIVE_INT,
+    PROMPTS,
+    STEPS,
     finite,
 )
 from rolloutlab.real.config import (
@@ -84,14 +86,14 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     "--steps",
     default=SyncConfig.steps,
     show_default=True,
-    type=POSITIVE_INT,
+    type=STEPS,
     help="Training steps (>= 1); with --resume, a larger value extends the run.",
 )
 @click.option(
     "--prompts",
     default=SyncConfig.prompts,
     show_default=True,
-    type=POSITIVE_INT,
+    type=PROMPTS,
     help="Prompt batch B per step (>= 1).",
 )
 @click.option(

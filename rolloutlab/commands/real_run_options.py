@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
-from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
+from rolloutlab.commands.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
 from rolloutlab.sim import strict_json
@@ -106,14 +106,14 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     "--steps",
     default=25,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=STEPS,
     help="Generation steps measured (>= 1).",
 )
 @click.option(
     "--prompts",
     default=8,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=PROMPTS,
     help="Prompt batch B per step (>= 1).",
 )
 @click.option(

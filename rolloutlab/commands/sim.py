@@ -10,6 +10,7 @@ from rolloutlab.analysis.plots import comparison_figure
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.sim import trace
 from rolloutlab.sim.compare import (
     ASYNC_COLUMNS,
@@ -29,11 +30,9 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
 
 @click.command()
 @scenario_options
-@click.option("--steps", type=click.IntRange(min=1), help="Learner steps (default: scenario's).")
-@click.option("--prompts", type=click.IntRange(min=1), help="Prompt batch B (default: scenario's).")
-@click.option(
-    "--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's)."
-)
+@click.option("--steps", type=STEPS, help="Learner steps (default: scenario's).")
+@click.option("--prompts", type=PROMPTS, help="Prompt batch B (default: scenario's).")
+@click.option("--workers", type=WORKERS, help="Generation workers (default: scenario's).")
 @click.option(
     "--pipeline",
     "pipeline",

@@ -23,8 +23,9 @@ from rolloutlab.commands.grid_options import (
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
-    POSITIVE_INT,
+    PROMPTS,
     SEED_COUNT,
+    STEPS,
     CommaList,
 )
 from rolloutlab.sim.provenance import write_config
@@ -55,7 +56,7 @@ from rolloutlab.sim.staleness import StalenessParams
     "T",
     default=1000,
     show_default=True,
-    type=POSITIVE_INT,
+    type=STEPS,
     help="Learner steps T per run (>= 1).",
 )
 @click.option(
@@ -66,7 +67,7 @@ from rolloutlab.sim.staleness import StalenessParams
     "--batch",
     "batch",
     default=None,
-    type=POSITIVE_INT,
+    type=PROMPTS,
     help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}]"
     " (--batch: old name).",
 )
