@@ -40,7 +40,7 @@ import torch
 from rolloutlab.real import rundir
 from rolloutlab.real.async_config import AsyncConfig
 from rolloutlab.real.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
-from rolloutlab.real.collapse import CollapseDetector
+from rolloutlab.real.collapse import CollapseDetector, outcome
 from rolloutlab.real.config import ConfigError
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import sampling_record
@@ -236,17 +236,10 @@ class AsyncRun(SyncRun):
 
     def _write_outcome(self) -> None:
         d = self.detector
-        doc = {
-            "pipeline": self.pc.spec,
-            "lr": self.cfg.learner.lr,
-            "seed": self.cfg.seed,
-            "collapsed": d.collapsed,
-            "t_collapse": d.t_collapse,
-            "failure": d.failure,
-            "weight_pushes_to_collapse": None
-            if d.t_collapse is None
-            else math.ceil(d.t_collapse / self.pc.sync_every),
-        }
+        doc = outcome(d, pipeline=self.pc.spec, lr=self.cfg.learner.lr, seed=self.cfg.seed)
+        doc["weight_pushes_to_collapse"] = (
+            None if d.t_collapse is None else math.ceil(d.t_collapse / self.pc.sync_every)
+        )
         strict_json.write_json(self.out / "collapse.json", doc)
 
 

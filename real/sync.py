@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real import checkpoint, numerics, rundir
+from rolloutlab.real import checkpoint, collapse, numerics, rundir
 from rolloutlab.real.config import ConfigError, SyncConfig
 from rolloutlab.real.engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.engine_factory import engine_factory as make_engine_factory
@@ -43,7 +43,7 @@ from rolloutlab.real.learner import Learner, pack
 from rolloutlab.real.model import load_config
 from rolloutlab.real.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.resume_check import resume_point
-from rolloutlab.real.run_checks import check_before_writing, max_group_size, request_seed
+from rolloutlab.real.run_checks import check_before_writing, check_capacity, request_seed
 from rolloutlab.real.sampling import SamplingParams
 from rolloutlab.real.trace_rows import finish_reason_rows, learner_row, rollout_rows, step_row
 from rolloutlab.real.warmstart import cached_warm_start
@@ -87,11 +87,7 @@ class SyncRun:
         if not (self.out / "numerics.json").exists():  # the machine that started the run
             strict_json.write_json(self.out / "numerics.json", numerics.describe())
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
-        if max_group_size(self.controller) > cfg.capacity:
-            raise ConfigError(
-                f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
-                f"more than the engine capacity {cfg.capacity} (--capacity)"
-            )
+        check_capacity(cfg, self.controller)
         self.heldout = self.ops.heldout(cfg.eval_size)
         self.exclude = frozenset(p.prompt_text for p in self.heldout)
         self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
@@ -135,7 +131,8 @@ class SyncRun:
         self.writer = TraceWriter(self.out)
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``."""
+        """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``
+        and writes ``collapse.json`` (:func:`real.collapse.replay` over every step)."""
         if self.start_step == 0:
             self._evaluate(-1)
         bar = tqdm(
@@ -156,7 +153,11 @@ class SyncRun:
                 step_s=f"{info['step_s']:.2f}",
                 heldout_acc=heldout,
             )
-        return self.writer.close()
+        rollouts, steps = self.writer.close()
+        judged = collapse.replay(steps.to_dicts())  # the whole run, resumed parts included
+        doc = collapse.outcome(judged, lr=self.cfg.learner.lr, seed=self.cfg.seed)
+        strict_json.write_json(self.out / "collapse.json", doc)
+        return rollouts, steps
 
     def _requests(self, step: int, G: int, round_: int = 0) -> tuple[list, list[RolloutRequest]]:
         """Round ``round_``'s ``B`` problems and ``B x G`` requests (ids after the earlier rounds')."""

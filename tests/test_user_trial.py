@@ -6,8 +6,10 @@ duplicated prompt ids, upper bounds on sizes, and a collapsed real run.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
@@ -44,3 +46,82 @@ def write(path: Path, text: str) -> Path:
     """Write ``text`` to ``path``; returns ``path``."""
     path.write_text(text)
     return path
+
+
+BOOM = """
+class Boom:
+    def __init__(self):
+        self.n = 0
+
+    def propose(self):
+        return 4
+
+    def observe(self, lengths):
+        self.n += 1
+        if self.n > 1:
+            {}["missing"]
+
+    def state_dict(self):
+        return {"n": self.n}
+
+    def load_state_dict(self, state):
+        self.n = state["n"]
+"""
+"""A user's controller without ``candidates`` whose observe() raises a KeyError on line 12."""
+
+
+def test_a_user_controller_without_candidates_runs_in_sim(tmp_path):
+    ctl = write(tmp_path / "quiet.py", BOOM.replace('{}["missing"]', "pass"))
+    res = CliRunner().invoke(
+        main, ["sim", "--controllers", f"{ctl}:Boom", "--steps", "3", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["check-controller", f"{ctl}:Boom"])  # the kit needs them
+    assert res.exit_code == 2 and "needs a 'candidates' attribute" in _one_error_line(res.output)
+
+
+def test_a_user_controller_exception_names_its_file_and_line(tmp_path):
+    ctl = write(tmp_path / "boom.py", BOOM)
+    out = tmp_path / "o"
+    res = CliRunner().invoke(
+        main, ["sim", "--controllers", f"{ctl}:Boom", "--steps", "3", "--out", str(out)]
+    )
+    assert res.exit_code == 1, res.output  # the run failed; its input was fine
+    line = _one_error_line(res.output)
+    assert "observe() raised KeyError: 'missing'" in line
+    assert f"at {ctl}, line 12, in observe" in line
+    assert not out.exists()  # a failed run leaves nothing behind
+
+
+def test_a_collapsed_sync_run_is_flagged_in_its_summary_and_on_the_console(tmp_path, capsys):
+    from rolloutlab.real.collapse import outcome, replay
+    from rolloutlab.sim import strict_json
+
+    from rolloutlab.commands.real_run_options import collapse_summary, warn_collapse
+
+    # the step table of `real sync --lr 1e6 --steps 12` (default task): reward 0.383 before
+    # the first update, 0 after it, no informative group left (no KL, no gradient)
+    steps = [{"step": 0, "reward_mean": 0.3828125, "kl": 0.0, "grad_norm": 0.28}]
+    steps += [{"step": t, "reward_mean": 0.0, "kl": None, "grad_norm": None} for t in range(1, 12)]
+    judged = replay(steps)
+    assert (judged.collapsed, judged.t_collapse, judged.failure) == (True, 7, "reward")
+    strict_json.write_json(tmp_path / "collapse.json", outcome(judged, lr=1e6, seed=0))
+    summary = {**collapse_summary(tmp_path), "heldout_accuracy_end": 0.0}
+    assert summary["collapsed"] is True and summary["failure"] == "reward"
+    warn_collapse(summary)
+    err = capsys.readouterr().err
+    assert err.startswith("warning: the run collapsed at learner step 7 (reward criterion")
+    assert "held-out accuracy at the end 0" in err
+    warn_collapse({"collapsed": False})
+    assert capsys.readouterr().err == ""
+
+
+def test_a_sync_run_writes_its_collapse_verdict(tmp_path):
+    pytest.importorskip("torch")
+    from rolloutlab.real.sync import run_sync
+
+    from tests.real_helpers import tiny_config
+
+    run_sync(tiny_config(steps=2), tmp_path / "run", progress=False)
+    doc = json.loads((tmp_path / "run" / "collapse.json").read_text())
+    assert doc["collapsed"] is False and doc["failure"] == "none" and doc["t_collapse"] is None

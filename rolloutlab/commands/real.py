@@ -22,10 +22,12 @@ from rolloutlab.commands.common import (
 )
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
+    collapse_summary,
     progress,
     run_options,
     task_spread,
     use_numerics,
+    warn_collapse,
 )
 from rolloutlab.commands.real_stability import stability_cmd
 from rolloutlab.commands.types import (
@@ -47,6 +49,7 @@ from rolloutlab.real.config import (
 from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
 from rolloutlab.real.rundir import RunDirError
 from rolloutlab.sim.metrics import run_summary
+from rolloutlab.sim.observation import ControllerError
 from rolloutlab.sim.trace import TraceError
 
 
@@ -230,15 +233,18 @@ def sync(
         CheckpointError,
         TraceError,
         EngineUnavailable,
+        ControllerError,
         ValueError,
     ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)
     summary = {
         **run_summary(rollouts, steps, tau=cfg.tau),
+        **collapse_summary(out_dir),
         **accuracy_summary(out_dir, target_accuracy),
     }
     click.echo(format_summary(summary))
+    warn_collapse(summary)
 
 
 @real.command("task-lengths")
@@ -324,7 +330,14 @@ def async_cmd(
             overrides=given,
             cache_dir=None if no_cache else default_cache_dir(),
         )
-    except (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied) as exc:
+    except (
+        RunDirError,
+        ConfigError,
+        CheckpointError,
+        TraceError,
+        GeneratorDied,
+        ControllerError,
+    ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)
     stored = json.loads((out_dir / "config.json").read_text())["config"]
@@ -333,14 +346,11 @@ def async_cmd(
         **pipeline_summary(
             rollouts, steps, AsyncConfig.from_dict(stored).pipeline_config.max_staleness
         ),
-        **{
-            k: v
-            for k, v in json.loads((out_dir / "collapse.json").read_text()).items()
-            if k in ("collapsed", "t_collapse", "failure")
-        },
+        **collapse_summary(out_dir),
         **accuracy_summary(out_dir, target_accuracy),
     }
     click.echo(format_summary(summary))
+    warn_collapse(summary)
 
 
 async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `real sync` first

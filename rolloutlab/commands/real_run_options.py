@@ -77,6 +77,31 @@ def use_numerics(portable: bool) -> None:
             fail(exc)
 
 
+def collapse_summary(out_dir: Path) -> dict[str, Any]:
+    """``collapsed``, ``t_collapse`` (1-based learner step or None) and ``failure`` (the
+    criterion, :mod:`real.collapse`) from the run's ``collapse.json``; empty when the run
+    wrote none."""
+    path = Path(out_dir) / "collapse.json"
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    return {k: doc[k] for k in ("collapsed", "t_collapse", "failure") if k in doc}
+
+
+def warn_collapse(summary: dict[str, Any]) -> None:
+    """A ``warning:`` line on stderr when ``summary`` says the run collapsed (the exit
+    status stays 0: the run did what was asked, and its traces are the record)."""
+    if summary.get("collapsed"):
+        acc = summary.get("heldout_accuracy_end")
+        tail = "" if acc is None else f"; held-out accuracy at the end {acc:.3g}"
+        click.echo(
+            f"warning: the run collapsed at learner step {summary['t_collapse']} "
+            f"({summary['failure']} criterion, real/collapse.py){tail}; "
+            "try a smaller --lr (collapse.json)",
+            err=True,
+        )
+
+
 def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
     and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
