@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -189,10 +190,19 @@ def render(study: str | Path) -> str:
     return "\n".join(parts)
 
 
+def safe_file_name(name: str) -> str:
+    """``name`` with every character but letters, digits, ``.``, ``_``, ``-`` and ``=``
+    replaced by ``_``: a folder named after a spec (``cmp_sagc:tau=1.6,delta=0.2``) gives
+    ``cmp_sagc_tau=1.6_delta=0.2``, a file name every filesystem and browser takes (a
+    colon is a drive separator on Windows and a URL scheme in a link)."""
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", name)
+
+
 def page_names(studies: list[Path]) -> list[str]:
-    """``<study folder name>.html`` per study. Raises :class:`ReportError` when two studies
-    would be written to one name (two folders of the same name)."""
-    names = [f"{Path(s).resolve().name}.html" for s in studies]
+    """``<study folder name>.html`` per study (:func:`safe_file_name`). Raises
+    :class:`ReportError` when two studies would be written to one name (two folders of
+    the same name, or of names that differ only in replaced characters)."""
+    names = [f"{safe_file_name(Path(s).resolve().name)}.html" for s in studies]
     seen: dict[str, Path] = {}
     for s, n in zip(studies, names):
         if n in seen and Path(seen[n]).resolve() != Path(s).resolve():

@@ -125,3 +125,22 @@ def test_a_sync_run_writes_its_collapse_verdict(tmp_path):
     run_sync(tiny_config(steps=2), tmp_path / "run", progress=False)
     doc = json.loads((tmp_path / "run" / "collapse.json").read_text())
     assert doc["collapsed"] is False and doc["failure"] == "none" and doc["t_collapse"] is None
+
+
+def test_a_study_folder_named_after_a_spec_gives_an_html_name_without_colons(tmp_path):
+    study = tmp_path / "cmp_sagc:tau=1.6,delta=0.2"
+    study.mkdir()
+    write(study / "summary.csv", "controller,wall_clock_s\nsagc:tau=1.6,1.0\n")
+    res = CliRunner().invoke(main, ["report", str(study), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "o").iterdir() if p.suffix == ".html") == [
+        "cmp_sagc_tau=1.6_delta=0.2.html"
+    ]
+
+
+def test_console_tables_print_controller_specs_in_full(tmp_path):
+    long = "sagc:tau=1.6,delta=0.2,forget=to_prior,candidates=4/8/16/32"
+    args = ["sweep", "--controllers", f"static:4,{long}", "--steps", "2", "--seeds", "1"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert long in res.output  # one cell: not cut, not wrapped onto two lines

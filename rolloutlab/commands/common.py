@@ -301,17 +301,23 @@ def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
         bar.close()
 
 
+NO_WRAP = 65_535
+"""``echo_table``'s default width: the widest polars draws, so no cell is wrapped or cut."""
+
+
 def echo_table(
     *tables: pl.DataFrame,
     rows: int = -1,
     cols: int | None = -1,
     precision: int = 3,
     dtypes: bool = False,
-    width: int | None = 200,
+    width: int | None = NO_WRAP,
 ) -> None:
     """Print each table with polars' formatting: up to ``rows`` rows and ``cols`` columns
     (-1: all; None: polars' default), floats to ``precision`` decimals, no shape line,
-    column types only if ``dtypes``, lines up to ``width`` characters (None: default)."""
+    column types only if ``dtypes``, lines up to ``width`` characters (None: polars'
+    default; the default :data:`NO_WRAP` never wraps a cell) and strings in full (a
+    controller spec such as ``sagc:tau=1.6,delta=0.2`` is never cut)."""
     with pl.Config(
         tbl_rows=rows,
         tbl_cols=cols,
@@ -319,6 +325,7 @@ def echo_table(
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=not dtypes,
         tbl_width_chars=width,
+        fmt_str_lengths=1000,
     ):
         for df in tables:
             click.echo(df)
