@@ -185,6 +185,13 @@ FILES = [
     ("learning-sim-folder", "compare learning --fit {t}/sim_run --real {t}/sim_run --target-accuracy 0.5 --out {t}/o", "written by `rolloutlab sim`"),
     ("resume-sim-folder", "real sync --resume --out {t}/sim_run", "written by `rolloutlab sim`"),
     ("sweep-unfinished-grid", f"{SWEEP} --out {{t}}/grid_cut", "1 of 4 finished points of another, unfinished grid"),
+    ("verl-missing", "sim --verl-config {t}/nope.yaml --out {t}/o", "nope.yaml: no such file"),
+    ("verl-torn", "sim --verl-config {t}/verl_torn.yaml --out {t}/o", "verl_torn.yaml: line 3: not valid YAML"),
+    ("verl-list", "sim --verl-config {t}/verl_list.yaml --out {t}/o", "expected a YAML mapping of verl fields, got list"),
+    ("verl-type", "sim --verl-config {t}/verl_type.yaml --out {t}/o", "verl_type.yaml: field data.train_batch_size: expected int, got 'many'"),
+    ("verl-tp", "scenario from-verl {t}/verl_tp.yaml --out {t}/x.json", "TP 4 does not divide the 6 generation GPUs"),
+    ("verl-gpu-unknown-model", "sim --verl-config {r}/tests/data/verl_config/ppo_trainer_split.yaml --gpu h100 --out {t}/o", "'~/models/deepseek-llm-7b-chat' is not a roofline model"),
+    ("verl-out-notes", "scenario from-verl {r}/tests/data/verl_config/ppo_trainer_split.yaml --out {t}/notes.txt", "notes.txt"),
     # studies for report
     ("report-idle-summary", "report {t}/study_idle --out {t}/o", "idle_summary.json: malformed summary"),
     ("report-config-torn", "report {t}/study_cfg --out {t}/o", "config.json: not readable JSON"),

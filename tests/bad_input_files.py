@@ -126,3 +126,9 @@ def build(t: Path) -> None:
     header = {"grid": "0" * 64, "command": "sweep", "points": 4}
     point = {"index": 0, "point": {}, "status": "ok", "error": None, "attempts": 1, "rows": []}
     (cut_grid / "grid.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(point) + "\n")
+    # verl trainer configs (sim --verl-config, scenario from-verl)
+    (t / "verl_torn.yaml").write_text("data:\n  train_batch_size: [1\n")
+    (t / "verl_list.yaml").write_text("- data.train_batch_size: 8\n")
+    (t / "verl_type.yaml").write_text("data:\n  train_batch_size: many\n")
+    tp = "trainer: {nnodes: 1, n_gpus_per_node: 6}\nactor_rollout_ref.rollout.tensor_model_parallel_size: 4\n"
+    (t / "verl_tp.yaml").write_text(tp)

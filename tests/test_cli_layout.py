@@ -24,6 +24,7 @@ COMMANDS = {
     "report": [],
     "check-controller": [],
     "advise": [],
+    "scenario": ["from-verl"],
 }
 
 HELP_SCRIPT = """

@@ -11,6 +11,7 @@ from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
+from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim import trace
 from rolloutlab.sim.compare import (
     ASYNC_COLUMNS,
@@ -84,8 +85,11 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     type=click.IntRange(min=0),
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
+@VERL_OPTION
 @run_options
+@click.pass_context
 def sim(
+    ctx,
     steps,
     prompts,
     workers,
@@ -97,6 +101,7 @@ def sim(
     park,
     seed,
     out,
+    verl_config,
     **opts,
 ):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
@@ -104,7 +109,13 @@ def sim(
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png and config.json, and prints the comparison table.
     """
-    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
+    verl = None
+    if verl_config:  # the file's settings, where the command line sets none
+        verl, params, overridden = merge_verl(ctx, verl_config)
+        steps, prompts, pipeline, placement = (params[k] for k in SET_BY_VERL)
+        opts.update({k: params[k] for k in opts})
+        echo_mapping(verl, overridden)
+    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
         cfg = RunConfig(
@@ -154,6 +165,7 @@ def sim(
                 "engine": dataclasses.asdict(sc.engine),
                 "cost": sc.cost.to_dict(),
                 "calibration": scenario_source(sc),
+                **({"verl_config": verl_record(verl)} if verl else {}),
             },
         )
     click.echo(
@@ -166,6 +178,10 @@ def sim(
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
     )
+
+
+SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
+"""The parameters of :func:`sim` (besides ``opts``) that ``--verl-config`` may set."""
 
 
 def _printed_columns(pipes, rewards: bool = False) -> list[str]:
