@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.analysis.run_input import read_object
 from rolloutlab.sim import strict_json
 
 CAPTIONS = {
@@ -89,13 +90,7 @@ def _table_html(df: pl.DataFrame) -> str:
 def _read_json(path: Path) -> dict:
     """A JSON object file of a study. Raises :class:`ReportError` naming the file when it
     cannot be read or is not a JSON object."""
-    try:
-        d = strict_json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ReportError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(d, dict):
-        raise ReportError(f"{path}: expected a JSON object, got {type(d).__name__}")
-    return d
+    return read_object(path, ReportError)
 
 
 def _headline(cfg: dict, study: Path) -> list[str]:

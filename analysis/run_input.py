@@ -8,13 +8,12 @@ and ``steps.parquet`` (or the ``.jsonl`` a live run appends) in the trace schema
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim import trace
+from rolloutlab.sim import strict_json, trace
 from rolloutlab.sim.engine import EngineConfig
 from rolloutlab.sim.metrics import DEFAULT_TAU
 
@@ -56,6 +55,18 @@ def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
     raise RunInputError(f"{run_dir}: no {kind}.parquet or {kind}.jsonl (is this a run directory?)")
 
 
+def read_object(path: Path, error: type[Exception] = RunInputError) -> dict:
+    """The JSON object in ``path`` (strict JSON: no NaN). Raises ``error`` naming the file
+    when it cannot be read, is not JSON or is not an object."""
+    try:
+        d = strict_json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(d, dict):
+        raise error(f"{path}: expected a JSON object, got {type(d).__name__}")
+    return d
+
+
 def real_run_config(run_dir: str | Path) -> dict:
     """``run_dir/config.json`` of a real run as written (``{}`` when there is none).
 
@@ -66,12 +77,7 @@ def real_run_config(run_dir: str | Path) -> dict:
     path = Path(run_dir) / "config.json"
     if not path.exists():
         return {}
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RunInputError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise RunInputError(f"{path}: expected a JSON object")
+    raw = read_object(path)
     if "config" not in raw and raw.get("command"):
         raise RunInputError(
             f"{path}: written by `rolloutlab {raw['command']}` (a simulator output), not by "

@@ -191,7 +191,7 @@ FILES = [
     ("verl-type", "sim --verl-config {t}/verl_type.yaml --out {t}/o", "verl_type.yaml: field data.train_batch_size: expected int, got 'many'"),
     ("verl-tp", "scenario from-verl {t}/verl_tp.yaml --out {t}/x.json", "TP 4 does not divide the 6 generation GPUs"),
     ("verl-gpu-unknown-model", "sim --verl-config {r}/tests/data/verl_config/ppo_trainer_split.yaml --gpu h100 --out {t}/o", "'~/models/deepseek-llm-7b-chat' is not a roofline model"),
-    ("verl-out-notes", "scenario from-verl {r}/tests/data/verl_config/ppo_trainer_split.yaml --out {t}/notes.txt", "notes.txt"),
+    ("from-verl-out-notes", "scenario from-verl {r}/tests/data/verl_config/ppo_trainer_split.yaml --out {t}/notes.txt", "notes.txt"),
     # studies for report
     ("report-idle-summary", "report {t}/study_idle --out {t}/o", "idle_summary.json: malformed summary"),
     ("report-config-torn", "report {t}/study_cfg --out {t}/o", "config.json: not readable JSON"),

@@ -17,7 +17,7 @@ from rolloutlab.calibration.verl_scenario import calibrate_verl
 from rolloutlab.calibration.verl_tb import VerlLogError
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
@@ -146,13 +146,7 @@ def calibrate() -> None:
 
 @calibrate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=PROMPTS, default=None, help="Simulated B (default: logged B).")
 @click.option(
@@ -197,13 +191,7 @@ def calibrate_verl_tb(
 
 @calibrate.command("servegen")
 @click.argument("folder", type=click.Path())
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
 @click.option("--prompts", type=PROMPTS, required=True, help="Scenario default B.")

@@ -53,6 +53,16 @@ def calibration_out(ctx: click.Context, param: click.Parameter, value: str | Non
     return value
 
 
+CALIBRATION_OUT = click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
+"""``--out FILE`` of a command that writes a whole calibration JSON (:func:`calibration_out`)."""
+
+
 def cost_from_option(help: str):
     """``--cost-from NAME|FILE`` (default: the bundled ``gsm8k`` scenario): the scenario
     whose cost model (and more, as ``help`` says) a calibration command reuses."""

@@ -17,8 +17,8 @@ from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, cali
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.writer import write_json_atomic
 from rolloutlab.commands.common import (
+    CALIBRATION_OUT,
     BadInput,
-    calibration_out,
     claim,
     cost_from_option,
 )
@@ -147,13 +147,7 @@ def _aics(fit: dict) -> str:
 
 @click.command("groups")
 @reader_options
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(

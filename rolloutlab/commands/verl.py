@@ -20,7 +20,7 @@ from rolloutlab.calibration.verl_config import (
     load,
     run_settings,
 )
-from rolloutlab.commands.common import calibration_out, echo_table, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, echo_table, fail
 from rolloutlab.sim.hardware import MODELS
 
 VERL_BASE = "gsm8k"
@@ -130,13 +130,7 @@ def scenario() -> None:
     help="Bundled scenario or calibration JSON whose lengths, cost and pass rates are kept.",
 )
 @click.option("--name", default=None, help="Scenario name (default: the file's stem).")
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 def from_verl(config_file: str, base: str, name: str | None, out: str) -> None:
     """A scenario (calibration JSON) with a verl config's cluster and caps.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import calibration_out, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim import strict_json
 
@@ -27,13 +27,7 @@ from rolloutlab.sim import strict_json
     type=click.Path(file_okay=False, exists=True),
     help="Folder with a Hugging Face config.json (weights are not read: load_format=dummy).",
 )
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @click.option(
     "--running-seqs",
     default="1,8,32,128",
