@@ -49,7 +49,7 @@ from rolloutlab.real.sync import SyncRun, check_before_writing
 from rolloutlab.real.trace_rows import finish_reason_rows, rollout_rows, step_row
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.observation import observe_step, propose_step
-from tqdm import tqdm
+from rolloutlab.sim.progress import progress_bar
 
 
 def fresh_enough(
@@ -116,11 +116,11 @@ class AsyncRun(SyncRun):
         try:
             if self.start_step == 0:
                 self._evaluate(-1)
-            bar = tqdm(
+            bar = progress_bar(
                 range(self.start_step, self.cfg.steps),
                 initial=self.start_step,
                 total=self.cfg.steps,
-                disable=None if progress else True,  # a bar on a terminal only
+                enabled=progress,  # a bar on a terminal, plain lines otherwise
                 desc=f"real async {self.pc.spec}",
                 unit="step",
             )

@@ -50,8 +50,8 @@ from rolloutlab.real.warmstart import cached_warm_start
 from rolloutlab.sim import strict_json
 from rolloutlab.sim.controller_spec import parse_controller
 from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.progress import progress_bar
 from rolloutlab.sim.trace_jsonl import TraceWriter, append_durably, truncate_jsonl
-from tqdm import tqdm
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl")
 
@@ -135,11 +135,11 @@ class SyncRun:
         and writes ``collapse.json`` (:func:`real.collapse.replay` over every step)."""
         if self.start_step == 0:
             self._evaluate(-1)
-        bar = tqdm(
+        bar = progress_bar(
             range(self.start_step, self.cfg.steps),
             initial=self.start_step,
             total=self.cfg.steps,
-            disable=None if progress else True,  # a bar on a terminal only
+            enabled=progress,  # a bar on a terminal, plain lines otherwise
             desc="real sync",
             unit="step",
         )

@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 import click
 import polars as pl
-from tqdm import tqdm
+
+from rolloutlab.sim.progress import progress_bar
 
 OUT_DIR = click.option(
     "--out",
@@ -299,10 +300,11 @@ def _undo(created: Path | None) -> None:
 
 
 @contextmanager
-def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
-    """A transient tqdm bar (off when not a terminal) around a long run; a ValueError or
-    RuntimeError raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
-    bar = tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+def progress(total: int, desc: str, unit: str) -> Iterator[Any]:
+    """A transient bar on a terminal, plain lines with the elapsed time otherwise
+    (:func:`sim.progress.progress_bar`), around a long run; a ValueError or RuntimeError
+    raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
+    bar = progress_bar(total=total, desc=desc, unit=unit)
     try:
         yield bar
     except (ValueError, RuntimeError) as exc:

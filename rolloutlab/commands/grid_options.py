@@ -16,11 +16,11 @@ from typing import Any
 
 import click
 import polars as pl
-from tqdm import tqdm
 
 from rolloutlab.commands.common import RunFailed, fail
 from rolloutlab.commands.executor import Executor, ExecutorError, LocalExecutor, RayExecutor
 from rolloutlab.commands.grid_store import GridResumeError, GridStore
+from rolloutlab.sim.progress import progress_bar
 from rolloutlab.sim.provenance import write_config
 
 GRID_KEYS = ("executor", "ray_address", "ray_runtime_env", "max_parallel", "retries", "resume")
@@ -140,9 +140,7 @@ def run_points(
     store.open(resume)
     todo = [(i, p) for i, p in enumerate(store.points) if i not in store.done]
     failed = sum(r["status"] != "ok" for r in store.done.values())
-    bar = tqdm(
-        total=len(store.points), initial=len(store.done), desc=desc, unit="point", disable=None
-    )
+    bar = progress_bar(total=len(store.points), initial=len(store.done), desc=desc, unit="point")
     bar.set_postfix(failed=failed)
 
     def on_outcome(outcome) -> None:
