@@ -2,7 +2,7 @@
 terminal (piped to a file, a CI log), one plain line at each tenth of the work and at the
 end, with the elapsed time, so a log shows the run is alive without carriage returns.
 
-One entry point, :func:`progress_bar`, used by every loop that can run for more than a few
+One entry point, :func:`progress_bar` (and :func:`phase` for a step without a count), used by every loop that can run for more than a few
 seconds (simulations, grids, the warm start, real runs, validations).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -116,3 +117,17 @@ def progress_bar(
     if sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, leave=leave)
     return LineProgress(iterable, total=total, desc=desc, unit=unit, initial=initial)
+
+
+@contextmanager
+def phase(desc: str, enabled: bool = True, stream: TextIO | None = None) -> Iterator[None]:
+    """One line when a long step without a count starts (``desc ...``) and one when it
+    ends (``desc: done, elapsed T s``), on stderr (terminal or not); nothing when
+    ``enabled`` is False or the step raises (its error says what happened)."""
+    out = stream or sys.stderr
+    if enabled:
+        print(f"{desc} ...", file=out, flush=True)
+    t0 = time.monotonic()
+    yield
+    if enabled:
+        print(f"{desc}: done, elapsed {time.monotonic() - t0:.1f} s", file=out, flush=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 
 from click.testing import CliRunner
+from rolloutlab.sim.progress import LineProgress, phase, progress_bar
 
 from rolloutlab.cli import main
-from rolloutlab.sim.progress import LineProgress, progress_bar
 
 
 def test_one_line_per_tenth_and_the_last_one_says_done():
@@ -46,3 +46,12 @@ def test_a_piped_sim_prints_its_progress_lines(tmp_path):
     res = CliRunner().invoke(main, ["sim", "--steps", "5", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "simulating: done, 20/20 step (100 %), elapsed " in res.output
+
+
+def test_a_phase_without_a_count_says_when_it_starts_and_ends():
+    out = io.StringIO()
+    with phase("calibrate learning: fitting runs/x", stream=out):
+        pass
+    start, end = out.getvalue().splitlines()
+    assert start == "calibrate learning: fitting runs/x ..."
+    assert end.startswith("calibrate learning: fitting runs/x: done, elapsed ")

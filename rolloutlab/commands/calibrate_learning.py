@@ -26,6 +26,7 @@ from rolloutlab.calibration.verl_learning import verl_blocks
 from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
 from rolloutlab.commands.common import BadInput
 from rolloutlab.commands.types import POSITIVE, PROMPTS
+from rolloutlab.sim.progress import phase
 from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
 
 BLOCKS = ("pass_rate", "learning")
@@ -209,7 +210,8 @@ def calibrate_learning(
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        block = fit_learning(read_run(run_dir), init_steps, learning_model)
+        with phase(f"calibrate learning: fitting {run_dir}"):  # minutes on a long run
+            block = fit_learning(read_run(run_dir), init_steps, learning_model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     block["fit"]["lr_of_run"] = block["lr_ref"]
@@ -243,9 +245,10 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        pass_rate, learning = verl_blocks(
-            verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
-        )
+        with phase(f"calibrate learning: fitting {verl_dir}"):
+            pass_rate, learning = verl_blocks(
+                verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
+            )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if as_lr_ref is not None:
