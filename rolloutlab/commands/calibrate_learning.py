@@ -245,10 +245,9 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        with phase(f"calibrate learning: fitting {verl_dir}"):
-            pass_rate, learning = verl_blocks(
-                verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
-            )
+        pass_rate, learning = verl_blocks(  # a curve fit: seconds
+            verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
+        )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if as_lr_ref is not None:
