@@ -15,8 +15,9 @@ The options go through :func:`sim.controller_options.constructor_kwargs` (checke
 against the constructor's signature); ``seed`` is passed when the constructor takes it.
 The class must have the methods :data:`REQUIRED_METHODS` and a fresh state that
 ``json.dumps`` writes without NaN; a ``candidates`` attribute (the positive ints it may
-propose) is checked where given and required only by ``check-controller``. Every failure is one ValueError naming the spec, the
-file or module, the class and what is wrong.
+propose) is checked where given and required only by ``check-controller``. Every
+failure is one ValueError naming the spec, the file or module, the class and what is
+wrong.
 """
 
 from __future__ import annotations

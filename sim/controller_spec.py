@@ -72,8 +72,8 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
 def check_spec(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
     """:func:`parse_controller`, then one ``propose()`` of that fresh controller through
     :func:`sim.observation.propose_step` (a G that is not a positive int, or not one of
-    its ``candidates`` where it declares them, is refused), for the checks a command makes before it writes
-    anything. Returns the probed controller (do not run it: it has proposed once).
+    its ``candidates`` where it declares them, is refused), for the checks a command
+    makes before it writes anything. Returns the probed controller (do not run it: it has proposed once).
     Raises ValueError naming the spec."""
     ctl = parse_controller(spec, seed, **sagc_defaults)
     try:
