@@ -11,7 +11,6 @@ import polars as pl
 
 from rolloutlab.analysis.advise import Constraints, SearchSpace, pareto_table, search
 from rolloutlab.analysis.advise_eval import SETTING_KEYS, evaluate
-from rolloutlab.analysis.advise_plots import advise_figure
 from rolloutlab.commands.common import claim, echo_table, fail, parse_list
 from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
@@ -157,6 +156,8 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
     table.write_csv(out_dir / "trials.csv")
     pareto.write_csv(out_dir / "pareto.csv")
     label = "time to target reward (s)" if use_target else "time per step (s)"
+    from rolloutlab.analysis.advise_plots import advise_figure  # seaborn: not for --help
+
     advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
     write_config(
         out_dir / "config.json",

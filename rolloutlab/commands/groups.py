@@ -11,7 +11,6 @@ from __future__ import annotations
 import click
 import polars as pl
 
-from rolloutlab.analysis.groups_plot import straggler_vs_g_figure
 from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_grouped
 from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
@@ -304,6 +303,8 @@ def validate_groups_cmd(
         if held_out
         else f"held-out steps of the same run (fit on {fit_steps})"
     )
+    from rolloutlab.analysis.groups_plot import straggler_vs_g_figure  # seaborn: not for --help
+
     straggler_vs_g_figure(table, out_dir / "validation_groups.png", f"{where}, B={table['B'][0]}")
     write_config(
         out_dir / "config.json",

@@ -6,7 +6,6 @@ import dataclasses
 
 import click
 
-from rolloutlab.analysis.plots import comparison_figure
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
@@ -151,6 +150,8 @@ def sim(
         summary.write_csv(out_dir / "summary.csv")
         trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
+        from rolloutlab.analysis.plots import comparison_figure  # seaborn: not for --help
+
         comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
         write_config(
             out_dir / "config.json",

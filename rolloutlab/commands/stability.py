@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 import polars as pl
 
-from rolloutlab.analysis.stability_plots import plot_phase_diagram
 from rolloutlab.commands.common import claim, echo_table
 from rolloutlab.commands.grid_options import (
     describe_executor,
@@ -115,6 +114,8 @@ def stability(
     runtime_s = time.perf_counter() - t0
     df.write_csv(out_dir / "stability.csv")
     ok = df.filter(pl.col("status") == "ok")
+    from rolloutlab.analysis.stability_plots import plot_phase_diagram  # seaborn: not for --help
+
     plot_phase_diagram(ok, params, T, out_dir / "phase_diagram.png")
     write_config(
         out_dir / "config.json", {**config, "runtime_s": runtime_s, **describe_executor(opts)}

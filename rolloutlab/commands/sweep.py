@@ -7,7 +7,6 @@ import functools
 import click
 import polars as pl
 
-from rolloutlab.analysis.plots import sweep_figure
 from rolloutlab.commands.common import claim, echo_table, fail
 from rolloutlab.commands.grid_options import (
     describe_executor,
@@ -143,6 +142,8 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
     means = sweep_means(ok)
     runs.write_csv(out_dir / "runs.csv")
     means.write_csv(out_dir / "means.csv")
+    from rolloutlab.analysis.plots import sweep_figure  # seaborn: not for --help
+
     sweep_figure(ok, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
     write_config(out_dir / "config.json", {**config, **describe_executor(opts)})
     click.echo(
