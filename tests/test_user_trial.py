@@ -144,3 +144,20 @@ def test_console_tables_print_controller_specs_in_full(tmp_path):
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert long in res.output  # one cell: not cut, not wrapped onto two lines
+
+
+def test_a_verl_tb_scenario_says_it_has_no_pass_rates_and_sim_says_so_too(tmp_path):
+    run = Path(__file__).parent / "data" / "verl_tb" / "q3b_fsdp_base"
+    cal = tmp_path / "verl.json"
+    res = CliRunner().invoke(main, ["calibrate", "verl-tb", str(run), "--out", str(cal)])
+    assert res.exit_code == 0, res.output
+    assert (
+        f"add them with `rolloutlab calibrate learning --verl-tb {run} --out {cal}`" in res.output
+    )
+    res = CliRunner().invoke(
+        main, ["sim", "--calibration", str(cal), "--steps", "2", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "no rewards: scenario verl has no pass rates, so no reward and no time to target" in (
+        res.output
+    )

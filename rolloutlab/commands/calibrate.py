@@ -187,6 +187,11 @@ def calibrate_verl_tb(
         f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "
         f"learner MAPE {f['learner']['mape']:.3f}, length rms z {f['lengths']['rms_z']:.2f}"
     )
+    click.echo(
+        "no pass rates (verl's scalars hold none per prompt): `sim` on this scenario has no "
+        "reward and no time to target; add them with `rolloutlab calibrate learning "
+        f"--verl-tb {run_dirs[0]} --out {out}`"
+    )
 
 
 @calibrate.command("servegen")

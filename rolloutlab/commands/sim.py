@@ -174,6 +174,11 @@ def sim(
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if rewards is None:
+        click.echo(
+            f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
+            "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
+        )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     click.echo(
