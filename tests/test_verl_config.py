@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 from click.testing import CliRunner
 from rolloutlab.calibration.verl_config import load, read_flat
 from rolloutlab.sim.scenario import load_scenario
@@ -109,3 +110,10 @@ def test_scenario_from_verl_writes_a_scenario_sim_loads(tmp_path):
     assert sc.name == "ppo_trainer_split" and sc.engine.n_workers == 4
     assert sc.lengths.max_response_length == 512 and sc.defaults["prompts"] == 1024
     assert sc.source["provenance"]["verl_config"]["path"] == str(SPLIT)
+
+
+def test_the_fully_async_cap_drops_no_group_as_verl_drops_none(tmp_path):
+    _sim(tmp_path, "--verl-config", str(ASYNC), "--prompts", "16", "--steps", "40")
+    row = pl.read_csv(tmp_path / "o" / "summary.csv").row(0, named=True)
+    assert row["pipeline"].startswith("async:9:") and row["dropped"] == 0
+    assert row["staleness_max"] <= 9  # the lag the threshold allowed stays under S
