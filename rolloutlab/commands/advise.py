@@ -19,6 +19,7 @@ from rolloutlab.commands.scenario import config_head, load_run, run_options, sce
 from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, STEPS
 from rolloutlab.sim.controllers import split_specs
 from rolloutlab.sim.pipeline_spec import parse_pipeline
+from rolloutlab.sim.progress import progress_bar
 from rolloutlab.sim.provenance import write_config
 
 
@@ -146,11 +147,14 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             results[o.index] = o.value if o.status == "ok" else {"error": o.error}
 
         executor.run(fn, list(enumerate(settings)), keep)
+        bar.update(len(settings))
         return results
 
+    bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
     try:
         table = search(space, constraints, run_batch, trials, batch, seed, use_target)
     finally:
+        bar.close()
         executor.close()
     pareto = pareto_table(table)
     table.write_csv(out_dir / "trials.csv")
