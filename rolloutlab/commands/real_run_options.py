@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
+from rolloutlab.commands.common import check_own_file, claimed, echo_table, fail, json_with_keys
 from rolloutlab.commands.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks import TASKS
@@ -250,19 +250,5 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
                 "target_accuracy": target_accuracy,
             },
         )
-    with pl_config():
-        click.echo(table)
+    echo_table(table, dtypes=True)
     click.echo(f"wrote {out_dir / 'runs.csv'} and {out_dir / 'progress.png'}")
-
-
-def pl_config():
-    """polars print settings for a run table (all rows and columns, 3 decimals)."""
-    import polars as pl
-
-    return pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_width_chars=200,
-    )
