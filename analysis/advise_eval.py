@@ -2,20 +2,22 @@
 target reward (or time per step), straggler rate and collapse margin.
 
 A setting is a dict ``{"controller", "prompts", "workers", "max_num_seqs", "pipeline",
-"lr"}``. It runs :func:`sim.compare.run_comparison` on the SimPy engine (every pipeline,
+"lr"}``. It runs :func:`sim.studies.compare.run_comparison` on the SimPy engine (every pipeline,
 KV cache included) for ``steps`` learner steps with one seed, and reads:
 
 - ``time_to_target_s``: first time the trailing-mean reward reaches the target
-  (:func:`sim.learning.time_to_target`, docs/learning.md); null when not reached;
+  (:func:`sim.models.learning.time_to_target`, docs/learning.md); null when not reached;
 - ``time_per_step_s``: wall clock / steps (the objective when the scenario has no
   learning model);
 - ``straggler_rate``: share of steps with max/median length > tau (SAGC's definition,
   docs/metrics.md);
 - ``collapse_margin``: ``eta_max(S, T) / eta(lr)``, the closed-form stability boundary
   of the staleness paper's two-constraint rule (PAPERS.md §2,
-  :func:`sim.staleness.predict_eta_max`) at the pipeline's maximum staleness ``S`` and the
-  run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
-  (:meth:`sim.learning.LearningModel.eta`). Above 1: no collapse predicted.
+  :func:`sim.models.staleness.predict_eta_max`) at the pipeline's update span (its maximum
+  staleness ``S_max`` plus one: an update consuming a rollout ``S_max`` versions old moves
+  the policy ``S_max + 1`` updates from the rollout's behaviour policy, the rule the
+  simulator's learning model collapses by) and the run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
+  (:meth:`sim.models.learning.LearningModel.eta`). Above 1: no collapse predicted.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rolloutlab.sim.compare import run_comparison
-from rolloutlab.sim.learning import LearningModel, LearningParams
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.rewards import RewardConfig
-from rolloutlab.sim.scenario import Scenario
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.models.learning import LearningModel, LearningParams
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.studies.compare import run_comparison
 
 SETTING_KEYS = ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "lr")
 """The searched settings, in table order."""
@@ -44,13 +46,16 @@ METRIC_KEYS = (
 """What :func:`evaluate` returns per setting."""
 
 
-def collapse_margin(lr: float, S: int, T: int, learning: LearningParams | None) -> float:
-    """``predict_eta_max(S, T) / eta(lr)`` with the default :class:`StalenessParams` (the
-    learning model's, :class:`sim.learning.LearningModel`); ``learning`` None uses
-    ``lr_ref = 1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
+def collapse_margin(
+    lr: float, max_staleness: int, T: int, learning: LearningParams | None
+) -> float:
+    """``predict_eta_max(max_staleness + 1, T) / eta(lr)`` (module docstring) with the
+    default :class:`StalenessParams` (the learning model's,
+    :class:`sim.models.learning.LearningModel`); ``learning`` None uses ``lr_ref = 1e-6,
+    eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
     params = learning or LearningParams(kappa=0.0)
     eta = LearningModel(params).eta(lr)
-    return float(predict_eta_max(StalenessParams(), S, T)) / eta
+    return float(predict_eta_max(StalenessParams(), max_staleness + 1, T)) / eta
 
 
 def evaluate(
@@ -64,7 +69,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS`.
 
-    ``dataset_size``: as :class:`sim.pipeline.RunConfig`'s (``--dataset-size``).
+    ``dataset_size``: as :class:`sim.pipelines.sync.RunConfig`'s (``--dataset-size``).
     Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
     spec, B or workers < 1): the executor records it as a failed trial."""
     sc = dataclasses.replace(

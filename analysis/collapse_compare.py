@@ -1,4 +1,4 @@
-"""Fit the collapse model (:mod:`sim.staleness`) to a measured stability grid, predict
+"""Fit the collapse model (:mod:`sim.models.staleness`) to a measured stability grid, predict
 the held-out grid points, and check both scaling laws of PAPERS.md §2 on each side.
 
 Grid: one row per run, columns ``S, lr, seed, collapsed, t_collapse, M_collapse,
@@ -16,7 +16,7 @@ collapsing at ``T + 1`` — one number that charges both a wrong class (up to ``
 and a wrong horizon. Model runs use the grid row's seed (common random numbers).
 Minimised by Nelder-Mead from a closed-form start: ``R_crit ~ median(t_collapse * eta)``
 of late collapses (horizon: drift ``t eta G_on`` reaches ``R_crit``) and
-``R_batch / kappa ~ max_S S eta_collapse(S)`` (stale boundary, :func:`sim.staleness.predict_eta_max`),
+``R_batch / kappa ~ max_S S eta_collapse(S)`` (stale boundary, :func:`sim.models.staleness.predict_eta_max`),
 taking ``kappa ~ 5``; then two restarts from the best point so far.
 
 Split: ``lr`` (alternate learning rates, sorted: even index fit, odd held out) or
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.staleness import StalenessParams, simulate_batch
+from rolloutlab.sim.models.staleness import StalenessParams, simulate_batch
 from scipy import optimize
 
 GRID_COLUMNS = ("S", "lr", "seed", "collapsed", "t_collapse", "M_collapse")
@@ -191,7 +191,7 @@ def initial_guess(df: pl.DataFrame, T: int, base: StalenessParams = DEFAULT_PARA
     s_eta = scal["S_eta_collapse"].drop_nulls()
     c = float(s_eta.max()) if s_eta.len() else float(df["lr"].max() * df["S"].max())
     L = base.lag_sensitivity
-    r_batch = 5.0 * c  # kappa ~ 5 at the default constants (sim.staleness.feedback_factor)
+    r_batch = 5.0 * c  # kappa ~ 5 at the default constants (sim.models.staleness.feedback_factor)
     return np.log([max(L, 1e-3), base.sigma_prompt, max(r_batch, 1e-6), max(r_crit, 1e-6)])
 
 

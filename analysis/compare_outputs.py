@@ -20,8 +20,9 @@ from rolloutlab.analysis.collapse_compare import (
 from rolloutlab.analysis.compare_plots import collapse_figure, idle_scatter, idle_timeseries
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, IdleComparison
 from rolloutlab.analysis.run_input import RunData
-from rolloutlab.sim import strict_json, trace
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace import strict_json
 
 
 def write_idle_outputs(

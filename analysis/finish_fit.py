@@ -1,6 +1,6 @@
 """Fit the simulator's cost model to the finish time of every traced rollout.
 
-The engine's schedule does not depend on the cost (:mod:`sim.features`), so the
+The engine's schedule does not depend on the cost (:mod:`sim.engine.features`), so the
 simulated finish time of rollout ``i`` (from its step's submit) is linear in the
 coefficients::
 
@@ -8,8 +8,8 @@ coefficients::
 
 with ``F_i`` the iterations, running sequences, context tokens and prefill tokens summed
 over the iterations up to ``i``'s finish. ``F_i`` comes from the simulator itself: the
-finish times of :func:`sim.engine.reference_generate` (which :func:`sim.engine.generate`
-equals) under the four unit cost models ``(1,0,0,0) .. (0,0,0,1)``, with the step's
+finish times of :func:`sim.engine.core.generate` (exactly those of the plain loop
+:func:`tests.reference.engine_loop.reference_generate`; unit costs are dyadic) under the four unit cost models ``(1,0,0,0) .. (0,0,0,1)``, with the step's
 measured lengths. ``submit_delay_s`` is the time from the submit to the engine's first
 iteration (request set-up), a constant per step.
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from rolloutlab.analysis.run_input import StepLayout
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
 from scipy import optimize
 
 _UNIT_COSTS = (
@@ -44,10 +44,7 @@ def finish_features(
 ) -> np.ndarray:
     """``(n_prompts * G, 4)`` schedule features of each rollout's finish (module docstring),
     rows in row-major (prompt, sample) order."""
-    cols = [
-        reference_generate(lengths, prompt_tokens, unit, engine)[0]["t_finish"]
-        for unit in _UNIT_COSTS
-    ]
+    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in _UNIT_COSTS]
     return np.column_stack(cols)
 
 

@@ -16,7 +16,7 @@ def straggler_vs_g_figure(table: pl.DataFrame, path: str | Path, title: str = ""
     """P(max/median > tau) against G, one colour per tau: measured (solid, +-1 standard
     error bars), each model's prediction (dashed: the step-indexed ``empirical_s<W>`` when
     present, else ``hierarchical``, else ``empirical``; dotted: the others). ``table`` has the columns
-    of :func:`calibration.groups_validate.validate_groups`. Writes ``path`` (png)."""
+    of :func:`calibration.validation.groups.validate_groups`. Writes ``path`` (png)."""
     sns.set_theme(style="whitegrid", context="paper")
     models = table["model"].unique(maintain_order=True).to_list()
     stepped = [m for m in models if m.startswith("empirical_s")]

@@ -1,11 +1,11 @@
 """Predicted against measured generation makespan, slot idle fraction and stragglers,
-step by step, for a traced synchronous run (issue 7).
+step by step, for a traced synchronous run.
 
 Method (docs/compare.md):
 
 1. Calibrate on the first ``K`` steps: the cost model from every rollout's finish time
    (:mod:`analysis.finish_fit`) and the length model from their lengths
-   (:mod:`calibration.prompt_lengths`: hierarchical lognormal, mean set by the prompt's
+   (:mod:`calibration.fits.prompt_lengths`: hierarchical lognormal, mean set by the prompt's
    length).
 2. Predict every step with its measured group size and prompts (order and lengths):
    - ``replay``: the SimPy engine with the step's *measured* response lengths — tests
@@ -15,14 +15,14 @@ Method (docs/compare.md):
      simulator. The straggler event is predicted when at least half the draws have one.
    - ``constant`` (baseline): the median measured makespan of the fit steps of the same
      G (all fit steps when that G was never seen), idle fraction likewise.
-3. Metrics of both sides come from :func:`sim.metrics.step_metrics` on trace tables.
+3. Metrics of both sides come from :func:`sim.trace.metrics.step_metrics` on trace tables.
    Errors over the held-out steps (``step >= K``): median absolute percentage error
    ``median_t |pred_t / meas_t - 1|`` (MdAPE) of makespan and of slot idle fraction,
    mean absolute idle error in points, and straggler agreement (share of steps whose
    predicted event equals the measured one).
 
 ``predicted_*`` columns of ``idle_comparison.csv`` hold the ``drawn`` prediction (the
-whole simulator, what the issue asks for); ``replay_*`` and ``constant_*`` columns hold
+whole simulator); ``replay_*`` and ``constant_*`` columns hold
 the others.
 """
 
@@ -34,15 +34,15 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
 from rolloutlab.analysis.run_input import RunData, StepLayout, step_layouts
-from rolloutlab.calibration.prompt_lengths import (
+from rolloutlab.calibration.fits.prompt_lengths import (
     PromptEmpiricalLengths,
     PromptLognormalLengths,
     fit_prompt_empirical,
     fit_prompt_lognormal,
 )
-from rolloutlab.sim.lengths import finish_reasons
-from rolloutlab.sim.metrics import step_metrics
-from rolloutlab.sim.trace import frame
+from rolloutlab.sim.models.lengths import finish_reasons
+from rolloutlab.sim.trace.metrics import step_metrics
+from rolloutlab.sim.trace.schema import frame
 
 PREDICTIONS = ("drawn", "replay", "constant")
 
@@ -61,8 +61,8 @@ class IdleCompareConfig:
     """Straggler threshold on max/median; None: the run's (controller spec's ``tau=``, else config)."""
     length_model: str = "empirical"
     """Length model of the ``drawn`` prediction: ``empirical`` (observed groups resampled by
-    prompt length, :class:`~calibration.prompt_lengths.PromptEmpiricalLengths`) or
-    ``lognormal`` (:class:`~calibration.prompt_lengths.PromptLognormalLengths`)."""
+    prompt length, :class:`~calibration.fits.prompt_lengths.PromptEmpiricalLengths`) or
+    ``lognormal`` (:class:`~calibration.fits.prompt_lengths.PromptLognormalLengths`)."""
 
     def __post_init__(self) -> None:
         if self.length_model not in ("empirical", "lognormal"):
@@ -146,7 +146,9 @@ def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float
     for lay in layouts:
         G = lay.lengths.shape[1]
         for r in range(cfg.draws):
-            L = model.sample(np.random.default_rng([cfg.seed, lay.step, r]), lay.prompt_tokens, G)
+            L = model.sample_for_prompts(
+                np.random.default_rng([cfg.seed, lay.step, r]), lay.prompt_tokens, G
+            )
             w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine)
             cols.append(_rows(f"drawn-{r}", lay, L, w, t1, tf, run.max_response_length))
     table = _table(cols)

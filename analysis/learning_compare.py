@@ -1,15 +1,15 @@
 """Predicted against measured time-to-target of real runs (``rolloutlab compare learning``).
 
 One real run, or several seeds of one setting (``--fit``), calibrate the simulator's
-learning model (:func:`calibration.learning_fit.fit_learning`: kappa, the initial Beta
+learning model (:func:`calibration.fits.learning_fit.fit_learning`: kappa, the initial Beta
 pass rates and, with the default ``saturating`` model, the shift's capacity theta_max)
 and a per-step cost model; each run is then predicted from its own settings and compared
 with what it measured:
 
-- **reward**: runs drawn from the fitted model (:mod:`calibration.learning_draws`)
+- **reward**: runs drawn from the fitted model (:mod:`calibration.fits.learning_draws`)
   driven by the run's own per-step G, B and lr (for an adaptive controller: the G it
   actually chose, not a re-simulated controller: **simplification**); the mean-field
-  curve (:func:`calibration.learning_fit.mean_field_curve`) is drawn in the figure;
+  curve (:func:`calibration.fits.learning_fit.mean_field_curve`) is drawn in the figure;
 - **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = the fit run's generation +
   training time over its rollouts, ``c0`` = its mean ``sync_time`` plus its time between
   steps (evaluations, checkpoints) per step (**modelling choice**: cost linear in
@@ -17,7 +17,7 @@ with what it measured:
   from its slope). ``clock="cpu"`` takes the process CPU time of each step's phases
   (learner.jsonl) instead of wall time: on a shared machine the wall clock of identical
   work varies with the load, which no model of the run can predict;
-- **time to target**: :func:`sim.learning.time_to_target` (first step where the trailing
+- **time to target**: :func:`sim.models.learning.time_to_target` (first step where the trailing
   mean of ``reward_mean`` over 10 steps >= target) on the measured steps table; the
   prediction is the **median over the drawn runs** of the same statistic. The statistic
   of a noisy run is a first passage: near a plateau the noise crosses the target long
@@ -44,14 +44,14 @@ from rolloutlab.analysis.learning_resim import (
 )
 from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
-from rolloutlab.calibration.learning_draws import draw_rewards
-from rolloutlab.calibration.learning_fit import fit_learning, mean_field_curve
-from rolloutlab.calibration.run_curve import RunCurve, read_run
-from rolloutlab.sim import trace
-from rolloutlab.sim.learning import LearningParams, time_to_target
+from rolloutlab.calibration.fits.learning_draws import draw_rewards
+from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
+from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
+from rolloutlab.sim.models.learning import LearningParams, time_to_target
+from rolloutlab.sim.trace import schema as trace
 
 WINDOW = 10
-"""Steps in the trailing reward mean of :func:`sim.learning.time_to_target`."""
+"""Steps in the trailing reward mean of :func:`sim.models.learning.time_to_target`."""
 
 
 CLOCKS = ("wall", "cpu")
@@ -115,7 +115,7 @@ def _params(fit: dict) -> LearningParams:
 
 def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFrame:
     """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
-    settings (:func:`calibration.learning_fit.mean_field_curve`; drawn in the figure)."""
+    settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure)."""
     p = _params(fit)
     reward = mean_field_curve(p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max)
     return pl.DataFrame(
@@ -132,7 +132,7 @@ def step_clock(curve: RunCurve, cost: tuple[float, float]) -> np.ndarray:
 def first_passage(fit: dict, curve: RunCurve, target: float, draws: int, seed: int) -> np.ndarray:
     """(draws,) steps to target (counted from 1; NaN = never) of ``draws`` runs drawn from
     the fitted model at ``curve``'s G, lr and B
-    (:func:`calibration.learning_draws.draw_rewards`), each scored like the measured run
+    (:func:`calibration.fits.learning_draws.draw_rewards`), each scored like the measured run
     (trailing mean of :data:`WINDOW` steps, full windows; module docstring)."""
     B = np.array([c.size for c in curve.counts])
     reward = draw_rewards(
@@ -177,10 +177,10 @@ def compare_learning(
     predicted steps)``, and the fitted learning block with the cost model.
 
     ``fit_dir``: one run, or several (seeds of one setting) fitted jointly
-    (:func:`calibration.learning_fit.fit_learning`), the cost model then the mean of
+    (:func:`calibration.fits.learning_fit.fit_learning`), the cost model then the mean of
     theirs.
 
-    ``model``: the learning model's shape (:data:`calibration.learning_fit.MODELS`);
+    ``model``: the learning model's shape (:data:`calibration.fits.learning_fit.MODELS`);
     ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
     common random numbers); ``clock``: :data:`CLOCKS`; ``resim_draws`` > 0: every
     adaptive (not ``static:``) run is also predicted with its controller re-simulated

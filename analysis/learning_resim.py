@@ -2,15 +2,15 @@
 the run's own controller object (rebuilt from its config) chooses G in runs drawn from
 the fitted models, instead of replaying the G it chose in the real run.
 
-Per draw and step: ``G = propose`` (:func:`sim.observation.propose_step`, with the
+Per draw and step: ``G = propose`` (:func:`sim.control.observation.propose_step`, with the
 step's prompt ids); B fresh prompts with ``p0 ~ Beta(a, b)`` and counts ``k ~
 Binomial(G, sigmoid(logit p0 + theta))`` (rewards: k ones in a group of G); lengths drawn
 with replacement from the **fit run's lengths at the same step** (length model:
 **modelling choice** — on graph-walk the ICC of log lengths is about 0.1, so a group's
 lengths are close to independent draws, and drawing from the same step keeps their drift
 as RL shortens the walks); generation time ``c1 B G``, step time ``c0 + c1 B G`` (the
-cost model); :func:`sim.observation.observe_step` hands these to the controller; theta
-moves as in :mod:`calibration.learning_draws` (on-policy, dynamic sampling as the run).
+cost model); :func:`sim.control.observation.observe_step` hands these to the controller; theta
+moves as in :mod:`calibration.fits.learning_draws` (on-policy, dynamic sampling as the run).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from rolloutlab.calibration.run_curve import RunCurve
-from rolloutlab.sim import trace
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.learning import LearningParams, saturating_shift
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.calibration.readers.run_curve import RunCurve
+from rolloutlab.sim.control.observation import observe_step, propose_step
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.models.learning import LearningParams, saturating_shift
+from rolloutlab.sim.trace import schema as trace
 from scipy import special
 
 

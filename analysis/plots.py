@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 import seaborn as sns
-from rolloutlab.sim.metrics import step_metrics
+from rolloutlab.sim.trace.metrics import step_metrics
 
 
 def comparison_figure(
@@ -62,7 +62,7 @@ def sweep_figure(runs: pl.DataFrame, path: str | Path, title: str = "") -> None:
     """Two panels over the prompt batch B (log2 axis, ticks at the swept values), one line
     per controller (colour) and engine layout (line style: workers, and ``max_num_seqs``
     when it varies), mean and sd over seeds: wall clock (h) and throughput (tokens/s).
-    ``runs``: :func:`sim.sweep.run_sweep` rows. Writes ``path``."""
+    ``runs``: :func:`sim.studies.sweep.run_sweep` rows. Writes ``path``."""
     several = runs["max_num_seqs"].n_unique() > 1
     layout = (
         pl.format("workers={}, max_num_seqs={}", "workers", "max_num_seqs")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 from rolloutlab.analysis.run_input import read_object
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 
 CAPTIONS = {
     "idle_scatter.png": "Held-out steps: simulated against measured generation makespan (left) and slot "

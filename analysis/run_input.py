@@ -3,7 +3,7 @@ configuration, the engine it ran on, and each step's layout.
 
 A run directory (``rolloutlab real sync``, or the simulator) holds ``rollouts.parquet``
 and ``steps.parquet`` (or the ``.jsonl`` a live run appends) in the trace schema
-(:mod:`sim.trace`, which checks the schema version of each file) and ``config.json``.
+(:mod:`sim.trace.schema`, which checks the schema version of each file) and ``config.json``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim import strict_json, trace
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.metrics import DEFAULT_TAU
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 
 class RunInputError(ValueError):
@@ -47,7 +48,7 @@ class RunData:
 def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
     """``run_dir``'s ``kind`` table (``"rollouts"`` or ``"steps"``): the parquet of a
     finished run, else the JSONL a live run appends. Raises :class:`RunInputError` when
-    neither exists; :class:`sim.trace.TraceError` on a bad file."""
+    neither exists; :class:`sim.trace.schema.TraceError` on a bad file."""
     for suffix in ("parquet", "jsonl"):
         path = run_dir / f"{kind}.{suffix}"
         if path.exists():
@@ -104,7 +105,7 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     run without steps, rollouts of a step the step table lacks, a step whose groups are
     not all of one size, static batching (not modelled), no capacity anywhere, or a
     simulator's folder (:func:`real_run_config`);
-    :class:`sim.trace.TraceError` on a bad trace file (schema version, columns, values).
+    :class:`sim.trace.schema.TraceError` on a bad trace file (schema version, columns, values).
     """
     path = Path(run_dir)
     if not path.is_dir():

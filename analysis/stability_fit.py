@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from rolloutlab.analysis.stability_plots import plot_phase_diagram
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace import strict_json
 from scipy import stats
 
 

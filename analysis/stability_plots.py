@@ -1,11 +1,11 @@
-"""The collapse phase diagram of a stability grid (simulated, :mod:`sim.stability`, or
-real, :mod:`real.stability`): S x lr heat map with the closed-form boundary over it."""
+"""The collapse phase diagram of a stability grid (simulated, :mod:`sim.studies.stability`, or
+real, :mod:`real.runners.stability`): S x lr heat map with the closed-form boundary over it."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 
 
 def plot_phase_diagram(

@@ -1,4 +1,4 @@
-"""Pass-rate coupling likelihood (``calibration.passrate_fit.conditional_nll``): the
+"""Pass-rate coupling likelihood (``calibration.fits.passrate_fit.conditional_nll``): the
 vectorised elementary-symmetric recursion against the per-group
 ``numpy.polynomial.polynomial.polyfromroots`` form it replaced, on the informative groups
 of the four graph-walk runs in ``tests/data/groups`` (the ``calibrate groups`` input that
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 from numpy.polynomial import polynomial as P
-from rolloutlab.calibration.grouped import FieldNames, read_grouped
-from rolloutlab.calibration.passrate_fit import conditional_nll, standardised_log_length
+from rolloutlab.calibration.fits.passrate_fit import conditional_nll, standardised_log_length
+from rolloutlab.calibration.readers.grouped import FieldNames, read_grouped
 
 DATA = Path(__file__).parent.parent / "tests" / "data" / "groups"
 RUNS = ["graph_walk", "graph_walk_seed1", "graph_walk_seed2", "graph_walk_seed3"]

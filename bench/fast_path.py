@@ -4,7 +4,7 @@
 scenario's prompt batch) on the SimPy engine and on the fast path, same scenario, same
 lengths (best of 3 each); last line ``fast_over_simpy=<ratio>`` (target >= 20), on the
 default bundled scenario with its own length model. The ratio with the ServeGen
-group-length model of :mod:`sim.dynamics` (what ``rolloutlab sim --drift flat`` runs:
+group-length model of :mod:`sim.models.dynamics` (what ``rolloutlab sim --drift flat`` runs:
 prompt difficulty and within-group correlation) is printed too.
 (2) ``--big``: 1,000 steps x 512 prompts x G=16 (8.2M rollouts) on the fast path,
 rollouts streamed to parquet; wall time and peak RSS (``resource.getrusage``).
@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.dynamics import servegen_lengths
-from rolloutlab.sim.fastpath_run import run_sync_fast
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.models.dynamics import servegen_lengths
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
+from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
 
 
 def rate(run, sc, cfg, repeats: int = 3) -> float:

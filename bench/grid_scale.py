@@ -23,8 +23,8 @@ import functools
 import tempfile
 import time
 
-from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
-from rolloutlab.sim.sweep import grid, run_point
+from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.studies.sweep import grid, run_point
 
 from rolloutlab.commands.executor import LocalExecutor, RayExecutor
 from rolloutlab.commands.grid_store import GridStore

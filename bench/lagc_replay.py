@@ -5,13 +5,13 @@ A synchronous step's timing depends only on its step index and G (the engine is 
 at every step start; lengths are keyed on (seed, step, prompt, sample)), so every
 candidate G is simulated once with :class:`StaticG` on the SimPy engine (lengths, generation
 time, step time per step); a controller is then replayed step by step on those tables,
-fed through :func:`sim.observation.observe_step` with Bernoulli rewards. Pass rates:
+fed through :func:`sim.control.observation.observe_step` with Bernoulli rewards. Pass rates:
 ``p_i ~ Beta(A, B)`` per prompt id (recurring with ``--dataset-size``), rewards keyed on
 (seed, step, prompt, sample) so sample j is the same whatever G; no learning (p fixed).
 Check printed first: the replayed SAGC wall clock equals a direct SimPy run's.
 
 Signal, realised per hour: ``var/h`` = sum over groups of the population variance of the
-group's rewards (``s_i`` of :mod:`sim.learning`, LAGC ``signal=variance``, the default);
+group's rewards (``s_i`` of :mod:`sim.models.learning`, LAGC ``signal=variance``, the default);
 ``inf/h`` = sum over groups of ``1[not homogeneous] (1 - 1/G)`` (``signal=informative``).
 
 Usage: python bench/lagc_replay.py [--steps 300] [--prompts 16] [--beta 0.6,1.4]
@@ -23,14 +23,14 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from rolloutlab.sim.compare import sagc_defaults
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.controllers import StaticG, split_specs
-from rolloutlab.sim.dynamics import prompt_ids_for
-from rolloutlab.sim.metrics import DEFAULT_TAU, straggler_ratio
-from rolloutlab.sim.observation import observe_step, propose_step
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.control.controllers import StaticG, split_specs
+from rolloutlab.sim.control.observation import observe_step, propose_step
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.models.dynamics import prompt_ids_for
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.studies.compare import sagc_defaults
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU, straggler_ratio
 
 
 def tables(scenario, cfg: RunConfig, Gs: list[int]) -> dict[int, tuple]:

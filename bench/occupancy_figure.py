@@ -1,10 +1,10 @@
 """Figure for docs/engine.md: batch occupancy and iteration time over one long-tailed step.
 
 One synchronous step of 64 prompts x G=8 with ServeGen long-reasoning lengths
-(:func:`sim.dynamics.servegen_lengths`, 16k cap) on one Qwen2.5-3B / H100 worker
+(:func:`sim.models.dynamics.servegen_lengths`, 16k cap) on one Qwen2.5-3B / H100 worker
 (roofline cost, KV blocks from 0.9 of its memory, ``max_num_seqs=256``,
 ``max_num_batched_tokens=8192``), run by the per-iteration reference loop
-(:func:`sim.kv_reference.paged_reference` with ``record=True``).
+(:func:`tests.reference.kv_loop.paged_reference` with ``record=True``).
 
 Usage: python bench/occupancy_figure.py [--out docs/engine_occupancy.png]
 """
@@ -12,16 +12,21 @@ Usage: python bench/occupancy_figure.py [--out docs/engine_occupancy.png]
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from rolloutlab.sim.dynamics import servegen_lengths
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.kv_reference import paged_reference
-from rolloutlab.sim.roofline import roofline, roofline_cost
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.dynamics import servegen_lengths
+from rolloutlab.sim.models.roofline import roofline, roofline_cost
+
+# the exact reference loop lives with the tests, which the installed package does not ship
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.reference.kv_loop import paged_reference
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ one process.
 
 Workload (issue 13 item 8; the side-by-side comparison with Vidur): Llama-3-8B
 (``llama-3-8b``) on one A100-80GB SXM (``a100``) with the roofline cost of
-:mod:`sim.roofline` (defaults: ``gpu_memory_utilization`` 0.9, 16-token blocks, so
+:mod:`sim.models.roofline` (defaults: ``gpu_memory_utilization`` 0.9, 16-token blocks, so
 26,674 KV blocks); one replica, ``max_num_seqs`` 256, no token budget, prefix caching on
 (every request has its own prompt, so nothing is shared). ``N`` requests, all submitted
 at time 0 as one batch, each with a 256-token prompt and a lognormal decode length
@@ -11,7 +11,7 @@ at time 0 as one batch, each with a 256-token prompt and a lognormal decode leng
 8,192-token context minus the prompt): ``mu = 7.0`` (median ~1,097 tokens), ``sigma =
 1.0`` (mean ~1,650 after clipping). That keeps the KV cache full for most of the run:
 the engine preempts by recompute (the regime the paged engine exists for). Lengths come
-from :class:`sim.lengths.LognormalLengths` (counter-based draws keyed on seed 0 and the
+from :class:`sim.models.lengths.LognormalLengths` (counter-based draws keyed on seed 0 and the
 request number), so the first 2,048 of the 8,192 requests are the 2,048-request run.
 
 Timed: ``Engine.submit`` plus ``env.run`` (the simulation call only; building the
@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 import simpy
-from rolloutlab.sim.engine import Engine, EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.roofline import roofline, roofline_cost
+from rolloutlab.sim.engine.core import Engine, EngineConfig
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.models.roofline import roofline, roofline_cost
 
 PROMPT_TOKENS = 256
 CONTEXT = 8192  # Llama-3-8B max_position_embeddings

@@ -4,7 +4,7 @@ Runs ``real sync`` and ``real async`` with each pipeline given, same settings an
 one after the other in this process's machine, all loading one warm start (trained once
 in ``OUT/warmstart``). Prints wall clock (trace: first step start to last step end, and
 the whole ``run()`` call including process spawn), its ratio to sync, learner and
-generator idle fractions and tokens/s (all from :mod:`sim.metrics`). Run:
+generator idle fractions and tokens/s (all from :mod:`sim.trace.metrics`). Run:
 
 ``.venv/bin/python bench/real_async_vs_sync.py --steps 100 --out runs/async_vs_sync``
 """
@@ -17,12 +17,12 @@ import shutil
 import time
 from pathlib import Path
 
-from rolloutlab.real.async_config import AsyncConfig
-from rolloutlab.real.async_loop import run_async
-from rolloutlab.real.config import SyncConfig
-from rolloutlab.real.stability import prepare_warm_start
-from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.metrics import pipeline_summary, run_summary
+from rolloutlab.real.rundir.async_config import AsyncConfig
+from rolloutlab.real.rundir.config import SyncConfig
+from rolloutlab.real.runners.async_loop import run_async
+from rolloutlab.real.runners.stability import prepare_warm_start
+from rolloutlab.real.runners.sync import run_sync
+from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
 
 def main() -> None:

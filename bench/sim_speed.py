@@ -15,9 +15,9 @@ import argparse
 import time
 
 import simpy
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
 
 
 def bare_timeouts_per_s(n: int = 500_000) -> float:

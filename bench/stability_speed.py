@@ -7,8 +7,8 @@ Prints the speed ratio; asserts both paths give the same collapse steps. Run:
 import time
 
 import numpy as np
-from rolloutlab.sim.stability import default_lrs
-from rolloutlab.sim.staleness import StalenessParams, simulate, simulate_batch
+from rolloutlab.sim.models.staleness import StalenessParams, simulate, simulate_batch
+from rolloutlab.sim.studies.stability import default_lrs
 
 P, T, SEEDS = StalenessParams(), 1000, 4
 S, lr, seed = map(

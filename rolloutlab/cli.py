@@ -32,7 +32,7 @@ HELP = {
     "calibrate": "Fit a simulator scenario (calibration JSON) to real logs.",
     "check-controller": "Check a group-size controller against the contract the runners rely on.",
     "compare": "Put the simulator's predictions next to a real run's measurements.",
-    "real": "Real GRPO runs (torch, CPU) driven by the simulator's controllers.",
+    "real": "Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers.",
     "report": "One self-contained HTML page per study directory (figures embedded).",
     "scenario": "Write a simulator scenario from another tool's config (verl).",
     "sim": "Simulate GRPO under each controller and pipeline on the same prompt stream.",

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import HealthCheck, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
-from rolloutlab.sim.controller_spec import parse_controller
+from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.testing import contract
 from rolloutlab.testing.strategies import extreme_streams, streams
 

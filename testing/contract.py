@@ -1,7 +1,7 @@
 """The controller contract, one function per property, each raising
 :class:`ContractViolation` (or whatever the controller raised) when it does not hold.
 
-Properties (what :mod:`sim.pipeline` and :mod:`real` rely on; docs/controllers.md):
+Properties (what :mod:`sim.pipelines.sync` and :mod:`real` rely on; docs/controllers.md):
 
 1. :func:`proposes_candidates`: ``propose()`` returns a positive int from the declared
    ``candidates`` at every step of a stream, and ``observe`` accepts every step;
@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from rolloutlab.sim.controller_plugins import check_candidates
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.control.contract import check_candidates
+from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.testing.laws import StepLaw, materialize
 
 Factory = Callable[[int], Any]
@@ -52,7 +52,7 @@ def play(
 ) -> list[int]:
     """Run ``ctl`` closed-loop through ``laws`` (steps ``start, start + 1, ...``): propose
     (with the step's prompt ids to a controller that takes them), check G, observe the
-    step at that G through :func:`sim.observation.observe_step`. Appends the seconds of
+    step at that G through :func:`sim.control.observation.observe_step`. Appends the seconds of
     each step's propose + observe to ``timings``. Returns the decisions. Raises
     ContractViolation for a G that is not a positive int among ``ctl.candidates``."""
     cands = set(check_candidates(ctl, type(ctl).__name__))

@@ -4,7 +4,7 @@ A :class:`StepLaw` is what the kit's hypothesis strategies draw: small, readable
 what a failure report prints as the smallest failing example) and closed-loop ready:
 :func:`materialize` turns it into the observation of a step run at whatever G the
 controller proposed, deterministically from the law's ``seed``. The observation holds
-every field of :class:`rolloutlab.sim.observation.Observation` (version 2), with times
+every field of :class:`rolloutlab.sim.control.observation.Observation` (version 2), with times
 from a simple synchronous model (generation waits for the longest rollout).
 """
 
@@ -88,7 +88,7 @@ def _rewards(law: StepLaw, shape: tuple[int, int], rng: np.random.Generator) -> 
 
 def materialize(law: StepLaw, G: int, step: int, clock_s: float = 0.0) -> dict[str, Any]:
     """The observation of step ``step`` run at group size ``G`` under ``law``, as the
-    keyword arguments of :func:`rolloutlab.sim.observation.observe_step` (``lengths``
+    keyword arguments of :func:`rolloutlab.sim.control.observation.observe_step` (``lengths``
     a list of lists, ``rewards`` and ``finish_reasons`` ``(prompts, G)`` arrays,
     ``prompt_ids``, ``gen_time_s``, ``learner_time_s``, ``step_time_s`` and
     ``wall_clock_s`` = ``clock_s`` + the step time, in seconds). Deterministic in

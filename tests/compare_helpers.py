@@ -1,4 +1,4 @@
-"""Synthetic traced runs for the comparison tests: known lengths and cost, written with sim.trace."""
+"""Synthetic traced runs for the comparison tests: known lengths and cost, written with sim.trace.schema."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.prompt_lengths import PromptLognormalLengths
-from rolloutlab.sim import trace
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.lengths import finish_reasons
+from rolloutlab.calibration.fits.prompt_lengths import PromptLognormalLengths
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import finish_reasons
+from rolloutlab.sim.trace import schema as trace
 
 COST = LinearCost(a_s=2e-3, b_s=5e-5, c_s=1e-6, prefill_s_per_token=3e-5)
 LENGTHS = PromptLognormalLengths(
@@ -35,7 +35,7 @@ def write_run(
     rows, steps, t0 = [], [], 0.0
     for t, G in enumerate(group_sizes):
         P = rng.integers(4, 16, size=prompts)  # (prompts,) prompt tokens
-        L = LENGTHS.sample(rng, P, G)  # (prompts, G)
+        L = LENGTHS.sample_for_prompts(rng, P, G)  # (prompts, G)
         batch = generate(L, P, COST, engine)
         k = (slow or {}).get(t, 1.0)
         n = prompts * G

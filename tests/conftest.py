@@ -7,10 +7,10 @@ import os
 
 import pytest
 from hypothesis import settings
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.scenario import FORMAT, VERSION, Scenario
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.scenario.scenario import FORMAT, VERSION, Scenario
 
 # CI (and `make test`) draws the same hypothesis examples on every run, so a result does not
 # depend on the day; `HYPOTHESIS_PROFILE=explore` draws fresh ones to hunt for new failures.

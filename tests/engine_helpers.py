@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.dynamic_sampling import DynamicSampling
-from rolloutlab.sim.passrate import FixedPassRate
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.rewards import RewardConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.passrate import FixedPassRate
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+from rolloutlab.sim.pipelines.sync import RunConfig
 
 
 def dyadic_costs(min_a: int = 0) -> st.SearchStrategy[LinearCost]:

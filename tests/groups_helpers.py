@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.grouped import GroupedTrace
-from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.calibration.readers.grouped import GroupedTrace
+from rolloutlab.sim.models.lengths import LognormalLengths
 
 
 def lognormal_trace(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rolloutlab.real.config import SyncConfig, WarmStartConfig
-from rolloutlab.real.task import TaskConfig
+from rolloutlab.real.rundir.config import SyncConfig, WarmStartConfig
+from rolloutlab.real.tasks.digit_chain import TaskConfig
 
 
 def tiny_config(**kw) -> SyncConfig:

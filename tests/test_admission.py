@@ -8,16 +8,16 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.admission import Admission
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, staleness
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
-from rolloutlab.sim.scenario import Scenario, load_scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.admission import Admission
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.scenario.scenario import Scenario, load_scenario
+from rolloutlab.sim.trace.metrics import consumed, staleness
 
 
 def _speedup(sc: Scenario, spec: str, steps: int) -> tuple[float, pl.DataFrame]:

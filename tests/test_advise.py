@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from rolloutlab.analysis.advise import Constraints, SearchSpace, search
 from rolloutlab.analysis.advise_eval import collapse_margin
-from rolloutlab.sim.learning import LearningParams
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.models.learning import LearningModel, LearningParams
+from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 
 from rolloutlab.cli import main
 from tests.cli_helpers import assert_refused
@@ -88,8 +91,21 @@ def test_a_failed_setting_is_a_failed_trial_not_a_crash():
 def test_collapse_margin_is_the_closed_form_boundary_over_eta(S, lr):
     p = LearningParams(kappa=1.0)
     eta = p.eta_ref * lr / p.lr_ref
-    want = float(predict_eta_max(StalenessParams(), S, 60)) / eta
+    want = float(predict_eta_max(StalenessParams(), S + 1, 60)) / eta  # update span S + 1
     assert collapse_margin(lr, S, 60, p) == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(s_max=st.integers(0, 12), log_lr=st.floats(-8.0, -4.0))
+def test_collapse_margin_below_one_exactly_when_the_learning_model_collapses(s_max, log_lr):
+    # One step (T = 1: the horizon bound is far) training on groups s_max versions old: the
+    # margin advise reports and the simulator's collapse come from the same rule.
+    lr, p = 10.0**log_lr, LearningParams(kappa=1.0)
+    margin = collapse_margin(lr, s_max, 1, p)
+    assume(abs(margin - 1.0) > 1e-9)  # (exactly on the boundary: either side is right)
+    model = LearningModel(p)
+    model.apply_signal(np.ones(4), lr, np.full(4, s_max), step=0, batch_size=4)
+    assert model.collapsed == (margin < 1.0), (margin, model.t_collapse)
 
 
 TINY = (

@@ -1,4 +1,4 @@
-"""Dynamic sampling in the asynchronous pipelines (sim.async_dynamic)."""
+"""Dynamic sampling in the asynchronous pipelines (sim.pipelines.async_dynamic)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.reward_metrics import informative_prob
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.models.reward_metrics import informative_prob
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
 from scipy import stats
 
 from tests.engine_helpers import ds_config

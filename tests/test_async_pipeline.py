@@ -8,22 +8,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import SAGC, StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import (
+from rolloutlab.sim.control.controllers import SAGC, StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import (
     consumed,
     drop_bias,
     learner_idle_fraction,
     staleness,
     staleness_histogram,
 )
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
-from rolloutlab.sim.scenario import Scenario
-from rolloutlab.sim.trace import V3_COLUMNS, validate
+from rolloutlab.sim.trace.schema import V3_COLUMNS, validate
 
 
 def phase_scenario(

@@ -6,10 +6,10 @@ from __future__ import annotations
 from unittest import mock
 
 import pytest
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
 
 
 def test_a_learner_that_drops_every_group_is_reported(tiny_scenario):
@@ -22,7 +22,7 @@ def test_a_learner_that_drops_every_group_is_reported(tiny_scenario):
 
 def test_an_error_inside_the_simulation_is_not_relabelled(tiny_scenario):
     boom = RuntimeError("engine failure")
-    with mock.patch("rolloutlab.sim.engine_control.pause", side_effect=boom):
+    with mock.patch("rolloutlab.sim.engine.control.pause", side_effect=boom):
         with pytest.raises(RuntimeError, match="engine failure"):
             run_pipeline(
                 tiny_scenario, StaticG(2), RunConfig(3, 2, 0), parse_pipeline("one-step-off")

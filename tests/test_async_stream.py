@@ -8,13 +8,13 @@ import polars as pl
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_stream import StreamSimulation
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.metrics import consumed, staleness
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
-from rolloutlab.sim.trace import validate
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.models.dynamics import step_lengths
+from rolloutlab.sim.pipelines.async_stream import StreamSimulation
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.trace.metrics import consumed, staleness
+from rolloutlab.sim.trace.schema import validate
 
 from tests.test_async_pipeline import tiny
 from tests.test_weight_sync import fixed
@@ -155,8 +155,8 @@ def test_threshold_zero_is_the_synchronous_pipeline(workers):
 
 
 def test_real_async_loop_refuses_simulator_only_options():
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.config import ConfigError
+    from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.rundir.config import ConfigError
 
     AsyncConfig(pipeline="bounded:2")
     for spec in ("bounded:2:sync=drain", "partial:2:chunk=64"):

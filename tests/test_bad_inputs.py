@@ -14,34 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from rolloutlab.cli import main
 from tests.bad_input_cases import CHECKPOINTS, FILES, OPTIONS, OUTPUTS
 from tests.bad_input_files import REPO, build
+from tests.cli_helpers import check_refusal
 
 CASES = OPTIONS + FILES + OUTPUTS
-
-
-def _state(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root``: a file's bytes, None for a folder."""
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def _check_refusal(args: list[str], words: str, root: Path) -> None:
-    before = _state(root)
-    res = CliRunner().invoke(main, args)
-    out = res.output
-    assert res.exit_code == 2, out
-    assert isinstance(res.exception, SystemExit), repr(res.exception)  # a click error
-    assert "Traceback" not in out, out
-    errors = [line for line in out.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and out.rstrip().endswith(errors[0]), out  # one line, last
-    assert words in errors[0], out
-    assert _state(root) == before  # nothing written, changed or left behind
 
 
 def test_the_corpus_is_large_and_its_ids_unique():
@@ -53,14 +31,14 @@ def test_the_corpus_is_large_and_its_ids_unique():
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, case_id, args, words):
     build(tmp_path)
     argv = [a.format(t=tmp_path, r=REPO) for a in args.split()]
-    _check_refusal(argv, words, tmp_path)
+    check_refusal(argv, words, tmp_path)
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """A finished 2-step tiny real run with checkpoints after steps 1 and 2."""
     pytest.importorskip("torch")
-    from rolloutlab.real.sync import run_sync
+    from rolloutlab.real.runners.sync import run_sync
 
     from tests.real_helpers import tiny_config
 
@@ -105,7 +83,7 @@ def test_a_damaged_run_is_not_resumed_and_not_changed(tmp_path, finished_run, ca
     shutil.copytree(finished_run, run)
     DAMAGE[case_id](run)
     argv = [a.format(run=run) for a in args.split()]
-    _check_refusal(argv, words, tmp_path)
+    check_refusal(argv, words, tmp_path)
 
 
 def test_exit_code_2_from_a_real_process(tmp_path):

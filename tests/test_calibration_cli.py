@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.sim.scenario import CalibrationError, load_scenario
+from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
 from rolloutlab.cli import main
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.cost_fit import (
+from rolloutlab.calibration.fits.cost_fit import (
     StepDraw,
     draw_step_lengths,
     fit_decode,
@@ -15,16 +15,18 @@ from rolloutlab.calibration.cost_fit import (
     predict_gen_s,
     step_features,
 )
-from rolloutlab.calibration.icc import bundled_icc, icc_log_lengths
-from rolloutlab.calibration.lengths_fit import (
+from rolloutlab.calibration.fits.icc import bundled_icc, icc_log_lengths
+from rolloutlab.calibration.fits.lengths_fit import (
     StepLengthStats,
     censored_moments,
     fit_step,
     split_sigma,
 )
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, reference_generate
-from rolloutlab.sim.features import schedule_features
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.engine.features import schedule_features
+from rolloutlab.sim.models.cost import LinearCost
+
+from tests.reference.engine_loop import reference_generate
 
 
 @settings(max_examples=25, deadline=None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from rolloutlab.calibration.verl_fit import VerlFitConfig, step_data
-from rolloutlab.calibration.verl_tb import VerlLogError, read_run
+from rolloutlab.calibration.fits.verl_fit import VerlFitConfig, step_data
+from rolloutlab.calibration.readers.verl_tb import VerlLogError, read_run
 
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events
 

@@ -6,8 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from rolloutlab.calibration.servegen import ServeGenError, pmf_quantiles, pooled_output_pmf
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.calibration.scenarios.servegen import (
+    ServeGenError,
+    pmf_quantiles,
+    pooled_output_pmf,
+)
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 
 def _client(folder, i, pmf_text, rate):
@@ -49,9 +53,9 @@ def test_bundled_longcot_is_long_tailed():
 
 def test_longcot_default_shows_sagc_beating_static_16():
     """The issue's "scenario the default must show", on the bundled default's own defaults."""
-    from rolloutlab.sim.controllers import SAGC, StaticG
-    from rolloutlab.sim.metrics import run_summary
-    from rolloutlab.sim.pipeline import RunConfig, run_sync
+    from rolloutlab.sim.control.controllers import SAGC, StaticG
+    from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+    from rolloutlab.sim.trace.metrics import run_summary
 
     sc = load_scenario("longcot")
     d = sc.defaults

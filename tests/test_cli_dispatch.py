@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from rolloutlab.sim import trace
+from rolloutlab.sim.trace import schema as trace
 
 from tests.cli_helpers import assert_refused, invoke_on
 

@@ -31,6 +31,15 @@ def test_sim_writes_every_output(tmp_path, calibration_file):
     assert "static:16" in res.output
 
 
+def test_sim_no_figure_writes_the_tables_and_no_figure(tmp_path, calibration_file):
+    out = tmp_path / "out"
+    args = ["sim", "--calibration", str(calibration_file), "--steps", "3", "--no-figure"]
+    res = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert not (out / "comparison.png").exists() and "comparison.png" not in res.output
+    assert pl.read_csv(out / "summary.csv").height == 4
+
+
 def test_sim_bad_calibration_version(tmp_path):
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(calibration_dict(version=7)))
@@ -181,7 +190,7 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
         ),
         (
             ["--engine", "fast", "--pipeline", "sync,one-step-off"],
-            "one-step-off) need --engine simpy",
+            "one-step-off needs --engine simpy",
         ),
         (["--tp", "2"], "--tp needs --model"),
         (["--kv-cache"], "--kv-cache needs --model"),

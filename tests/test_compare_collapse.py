@@ -18,8 +18,8 @@ from rolloutlab.analysis.collapse_compare import (
     scaling_by_S,
     split_grid,
 )
-from rolloutlab.sim.stability import run_grid
-from rolloutlab.sim.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
+from rolloutlab.sim.studies.stability import run_grid
 
 from rolloutlab.cli import main
 

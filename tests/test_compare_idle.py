@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
 from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
 from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
-from rolloutlab.calibration.prompt_lengths import fit_prompt_lognormal
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
+from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_lognormal
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
 
 from rolloutlab.cli import main
 from tests.compare_helpers import COST, LENGTHS, write_run
@@ -77,7 +77,7 @@ def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_
 def test_prompt_lognormal_fit_recovers_its_parameters():
     rng = np.random.default_rng(1)
     P = rng.integers(4, 16, size=3000)
-    groups = list(LENGTHS.sample(rng, P, 8).astype(float))
+    groups = list(LENGTHS.sample_for_prompts(rng, P, 8).astype(float))
     fit = fit_prompt_lognormal(groups, P, 72)
     assert fit.beta == pytest.approx(LENGTHS.beta, abs=0.08)
     assert fit.sigma_within == pytest.approx(LENGTHS.sigma_within, rel=0.1)
@@ -164,11 +164,11 @@ def test_too_few_steps_to_hold_one_out_is_refused(tmp_path):
     st.integers(0, 99),
 )
 def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, want, G, seed):
-    from rolloutlab.calibration.prompt_lengths import fit_prompt_empirical
+    from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_empirical
 
     prompts = np.array([p for p, _ in obs])
     model = fit_prompt_empirical([np.array(g) for _, g in obs], prompts, max_response_length=150)
-    L = model.sample(np.random.default_rng(seed), np.array(want), G)
+    L = model.sample_for_prompts(np.random.default_rng(seed), np.array(want), G)
     assert L.shape == (len(want), G) and L.min() >= 1 and L.max() <= 150
     for row, p in zip(L, want):
         gap = np.abs(prompts - p)

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from rolloutlab.analysis.learning_compare import compare_learning, cost_model
-from rolloutlab.calibration.learning_fit import simulate_curve
-from rolloutlab.calibration.run_curve import read_run
-from rolloutlab.sim import trace
+from rolloutlab.calibration.fits.learning_fit import simulate_curve
+from rolloutlab.calibration.readers.run_curve import read_run
+from rolloutlab.sim.trace import schema as trace
 
 from rolloutlab.cli import main
 

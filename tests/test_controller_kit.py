@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.controllers import StaticG
+from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.testing import ContractViolation, StepLaw, check_controller, materialize
 from rolloutlab.testing.strategies import extreme_streams, streams
 
@@ -39,7 +39,7 @@ def test_the_kit_passes_builtins_and_the_worked_example(spec):
 
 def test_the_kit_takes_a_class_or_a_factory():
     assert check_controller(lambda: StaticG(4), max_examples=5).ok
-    from rolloutlab.sim.controllers import SAGC
+    from rolloutlab.sim.control.controllers import SAGC
 
     report = check_controller(SAGC, max_examples=5, only=["restore", "straggler"])
     assert [r.status for r in report.results] == ["pass", "pass"]

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-from rolloutlab.sim.controller_plugins import entry_point_names
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.controllers import split_specs
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.control.plugins import entry_point_names
+from rolloutlab.sim.control.spec import parse_controller
 
 from rolloutlab.cli import main
 
@@ -43,7 +43,7 @@ def test_a_file_controller_gets_typed_options_and_the_seed(tmp_path):
     assert ctl.args == (4, 2.0, True, "abc", 7)
     sub = write(
         tmp_path / "sub.py",
-        "from rolloutlab.sim.controllers import SAGC\nclass Mine(SAGC):\n    pass\n",
+        "from rolloutlab.sim.control.controllers import SAGC\nclass Mine(SAGC):\n    pass\n",
     )
     assert parse_controller(f"{sub}:Mine", tau=20.0).tau == 20.0  # a scenario's tau reaches it
     assert parse_controller(f"{sub}:Mine:tau=3", tau=20.0).tau == 3.0  # unless the spec sets it

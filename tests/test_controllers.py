@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.controllers import SAGC, StaticG, split_specs
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.control.controllers import SAGC, StaticG, split_specs
+from rolloutlab.sim.control.observation import observe_step
+from rolloutlab.sim.control.spec import parse_controller
 
 
 def straggling_lengths(G: int, n_prompts: int, straggle: bool) -> list[list[int]]:

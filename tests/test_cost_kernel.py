@@ -1,4 +1,4 @@
-"""The timing kernel of sim/cost.py: closed forms against plain sums."""
+"""The timing kernel of sim/models/cost.py: closed forms against plain sums."""
 
 from __future__ import annotations
 

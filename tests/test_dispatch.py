@@ -9,16 +9,16 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.dispatch import parse_dispatch
-from rolloutlab.sim.engine import EngineConfig, Worker, generate
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.scenario import Scenario
-from rolloutlab.sim.schedule import assign_workers
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig, Worker, generate
+from rolloutlab.sim.engine.dispatch import parse_dispatch
+from rolloutlab.sim.engine.schedule import assign_workers
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
 
 ONE_S_PER_TOKEN = LinearCost(a_s=1.0, b_s=0.0, c_s=0.0)
 

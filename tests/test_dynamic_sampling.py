@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.dynamic_sampling import Collector, DynamicSampling, PromptStream
-from rolloutlab.sim.fastpath_run import run_sync_fast
-from rolloutlab.sim.passrate import draw_correct
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.reward_metrics import informative_prob
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.models.passrate import draw_correct
+from rolloutlab.sim.models.reward_metrics import informative_prob
+from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
 from scipy import stats
 
 from tests.engine_helpers import ds_config

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rolloutlab.sim.dynamics import (
+from rolloutlab.sim.models.dynamics import (
     DRIFTS,
     GroupLengths,
     derive_math_table,
@@ -16,7 +16,7 @@ from rolloutlab.sim.dynamics import (
     servegen_lengths,
     servegen_pmf,
 )
-from rolloutlab.sim.hashrng import hash_normal
+from rolloutlab.sim.models.hashrng import hash_normal
 
 SHARED = Path("/work/shared/data")
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
-from rolloutlab.sim.metrics import slot_idle_fraction
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+from rolloutlab.sim.trace.metrics import slot_idle_fraction
 
 from tests.engine_helpers import dyadic_costs
+from tests.reference.engine_loop import reference_generate
 
 
 @st.composite

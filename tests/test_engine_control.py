@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
-from rolloutlab.sim.cost import ConstantCost
-from rolloutlab.sim.engine import Engine, EngineConfig
+from rolloutlab.sim.engine.core import Engine, EngineConfig
+from rolloutlab.sim.models.cost import ConstantCost
 
 
 def _engine(paged: bool):

@@ -9,14 +9,14 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.controllers import SAGC, StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.dynamics import GroupLengths
-from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.fastpath import block_times, step_times
-from rolloutlab.sim.fastpath_run import run_sync_fast
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA
+from rolloutlab.sim.control.controllers import SAGC, StaticG
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.engine.fastpath import block_times, step_times
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.dynamics import GroupLengths
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
+from rolloutlab.sim.trace.schema import ROLLOUT_SCHEMA
 
 
 @st.composite

@@ -7,16 +7,16 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, drop_bias
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.dynamics import step_lengths
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import consumed, drop_bias
 
 
 def wide(slots: int = 4096, workers: int = 1) -> Scenario:

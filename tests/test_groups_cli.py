@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.groups_validate import COLUMNS
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.calibration.validation.groups import COLUMNS
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 from rolloutlab.cli import main
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.lengths import EmpiricalLengths
-from rolloutlab.sim.scenario import load_scenario, scenario_from_dict
+from rolloutlab.sim.models.lengths import EmpiricalLengths
+from rolloutlab.sim.scenario.scenario import load_scenario, scenario_from_dict
 
 GROUPS = (np.array([10, 20, 30, 40]), np.array([100, 200, 300, 400, 500]), np.array([7, 8, 9, 11]))
 

@@ -1,12 +1,12 @@
-"""calibration.groups_fit: the hierarchical censored lognormal recovers its parameters."""
+"""calibration.fits.groups_fit: the hierarchical censored lognormal recovers its parameters."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.groups_fit import fit_groups
-from rolloutlab.sim.lengths import LognormalLengths
+from rolloutlab.calibration.fits.groups_fit import fit_groups
+from rolloutlab.sim.models.lengths import LognormalLengths
 
 
 def draw(mu, sp, sw, cap, n_groups, G, seed, growth=0.0, steps=1):

@@ -1,4 +1,4 @@
-"""calibration.grouped: every supported layout, caps as censoring, and bad input."""
+"""calibration.readers.grouped: every supported layout, caps as censoring, and bad input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.grouped import FieldNames, GroupedDataError, read_grouped
+from rolloutlab.calibration.readers.grouped import FieldNames, GroupedDataError, read_grouped
 
 DATA = Path(__file__).parent / "data" / "groups"
 GROUPS = {("a", 0): [5, 7, 9], ("b", 0): [20, 2, 30], ("a", 1): [6, 8, 10], ("b", 1): [3, 4, 72]}
@@ -221,7 +221,7 @@ def test_verl_rollout_dump_per_step_files(tmp_path):
 
 
 def test_schema_v2_rollouts_carry_rewards(tmp_path):
-    from rolloutlab.sim import trace as sim_trace
+    from rolloutlab.sim.trace import schema as sim_trace
 
     df = sim_trace.read(DATA / "real_sync" / "rollouts.parquet", "rollouts")
     df = df.with_columns(

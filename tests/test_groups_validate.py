@@ -1,4 +1,4 @@
-"""calibration.groups_validate: subsampling expectation, straggler ratio, and the
+"""calibration.validation.groups: subsampling expectation, straggler ratio, and the
 validation passing on data from the model and failing on data with another ICC."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.calibration.grouped import GroupedTrace
-from rolloutlab.calibration.groups_validate import (
+from rolloutlab.calibration.readers.grouped import GroupedTrace
+from rolloutlab.calibration.validation.groups import (
     COLUMNS,
     ValidationConfig,
     fit_data,
@@ -19,8 +19,8 @@ from rolloutlab.calibration.groups_validate import (
     subsample,
     validate_groups,
 )
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import straggler_ratio
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.trace.metrics import straggler_ratio
 
 from tests.groups_helpers import lognormal_trace
 

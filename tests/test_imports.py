@@ -77,9 +77,9 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_the_package():
     graph = import_graph()
-    assert "rolloutlab.sim.engine" in graph and "rolloutlab.real.engines" in graph
-    assert "rolloutlab.sim.batch" in graph["rolloutlab.sim.engine"]
-    assert "rolloutlab.sim.worker" in graph["rolloutlab.sim.kv"]
+    assert "rolloutlab.sim.engine.core" in graph and "rolloutlab.real.engines" in graph
+    assert "rolloutlab.sim.engine.batch" in graph["rolloutlab.sim.engine.core"]
+    assert "rolloutlab.sim.engine.worker" in graph["rolloutlab.sim.engine.paged_worker"]
 
 
 def test_no_import_cycle():
@@ -88,3 +88,130 @@ def test_no_import_cycle():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         raise AssertionError("import cycle: " + " -> ".join(exc.args[1])) from None
+
+
+# Top packages and what each may import (DESIGN.md, "Packages and who may import whom"):
+# sim is the base; real and calibration stand on it; analysis on calibration, real and sim;
+# the CLI (commands, cli) on everything.
+TOP_ALLOWED = {
+    "sim": {"sim"},
+    "testing": {"testing", "sim"},
+    "real": {"real", "sim"},
+    "calibration": {"calibration", "sim"},
+    "analysis": {"analysis", "calibration", "real", "sim"},
+}
+# Inside sim, sub-packages by role, each layer importing only the layers below it:
+# trace < models < engine, control < scenario < pipelines < studies.
+SIM_LAYER = {
+    "trace": 0,
+    "models": 1,
+    "engine": 2,
+    "control": 2,
+    "scenario": 3,
+    "pipelines": 4,
+    "studies": 5,
+}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_top_packages_import_one_way():
+    bad = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        if _top(m) in TOP_ALLOWED
+        for d in deps
+        if _top(d) not in TOP_ALLOWED[_top(m)]
+    ]
+    assert not bad, "imports against the layering:\n" + "\n".join(sorted(bad))
+
+
+def test_every_sim_module_sits_in_a_role_package():
+    loose = [
+        m
+        for m in import_graph()
+        if m.startswith("rolloutlab.sim.") and m.split(".")[2] not in SIM_LAYER
+    ]
+    assert not loose, f"sim modules outside the role packages {sorted(SIM_LAYER)}: {loose}"
+
+
+def test_sim_layers_point_down():
+    graph = import_graph()
+    bad = []
+    for m, deps in graph.items():
+        if not m.startswith("rolloutlab.sim.") or m.count(".") < 3:
+            continue
+        own = m.split(".")[2]
+        for d in deps:
+            other = d.split(".")[2] if d.startswith("rolloutlab.sim.") else None
+            if other is not None and other != own and SIM_LAYER[other] >= SIM_LAYER[own]:
+                bad.append(f"{m} -> {d}")
+    assert not bad, "upward or sideways arrows inside sim/:\n" + "\n".join(sorted(bad))
+
+
+def test_the_product_never_imports_the_reference_loops():
+    bad = [
+        f"{m} -> {d}"
+        for m, path in modules().items()
+        for d in _imported_names(path)
+        if d.startswith("tests")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module name an import statement of ``path`` names (absolute imports)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_each_role_package_exports_its_interface():
+    import importlib
+
+    for role in SIM_LAYER:
+        package = importlib.import_module(f"rolloutlab.sim.{role}")
+        assert package.__doc__ and package.__all__, role
+        for name in package.__all__:
+            value = getattr(package, name)
+            assert getattr(value, "__module__", "").startswith(f"rolloutlab.sim.{role}") or not (
+                callable(value)
+            ), f"{role}.{name} comes from {value.__module__}"
+
+
+def test_importing_one_module_does_not_import_its_siblings():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rolloutlab.sim.models.cost, rolloutlab.sim.pipelines.spec;"
+        "print(sorted(m for m in sys.modules if m.startswith('rolloutlab.sim.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout))
+    assert "rolloutlab.sim.models.learning" not in loaded
+    assert "rolloutlab.sim.pipelines.registry" not in loaded
+    assert {"rolloutlab.sim.models.cost", "rolloutlab.sim.pipelines.spec"} <= loaded
+
+
+ROLE_PACKAGES = {
+    "real": {"engines", "policy", "tasks", "runners", "rundir"},
+    "calibration": {"readers", "fits", "validation", "scenarios"},
+}
+
+
+def test_real_and_calibration_modules_sit_in_role_packages():
+    loose = [
+        m
+        for m in import_graph()
+        for top, roles in ROLE_PACKAGES.items()
+        if m.startswith(f"rolloutlab.{top}.") and m.split(".")[2] not in roles
+    ]
+    assert not loose, f"modules outside the role packages {ROLE_PACKAGES}: {sorted(loose)}"

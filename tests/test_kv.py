@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.engine import Engine, EngineConfig, generate
-from rolloutlab.sim.kv_reference import paged_reference
+from rolloutlab.sim.engine.core import Engine, EngineConfig, generate
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+
+from tests.reference.kv_loop import paged_reference
 
 
 @st.composite

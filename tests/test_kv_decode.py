@@ -1,4 +1,4 @@
-"""The incremental set of decoding sequences (sim/kv_decode.py) against the direct sums it
+"""The incremental set of decoding sequences (sim/engine/kv_decode.py) against the direct sums it
 replaces: blocks needed over the next j boundaries, the first failing boundary, who needs
 a block now, context tokens and finish order."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.kv_decode import DecodeSet
+from rolloutlab.sim.engine.kv_decode import DecodeSet
 
 
 class Seq:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.controllers import SAGC, split_specs
-from rolloutlab.sim.lagc import LAGC
-from rolloutlab.sim.lagc_model import LengthPool, expected_signal, population_beta
-from rolloutlab.sim.observation import observe_step, propose_step
+from rolloutlab.sim.control.controllers import SAGC, split_specs
+from rolloutlab.sim.control.lagc import LAGC
+from rolloutlab.sim.control.lagc_model import LengthPool, expected_signal, population_beta
+from rolloutlab.sim.control.observation import observe_step, propose_step
+from rolloutlab.sim.control.spec import parse_controller
 from scipy import integrate, stats
 
 # -- the model ----------------------------------------------------------------------------
@@ -40,7 +40,7 @@ def test_a_concentrated_belief_gives_the_fixed_p_closed_form(p, G):
     a, b = np.array([c * p]), np.array([c * (1 - p)])
     got = expected_signal(a, b, G, "informative")[0]
     assert got == pytest.approx((1 - p**G - (1 - p) ** G) * (1 - 1 / G), rel=1e-5, abs=1e-9)
-    # the learning model's E[s_i] for Bernoulli(p) rewards (sim/learning.py)
+    # the learning model's E[s_i] for Bernoulli(p) rewards (sim/models/learning.py)
     assert expected_signal(a, b, G)[0] == pytest.approx(p * (1 - p) * (1 - 1 / G), rel=1e-6)
 
 

@@ -1,4 +1,4 @@
-"""Learning fit (calibration/learning_fit.py, run_curve.py) and `rolloutlab calibrate learning`."""
+"""Learning fit (calibration/fits/learning_fit.py, run_curve.py) and `rolloutlab calibrate learning`."""
 
 import json
 
@@ -6,14 +6,14 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.learning_fit import (
+from rolloutlab.calibration.fits.learning_fit import (
     beta_logit_grid,
     fit_learning,
     replay_shift,
     simulate_curve,
 )
-from rolloutlab.calibration.run_curve import RunCurve, read_run
-from rolloutlab.sim import trace
+from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
+from rolloutlab.sim.trace import schema as trace
 
 from rolloutlab.cli import main
 
@@ -114,8 +114,8 @@ def test_saturating_fit_recovers_the_capacity_and_the_likelihood_ratio_rejects_l
 
 
 def test_drawn_runs_start_at_the_beta_mean_and_refuse_a_collapse():
-    from rolloutlab.calibration.learning_draws import draw_rewards
-    from rolloutlab.sim.learning import LearningParams
+    from rolloutlab.calibration.fits.learning_draws import draw_rewards
+    from rolloutlab.sim.models.learning import LearningParams
 
     T, rng = 3, np.random.default_rng(0)
     args = (np.full(T, 8), np.full(T, 1e-6), np.full(T, 16), True, 2000, rng)

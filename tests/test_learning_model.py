@@ -1,4 +1,4 @@
-"""Learning-progress model (sim/learning.py): hand-computed values and invariants."""
+"""Learning-progress model (sim/models/learning.py): hand-computed values and invariants."""
 
 import math
 
@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim import staleness
-from rolloutlab.sim.learning import (
+from rolloutlab.sim.models import staleness
+from rolloutlab.sim.models.learning import (
     LearningModel,
     LearningParams,
     expected_signal,
@@ -149,7 +149,7 @@ def test_collapse_reverses_progress():
 @pytest.mark.parametrize("S", [8, 16, 32])
 @pytest.mark.parametrize("mult", [0.8, 1.2, 2.0, 3.0])
 def test_collapse_step_agrees_with_staleness_model(S, mult):
-    """Stale-rollout collapse at the step sim.staleness gives (median of 4 seeds, +-1)."""
+    """Stale-rollout collapse at the step sim.models.staleness gives (median of 4 seeds, +-1)."""
     eta = float(mult * staleness.predict_eta_max(staleness.StalenessParams(), S, 1))
     ref = [
         staleness.simulate(staleness.StalenessParams(), S, eta, 100, k).t_collapse for k in range(4)

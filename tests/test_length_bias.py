@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.metrics import drop_bias
-from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.models.dynamics import step_lengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.scenario import load_scenario
+from rolloutlab.sim.trace.metrics import drop_bias
 
 
 def first_to_finish_ratio(groups: np.ndarray, keep: int) -> float:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.dynamics import GroupLengths, prompt_ids_for, step_lengths
-from rolloutlab.sim.lengths import EmpiricalLengths, LognormalLengths
+from rolloutlab.sim.models.dynamics import GroupLengths, prompt_ids_for, step_lengths
+from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
 
 MODELS = {
     "lognormal": LognormalLengths(

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.metrics import (
+from rolloutlab.sim.trace.metrics import (
     busy_union_s,
     run_summary,
     slot_idle_fraction,
@@ -77,8 +77,8 @@ def test_step_metrics_by_hand():
 
 
 def test_run_summary(tiny_scenario):
-    from rolloutlab.sim.controllers import StaticG
-    from rolloutlab.sim.pipeline import RunConfig, run_sync
+    from rolloutlab.sim.control.controllers import StaticG
+    from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
 
     rollouts, steps = run_sync(tiny_scenario, StaticG(4), RunConfig(steps=4, prompts=3))
     s = run_summary(rollouts, steps, tau=3.0)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.observation import observe_step
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.control.observation import observe_step
 
 
 class Recorder:
@@ -51,7 +51,7 @@ class PromptAware(StaticG):
 
 
 def test_propose_step_passes_prompt_ids_only_to_controllers_that_declare_them():
-    from rolloutlab.sim.observation import propose_step
+    from rolloutlab.sim.control.observation import propose_step
 
     ids = np.arange(3)
     aware = PromptAware(4)
@@ -78,7 +78,7 @@ class Whole(StaticG):
 
 
 def test_a_controller_asking_for_the_observation_gets_every_field():
-    from rolloutlab.sim.observation import OBSERVATION_VERSION, Observation
+    from rolloutlab.sim.control.observation import OBSERVATION_VERSION, Observation
 
     w = Whole(2)
     fr = np.array([["stop", "length"]])
@@ -100,7 +100,7 @@ def test_a_controller_needing_a_newer_observation_is_refused_by_name():
 
 @pytest.mark.parametrize("bad", [0, -4, 2.0, True, None, "8"])
 def test_propose_step_refuses_anything_but_a_positive_int(bad):
-    from rolloutlab.sim.observation import propose_step
+    from rolloutlab.sim.control.observation import propose_step
 
     ctl = StaticG(2)
     ctl.propose = lambda: bad
@@ -125,8 +125,8 @@ def _check_run_observations(obs, steps, cap):
 
 @pytest.mark.parametrize("engine", ["simpy", "fast"])
 def test_sync_pipelines_hand_over_finish_reasons_learner_time_and_wall_clock(tiny_scenario, engine):
-    from rolloutlab.sim.fastpath_run import run_sync_fast
-    from rolloutlab.sim.pipeline import RunConfig, run_sync
+    from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+    from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
 
     w = Whole(4)
     run = run_sync if engine == "simpy" else run_sync_fast
@@ -136,9 +136,9 @@ def test_sync_pipelines_hand_over_finish_reasons_learner_time_and_wall_clock(tin
 
 
 def test_async_pipeline_hands_over_learner_time_and_wall_clock(tiny_scenario):
-    from rolloutlab.sim.async_pipeline import run_pipeline
-    from rolloutlab.sim.pipeline import RunConfig
-    from rolloutlab.sim.pipeline_spec import parse_pipeline
+    from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+    from rolloutlab.sim.pipelines.spec import parse_pipeline
+    from rolloutlab.sim.pipelines.sync import RunConfig
 
     w = Whole(4)
     _, steps, _ = run_pipeline(

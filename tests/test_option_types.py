@@ -99,7 +99,7 @@ def test_a_glob_over_a_runs_folder_skips_its_other_files(capsys):
 def test_a_calibration_out_may_replace_a_calibration_only(tmp_path):
     import shutil
 
-    from rolloutlab.calibration.writer import OutputError, check_replaceable
+    from rolloutlab.calibration.scenarios.writer import OutputError, check_replaceable
 
     shutil.copy("sim/data/gsm8k.json", tmp_path / "c.json")
     assert check_replaceable(tmp_path / "c.json") == tmp_path / "c.json"

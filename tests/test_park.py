@@ -7,15 +7,15 @@ import dataclasses
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, staleness
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import consumed, staleness
 
 SC = Scenario(
     name="hard-prompts",

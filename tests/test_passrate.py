@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.passrate import (
+from rolloutlab.sim.models.passrate import (
     BetaPassRate,
     EmpiricalPassRate,
     FixedPassRate,
@@ -16,7 +16,7 @@ from rolloutlab.sim.passrate import (
     draw_correct,
     parse_pass_rate,
 )
-from rolloutlab.sim.reward_metrics import informative, informative_prob
+from rolloutlab.sim.models.reward_metrics import informative, informative_prob
 from scipy import stats
 
 

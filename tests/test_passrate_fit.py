@@ -1,4 +1,4 @@
-"""Pass-rate calibration (calibration/passrate_fit.py) and `rolloutlab calibrate pass-rate`."""
+"""Pass-rate calibration (calibration/fits/passrate_fit.py) and `rolloutlab calibrate pass-rate`."""
 
 import itertools
 import json
@@ -10,15 +10,15 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.grouped import GroupedDataError
-from rolloutlab.calibration.groups_scenario import read_pass_rate_samples
-from rolloutlab.calibration.passrate_fit import (
+from rolloutlab.calibration.fits.passrate_fit import (
     conditional_nll,
     fit_beta_binomial,
     fit_coupling,
     log_elementary_symmetric,
     standardised_log_length,
 )
+from rolloutlab.calibration.readers.grouped import GroupedDataError
+from rolloutlab.calibration.scenarios.groups import read_pass_rate_samples
 from scipy.special import expit, logsumexp
 
 from rolloutlab.cli import main
@@ -102,7 +102,7 @@ def test_fixture_fit_and_bundled_block():
 
 
 def test_reader_errors(tmp_path):
-    """One line naming file, line and field (the general reader, calibration.grouped)."""
+    """One line naming file, line and field (the general reader, calibration.readers.grouped)."""
     f = tmp_path / "x.jsonl"
     cases = [
         ('{"score": [1, 0], "n": [3, 4]}\n{"idx": 2, "n": [3, 4]}\n', r"x.jsonl: line 2: no correctness field 'score'"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.sim.controllers import SAGC, StaticG
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.trace import validate
+from rolloutlab.sim.control.controllers import SAGC, StaticG
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.trace.schema import validate
 
 
 class Recorder(StaticG):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.kv_reference import paged_reference
-from rolloutlab.sim.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.engine.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.models.cost import LinearCost
+
+from tests.reference.kv_loop import paged_reference
 
 
 def queued(c: PrefixCache) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from click.testing import CliRunner
-from rolloutlab.sim.progress import LineProgress, phase, progress_bar
+from rolloutlab.sim.trace.progress import LineProgress, phase, progress_bar
 
 from rolloutlab.cli import main
 

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.async_config import AsyncConfig
-from rolloutlab.real.async_loop import AsyncRun, fresh_enough, run_async
-from rolloutlab.real.async_workers import GeneratorDied
-from rolloutlab.real.collapse import CollapseConfig, CollapseDetector
-from rolloutlab.real.config import ConfigError
-from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.metrics import pipeline_summary, staleness
-from rolloutlab.sim.trace import read
+from rolloutlab.real.rundir.async_config import AsyncConfig
+from rolloutlab.real.rundir.config import ConfigError
+from rolloutlab.real.runners.async_loop import AsyncRun, fresh_enough, run_async
+from rolloutlab.real.runners.async_workers import GeneratorDied
+from rolloutlab.real.runners.collapse import CollapseConfig, CollapseDetector
+from rolloutlab.real.runners.sync import run_sync
+from rolloutlab.sim.trace.metrics import pipeline_summary, staleness
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 
@@ -173,8 +173,8 @@ def test_nan_kl_and_ratio_criteria_fire_at_once_and_the_first_failure_sticks(kw,
 
 
 def test_a_tiny_stability_grid_writes_the_simulator_columns(tmp_path):
-    from rolloutlab.real.stability import CSV_COLUMNS, GridConfig, run_grid
-    from rolloutlab.sim.stability import CSV_COLUMNS as SIM_COLUMNS
+    from rolloutlab.real.runners.stability import CSV_COLUMNS, GridConfig, run_grid
+    from rolloutlab.sim.studies.stability import CSV_COLUMNS as SIM_COLUMNS
 
     grid = GridConfig(
         S_values=(2,),

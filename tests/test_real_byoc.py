@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.trace import read
+from rolloutlab.real.runners.sync import run_sync
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 

@@ -5,11 +5,11 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.real.engine import RolloutRequest, TorchEngine
-from rolloutlab.real.learner import pack, token_logprobs
-from rolloutlab.real.model import build_model, load_config
-from rolloutlab.real.sampling import SamplingParams, sample
-from rolloutlab.real.task import Problem
+from rolloutlab.real.engines.sampling import SamplingParams, sample
+from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.policy.learner import pack, token_logprobs
+from rolloutlab.real.policy.model import build_model, load_config
+from rolloutlab.real.tasks.digit_chain import Problem
 
 
 class TickClock:

@@ -7,7 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.real.grpo import group_advantages, grpo_loss, informative_groups, overlong_penalty
+from rolloutlab.real.policy.grpo import (
+    group_advantages,
+    grpo_loss,
+    informative_groups,
+    overlong_penalty,
+)
 
 
 def test_advantages_are_normalised_with_the_unbiased_group_std():

@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real.model import (
+from rolloutlab.real.policy.model import (
     KVCache,
     build_model,
     load_config,

@@ -1,7 +1,7 @@
 """Portable CPU numerics: set before torch loads, refused after, recorded per run."""
 
 import pytest
-from rolloutlab.real import numerics
+from rolloutlab.real.policy import numerics
 
 
 def test_portable_numerics_are_refused_once_torch_is_loaded_with_other_settings(monkeypatch):

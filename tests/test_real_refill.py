@@ -1,4 +1,4 @@
-"""DAPO dynamic sampling with refill (real/refill.py) and its end-to-end run."""
+"""DAPO dynamic sampling with refill (real/runners/refill.py) and its end-to-end run."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.real.refill import run_rounds, sampling_record
+from rolloutlab.real.runners.refill import run_rounds, sampling_record
 
 group = st.lists(st.integers(0, 1), min_size=2, max_size=2)
 
@@ -61,7 +61,7 @@ def test_sampling_record_counts_wasted_time_of_groups_not_trained():
 
 
 def test_a_refill_run_trains_only_informative_groups_and_records_its_rounds(tmp_path):
-    from rolloutlab.real.sync import run_sync
+    from rolloutlab.real.runners.sync import run_sync
 
     from tests.real_helpers import tiny_config
 

@@ -12,13 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rolloutlab.real import checkpoint
-from rolloutlab.real.config import ConfigError
-from rolloutlab.real.rundir import RunDirError
-from rolloutlab.real.sync import SyncRun, run_sync
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.metrics import run_summary, step_metrics
-from rolloutlab.sim.trace import read
+from rolloutlab.real.rundir import checkpoint
+from rolloutlab.real.rundir.config import ConfigError
+from rolloutlab.real.rundir.folder import RunDirError
+from rolloutlab.real.runners.sync import SyncRun, run_sync
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.trace.metrics import run_summary, step_metrics
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 
@@ -86,7 +86,7 @@ def test_the_controller_receives_exactly_the_lengths_the_engine_produced(tmp_pat
 
 
 class ExtrasSpy(StaticG):
-    """Declares every extra :func:`sim.observation.observe_step` knows."""
+    """Declares every extra :func:`sim.control.observation.observe_step` knows."""
 
     observes = ("rewards", "prompt_ids", "gen_time_s", "step_time_s")
 

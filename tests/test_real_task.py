@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from rolloutlab.real.task import (
+from rolloutlab.real.tasks.digit_chain import (
     Problem,
     TaskConfig,
     heldout_problems,
@@ -13,7 +13,7 @@ from rolloutlab.real.task import (
     sample_n_digits,
     sample_problems,
 )
-from rolloutlab.real.tokenizer import EOS_ID, decode, encode
+from rolloutlab.real.tasks.tokenizer import EOS_ID, decode, encode
 
 digits = st.lists(st.integers(0, 9), min_size=1, max_size=16).map(tuple)
 

@@ -1,8 +1,8 @@
-"""Spread statistics of real/task_spread.py on hand-made lengths (no torch)."""
+"""Spread statistics of real/tasks/spread.py on hand-made lengths (no torch)."""
 
 import numpy as np
 import pytest
-from rolloutlab.real.task_spread import icc_log, spread_stats
+from rolloutlab.real.tasks.spread import icc_log, spread_stats
 
 
 def test_icc_is_one_when_groups_are_constant_and_near_zero_for_iid_lengths():

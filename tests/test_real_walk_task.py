@@ -3,10 +3,8 @@
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.real.task import TaskConfig
-from rolloutlab.real.tasks import TASKS, task_ops
-from rolloutlab.real.tokenizer import EOS_ID, decode, encode
-from rolloutlab.real.walk_task import (
+from rolloutlab.real.tasks.digit_chain import TaskConfig
+from rolloutlab.real.tasks.graph_walk import (
     WalkConfig,
     WalkProblem,
     draw_problem,
@@ -15,6 +13,8 @@ from rolloutlab.real.walk_task import (
     sample_walk_problems,
     solution_ids,
 )
+from rolloutlab.real.tasks.registry import TASKS, task_ops
+from rolloutlab.real.tasks.tokenizer import EOS_ID, decode, encode
 
 seeds = st.integers(0, 2**32 - 1)
 CFG = WalkConfig()

@@ -4,10 +4,10 @@ import json
 
 import pytest
 import torch
-from rolloutlab.real.config import SyncConfig, WarmStartConfig
-from rolloutlab.real.model import load_config
-from rolloutlab.real.task import TaskConfig
-from rolloutlab.real.warmstart import cached_warm_start, key_hash, warm_start_key
+from rolloutlab.real.policy.model import load_config
+from rolloutlab.real.policy.warmstart import cached_warm_start, key_hash, warm_start_key
+from rolloutlab.real.rundir.config import SyncConfig, WarmStartConfig
+from rolloutlab.real.tasks.digit_chain import TaskConfig
 
 WS = WarmStartConfig(steps=2, batch_size=4)
 

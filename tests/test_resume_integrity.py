@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rolloutlab.real.resume_check import damaged_steps
-from rolloutlab.real.rundir import RunDirError
-from rolloutlab.real.sync import run_sync
-from rolloutlab.sim.trace import read
+from rolloutlab.real.rundir.folder import RunDirError
+from rolloutlab.real.rundir.resume_check import damaged_steps
+from rolloutlab.real.runners.sync import run_sync
+from rolloutlab.sim.trace.schema import read
 
 from tests.real_helpers import tiny_config
 

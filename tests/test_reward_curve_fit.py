@@ -1,4 +1,4 @@
-"""Reward-curve fit of the learning model (calibration/reward_curve_fit.py, verl_learning.py)
+"""Reward-curve fit of the learning model (calibration/fits/reward_curve_fit.py, verl_learning.py)
 and `rolloutlab calibrate learning --verl-tb`."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.reward_curve_fit import (
+from rolloutlab.calibration.fits.reward_curve_fit import (
     expected_curve,
     fit_reward_curve,
     sampling_noise_sd,
 )
-from rolloutlab.sim.learning import LearningParams
-from rolloutlab.sim.passrate import parse_pass_rate
+from rolloutlab.sim.models.learning import LearningParams
+from rolloutlab.sim.models.passrate import parse_pass_rate
 
 from rolloutlab.cli import main
 from tests.calib_helpers import SAMPLE_RUN, verl_row, write_events

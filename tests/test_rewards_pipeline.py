@@ -11,16 +11,16 @@ import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from rolloutlab.sim import trace
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controller_spec import parse_controller
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.fastpath_run import run_sync_fast
-from rolloutlab.sim.passrate import BetaPassRate, FixedPassRate
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.reward_metrics import informative_by_step
-from rolloutlab.sim.rewards import RewardConfig
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.models.passrate import BetaPassRate, FixedPassRate
+from rolloutlab.sim.models.reward_metrics import informative_by_step
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
+from rolloutlab.sim.trace import schema as trace
 from scipy.special import expit, logit
 
 V1_STEP = [c for c in trace.STEP_SCHEMA if c not in trace.V2_COLUMNS["steps"]]
@@ -99,7 +99,7 @@ def test_controllers_observe_rewards_and_prompt_ids(tiny_scenario, runner):
     assert gen > 0 and step >= gen
 
 
-# --- learning call sites, tested with a stand-in for rolloutlab.sim.learning ----------------
+# --- learning call sites, tested with a stand-in for rolloutlab.sim.models.learning ----------------
 
 
 @dataclass(frozen=True)
@@ -135,9 +135,9 @@ class _StandIn:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    mod = types.ModuleType("rolloutlab.sim.learning")
+    mod = types.ModuleType("rolloutlab.sim.models.learning")
     mod.LearningModel, mod.LearningParams = _StandIn, _Params
-    monkeypatch.setitem(sys.modules, "rolloutlab.sim.learning", mod)
+    monkeypatch.setitem(sys.modules, "rolloutlab.sim.models.learning", mod)
     _StandIn.calls = []
     return _StandIn
 
@@ -230,7 +230,7 @@ def test_controllers_propose_for_the_prompts_about_to_be_generated(tiny_scenario
 
 @pytest.mark.parametrize("runner", ["simpy", "fast"])
 def test_propose_sees_the_first_round_with_dynamic_sampling(tiny_scenario, runner):
-    from rolloutlab.sim.dynamic_sampling import DynamicSampling
+    from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
 
     ctl = _Proposer(3)
     cfg = _cfg(RewardConfig(FixedPassRate(0.5)), dynamic=DynamicSampling(1.5, 2, "batch"))
@@ -239,7 +239,7 @@ def test_propose_sees_the_first_round_with_dynamic_sampling(tiny_scenario, runne
 
 
 def test_all_synchronous_pipelines_agree_with_the_real_learning_model(tiny_scenario):
-    from rolloutlab.sim.learning import LearningParams
+    from rolloutlab.sim.models.learning import LearningParams
 
     learn = RewardConfig(BetaPassRate(0.6, 1.4), learning=LearningParams(kappa=5.0))
     out = [

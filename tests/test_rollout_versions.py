@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, pipeline_summary
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.rollout_versions import VersionClock
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.rollout_versions import VersionClock
+from rolloutlab.sim.pipelines.spec import PipelineConfig
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import consumed, pipeline_summary
 
 
 def scenario(paged: bool) -> Scenario:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.engine import EngineConfig, generate
-from rolloutlab.sim.hardware import GPUS, MODELS, get_model
-from rolloutlab.sim.kv_reference import paged_reference
-from rolloutlab.sim.roofline import roofline, roofline_cost
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+from rolloutlab.sim.models.hardware import GPUS, MODELS, get_model
+from rolloutlab.sim.models.roofline import roofline, roofline_cost
+
+from tests.reference.kv_loop import paged_reference
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""calibration.run_spread and ``validate run-spread``: the straggler probability of
+"""calibration.validation.run_spread and ``validate run-spread``: the straggler probability of
 several runs and each run's distance from the others' mean."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.grouped import GroupedDataError
-from rolloutlab.calibration.groups_validate import measure
-from rolloutlab.calibration.run_spread import COLUMNS, run_spread
+from rolloutlab.calibration.readers.grouped import GroupedDataError
+from rolloutlab.calibration.validation.groups import measure
+from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
 
 from rolloutlab.cli import main
 from tests.groups_helpers import drifting_trace

@@ -4,8 +4,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from rolloutlab.sim.stability import measure_eta_max, run_grid
-from rolloutlab.sim.staleness import StalenessParams, feedback_factor, simulate_batch
+from rolloutlab.sim.models.staleness import StalenessParams, feedback_factor, simulate_batch
+from rolloutlab.sim.studies.stability import measure_eta_max, run_grid
 
 P = StalenessParams()
 C_SAFE = P.R_batch / (feedback_factor(P) * P.G_on)  # closed-form S * eta_max

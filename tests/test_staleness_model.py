@@ -1,4 +1,4 @@
-"""Invariants of the collapse model (sim/staleness.py) and fast path == plain loop."""
+"""Invariants of the collapse model (sim/models/staleness.py) and fast path == plain loop."""
 
 import dataclasses
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.staleness import (
+from rolloutlab.sim.models.staleness import (
     StalenessParams,
     predict_eta_max,
     simulate,

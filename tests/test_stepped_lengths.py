@@ -1,4 +1,4 @@
-"""sim.stepped_lengths: the step-indexed empirical model draws only from its window's
+"""sim.models.stepped_lengths: the step-indexed empirical model draws only from its window's
 groups, keeps common random numbers across G, and follows a drift that a pooled model
 misses (validate groups --held-out)."""
 
@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.groups_validate import ValidationConfig, validate_groups
-from rolloutlab.sim.scenario import CalibrationError, load_scenario
-from rolloutlab.sim.stepped_lengths import SteppedEmpiricalLengths
+from rolloutlab.calibration.validation.groups import ValidationConfig, validate_groups
+from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
+from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
 from tests.groups_helpers import drifting_trace
 

@@ -1,4 +1,4 @@
-"""Strict JSON (sim/strict_json.py): non-finite numbers become null, the text is JSON a
+"""Strict JSON (sim/trace/strict_json.py): non-finite numbers become null, the text is JSON a
 strict parser accepts, files are replaced atomically; config.json goes through it."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace import strict_json
 
 
 def _strict_loads(text: str):

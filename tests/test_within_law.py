@@ -1,4 +1,4 @@
-"""sim.within_law and the heavier-tailed hierarchical fits (calibration.groups_fit with
+"""sim.models.within_law and the heavier-tailed hierarchical fits (calibration.fits.groups_fit with
 ``law``): the laws against scipy.stats, common random numbers, recovery of parameters from
 data drawn from the model (censored at the cap), and the AIC choice."""
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.calibration.groups_fit import fit_groups, fit_groups_law
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.scenario import CalibrationError, scenario_from_dict
-from rolloutlab.sim.within_law import from_normal, log_interval
+from rolloutlab.calibration.fits.groups_fit import fit_groups, fit_groups_law
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.models.within_law import from_normal, log_interval
+from rolloutlab.sim.scenario.scenario import CalibrationError, scenario_from_dict
 from scipy import integrate, stats
 
 SIM_DATA = Path(__file__).parent.parent / "sim" / "data"

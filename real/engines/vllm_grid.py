@@ -1,5 +1,5 @@
-"""Measure a timing grid (:mod:`real.timing_grid`) on a GPU with vLLM (thin runner); the
-fit of the cost model to what it measured is :mod:`calibration.vllm_grid`.
+"""Measure a timing grid (:mod:`real.engines.timing_grid`) on a GPU with vLLM (thin runner); the
+fit of the cost model to what it measured is :mod:`calibration.fits.vllm_grid`.
 
 The model is built from a ``config.json`` alone with ``load_format="dummy"`` (random
 weights, nothing downloaded) and no tokenizer (``skip_tokenizer_init=True``; prompts are
@@ -19,9 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from rolloutlab.real.engines.timing_grid import EngineLimits, GridSpec, plan_grid
 from rolloutlab.real.engines.vllm_convert import read_anchor
-from rolloutlab.real.timing_grid import EngineLimits, GridSpec, plan_grid
-from rolloutlab.sim.cost_grid import CellTiming, GridCell
+from rolloutlab.sim.models.cost_grid import CellTiming, GridCell
 
 
 def engine_limits(resolved: dict) -> EngineLimits:

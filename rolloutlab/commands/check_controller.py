@@ -52,8 +52,8 @@ def check_controller(spec, seed, examples, max_steps, straggler_steps, budget_ms
     real runners rely on; prints one line per property and, for a failed one, the
     smallest failing example. Exit 0: all passed; 1: a property failed; 2: bad SPEC.
     Writes nothing."""
-    from rolloutlab.sim.controller_plugins import check_candidates
-    from rolloutlab.sim.controller_spec import parse_controller
+    from rolloutlab.sim.control.plugins import check_candidates
+    from rolloutlab.sim.control.spec import parse_controller
     from rolloutlab.testing.check import PROPERTIES, check_controller
 
     keys = None if only is None else [k.strip() for k in only.split(",") if k.strip()]

@@ -2,7 +2,7 @@
 folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
 
 A run's provenance (``config.json`` with library versions) is written by
-:func:`rolloutlab.sim.provenance.write_config`, which real runs use too.
+:func:`rolloutlab.sim.scenario.provenance.write_config`, which real runs use too.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 import polars as pl
 
-from rolloutlab.sim.progress import progress_bar
+from rolloutlab.sim.trace.progress import progress_bar
 
 OUT_DIR = click.option(
     "--out",
@@ -42,8 +42,8 @@ def real_option(help: str, **path: Any):
 def calibration_out(ctx: click.Context, param: click.Parameter, value: str | None):
     """Click callback of a ``--out FILE`` that receives a whole calibration JSON: refuses
     (exit 2, at parse time, before any work) a folder, an existing file that is not a
-    calibration JSON, or an unwritable folder (:func:`calibration.writer.check_replaceable`)."""
-    from rolloutlab.calibration.writer import OutputError, check_replaceable
+    calibration JSON, or an unwritable folder (:func:`calibration.scenarios.writer.check_replaceable`)."""
+    from rolloutlab.calibration.scenarios.writer import OutputError, check_replaceable
 
     if value is None:
         return value
@@ -302,7 +302,7 @@ def _undo(created: Path | None) -> None:
 @contextmanager
 def progress(total: int, desc: str, unit: str) -> Iterator[Any]:
     """A transient bar on a terminal, plain lines with the elapsed time otherwise
-    (:func:`sim.progress.progress_bar`), around a long run; a ValueError or RuntimeError
+    (:func:`sim.trace.progress.progress_bar`), around a long run; a ValueError or RuntimeError
     raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
     bar = progress_bar(total=total, desc=desc, unit=unit)
     try:

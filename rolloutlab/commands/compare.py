@@ -8,8 +8,8 @@ import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
 from rolloutlab.commands.types import STEPS, finite
-from rolloutlab.sim import strict_json
-from rolloutlab.sim.progress import phase
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.progress import phase
 
 
 @click.group()
@@ -71,7 +71,7 @@ def idle(
     from rolloutlab.analysis.compare_outputs import write_idle_outputs
     from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
     from rolloutlab.analysis.run_input import RunInputError, load_run
-    from rolloutlab.sim.trace import TraceError
+    from rolloutlab.sim.trace.schema import TraceError
 
     cfg = IdleCompareConfig(
         fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model
@@ -175,7 +175,7 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     """One self-contained HTML page per study directory (figures embedded)."""
     from rolloutlab.analysis.report import ReportError, page_names, write_reports
-    from rolloutlab.sim.provenance import write_config
+    from rolloutlab.sim.scenario.provenance import write_config
 
     try:
         page_names(list(studies))
@@ -279,7 +279,7 @@ def learning(
     seeds: measured mean +- sd beside the predicted mean), .png and fit.json."""
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
-    from rolloutlab.sim.provenance import write_config
+    from rolloutlab.sim.scenario.provenance import write_config
 
     with claimed(out_dir, "compare-learning"):
         try:

@@ -20,8 +20,8 @@ import polars as pl
 from rolloutlab.commands.common import RunFailed, fail
 from rolloutlab.commands.executor import Executor, ExecutorError, LocalExecutor, RayExecutor
 from rolloutlab.commands.grid_store import GridResumeError, GridStore
-from rolloutlab.sim.progress import progress_bar
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
 
 GRID_KEYS = ("executor", "ray_address", "ray_runtime_env", "max_parallel", "retries", "resume")
 """The keyword arguments :func:`grid_options` adds to a command."""

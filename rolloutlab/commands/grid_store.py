@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from rolloutlab.commands.executor import Outcome
-from rolloutlab.sim.trace_jsonl import append_durably
+from rolloutlab.sim.trace.jsonl import append_durably
 
 FILE = "grid.jsonl"
 STATUS_COLUMNS = ("status", "error")

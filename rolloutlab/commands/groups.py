@@ -1,6 +1,6 @@
 """``rolloutlab calibrate groups`` and ``rolloutlab validate groups``: grouped per-sample
-traces in (wiring only; the work is in :mod:`calibration.grouped`,
-:mod:`calibration.groups_scenario`, :mod:`calibration.groups_validate`).
+traces in (wiring only; the work is in :mod:`calibration.readers.grouped`,
+:mod:`calibration.scenarios.groups`, :mod:`calibration.validation.groups`).
 
 Every bad input ends in one line naming the file, line and field, exit code 2, and
 nothing written (all reading and fitting happens before the output is claimed).
@@ -11,10 +11,10 @@ from __future__ import annotations
 import click
 import polars as pl
 
-from rolloutlab.calibration.grouped import FIELD_OPTIONS, FieldNames, read_grouped
-from rolloutlab.calibration.groups_scenario import GroupsCalibrationConfig, calibrate_groups
-from rolloutlab.calibration.groups_validate import COLUMNS, ValidationConfig, validate_groups
-from rolloutlab.calibration.writer import write_json_atomic
+from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, read_grouped
+from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
+from rolloutlab.calibration.scenarios.writer import write_json_atomic
+from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.commands.common import (
     CALIBRATION_OUT,
     BadInput,
@@ -22,9 +22,9 @@ from rolloutlab.commands.common import (
     cost_from_option,
 )
 from rolloutlab.commands.types import POSITIVE_INT, PROMPTS, CommaList, finite
-from rolloutlab.sim.provenance import write_config
-from rolloutlab.sim.scenario import CalibrationError
-from rolloutlab.sim.within_law import LAWS
+from rolloutlab.sim.models.within_law import LAWS
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.scenario.scenario import CalibrationError
 
 LENGTH_MODELS = click.Choice(["lognormal", "empirical"])
 WITHIN_LAWS = click.Choice([*LAWS, "auto"])
@@ -50,7 +50,7 @@ PROMPTS_OPTION = click.option(
 
 
 def field_options(f):
-    """The field-name and tokenizer options of :func:`calibration.grouped.read_grouped`."""
+    """The field-name and tokenizer options of :func:`calibration.readers.grouped.read_grouped`."""
     for name in reversed(FIELD_OPTIONS):
         f = click.option(
             f"--{name.replace('_', '-')}-field",
@@ -68,7 +68,7 @@ def field_options(f):
 
 
 def reader_options(f):
-    """FILE... and the options of :func:`calibration.grouped.read_grouped` and the length
+    """FILE... and the options of :func:`calibration.readers.grouped.read_grouped` and the length
     models."""
     f = field_options(f)
     f = click.option(
@@ -116,7 +116,7 @@ def _check_step_window(length_model: str, step_window: int | None) -> None:
 
 
 def read_files(files, tokenizer, kw):
-    """One :class:`calibration.grouped.GroupedTrace` of ``files``, the field options
+    """One :class:`calibration.readers.grouped.GroupedTrace` of ``files``, the field options
     popped from ``kw``; a reader error as :class:`BadInput`."""
     names = FieldNames(**{n: kw.pop(n + "_field") for n in FIELD_OPTIONS})
     try:

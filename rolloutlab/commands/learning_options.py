@@ -1,5 +1,5 @@
 """Reward and dynamic-sampling options shared by ``rolloutlab sim`` and ``rolloutlab sweep``
-(issue 12; docs/dynamic_sampling.md): parse and validate, call nothing else."""
+(docs/dynamic_sampling.md): parse and validate, call nothing else."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from rolloutlab.commands.types import NON_NEGATIVE_INT, PROBABILITY, finite
-from rolloutlab.sim.compare import check_target
-from rolloutlab.sim.dynamic_sampling import REFILLS, DynamicSampling
-from rolloutlab.sim.rewards import RewardConfig, reward_config
-from rolloutlab.sim.scenario import Scenario
+from rolloutlab.sim.models.rewards import RewardConfig, reward_config
+from rolloutlab.sim.pipelines.dynamic_sampling import REFILLS, DynamicSampling
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.studies.compare import check_target
 
 _OPTIONS = (
     click.option(

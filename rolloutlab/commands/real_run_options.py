@@ -15,9 +15,9 @@ import click
 
 from rolloutlab.commands.common import check_own_file, claimed, echo_table, fail, json_with_keys
 from rolloutlab.commands.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
-from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
-from rolloutlab.real.tasks import TASKS
-from rolloutlab.sim import strict_json
+from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.tasks.registry import TASKS
+from rolloutlab.sim.trace import strict_json
 
 _OPTIONS = (
     click.option(
@@ -53,7 +53,7 @@ _OPTIONS = (
         "--portable-numerics",
         is_flag=True,
         help="pin CPU code paths (ATEN_CPU_CAPABILITY=default, MKL_CBWR=COMPATIBLE) so "
-        "another x86-64 machine gets the same numbers (real/numerics.py); slower",
+        "another x86-64 machine gets the same numbers (real/policy/numerics.py); slower",
     ),
 )
 
@@ -66,9 +66,9 @@ def run_options(f: Callable) -> Callable:
 
 
 def use_numerics(portable: bool) -> None:
-    """With ``portable``, pin the CPU code paths (:func:`real.numerics.use_portable_numerics`)
+    """With ``portable``, pin the CPU code paths (:func:`real.policy.numerics.use_portable_numerics`)
     before torch loads; a one-line error (exit 1) if torch is already loaded otherwise."""
-    from rolloutlab.real.numerics import NumericsError, use_portable_numerics
+    from rolloutlab.real.policy.numerics import NumericsError, use_portable_numerics
 
     if portable:
         try:
@@ -79,7 +79,7 @@ def use_numerics(portable: bool) -> None:
 
 def collapse_summary(out_dir: Path) -> dict[str, Any]:
     """``collapsed``, ``t_collapse`` (1-based learner step or None) and ``failure`` (the
-    criterion, :mod:`real.collapse`) from the run's ``collapse.json``; empty when the run
+    criterion, :mod:`real.runners.collapse`) from the run's ``collapse.json``; empty when the run
     wrote none."""
     path = Path(out_dir) / "collapse.json"
     if not path.exists():
@@ -96,7 +96,7 @@ def warn_collapse(summary: dict[str, Any]) -> None:
         tail = "" if acc is None else f"; held-out accuracy at the end {acc:.3g}"
         click.echo(
             f"warning: the run collapsed at learner step {summary['t_collapse']} "
-            f"({summary['failure']} criterion, real/collapse.py){tail}; "
+            f"({summary['failure']} criterion, real/runners/collapse.py){tail}; "
             "try a smaller --lr (collapse.json)",
             err=True,
         )
@@ -104,9 +104,9 @@ def warn_collapse(summary: dict[str, Any]) -> None:
 
 def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
-    and, with ``target``, ``time_to_target_s`` (:func:`real.evaluate.time_to_accuracy`;
+    and, with ``target``, ``time_to_target_s`` (:func:`real.tasks.evaluate.time_to_accuracy`;
     None if never reached)."""
-    from rolloutlab.real.evaluate import time_to_accuracy
+    from rolloutlab.real.tasks.evaluate import time_to_accuracy
 
     path = Path(out_dir) / "eval.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -181,8 +181,8 @@ def task_spread(
     the pass-rate distribution of a task's warm-started policy; JSON to --out."""
     import tempfile
 
-    from rolloutlab.real.task_spread import measure_start
-    from rolloutlab.real.warmstart import default_cache_dir
+    from rolloutlab.real.policy.warmstart import default_cache_dir
+    from rolloutlab.real.tasks.spread import measure_start
 
     check_own_file(out_json, json_with_keys("task", "seed"), "a task-spread JSON")
     try:
@@ -236,7 +236,7 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
         runs, evals, steps = load_runs(list(run_dirs))
     except ProgressError as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIRS") from None
-    from rolloutlab.sim.provenance import write_config
+    from rolloutlab.sim.scenario.provenance import write_config
 
     table = run_table(runs, evals, steps, target_accuracy)
     with claimed(out_dir, "real-progress"):

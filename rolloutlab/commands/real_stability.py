@@ -28,7 +28,7 @@ from rolloutlab.commands.types import (
     STEPS,
     CommaList,
 )
-from rolloutlab.real.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
 
 
 @click.command("stability")
@@ -107,8 +107,13 @@ def stability_cmd(
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
-    from rolloutlab.real.async_config import AsyncConfig
-    from rolloutlab.real.stability import GridConfig, grid_points, prepare_warm_start, run_point
+    from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.runners.stability import (
+        GridConfig,
+        grid_points,
+        prepare_warm_start,
+        run_point,
+    )
 
     check_creatable(out_dir)
     try:

@@ -1,13 +1,13 @@
 """``rolloutlab validate run-spread``: how far apart runs of one configuration straggle
-(wiring only; the work is in :mod:`calibration.run_spread`)."""
+(wiring only; the work is in :mod:`calibration.validation.run_spread`)."""
 
 from __future__ import annotations
 
 import click
 import polars as pl
 
-from rolloutlab.calibration.grouped import GroupedDataError
-from rolloutlab.calibration.run_spread import COLUMNS, run_spread
+from rolloutlab.calibration.readers.grouped import GroupedDataError
+from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
 from rolloutlab.commands.common import BadInput, claim
 from rolloutlab.commands.groups import (
     DRAWS_OPTION,
@@ -16,7 +16,7 @@ from rolloutlab.commands.groups import (
     field_options,
     read_files,
 )
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
 
 
 @click.command("run-spread")

@@ -6,16 +6,16 @@ from typing import Any
 
 import click
 
-from rolloutlab.calibration.verl_config import VerlMapping, apply_to_calibration
+from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
 from rolloutlab.commands.common import fail
 from rolloutlab.commands.learning_options import learning_options, rewards_from_options
-from rolloutlab.sim.dynamic_sampling import DynamicSampling
-from rolloutlab.sim.dynamics import DRIFTS
-from rolloutlab.sim.hardware import GPUS, MODELS
-from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.provenance import describe
-from rolloutlab.sim.rewards import RewardConfig
-from rolloutlab.sim.scenario import (
+from rolloutlab.sim.models.dynamics import DRIFTS
+from rolloutlab.sim.models.hardware import GPUS, MODELS
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.provenance import describe
+from rolloutlab.sim.scenario.scenario import (
     DEFAULT_SCENARIO,
     CalibrationError,
     Scenario,
@@ -103,8 +103,8 @@ def load_for(
     calibration: str | None, scenario: str, verl: VerlMapping | None = None, **overrides: Any
 ) -> Scenario:
     """Load the calibration file (else the bundled ``scenario``), give it the cluster and
-    caps of the verl config ``verl`` (:func:`calibration.verl_config.apply_to_calibration`)
-    and apply ``overrides``, the keywords of :func:`sim.overrides.apply_overrides`
+    caps of the verl config ``verl`` (:func:`calibration.scenarios.verl_config.apply_to_calibration`)
+    and apply ``overrides``, the keywords of :func:`sim.scenario.overrides.apply_overrides`
     (``engine``, ``workers``, ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
     :class:`~rolloutlab.commands.common.BadInput` (exit 2) with the loader's or the
     override's one-line message."""

@@ -11,21 +11,21 @@ from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
-from rolloutlab.sim import trace
-from rolloutlab.sim.compare import (
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.provenance import scenario_source, write_config
+from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
     RUN_COLUMNS,
     check_comparison,
     run_comparison,
     sagc_defaults,
 )
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.metrics import DEFAULT_TAU
-from rolloutlab.sim.overrides import apply_overrides
-from rolloutlab.sim.pipeline import RunConfig
-from rolloutlab.sim.pipeline_spec import PLACEMENTS, SYNC_MODES, parse_pipeline
-from rolloutlab.sim.provenance import scenario_source, write_config
-from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 
 @click.command()
@@ -84,6 +84,12 @@ from rolloutlab.sim.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COL
     type=click.IntRange(min=0),
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
+@click.option(
+    "--figure/--no-figure",
+    default=True,
+    show_default=True,
+    help="Draw OUT/comparison.png (seaborn; about a quarter of a 100-step run's time).",
+)
 @VERL_OPTION
 @run_options
 @click.pass_context
@@ -99,6 +105,7 @@ def sim(
     dispatch,
     park,
     seed,
+    figure,
     out,
     verl_config,
     **opts,
@@ -106,7 +113,7 @@ def sim(
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
-    comparison.png and config.json, and prints the comparison table.
+    comparison.png (unless --no-figure) and config.json, and prints the comparison table.
     """
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
@@ -150,9 +157,10 @@ def sim(
         summary.write_csv(out_dir / "summary.csv")
         trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-        from rolloutlab.analysis.plots import comparison_figure  # seaborn: not for --help
+        if figure:
+            from rolloutlab.analysis.plots import comparison_figure  # why: seaborn costs ~1.5 s
 
-        comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+            comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
         write_config(
             out_dir / "config.json",
             {
@@ -181,8 +189,9 @@ def sim(
         )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
+    figure_file = " comparison.png," if figure else ""
     click.echo(
-        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet, comparison.png, config.json"
+        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )
 
 

@@ -27,9 +27,9 @@ from rolloutlab.commands.types import (
     STEPS,
     CommaList,
 )
-from rolloutlab.sim.provenance import write_config
-from rolloutlab.sim.stability import default_lrs, run_point, summarize
-from rolloutlab.sim.staleness import StalenessParams
+from rolloutlab.sim.models.staleness import StalenessParams
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.studies.stability import default_lrs, run_point, summarize
 
 
 @click.command()

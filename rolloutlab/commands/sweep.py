@@ -26,12 +26,12 @@ from rolloutlab.commands.types import (
     WORKERS,
     CommaList,
 )
-from rolloutlab.sim.compare import check_comparison
-from rolloutlab.sim.controllers import split_specs
-from rolloutlab.sim.pipeline_spec import PipelineConfig
-from rolloutlab.sim.provenance import describe, scenario_source, write_config
-from rolloutlab.sim.reward_metrics import LEARNING_COLUMNS
-from rolloutlab.sim.sweep import grid, run_point, sweep_means
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.spec import PipelineConfig
+from rolloutlab.sim.scenario.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.studies.compare import check_comparison
+from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
 
 
 def _int_list_option(name: str, metavar: str, what: str, item: click.IntRange = POSITIVE_INT):
@@ -142,7 +142,7 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
     means = sweep_means(ok)
     runs.write_csv(out_dir / "runs.csv")
     means.write_csv(out_dir / "means.csv")
-    from rolloutlab.analysis.plots import sweep_figure  # seaborn: not for --help
+    from rolloutlab.analysis.plots import sweep_figure  # why: seaborn costs ~1.5 s
 
     sweep_figure(ok, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
     write_config(out_dir / "config.json", {**config, **describe_executor(opts)})

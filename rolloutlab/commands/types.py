@@ -1,5 +1,5 @@
 """The option types every command declares its options with: one place that decides what
-a valid number, count, probability or list is (issue 17, "one validation layer").
+a valid number, count, probability or list is (one validation layer).
 
 Each type is a :class:`click.ParamType`, so a bad value is click's usage error: one line
 naming the option, exit code 2, before the command body runs (nothing written).

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import click
 
-from rolloutlab.calibration.validate import validate_runs
+from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, verl_options
 from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd
 from rolloutlab.commands.run_spread import run_spread_cmd
-from rolloutlab.sim.progress import progress_bar
-from rolloutlab.sim.provenance import write_config
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
 
 
 @click.group()

@@ -1,7 +1,7 @@
 """A verl trainer config in: ``rolloutlab sim --verl-config FILE`` (the option and how it
 meets the other options) and ``rolloutlab scenario from-verl FILE`` (a scenario file).
 
-The mapping itself is :mod:`rolloutlab.calibration.verl_config`; here the options given on
+The mapping itself is :mod:`rolloutlab.calibration.scenarios.verl_config`; here the options given on
 the command line win over the file, and the mapping is printed.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import click
 import polars as pl
 
-from rolloutlab.calibration.verl_config import (
+from rolloutlab.calibration.scenarios.verl_config import (
     VerlConfigError,
     VerlMapping,
     apply_to_calibration,
@@ -21,7 +21,7 @@ from rolloutlab.calibration.verl_config import (
     run_settings,
 )
 from rolloutlab.commands.common import CALIBRATION_OUT, echo_table, fail
-from rolloutlab.sim.hardware import MODELS
+from rolloutlab.sim.models.hardware import MODELS
 
 VERL_BASE = "gsm8k"
 """The scenario whose lengths, cost and pass rates a verl config is applied to when
@@ -42,7 +42,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 
 
 def load_mapping(path: str) -> VerlMapping:
-    """:func:`calibration.verl_config.load`, its error as BadInput (exit 2, one line)."""
+    """:func:`calibration.scenarios.verl_config.load`, its error as BadInput (exit 2, one line)."""
     try:
         return load(path)
     except VerlConfigError as exc:
@@ -141,8 +141,8 @@ def from_verl(config_file: str, base: str, name: str | None, out: str) -> None:
     """
     from pathlib import Path
 
-    from rolloutlab.calibration.writer import write_json_atomic
-    from rolloutlab.sim.scenario import CalibrationError, load_scenario, scenario_from_dict
+    from rolloutlab.calibration.scenarios.writer import write_json_atomic
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario, scenario_from_dict
 
     m = load_mapping(config_file)
     try:

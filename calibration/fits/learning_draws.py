@@ -1,0 +1,53 @@
+"""Runs drawn from the fitted learning model, many at once: the distribution of a
+statistic of a noisy run (e.g. the first step whose trailing mean reward reaches a
+target), not the statistic of the mean curve (``rolloutlab compare learning``,
+docs/real_task.md).
+
+Each draw is :func:`calibration.fits.learning_fit.simulate_counts` (fresh prompts, binomial
+counts, the model updated with the drawn groups' signals), vectorised over draws: per
+step the drive ``kappa (lr / lr_ref) sum_i s_i / n`` (``s_i = k_i/G (1 - k_i/G)``, n = B,
+or the informative count with dynamic sampling) moves every draw's theta through
+:func:`sim.models.learning.saturating_shift`. On-policy only (staleness 0, the synchronous runs
+this compares), and refused where :class:`sim.models.learning.LearningModel` would collapse
+within the run (the reversal is not drawn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
+from scipy import special
+
+
+def draw_rewards(
+    params: LearningParams,
+    a: float,
+    b: float,
+    G: np.ndarray,
+    lr: np.ndarray,
+    B: np.ndarray,
+    dynamic_sampling: bool,
+    draws: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """(draws, T) mean reward per step of ``draws`` runs at per-step G, lr, B (T,) each,
+    p0 ~ Beta(a, b). Raises ValueError when the model collapses within T steps at
+    these lr (horizon or on-policy boundary of :class:`LearningModel`)."""
+    probe = LearningModel(params)  # collapse depends on lr and steps only, not the signal
+    for t, v in enumerate(lr):
+        probe.apply_signal(np.zeros(1), float(v), None, t, 1)
+    if probe.collapsed:
+        raise ValueError(f"the learning model collapses at step {probe.t_collapse}: not drawn")
+    T = len(G)
+    theta = np.zeros(draws)
+    out = np.empty((draws, T))
+    gain = params.kappa * np.asarray(lr, float) / params.lr_ref
+    for t in range(T):
+        g, n = int(G[t]), int(B[t])
+        lp0 = special.logit(rng.beta(a, b, (draws, n)))
+        k = rng.binomial(g, special.expit(lp0 + theta[:, None]))  # (draws, n)
+        out[:, t] = k.sum(axis=1) / (n * g)
+        sig = (k / g) * (1 - k / g)
+        kept = np.maximum((sig > 0).sum(axis=1), 1) if dynamic_sampling else n
+        theta = saturating_shift(theta, gain[t] * sig.sum(axis=1) / kept, params.theta_max)
+    return out

@@ -1,0 +1,345 @@
+"""Records of grouped per-sample files (JSONL, CSV, parquet) turned into one row per
+sample: field lookup by name or common spelling, lengths from numbers or texts, caps and
+finish reasons as censoring. The layouts and rules are described in
+:mod:`calibration.readers.grouped`, which adds the project's own rollout traces."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+
+class GroupedDataError(ValueError):
+    """Unusable grouped input; the message names the file, the line and the field."""
+
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "step": ("step", "global_step", "training_step", "iteration"),
+    "lengths": (
+        "response_lengths",
+        "lengths",
+        "response_length",
+        "response_tokens",
+        "output",
+        "outputs",
+        "responses",
+        "response",
+    ),
+    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question", "input"),
+    "prompt_tokens": ("prompt_tokens", "input", "prompt_length", "input_tokens"),
+    "reward": ("score", "reward", "scores", "rewards", "correct"),
+    "cap": ("max_response_length", "max_tokens", "response_cap", "max_model_len"),
+    "finish_reason": ("finish_reason", "finish_reasons", "stop_reason"),
+    "sample": ("sample_idx", "sample_index"),
+}
+"""Field -> names tried in order when :class:`FieldNames` leaves it ``None``."""
+
+
+@dataclass(frozen=True)
+class FieldNames:
+    """Field names of a grouped file; ``None`` = the first of :data:`CANDIDATES` present."""
+
+    step: str | None = None
+    lengths: str | None = None
+    prompt: str | None = None
+    prompt_tokens: str | None = None
+    reward: str | None = None
+    cap: str | None = None
+    finish_reason: str | None = None
+    sample: str | None = None
+
+
+def _pick(name: str | None, key: str, columns, where: str, required: bool = False):
+    if name is not None:
+        if name not in columns:
+            raise GroupedDataError(f"{where}: no field {name!r} ({key})")
+        return name
+    found = next((c for c in CANDIDATES[key] if c in columns), None)
+    if found is None and required:
+        raise GroupedDataError(
+            f"{where}: no {key} field (tried {', '.join(CANDIDATES[key])}; name it with "
+            f"--{key.replace('_', '-')}-field)"
+        )
+    return found
+
+
+def records(path: Path) -> list[tuple[int, dict]]:
+    """``(line, record)`` pairs of a JSONL, CSV or parquet file (parquet rows count from
+    1, CSV rows from 2, after the header).
+
+    Raises :class:`GroupedDataError` naming the file (and line) for a line that is not a
+    JSON object, a parquet file that cannot be read (truncated, corrupt) or an unknown
+    suffix."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        out = []
+        with open(path) as fh:
+            for no, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise GroupedDataError(
+                        f"{path}: line {no}: not valid JSON ({exc.msg})"
+                    ) from None
+                if not isinstance(rec, dict):
+                    raise GroupedDataError(f"{path}: line {no}: expected a JSON object")
+                out.append((no, rec))
+        return out
+    if suffix == ".csv":  # every cell a string; header is line 1
+        df = pl.read_csv(path, infer_schema_length=0)
+        return [
+            (i + 2, {k: _csv_cell(v) for k, v in r.items()})
+            for i, r in enumerate(df.iter_rows(named=True))
+        ]
+    if suffix == ".parquet":
+        try:
+            df = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:  # truncated, corrupt, not parquet
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise GroupedDataError(f"{path}: not a readable parquet file ({why})") from None
+        return [(i + 1, r) for i, r in enumerate(df.iter_rows(named=True))]
+    raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
+
+
+def _csv_cell(v: str | None):
+    """A CSV cell: JSON (a list ``[412, 95]``, a number, true/false) or a float
+    (``nan``, ``inf``) decoded, anything else kept as text (so a response text that is
+    just a number, ``"42"``, reads as a length in CSV; use JSONL for such texts)."""
+    if v is None:
+        return None
+    try:
+        return json.loads(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+class LengthCounter:
+    """Turns one length value (a number, or a text) into an int >= 1; counts texts."""
+
+    def __init__(self, tokenizer: str | None):
+        self.tokenizer_name, self._tok, self.texts = tokenizer, None, 0
+        self.tried = False
+        self.numbers: set[str] = set()  # fields that held numeric lengths
+
+    def unit(self) -> str:
+        """What the lengths count: numbers as given (tokens for the project's traces);
+        texts in tokens of the tokenizer when it loaded, else in characters."""
+        if not self.texts:
+            given = ", ".join(sorted(self.numbers))
+            return f"numbers of field {given!r}, unit as given" if given else "tokens"
+        if self._tok is not None:
+            return f"tokens (tokenizer {self.tokenizer_name})"
+        if self.tokenizer_name:
+            return f"characters (tokenizer {self.tokenizer_name!r} not found locally)"
+        return "characters (no tokenizer given)"
+
+    def _tokenizer(self):
+        if not self.tried:
+            self.tried = True
+            if self.tokenizer_name:
+                try:
+                    from transformers import AutoTokenizer
+
+                    self._tok = AutoTokenizer.from_pretrained(
+                        self.tokenizer_name, local_files_only=True
+                    )
+                except (OSError, ValueError, ImportError):
+                    self._tok = None
+        return self._tok
+
+    def tokens(self, text: str) -> int | None:
+        """Token count of ``text`` with the tokenizer, None without one (a prompt text
+        is not turned into characters: a scenario's prompt length is in tokens)."""
+        tok = self._tokenizer()
+        return len(tok(text, add_special_tokens=False)["input_ids"]) if tok else None
+
+    def __call__(self, v, field: str, where: str) -> int:
+        if isinstance(v, str):
+            self.texts += 1
+            tok = self._tokenizer()
+            n = len(tok(v, add_special_tokens=False)["input_ids"]) if tok else len(v)
+            return max(n, 1)  # an empty response still took one step (EOS)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise GroupedDataError(f"{where}: expected a length or a text, got {v!r}")
+        if math.isnan(v) or v < 1 or v != int(v):
+            raise GroupedDataError(f"{where}: length {v!r} is not an integer >= 1")
+        self.numbers.add(field)
+        return int(v)
+
+
+def _number(v, where: str) -> float | None:
+    """``v`` as a float (None stays None; booleans are 0/1). Raises GroupedDataError
+    naming ``where`` on a non-number or NaN."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return float(v)
+    if not isinstance(v, int | float) or math.isnan(v):
+        raise GroupedDataError(f"{where}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _per_sample_values(rec: dict, name: str | None, n: int, where: str, per_prompt: bool):
+    """The field's ``n`` per-sample values (a list in a per-prompt record, else broadcast)."""
+    if name is None or rec.get(name) is None:
+        return [None] * n
+    v = rec[name]
+    if isinstance(v, list):
+        if len(v) != n:
+            raise GroupedDataError(f"{where} {name!r}: {len(v)} values for {n} samples")
+        return v
+    return [v] * n
+
+
+def columns(path: Path) -> set[str]:
+    """Field names of the first 50 records of a JSONL/CSV/parquet file (empty: none)."""
+    return set().union(*(r.keys() for _, r in records(path)[:50]))
+
+
+def read_records(
+    path: Path, names: FieldNames, lengths: LengthCounter, need_lengths: bool = True
+) -> list[dict]:
+    """One dict per sample (:data:`COLUMNS` less ``source``) of a JSONL/CSV/parquet file;
+    see :func:`read_grouped`. ``need_lengths`` False: a file with no lengths field (none
+    named, none of the common spellings) is read from its reward field (correctness-only
+    files), every ``length`` None."""
+    recs = records(path)
+    if not recs:
+        raise GroupedDataError(f"{path}: no records")
+    cols = set().union(*(r.keys() for _, r in recs[:50]))
+    where = f"{path}: line {recs[0][0]}"
+    f = {
+        k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths" and need_lengths))
+        for k in CANDIDATES
+    }
+    if f["lengths"] is None:
+        return _correctness_only(recs, f, path, where)
+    per_prompt = isinstance(recs[0][1].get(f["lengths"]), list)
+    if not per_prompt and f["prompt"] is None:
+        raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
+    rows = []
+    for no, rec in recs:
+        at = f"{path}: line {no}: field"
+        if f["lengths"] not in rec or rec[f["lengths"]] is None:
+            raise GroupedDataError(f"{at} {f['lengths']!r}: missing")
+        raw = rec[f["lengths"]]
+        vals = raw if per_prompt else [raw]
+        if per_prompt and (not isinstance(raw, list) or not raw):
+            raise GroupedDataError(f"{at} {f['lengths']!r}: expected a non-empty list")
+        ls = [lengths(v, f["lengths"], f"{at} {f['lengths']!r}") for v in vals]
+        n = len(ls)
+        step = _number(rec.get(f["step"]), f"{at} {f['step']!r}") if f["step"] else 0.0
+        prompt = rec.get(f["prompt"]) if f["prompt"] else None
+        prompt = str(prompt) if prompt is not None else f"row{no}"
+        pt = rec.get(f["prompt_tokens"]) if f["prompt_tokens"] else None
+        if isinstance(pt, str):  # prompt text (verl's dumps): tokens only with a tokenizer
+            pt = lengths.tokens(pt)
+        pt = _number(pt, f"{at} {f['prompt_tokens']!r}")
+        extra = {
+            k: _per_sample_values(rec, f[k], n, f"{at}", per_prompt)
+            for k in ("reward", "cap", "finish_reason", "sample")
+        }
+        for j, length in enumerate(ls):
+            cap = _number(extra["cap"][j], f"{at} {f['cap']!r}")
+            if cap is not None and f["cap"] == "max_model_len" and pt is not None:
+                cap -= pt
+            fin = extra["finish_reason"][j]
+            censored = fin == "length" or (cap is not None and length >= cap)
+            if fin == "length" and cap is None:
+                cap = length
+            sample = _number(extra["sample"][j], f"{at} {f['sample']!r}")
+            rows.append(
+                {
+                    "line": no,
+                    "step": int(step or 0),
+                    "prompt": prompt,
+                    "sample_idx": j if sample is None else int(sample),
+                    "length": min(length, int(cap)) if cap is not None and cap >= 1 else length,
+                    "censored": bool(censored),
+                    "cap": None if cap is None else int(cap),
+                    "reward": _number(extra["reward"][j], f"{at} {f['reward']!r}"),
+                    "prompt_tokens": None if pt is None else int(pt),
+                }
+            )
+    return refuse_repeats(rows, path, f, per_prompt)
+
+
+def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
+    """Rows of a file with no lengths field: the reward field gives the samples (a list
+    per prompt, or one value per sample record); lengths, caps and prompt tokens None."""
+    if f["reward"] is None:
+        raise GroupedDataError(
+            f"{where}: no lengths field and no reward field (tried {', '.join(CANDIDATES['reward'])})"
+        )
+    per_prompt = isinstance(recs[0][1].get(f["reward"]), list)
+    if not per_prompt and f["prompt"] is None:
+        raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
+    rows = []
+    for no, rec in recs:
+        at = f"{path}: line {no}: field {f['reward']!r}"
+        raw = rec.get(f["reward"])
+        if raw is None:
+            raise GroupedDataError(f"{path}: line {no}: no correctness field {f['reward']!r}")
+        if per_prompt and (not isinstance(raw, list) or not raw):
+            raise GroupedDataError(f"{at}: expected a non-empty list")
+        vals = raw if per_prompt else [raw]
+        step = (
+            _number(rec.get(f["step"]), f"{path}: line {no}: field {f['step']!r}")
+            if f["step"]
+            else 0.0
+        )
+        prompt = rec.get(f["prompt"]) if f["prompt"] else None
+        sample = _per_sample_values(
+            rec, f["sample"], len(vals), f"{path}: line {no}: field", per_prompt
+        )
+        for j, v in enumerate(vals):
+            s = _number(sample[j], f"{path}: line {no}: field {f['sample']!r}")
+            rows.append(
+                {
+                    "line": no,
+                    "step": int(step or 0),
+                    "prompt": str(prompt) if prompt is not None else f"row{no}",
+                    "sample_idx": j if s is None else int(s),
+                    "length": None,
+                    "censored": False,
+                    "cap": None,
+                    "reward": _number(v, at),
+                    "prompt_tokens": None,
+                }
+            )
+    return refuse_repeats(rows, path, f, per_prompt)
+
+
+def refuse_repeats(rows: list[dict], path: Path, f: dict, per_prompt: bool) -> list[dict]:
+    """``rows`` as they are, after checking no group is given twice: with one record per
+    prompt (``per_prompt``), a prompt id (field ``f["prompt"]``) repeated within a step;
+    with one record per sample and a sample field, a (step, prompt, sample) repeated.
+    Without a prompt field (prompts numbered by line) or, per sample, without a sample
+    field (samples numbered in file order) nothing can repeat.
+
+    Raises :class:`GroupedDataError` naming the file, both lines and the field: two
+    records of one group would otherwise be merged into one larger group, silently.
+    """
+    if f["prompt"] is None or (not per_prompt and f["sample"] is None):
+        return rows
+    first: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["step"], r["prompt"]) if per_prompt else (r["step"], r["prompt"], r["sample_idx"])
+        seen = first.setdefault(key, r["line"])
+        if seen != r["line"]:
+            what = f"prompt {r['prompt']!r}" + ("" if per_prompt else f" sample {r['sample_idx']}")
+            raise GroupedDataError(
+                f"{path}: line {r['line']}: field {f['prompt']!r}: {what} of step {r['step']} "
+                f"repeats line {seen}; give each group once (drop or rename the duplicate)"
+            )
+    return rows

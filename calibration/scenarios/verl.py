@@ -1,0 +1,146 @@
+"""``rolloutlab calibrate verl-tb``: verl TensorBoard runs -> calibration JSON.
+
+Several runs are pooled: every usable step of every run enters the length trend, the
+decode fit and the learner fit (runs of one model and cluster are the intended use;
+per-run fit quality is recorded under ``fit.runs``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, step_features, to_cost
+from rolloutlab.calibration.fits.lengths_fit import fit_run, split_sigma
+from rolloutlab.calibration.fits.verl_fit import (
+    PROMPT_TAG,
+    SYNC_TAG,
+    TOKENS_TAG,
+    TRAIN_TAGS,
+    StepData,
+    VerlFitConfig,
+    step_data,
+)
+from rolloutlab.calibration.readers.verl_tb import event_files, read_run, require
+from rolloutlab.calibration.scenarios.writer import calibration_dict, source_entry
+
+
+def load_runs(run_dirs: list[str], cfg: VerlFitConfig) -> list[tuple[str, list[Path], StepData]]:
+    """Read and check every run: ``(run name, event files, StepData)`` per run folder.
+    Raises :class:`calibration.readers.verl_tb.VerlLogError` on the first bad run."""
+    out = []
+    for d in run_dirs:
+        files = event_files(d)
+        source = ", ".join(map(str, files))
+        out.append(
+            (
+                Path(d).name if Path(d).is_dir() else Path(d).parent.name,
+                files,
+                step_data(read_run(d), source, cfg),
+            )
+        )
+    return out
+
+
+def calibrate_verl(
+    run_dirs: list[str],
+    cfg: VerlFitConfig,
+    name: str = "verl",
+    prompts: int | None = None,
+    workers: int | None = None,
+    defaults: dict | None = None,
+) -> dict:
+    """Fit the pooled runs and return a calibration dict (see :mod:`sim.scenario.scenario`).
+
+    ``prompts``/``workers`` scale the simulated cluster (default: the logged ``B`` and
+    ``cfg.engine.n_workers``); ``defaults`` go to the scenario's ``defaults``
+    (``prompts`` is always set). Raises VerlLogError / ValueError on bad input.
+    """
+    runs = load_runs(run_dirs, cfg)
+    fits, feats, gens, train, tokens, sync, per_run = [], [], [], [], [], [], []
+    B_logged = int(np.median(np.concatenate([r[2].n for r in runs]))) // cfg.group_size
+    for run_name, files, data in runs:
+        B = int(np.median(data.n)) // cfg.group_size
+        f = step_features(
+            data.draws,
+            cfg.icc,
+            B,
+            cfg.group_size,
+            cfg.max_response_length,
+            cfg.engine,
+            cfg.replicates,
+            cfg.seed,
+        )
+        one = fit_decode(f, data.gen_s, cfg.fit_prefill)
+        rows = require(data.table, TRAIN_TAGS + (SYNC_TAG,), ", ".join(map(str, files)))
+        tr = sum(rows[t].to_numpy() for t in TRAIN_TAGS)
+        lf = fit_run(data.fits)
+        per_run.append(
+            {
+                "run": run_name,
+                "steps_used": len(data.fits),
+                "steps_dropped": data.dropped_steps,
+                "decode_mape": one.mape,
+                "decode_theta": list(one.theta),
+                "length_rms_z": lf.rms_z,
+                "length_mean_rel_err": lf.mean_abs_rel_err_mean,
+                "mu_growth_per_step": lf.mu_growth_per_step,
+                "sigma": lf.sigma0,
+                "B": B,
+            }
+        )
+        fits += data.fits
+        feats.append(f)
+        gens.append(data.gen_s)
+        train.append(tr)
+        tokens.append(rows[TOKENS_TAG].to_numpy())
+        sync.append(rows[SYNC_TAG].to_numpy())
+    decode = fit_decode(np.concatenate(feats), np.concatenate(gens), cfg.fit_prefill)
+    learner = fit_learner(np.concatenate(tokens), np.concatenate(train), np.concatenate(sync))
+    lengths = fit_run(sorted(fits, key=lambda f: f.step))
+    sp, sw = split_sigma(lengths.sigma0, cfg.icc)
+    prompt_tokens = int(
+        round(float(np.median(np.concatenate([r[2].table[PROMPT_TAG].to_numpy() for r in runs]))))
+    )
+    engine = replace(cfg.engine, n_workers=workers or cfg.engine.n_workers)
+    dflt = {"prompts": prompts or B_logged, **(defaults or {})}
+    return calibration_dict(
+        name=name,
+        lengths={
+            "kind": "lognormal",
+            "mu": lengths.mu0,
+            "sigma_prompt": sp,
+            "sigma_within": sw,
+            "max_response_length": cfg.max_response_length,
+            "mu_growth_per_step": lengths.mu_growth_per_step,
+            "sigma_growth_per_step": lengths.sigma_growth_per_step,
+        },
+        prompt_tokens=prompt_tokens,
+        cost=to_cost(decode, learner).to_dict(),
+        engine=asdict(engine),
+        defaults=dflt,
+        provenance={
+            "kind": "verl-tb",
+            "sources": [source_entry(f) for _, fs, _ in runs for f in fs],
+            "runs": [r[0] for r in runs],
+            "assumptions": {
+                "group_size": cfg.group_size,
+                "logged_prompts": B_logged,
+                "max_response_length": cfg.max_response_length,
+                "logged_engine": asdict(cfg.engine),
+                "icc": cfg.icc,
+                "replicates": cfg.replicates,
+                "seed": cfg.seed,
+                "fit_prefill": cfg.fit_prefill,
+                "scaled": {"prompts": dflt["prompts"], "n_workers": engine.n_workers},
+            },
+        },
+        fit={
+            "lengths": asdict(lengths),
+            "decode": asdict(decode),
+            "learner": asdict(learner),
+            "steps_used": len(fits),
+            "runs": per_run,
+        },
+    )

@@ -1,0 +1,218 @@
+"""Rollout engines: the interface the synchronous loop drives, and its torch (CPU) implementation.
+
+Interface (:class:`RolloutEngine`, docs/DESIGN.md "rollout engine"): ``generate(requests,
+params)`` runs a step's requests to completion and returns one :class:`RolloutResult`
+each, with its timestamps; ``update_weights(state_dict, version)`` installs new policy
+weights. A vLLM engine implements the same two methods: per-request seeds and
+``logprobs`` are what vLLM's ``SamplingParams(seed=..., logprobs=0)`` give.
+
+:class:`TorchEngine` keeps ``capacity`` sequence slots over one :class:`~real.policy.model.KVCache`.
+``mode="continuous"``: every iteration a free slot admits the next waiting request
+(batched prefill), then every running sequence decodes one token. ``mode="static"``: a
+wave of up to ``capacity`` requests is admitted only when no sequence is running, so a
+wave waits for its longest member (the padding waste SAGC targets).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs, sample
+from rolloutlab.real.policy.model import KVCache, LlamaLM
+from rolloutlab.real.rundir.config import MODES
+from rolloutlab.real.tasks.tokenizer import EOS_ID, PAD_ID
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One completion to generate."""
+
+    request_id: int
+    """Caller's id; results come back in request order whatever the finish order."""
+    prompt_ids: tuple[int, ...]
+    """Prompt token ids (BOS included)."""
+    seed: int
+    """Seed of this request's sampling generator (same seed, same tokens)."""
+
+
+@dataclass
+class RolloutResult:
+    """A finished rollout: tokens, behaviour log-probs and timestamps (s from run start)."""
+
+    request_id: int
+    prompt_tokens: int
+    response_ids: list[int] = field(default_factory=list)
+    """Sampled tokens, EOS included when the rollout stopped."""
+    logprobs: list[float] = field(default_factory=list)
+    """Behaviour log-prob of each sampled token (:func:`real.engines.sampling.behaviour_logprobs`)."""
+    finish_reason: str = ""
+    """``"stop"`` (sampled EOS) or ``"length"`` (hit ``max_response_tokens``)."""
+    t_submit_s: float = 0.0
+    t_first_token_s: float = 0.0
+    t_finish_s: float = 0.0
+    worker: int = 0
+    """Engine replica index."""
+    policy_version: int = 0
+    """Weights version that generated the rollout."""
+    t_scheduled_s: float | None = None
+    """When the engine first scheduled it (s from run start; vLLM's ``scheduled_ts``; None: not reported)."""
+    preemptions: int | None = None
+    """Times the engine preempted it (vLLM's ``num_preemptions``; None: not reported)."""
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens served from the prefix cache (vLLM's ``num_cached_tokens``; None: not reported)."""
+
+
+class RolloutEngine(Protocol):
+    """What the synchronous loop needs from a generator (torch now, vLLM later)."""
+
+    capacity: int
+    """Most sequences generated concurrently (vLLM's ``max_num_seqs``)."""
+    policy_version: int
+
+    def generate(
+        self, requests: Sequence[RolloutRequest], params: SamplingParams
+    ) -> list[RolloutResult]:
+        """Generate every request; results in request order."""
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Install policy weights (HF parameter names) as ``version``."""
+
+
+@dataclass
+class _Running:
+    result: RolloutResult
+    generator: torch.Generator
+    slot: int
+    length: int  # tokens in the cache after the next write: prompt + response so far
+
+
+class TorchEngine:
+    """Continuous or static batching over a per-slot KV cache, on CPU.
+
+    Args:
+        model: the generator's own copy of the policy (weights arrive via update_weights).
+        capacity: number of slots (concurrent sequences).
+        clock: seconds since run start (the trace clock).
+        mode: ``"continuous"`` or ``"static"``.
+        worker: replica index written to every result.
+    Raises: ValueError on an unknown mode or a non-positive capacity.
+    """
+
+    def __init__(
+        self,
+        model: LlamaLM,
+        capacity: int,
+        clock: Callable[[], float],
+        mode: str = "continuous",
+        worker: int = 0,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"TorchEngine: mode {mode!r}, expected one of {MODES}")
+        if capacity < 1:
+            raise ValueError(f"TorchEngine: capacity must be >= 1, got {capacity}")
+        self.model = model.eval()
+        self.capacity, self.clock, self.mode, self.worker = capacity, clock, mode, worker
+        self.policy_version = 0
+        self.max_len = model.cfg.max_position_embeddings
+        self.cache = KVCache.empty(
+            model.cfg, capacity, self.max_len, next(model.parameters()).dtype
+        )
+        self.decode_iterations = 0
+        """Decode iterations run so far (a batch-occupancy statistic)."""
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``state_dict`` into the engine's model (a real copy: the weight sync)."""
+        self.model.load_state_dict(state_dict, strict=True)
+        self.policy_version = version
+
+    def generate(
+        self, requests: Sequence[RolloutRequest], params: SamplingParams
+    ) -> list[RolloutResult]:
+        """Run all ``requests``; see the class docstring for the scheduling.
+
+        Raises: ValueError naming the request whose prompt plus ``max_response_tokens``
+        does not fit the cache (``max_position_embeddings``).
+        """
+        for r in requests:
+            if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
+                raise ValueError(
+                    f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
+                    f"max_response_tokens {params.max_response_tokens} exceeds the "
+                    f"model's max_position_embeddings {self.max_len}"
+                )
+        t_submit = self.clock()
+        waiting = deque(requests)
+        free = list(range(self.capacity))
+        running: list[_Running] = []
+        done: dict[int, RolloutResult] = {}
+        with torch.inference_mode():
+            while waiting or running:
+                if waiting and free and (self.mode == "continuous" or not running):
+                    admitted = []
+                    while waiting and free:
+                        req = waiting.popleft()
+                        res = RolloutResult(
+                            req.request_id,
+                            len(req.prompt_ids),
+                            t_submit_s=t_submit,
+                            worker=self.worker,
+                            policy_version=self.policy_version,
+                        )
+                        gen = torch.Generator().manual_seed(req.seed)
+                        admitted.append(
+                            (_Running(res, gen, free.pop(0), len(req.prompt_ids)), req.prompt_ids)
+                        )
+                    self._prefill(admitted, params)
+                    running += [seq for seq, _ in admitted]
+                else:
+                    self._decode(running, params)
+                for seq in [s for s in running if s.result.finish_reason]:
+                    running.remove(seq)
+                    free.append(seq.slot)
+                    free.sort()
+                    done[seq.result.request_id] = seq.result
+        return [done[r.request_id] for r in requests]
+
+    def _prefill(
+        self, admitted: list[tuple[_Running, tuple[int, ...]]], params: SamplingParams
+    ) -> None:
+        n, p_max = len(admitted), max(len(p) for _, p in admitted)
+        ids = torch.full((n, p_max), PAD_ID, dtype=torch.long)  # (N, P) right-padded
+        for i, (_, prompt) in enumerate(admitted):
+            ids[i, : len(prompt)] = torch.tensor(prompt)
+        seqs = [s for s, _ in admitted]
+        slots = torch.tensor([s.slot for s in seqs])
+        logits = self.model.forward_cached(ids, slots, torch.zeros(n, dtype=torch.long), self.cache)
+        last = torch.tensor([len(p) - 1 for _, p in admitted])
+        self._sample_into(seqs, logits[torch.arange(n), last], params, first=True)
+
+    def _decode(self, running: list[_Running], params: SamplingParams) -> None:
+        ids = torch.tensor([[s.result.response_ids[-1]] for s in running])  # (N, 1)
+        slots = torch.tensor([s.slot for s in running])
+        start = torch.tensor([s.length for s in running])
+        logits = self.model.forward_cached(ids, slots, start, self.cache)[:, 0]  # (N, V)
+        for s in running:
+            s.length += 1
+        self.decode_iterations += 1
+        self._sample_into(running, logits, params, first=False)
+
+    def _sample_into(
+        self, seqs: list[_Running], logits: torch.Tensor, params: SamplingParams, first: bool
+    ) -> None:
+        uniforms = torch.cat([torch.rand(1, generator=s.generator) for s in seqs])  # (N,)
+        tokens = sample(logits, uniforms, params)
+        logps = behaviour_logprobs(logits, tokens, params.temperature)
+        now = self.clock()
+        for s, tok, lp in zip(seqs, tokens.tolist(), logps.tolist()):
+            res = s.result
+            res.response_ids.append(tok)
+            res.logprobs.append(lp)
+            if first:
+                res.t_first_token_s = now
+            if tok == EOS_ID or len(res.response_ids) >= params.max_response_tokens:
+                res.finish_reason = "stop" if tok == EOS_ID else "length"
+                res.t_finish_s = now

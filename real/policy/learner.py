@@ -1,0 +1,195 @@
+"""The GRPO learner: packs rollouts into tensors and takes the optimiser steps of one training step.
+
+Per training step the rollouts kept (after DAPO dynamic sampling, if on) are split into
+``minibatches`` shuffled chunks; each chunk is one AdamW step on the token-level loss
+(:func:`real.policy.grpo.grpo_loss`) with gradient-norm clipping. With one chunk the step is
+exactly on-policy (ratio 1 up to float error); more chunks reuse the rollouts, and the
+later chunks see ratios away from 1, which is where clipping acts (verl's
+``ppo_mini_batch_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from rolloutlab.real.policy.grpo import LossParts, grpo_loss
+from rolloutlab.real.policy.model import LlamaLM
+from rolloutlab.real.rundir.config import LearnerConfig
+from rolloutlab.real.tasks.tokenizer import PAD_ID
+
+
+@dataclass
+class PackedBatch:
+    """Rollouts as right-padded tensors; position ``j`` of the targets predicts token ``j + 1``."""
+
+    ids: torch.Tensor
+    """Prompt + response token ids ``(N, T)``, right-padded with PAD."""
+    mask: torch.Tensor
+    """``(N, T - 1)`` float: 1 where target ``j + 1`` is a response token."""
+    logp_behaviour: torch.Tensor
+    """``(N, T - 1)``: the sampler's log-prob of target ``j + 1`` (0 off the mask)."""
+    advantages: torch.Tensor
+    """``(N,)`` one advantage per rollout."""
+
+
+def pad_prompt_response(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``ids (N, T)`` of prompt + response and the target mask ``(N, T - 1)``
+    (1 where target ``j + 1`` is a response token)."""
+    t = max(len(p) + len(r) for p, r in zip(prompts, responses))
+    ids = torch.full((len(prompts), t), PAD_ID, dtype=torch.long)
+    mask = torch.zeros(len(prompts), t - 1)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        ids[i, : len(p) + len(r)] = torch.tensor(list(p) + list(r))
+        mask[i, len(p) - 1 : len(p) + len(r) - 1] = 1.0
+    return ids, mask
+
+
+def pack(
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    logprobs: Sequence[Sequence[float]],
+    advantages: torch.Tensor,
+) -> PackedBatch:
+    """Build a :class:`PackedBatch` from ragged prompts, responses and behaviour log-probs.
+
+    Raises: ValueError when a response and its log-probs differ in length, or a response is empty.
+    """
+    for i, (r, lp) in enumerate(zip(responses, logprobs)):
+        if len(r) != len(lp) or not r:
+            raise ValueError(
+                f"pack: rollout {i} has {len(r)} response tokens and {len(lp)} log-probs"
+            )
+    ids, mask = pad_prompt_response(prompts, responses)
+    old = torch.zeros_like(mask)
+    for i, (p, lp) in enumerate(zip(prompts, logprobs)):
+        old[i, len(p) - 1 : len(p) - 1 + len(lp)] = torch.tensor(lp)
+    return PackedBatch(ids, mask, old, advantages.float())
+
+
+def token_logprobs(model: LlamaLM, ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Teacher-forced ``log softmax(logits / T)`` of each next token: ``(N, T - 1)``."""
+    logits = model(ids)[:, :-1]  # (N, T-1, V)
+    scale = temperature if temperature > 0 else 1.0
+    logp = torch.log_softmax(logits.float() / scale, dim=-1)
+    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one training step reports (means over its minibatches)."""
+
+    loss: float
+    pg_loss: float
+    kl: float
+    clip_frac: float
+    grad_norm: float
+    """Global gradient norm before clipping (mean over minibatches)."""
+    grad_cosine: float | None
+    """Cosine between this step's parameter update and the previous step's (None on the first)."""
+    n_tokens: int
+    log_ratio_abs_mean: float = 0.0
+    """Token-mean ``|log importance ratio|`` against the behaviour log-probs, on the first
+    minibatch (before this step moved the weights: the behaviour/learner gap alone)."""
+    ratio_max: float = 1.0
+    """Largest token importance ratio of the first minibatch."""
+    probs_diff_mean: float = 0.0
+    """verl's ``training/rollout_probs_diff_mean`` on the first minibatch: token-mean
+    ``|p_learner - p_rollout|`` of the sampled tokens before this step moved the weights
+    (:func:`real.policy.grpo.rollout_probs_diff`); the engine/learner numerics gap."""
+    probs_diff_max: float = 0.0
+    """verl's ``training/rollout_probs_diff_max`` on the first minibatch."""
+
+
+class Learner:
+    """Owns the trainable policy, its AdamW optimiser and (optionally) a frozen reference.
+
+    Life cycle: :meth:`update` once per training step; :meth:`state_dict` /
+    :meth:`load_state_dict` carry the optimiser and the previous update (for the
+    gradient cosine) through checkpoints.
+    """
+
+    def __init__(self, model: LlamaLM, reference: LlamaLM | None, cfg: LearnerConfig):
+        self.model, self.reference, self.cfg = model, reference, cfg
+        if reference is not None:
+            reference.eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
+        self.prev_delta: torch.Tensor | None = None
+
+    def _flat_params(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.model.parameters()])
+
+    def update(self, batch: PackedBatch, generator: torch.Generator) -> UpdateStats:
+        """Take ``cfg.minibatches`` optimiser steps on ``batch`` (chunks drawn with ``generator``)."""
+        self.model.train()
+        before = self._flat_params()
+        order = torch.randperm(batch.ids.shape[0], generator=generator)
+        parts: list[LossParts] = []
+        norms: list[float] = []
+        for chunk in order.chunk(min(self.cfg.minibatches, len(order))):
+            parts.append(self._step(batch, chunk))
+            norms.append(
+                float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+            )
+            self.optimizer.step()
+        delta = self._flat_params() - before
+        cosine = None
+        if self.prev_delta is not None:
+            denom = delta.norm() * self.prev_delta.norm()
+            cosine = float(delta @ self.prev_delta / denom) if denom > 0 else 0.0
+        self.prev_delta = delta
+        w = torch.tensor([p.n_tokens for p in parts], dtype=torch.float64)
+
+        def mean(xs: list[float]) -> float:
+            return float((torch.tensor(xs, dtype=torch.float64) * w).sum() / w.sum())
+
+        return UpdateStats(
+            loss=mean([float(p.loss.detach()) for p in parts]),
+            pg_loss=mean([p.pg_loss for p in parts]),
+            kl=mean([p.kl for p in parts]),
+            clip_frac=mean([p.clip_frac for p in parts]),
+            grad_norm=float(sum(norms) / len(norms)),
+            grad_cosine=cosine,
+            n_tokens=int(w.sum()),
+            log_ratio_abs_mean=parts[0].log_ratio_abs_mean,
+            ratio_max=parts[0].ratio_max,
+            probs_diff_mean=parts[0].probs_diff_mean,
+            probs_diff_max=parts[0].probs_diff_max,
+        )
+
+    def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:
+        ids = batch.ids[rows]
+        t = int(batch.mask[rows].sum(0).nonzero().max()) + 2  # trim shared right padding
+        ids, mask, old = ids[:, :t], batch.mask[rows, : t - 1], batch.logp_behaviour[rows, : t - 1]
+        ref = None
+        if self.reference is not None and (self.cfg.kl_coef > 0 or self.cfg.track_ref_kl):
+            with torch.no_grad():
+                ref = token_logprobs(self.reference, ids, self.cfg.temperature)
+        logp = token_logprobs(self.model, ids, self.cfg.temperature)
+        parts = grpo_loss(
+            logp,
+            old,
+            batch.advantages[rows],
+            mask,
+            self.cfg.eps_low,
+            self.cfg.eps_high,
+            ref,
+            self.cfg.kl_coef,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        parts.loss.backward()
+        return parts
+
+    def state_dict(self) -> dict:
+        """Optimiser state and previous update (tensors and plain values only)."""
+        return {"optimizer": self.optimizer.state_dict(), "prev_delta": self.prev_delta}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.prev_delta = state["prev_delta"]

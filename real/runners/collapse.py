@@ -1,0 +1,160 @@
+"""Collapse detection for real GRPO runs: documented criteria, checked once per learner step.
+
+docs/DESIGN.md: ``t_collapse`` is the first learner step (1-based, as in :mod:`sim.models.staleness`)
+at which one of these criteria holds (checked in this order; the first that holds names
+the failure):
+
+1. ``nan``: the step's reward mean, loss, gradient norm or KL is NaN or infinite.
+2. ``kl``: the token-mean k3 KL of the policy to the warm-start reference exceeds
+   :attr:`CollapseConfig.kl_max` (nats/token).
+3. ``ratio``: the token-mean ``|log rho|`` of the importance ratio of the consumed
+   rollouts (learner vs behaviour log-probs, before the step's update) exceeds
+   :attr:`CollapseConfig.log_ratio_max`: the behaviour policy and the learner disagree.
+4. ``reward``: the reward, smoothed by an exponential moving average, has stayed below
+   ``reward_frac`` times its running best for ``patience`` consecutive steps (only once
+   the running best exceeds ``min_best``, so a run that never learned is not "collapsed").
+
+Criteria 2-3 are "KL or importance ratio beyond a bound"; 4 is "reward
+below a fraction of its running best for k steps". The defaults were set from the lr
+scan in docs/real_async.md (stable runs stay far below them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+FAILURES = ("none", "nan", "kl", "ratio", "reward")
+
+
+@dataclass(frozen=True)
+class CollapseConfig:
+    """Thresholds of the collapse criteria (module docstring)."""
+
+    reward_frac: float = 0.5
+    """Reward criterion: smoothed reward below this fraction of its running best..."""
+    patience: int = 5
+    """...for this many consecutive steps (k)."""
+    reward_ema: float = 0.3
+    """Weight of the newest step in the reward's moving average (1: no smoothing)."""
+    min_best: float = 0.1
+    """The reward criterion is armed only once the smoothed reward's best exceeds this."""
+    kl_max: float = 2.0
+    """KL criterion: token-mean k3 KL to the reference above this (nats/token)."""
+    log_ratio_max: float = 1.0
+    """Ratio criterion: token-mean ``|log rho|`` of the consumed rollouts above this."""
+
+    def __post_init__(self) -> None:
+        if not (0 < self.reward_frac < 1 and 0 < self.reward_ema <= 1):
+            raise ValueError(
+                f"CollapseConfig: need 0 < reward_frac < 1 and 0 < reward_ema <= 1, got {self}"
+            )
+        if self.patience < 1 or not (self.kl_max > 0 and self.log_ratio_max > 0):
+            raise ValueError(f"CollapseConfig: need patience >= 1 and positive bounds, got {self}")
+
+
+class CollapseDetector:
+    """Feeds on one step's statistics at a time; remembers the first criterion that fired.
+
+    Life cycle: :meth:`observe` once per learner step in order; ``t_collapse`` (1-based)
+    and ``failure`` are set the first time a criterion holds and never change after;
+    :meth:`state_dict` / :meth:`load_state_dict` carry it through checkpoints.
+    """
+
+    def __init__(self, cfg: CollapseConfig):
+        self.cfg = cfg
+        self.ema: float | None = None
+        self.best = -math.inf
+        self.below = 0
+        self.t_collapse: int | None = None
+        self.failure = "none"
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether a criterion has fired."""
+        return self.t_collapse is not None
+
+    def observe(
+        self,
+        step: int,
+        reward: float,
+        kl: float | None = None,
+        log_ratio: float | None = None,
+        loss: float | None = None,
+        grad_norm: float | None = None,
+    ) -> str | None:
+        """Check step ``step`` (0-based); returns the failure name if it fires now, else None.
+
+        ``kl``, ``log_ratio``, ``loss``, ``grad_norm`` are None for a step without an update.
+        """
+        fired = self._criterion(reward, kl, log_ratio, loss, grad_norm)
+        if fired and not self.collapsed:
+            self.t_collapse, self.failure = step + 1, fired
+            return fired
+        return None
+
+    def _criterion(self, reward, kl, log_ratio, loss, grad_norm) -> str | None:
+        cfg = self.cfg
+        if any(
+            x is not None and not math.isfinite(x) for x in (reward, kl, log_ratio, loss, grad_norm)
+        ):
+            return "nan"
+        self.ema = (
+            reward
+            if self.ema is None
+            else cfg.reward_ema * reward + (1 - cfg.reward_ema) * self.ema
+        )
+        self.best = max(self.best, self.ema)
+        armed = self.best > cfg.min_best
+        self.below = self.below + 1 if armed and self.ema < cfg.reward_frac * self.best else 0
+        if kl is not None and kl > cfg.kl_max:
+            return "kl"
+        if log_ratio is not None and log_ratio > cfg.log_ratio_max:
+            return "ratio"
+        if self.below >= cfg.patience:
+            return "reward"
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state."""
+        return {
+            "ema": self.ema,
+            "best": self.best if math.isfinite(self.best) else None,
+            "below": self.below,
+            "t_collapse": self.t_collapse,
+            "failure": self.failure,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.ema, self.below = state["ema"], state["below"]
+        self.best = -math.inf if state["best"] is None else state["best"]
+        self.t_collapse, self.failure = state["t_collapse"], state["failure"]
+
+
+def replay(steps: Iterable[dict[str, Any]], cfg: CollapseConfig | None = None) -> CollapseDetector:
+    """A detector fed every row of a run's step table in step order (after the run, or
+    after a resume: the whole run is judged, not only the resumed part).
+
+    ``steps``: dicts with ``step`` and ``reward_mean`` and, where known, ``kl``,
+    ``log_ratio``, ``loss`` and ``grad_norm`` (None for a step without an update).
+    Returns the :class:`CollapseDetector` (``collapsed``, ``t_collapse``, ``failure``).
+    """
+    d = CollapseDetector(cfg or CollapseConfig())
+    for r in sorted(steps, key=lambda r: r["step"]):
+        reward = r.get("reward_mean")
+        d.observe(
+            int(r["step"]),
+            math.nan if reward is None else float(reward),
+            *(r.get(k) for k in ("kl", "log_ratio", "loss", "grad_norm")),
+        )
+    return d
+
+
+def outcome(d: CollapseDetector, **head: Any) -> dict[str, Any]:
+    """``collapse.json``'s document: ``head`` (run settings), then ``collapsed``,
+    ``t_collapse`` (1-based learner step, None when it did not collapse) and ``failure``
+    (one of :data:`FAILURES`)."""
+    return {**head, "collapsed": d.collapsed, "t_collapse": d.t_collapse, "failure": d.failure}

@@ -1,0 +1,69 @@
+"""Configuration of the simulated generation side: workers, slots, dispatch, KV cache.
+
+Kept apart from :mod:`sim.engine.core` so that the engine, its workers (:mod:`sim.engine.paged_worker`),
+the reference loops and the fast path all read one config without importing each
+other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rolloutlab.sim.engine.dispatch import parse_dispatch
+
+DISPATCH = ("round_robin", "least_loaded", "group", "shared", "deferred:T")
+"""Dispatch rules: the first three assign a worker at submit (:mod:`sim.engine.schedule`), the
+last two hold requests at the engine (:mod:`sim.engine.dispatch`)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Generation side of the simulated cluster."""
+
+    n_workers: int = 1
+    """Engine replicas (a tensor-parallel group counts as one worker)."""
+    max_num_seqs: int = 256
+    """vLLM ``max_num_seqs``: most sequences running at once on one worker."""
+    dispatch: str = "group"
+    """``round_robin`` (rollout i -> worker i mod W), ``least_loaded`` (fewest outstanding
+    requests at submit), ``group`` (a prompt's whole group on one worker, as vLLM does
+    with ``n=G``; groups round-robin), ``shared`` (one queue at the engine hands each
+    free slot the next request) or ``deferred:T`` (as shared, at most T requests waiting
+    for a slot on a worker); :mod:`sim.engine.dispatch`."""
+    prefix_caching: bool = True
+    """Samples of one prompt on one worker share its prefill (and, with ``kv_blocks``,
+    the prompt's full KV blocks)."""
+    kv_blocks: int | None = None
+    """KV-cache capacity per worker in blocks of ``block_size`` tokens (e.g.
+    :meth:`sim.models.roofline.RooflineConfig.kv_blocks`); ``None`` = unlimited (no KV
+    pressure). When set, workers are :class:`sim.engine.paged_worker.PagedWorker` (preemption by
+    recompute)."""
+    block_size: int = 16
+    """KV block size in tokens (vLLM default 16)."""
+    max_num_batched_tokens: int | None = None
+    """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
+    prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
+    >= ``max_num_seqs`` (as vLLM requires)."""
+
+    def __post_init__(self) -> None:
+        if self.n_workers < 1 or self.max_num_seqs < 1:
+            raise ValueError(f"EngineConfig: need n_workers >= 1 and max_num_seqs >= 1: {self}")
+        parse_dispatch(self.dispatch)  # ValueError naming the spec
+        if self.block_size < 1 or (self.kv_blocks is not None and self.kv_blocks < 1):
+            raise ValueError(
+                f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
+                f"got {self.block_size}, {self.kv_blocks}"
+            )
+        if (
+            self.max_num_batched_tokens is not None
+            and self.max_num_batched_tokens < self.max_num_seqs
+        ):
+            raise ValueError(
+                f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
+                f"must be >= max_num_seqs ({self.max_num_seqs})"
+            )
+
+    @property
+    def paged(self) -> bool:
+        """KV blocks or a token budget are modelled (:class:`sim.engine.paged_worker.PagedWorker`)."""
+        return self.kv_blocks is not None or self.max_num_batched_tokens is not None

@@ -1,0 +1,24 @@
+"""Models of what a rollout and a step cost and yield: response lengths (the
+:class:`LengthModel` protocol and its lognormal, empirical, step-indexed and grouped
+implementations), the accelerator cost model and its roofline, pass rates and rewards,
+learning progress, and the staleness/learning-rate collapse model.
+"""
+
+from rolloutlab.sim import lazy_exports
+
+# module of this package -> the interface names it defines
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "lengths": "LengthModel LognormalLengths EmpiricalLengths finish_reasons",
+        "stepped_lengths": "SteppedEmpiricalLengths",
+        "dynamics": "GroupLengths Drift step_lengths",
+        "cost": "LinearCost ConstantCost",
+        "roofline": "RooflineConfig roofline roofline_cost",
+        "hardware": "ModelConfig Accelerator get_model get_gpu",
+        "passrate": "PassRateModel FixedPassRate BetaPassRate EmpiricalPassRate parse_pass_rate",
+        "rewards": "RewardConfig RewardTracker",
+        "learning": "LearningParams LearningModel",
+        "staleness": "StalenessParams predict_eta_max",
+    },
+)

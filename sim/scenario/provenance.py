@@ -1,0 +1,95 @@
+"""What gets written next to every result: the resolved configuration and versions.
+
+The one way a run records its provenance: every command's ``config.json`` (through
+:func:`write_config`) and a real run's (:mod:`real.rundir.folder`). Lives in ``sim/`` because
+``real/`` may import only ``sim/`` (docs/DESIGN.md, "Packages").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace import strict_json
+
+LIBRARIES = (
+    "rolloutlab",
+    "numpy",
+    "scipy",
+    "simpy",
+    "polars",
+    "pyarrow",
+    "matplotlib",
+    "seaborn",
+    "click",
+    "tensorboard",
+    "torch",
+    "vllm",
+)
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed version of each library in :data:`LIBRARIES` (None when absent)."""
+    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def write_config(path: str | Path, config: dict[str, Any]) -> None:
+    """Write ``config`` plus ``"versions"`` (:func:`library_versions`) as indented JSON
+    to ``path``, atomically, as strict JSON (non-finite numbers as ``null``, other values
+    JSON cannot hold as ``str``; :mod:`sim.trace.strict_json`)."""
+    payload = {**config, "versions": library_versions()}
+    strict_json.write_json(path, payload, default=str)
+
+
+def describe(obj: Any) -> Any:
+    """A JSON-ready description of a model object (e.g. a length model): a dataclass
+    becomes ``{"kind": class name, field: value}`` recursively; a numeric array or a long
+    tuple/list of numbers becomes ``{"n", "min", "median", "max"}``; a list of arrays
+    (observed groups) becomes ``{"groups": count}`` (why: ``repr`` of a 4,096-value table
+    is neither readable nor complete)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            "kind": type(obj).__name__,
+            **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
+    if isinstance(obj, (tuple, list)) and obj and all(isinstance(x, np.ndarray) for x in obj):
+        return {"groups": len(obj)}
+    if isinstance(obj, np.ndarray) or (
+        isinstance(obj, (tuple, list))
+        and len(obj) > 8
+        and all(isinstance(x, (int, float)) for x in obj)
+    ):
+        a = np.asarray(obj, dtype=np.float64)
+        return (
+            {
+                "n": int(a.size),
+                "min": float(a.min()),
+                "median": float(np.median(a)),
+                "max": float(a.max()),
+            }
+            if a.size
+            else {"n": 0}
+        )
+    return obj
+
+
+def scenario_source(sc: Scenario) -> dict:
+    """What config.json keeps of a scenario's calibration file: its name, format,
+    provenance and fit, not the raw tables (the length model is described apart)."""
+    return {
+        k: sc.source[k]
+        for k in ("name", "format", "version", "provenance", "fit")
+        if k in sc.source
+    }

@@ -1,0 +1,171 @@
+"""Run several controllers (and pipelines) on one scenario and one prompt stream, and summarise.
+
+Every controller sees the same seed, hence the same prompts and the same first
+samples of each prompt (:mod:`sim.pipelines.sync`); the summary row of each run is
+:func:`sim.trace.metrics.run_summary` plus :func:`sim.trace.metrics.pipeline_summary` of its traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import polars as pl
+from rolloutlab.sim.control.spec import check_spec, parse_controller
+from rolloutlab.sim.models.reward_metrics import (
+    DYNAMIC_SAMPLING_COLUMNS,
+    LEARNING_COLUMNS,
+    dynamic_sampling_summary,
+    learning_summary,
+)
+from rolloutlab.sim.pipelines.registry import runner_for, simulate
+from rolloutlab.sim.pipelines.spec import PipelineConfig
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU, pipeline_summary, run_summary
+
+RUN_COLUMNS = (
+    "controller",
+    "pipeline",
+    "steps",
+    "wall_clock_s",
+    "gen_time_s",
+    "slot_idle_frac",
+    "straggler_rate",
+    "mean_G",
+    "rollouts",
+    "tokens_per_s",
+)
+"""The first summary columns: the run, its wall clock and its rollouts."""
+
+ASYNC_COLUMNS = (
+    "learner_idle_frac",
+    "generator_idle_frac",
+    "staleness_mean",
+    "staleness_max",
+    "dropped",
+    "aborted",
+)
+"""Summary columns that only mean something for asynchronous pipelines."""
+
+SUMMARY_COLUMNS = (
+    *RUN_COLUMNS,
+    "device_idle_s",
+    "train_time_s",
+    "sync_time_s",
+    "response_tokens",
+    *ASYNC_COLUMNS,
+    "learner_idle_frac_steady",
+    "len_consumed_over_generated",
+    "staleness_dispatch_mean",
+    "staleness_first_token_mean",
+)
+
+
+def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
+    """SAGC keyword defaults a scenario suggests (``tau``, ``delta``), if any."""
+    return {k: scenario.defaults[k] for k in ("tau", "delta") if k in scenario.defaults}
+
+
+def summary_columns(cfg: RunConfig) -> tuple[str, ...]:
+    """:data:`SUMMARY_COLUMNS`, plus :data:`sim.models.reward_metrics.LEARNING_COLUMNS` when the
+    run has rewards (without them the summary has timing columns only), and
+    :data:`sim.models.reward_metrics.DYNAMIC_SAMPLING_COLUMNS` when it samples dynamically."""
+    return (
+        SUMMARY_COLUMNS
+        + (LEARNING_COLUMNS if cfg.rewards is not None else ())
+        + (DYNAMIC_SAMPLING_COLUMNS if cfg.dynamic is not None else ())
+    )
+
+
+def check_target(target: float | None) -> None:
+    """``--target-reward``: ``None`` or a number in [0, 1] (an unreachable target is not
+    an error: its ``time_to_target_s`` is empty). Raises ValueError naming the option."""
+    if target is not None and not (0.0 <= target <= 1.0):
+        raise ValueError(f"--target-reward: must be a reward in [0, 1], got {target}")
+
+
+def check_comparison(
+    specs: Sequence[str],
+    pipelines: Sequence[PipelineConfig],
+    engine: str = "simpy",
+    dynamic: bool = False,
+) -> None:
+    """Validate a comparison before running it (the commands call it before they create
+    their output folder): every controller spec parses, specs and pipelines are given and
+    distinct, the fast path gets synchronous pipelines only, and dynamic sampling
+    (``dynamic``) no ``oversample:R`` or ``async:S`` pipeline. Raises ValueError."""
+    if not specs:
+        raise ValueError("controllers: none given (e.g. static:8,sagc)")
+    if len(set(specs)) != len(specs):
+        raise ValueError(f"controllers: need distinct specs, got {list(specs)}")
+    for spec in specs:
+        check_spec(spec)
+    if not pipelines:
+        raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
+    if len(set(pipelines)) != len(pipelines):
+        raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
+    for pipe in pipelines:
+        runner_for(pipe, engine)  # raises where the engine has no runner for the kind
+    if dynamic and any(p.kind == "oversample" for p in pipelines):
+        raise ValueError(
+            "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
+            "combine with an oversample:R pipeline"
+        )
+    if dynamic and any(p.kind == "async" for p in pipelines):
+        raise ValueError("--dynamic-sampling does not combine with an async:S pipeline")
+
+
+def run_comparison(
+    scenario: Scenario,
+    specs: Sequence[str],
+    cfg: RunConfig,
+    on_step: Callable[[str, int, int], None] | None = None,
+    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
+    engine: str = "simpy",
+    target: float | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
+    for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
+    vectorised fast path (``engine="fast"``, no KV pressure).
+
+    Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
+    with :func:`summary_columns` (with rewards: ``informative_frac, final_reward,
+    time_to_target_s`` at reward ``target``, :func:`sim.models.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
+    (``spec@pipeline`` when several pipelines are given). Each run is
+    :func:`sim.pipelines.registry.simulate` (which runner serves which pipeline: there).
+    Raises ValueError as :func:`check_comparison`.
+    """
+    check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
+    check_target(target)
+    tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
+    rows, all_rollouts, all_steps = [], [], []
+    for pipe in pipelines:
+        controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
+        for spec, ctl in zip(specs, controllers):
+            run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
+            hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
+            run_cfg = replace(cfg, run_id=run_id)
+            result = simulate(scenario, ctl, run_cfg, pipe, engine, on_step=hook)
+            rollouts, steps = result.rollouts, result.steps
+            rows.append(
+                {
+                    "controller": spec,
+                    "pipeline": pipe.spec,
+                    **run_summary(rollouts, steps, tau),
+                    **pipeline_summary(
+                        rollouts, steps, pipe.max_staleness, scenario.engine.n_workers
+                    ),
+                    **(learning_summary(steps, target) if cfg.rewards is not None else {}),
+                    **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
+                }
+            )
+            all_rollouts.append(rollouts)
+            all_steps.append(steps)
+    summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg))
+    if cfg.rewards is not None:  # all-empty columns stay Float64 (why: sweeps concatenate)
+        summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
+    if cfg.dynamic is not None:
+        summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
+    return summary, pl.concat(all_rollouts), pl.concat(all_steps)

@@ -1,0 +1,383 @@
+"""Metrics of rollout traces, defined once (see docs/metrics.md) and used everywhere.
+
+Every function here takes rows of the trace schema (:mod:`sim.trace.schema`) or plain arrays
+of response lengths, so the simulator, the real runners, the controllers and the
+analysis compute each number with the same code.
+
+Clock: seconds from run start (trace times). Lengths: tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+DEFAULT_TAU = 4.0
+"""Straggler threshold on max/median used when a caller gives none (SAGC's tau)."""
+
+
+def straggler_ratio(lengths: np.ndarray | Sequence[float] | Sequence[Sequence[float]]) -> float:
+    """``max(L) / median(L)`` over all response lengths given (SAGC, PAPERS.md §1).
+
+    Args:
+        lengths: response lengths in tokens, any shape (e.g. ``(n_prompts, G)``) or a
+            ragged list of per-prompt lists; all values are pooled.
+    Returns: the ratio (>= 1 for positive lengths).
+    Raises: ValueError on no lengths, a negative length, or a zero median.
+    """
+    flat = _flatten(lengths)
+    if flat.size == 0:
+        raise ValueError("straggler_ratio: no response lengths")
+    if (flat < 0).any():
+        raise ValueError("straggler_ratio: negative response length")
+    med = float(np.median(flat))
+    if med <= 0:
+        raise ValueError("straggler_ratio: median response length is 0")
+    return float(flat.max() / med)
+
+
+def group_straggler_ratio(lengths: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per-group variant: ``max / median`` within each prompt's group, shape ``(n_prompts,)``."""
+    return np.array([straggler_ratio(g) for g in lengths])
+
+
+def straggler_event(lengths, tau: float = DEFAULT_TAU) -> bool:
+    """``S_t = 1[straggler_ratio(lengths) > tau]`` (PAPERS.md §1)."""
+    return straggler_ratio(lengths) > tau
+
+
+def _flatten(lengths) -> np.ndarray:
+    if isinstance(lengths, np.ndarray):
+        return lengths.astype(float).ravel()
+    parts = [np.atleast_1d(np.asarray(g, dtype=float)).ravel() for g in lengths]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def slot_idle_fraction(t_finish_rel: np.ndarray) -> float:
+    """``sum_i (makespan - f_i) / (n * makespan)`` with ``f_i`` finish times from step start.
+
+    ``makespan = max_i f_i``. Equals ``1 - mean(f) / max(f)``; in ``[0, 1)``; 0 for
+    a step whose rollouts all finish together (or a zero-length step).
+    """
+    f = np.asarray(t_finish_rel, dtype=float)
+    span = float(f.max()) if f.size else 0.0
+    if span <= 0:
+        return 0.0
+    return float(np.sum(span - f) / (f.size * span))
+
+
+def busy_union_s(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length (s) of the union of intervals ``[starts_i, ends_i]``."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
+    # running max of ends: an interval opens a new block when it starts after all before it end
+    run_end = np.maximum.accumulate(e)
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > run_end[:-1]
+    block_id = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(block_id[-1] + 1)
+    np.maximum.at(block_end, block_id, e)
+    return float(np.sum(block_end - block_start))
+
+
+def step_metrics(
+    rollouts: pl.DataFrame, tau: float = DEFAULT_TAU, n_workers: int | None = None
+) -> pl.DataFrame:
+    """One row per step of a rollout table (schema: :data:`sim.trace.schema.ROLLOUT_SCHEMA`).
+
+    Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
+    device_idle_s, straggler_ratio, straggler, response_length/mean,
+    response_length/max, response_length/min, response_length/clip_ratio,
+    response_tokens``, over the rollouts the step trained on (rows with
+    ``finish_reason == "abort"`` are left out). Definitions in docs/metrics.md:
+    - makespan: ``max(t_finish) - min(t_submit)`` over the step's rollouts;
+    - slot idle fraction: :func:`slot_idle_fraction` of ``t_finish - min(t_submit)``;
+    - device idle time: ``sum_w (makespan - busy_w)``, ``busy_w`` the length of the
+      union of ``[t_first_token_i, t_finish_i]`` over the rollouts run on worker ``w``
+      (a sequence is running from its first token to its last); workers with no
+      rollout count as idle for the whole makespan when ``n_workers`` is given;
+    - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``.
+    """
+    rollouts = consumed(rollouts)
+    if rollouts.height == 0:
+        raise ValueError("step_metrics: the rollout table has no consumed rollout")
+    if (rollouts["response_tokens"] < 0).any():
+        raise ValueError("step_metrics: negative response length")
+    # one vectorised pass per quantity (why: a Python loop over steps made metrics, not
+    # simulation, the cost of a sweep)
+    L = pl.col("response_tokens")
+    per_step = rollouts.group_by("step").agg(
+        pl.len().alias("n_rollouts"),
+        pl.col("group_size").max(),
+        pl.col("t_submit").min().alias("t0"),
+        pl.col("t_finish").max().alias("t1"),
+        pl.col("t_finish").sum().alias("finish_sum"),
+        L.mean().alias("response_length/mean"),
+        L.max().cast(pl.Float64).alias("response_length/max"),
+        L.min().cast(pl.Float64).alias("response_length/min"),
+        (pl.col("finish_reason") == "length").mean().alias("response_length/clip_ratio"),
+        L.sum().alias("response_tokens"),
+        L.median().alias("median"),
+        pl.col("worker").n_unique().alias("workers_used"),
+    )
+    span = pl.col("t1") - pl.col("t0")
+    idle = _worker_idle(rollouts).join(
+        per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")), on="step"
+    )
+    idle = idle.group_by("step").agg(
+        (pl.col("span") - pl.col("busy")).clip(lower_bound=0.0).sum().alias("device_idle_s")
+    )
+    ratio = (
+        pl.when(pl.col("median") > 0)
+        .then(pl.col("response_length/max") / pl.col("median"))
+        .otherwise(float("inf"))
+    )
+    # slot idle: sum_i (span - (f_i - t0)) / (n span) = (n t1 - sum f) / (n span); 0 if span <= 0
+    slot_idle = (
+        pl.when(span > 0)
+        .then(
+            (pl.col("n_rollouts") * pl.col("t1") - pl.col("finish_sum"))
+            / (pl.col("n_rollouts") * span)
+        )
+        .otherwise(0.0)
+    )
+    unused = (
+        (n_workers - pl.col("workers_used")).clip(lower_bound=0) * span
+        if n_workers is not None
+        else 0.0
+    )
+    return (
+        per_step.join(idle, on="step")
+        .sort("step")
+        .select(
+            pl.col("step"),
+            pl.col("n_rollouts").cast(pl.Int64),
+            pl.col("group_size").cast(pl.Int64),
+            span.alias("makespan_s"),
+            slot_idle.alias("slot_idle_frac"),
+            (pl.col("device_idle_s") + unused).alias("device_idle_s"),
+            ratio.alias("straggler_ratio"),
+            (ratio > tau).alias("straggler"),
+            "response_length/mean",
+            "response_length/max",
+            "response_length/min",
+            "response_length/clip_ratio",
+            pl.col("response_tokens").cast(pl.Int64),
+        )
+    )
+
+
+def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """``(step, worker, busy)``: the length (s) of the union of ``[t_first_token,
+    t_finish]`` per step and worker (:func:`busy_union_s`, vectorised: an interval opens a
+    new block when it starts after every earlier one of its group has ended)."""
+    keys = ["step", "worker"]
+    df = rollouts.select(*keys, "t_first_token", "t_finish").sort(*keys, "t_first_token")
+    prev_end = pl.col("t_finish").cum_max().shift(1).over(keys)
+    df = df.with_columns(
+        (prev_end.is_null() | (pl.col("t_first_token") > prev_end))
+        .cum_sum()
+        .over(keys)
+        .alias("block")
+    )
+    blocks = df.group_by(*keys, "block").agg(
+        pl.col("t_first_token").min().alias("s"), pl.col("t_finish").max().alias("e")
+    )
+    return blocks.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().alias("busy"))
+
+
+def consumed(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """The rows a learner trained on: every row but ``finish_reason == "abort"`` (a rollout
+    dropped as too stale or aborted by over-sampling, see :mod:`sim.pipelines.async_pipeline`)."""
+    return rollouts.filter(pl.col("finish_reason") != "abort")
+
+
+def staleness(rollouts: pl.DataFrame) -> np.ndarray:
+    """Per-row staleness ``learner_version - policy_version`` (versions), shape ``(rows,)``."""
+    return (rollouts["learner_version"] - rollouts["policy_version"]).to_numpy()
+
+
+def staleness_histogram(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """Per-step staleness histogram of the consumed rollouts: columns ``step, staleness,
+    rollouts`` (count), sorted; absent combinations have no row."""
+    df = consumed(rollouts).with_columns(
+        (pl.col("learner_version") - pl.col("policy_version")).alias("staleness")
+    )
+    return (
+        df.group_by("step", "staleness")
+        .agg(pl.len().cast(pl.Int64).alias("rollouts"))
+        .sort("step", "staleness")
+    )
+
+
+def discarded_counts(rollouts: pl.DataFrame, max_staleness: int = 0) -> tuple[int, int]:
+    """``(dropped, aborted)``: ``"abort"`` rows staler than ``max_staleness`` (dropped as
+    too stale) and the others (aborted by an over-sampling tail abort)."""
+    ab = rollouts.filter(pl.col("finish_reason") == "abort")
+    n_drop = int((staleness(ab) > max_staleness).sum()) if ab.height else 0
+    return n_drop, ab.height - n_drop
+
+
+def drop_bias(rollouts: pl.DataFrame, max_staleness: int = 0, n_bins: int = 4) -> dict:
+    """Length bias of discarding rollouts: consumed ones against *all* generated ones.
+
+    Generated = consumed + dropped (stale) + aborted, an aborted one counted at its
+    would-be length (``would_be_response_tokens``, what it would have had if generated
+    to the end; the simulator knows it). Rows without a would-be length (real traces,
+    version 1-2 files) count only if generated to the end (consumed or dropped), as
+    before: their truncated length says nothing about the one they would have had.
+
+    Returns ``len_generated_mean``, ``len_consumed_mean`` (tokens), their ratio
+    ``len_consumed_over_generated`` (< 1: long responses trained on less often than
+    generated) and ``drop_rate_by_length_bin``: the discarded (dropped or aborted)
+    fraction in each of ``n_bins`` equal-count bins of (would-be) length, shortest
+    first. NaN when empty.
+    """
+    ab = (rollouts["finish_reason"] == "abort").to_numpy()
+    dropped = ab & (staleness(rollouts) > max_staleness)
+    if "would_be_response_tokens" in rollouts.columns:
+        would_be = rollouts["would_be_response_tokens"]
+        known = would_be.is_not_null().to_numpy()
+        full_len = would_be.fill_null(rollouts["response_tokens"]).to_numpy()
+    else:
+        known = np.zeros(rollouts.height, dtype=bool)
+        full_len = rollouts["response_tokens"].to_numpy()
+    full = ~ab | dropped | known
+    lengths = full_len[full].astype(float)  # (generated,)
+    drop = ab[full]
+    if lengths.size == 0:
+        return {
+            "len_generated_mean": float("nan"),
+            "len_consumed_mean": float("nan"),
+            "len_consumed_over_generated": float("nan"),
+            "drop_rate_by_length_bin": [],
+        }
+    order = np.argsort(lengths, kind="stable")
+    rates = [
+        float(drop[b].mean()) if b.size else float("nan") for b in np.array_split(order, n_bins)
+    ]
+    gen_mean = float(lengths.mean())
+    cons_mean = float(lengths[~drop].mean()) if (~drop).any() else float("nan")
+    return {
+        "len_generated_mean": gen_mean,
+        "len_consumed_mean": cons_mean,
+        "len_consumed_over_generated": cons_mean / gen_mean if gen_mean > 0 else float("nan"),
+        "drop_rate_by_length_bin": rates,
+    }
+
+
+def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
+    """``1 - sum(train_time + sync_time - sync_drain_s) / span``: the share of time the
+    learner waits for rollouts (a drain sync's wait for in-flight rollouts is waiting;
+    ``sync_drain_s`` null or absent counts 0). ``span`` runs from the first ``t_start`` (``skip = 0``) or from the
+    ``t_end`` of step ``skip - 1`` (steady state: leaves out the pipeline fill) to the
+    last ``t_end``; the sums are over steps ``>= skip``. NaN for a zero span."""
+    st = steps.sort("step")
+    span0 = float(st["t_start"].min()) if skip == 0 else float(st["t_end"][skip - 1])
+    rest = st[skip:]
+    span = float(rest["t_end"].max()) - span0
+    busy_s = rest["train_time"] + rest["sync_time"]
+    if "sync_drain_s" in rest.columns:
+        busy_s = busy_s - rest["sync_drain_s"].fill_null(0.0)
+    busy = float(busy_s.sum())
+    return 1.0 - busy / span if span > 0 else float("nan")
+
+
+def generator_idle_fraction(
+    rollouts: pl.DataFrame, steps: pl.DataFrame, n_workers: int | None = None
+) -> float:
+    """``1 - sum_w busy_w / (W * wall)``: ``busy_w`` the union of ``[t_first_token,
+    t_finish]`` of every rollout (aborted ones included) run on worker ``w``, ``wall`` as
+    in :func:`run_summary`, ``W = n_workers`` (default: workers seen in the trace).
+    A rollout paused across a weight sync or a colocated training phase counts as busy
+    while paused, so the fraction is a lower bound there."""
+    wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
+    W = n_workers if n_workers is not None else rollouts["worker"].n_unique()
+    if wall <= 0 or W == 0:
+        return float("nan")
+    busy = sum(
+        busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
+        for _, df in rollouts.group_by(["worker"])
+    )
+    return 1.0 - busy / (W * wall)
+
+
+def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU) -> dict:
+    """Whole-run numbers from the two trace tables of one run.
+
+    Returns a dict: ``steps, wall_clock_s`` (last ``t_end`` - first ``t_start``),
+    ``gen_time_s`` (sum of step ``gen_time``), ``train_time_s``, ``sync_time_s``,
+    ``slot_idle_frac`` (rollout-weighted mean over steps), ``device_idle_s``,
+    ``straggler_rate`` (mean of the per-step straggler event), ``mean_G``
+    (mean group size over steps), ``rollouts``, ``response_tokens``, ``tokens_per_s``
+    (response tokens / wall clock), over consumed rollouts (:func:`consumed`).
+    Pipeline metrics are in :func:`pipeline_summary`.
+    """
+    per_step = step_metrics(rollouts, tau)
+    wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
+    tokens = int(per_step["response_tokens"].sum())
+    n = per_step["n_rollouts"].to_numpy()
+    return {
+        "steps": int(steps.height),
+        "wall_clock_s": wall,
+        "gen_time_s": float(steps["gen_time"].sum()),
+        "train_time_s": float(steps["train_time"].sum()),
+        "sync_time_s": float(steps["sync_time"].sum()),
+        "slot_idle_frac": float(np.average(per_step["slot_idle_frac"].to_numpy(), weights=n)),
+        "device_idle_s": float(per_step["device_idle_s"].sum()),
+        "straggler_rate": float(per_step["straggler"].mean()),
+        "mean_G": float(per_step["group_size"].mean()),
+        "rollouts": int(n.sum()),
+        "response_tokens": tokens,
+        "tokens_per_s": tokens / wall if wall > 0 else float("nan"),
+    }
+
+
+def pipeline_summary(
+    rollouts: pl.DataFrame,
+    steps: pl.DataFrame,
+    max_staleness: int = 0,
+    n_workers: int | None = None,
+) -> dict:
+    """Pipeline numbers of one run: ``learner_idle_frac`` (whole run),
+    ``learner_idle_frac_steady`` (from the end of step 0), ``generator_idle_frac``,
+    ``staleness_mean``, ``staleness_max`` (consumed rollouts, from ``policy_version``:
+    the last token's version), ``dropped``, ``aborted`` (:func:`discarded_counts`),
+    ``len_consumed_over_generated`` (:func:`drop_bias`) and the consumed rollouts' mean
+    staleness counted from dispatch and from the first token
+    (``staleness_dispatch_mean``, ``staleness_first_token_mean``; docs/pipelines.md)."""
+    used = consumed(rollouts)
+    s = staleness(used)
+    dropped, aborted = discarded_counts(rollouts, max_staleness)
+    return {
+        "learner_idle_frac": learner_idle_fraction(steps),
+        "learner_idle_frac_steady": learner_idle_fraction(steps, skip=1)
+        if steps.height > 1
+        else float("nan"),
+        "generator_idle_frac": generator_idle_fraction(rollouts, steps, n_workers),
+        "staleness_mean": float(s.mean()) if s.size else float("nan"),
+        "staleness_max": int(s.max()) if s.size else 0,
+        "dropped": dropped,
+        "aborted": aborted,
+        "len_consumed_over_generated": drop_bias(rollouts, max_staleness)[
+            "len_consumed_over_generated"
+        ],
+        "staleness_dispatch_mean": _mean_lag(used, "version_dispatch"),
+        "staleness_first_token_mean": _mean_lag(used, "version_first_token"),
+    }
+
+
+def _mean_lag(rows: pl.DataFrame, version: str) -> float:
+    """Mean ``learner_version - version`` over ``rows``, ``policy_version`` standing in
+    where ``version`` is null or absent (traces without per-token versions); NaN if empty."""
+    if rows.height == 0:
+        return float("nan")
+    v = rows[version].fill_null(rows["policy_version"]) if version in rows.columns else None
+    lag = rows["learner_version"] - (v if v is not None else rows["policy_version"])
+    return float(lag.mean())
