@@ -151,14 +151,15 @@ class StepLayout:
     prompt_tokens: np.ndarray
     """``(n_prompts,)`` prompt lengths (tokens)."""
     finish_s: np.ndarray
-    """``(n_prompts * G,)`` measured ``t_finish - t_submit`` (s), row-major (prompt, sample)."""
+    """``(n_prompts * G,)`` measured ``t_finish`` minus the step's first ``t_submit`` (s),
+    row-major (prompt, sample)."""
 
 
 def step_layouts(run: RunData) -> list[StepLayout]:
     """Every step of ``run`` as a :class:`StepLayout`, in step order.
 
-    Raises :class:`RunInputError` naming the step whose groups differ in size or whose
-    rollouts were not all submitted at one time (not a synchronous step).
+    Raises :class:`RunInputError` naming the step whose groups differ in size or one of
+    whose rollouts was submitted after the step's first token (not a synchronous step).
     """
     out = []
     for (step,), df in run.rollouts.group_by(["step"], maintain_order=True):
@@ -169,11 +170,14 @@ def step_layouts(run: RunData) -> list[StepLayout]:
                 f"{run.path}: step {step}: groups of sizes {sorted(set(sizes.to_list()))}; "
                 "expected one group size per step"
             )
+        # One submit: every request queued before the engine produced the step's first
+        # token. (vLLM queues a generate call's requests one by one, a few ms apart; the
+        # step then starts at its first request, as the makespan is defined.)
         t_submit = df["t_submit"].to_numpy()
-        if np.ptp(t_submit) > 1e-9:
+        if t_submit.max() > df["t_first_token"].min():
             raise RunInputError(
-                f"{run.path}: step {step}: rollouts submitted at different times; "
-                "only synchronous steps (one submit) are compared"
+                f"{run.path}: step {step}: a rollout was submitted after the step's first "
+                "token; only synchronous steps (one submit) are compared"
             )
         n = df.height // G
         out.append(
@@ -181,7 +185,7 @@ def step_layouts(run: RunData) -> list[StepLayout]:
                 int(step),
                 df["response_tokens"].to_numpy().reshape(n, G),
                 df["prompt_tokens"].to_numpy().reshape(n, G)[:, 0],
-                df["t_finish"].to_numpy() - t_submit,
+                df["t_finish"].to_numpy() - t_submit.min(),
             )
         )
     return out

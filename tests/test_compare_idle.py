@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -174,3 +175,37 @@ def test_empirical_lengths_resample_groups_of_the_nearest_prompt_length(obs, wan
         gap = np.abs(prompts - p)
         allowed = {min(v, 150) for (q, g), d in zip(obs, gap) if d == gap.min() for v in g}
         assert set(row.tolist()) <= allowed
+
+
+def _shifted_submits(run_dir, shift_s):
+    """The run's rollouts with each request's t_submit moved ``shift_s * row`` later
+    (queued one by one, as vLLM does)."""
+    rollouts = pl.read_parquet(run_dir / "rollouts.parquet")
+    shift = pl.int_range(pl.len()).over("step").cast(pl.Float64) * shift_s
+    return rollouts.with_columns(pl.col("t_submit") + shift)
+
+
+def test_requests_queued_one_by_one_before_the_first_token_are_one_submit(tmp_path):
+    run = load_run(write_run(tmp_path, [4] * 4))
+    want = step_layouts(run)
+    first = run.rollouts.group_by("step").agg(
+        (pl.col("t_first_token").min() - pl.col("t_submit").min()).alias("gap")
+    )
+    shift = float(first["gap"].min()) / (run.rollouts.filter(pl.col("step") == 0).height * 2)
+    assert shift > 0
+    moved = dataclasses.replace(run, rollouts=_shifted_submits(run.path, shift))
+    got = step_layouts(moved)
+    for a, b in zip(want, got):  # finish times from the step's first submit, as the makespan
+        np.testing.assert_array_equal(a.finish_s, b.finish_s)
+
+
+def test_a_request_submitted_after_the_first_token_is_not_a_synchronous_step(tmp_path):
+    run = load_run(write_run(tmp_path, [4] * 4))
+    late = run.rollouts.with_columns(
+        pl.when(pl.int_range(pl.len()).over("step") == 1)
+        .then(pl.col("t_first_token").min().over("step") + 1e-3)
+        .otherwise(pl.col("t_submit"))
+        .alias("t_submit")
+    )
+    with pytest.raises(RunInputError, match="submitted after the step's first token"):
+        step_layouts(dataclasses.replace(run, rollouts=late))

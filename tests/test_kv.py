@@ -28,6 +28,10 @@ def paged_case(draw, unlimited: bool = False):
     )
     bs, ms = draw(st.integers(1, 8)), draw(st.integers(1, 8))
     least = max(1, *(-(-(int(p) + int(row.max()) - 1) // bs) for p, row in zip(prompts, lengths)))
+    budget = None if unlimited else draw(st.one_of(st.none(), st.integers(ms, ms + 24)))
+    chunked = unlimited or budget is None or draw(st.booleans())
+    if not chunked:  # (as vLLM: without chunking the budget holds the longest sequence)
+        budget = max(budget, int(prompts.max() + lengths.max()))
     cfg = EngineConfig(
         n_workers=draw(st.integers(1, 3)),
         max_num_seqs=ms,
@@ -35,9 +39,9 @@ def paged_case(draw, unlimited: bool = False):
         prefix_caching=draw(st.booleans()),
         block_size=bs,
         kv_blocks=None if unlimited else least + draw(st.integers(0, 12)),
-        max_num_batched_tokens=None
-        if unlimited
-        else draw(st.one_of(st.none(), st.integers(ms, ms + 24))),
+        max_num_batched_tokens=budget,
+        chunked_prefill=chunked,
+        recompute_partial_block=not unlimited and draw(st.booleans()),
     )
     return lengths, prompts, cost, cfg
 

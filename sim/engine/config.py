@@ -44,6 +44,14 @@ class EngineConfig:
     """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
     prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
     >= ``max_num_seqs`` (as vLLM requires)."""
+    chunked_prefill: bool = True
+    """vLLM ``enable_chunked_prefill``: a prefill longer than the token budget left is
+    split across iterations. Off, admission stops at the first queued request whose
+    prefill exceeds the budget left (vLLM v1 ``Scheduler.schedule``, waiting loop)."""
+    recompute_partial_block: bool = False
+    """Paged engine, prefix caching: a group mate recomputes its cached prompt's partial
+    last block, as vLLM v1 does (it hits full blocks only). Off (the default, what the
+    unpaged engine and the fast path model): a cached prompt costs no prefill."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:

@@ -26,7 +26,14 @@ import simpy
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.engine.kv_decode import DecodeSet
-from rolloutlab.sim.engine.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.engine.prefix_cache import (
+    PrefixCache,
+    admit,
+    chunk_blocks,
+    own_computed,
+    partial_own,
+    prefill_of,
+)
 from rolloutlab.sim.engine.worker import EngineWorker, Segment
 from rolloutlab.sim.models.cost import LinearCost
 
@@ -165,9 +172,13 @@ class PagedWorker(EngineWorker):
         v, cache = self.running.pop(), self.cache
         self._unrun(v)
         if self.config.prefix_caching:  # (its computed blocks stay cached, vLLM v1)
-            n = 0 if v.computing else own_computed(v.P, v.g, v.rem, v.sh, self.B)
-            cache.give_back(v.alloc, v, n)  # (the request itself keys its own blocks)
-            cache.release(v.key, keep=not v.computing)
+            n = own_computed(v.P, v.g, v.rem, v.sh, self.B)
+            unhashed = partial_own(v.P, v.g, v.rem, v.sh, self.B)
+            cache.give_back(v.alloc, v, n, unhashed)  # (the request keys its own blocks)
+            if v.computing:  # (the prompt's computed full blocks stay cached)
+                cache.release_computed(v.key, (v.P + v.g - v.rem) // self.B, v.sh)
+            else:
+                cache.release(v.key, keep=True)
         else:
             cache.give_back(v.alloc)
         v.alloc = v.rem = 0
@@ -204,9 +215,12 @@ class PagedWorker(EngineWorker):
         budget, prefill = self.tok_cap - self.producing.n, 0
         if self.prefilling:
             still = []
-            for r in self.prefilling:
-                if budget > 0:
+            for r in list(self.prefilling):
+                if budget > 0 and not preempted:
                     ch = int(min(r.rem, budget))  # (an int: budget may be inf)
+                    if not self._chunk_blocks(r, r.rem - ch):
+                        preempted = True  # (r itself: it was the latest admitted)
+                        continue
                     r.rem -= ch
                     budget -= ch
                     prefill += ch
@@ -219,7 +233,8 @@ class PagedWorker(EngineWorker):
                 still.append(r)
             self.prefilling = still
         caching, B, waiting = self.config.prefix_caching, self.B, self.waiting
-        slots = self.config.max_num_seqs
+        slots, too_long = self.config.max_num_seqs, False
+        chunked, part = self.config.chunked_prefill, self.config.recompute_partial_block
         while not preempted and waiting and len(run) < slots and budget > 0:
             r = waiting[0]
             if caching and r.key in self.pending:
@@ -227,17 +242,24 @@ class PagedWorker(EngineWorker):
             own = -(-(r.P + r.g) // B) - r.sh
             if own + (0 if r.key in cache.refs else r.sh) > cache.cap - cache.used:
                 break
+            pre = prefill_of(cache, r.key, r, r.P, r.g, r.sh, B, part) if caching else None
+            rem, hit = pre if pre is not None else (r.P + r.g, False)
+            if not chunked and max(rem, 1) > budget:
+                too_long = True  # (a budget stop too: the next iteration's is larger)
+                break
             waiting.popleft()
+            ch = int(min(rem, budget)) if rem else 0
+            if ch == rem:  # (the whole prefill now: every block of the sequence)
+                s, r.alloc = r.sh, own
+            else:  # (the first chunk's blocks)
+                s, r.alloc = chunk_blocks(r.P, r.g, rem - ch, r.sh, B, hit)
             if caching:
-                r.rem, hit = admit(cache, r.key, r, r.P, r.g, r.sh, own, B)
+                admit(cache, r.key, r, r.P, r.g, r.sh, r.alloc, B, part, s, pre)
             else:
-                cache.alloc(own)
-                r.rem, hit = r.P + r.g, False
-            r.alloc = own
+                cache.alloc(r.alloc)
+            r.rem = rem - ch
             r.adm, self._adm = self._adm, self._adm + 1
             run.append(r)
-            ch = int(min(r.rem, budget)) if r.rem else 0
-            r.rem -= ch
             budget -= ch if ch else 1
             prefill += ch
             if r.rem == 0:
@@ -249,7 +271,7 @@ class PagedWorker(EngineWorker):
                     r.computing = True
         # (why: only a stop for the token budget can end differently at the next
         # boundary without a finish; blocks and slots only shrink until then)
-        self._budget_stop = bool(self.waiting) and budget <= 0 and not preempted
+        self._budget_stop = bool(self.waiting) and (budget <= 0 or too_long) and not preempted
         if not run and self.waiting and not preempted:
             raise RuntimeError(
                 f"worker {self.index}: a request cannot be admitted into an empty "
@@ -257,6 +279,23 @@ class PagedWorker(EngineWorker):
             )
         self.max_kv_blocks_used = max(self.max_kv_blocks_used, self.cache.used)
         return prefill, preempted
+
+    def _chunk_blocks(self, r: _Req, rem: int) -> bool:
+        """Allocate the blocks prefilling ``r`` needs once ``rem`` tokens are left
+        (:func:`sim.engine.prefix_cache.chunk_blocks`); if they are not free, preempt from the
+        tail until they are or ``r`` itself was preempted (then False: vLLM's running
+        loop, which reaches ``r``, the latest admitted, after every producing one)."""
+        cache, computing = self.cache, r.computing
+        s, own = chunk_blocks(r.P, r.g, rem, r.sh, self.B, not computing)
+        held = cache.refs[r.key][1] if computing else s
+        while s - held + own - r.alloc > cache.cap - cache.used:
+            if self._preempt_tail() is r:
+                return False
+        if s > held:
+            cache.grow(r.key, s - held)
+        cache.alloc(own - r.alloc)
+        r.alloc = own
+        return True
 
     def _segment(self):
         """Schedule a boundary and size the segment that follows. Returns ``None`` (nothing
@@ -293,7 +332,7 @@ class PagedWorker(EngineWorker):
         for r in finishing:
             self._unrun(r)
             self.running.remove(r)
-            self.cache.give_back(r.alloc)
+            self.cache.give_back(r.alloc, unhashed=partial_own(r.P, r.g, 0, r.sh, self.B))
             r.alloc = 0
             self.left[r.key] -= 1
             if self.left[r.key] == 0:

@@ -7,8 +7,10 @@ preempted or aborted) appends its blocks at the tail, its last block first (vLLM
 ``reversed(blocks)``), and full blocks keep their content hash until the allocation that
 reuses them reaches them at the head. So a block stays hittable until every block freed
 before it has been reused, and an entry is evicted from its last block backwards: what
-survives of it is always a prefix of its blocks. Free blocks = ``cap - used``, cached
-ones included.
+survives of it is always a prefix of its blocks. A freed block that holds no hash (a
+sequence's partial last block) goes to the head instead, to be reused first (vLLM 0.32
+``BlockPool.free_blocks``: LIFO reuse of blocks that can never be hit). Free blocks =
+``cap - used``, cached ones included.
 
 Two kinds of entries can be hit: a group's shared prompt blocks (key: the prompt key),
 and the computed full blocks of a preempted sequence beyond its prompt (key:
@@ -89,23 +91,35 @@ class PrefixCache:
             else:
                 q.append([None, n_blocks, 0])
 
-    def _entry(self, key, n_blocks: int) -> None:
-        """``n_blocks`` freed blocks go to the tail as hittable entry ``key``."""
-        c = [key, n_blocks, n_blocks]
+    def _head(self, n_blocks: int) -> None:
+        """``n_blocks`` freed blocks without a hash go to the head (reused first)."""
+        q = self.queue
+        if n_blocks and self._finite:
+            if q and q[0][0] is None:
+                q[0][1] += n_blocks
+            else:
+                q.appendleft([None, n_blocks, 0])
+
+    def _entry(self, key, n_blocks: int, whole: int | None = None) -> None:
+        """``n_blocks`` freed blocks go to the tail as hittable entry ``key`` (of ``whole``
+        blocks when only its first ``n_blocks`` were computed; default all)."""
+        c = [key, n_blocks, n_blocks if whole is None else whole]
         self.cached[key] = c
         if self._finite:
             self.queue.append(c)
 
-    def give_back(self, n_blocks: int, own_key=None, own_cached: int = 0) -> None:
-        """A sequence stops and frees its ``n_blocks`` own blocks; with ``own_key`` the
-        first ``own_cached`` of them (computed full blocks) stay cached as that entry
-        (its partial last block is freed first)."""
+    def give_back(
+        self, n_blocks: int, own_key=None, own_cached: int = 0, unhashed: int = 0
+    ) -> None:
+        """A sequence stops and frees its ``n_blocks`` own blocks: ``unhashed`` of them
+        (its partial last block, :func:`partial_own`) go to the head; with ``own_key``
+        the first ``own_cached`` (computed full blocks) stay cached as that entry; the
+        rest go to the tail."""
         self.used -= n_blocks
+        self._head(unhashed)
+        self._plain(n_blocks - own_cached - unhashed)
         if own_cached > 0:
-            self._plain(n_blocks - own_cached)
             self._entry(own_key, own_cached)
-        else:
-            self._plain(n_blocks)
 
     def take(self, key, n_blocks: int) -> int:
         """A re-admitted sequence reuses what survives of entry ``key`` and allocates the
@@ -131,6 +145,24 @@ class PrefixCache:
         self.refs[key] = (1, n_blocks)
         return self.take(key, n_blocks)
 
+    def grow(self, key, n_blocks: int) -> None:
+        """The one sequence computing prompt ``key`` reaches ``n_blocks`` more of its
+        blocks (a prefill chunk: vLLM allocates a chunk's blocks when it is scheduled)."""
+        k, b = self.refs[key]
+        self.refs[key] = (k, b + n_blocks)
+        self.alloc(n_blocks)
+
+    def release_computed(self, key, computed: int, whole: int) -> None:
+        """The one sequence computing prompt ``key`` (``whole`` blocks) stops; of the
+        blocks it holds, the first ``computed`` (full, computed) stay cached as a partial
+        entry, the others are freed (vLLM keeps every computed full block hashed)."""
+        _, b = self.refs.pop(key)
+        self.used -= b
+        kept = min(computed, b)
+        self._head(b - kept)  # (a partial block: no hash)
+        if kept:
+            self._entry(key, kept, whole)
+
     def release(self, key, keep: bool) -> None:
         """A sequence stops referencing ``key``; the last one leaves its blocks cached
         (``keep``) or frees them."""
@@ -145,35 +177,80 @@ class PrefixCache:
             self._plain(b)
 
 
-def admit(cache: PrefixCache, key, own_key, P: int, g: int, sh: int, own: int, B: int):
-    """Blocks and prefill of a sequence admitted with prefix caching on (prompt ``P``
-    tokens of which ``sh`` full blocks are shared under ``key``, ``g`` generated,
-    ``own`` own blocks, block size ``B``; the caller checked the blocks are free).
-    Returns ``(prefill tokens, prompt hit in full)``.
+def prefill_of(
+    cache: PrefixCache, key, own_key, P: int, g: int, sh: int, B: int, partial: bool = False
+):
+    """Prefill of a sequence about to be admitted with prefix caching on (prompt ``P``
+    tokens of which ``sh`` full blocks are shared under ``key``, ``g`` generated, block
+    size ``B``), read without changing the cache. Returns ``(prefill tokens, prompt hit
+    in full)``.
 
-    A prompt hit in full (cached whole, or referenced by a running sequence) costs no
-    prompt prefill (the model's convention: the partial last prompt block is not
-    recomputed); a re-admitted preempted sequence then also reuses what survives of its
-    own computed blocks (entry ``own_key``) and recomputes only the tokens after them
-    (at least one: vLLM v1 caps a hit at ``num_tokens - 1``, and the entry only holds
-    blocks computed before the preemption). A partly evicted prompt hits its surviving
-    blocks; its own blocks are then unreachable (vLLM's hash chain)."""
-    refs = cache.refs
-    if key in refs:
-        k, b = refs[key]
-        refs[key] = (k + 1, b)
-    else:
+    A prompt hit in full (cached whole, or referenced by a running sequence) saves its
+    ``sh`` full blocks; with ``partial`` its partial last prompt block is recomputed, as
+    vLLM v1 does (``KVCacheManager.get_computed_blocks`` hits full blocks only), else it
+    is free too (the convention of the unpaged engine and the fast path, which know no
+    blocks; :attr:`sim.engine.config.EngineConfig.recompute_partial_block`). A
+    re-admitted preempted sequence then also reuses what survives of its own computed
+    blocks (entry ``own_key``) and recomputes only the tokens after them (at least one:
+    vLLM caps a hit at ``num_tokens - 1``, and the entry only holds blocks computed
+    before the preemption). A partly evicted prompt hits its surviving blocks; its own
+    blocks are then unreachable (vLLM's hash chain). Not followed: a prompt of a
+    multiple of ``B`` tokens, whose last full block vLLM recomputes (the cap) into a
+    block of the sequence's own; here it is hit."""
+    if key not in cache.refs:
         c = cache.cached.get(key)
         if c is None or c[1] < c[2]:  # (not cached in full)
-            a = cache.acquire(key, sh)
-            cache.alloc(own)
-            return P + g - a * B, False
-        cache.acquire(key, sh)
-    if not g or own_key not in cache.cached:  # (nothing of its own cached)
-        cache.alloc(own)
+            return P + g - (0 if c is None else c[1]) * B, False
+    c = cache.cached.get(own_key) if g else None
+    if c is None and not partial:
         return g, True
-    k = cache.take(own_key, own)
-    return (g if k == 0 else P + g - (sh + k) * B), True
+    return P + g - (sh + (0 if c is None else c[1])) * B, True
+
+
+def admit(
+    cache: PrefixCache,
+    key,
+    own_key,
+    P: int,
+    g: int,
+    sh: int,
+    own: int,
+    B: int,
+    partial: bool = False,
+    shared: int | None = None,
+    known: tuple[int, bool] | None = None,
+):
+    """Admit a sequence with prefix caching on: reference ``shared`` (default ``sh``) of
+    its prompt's ``sh`` shared blocks, reuse what :func:`prefill_of` hits and allocate
+    the rest of its ``own`` own blocks now (the caller checked they are free; a chunked
+    prefill holds only its first chunk's, :func:`chunk_blocks`). Returns
+    :func:`prefill_of`'s ``(prefill tokens, prompt hit in full)`` (``known``: the
+    caller's, read just before)."""
+    out = prefill_of(cache, key, own_key, P, g, sh, B, partial) if known is None else known
+    cache.acquire(key, sh if shared is None else shared)
+    if out[1] and g and own_key in cache.cached:
+        cache.take(own_key, own)
+    else:
+        cache.alloc(own)
+    return out
+
+
+def chunk_blocks(P: int, g: int, rem: int, sh: int, B: int, hit: bool) -> tuple[int, int]:
+    """``(shared, own)`` blocks a sequence (prompt ``P``, ``g`` generated, ``sh`` shared
+    prompt blocks) holds once its prefill has ``rem`` tokens left: those covering its
+    ``P + g - rem`` computed tokens (vLLM ``KVCacheManager.allocate_slots`` allocates a
+    chunk's blocks when it is scheduled), all ``sh`` when its prompt was ``hit`` in full."""
+    tot = -(-(P + g - rem) // B)
+    s = sh if hit else min(sh, tot)
+    return s, tot - s
+
+
+def partial_own(P: int, g: int, rem: int, sh: int, B: int) -> int:
+    """1 if a sequence (as :func:`own_computed`) that stops now holds a partial last
+    block of its own (computed tokens not a multiple of ``B``, beyond its ``sh`` shared
+    prompt blocks): vLLM hashes full blocks only, so that one is reused first."""
+    c = P + g - max(rem, 1)
+    return int(c % B != 0 and c > sh * B)
 
 
 def own_computed(P: int, g: int, rem: int, sh: int, B: int) -> int:

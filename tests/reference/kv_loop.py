@@ -11,17 +11,22 @@ Rules of one iteration of one worker (vLLM-v1-like; ``B`` = ``block_size``):
    blocks are freed, it goes to the front of the queue keeping ``g``; repeat. With
    prefix caching its computed full blocks stay cached until reused (vLLM v1).
 2. Token budget ``max_num_batched_tokens``: one per decoding sequence, the rest goes to
-   prefill chunks of sequences still prefilling (admission order).
+   prefill chunks of sequences still prefilling (admission order). A prefilling
+   sequence holds only the blocks of its chunks so far
+   (:func:`sim.engine.prefix_cache.chunk_blocks`, vLLM's ``allocate_slots``); a chunk whose
+   blocks are not free preempts from the tail, itself included.
 3. Admission (only if nothing was preempted this iteration): while a slot
    (``max_num_seqs``), budget and blocks (own + shared if its prompt is not referenced)
    allow, the queue head is admitted; its prefill is ``P + g`` tokens less its prefix
    hits (:func:`sim.engine.prefix_cache.admit`: ``g`` when its prompt's blocks are cached,
-   fewer when a preempted sequence's own blocks survive, ``P + g - a B`` when only
-   ``a`` prompt blocks do); a head whose prompt is still being prefilled by a group
-   mate waits. A sequence produces a token in the iteration its prefill ends. Freed
+   ``P + g - shared(P) B`` with ``recompute_partial_block``, fewer when a preempted
+   sequence's own blocks survive, ``P + g - a B`` when only ``a`` prompt blocks do);
+   a head whose prompt is still being prefilled by a group
+   mate waits; without chunked prefill, so does a head whose prefill exceeds the budget
+   left. A sequence produces a token in the iteration its prefill ends. Freed
    blocks join a free queue in the order they are freed and keep their content until
-   an allocation reaches them (:class:`sim.engine.prefix_cache.PrefixCache`, vLLM v1's
-   block pool).
+   an allocation reaches them; a freed partial block (no hash) goes to the head
+   (:class:`sim.engine.prefix_cache.PrefixCache`, vLLM 0.32's block pool).
 4. The iteration costs ``a + b n + c ctx + p * prefill`` (:mod:`sim.models.cost`), ``n`` the
    sequences producing a token, ``ctx`` the sum of their ``P + g``. A sequence finishing
    frees its blocks; a prompt's blocks are freed with its group's last sequence on the
@@ -34,7 +39,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from rolloutlab.sim.engine.config import EngineConfig
-from rolloutlab.sim.engine.prefix_cache import PrefixCache, admit, own_computed
+from rolloutlab.sim.engine.prefix_cache import (
+    PrefixCache,
+    admit,
+    chunk_blocks,
+    own_computed,
+    partial_own,
+    prefill_of,
+)
 from rolloutlab.sim.engine.schedule import assign_workers
 from rolloutlab.sim.models.cost import LinearCost
 
@@ -115,7 +127,7 @@ def paged_reference(
 
 
 def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
-    B, caching = cfg.block_size, cfg.prefix_caching
+    B, caching, part = cfg.block_size, cfg.prefix_caching, cfg.recompute_partial_block
     cap = cfg.kv_blocks if cfg.kv_blocks is not None else float("inf")
     tok_cap = cfg.max_num_batched_tokens if cfg.max_num_batched_tokens is not None else float("inf")
     shared = (lambda r: P[r] // B) if caching else (lambda r: 0)
@@ -133,36 +145,59 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
     cache, pending, running, t = PrefixCache(cap), set(), [], 0.0
     coef = cost.coef()
 
+    def preempt_tail():
+        v = running.pop()
+        if caching:  # its computed blocks stay cached (vLLM v1)
+            n = own_computed(P[v], g[v], rem[v], shared(v), B)
+            unhashed = partial_own(P[v], g[v], rem[v], shared(v), B)
+            cache.give_back(alloc[v], ("own", v), n, unhashed)
+            if v in computing:
+                cache.release_computed(keys[v], (P[v] + g[v] - rem[v]) // B, shared(v))
+            else:
+                cache.release(keys[v], keep=True)
+        else:
+            cache.give_back(alloc[v])
+        alloc[v], rem[v] = 0, 0
+        if v in computing:
+            computing.discard(v)
+            pending.discard(keys[v])
+        queue.insert(0, v)
+        out.preemptions[v] += 1
+        return v
+
+    def chunk_fits(r, left):  # blocks of r's prefill once `left` tokens remain
+        s, o = chunk_blocks(P[r], g[r], left, shared(r), B, r not in computing)
+        held = cache.refs[keys[r]][1] if r in computing else s
+        while s - held + o - alloc[r] > cache.free():
+            if preempt_tail() == r:
+                return False
+        if s > held:
+            cache.grow(keys[r], s - held)
+        cache.alloc(o - alloc[r])
+        alloc[r] = o
+        return True
+
     while queue or running:
         preempted = False
         i = 0
         while i < len(running):  # 1. blocks for this iteration, preempting from the tail
             r = running[i]
-            need = own(r, g[r]) - alloc[r]
+            need = own(r, g[r]) - alloc[r] if rem[r] == 0 else 0
             if need <= cache.free():
                 cache.alloc(need)
                 alloc[r] += need
                 i += 1
                 continue
-            v = running.pop()
-            if caching:  # its computed blocks stay cached (vLLM v1)
-                n = 0 if v in computing else own_computed(P[v], g[v], rem[v], shared(v), B)
-                cache.give_back(alloc[v], ("own", v), n)
-                cache.release(keys[v], keep=v not in computing)
-            else:
-                cache.give_back(alloc[v])
-            alloc[v], rem[v] = 0, 0
-            if v in computing:
-                computing.discard(v)
-                pending.discard(keys[v])
-            queue.insert(0, v)
-            out.preemptions[v] += 1
+            preempt_tail()
             preempted = True
         producing = [r for r in running if rem[r] == 0]
         budget, prefill = tok_cap - len(producing), 0
-        for r in running:  # 2. chunks of prefills in progress
-            if rem[r] > 0 and budget > 0:
+        for r in list(running):  # 2. chunks of prefills in progress
+            if rem[r] > 0 and budget > 0 and not preempted:
                 ch = min(rem[r], budget)
+                if not chunk_fits(r, rem[r] - ch):
+                    preempted = True
+                    continue
                 rem[r] -= ch
                 budget -= ch
                 prefill += ch
@@ -177,19 +212,25 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
                 break
             if own(r, g[r]) + (0 if keys[r] in cache.refs else shared(r)) > cache.free():
                 break
-            queue.pop(0)
-            alloc[r] = own(r, g[r])
             if caching:
-                rem[r], hit = admit(cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B)
+                r0, hit = prefill_of(cache, keys[r], ("own", r), P[r], g[r], shared(r), B, part)
+            else:
+                r0, hit = P[r] + g[r], False
+            if not cfg.chunked_prefill and max(r0, 1) > budget:
+                break
+            queue.pop(0)
+            ch = min(r0, budget)
+            s, alloc[r] = chunk_blocks(P[r], g[r], r0 - ch, shared(r), B, hit)
+            if caching:
+                admit(cache, keys[r], ("own", r), P[r], g[r], shared(r), alloc[r], B, part, s)
             else:
                 cache.alloc(alloc[r])
-                rem[r], hit = P[r] + g[r], False
+            rem[r] = r0
             running.append(r)
             if rem[r] == 0:
                 budget -= 1
                 producing.append(r)
                 continue
-            ch = min(rem[r], budget)
             rem[r] -= ch
             budget -= ch
             prefill += ch
@@ -221,7 +262,7 @@ def _run_worker(w, queue, keys, P, L, cost, cfg, out, rows):
             if g[r] == L[r]:
                 out.times["t_finish"][r] = t
                 running.remove(r)
-                cache.give_back(alloc[r])
+                cache.give_back(alloc[r], unhashed=partial_own(P[r], g[r], 0, shared(r), B))
                 alloc[r] = 0
                 left[keys[r]] -= 1
                 if caching:
