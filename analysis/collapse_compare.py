@@ -54,11 +54,14 @@ def grid_steps(grid: str | Path, given: int | None = None) -> int:
     grid's ``config.json`` (next to ``stability.csv``): ``steps`` (sim ``stability``),
     ``config.steps``, or ``grid.base.sync.steps`` (``real stability``).
 
-    Raises :class:`GridError` naming the config file when it holds none of them.
+    Raises :class:`GridError` naming the config file when it holds none of them, or the
+    missing ``stability.csv`` of a folder without one.
     """
+    p = Path(grid)
+    if p.is_dir() and not (p / "stability.csv").exists():  # no grid: say so, not "--steps"
+        raise GridError(f"{p / 'stability.csv'}: no stability grid (expected stability.csv)")
     if given is not None:
         return given
-    p = Path(grid)
     cfg_path = (p if p.is_dir() else p.parent) / "config.json"
     if cfg_path.exists():
         raw = json.loads(cfg_path.read_text())

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 import seaborn as sns
+from rolloutlab.analysis.run_input import RunInputError, real_run_config
 
 SMOOTH = 10
 """Steps in the trailing mean of ``reward_mean`` drawn in the figure."""
@@ -33,15 +34,21 @@ def load_runs(run_dirs: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
     ``learner.jsonl``): ``runs`` one row per run (``run, task, controller, seed``),
     ``evals`` (``run, step, t_s, accuracy``), ``steps`` (``run, step, t_s, G, reward_mean``).
 
-    Raises: ProgressError naming a directory without those files, or runs of different
-    tasks (their accuracies are not comparable).
+    Raises: ProgressError naming a directory without those files, a ``config.json``
+    that is not a real run's (a simulator output), or runs of different tasks (their accuracies are not comparable).
     """
     runs, evals, steps = [], [], []
     for d in map(Path, run_dirs):
-        cfg_path = d / "config.json"
-        if not cfg_path.exists():
+        if not (d / "config.json").exists():
             raise ProgressError(f"{d}: no config.json (not a real run directory)")
-        cfg = json.loads(cfg_path.read_text())["config"]
+        try:
+            cfg = real_run_config(d)["config"]
+        except RunInputError as exc:
+            raise ProgressError(str(exc)) from None
+        except KeyError:
+            raise ProgressError(f"{d}/config.json: no 'config' (not a real run's)") from None
+        if not isinstance(cfg, dict):
+            raise ProgressError(f"{d}/config.json: field 'config': expected a JSON object")
         cfg = cfg.get("sync", cfg)  # an asynchronous run nests the sync settings
         name = d.name
         runs.append(

@@ -13,9 +13,11 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.analysis.run_input import read_object
 from rolloutlab.sim.trace import strict_json
 
 CAPTIONS = {
@@ -88,13 +90,7 @@ def _table_html(df: pl.DataFrame) -> str:
 def _read_json(path: Path) -> dict:
     """A JSON object file of a study. Raises :class:`ReportError` naming the file when it
     cannot be read or is not a JSON object."""
-    try:
-        d = strict_json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ReportError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(d, dict):
-        raise ReportError(f"{path}: expected a JSON object, got {type(d).__name__}")
-    return d
+    return read_object(path, ReportError)
 
 
 def _headline(cfg: dict, study: Path) -> list[str]:
@@ -189,10 +185,19 @@ def render(study: str | Path) -> str:
     return "\n".join(parts)
 
 
+def safe_file_name(name: str) -> str:
+    """``name`` with every character but letters, digits, ``.``, ``_``, ``-`` and ``=``
+    replaced by ``_``: a folder named after a spec (``cmp_sagc:tau=1.6,delta=0.2``) gives
+    ``cmp_sagc_tau=1.6_delta=0.2``, a file name every filesystem and browser takes (a
+    colon is a drive separator on Windows and a URL scheme in a link)."""
+    return re.sub(r"[^A-Za-z0-9._=-]", "_", name)
+
+
 def page_names(studies: list[Path]) -> list[str]:
-    """``<study folder name>.html`` per study. Raises :class:`ReportError` when two studies
-    would be written to one name (two folders of the same name)."""
-    names = [f"{Path(s).resolve().name}.html" for s in studies]
+    """``<study folder name>.html`` per study (:func:`safe_file_name`). Raises
+    :class:`ReportError` when two studies would be written to one name (two folders of
+    the same name, or of names that differ only in replaced characters)."""
+    names = [f"{safe_file_name(Path(s).resolve().name)}.html" for s in studies]
     seen: dict[str, Path] = {}
     for s, n in zip(studies, names):
         if n in seen and Path(seen[n]).resolve() != Path(s).resolve():

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 
@@ -66,6 +67,37 @@ def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
     raise RunInputError(f"{run_dir}: no {kind}.parquet or {kind}.jsonl (is this a run directory?)")
 
 
+def read_object(path: Path, error: type[Exception] = RunInputError) -> dict:
+    """The JSON object in ``path`` (strict JSON: no NaN). Raises ``error`` naming the file
+    when it cannot be read, is not JSON or is not an object."""
+    try:
+        d = strict_json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(d, dict):
+        raise error(f"{path}: expected a JSON object, got {type(d).__name__}")
+    return d
+
+
+def real_run_config(run_dir: str | Path) -> dict:
+    """``run_dir/config.json`` of a real run as written (``{}`` when there is none).
+
+    Raises :class:`RunInputError` naming the file when it is not a JSON object, or when it
+    was written by a simulator command (``sim``, ``sweep``, ...: a ``command`` key and no
+    ``config``), whose folder holds no real run to compare.
+    """
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        return {}
+    raw = read_object(path)
+    if "config" not in raw and raw.get("command"):
+        raise RunInputError(
+            f"{path}: written by `rolloutlab {raw['command']}` (a simulator output), not by "
+            "a real run; give the folder of `rolloutlab real sync` or `real async`"
+        )
+    return raw
+
+
 def _tau(cfg: dict) -> float:
     spec = str(cfg.get("controller", ""))
     kind, _, args = spec.partition(":")
@@ -82,14 +114,15 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     ``capacity`` overrides the slots per worker (else ``config.capacity`` or
     ``max_num_seqs``). Raises :class:`RunInputError` on a missing directory or table, a
     run without steps, rollouts of a step the step table lacks, a step whose groups are
-    not all of one size, static batching (not modelled), or no capacity anywhere;
+    not all of one size, static batching (not modelled), no capacity anywhere, or a
+    simulator's folder (:func:`real_run_config`);
     :class:`sim.trace.schema.TraceError` on a bad trace file (schema version, columns, values).
     """
     path = Path(run_dir)
     if not path.is_dir():
         raise RunInputError(f"{path}: not a directory")
     cfg_path = path / "config.json"
-    raw = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    raw = real_run_config(path)
     cfg = raw.get("config", raw)
     rollouts = read_table(path, "rollouts")
     steps = read_table(path, "steps").sort("step")

@@ -15,6 +15,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
     "sim": "rolloutlab.commands.sim:sim",
+    "scenario": "rolloutlab.commands.verl:scenario",
     "sweep": "rolloutlab.commands.sweep:sweep",
     "stability": "rolloutlab.commands.stability:stability",
     "calibrate": "rolloutlab.commands.calibrate:calibrate",
@@ -33,6 +34,7 @@ HELP = {
     "compare": "Put the simulator's predictions next to a real run's measurements.",
     "real": "Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers.",
     "report": "One self-contained HTML page per study directory (figures embedded).",
+    "scenario": "Write a simulator scenario from another tool's config (verl).",
     "sim": "Simulate GRPO under each controller and pipeline on the same prompt stream.",
     "stability": "Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.",
     "sweep": "Run every controller on every grid point of the synchronous pipeline.",

@@ -86,6 +86,8 @@ def build(t: Path) -> None:
     # per-sample files
     (t / "scores.jsonl").write_text('{"score": [1, 0]}\n{torn line\n')
     (t / "scores_nofield.jsonl").write_text('{"other": 1}\n')
+    dup = '{"idx": 0, "score": [1, 0]}\n{"idx": 1, "score": [1, 1]}\n{"idx": 0, "score": [0, 0]}\n'
+    (t / "scores_dup.jsonl").write_text(dup)
     (t / "groups.csv").write_text("step,prompt_id\n0,zero\n")
     # traces of a real run: torn, wrong columns
     run = t / "run_bad_trace"
@@ -110,3 +112,23 @@ def build(t: Path) -> None:
             (d / f).write_text(text)
     grid = t / "grid.csv"
     grid.write_text("S,lr\n1,0.1\n")
+    # user trial (issue 30): damaged parquet, a simulator's folder, an unfinished grid
+    (t / "garbage.parquet").write_bytes(b"PAR1 not a parquet file")
+    whole = (REPO / "tests" / "data" / "groups" / "real_sync" / "rollouts.parquet").read_bytes()
+    (t / "cut.parquet").write_bytes(whole[:3000])
+    sim_run = t / "sim_run"
+    sim_run.mkdir()
+    (sim_run / "config.json").write_text(json.dumps({"command": "sim", "scenario": "gsm8k"}))
+    (sim_run / "summary.csv").write_text("controller\nstatic:4\n")
+    cut_grid = t / "grid_cut"
+    cut_grid.mkdir()
+    (cut_grid / "config.json").write_text(json.dumps({"command": "sweep"}))
+    header = {"grid": "0" * 64, "command": "sweep", "points": 4}
+    point = {"index": 0, "point": {}, "status": "ok", "error": None, "attempts": 1, "rows": []}
+    (cut_grid / "grid.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(point) + "\n")
+    # verl trainer configs (sim --verl-config, scenario from-verl)
+    (t / "verl_torn.yaml").write_text("data:\n  train_batch_size: [1\n")
+    (t / "verl_list.yaml").write_text("- data.train_batch_size: 8\n")
+    (t / "verl_type.yaml").write_text("data:\n  train_batch_size: many\n")
+    tp = "trainer: {nnodes: 1, n_gpus_per_node: 6}\nactor_rollout_ref.rollout.tensor_model_parallel_size: 4\n"
+    (t / "verl_tp.yaml").write_text(tp)

@@ -24,6 +24,7 @@ COMMANDS = {
     "report": [],
     "check-controller": [],
     "advise": [],
+    "scenario": ["from-verl"],
 }
 
 HELP_SCRIPT = """
@@ -35,7 +36,7 @@ for args in json.loads(sys.argv[1]):
         main(args + ["--help"], standalone_mode=False)
     except SystemExit:
         pass
-out = {m: m in sys.modules for m in ("torch", "vllm")}
+out = {m: m in sys.modules for m in ("torch", "vllm", "seaborn")}
 print(json.dumps(out))
 """
 
@@ -60,7 +61,7 @@ def test_top_level_help_lists_every_command_and_imports_no_torch():
         if line.startswith("  ") and line.split()
     }
     assert listed == set(COMMANDS)
-    assert loaded == {"torch": False, "vllm": False}
+    assert loaded == {"torch": False, "vllm": False, "seaborn": False}
 
 
 def test_every_group_help_lists_its_subcommands_and_imports_no_torch():
@@ -69,7 +70,15 @@ def test_every_group_help_lists_its_subcommands_and_imports_no_torch():
     for g in groups:
         for sub in COMMANDS[g]:
             assert f"\n  {sub} " in text, (g, sub)
-    assert loaded == {"torch": False, "vllm": False}
+    assert not loaded["torch"] and not loaded["vllm"]
+
+
+def test_the_simulator_commands_help_imports_no_plotting():
+    """Figures import seaborn (seconds) when they are drawn, not for ``--help`` (issue 30)."""
+    _, loaded = _help_run(
+        [["sim"], ["sweep"], ["stability"], ["advise"], ["scenario", "from-verl"]]
+    )
+    assert loaded == {"torch": False, "vllm": False, "seaborn": False}
 
 
 def _imports(path: Path) -> set[str]:

@@ -112,10 +112,10 @@ class Raises:
     def state_dict(self): return {}
     def load_state_dict(self, s): pass
 """
-NO_CANDIDATES = (
-    RAISES.replace("Raises", "NoCands")
+BAD_CANDIDATES = (  # optional (../shared/ERRATA.md), but checked where given
+    RAISES.replace("Raises", "BadCands")
     .replace('        raise RuntimeError("no GPU\\nhere")', "        pass")
-    .replace("    candidates = (4,)\n", "")
+    .replace("    candidates = (4,)\n", "    candidates = (0, 4)\n")
 )
 
 NOT_JSON = (
@@ -134,7 +134,7 @@ NAN_STATE = NOT_JSON.replace("NotJson", "NanState").replace("set()", "float('nan
         (LACKS, "{f}:Half", "class Half ({f}) lacks state_dict, load_state_dict"),
         ("x = (", "{f}:X", "cannot load {f}: SyntaxError"),
         (RAISES, "{f}:Raises", "constructor raised RuntimeError: no GPU here"),
-        (NO_CANDIDATES, "{f}:NoCands", "needs a 'candidates' attribute"),
+        (BAD_CANDIDATES, "{f}:BadCands", "needs a 'candidates' attribute"),
         (NOT_JSON, "{f}:NotJson", "state_dict() is not JSON (TypeError: Object of type set"),
         (NAN_STATE, "{f}:NanState", "state_dict() is not JSON (ValueError: Out of range float"),
         (

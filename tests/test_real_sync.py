@@ -139,7 +139,7 @@ def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--steps", "-3"], "'--steps': -3 is not in the range x>=1"),
+        (["--steps", "-3"], "'--steps': -3 is not in the range 1<=x<=1000000"),
         (["--capacity", "0"], "'--capacity': 0 is not in the range x>=1"),
         (["--lr", "-1"], "'--lr': -1.0 is not in the range x>0"),
         (["--tau", "0.5"], "'--tau': 0.5 is not in the range x>1"),

@@ -171,7 +171,8 @@ def read_grouped(
     accepts a file with no lengths field (correctness only, the pass-rate fit): its
     samples come from the reward field and their ``length`` is null.
 
-    Raises: GroupedDataError (file, line, field) on a missing file or length field,
+    Raises: GroupedDataError (file, line, field) on a missing file, a folder without
+    ``rollouts.parquet``, a missing length field,
     invalid JSON, a length that is negative, zero, NaN or not an integer, a non-numeric
     step/reward/cap, or a per-prompt list of the wrong size.
     """
@@ -181,6 +182,11 @@ def read_grouped(
         path = Path(p)
         if path.is_dir() and (path / "rollouts.parquet").is_file():
             path = path / "rollouts.parquet"
+        if path.is_dir():
+            raise GroupedDataError(
+                f"{path}: a folder without rollouts.parquet; give a per-sample file "
+                "(.jsonl, .csv, .parquet) or a run folder holding rollouts.parquet"
+            )
         if not path.is_file():
             raise GroupedDataError(f"{path}: no such file")
         if is_rollout_trace(path):

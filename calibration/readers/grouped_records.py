@@ -68,7 +68,12 @@ def _pick(name: str | None, key: str, columns, where: str, required: bool = Fals
 
 
 def records(path: Path) -> list[tuple[int, dict]]:
-    """``(line, record)`` pairs of a JSONL, CSV or parquet file."""
+    """``(line, record)`` pairs of a JSONL, CSV or parquet file (parquet rows count from
+    1, CSV rows from 2, after the header).
+
+    Raises :class:`GroupedDataError` naming the file (and line) for a line that is not a
+    JSON object, a parquet file that cannot be read (truncated, corrupt) or an unknown
+    suffix."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         out = []
@@ -93,7 +98,12 @@ def records(path: Path) -> list[tuple[int, dict]]:
             for i, r in enumerate(df.iter_rows(named=True))
         ]
     if suffix == ".parquet":
-        return [(i + 1, r) for i, r in enumerate(pl.read_parquet(path).iter_rows(named=True))]
+        try:
+            df = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:  # truncated, corrupt, not parquet
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise GroupedDataError(f"{path}: not a readable parquet file ({why})") from None
+        return [(i + 1, r) for i, r in enumerate(df.iter_rows(named=True))]
     raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
 
 
@@ -261,7 +271,7 @@ def read_records(
                     "prompt_tokens": None if pt is None else int(pt),
                 }
             )
-    return rows
+    return refuse_repeats(rows, path, f, per_prompt)
 
 
 def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
@@ -306,5 +316,30 @@ def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
                     "reward": _number(v, at),
                     "prompt_tokens": None,
                 }
+            )
+    return refuse_repeats(rows, path, f, per_prompt)
+
+
+def refuse_repeats(rows: list[dict], path: Path, f: dict, per_prompt: bool) -> list[dict]:
+    """``rows`` as they are, after checking no group is given twice: with one record per
+    prompt (``per_prompt``), a prompt id (field ``f["prompt"]``) repeated within a step;
+    with one record per sample and a sample field, a (step, prompt, sample) repeated.
+    Without a prompt field (prompts numbered by line) or, per sample, without a sample
+    field (samples numbered in file order) nothing can repeat.
+
+    Raises :class:`GroupedDataError` naming the file, both lines and the field: two
+    records of one group would otherwise be merged into one larger group, silently.
+    """
+    if f["prompt"] is None or (not per_prompt and f["sample"] is None):
+        return rows
+    first: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["step"], r["prompt"]) if per_prompt else (r["step"], r["prompt"], r["sample_idx"])
+        seen = first.setdefault(key, r["line"])
+        if seen != r["line"]:
+            what = f"prompt {r['prompt']!r}" + ("" if per_prompt else f" sample {r['sample_idx']}")
+            raise GroupedDataError(
+                f"{path}: line {r['line']}: field {f['prompt']!r}: {what} of step {r['step']} "
+                f"repeats line {seen}; give each group once (drop or rename the duplicate)"
             )
     return rows

@@ -43,7 +43,7 @@ from rolloutlab.real.policy.numerics import describe as describe_numerics
 from rolloutlab.real.rundir.config import WarmStartConfig
 from rolloutlab.real.tasks.registry import TaskOps
 from rolloutlab.sim.trace import strict_json
-from tqdm import tqdm
+from rolloutlab.sim.trace.progress import progress_bar
 
 FORMAT = 1
 """Bumped when the warm-start procedure changes (so old cache entries stop matching)."""
@@ -98,10 +98,8 @@ def train_warm_start(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     losses = []
     model.train()
-    # a bar on a terminal only (disable=None): the warm start takes most of a minute
-    for _ in tqdm(
-        range(cfg.steps), desc="supervised warm start", unit="step", disable=None, leave=False
-    ):
+    # the warm start takes minutes: a bar on a terminal, plain lines in a log
+    for _ in progress_bar(range(cfg.steps), desc="supervised warm start", unit="step"):
         problems = ops.sample(rng, cfg.batch_size, exclude)
         ids, mask = sft_batch(problems, ops.solutions(rng, problems))
         logits = model(ids)[:, :-1]  # (N, T-1, V)

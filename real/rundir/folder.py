@@ -137,11 +137,18 @@ def open_existing(
         raise RunDirError(f"{out}: holds {what}; nothing to resume (nothing was changed)")
     try:
         doc = strict_json.loads(path.read_text())
-        run_id, stored = doc["run_id"], doc["config"]
-        if doc.get("kind") != kind:
-            raise KeyError("kind")
+        writer = doc.get("command") if isinstance(doc, dict) and "config" not in doc else None
+        if not writer:
+            run_id, stored = doc["run_id"], doc["config"]
+            if doc.get("kind") != kind:
+                raise KeyError("kind")
     except (ValueError, KeyError, TypeError) as exc:
         raise RunDirError(f"{path}: not a rolloutlab {kind} config ({exc!r})") from None
+    if writer:
+        raise RunDirError(
+            f"{path}: written by `rolloutlab {writer}` (a simulator output), not by a "
+            f"rolloutlab {kind} run; nothing to resume (nothing was changed)"
+        )
     others = _trace_run_ids(out) - {run_id}
     if others:
         raise RunDirError(

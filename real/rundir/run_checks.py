@@ -19,17 +19,27 @@ def check_before_writing(cfg: SyncConfig) -> None:
         ctl = check_spec(cfg.controller, seed=cfg.seed, tau=cfg.tau)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if max_group_size(ctl) > cfg.capacity:
+    check_capacity(cfg, ctl)
+
+
+def check_capacity(cfg: SyncConfig, ctl: Controller) -> None:
+    """Refuse a controller whose declared ``candidates`` exceed the engine capacity
+    (ConfigError naming ``--capacity``); one that declares none is checked at each step
+    instead (a proposed G above the capacity stops the run there)."""
+    G = max_group_size(ctl)
+    if G is not None and G > cfg.capacity:
         raise ConfigError(
-            f"controller {cfg.controller!r} can propose G={max_group_size(ctl)}, "
+            f"controller {cfg.controller!r} can propose G={G}, "
             f"more than the engine capacity {cfg.capacity} (--capacity)"
         )
 
 
-def max_group_size(ctl: Controller) -> int:
+def max_group_size(ctl: Controller) -> int | None:
     """Largest G the controller can propose: the max of its declared ``candidates``
-    (every built-in and every external controller declares them)."""
-    return max(int(g) for g in ctl.candidates)  # type: ignore[attr-defined]
+    (every built-in controller declares them); None for a user's controller that declares
+    none (``candidates`` is required by ``check-controller`` only)."""
+    cands = getattr(ctl, "candidates", None)
+    return None if cands is None else max(int(g) for g in cands)
 
 
 def request_seed(seed: int, step: int, prompt: int, sample_idx: int, round_: int = 0) -> int:

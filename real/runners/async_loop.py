@@ -50,12 +50,12 @@ from rolloutlab.real.rundir.trace_rows import (
     step_row,
 )
 from rolloutlab.real.runners.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
-from rolloutlab.real.runners.collapse import CollapseDetector
+from rolloutlab.real.runners.collapse import CollapseDetector, outcome
 from rolloutlab.real.runners.refill import sampling_record
 from rolloutlab.real.runners.sync import SyncRun, check_before_writing
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.trace import strict_json
-from tqdm import tqdm
+from rolloutlab.sim.trace.progress import progress_bar
 
 
 def fresh_enough(
@@ -124,11 +124,11 @@ class AsyncRun(SyncRun):
         try:
             if self.start_step == 0:
                 self._evaluate(-1)
-            bar = tqdm(
+            bar = progress_bar(
                 range(self.start_step, self.cfg.steps),
                 initial=self.start_step,
                 total=self.cfg.steps,
-                disable=None if progress else True,  # a bar on a terminal only
+                enabled=progress,  # a bar on a terminal, plain lines otherwise
                 desc=f"real async {self.pc.spec}",
                 unit="step",
             )
@@ -245,17 +245,10 @@ class AsyncRun(SyncRun):
 
     def _write_outcome(self) -> None:
         d = self.detector
-        doc = {
-            "pipeline": self.pc.spec,
-            "lr": self.cfg.learner.lr,
-            "seed": self.cfg.seed,
-            "collapsed": d.collapsed,
-            "t_collapse": d.t_collapse,
-            "failure": d.failure,
-            "weight_pushes_to_collapse": None
-            if d.t_collapse is None
-            else math.ceil(d.t_collapse / self.pc.sync_every),
-        }
+        doc = outcome(d, pipeline=self.pc.spec, lr=self.cfg.learner.lr, seed=self.cfg.seed)
+        doc["weight_pushes_to_collapse"] = (
+            None if d.t_collapse is None else math.ceil(d.t_collapse / self.pc.sync_every)
+        )
         strict_json.write_json(self.out / "collapse.json", doc)
 
 

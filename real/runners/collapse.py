@@ -22,6 +22,7 @@ scan in docs/real_async.md (stable runs stay far below them).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,3 +132,29 @@ class CollapseDetector:
         self.ema, self.below = state["ema"], state["below"]
         self.best = -math.inf if state["best"] is None else state["best"]
         self.t_collapse, self.failure = state["t_collapse"], state["failure"]
+
+
+def replay(steps: Iterable[dict[str, Any]], cfg: CollapseConfig | None = None) -> CollapseDetector:
+    """A detector fed every row of a run's step table in step order (after the run, or
+    after a resume: the whole run is judged, not only the resumed part).
+
+    ``steps``: dicts with ``step`` and ``reward_mean`` and, where known, ``kl``,
+    ``log_ratio``, ``loss`` and ``grad_norm`` (None for a step without an update).
+    Returns the :class:`CollapseDetector` (``collapsed``, ``t_collapse``, ``failure``).
+    """
+    d = CollapseDetector(cfg or CollapseConfig())
+    for r in sorted(steps, key=lambda r: r["step"]):
+        reward = r.get("reward_mean")
+        d.observe(
+            int(r["step"]),
+            math.nan if reward is None else float(reward),
+            *(r.get(k) for k in ("kl", "log_ratio", "loss", "grad_norm")),
+        )
+    return d
+
+
+def outcome(d: CollapseDetector, **head: Any) -> dict[str, Any]:
+    """``collapse.json``'s document: ``head`` (run settings), then ``collapsed``,
+    ``t_collapse`` (1-based learner step, None when it did not collapse) and ``failure``
+    (one of :data:`FAILURES`)."""
+    return {**head, "collapsed": d.collapsed, "t_collapse": d.t_collapse, "failure": d.failure}

@@ -30,6 +30,7 @@ import polars as pl
 import torch.multiprocessing as mp
 from rolloutlab.real.rundir.async_config import AsyncConfig
 from rolloutlab.sim.studies.stability import OUTCOME_COLUMNS, OUTCOME_SCHEMA
+from rolloutlab.sim.trace.progress import progress_bar
 
 CSV_COLUMNS = [
     *OUTCOME_COLUMNS,
@@ -180,7 +181,6 @@ def grid_points(grid: GridConfig) -> list[dict]:
 
 def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.DataFrame:
     """Run every (S, lr, seed) of ``grid`` under ``out``; one row per run (:data:`CSV_COLUMNS`)."""
-    from tqdm import tqdm
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,11 +189,12 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
     args = [(out, S, lr, seed, grid.run_config(S, lr, seed)) for S, lr, seed in points]
     with cf.ProcessPoolExecutor(grid.jobs, mp_context=mp.get_context("spawn")) as ex:
         rows = list(
-            tqdm(
+            progress_bar(
                 ex.map(_one, args),
                 total=len(args),
-                disable=None if progress else True,
+                enabled=progress,
                 desc="real stability",
+                unit="run",
             )
         )
     return pl.DataFrame(rows, schema=CSV_SCHEMA).select(CSV_COLUMNS)

@@ -45,7 +45,7 @@ from rolloutlab.real.rundir import checkpoint
 from rolloutlab.real.rundir import folder as rundir
 from rolloutlab.real.rundir.config import ConfigError, SyncConfig
 from rolloutlab.real.rundir.resume_check import resume_point
-from rolloutlab.real.rundir.run_checks import check_before_writing, max_group_size, request_seed
+from rolloutlab.real.rundir.run_checks import check_before_writing, check_capacity, request_seed
 from rolloutlab.real.rundir.trace_rows import (
     append_engine_requests,
     finish_reason_rows,
@@ -53,13 +53,14 @@ from rolloutlab.real.rundir.trace_rows import (
     rollout_rows,
     step_row,
 )
+from rolloutlab.real.runners import collapse
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, truncate_jsonl
-from tqdm import tqdm
+from rolloutlab.sim.trace.progress import progress_bar
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl")
 
@@ -95,11 +96,7 @@ class SyncRun:
         if not (self.out / "numerics.json").exists():  # the machine that started the run
             strict_json.write_json(self.out / "numerics.json", numerics.describe())
         self.controller = parse_controller(cfg.controller, seed=cfg.seed, tau=cfg.tau)
-        if max_group_size(self.controller) > cfg.capacity:
-            raise ConfigError(
-                f"controller {cfg.controller!r} can propose G={max_group_size(self.controller)}, "
-                f"more than the engine capacity {cfg.capacity} (--capacity)"
-            )
+        check_capacity(cfg, self.controller)
         self.heldout = self.ops.heldout(cfg.eval_size)
         self.exclude = frozenset(p.prompt_text for p in self.heldout)
         self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
@@ -143,14 +140,15 @@ class SyncRun:
         self.writer = TraceWriter(self.out)
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``."""
+        """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``
+        and writes ``collapse.json`` (:func:`real.runners.collapse.replay` over every step)."""
         if self.start_step == 0:
             self._evaluate(-1)
-        bar = tqdm(
+        bar = progress_bar(
             range(self.start_step, self.cfg.steps),
             initial=self.start_step,
             total=self.cfg.steps,
-            disable=None if progress else True,  # a bar on a terminal only
+            enabled=progress,  # a bar on a terminal, plain lines otherwise
             desc="real sync",
             unit="step",
         )
@@ -164,7 +162,11 @@ class SyncRun:
                 step_s=f"{info['step_s']:.2f}",
                 heldout_acc=heldout,
             )
-        return self.writer.close()
+        rollouts, steps = self.writer.close()
+        judged = collapse.replay(steps.to_dicts())  # the whole run, resumed parts included
+        doc = collapse.outcome(judged, lr=self.cfg.learner.lr, seed=self.cfg.seed)
+        strict_json.write_json(self.out / "collapse.json", doc)
+        return rollouts, steps
 
     def _requests(self, step: int, G: int, round_: int = 0) -> tuple[list, list[RolloutRequest]]:
         """Round ``round_``'s ``B`` problems and ``B x G`` requests (ids after the earlier rounds')."""

@@ -11,15 +11,21 @@ import polars as pl
 
 from rolloutlab.analysis.advise import Constraints, SearchSpace, pareto_table, search
 from rolloutlab.analysis.advise_eval import SETTING_KEYS, evaluate
-from rolloutlab.analysis.advise_plots import advise_figure
 from rolloutlab.commands.common import claim, echo_table, fail, parse_list
 from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, STEPS
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
+
+
+def _bounded(limit: int) -> tuple:
+    """``(check, expected)`` of :func:`parse_list` for integers in [1, ``limit``]."""
+    return (lambda v: 1 <= v <= limit), f"integers in [1, {limit}]"
 
 
 def _list(name: str, default: str, what: str):
@@ -35,7 +41,7 @@ def _list(name: str, default: str, what: str):
 @_list("--lr", "5e-7,1e-6,2e-6,4e-6", "Learning rates to search.")
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=60,
     show_default=True,
     help="Learner steps simulated per trial.",
@@ -98,8 +104,8 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             parse_pipeline(spec)
         space = SearchSpace(
             controller=tuple(split_specs(opts["controllers"])),
-            prompts=tuple(parse_list("--prompts", prompts, int, lambda v: v >= 1, "integers >= 1")),
-            workers=tuple(parse_list("--workers", workers, int, lambda v: v >= 1, "integers >= 1")),
+            prompts=tuple(parse_list("--prompts", prompts, int, *_bounded(MAX_PROMPTS))),
+            workers=tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
             max_num_seqs=tuple(
                 parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
             ),
@@ -141,16 +147,21 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             results[o.index] = o.value if o.status == "ok" else {"error": o.error}
 
         executor.run(fn, list(enumerate(settings)), keep)
+        bar.update(len(settings))
         return results
 
+    bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
     try:
         table = search(space, constraints, run_batch, trials, batch, seed, use_target)
     finally:
+        bar.close()
         executor.close()
     pareto = pareto_table(table)
     table.write_csv(out_dir / "trials.csv")
     pareto.write_csv(out_dir / "pareto.csv")
     label = "time to target reward (s)" if use_target else "time per step (s)"
+    from rolloutlab.analysis.advise_plots import advise_figure  # seaborn: not for --help
+
     advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
     write_config(
         out_dir / "config.json",

@@ -17,9 +17,9 @@ from rolloutlab.calibration.scenarios.servegen import LongCotConfig, ServeGenErr
 from rolloutlab.calibration.scenarios.verl import calibrate_verl
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
-from rolloutlab.commands.common import BadInput, calibration_out, cost_from_option, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
-from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, finite
+from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
 from rolloutlab.commands.vllm import vllm_compare, vllm_grid, vllm_steps
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.scenario.scenario import CalibrationError
@@ -66,9 +66,7 @@ def verl_config(
 def scenario_default_options(f):
     """Options ``--steps``, ``--tau``, ``--delta``: defaults the written scenario carries."""
     opts = [
-        click.option(
-            "--steps", type=click.IntRange(min=1), default=None, help="Scenario default steps."
-        ),
+        click.option("--steps", type=STEPS, default=None, help="Scenario default steps."),
         click.option(
             "--tau",
             type=finite(1.0, min_open=True),
@@ -148,20 +146,12 @@ def calibrate() -> None:
 
 @calibrate.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @click.option("--name", default="verl", show_default=True, help="Scenario name.")
-@click.option(
-    "--prompts", type=click.IntRange(min=1), default=None, help="Simulated B (default: logged B)."
-)
+@click.option("--prompts", type=PROMPTS, default=None, help="Simulated B (default: logged B).")
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=WORKERS,
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
@@ -197,20 +187,19 @@ def calibrate_verl_tb(
         f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "
         f"learner MAPE {f['learner']['mape']:.3f}, length rms z {f['lengths']['rms_z']:.2f}"
     )
+    click.echo(
+        "no pass rates (verl's scalars hold none per prompt): `sim` on this scenario has no "
+        "reward and no time to target; add them with `rolloutlab calibrate learning "
+        f"--verl-tb {run_dirs[0]} --out {out}`"
+    )
 
 
 @calibrate.command("servegen")
 @click.argument("folder", type=click.Path())
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @cost_from_option("Calibration file or bundled scenario whose cost and engine are reused.")
 @click.option("--name", default="longcot", show_default=True, help="Scenario name.")
-@click.option("--prompts", type=click.IntRange(min=1), required=True, help="Scenario default B.")
+@click.option("--prompts", type=PROMPTS, required=True, help="Scenario default B.")
 @scenario_default_options
 @click.option(
     "--max-response-length",

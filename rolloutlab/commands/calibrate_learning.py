@@ -29,8 +29,9 @@ from rolloutlab.calibration.scenarios.writer import (
     write_json_atomic,
 )
 from rolloutlab.commands.common import BadInput
-from rolloutlab.commands.types import POSITIVE
+from rolloutlab.commands.types import POSITIVE, PROMPTS
 from rolloutlab.sim.scenario.scenario import FORMAT, CalibrationError, scenario_from_dict
+from rolloutlab.sim.trace.progress import phase
 
 BLOCKS = ("pass_rate", "learning")
 
@@ -160,7 +161,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     "--prompts",
     default=1024,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=PROMPTS,
     help="--verl-tb: prompts per step (B; only the sampling-noise estimate uses it).",
 )
 @click.option(
@@ -213,7 +214,8 @@ def calibrate_learning(
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        block = fit_learning(read_run(run_dir), init_steps, learning_model)
+        with phase(f"calibrate learning: fitting {run_dir}"):  # minutes on a long run
+            block = fit_learning(read_run(run_dir), init_steps, learning_model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     block["fit"]["lr_of_run"] = block["lr_ref"]
@@ -247,7 +249,7 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        pass_rate, learning = verl_blocks(
+        pass_rate, learning = verl_blocks(  # a curve fit: seconds
             verl_dir, group_size, prompts, dispersion, skip_steps, checks, cmd, note
         )
     except ValueError as exc:

@@ -52,6 +52,7 @@ def check_controller(spec, seed, examples, max_steps, straggler_steps, budget_ms
     real runners rely on; prints one line per property and, for a failed one, the
     smallest failing example. Exit 0: all passed; 1: a property failed; 2: bad SPEC.
     Writes nothing."""
+    from rolloutlab.sim.control.plugins import check_candidates
     from rolloutlab.sim.control.spec import parse_controller
     from rolloutlab.testing.check import PROPERTIES, check_controller
 
@@ -59,7 +60,8 @@ def check_controller(spec, seed, examples, max_steps, straggler_steps, budget_ms
     try:
         if keys is not None and (not keys or set(keys) - set(PROPERTIES)):
             raise ValueError(f"--only: expected keys among {', '.join(PROPERTIES)}, got {only!r}")
-        parse_controller(spec, seed=seed)  # a spec that cannot build: bad input
+        ctl = parse_controller(spec, seed=seed)  # a spec that cannot build: bad input
+        check_candidates(ctl, f"controller spec {spec!r}")  # the kit tests propose() on them
     except ValueError as exc:
         fail(exc)
     report = check_controller(

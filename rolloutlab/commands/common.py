@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 import click
 import polars as pl
-from tqdm import tqdm
+
+from rolloutlab.sim.trace.progress import progress_bar
 
 OUT_DIR = click.option(
     "--out",
@@ -60,6 +61,16 @@ def calibration_out(ctx: click.Context, param: click.Parameter, value: str | Non
     except OutputError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value
+
+
+CALIBRATION_OUT = click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
+"""``--out FILE`` of a command that writes a whole calibration JSON (:func:`calibration_out`)."""
 
 
 def cost_from_option(help: str):
@@ -298,10 +309,11 @@ def _undo(created: Path | None) -> None:
 
 
 @contextmanager
-def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
-    """A transient tqdm bar (off when not a terminal) around a long run; a ValueError or
-    RuntimeError raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
-    bar = tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+def progress(total: int, desc: str, unit: str) -> Iterator[Any]:
+    """A transient bar on a terminal, plain lines with the elapsed time otherwise
+    (:func:`sim.trace.progress.progress_bar`), around a long run; a ValueError or RuntimeError
+    raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
+    bar = progress_bar(total=total, desc=desc, unit=unit)
     try:
         yield bar
     except (ValueError, RuntimeError) as exc:
@@ -310,17 +322,23 @@ def progress(total: int, desc: str, unit: str) -> Iterator[tqdm]:
         bar.close()
 
 
+NO_WRAP = 65_535
+"""``echo_table``'s default width: the widest polars draws, so no cell is wrapped or cut."""
+
+
 def echo_table(
     *tables: pl.DataFrame,
     rows: int = -1,
     cols: int | None = -1,
     precision: int = 3,
     dtypes: bool = False,
-    width: int | None = 200,
+    width: int | None = NO_WRAP,
 ) -> None:
     """Print each table with polars' formatting: up to ``rows`` rows and ``cols`` columns
     (-1: all; None: polars' default), floats to ``precision`` decimals, no shape line,
-    column types only if ``dtypes``, lines up to ``width`` characters (None: default)."""
+    column types only if ``dtypes``, lines up to ``width`` characters (None: polars'
+    default; the default :data:`NO_WRAP` never wraps a cell) and strings in full (a
+    controller spec such as ``sagc:tau=1.6,delta=0.2`` is never cut)."""
     with pl.Config(
         tbl_rows=rows,
         tbl_cols=cols,
@@ -328,6 +346,7 @@ def echo_table(
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=not dtypes,
         tbl_width_chars=width,
+        fmt_str_lengths=1000,
     ):
         for df in tables:
             click.echo(df)

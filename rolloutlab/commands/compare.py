@@ -8,8 +8,9 @@ import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
 from rolloutlab.commands.compare_scheduler import scheduler
-from rolloutlab.commands.types import finite
+from rolloutlab.commands.types import STEPS, finite
 from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.progress import phase
 
 
 @click.group()
@@ -93,7 +94,8 @@ def idle(
         fail(exc)
     with claimed(out_dir, "compare-idle"):
         try:
-            res = compare_idle(run, cfg)
+            with phase(f"compare idle: {draws} draws over {run.steps.height} steps"):
+                res = compare_idle(run, cfg)
         except (RunInputError, TraceError, ValueError) as exc:
             fail(exc)
         name = write_idle_outputs(run, res, cfg, out_dir)
@@ -118,7 +120,7 @@ def idle(
 )
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Learner steps T per real run [default: the real grid's config.json].",
 )
@@ -293,16 +295,17 @@ def learning(
 
     with claimed(out_dir, "compare-learning"):
         try:
-            table, groups, curves, fit = compare_learning(
-                list(fit_dirs),
-                list(real_dirs),
-                target_accuracy,
-                learning_model,
-                draws,
-                seed,
-                clock,
-                resim_draws,
-            )
+            with phase("compare learning: fitting and predicting"):
+                table, groups, curves, fit = compare_learning(
+                    list(fit_dirs),
+                    list(real_dirs),
+                    target_accuracy,
+                    learning_model,
+                    draws,
+                    seed,
+                    clock,
+                    resim_draws,
+                )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
         table.write_csv(out_dir / "learning_comparison.csv")

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 import polars as pl
-from tqdm import tqdm
 
 from rolloutlab.commands.common import RunFailed, fail
 from rolloutlab.commands.executor import Executor, ExecutorError, LocalExecutor, RayExecutor
 from rolloutlab.commands.grid_store import GridResumeError, GridStore
 from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
 
 GRID_KEYS = ("executor", "ray_address", "ray_runtime_env", "max_parallel", "retries", "resume")
 """The keyword arguments :func:`grid_options` adds to a command."""
@@ -111,12 +111,16 @@ def prepare_grid(
 ) -> tuple[Executor, GridStore]:
     """Everything that can refuse a grid, before its output folder is claimed: the
     executor (Ray importable, cluster reachable) and, with ``--resume``, the folder's grid
-    file (same spec). Raises BadInput (one line, exit 2, nothing written)."""
+    file (same spec); without it, a folder holding an unfinished grid's finished points
+    (:meth:`GridStore.check_fresh`: "pass --resume"). Raises BadInput (one line, exit 2,
+    nothing written)."""
     executor = executor_from(opts, default_parallel)
     store = GridStore(out_dir, command, spec, points)
     try:
         if opts["resume"]:
             store.check_resume()
+        else:
+            store.check_fresh()
         executor.check()
     except (ExecutorError, GridResumeError) as exc:
         fail(exc)
@@ -136,9 +140,7 @@ def run_points(
     store.open(resume)
     todo = [(i, p) for i, p in enumerate(store.points) if i not in store.done]
     failed = sum(r["status"] != "ok" for r in store.done.values())
-    bar = tqdm(
-        total=len(store.points), initial=len(store.done), desc=desc, unit="point", disable=None
-    )
+    bar = progress_bar(total=len(store.points), initial=len(store.done), desc=desc, unit="point")
     bar.set_postfix(failed=failed)
 
     def on_outcome(outcome) -> None:

@@ -104,6 +104,29 @@ class GridStore:
             )
         self.done = records
 
+    def check_fresh(self) -> None:
+        """Refuse to start this grid afresh over an unfinished one (nothing written):
+        raises :class:`GridResumeError` when the folder's grid file holds finished points
+        of a grid that did not finish (fewer lines than its header's ``points``), the
+        work a fresh start would throw away. A finished grid (every point recorded) or no
+        grid file is fine: a finished grid's tables are what the new run replaces."""
+        if not self.path.is_file():
+            return
+        header, records, _ = _read(self.path)
+        if not header or not records or len(records) >= int(header.get("points") or 0):
+            return
+        n, total = len(records), header.get("points")
+        if header.get("grid") == self.hash:
+            raise GridResumeError(
+                f"{self.path}: holds {n} of {total} finished points of this grid (an "
+                "interrupted run); pass --resume to run only the missing ones, or remove "
+                "the folder to start over"
+            )
+        raise GridResumeError(
+            f"{self.path}: holds {n} of {total} finished points of another, unfinished "
+            "grid (other options); rerun that one with --resume, or choose another --out"
+        )
+
     def open(self, resume: bool) -> None:
         """Start the file (a new grid: header only) or, with ``resume`` (after
         :meth:`check_resume`), drop a last line cut short and append from there."""

@@ -11,18 +11,17 @@ from __future__ import annotations
 import click
 import polars as pl
 
-from rolloutlab.analysis.groups_plot import straggler_vs_g_figure
 from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, read_grouped
 from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.commands.common import (
+    CALIBRATION_OUT,
     BadInput,
-    calibration_out,
     claim,
     cost_from_option,
 )
-from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
+from rolloutlab.commands.types import POSITIVE_INT, PROMPTS, CommaList, finite
 from rolloutlab.sim.models.within_law import LAWS
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.scenario.scenario import CalibrationError
@@ -46,7 +45,7 @@ DRAWS_OPTION = click.option(
     help="Subsamples per step and G (>= 1).",
 )
 PROMPTS_OPTION = click.option(
-    "--prompts", type=click.IntRange(min=1), default=None, help="B (default: as logged)."
+    "--prompts", type=PROMPTS, default=None, help="B (default: as logged)."
 )
 
 
@@ -147,13 +146,7 @@ def _aics(fit: dict) -> str:
 
 @click.command("groups")
 @reader_options
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
+@CALIBRATION_OUT
 @cost_from_option("Bundled scenario or calibration file for cost, engine and prompt length.")
 @click.option("--name", default="groups", show_default=True, help="Scenario name.")
 def calibrate_groups_cmd(
@@ -310,6 +303,8 @@ def validate_groups_cmd(
         if held_out
         else f"held-out steps of the same run (fit on {fit_steps})"
     )
+    from rolloutlab.analysis.groups_plot import straggler_vs_g_figure  # seaborn: not for --help
+
     straggler_vs_g_figure(table, out_dir / "validation_groups.png", f"{where}, B={table['B'][0]}")
     write_config(
         out_dir / "config.json",

@@ -22,16 +22,20 @@ from rolloutlab.commands.common import (
 )
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
+    collapse_summary,
     progress,
     run_options,
     task_spread,
     use_numerics,
+    warn_collapse,
 )
 from rolloutlab.commands.real_stability import stability_cmd
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
     POSITIVE_INT,
+    PROMPTS,
+    STEPS,
     finite,
 )
 from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
@@ -45,6 +49,7 @@ from rolloutlab.real.rundir.config import (
     config_from_options,
 )
 from rolloutlab.real.rundir.folder import RunDirError
+from rolloutlab.sim.control.observation import ControllerError
 from rolloutlab.sim.trace.metrics import run_summary
 from rolloutlab.sim.trace.schema import TraceError
 
@@ -85,14 +90,14 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     "--steps",
     default=SyncConfig.steps,
     show_default=True,
-    type=POSITIVE_INT,
+    type=STEPS,
     help="Training steps (>= 1); with --resume, a larger value extends the run.",
 )
 @click.option(
     "--prompts",
     default=SyncConfig.prompts,
     show_default=True,
-    type=POSITIVE_INT,
+    type=PROMPTS,
     help="Prompt batch B per step (>= 1).",
 )
 @click.option(
@@ -238,15 +243,18 @@ def sync(
         CheckpointError,
         TraceError,
         EngineUnavailable,
+        ControllerError,
         ValueError,
     ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)
     summary = {
         **run_summary(rollouts, steps, tau=cfg.tau),
+        **collapse_summary(out_dir),
         **accuracy_summary(out_dir, target_accuracy),
     }
     click.echo(format_summary(summary))
+    warn_collapse(summary)
 
 
 @real.command("task-lengths")
@@ -341,6 +349,7 @@ def async_cmd(
         CheckpointError,
         TraceError,
         GeneratorDied,
+        ControllerError,
         EngineUnavailable,
         VllmSetupError,
     ) as exc:
@@ -352,14 +361,11 @@ def async_cmd(
         **pipeline_summary(
             rollouts, steps, AsyncConfig.from_dict(stored).pipeline_config.max_staleness
         ),
-        **{
-            k: v
-            for k, v in json.loads((out_dir / "collapse.json").read_text()).items()
-            if k in ("collapsed", "t_collapse", "failure")
-        },
+        **collapse_summary(out_dir),
         **accuracy_summary(out_dir, target_accuracy),
     }
     click.echo(format_summary(summary))
+    warn_collapse(summary)
 
 
 async_cmd.params[:0] = list(sync.params)  # `real async` takes every option of `real sync` first

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from rolloutlab.commands.common import check_own_file, claimed, fail, json_with_keys
-from rolloutlab.commands.types import NON_NEGATIVE_INT, finite
+from rolloutlab.commands.common import check_own_file, claimed, echo_table, fail, json_with_keys
+from rolloutlab.commands.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks.registry import TASKS
 from rolloutlab.sim.trace import strict_json
@@ -77,6 +77,31 @@ def use_numerics(portable: bool) -> None:
             fail(exc)
 
 
+def collapse_summary(out_dir: Path) -> dict[str, Any]:
+    """``collapsed``, ``t_collapse`` (1-based learner step or None) and ``failure`` (the
+    criterion, :mod:`real.runners.collapse`) from the run's ``collapse.json``; empty when the run
+    wrote none."""
+    path = Path(out_dir) / "collapse.json"
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    return {k: doc[k] for k in ("collapsed", "t_collapse", "failure") if k in doc}
+
+
+def warn_collapse(summary: dict[str, Any]) -> None:
+    """A ``warning:`` line on stderr when ``summary`` says the run collapsed (the exit
+    status stays 0: the run did what was asked, and its traces are the record)."""
+    if summary.get("collapsed"):
+        acc = summary.get("heldout_accuracy_end")
+        tail = "" if acc is None else f"; held-out accuracy at the end {acc:.3g}"
+        click.echo(
+            f"warning: the run collapsed at learner step {summary['t_collapse']} "
+            f"({summary['failure']} criterion, real/runners/collapse.py){tail}; "
+            "try a smaller --lr (collapse.json)",
+            err=True,
+        )
+
+
 def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     """Held-out accuracy at the start and end of the run in ``out_dir`` (its ``eval.jsonl``)
     and, with ``target``, ``time_to_target_s`` (:func:`real.tasks.evaluate.time_to_accuracy`;
@@ -106,14 +131,14 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     "--steps",
     default=25,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=STEPS,
     help="Generation steps measured (>= 1).",
 )
 @click.option(
     "--prompts",
     default=8,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=PROMPTS,
     help="Prompt batch B per step (>= 1).",
 )
 @click.option(
@@ -225,19 +250,5 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
                 "target_accuracy": target_accuracy,
             },
         )
-    with pl_config():
-        click.echo(table)
+    echo_table(table, dtypes=True)
     click.echo(f"wrote {out_dir / 'runs.csv'} and {out_dir / 'progress.png'}")
-
-
-def pl_config():
-    """polars print settings for a run table (all rows and columns, 3 decimals)."""
-    import polars as pl
-
-    return pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        float_precision=3,
-        tbl_hide_dataframe_shape=True,
-        tbl_width_chars=200,
-    )

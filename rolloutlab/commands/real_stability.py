@@ -23,7 +23,9 @@ from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
     POSITIVE_INT,
+    PROMPTS,
     SEED_COUNT,
+    STEPS,
     CommaList,
 )
 from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
@@ -50,10 +52,10 @@ from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConf
     "--seeds", default=3, show_default=True, type=SEED_COUNT, help="Seeds per (S, lr): 0..N-1."
 )
 @click.option(
-    "--steps", default=100, show_default=True, type=POSITIVE_INT, help="Learner steps T per run."
+    "--steps", default=100, show_default=True, type=STEPS, help="Learner steps T per run."
 )
 @click.option(
-    "--prompts", default=4, show_default=True, type=POSITIVE_INT, help="Prompt batch B (>= 1)."
+    "--prompts", default=4, show_default=True, type=PROMPTS, help="Prompt batch B (>= 1)."
 )
 @click.option(
     "--controller",

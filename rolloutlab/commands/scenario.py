@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
 from rolloutlab.commands.common import fail
 from rolloutlab.commands.learning_options import learning_options, rewards_from_options
 from rolloutlab.sim.models.dynamics import DRIFTS
@@ -20,6 +21,7 @@ from rolloutlab.sim.scenario.scenario import (
     Scenario,
     bundled_scenarios,
     load_scenario,
+    scenario_from_dict,
 )
 
 OPTIONS = [
@@ -97,22 +99,33 @@ def run_options(command):
     return learning_options(command)
 
 
-def load_for(calibration: str | None, scenario: str, **overrides: Any) -> Scenario:
-    """Load the calibration file (else the bundled ``scenario``) and apply ``overrides``,
-    the keywords of :func:`sim.scenario.overrides.apply_overrides` (``engine``, ``workers``,
-    ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
+def load_for(
+    calibration: str | None, scenario: str, verl: VerlMapping | None = None, **overrides: Any
+) -> Scenario:
+    """Load the calibration file (else the bundled ``scenario``), give it the cluster and
+    caps of the verl config ``verl`` (:func:`calibration.scenarios.verl_config.apply_to_calibration`)
+    and apply ``overrides``, the keywords of :func:`sim.scenario.overrides.apply_overrides`
+    (``engine``, ``workers``, ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
     :class:`~rolloutlab.commands.common.BadInput` (exit 2) with the loader's or the
     override's one-line message."""
     try:
-        return apply_overrides(load_scenario(calibration or scenario), **overrides)
+        sc = load_scenario(calibration or scenario)
+        if verl is not None:
+            d = apply_to_calibration(sc.source, verl)
+            sc = scenario_from_dict(d, f"{calibration or scenario} + {verl.path}")
+        return apply_overrides(sc, **overrides)
     except (CalibrationError, ValueError) as exc:
         fail(exc)
 
 
 def load_run(
-    opts: dict[str, Any], *, engine: str, workers: int | None = None
+    opts: dict[str, Any],
+    *,
+    engine: str,
+    workers: int | None = None,
+    verl: VerlMapping | None = None,
 ) -> tuple[Scenario, RewardConfig | None, DynamicSampling | None, float | None]:
-    """The scenario (:func:`load_for`) and the run's reward settings
+    """The scenario (:func:`load_for`, with the verl config ``verl``) and the run's reward settings
     (:func:`rewards_from_options`) from the keyword arguments click passes for
     :func:`scenario_options` and :func:`run_options` (``opts``; other keys are ignored).
 
@@ -122,7 +135,7 @@ def load_run(
     """
     overrides = {k: opts[k] for k in ("model", "gpu", "tp", "kv_cache", "drift")}
     sc = load_for(
-        opts["calibration"], opts["scenario"], engine=engine, workers=workers, **overrides
+        opts["calibration"], opts["scenario"], verl, engine=engine, workers=workers, **overrides
     )
     keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
     return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))

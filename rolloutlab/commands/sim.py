@@ -9,6 +9,8 @@ import click
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
+from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
+from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
@@ -28,11 +30,9 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 @click.command()
 @scenario_options
-@click.option("--steps", type=click.IntRange(min=1), help="Learner steps (default: scenario's).")
-@click.option("--prompts", type=click.IntRange(min=1), help="Prompt batch B (default: scenario's).")
-@click.option(
-    "--workers", type=click.IntRange(min=1), help="Generation workers (default: scenario's)."
-)
+@click.option("--steps", type=STEPS, help="Learner steps (default: scenario's).")
+@click.option("--prompts", type=PROMPTS, help="Prompt batch B (default: scenario's).")
+@click.option("--workers", type=WORKERS, help="Generation workers (default: scenario's).")
 @click.option(
     "--pipeline",
     "pipeline",
@@ -90,8 +90,11 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     show_default=True,
     help="Draw OUT/comparison.png (seaborn; about a quarter of a 100-step run's time).",
 )
+@VERL_OPTION
 @run_options
+@click.pass_context
 def sim(
+    ctx,
     steps,
     prompts,
     workers,
@@ -104,6 +107,7 @@ def sim(
     seed,
     figure,
     out,
+    verl_config,
     **opts,
 ):
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
@@ -111,7 +115,13 @@ def sim(
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
     comparison.png (unless --no-figure) and config.json, and prints the comparison table.
     """
-    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers)
+    verl = None
+    if verl_config:  # the file's settings, where the command line sets none
+        verl, params, overridden = merge_verl(ctx, verl_config)
+        steps, prompts, pipeline, placement = (params[k] for k in SET_BY_VERL)
+        opts.update({k: params[k] for k in opts})
+        echo_mapping(verl, overridden)
+    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
         cfg = RunConfig(
@@ -164,6 +174,7 @@ def sim(
                 "engine": dataclasses.asdict(sc.engine),
                 "cost": sc.cost.to_dict(),
                 "calibration": scenario_source(sc),
+                **({"verl_config": verl_record(verl)} if verl else {}),
             },
         )
     click.echo(
@@ -171,12 +182,21 @@ def sim(
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if rewards is None:
+        click.echo(
+            f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
+            "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
+        )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     figure_file = " comparison.png," if figure else ""
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )
+
+
+SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
+"""The parameters of :func:`sim` (besides ``opts``) that ``--verl-config`` may set."""
 
 
 def _printed_columns(pipes, rewards: bool = False) -> list[str]:

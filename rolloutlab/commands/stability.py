@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 import polars as pl
 
-from rolloutlab.analysis.stability_plots import plot_phase_diagram
 from rolloutlab.commands.common import claim, echo_table
 from rolloutlab.commands.grid_options import (
     describe_executor,
@@ -23,8 +22,9 @@ from rolloutlab.commands.grid_options import (
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
-    POSITIVE_INT,
+    PROMPTS,
     SEED_COUNT,
+    STEPS,
     CommaList,
 )
 from rolloutlab.sim.models.staleness import StalenessParams
@@ -55,7 +55,7 @@ from rolloutlab.sim.studies.stability import default_lrs, run_point, summarize
     "T",
     default=1000,
     show_default=True,
-    type=POSITIVE_INT,
+    type=STEPS,
     help="Learner steps T per run (>= 1).",
 )
 @click.option(
@@ -66,7 +66,7 @@ from rolloutlab.sim.studies.stability import default_lrs, run_point, summarize
     "--batch",
     "batch",
     default=None,
-    type=POSITIVE_INT,
+    type=PROMPTS,
     help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}]"
     " (--batch: old name).",
 )
@@ -114,6 +114,8 @@ def stability(
     runtime_s = time.perf_counter() - t0
     df.write_csv(out_dir / "stability.csv")
     ok = df.filter(pl.col("status") == "ok")
+    from rolloutlab.analysis.stability_plots import plot_phase_diagram  # seaborn: not for --help
+
     plot_phase_diagram(ok, params, T, out_dir / "phase_diagram.png")
     write_config(
         out_dir / "config.json", {**config, "runtime_s": runtime_s, **describe_executor(opts)}

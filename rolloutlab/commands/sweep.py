@@ -18,7 +18,14 @@ from rolloutlab.commands.grid_options import (
 )
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
-from rolloutlab.commands.types import POSITIVE_INT, SEED_COUNT, CommaList
+from rolloutlab.commands.types import (
+    POSITIVE_INT,
+    PROMPTS,
+    SEED_COUNT,
+    STEPS,
+    WORKERS,
+    CommaList,
+)
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.spec import PipelineConfig
@@ -27,13 +34,14 @@ from rolloutlab.sim.studies.compare import check_comparison
 from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
 
 
-def _int_list_option(name: str, metavar: str, what: str):
-    """A ``NAME X[,X...]`` option: distinct integers >= 1 (:class:`CommaList`; None when
-    not given, meaning the scenario's value); ``what`` starts its help text."""
+def _int_list_option(name: str, metavar: str, what: str, item: click.IntRange = POSITIVE_INT):
+    """A ``NAME X[,X...]`` option: distinct integers of ``item``'s range (>= 1;
+    :class:`CommaList`; None when not given, meaning the scenario's value); ``what``
+    starts its help text."""
     return click.option(
         name,
         metavar=f"{metavar}[,{metavar}...]",
-        type=CommaList(POSITIVE_INT),
+        type=CommaList(item),
         help=f"{what}; distinct integers >= 1 (default: the scenario's).",
     )
 
@@ -52,8 +60,8 @@ def _seed_list(ctx: click.Context, param: click.Parameter, value):
 
 @click.command()
 @scenario_options
-@_int_list_option("--prompts", "B", "Prompt batches B, e.g. 16,64,256")
-@_int_list_option("--workers", "W", "Generation worker counts, e.g. 1,2,4")
+@_int_list_option("--prompts", "B", "Prompt batches B, e.g. 16,64,256", PROMPTS)
+@_int_list_option("--workers", "W", "Generation worker counts, e.g. 1,2,4", WORKERS)
 @_int_list_option("--max-num-seqs", "N", "vLLM max_num_seqs per worker, e.g. 256,1024")
 @click.option(
     "--seeds",
@@ -68,9 +76,7 @@ def _seed_list(ctx: click.Context, param: click.Parameter, value):
     type=CommaList(click.IntRange(min=0)),
     help="Explicit seeds instead of --seeds, distinct integers >= 0 (e.g. 3,7).",
 )
-@click.option(
-    "--steps", type=click.IntRange(min=1), help="Learner steps per run (default: scenario's)."
-)
+@click.option("--steps", type=STEPS, help="Learner steps per run (default: scenario's).")
 @click.option(
     "--engine",
     type=click.Choice(["fast", "simpy"]),

@@ -7,6 +7,8 @@ naming the option, exit code 2, before the command body runs (nothing written).
 - :func:`finite` — a float that must be finite (``nan``/``inf`` refused; click's
   ``FloatRange`` lets ``nan`` through its bounds), optionally within a range;
 - :data:`POSITIVE_INT`, :data:`NON_NEGATIVE_INT`, :data:`PROBABILITY`, :data:`POSITIVE`;
+- :data:`STEPS`, :data:`PROMPTS`, :data:`WORKERS` — counts with an upper bound named in
+  the error;
 - :class:`CommaList` — ``"1,2,4"`` as a list of an item type, items unique by default;
 - :data:`SEED_COUNT` — ``--seeds N``: the number of seeds (``0..N-1``) in every command.
 """
@@ -54,6 +56,20 @@ PROBABILITY = finite(0.0, 1.0)
 """A finite float in [0, 1]."""
 POSITIVE_INT = click.IntRange(min=1)
 """An integer >= 1 (a count: steps, prompts, workers, slots)."""
+MAX_STEPS = 1_000_000
+"""Most learner steps one run may ask for (a month of 2.6 s steps; the scenarios' runs
+are 60-300): beyond it a typo, not a study."""
+MAX_PROMPTS = 100_000
+"""Most prompts per step B (verl's largest published batches are a few thousand)."""
+MAX_WORKERS = 100_000
+"""Most generation workers (a 100k-GPU cluster at TP 1)."""
+STEPS = click.IntRange(1, MAX_STEPS)
+"""Learner steps: an integer in [1, :data:`MAX_STEPS`]; a larger one is refused naming the
+limit (``--steps 99999999999999999999999`` would otherwise run until killed)."""
+PROMPTS = click.IntRange(1, MAX_PROMPTS)
+"""Prompts per step B: an integer in [1, :data:`MAX_PROMPTS`]."""
+WORKERS = click.IntRange(1, MAX_WORKERS)
+"""Generation workers: an integer in [1, :data:`MAX_WORKERS`]."""
 NON_NEGATIVE_INT = click.IntRange(min=0)
 """An integer >= 0 (0 meaning none/unlimited, as each option's help says)."""
 

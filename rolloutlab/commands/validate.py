@@ -7,7 +7,6 @@ output folder left behind.
 from __future__ import annotations
 
 import click
-from tqdm import tqdm
 
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, verl_options
@@ -15,6 +14,7 @@ from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd
 from rolloutlab.commands.run_spread import run_spread_cmd
 from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
 
 
 @click.group()
@@ -50,9 +50,7 @@ def validate_verl_tb(
     runs = run_dir_args(run_dirs)
     with claimed(out, "validate-verl-tb") as out_dir:
         try:
-            with tqdm(
-                total=len(runs), desc="validate", unit="run", disable=None, leave=False
-            ) as bar:
+            with progress_bar(total=len(runs), desc="validate", unit="run") as bar:
                 table = validate_runs(runs, fit_steps, cfg, progress=lambda _: bar.update())
         except BAD_INPUT as exc:
             fail(exc)

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.scenarios.writer import source_entry, write_json_atomic
-from rolloutlab.commands.common import STEP_CLOCK, calibration_out, fail
+from rolloutlab.commands.common import CALIBRATION_OUT, STEP_CLOCK, fail
 from rolloutlab.commands.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.trace import strict_json
 
@@ -26,14 +26,6 @@ LENGTHS_FROM = click.option(
     help="Calibration file or bundled scenario whose lengths/prompt_tokens/defaults are reused.",
 )
 """``--lengths-from``: what a timing grid does not measure comes from this calibration."""
-CALIBRATION_OUT = click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
-)
-"""``--out FILE``: the calibration a command writes (checked before any work)."""
 
 
 @click.command("vllm-grid")

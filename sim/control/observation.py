@@ -31,8 +31,11 @@ controller that needs a newer observation than this rolloutlab gives sets
 
 from __future__ import annotations
 
+import inspect
 import numbers
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +107,35 @@ def needs(controller: Any, name: str) -> bool:
     return name in names or "observation" in names
 
 
+class ControllerError(RuntimeError):
+    """A user's controller raised inside ``propose()`` or ``observe()``: the one-line
+    message names the controller, the method, the exception and the file and line of the
+    controller's code where it was raised (the original is the ``__cause__``)."""
+
+
+@contextmanager
+def _calling(controller: Any, method: str) -> Iterator[None]:
+    """Raise what a controller from outside the package raises in the body as a
+    :class:`ControllerError` (the built-in ones' errors pass through unchanged)."""
+    try:
+        yield
+    except Exception as exc:
+        if type(controller).__module__.startswith("rolloutlab."):
+            raise
+        frames = traceback.extract_tb(exc.__traceback__)
+        try:
+            src = inspect.getsourcefile(type(controller))
+        except TypeError:
+            src = None
+        at = ([f for f in frames if f.filename == src] or frames)[-1]
+        who = getattr(controller, "name", None) or type(controller).__name__
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ControllerError(
+            f"controller {who}: {method}() raised {text} "
+            f"(at {at.filename}, line {at.lineno}, in {at.name})"
+        ) from exc
+
+
 def observe_step(controller: Any, lengths: Sequence[Sequence[int]] | Any, **extras: Any) -> None:
     """Call ``controller.observe(lengths, **wanted)`` with the extras it declared.
 
@@ -111,19 +143,18 @@ def observe_step(controller: Any, lengths: Sequence[Sequence[int]] | Any, **extr
     ``(n_prompts, G)`` array). ``extras``: any of :data:`FIELDS`; the ones the controller
     does not declare are not passed. A declared extra missing from ``extras`` is passed
     as ``None`` (the run does not have it); a declared ``observation`` is the
-    :class:`Observation` of all of them. Raises ValueError for an unknown extra name.
+    :class:`Observation` of all of them. Raises ValueError for an unknown extra name;
+    :class:`ControllerError` (file and line) when an outside controller's observe raises.
     """
     unknown = [k for k in extras if k not in FIELDS]
     if unknown:
         raise ValueError(f"observe_step: unknown extras {unknown}; known: {', '.join(FIELDS)}")
     names = wants(controller)
-    if not names:
-        controller.observe(lengths)
-        return
     given = {n: extras.get(n) for n in names if n != "observation"}
     if "observation" in names:
         given["observation"] = Observation(lengths, **extras)
-    controller.observe(lengths, **given)
+    with _calling(controller, "observe"):
+        controller.observe(lengths, **given)
 
 
 def propose_step(controller: Any, prompt_ids: Any = None) -> int:
@@ -134,12 +165,16 @@ def propose_step(controller: Any, prompt_ids: Any = None) -> int:
     ``prompt_ids``: ``(n_prompts,)`` ints of the batch about to be generated, or None when
     the pipeline does not know them. Returns the proposed G (int). Raises ValueError
     naming the controller when it returns anything but a positive int (a bool, a float,
-    0, a negative number).
+    0, a negative number); :class:`ControllerError` (file and line) when an outside
+    controller's propose raises.
     """
-    if prompt_ids is not None and "prompt_ids" in tuple(getattr(controller, "proposes", ()) or ()):
-        G = controller.propose(prompt_ids=prompt_ids)
-    else:
-        G = controller.propose()
+    with _calling(controller, "propose"):
+        if prompt_ids is not None and "prompt_ids" in tuple(
+            getattr(controller, "proposes", ()) or ()
+        ):
+            G = controller.propose(prompt_ids=prompt_ids)
+        else:
+            G = controller.propose()
     if isinstance(G, numbers.Integral) and not isinstance(G, bool) and int(G) >= 1:
         return int(G)  # numpy integers are Integral too
     who = getattr(controller, "name", None) or type(controller).__name__

@@ -13,10 +13,11 @@ Spec forms (anywhere a controller is named: ``sim``, ``sweep``, ``real sync``,
 
 The options go through :func:`sim.control.options.constructor_kwargs` (checked
 against the constructor's signature); ``seed`` is passed when the constructor takes it.
-The class must meet :mod:`sim.control.contract` (:data:`~sim.control.contract.REQUIRED_METHODS`; the instance a
-``candidates`` attribute (the positive ints it may propose) and a fresh state that
-``json.dumps`` writes without NaN). Every failure is one ValueError naming the spec, the
-file or module, the class and what is wrong.
+The class must meet :mod:`sim.control.contract` (:data:`~sim.control.contract.REQUIRED_METHODS`
+and a fresh state that ``json.dumps`` writes without NaN); a ``candidates`` attribute (the
+positive ints it may propose) is checked where given and required only by
+``check-controller``. Every failure is one ValueError naming the spec, the file or module,
+the class and what is wrong.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def build_external(spec: str, seed: int = 0, **defaults: Any) -> Any:
     that the constructor names and the spec does not set. Raises ValueError naming the
     spec and what is wrong:
     file/module/class not found, a missing method, an option the constructor does not
-    take or a bad value, a constructor that raises, no valid ``candidates``."""
+    take or a bad value, a constructor that raises, ``candidates`` given but not valid."""
     try:
         factory, where, items, names = _prepared(spec)
         kwargs = {k: v for k, v in defaults.items() if k in names} | dict(items)
@@ -159,7 +160,8 @@ def build_external(spec: str, seed: int = 0, **defaults: Any) -> Any:
             raise ValueError(
                 f"{where} lacks {', '.join(lacks)} (a controller needs {', '.join(REQUIRED_METHODS)})"
             )
-        check_candidates(ctl, where)
+        if getattr(ctl, "candidates", None) is not None:  # optional; check-controller needs it
+            check_candidates(ctl, where)
         try:  # the trace stores the state as JSON after every step
             json.dumps(ctl.state_dict(), allow_nan=False)
         except Exception as exc:

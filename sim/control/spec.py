@@ -73,16 +73,16 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
 def check_spec(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controller:
     """:func:`parse_controller`, then one ``propose()`` of that fresh controller through
     :func:`sim.control.observation.propose_step` (a G that is not a positive int, or not one of
-    its ``candidates``, is refused), for the checks a command makes before it writes
-    anything. Returns the probed controller (do not run it: it has proposed once).
+    its ``candidates`` where it declares them, is refused), for the checks a command
+    makes before it writes anything. Returns the probed controller (do not run it: it has proposed once).
     Raises ValueError naming the spec."""
     ctl = parse_controller(spec, seed, **sagc_defaults)
     try:
         G = propose_step(ctl)
     except ValueError as exc:
         raise ValueError(f"controller spec {spec!r}: {exc}") from None
-    cands = tuple(getattr(ctl, "candidates", ()))
-    if G not in cands:
+    cands = getattr(ctl, "candidates", None)  # optional for a user's controller
+    if cands is not None and G not in tuple(cands):
         raise ValueError(
             f"controller spec {spec!r}: first propose() gave G={G}, not in candidates {cands}"
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max, simulate_batch
-from tqdm import tqdm
+from rolloutlab.sim.trace.progress import progress_bar
 
 OUTCOME_SCHEMA = {
     "S": pl.Int64,
@@ -45,7 +45,7 @@ def run_grid(
     """
     lrs = np.asarray(lrs, float)
     rows = []
-    for S in tqdm(list(S_values), desc="stability", unit="S", disable=None if progress else True):
+    for S in progress_bar(list(S_values), desc="stability", unit="S", enabled=progress):
         lr_g, seed_g = np.meshgrid(lrs, np.arange(seeds), indexing="ij")  # (n_lr, seeds)
         results = simulate_batch(params, S, lr_g.ravel(), T, seed_g.ravel())
         pred = float(predict_eta_max(params, S, T))

@@ -17,6 +17,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "schema": "TraceError validate read write_parquet frame concat empty",
         "jsonl": "TraceWriter append_durably truncate_jsonl",
         "stream": "RolloutSink",
+        "progress": "progress_bar phase",
         "metrics": "DEFAULT_TAU straggler_ratio group_straggler_ratio straggler_event slot_idle_fraction step_metrics staleness run_summary pipeline_summary learner_idle_fraction generator_idle_fraction",
         "strict_json": "dumps loads write_json write_atomic",
     },

@@ -1,0 +1,337 @@
+"""A verl trainer config (YAML) read for the simulator: every field with a simulator
+meaning mapped, every other one listed as ignored (``rolloutlab sim --verl-config`` and
+``rolloutlab scenario from-verl``; docs/verl_config.md).
+
+Accepted: the nested YAML of ``verl/trainer/config/ppo_trainer.yaml`` and of a run's
+resolved ``.hydra/config.yaml``, a partial config of verl's examples (``defaults:`` of
+hydra are not composed: only the file's own fields are read), and dotted keys
+(``data.train_batch_size: 256``, as in a command-line override). ``${a.b}`` and
+``${oc.select:a.b, default}`` interpolations are resolved within the file.
+
+| verl field | simulator setting |
+|---|---|
+| ``data.train_batch_size`` | prompts per step B (sync, one-step-off) |
+| ``async_training.require_batches`` x ``actor_rollout_ref.actor.ppo_mini_batch_size`` | B (fully async: prompts per learner step) |
+| ``actor_rollout_ref.rollout.n`` | group size G (controller ``static:G``) |
+| ``data.max_response_length`` / ``actor_rollout_ref.rollout.response_length`` | response cap (``lengths.max_response_length``) |
+| ``data.max_prompt_length`` / ``actor_rollout_ref.rollout.prompt_length`` | prompt tokens capped at it |
+| ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` | generation GPUs (colocated sync) |
+| ``rollout.nnodes`` x ``rollout.n_gpus_per_node`` | generation GPUs (one-step-off, fully async) |
+| ``actor_rollout_ref.rollout.tensor_model_parallel_size`` | TP: workers = GPUs / TP; roofline ``--tp`` |
+| ``actor_rollout_ref.model.path`` | roofline ``--model`` when the name is a known model |
+| ``actor_rollout_ref.rollout.max_num_seqs`` | ``engine.max_num_seqs`` |
+| ``async_training.*`` (present) / a top-level ``rollout`` block | pipeline ``async:S`` / ``one-step-off`` (else ``sync``, colocated) |
+| ``async_training.staleness_threshold``, ``.trigger_parameter_sync_step``, ``.partial_rollout`` | ``threshold=F``, ``sync_every=K``, ``sync=abort`` / ``drain`` |
+| ``algorithm.filter_groups.enable``, ``.max_num_gen_batches``; ``data.gen_batch_size`` | ``--dynamic-sampling``, ``--max-gen-batches``, ``--gen-batch-factor`` |
+| ``trainer.total_training_steps`` | learner steps |
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rolloutlab.calibration.readers.verl_yaml import VerlConfigError, read_flat
+from rolloutlab.sim.models.hardware import MODELS
+
+__all__ = ["VerlConfigError", "read_flat", "load", "map_config"]
+
+MODES = ("sync", "one-step-off", "fully-async")
+GROUP_ESTIMATORS = ("grpo", "rloo", "grpo_passk", "reinforce_plus_plus_baseline", "opo", "gpg")
+"""verl ``algorithm.adv_estimator`` values whose advantage is computed within a group."""
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """One verl field the mapping used."""
+
+    field: str
+    """The verl field, dotted (``data.train_batch_size``)."""
+    value: Any
+    """Its value in the file (interpolations resolved)."""
+    setting: str
+    """The simulator setting it gives (``prompts B``, ``pipeline``...)."""
+    note: str = ""
+    """How, when not one to one."""
+
+
+@dataclass(frozen=True)
+class VerlMapping:
+    """What a verl config means to the simulator."""
+
+    path: str
+    mode: str
+    """One of :data:`MODES`."""
+    settings: dict[str, Any]
+    """Simulator settings by name: ``prompts``, ``group_size``, ``max_response_length``,
+    ``max_prompt_length``, ``workers``, ``tp``, ``model`` (a :data:`sim.models.hardware.MODELS`
+    key), ``max_num_seqs``, ``pipeline`` (a ``--pipeline`` spec), ``placement``,
+    ``dynamic_sampling``, ``max_gen_batches``, ``gen_batch_factor``, ``steps``; only
+    those the file gives."""
+    rows: list[Mapped]
+    """The fields used, in table order."""
+    ignored: list[str]
+    """Every other leaf field of the file (no simulator meaning), sorted."""
+    missing: list[str] = field(default_factory=list)
+    """Fields with a simulator meaning that the file does not set (the scenario's value
+    stays)."""
+
+
+def _model_key(model_path: str) -> str | None:
+    """The :data:`MODELS` key a model path names (``Qwen/Qwen2.5-7B-Instruct`` ->
+    ``qwen2.5-7b``), or None."""
+    base = str(model_path).rstrip("/").rsplit("/", 1)[-1].lower()
+    hits = [k for k in MODELS if base == k or base.startswith(k + "-")]
+    return max(hits, key=len) if hits else None
+
+
+def _size(model_path: str) -> str:
+    m = re.search(r"(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", str(model_path).rsplit("/", 1)[-1])
+    return f"{m.group(1)}B parameters" if m else "size not in the name"
+
+
+class _Reader:
+    """Typed access to the flat fields, recording what was used."""
+
+    def __init__(self, flat: dict[str, Any], path: str):
+        self.flat, self.path = flat, path
+        self.rows: list[Mapped] = []
+        self.used: set[str] = set()
+        self.missing: list[str] = []
+
+    def get(self, key: str, kind: type, minimum: float | None = None) -> Any:
+        """The field's value as ``kind`` (None when absent or null). Raises
+        :class:`VerlConfigError` naming the file and field for another type or a value
+        below ``minimum``."""
+        if key not in self.flat:
+            return None
+        if self.flat[key] is None:
+            self.missing.append(key)  # null in the file: the scenario's value stays
+            return None
+        v = self.flat[key]
+        ok = (
+            isinstance(v, bool) if kind is bool else isinstance(v, kind) and not isinstance(v, bool)
+        )
+        if kind is float and isinstance(v, int) and not isinstance(v, bool):
+            v, ok = float(v), True
+        if not ok or (kind is float and not math.isfinite(v)):
+            raise VerlConfigError(f"{self.path}: field {key}: expected {kind.__name__}, got {v!r}")
+        if minimum is not None and v < minimum:
+            raise VerlConfigError(f"{self.path}: field {key}: must be >= {minimum:g}, got {v!r}")
+        return v
+
+    def row(self, key: str, setting: str, note: str = "") -> None:
+        """Record ``key`` (used) as giving ``setting``."""
+        self.used.add(key)
+        self.rows.append(Mapped(key, self.flat.get(key), setting, note))
+
+    def need(self, *keys: str) -> None:
+        """Note ``keys`` as meaningful but not in the file."""
+        self.missing += [k for k in keys if self.flat.get(k) is None]
+
+
+def map_config(flat: dict[str, Any], path: str = "<config>") -> VerlMapping:
+    """The simulator meaning of the flat verl fields ``flat`` (:func:`read_flat`).
+    Raises :class:`VerlConfigError` naming the file and field for a value of the wrong
+    type or range, or GPUs that TP does not divide."""
+    r, s = _Reader(flat, path), {}
+    async_mode = any(k.startswith("async_training.") for k in flat)
+    split = any(k in flat for k in ("rollout.nnodes", "rollout.n_gpus_per_node"))
+    mode = "fully-async" if async_mode else ("one-step-off" if split else "sync")
+    arr = "actor_rollout_ref."
+    if mode == "fully-async":
+        req = r.get("async_training.require_batches", int, 1)
+        mini = r.get(arr + "actor.ppo_mini_batch_size", int, 1)
+        if req is not None and mini is not None:
+            s["prompts"] = req * mini
+            r.row(arr + "actor.ppo_mini_batch_size", "prompts B", f"B = {req} x {mini}")
+        if req is not None:
+            r.row("async_training.require_batches", "prompts B", "x ppo_mini_batch_size")
+        r.need("async_training.require_batches", arr + "actor.ppo_mini_batch_size")
+    elif (B := r.get("data.train_batch_size", int, 1)) is not None:
+        s["prompts"] = B
+        r.row("data.train_batch_size", "prompts B")
+    else:
+        r.need("data.train_batch_size")
+    n_key = arr + "rollout.n" if arr + "rollout.n" in flat else "rollout.n"
+    if (G := r.get(n_key, int, 1)) is not None:
+        s["group_size"] = G
+        r.row(n_key, "group size G", f"controller static:{G}")
+    else:
+        r.need(arr + "rollout.n")
+    for name, keys in (
+        ("max_response_length", ("data.max_response_length", arr + "rollout.response_length")),
+        ("max_prompt_length", ("data.max_prompt_length", arr + "rollout.prompt_length")),
+    ):
+        vals = [(k, r.get(k, int, 1)) for k in keys]
+        given = [(k, v) for k, v in vals if v is not None]
+        if given:
+            s[name] = given[-1][1]  # the rollout's own value is what the engine gets
+            for k, _ in given:
+                what = "response cap" if name == "max_response_length" else "prompt tokens cap"
+                r.row(k, what)
+        else:
+            r.need(keys[0])
+    if (adv := r.flat.get("algorithm.adv_estimator")) is not None:
+        group = str(adv).lower() in GROUP_ESTIMATORS
+        r.row(
+            "algorithm.adv_estimator",
+            "group advantage" if group else "(not group-based)",
+            "G rollouts a prompt, normalised in the group"
+            if group
+            else "a critic's advantage: the G rollouts a prompt are still simulated",
+        )
+    _cluster(r, s, mode)
+    _pipeline(r, s, mode)
+    _dynamic(r, s)
+    if (T := r.get("trainer.total_training_steps", int)) is not None and T >= 1:
+        s["steps"] = T
+        r.row("trainer.total_training_steps", "learner steps")
+    ignored = sorted(k for k in flat if k not in r.used and k not in r.missing)
+    return VerlMapping(path, mode, s, r.rows, ignored, r.missing)
+
+
+def _cluster(r: _Reader, s: dict[str, Any], mode: str) -> None:
+    """GPUs, TP, workers, model, max_num_seqs."""
+    arr = "actor_rollout_ref."
+    where = "trainer" if mode == "sync" else "rollout"
+    nodes = r.get(f"{where}.nnodes", int, 1)
+    per = r.get(f"{where}.n_gpus_per_node", int, 1)
+    tp = r.get(arr + "rollout.tensor_model_parallel_size", int, 1)
+    if tp is not None:
+        s["tp"] = tp
+        r.row(
+            arr + "rollout.tensor_model_parallel_size",
+            "TP per worker",
+            "roofline --tp (with --gpu)",
+        )
+    if nodes is not None and per is not None:
+        gpus, t = nodes * per, tp or 1
+        if gpus % t:
+            raise VerlConfigError(
+                f"{r.path}: field {arr}rollout.tensor_model_parallel_size: TP {t} does not "
+                f"divide the {gpus} generation GPUs of {where}.nnodes x {where}.n_gpus_per_node"
+            )
+        s["workers"] = gpus // t
+        role = "generation GPUs" + (" (colocated with training)" if mode == "sync" else "")
+        r.row(f"{where}.nnodes", role, f"{nodes} x {per} = {gpus} GPUs")
+        r.row(
+            f"{where}.n_gpus_per_node", "generation workers", f"{gpus} GPUs / TP {t} = {gpus // t}"
+        )
+    else:
+        r.need(f"{where}.nnodes", f"{where}.n_gpus_per_node")
+    for k in ("trainer.nnodes", "trainer.n_gpus_per_node") if mode != "sync" else ():
+        if k in r.flat:
+            r.row(k, "learner GPUs", "not applied: the learner time is the scenario's cost model")
+    model = r.flat.get(arr + "model.path")
+    if model is not None:
+        key = _model_key(str(model))
+        if key is not None:
+            s["model"] = key
+        note = (
+            f"roofline model {key} with --gpu; {_size(str(model))}"
+            if key
+            else f"not a roofline model ({', '.join(MODELS)}): cost stays the scenario's; {_size(str(model))}"
+        )
+        r.row(arr + "model.path", "model", note)
+    if (mns := r.get(arr + "rollout.max_num_seqs", int, 1)) is not None:
+        s["max_num_seqs"] = mns
+        r.row(arr + "rollout.max_num_seqs", "engine.max_num_seqs")
+
+
+def _pipeline(r: _Reader, s: dict[str, Any], mode: str) -> None:
+    """The ``--pipeline`` spec and placement of the mode."""
+    if mode == "sync":
+        s["pipeline"], s["placement"] = "sync", "colocated"
+        if "actor_rollout_ref.hybrid_engine" in r.flat:
+            r.row("actor_rollout_ref.hybrid_engine", "placement colocated", "pipeline sync")
+        return
+    s["placement"] = "separate"
+    if mode == "one-step-off":
+        s["pipeline"] = "one-step-off:sync=drain"
+        return
+    a = "async_training."
+    F = r.get(a + "staleness_threshold", float, 0.0)
+    K = r.get(a + "trigger_parameter_sync_step", int, 1) or 1
+    partial = r.get(a + "partial_rollout", bool)
+    S = max(K - 1, math.ceil(2 * (1 + (F or 0.0)) * K))
+    opts = [f"threshold={F:g}"] if F is not None else []
+    opts += [f"sync_every={K}"] if K != 1 else []
+    opts += [f"sync={'abort' if partial else 'drain'}"] if partial is not None else []
+    s["pipeline"] = ":".join([f"async:{S}", *opts])
+    lag = f"S = {S}: verl drops no group for staleness; S = ceil(2 (1 + F) K) lies above the lag"
+    if F is not None:
+        r.row(a + "staleness_threshold", "pipeline async threshold=F", lag)
+    if a + "trigger_parameter_sync_step" in r.flat:
+        r.row(a + "trigger_parameter_sync_step", "pipeline async sync_every=K")
+    if partial is not None:
+        r.row(a + "partial_rollout", "weight-sync mode", "True: abort (resume); False: drain")
+
+
+def _dynamic(r: _Reader, s: dict[str, Any]) -> None:
+    """DAPO's dynamic sampling (``algorithm.filter_groups``)."""
+    f = "algorithm.filter_groups."
+    if not r.get(f + "enable", bool):
+        return
+    s["dynamic_sampling"] = True
+    r.row(f + "enable", "--dynamic-sampling", "groups of one reward refilled")
+    if (m := r.get(f + "max_num_gen_batches", int, 0)) is not None:
+        s["max_gen_batches"] = m
+        r.row(f + "max_num_gen_batches", "--max-gen-batches", "0: unlimited")
+    gen, B = r.get("data.gen_batch_size", int, 1), s.get("prompts")
+    if gen is not None and B and gen >= B:
+        s["gen_batch_factor"] = gen / B
+        r.row("data.gen_batch_size", "--gen-batch-factor", f"{gen} / B {B}")
+
+
+def load(path: str | Path) -> VerlMapping:
+    """:func:`map_config` of :func:`read_flat` of ``path``."""
+    return map_config(read_flat(path), str(path))
+
+
+def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
+    """A copy of the calibration dict ``d`` (a scenario's JSON, :mod:`sim.scenario`) with
+    the cluster and caps of ``m``: ``engine.n_workers`` (generation workers),
+    ``engine.max_num_seqs``, ``lengths.max_response_length`` (the scenario's length model,
+    clipped there), ``prompt_tokens`` (at most the prompt cap), ``defaults.prompts`` and
+    ``defaults.steps``; ``provenance.verl_config`` records the file, its mode and
+    settings. The length model, cost and pass rates stay the scenario's."""
+    import copy
+
+    out = copy.deepcopy(d)
+    s = m.settings
+    engine, lengths = out.setdefault("engine", {}), out["lengths"]
+    defaults = out.setdefault("defaults", {})
+    for key, target, name in (
+        ("workers", engine, "n_workers"),
+        ("max_num_seqs", engine, "max_num_seqs"),
+        ("max_response_length", lengths, "max_response_length"),
+        ("prompts", defaults, "prompts"),
+        ("steps", defaults, "steps"),
+    ):
+        if key in s:
+            target[name] = s[key]
+    if "max_prompt_length" in s:
+        out["prompt_tokens"] = min(int(out["prompt_tokens"]), s["max_prompt_length"])
+    prov = dict(out.get("provenance") or {})
+    prov["verl_config"] = {"path": m.path, "mode": m.mode, "settings": dict(s)}
+    out["provenance"] = prov
+    return out
+
+
+def run_settings(m: VerlMapping) -> dict[str, Any]:
+    """The ``rolloutlab sim`` options ``m`` sets, by option name (``controllers``,
+    ``pipeline``, ``placement``, ``prompts``, ``steps``, ``dynamic_sampling``,
+    ``max_gen_batches``, ``gen_batch_factor``, ``model``, ``tp``); the cluster and caps
+    go through :func:`apply_to_calibration` instead."""
+    s = m.settings
+    out: dict[str, Any] = {k: s[k] for k in ("pipeline", "placement", "prompts", "steps") if k in s}
+    if "group_size" in s:
+        out["controllers"] = f"static:{s['group_size']}"
+    for k in ("dynamic_sampling", "max_gen_batches", "gen_batch_factor", "model", "tp"):
+        if k in s:
+            out[k] = s[k]
+    return out

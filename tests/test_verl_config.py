@@ -1,0 +1,119 @@
+"""A verl trainer config in (issue 30, item 4): verl's own example configs
+(tests/data/verl_config, SOURCE.md) mapped field by field, every other field listed as
+ignored, and ``rolloutlab sim --verl-config`` / ``rolloutlab scenario from-verl`` running
+on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from click.testing import CliRunner
+from rolloutlab.calibration.scenarios.verl_config import load, read_flat
+from rolloutlab.sim.scenario.scenario import load_scenario
+
+from rolloutlab.cli import main
+
+DATA = Path(__file__).parent / "data" / "verl_config"
+SPLIT = DATA / "ppo_trainer_split.yaml"
+ASYNC = DATA / "fully_async_ppo_trainer.yaml"
+OFF = DATA / "one_step_off_ppo_trainer.yaml"
+DAPO = """
+data.train_batch_size: 32
+data.gen_batch_size: 96
+data.max_response_length: 2048
+actor_rollout_ref.rollout.n: 8
+actor_rollout_ref.model.path: Qwen/Qwen2.5-7B-Instruct
+actor_rollout_ref.rollout.tensor_model_parallel_size: 2
+trainer: {nnodes: 2, n_gpus_per_node: 8, total_training_steps: 3}
+algorithm: {adv_estimator: grpo, filter_groups: {enable: true, max_num_gen_batches: 10}}
+"""
+"""A DAPO run as overrides (dotted keys) and nested blocks, mixed."""
+
+
+def test_a_whole_verl_example_config_is_mapped_and_every_other_field_listed():
+    m = load(SPLIT)
+    assert m.mode == "sync"
+    assert m.settings == {
+        "prompts": 1024,
+        "group_size": 1,
+        "max_response_length": 512,
+        "max_prompt_length": 512,  # ${data.max_prompt_length} resolved
+        "tp": 2,
+        "workers": 4,  # 1 node x 8 GPUs / TP 2
+        "max_num_seqs": 1024,
+        "pipeline": "sync",
+        "placement": "colocated",
+    }
+    mapped = {r.field for r in m.rows}
+    flat = read_flat(SPLIT)
+    assert mapped | set(m.ignored) | set(m.missing) == set(flat)  # every field accounted
+    assert not (mapped & set(m.ignored))
+    assert m.missing == ["trainer.total_training_steps"]  # null in the file
+    assert "critic.optim.lr" in m.ignored and "actor_rollout_ref.rollout.temperature" in m.ignored
+    model = next(r for r in m.rows if r.field == "actor_rollout_ref.model.path")
+    assert "not a roofline model" in model.note and "7B parameters" in model.note
+    adv = next(r for r in m.rows if r.field == "algorithm.adv_estimator")
+    assert adv.value == "gae" and adv.setting == "(not group-based)"
+
+
+def test_the_fully_async_and_one_step_off_examples_give_their_pipelines():
+    m = load(ASYNC)
+    assert m.mode == "fully-async"
+    # threshold 0.1, sync every 4 steps, partial rollouts resumed; S above the lag
+    assert m.settings["pipeline"] == "async:9:threshold=0.1:sync_every=4:sync=abort"
+    assert m.settings["workers"] == 8 and m.settings["group_size"] == 4
+    assert m.settings["placement"] == "separate"
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size" in m.missing  # B needs it
+    off = load(OFF)
+    assert off.mode == "one-step-off" and off.settings["pipeline"] == "one-step-off:sync=drain"
+    assert "data.train_batch_size" in off.missing
+
+
+def _sim(tmp_path, *args):
+    res = CliRunner().invoke(main, ["sim", *args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    return res.output, json.loads((tmp_path / "o" / "config.json").read_text())
+
+
+def test_sim_runs_a_verl_config_and_the_command_line_wins(tmp_path):
+    out, cfg = _sim(tmp_path, "--verl-config", str(SPLIT), "--steps", "2", "--prompts", "8")
+    assert out.startswith(f"verl config {SPLIT} (sync):")
+    assert "given on the command line instead: --prompts" in out
+    assert "ignored 130 field(s), no simulator meaning: actor_rollout_ref.actor.clip_ratio" in out
+    assert "scenario gsm8k: 2 steps x 8 prompts, 4 workers" in out
+    assert cfg["controllers"] == ["static:1"] and cfg["run"]["prompts"] == 8
+    assert cfg["pipelines"][0]["placement"] == "colocated"
+    assert cfg["verl_config"]["mode"] == "sync" and cfg["engine"]["n_workers"] == 4
+    assert cfg["lengths"]["max_response_length"] == 512
+
+
+def test_dotted_keys_dynamic_sampling_and_a_known_model_with_gpu(tmp_path):
+    f = tmp_path / "dapo.yaml"
+    f.write_text(DAPO)
+    m = load(f)
+    assert m.settings["dynamic_sampling"] and m.settings["max_gen_batches"] == 10
+    assert m.settings["gen_batch_factor"] == 3.0 and m.settings["workers"] == 8
+    out, cfg = _sim(tmp_path, "--verl-config", str(f), "--gpu", "h100")
+    assert cfg["model"] == "qwen2.5-7b" and cfg["tp"] == 2 and cfg["run"]["steps"] == 3
+    assert cfg["controllers"] == ["static:8"] and "dynamic_sampling" in json.dumps(cfg)
+
+
+def test_scenario_from_verl_writes_a_scenario_sim_loads(tmp_path):
+    out = tmp_path / "split.json"
+    res = CliRunner().invoke(main, ["scenario", "from-verl", str(SPLIT), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "run it: rolloutlab sim --calibration" in res.output
+    assert "--controllers static:1 --pipeline sync --placement colocated" in res.output
+    sc = load_scenario(out)
+    assert sc.name == "ppo_trainer_split" and sc.engine.n_workers == 4
+    assert sc.lengths.max_response_length == 512 and sc.defaults["prompts"] == 1024
+    assert sc.source["provenance"]["verl_config"]["path"] == str(SPLIT)
+
+
+def test_the_fully_async_cap_drops_no_group_as_verl_drops_none(tmp_path):
+    _sim(tmp_path, "--verl-config", str(ASYNC), "--prompts", "16", "--steps", "40")
+    row = pl.read_csv(tmp_path / "o" / "summary.csv").row(0, named=True)
+    assert row["pipeline"].startswith("async:9:") and row["dropped"] == 0
+    assert row["staleness_max"] <= 9  # the lag the threshold allowed stays under S
