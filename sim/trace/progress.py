@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from contextlib import contextmanager
 from typing import Any, TextIO
 
@@ -37,8 +37,8 @@ class LineProgress:
         initial: int = 0,
         stream: TextIO | None = None,
     ):
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
-            total = initial + len(iterable)  # type: ignore[arg-type]
+        if total is None and isinstance(iterable, Sized):
+            total = initial + len(iterable)
         self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
         self.n, self.stream, self.postfix = initial, stream or sys.stderr, ""
         self.t0, self.closed, self._shown = time.monotonic(), False, initial
