@@ -180,6 +180,10 @@ FILES = [
     # a new user's trial (issue 30)
     ("groups-garbage-parquet", "calibrate groups {t}/garbage.parquet --out {t}/x.json", "garbage.parquet: not a readable parquet file"),
     ("groups-cut-parquet", "calibrate groups {t}/cut.parquet --out {t}/x.json", "cut.parquet: not a readable parquet file"),
+    ("groups-unclosed-quote-csv", "calibrate groups {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
+    ("pass-rate-bad-csv", "calibrate pass-rate {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
+    ("groups-not-utf8", "calibrate groups {t}/latin1.jsonl --out {t}/x.json", "latin1.jsonl: line 2: not UTF-8 text"),
+    ("run-spread-cut-parquet", "validate run-spread {t}/cut.parquet {t}/cut.parquet --out {t}/o", "cut.parquet: not a readable parquet file"),
     ("validate-groups-cut-parquet", "validate groups {t}/cut.parquet --fit-steps 5 --out {t}/o", "cut.parquet: not a readable parquet file"),
     ("pass-rate-dup-idx", "calibrate pass-rate {t}/scores_dup.jsonl --out {t}/x.json", "line 3: field 'idx': prompt '0' of step 0 repeats line 1"),
     ("groups-empty-dir", "calibrate groups {t}/empty --out {t}/x.json", "a folder without rollouts.parquet"),

@@ -114,6 +114,8 @@ def build(t: Path) -> None:
     grid.write_text("S,lr\n1,0.1\n")
     # user trial (issue 30): damaged parquet, a simulator's folder, an unfinished grid
     (t / "garbage.parquet").write_bytes(b"PAR1 not a parquet file")
+    (t / "unclosed_quote.csv").write_text('idx,response_lengths\n"0,[3, 4]\n')
+    (t / "latin1.jsonl").write_bytes(b'{"idx": 0, "response_lengths": [3, 4]}\n\xe9\xff\n')
     whole = (REPO / "tests" / "data" / "groups" / "real_sync" / "rollouts.parquet").read_bytes()
     (t / "cut.parquet").write_bytes(whole[:3000])
     sim_run = t / "sim_run"

@@ -77,8 +77,8 @@ def records(path: Path) -> list[tuple[int, dict]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         out = []
-        with open(path) as fh:
-            for no, line in enumerate(fh, 1):
+        with open(path, "rb") as fh:
+            for no, line in _lines(fh, path):
                 if not line.strip():
                     continue
                 try:
@@ -92,7 +92,12 @@ def records(path: Path) -> list[tuple[int, dict]]:
                 out.append((no, rec))
         return out
     if suffix == ".csv":  # every cell a string; header is line 1
-        df = pl.read_csv(path, infer_schema_length=0)
+        try:
+            df = pl.read_csv(path, infer_schema_length=0)
+        except (pl.exceptions.PolarsError, OSError) as exc:  # bad quoting, not UTF-8, ...
+            raise GroupedDataError(
+                f"{path}: not a readable CSV file ({_first_line(exc)})"
+            ) from None
         return [
             (i + 2, {k: _csv_cell(v) for k, v in r.items()})
             for i, r in enumerate(df.iter_rows(named=True))
@@ -101,10 +106,28 @@ def records(path: Path) -> list[tuple[int, dict]]:
         try:
             df = pl.read_parquet(path)
         except (pl.exceptions.PolarsError, OSError) as exc:  # truncated, corrupt, not parquet
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise GroupedDataError(f"{path}: not a readable parquet file ({why})") from None
+            raise GroupedDataError(
+                f"{path}: not a readable parquet file ({_first_line(exc)})"
+            ) from None
         return [(i + 1, r) for i, r in enumerate(df.iter_rows(named=True))]
     raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (polars' run on for a page), or its type."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lines(fh, path):
+    """``(line number, decoded line)`` of a file opened in binary mode, decoded line by
+    line (so the number is exact); GroupedDataError naming the file and line at the first
+    one that is not UTF-8."""
+    for no, raw in enumerate(fh, 1):
+        try:
+            yield no, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise GroupedDataError(f"{path}: line {no}: not UTF-8 text ({exc.reason})") from None
 
 
 def _csv_cell(v: str | None):
