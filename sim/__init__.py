@@ -30,7 +30,7 @@ def lazy_exports(
     """``(__getattr__, __dir__, __all__)`` for a package whose interface names live in its
     modules (PEP 562): ``modules`` maps each module (relative to ``package``) to the
     space-separated names of the interface it defines, imported on first use. Why lazy:
-    ``import rolloutlab.sim.models.cost`` runs ``rolloutlab/sim/models/__init__.py`` first,
+    ``import rolloutlab.sim.models.cost`` runs ``sim/models/__init__.py`` first,
     which must not import every model.
 
     Raises (from ``__getattr__``): AttributeError for a name that is not exported.

@@ -88,7 +88,7 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     "--figure/--no-figure",
     default=True,
     show_default=True,
-    help="Draw OUT/comparison.png (seaborn; about a quarter of a 100-step run's time).",
+    help="Draw OUT/comparison.png (seaborn; about half of a 100-step run's time).",
 )
 @VERL_OPTION
 @run_options
