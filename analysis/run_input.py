@@ -225,16 +225,24 @@ def on_cpu_clock(run: RunData) -> RunData:
     """``run`` with each step's rollout times on the process CPU clock: times from the
     step's first submit scaled by the step's ``cpu_gen_s / gen_time`` (the generation
     phase's CPU seconds over its wall seconds), so a step slowed by another process's load
-    gets its unloaded length back. Only for engines that generate in the run's own process
-    (the torch engine); raises :class:`RunInputError` for another engine (vLLM's engine
-    core runs in a process of its own, whose CPU time the run does not record) and as
+    gets its unloaded length back.
+
+    Only where generation runs on this process's CPU: the torch engine, or vLLM on CPU with
+    its engine core in the run's process (``engine.json``: ``cuda_device`` null,
+    ``in_process`` true, as ``--engine vllm`` starts it). Raises :class:`RunInputError`
+    naming the run otherwise (a GPU's time is not the process's CPU time) and as
     :func:`cpu_phases`."""
     engine = run.config.get("config", run.config).get("engine", "torch")
     if engine != "torch":
-        raise RunInputError(
-            f"{run.path}: --clock cpu needs the torch engine (this run used {engine!r}, which "
-            "generates in another process); use --clock wall"
-        )
+        info_path = run.path / "engine.json"
+        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        on_cpu = info.get("cuda_device") is None and info.get("config", {}).get("in_process")
+        if engine != "vllm" or not on_cpu:
+            raise RunInputError(
+                f"{run.path}: --clock cpu needs generation on this process's CPU (the torch "
+                f"engine, or vLLM on CPU in process per engine.json); this run used {engine!r}"
+                f"{'' if info else ' without an engine.json'}: use --clock wall"
+            )
     gen_cpu = cpu_phases(run.path, run.steps.height)["cpu_gen_s"]
     scale = pl.DataFrame(
         {"step": run.steps["step"], "_scale": gen_cpu / run.steps["gen_time"].to_numpy()}

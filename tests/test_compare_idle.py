@@ -233,7 +233,7 @@ def test_the_cpu_clock_gives_a_loaded_step_its_unloaded_length_back(tmp_path):
         np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-12)
 
 
-def test_the_cpu_clock_needs_the_cpu_fields_and_the_torch_engine(tmp_path):
+def test_the_cpu_clock_needs_the_cpu_fields_and_generation_on_this_cpu(tmp_path):
     from rolloutlab.analysis.run_input import on_cpu_clock
 
     run_dir = write_run(tmp_path / "r", [4] * 4)
@@ -243,9 +243,18 @@ def test_the_cpu_clock_needs_the_cpu_fields_and_the_torch_engine(tmp_path):
     cfg = json.loads((run_dir / "config.json").read_text())
     cfg["config"]["engine"] = "vllm"
     (run_dir / "config.json").write_text(json.dumps(cfg))
-    res = CliRunner().invoke(
-        main,
-        ["compare", "idle", "--real", str(run_dir), "--clock", "cpu", "--out", str(tmp_path / "o")],
+    args = ["compare", "idle", "--real", str(run_dir), "--clock", "cpu", "--fit-steps", "2"]
+    for info in ({"cuda_device": 0, "config": {"in_process": True}}, None):  # GPU; unknown
+        if info is not None:
+            (run_dir / "engine.json").write_text(json.dumps(info))
+        else:
+            (run_dir / "engine.json").unlink()
+        res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
+        assert res.exit_code == 2 and "needs generation on this process's CPU" in res.output
+        assert not (tmp_path / "o").exists()
+    # vLLM on CPU with its engine core in the run's process: its CPU time is the run's
+    (run_dir / "engine.json").write_text(
+        json.dumps({"cuda_device": None, "config": {"in_process": True}})
     )
-    assert res.exit_code == 2 and "needs the torch engine" in res.output
-    assert not (tmp_path / "o").exists()
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output

@@ -65,8 +65,8 @@ def compare() -> None:
     default="wall",
     show_default=True,
     help="Measured times on the wall clock, or each step's generation rescaled to its "
-    "process CPU time (learner.jsonl cpu_gen_s; torch engine runs), which another "
-    "process's load does not stretch.",
+    "process CPU time (learner.jsonl cpu_gen_s; runs generating on this process's CPU: "
+    "torch, or vLLM on CPU), which another process's load does not stretch.",
 )
 @OUT_DIR
 def idle(
