@@ -22,7 +22,7 @@ def test_a_learner_that_drops_every_group_is_reported(tiny_scenario):
 
 def test_an_error_inside_the_simulation_is_not_relabelled(tiny_scenario):
     boom = RuntimeError("engine failure")
-    with mock.patch("rolloutlab.sim.engine.control.pause", side_effect=boom):
+    with mock.patch("rolloutlab.sim.engine.interrupts.pause", side_effect=boom):
         with pytest.raises(RuntimeError, match="engine failure"):
             run_pipeline(
                 tiny_scenario, StaticG(2), RunConfig(3, 2, 0), parse_pipeline("one-step-off")

@@ -2,7 +2,7 @@
 :class:`EngineWorker` (the slot :class:`Worker`, or the :class:`PagedWorker` with KV blocks,
 preemption, chunked prefill and a prefix cache), behind a dispatcher (:class:`Engine`);
 :func:`generate` runs one synchronous generation phase; pause, resume and abort of running
-requests (:mod:`.control`); the vectorised fast path (:mod:`.fastpath`).
+requests (:mod:`.interrupts`); the vectorised fast path (:mod:`.fastpath`).
 """
 
 from rolloutlab.sim import lazy_exports
@@ -17,6 +17,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "slot_worker": "Worker",
         "paged_worker": "PagedWorker",
         "batch": "Batch",
-        "control": "pause resume abort",
+        "interrupts": "pause resume abort",
     },
 )

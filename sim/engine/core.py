@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 import simpy
-from rolloutlab.sim.engine import control as engine_control
+from rolloutlab.sim.engine import interrupts
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import DISPATCH, EngineConfig
 from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, HeldQueue, parse_dispatch
@@ -30,7 +30,7 @@ class Engine:
     """W worker replicas and a dispatcher, inside one SimPy environment: :class:`Worker`,
     or :class:`sim.engine.paged_worker.PagedWorker` when ``config.paged`` (KV blocks or a token budget);
     both are :class:`sim.engine.worker.EngineWorker`, all this class and
-    :mod:`sim.engine.control` use."""
+    :mod:`sim.engine.interrupts` use."""
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
@@ -74,16 +74,16 @@ class Engine:
         return batch
 
     def pause(self) -> simpy.Event:
-        """Stop every worker at its next iteration boundary; see :func:`sim.engine.control.pause`."""
-        return engine_control.pause(self)
+        """Stop every worker at its next iteration boundary; see :func:`sim.engine.interrupts.pause`."""
+        return interrupts.pause(self)
 
     def resume(self) -> None:
         """Let the workers stopped by :meth:`pause` continue now."""
-        engine_control.resume(self)
+        interrupts.resume(self)
 
     def abort(self, batch: Batch, idx) -> None:
-        """Abort requests ``idx`` of ``batch``; see :func:`sim.engine.control.abort`."""
-        engine_control.abort(self, batch, idx)
+        """Abort requests ``idx`` of ``batch``; see :func:`sim.engine.interrupts.abort`."""
+        interrupts.abort(self, batch, idx)
 
     def _assign(self, batch: Batch) -> np.ndarray:
         """``(n,)`` worker of each request of ``batch`` (:func:`sim.engine.schedule.assign_workers`

@@ -3,7 +3,7 @@
 A worker is one continuous-batching engine replica, run as a SimPy process. Two kinds
 implement :class:`EngineWorker`: :class:`sim.engine.slot_worker.Worker` (slots only, closed form)
 and :class:`sim.engine.paged_worker.PagedWorker` (paged KV cache, preemption, chunked prefill). The
-engine (:class:`sim.engine.core.Engine`) and its pause/abort hooks (:mod:`sim.engine.control`)
+engine (:class:`sim.engine.core.Engine`) and its pause/abort hooks (:mod:`sim.engine.interrupts`)
 use only this interface, so both kinds can be paused and aborted (the asynchronous
 pipelines run on either).
 
