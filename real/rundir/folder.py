@@ -172,3 +172,22 @@ def open_existing(
         check(cfg)
     write_config(out, run_id, cfg, kind)
     return run_id, cfg
+
+
+def claim(
+    out: Path,
+    cfg: Any,
+    resume: bool,
+    overrides: dict[str, Any] | None,
+    check: Callable[[Any], object],
+    kind: str = "real-sync",
+    config_cls: Any = SyncConfig,
+) -> tuple[str, Any]:
+    """The run directory of a real run, written once for every runner: with ``resume``
+    the stored run (:func:`open_existing`: ``overrides`` checked against it, ``check`` run
+    on its config), else a new one (:func:`create` with ``cfg``). Returns ``(run_id,
+    config)``, the config the run goes on with. Raises as those two do.
+    """
+    if resume:
+        return open_existing(out, overrides or {}, kind=kind, config_cls=config_cls, check=check)
+    return create(out, cfg, kind=kind), cfg

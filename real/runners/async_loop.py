@@ -270,14 +270,13 @@ def run_async(
     """
     out = Path(out_dir)
     check_before_writing(acfg.sync)  # a bad setting fails before anything is written
-    if resume:
-        run_id, acfg = rundir.open_existing(
-            out,
-            overrides or {},
-            kind="real-async",
-            config_cls=AsyncConfig,
-            check=lambda c: resume_point(out, None),
-        )
-    else:
-        run_id = rundir.create(out, acfg, kind="real-async")
+    run_id, acfg = rundir.claim(
+        out,
+        acfg,
+        resume,
+        overrides,
+        check=lambda c: resume_point(out, None),
+        kind="real-async",
+        config_cls=AsyncConfig,
+    )
     return run_and_close(AsyncRun(acfg, out, run_id, resume, cache_dir), progress)

@@ -386,10 +386,7 @@ def run_sync(
     """
     out = Path(out_dir)
     check_before_writing(cfg)  # a bad setting fails before anything is written
-    if resume:
-        run_id, cfg = rundir.open_existing(
-            out, overrides or {}, check=lambda c: resume_point(out, c.prompts)
-        )
-    else:
-        run_id = rundir.create(out, cfg)
+    run_id, cfg = rundir.claim(
+        out, cfg, resume, overrides, check=lambda c: resume_point(out, c.prompts)
+    )
     return run_and_close(SyncRun(cfg, out, run_id, resume, cache_dir=cache_dir), progress)
