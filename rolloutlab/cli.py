@@ -64,9 +64,11 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, sorted (none imported)."""
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The click command ``name``, imported on first use; None for an unknown name."""
         target = COMMANDS.get(name)
         if target is None:
             return None

@@ -173,6 +173,7 @@ class _StepRecorder:
         return out
 
     def close(self) -> None:
+        """Put back the scheduler's own ``schedule`` (the wrapper records nothing more)."""
         self.s.schedule = self.orig
 
 

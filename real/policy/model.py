@@ -87,6 +87,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., hidden)`` -> the same shape, RMS-normalised and scaled."""
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -175,6 +176,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, hidden)`` -> ``(B, T, hidden)``: SwiGLU feed-forward."""
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -189,6 +191,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, x, cos, sin, mask, cache=None, slots=None, positions=None):
+        """One pre-norm decoder block (attention then MLP, residual each); same shapes in and out."""
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, slots, positions)
         return x + self.mlp(self.post_attention_layernorm(x))
 

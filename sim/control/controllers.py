@@ -51,13 +51,16 @@ class StaticG:
         return (self.G,)
 
     def propose(self) -> int:
+        """The fixed G."""
         return self.G
 
     def observe(self, lengths: Sequence[Sequence[int]]) -> None:
+        """Check the lengths and count the step; G does not depend on them."""
         _check_lengths(lengths)
         self.steps_observed += 1
 
     def state_dict(self) -> dict[str, Any]:
+        """JSON state: G and the steps seen (:meth:`load_state_dict` restores it)."""
         return {"kind": "static", "G": self.G, "steps_observed": self.steps_observed}
 
     def observe_steps(self, lengths: np.ndarray) -> list[str]:
@@ -80,6 +83,7 @@ class StaticG:
         return [f"{head}{k}{tail}" for k in range(first, self.steps_observed + 1)]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict` output."""
         if state.get("kind") != "static" or int(state["G"]) != self.G:
             raise ValueError(f"StaticG({self.G}): cannot load state {state}")
         self.steps_observed = int(state["steps_observed"])
@@ -261,6 +265,8 @@ class SAGC:
         return {g: self.alpha[g] / (self.alpha[g] + self.beta[g]) for g in self.candidates}
 
     def state_dict(self) -> dict[str, Any]:
+        """JSON state: the Beta posteriors per G, the dual variable lambda, the current G,
+        the step count and the RNG state (:meth:`load_state_dict` restores it exactly)."""
         return {
             "kind": "sagc",
             "candidates": list(self.candidates),

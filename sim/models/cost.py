@@ -126,6 +126,7 @@ class LinearCost:
         )
 
     def to_dict(self) -> dict[str, float]:
+        """The coefficients as a JSON-able dict (a calibration file's ``cost`` block)."""
         return asdict(self)
 
 

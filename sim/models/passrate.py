@@ -77,6 +77,7 @@ class FixedPassRate:
 
     @property
     def spec(self) -> str:
+        """The ``--pass-rate`` spec that rebuilds this model."""
         return f"fixed:{self.p:g}"
 
     def initial(self, seed: int, prompt_ids: np.ndarray) -> np.ndarray:
@@ -101,6 +102,7 @@ class BetaPassRate:
 
     @property
     def spec(self) -> str:
+        """The ``--pass-rate`` spec that rebuilds this model."""
         return f"beta:{self.a:g},{self.b:g}"
 
     def initial(self, seed: int, prompt_ids: np.ndarray) -> np.ndarray:
@@ -134,6 +136,7 @@ class EmpiricalPassRate:
 
     @property
     def spec(self) -> str:
+        """The ``--pass-rate`` spec that rebuilds this model (the file it came from)."""
         return self.source
 
     def initial(self, seed: int, prompt_ids: np.ndarray) -> np.ndarray:

@@ -149,6 +149,7 @@ class PipelineSimulation:
         self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
 
     def run(self):
+        """Run the simulation to ``cfg.steps`` learner steps; returns ``(rollouts, steps, ledger)``."""
         self.env.process(self._dispatcher())
         learner = self.env.process(self._learner())
         while not learner.processed:  # as env.run(until=learner), telling a stall apart
