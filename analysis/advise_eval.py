@@ -47,15 +47,17 @@ METRIC_KEYS = (
 
 
 def collapse_margin(
-    lr: float, max_staleness: int, T: int, learning: LearningParams | None
+    lr: float, max_staleness: int, T: int, learning: LearningParams | None, updates: int = 1
 ) -> float:
-    """``predict_eta_max(max_staleness + 1, T) / eta(lr)`` (module docstring) with the
-    default :class:`StalenessParams` (the learning model's,
-    :class:`sim.models.learning.LearningModel`); ``learning`` None uses ``lr_ref = 1e-6,
-    eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
+    """``predict_eta_max(max_staleness + updates, T) / eta(lr)`` (module docstring) with
+    the default :class:`StalenessParams` (the learning model's,
+    :class:`sim.models.learning.LearningModel`): the span of a batch's last update is its
+    rollouts' staleness plus the ``updates`` (K) mini-batch updates of that batch
+    (:meth:`sim.models.rewards.RewardTracker.learn`). ``learning`` None uses ``lr_ref =
+    1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
     params = learning or LearningParams(kappa=0.0)
     eta = LearningModel(params).eta(lr)
-    return float(predict_eta_max(StalenessParams(), max_staleness + 1, T)) / eta
+    return float(predict_eta_max(StalenessParams(), max_staleness + updates, T)) / eta
 
 
 def evaluate(

@@ -85,6 +85,15 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
 )
 @click.option(
+    "--updates-per-batch",
+    type=click.IntRange(min=1, max=100_000),
+    default=1,
+    show_default=True,
+    help="K optimizer updates per rollout batch (mini-batches of B/K prompts, verl's "
+    "train_batch_size / ppo_mini_batch_size); mini-batch j trains j updates off-policy. "
+    "Must divide --prompts.",
+)
+@click.option(
     "--figure/--no-figure",
     default=True,
     show_default=True,
@@ -105,6 +114,7 @@ def sim(
     dispatch,
     park,
     seed,
+    updates_per_batch,
     figure,
     out,
     verl_config,
@@ -131,6 +141,7 @@ def sim(
             dataset_size=opts["dataset_size"],
             rewards=rewards,
             dynamic=dynamic,
+            updates_per_batch=updates_per_batch,
         )
         specs = split_specs(opts["controllers"])
         pipes = [

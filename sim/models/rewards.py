@@ -57,6 +57,19 @@ class RewardConfig:
         }
 
 
+def check_updates(updates: int, batch_size: int) -> None:
+    """Raises ValueError unless ``updates`` (optimizer updates per rollout batch, K) is an
+    int with ``1 <= K <= B`` that divides the prompt batch ``B`` (verl: ``train_batch_size``
+    a multiple of ``ppo_mini_batch_size``)."""
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"--updates-per-batch: expected an int >= 1, got {updates!r}")
+    if updates > batch_size or batch_size % updates:
+        raise ValueError(
+            f"--updates-per-batch {updates}: must divide the prompt batch B = {batch_size} "
+            "(mini-batches of B / K prompts)"
+        )
+
+
 def learning_params(block: dict | None, where: str = "learning") -> Any:
     """:class:`rolloutlab.sim.models.learning.LearningParams` from a scenario ``learning`` block
     (unknown keys such as ``provenance`` ignored); ``None`` for ``None``.
@@ -107,11 +120,16 @@ class RewardTracker:
 
     ``cfg`` ``None`` makes a disabled tracker (:attr:`enabled` False) that pipelines
     skip. ``seed`` keys every draw; ``lr`` and ``batch_size`` (B) go to
-    ``LearningModel.update``.
+    ``LearningModel.update``; ``updates`` (K) optimizer updates per rollout batch split the
+    trained groups into K mini-batches (:meth:`learn`). Raises ValueError unless K >= 1
+    divides B.
     """
 
-    def __init__(self, cfg: RewardConfig | None, seed: int, lr: float, batch_size: int):
-        self.cfg, self.seed, self.lr, self.B = cfg, seed, lr, batch_size
+    def __init__(
+        self, cfg: RewardConfig | None, seed: int, lr: float, batch_size: int, updates: int = 1
+    ):
+        check_updates(updates, batch_size)
+        self.cfg, self.seed, self.lr, self.B, self.K = cfg, seed, lr, batch_size, updates
         self.model = None
         if cfg is not None and cfg.learns:
             from rolloutlab.sim.models.learning import (
@@ -160,7 +178,23 @@ class RewardTracker:
     def learn(
         self, rewards: list[np.ndarray], step: int, staleness: np.ndarray | None = None
     ) -> float:
-        """``LearningModel.update`` with the trained groups' rewards; 0 without a model."""
+        """``LearningModel.update`` with the trained groups' rewards (one list entry per
+        group, ``staleness`` (n,) versions or None = on-policy); returns the logit shift,
+        0 without a model.
+
+        With K updates per batch (verl's ``ppo_mini_batch_size = B / K``) the groups are
+        split in order into K mini-batches of ``B / K`` prompts, each one update; mini-batch
+        ``j`` is ``j`` updates staler than its rollouts (the policy moved ``j`` times since
+        they were generated), which the progress factor and the collapse rule
+        (:func:`sim.models.staleness.safe_span_eta`, span ``s + j + 1``) both see."""
         if self.model is None:
             return 0.0
-        return float(self.model.update(rewards, self.lr, staleness, step, self.B))
+        if self.K == 1:
+            return float(self.model.update(rewards, self.lr, staleness, step, self.B))
+        s = np.zeros(len(rewards)) if staleness is None else np.asarray(staleness, float)
+        shift = 0.0
+        for j, idx in enumerate(np.array_split(np.arange(len(rewards)), self.K)):
+            if idx.size:
+                part = [rewards[i] for i in idx]
+                shift += self.model.update(part, self.lr, s[idx] + j, step, self.B // self.K)
+        return float(shift)

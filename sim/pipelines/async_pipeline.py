@@ -129,7 +129,9 @@ class PipelineSimulation:
         self.ledger = Ledger()
         self.info_of: dict[int, BatchInfo] = {}  # id(engine batch) -> its batch info
         self.discarded: list[GroupState] = []
-        self.tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, cfg.prompts)
+        self.tracker = RewardTracker(
+            cfg.rewards, cfg.seed, cfg.lr, cfg.prompts, cfg.updates_per_batch
+        )
         self.gen_model = self.tracker.behaviour_copy()  # learning model of the generators
         if cfg.dynamic is not None and pipeline.kind == "oversample":
             raise ValueError(

@@ -39,7 +39,7 @@ from rolloutlab.sim.engine.core import Engine
 from rolloutlab.sim.models.dynamics import step_lengths
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
-from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker
+from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_updates
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.schema import STEP_SCHEMA, empty, frame
@@ -66,6 +66,11 @@ class RunConfig:
     """Pass-rate model and learning parameters; ``None`` = no rewards (the trace then has no reward columns)."""
     dynamic: DynamicSampling | None = None
     """DAPO dynamic sampling; ``None`` = off. Needs ``rewards``."""
+    updates_per_batch: int = 1
+    """K optimizer updates per rollout batch (mini-batches of B / K prompts; verl's
+    ``train_batch_size / ppo_mini_batch_size``): later mini-batches train off-policy
+    (:meth:`sim.models.rewards.RewardTracker.learn`). Timing is unchanged (the same tokens
+    go through the learner)."""
 
     def __post_init__(self) -> None:
         if self.dynamic is not None and self.rewards is None:
@@ -73,6 +78,7 @@ class RunConfig:
                 "--dynamic-sampling needs rewards: give --pass-rate or a scenario with a "
                 "pass_rate block"
             )
+        check_updates(self.updates_per_batch, self.prompts)
         if self.dataset_size is not None and self.dataset_size < self.prompts:
             raise ValueError(
                 f"RunConfig: dataset_size ({self.dataset_size}) must be >= prompts ({self.prompts})"
@@ -216,7 +222,7 @@ def run_sync(
 
 def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step):
     B, cap = cfg.prompts, scenario.lengths.max_response_length
-    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B)
+    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch)
     stream = PromptStream(cfg.dataset_size)
     for t in range(cfg.steps):
         col = Collector(B, cfg.dynamic)

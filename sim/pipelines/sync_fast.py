@@ -72,7 +72,7 @@ def run_sync_fast(
             "fast path: KV blocks / token budget need the SimPy engine (--engine simpy)"
         )
     B = cfg.prompts
-    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B)
+    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch)
     sink = RolloutSink(rollout_path)
     cols: dict[str, list] = {k: [] for k in _STEP_COLUMNS}
     reward_rows: list[dict] = []
