@@ -3,6 +3,7 @@ later mini-batches train off-policy, in the learning law and in the collapse rul
 
 from __future__ import annotations
 
+import click
 import numpy as np
 import polars as pl
 import pytest
@@ -86,3 +87,15 @@ def test_sim_refuses_k_that_does_not_divide_the_batch(tmp_path):
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "must divide the prompt batch B = 16" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_real_sync_takes_k_as_the_learners_minibatches(tmp_path):
+    from rolloutlab.real.rundir.config import config_from_options
+
+    from rolloutlab.commands.real import real
+
+    sync = real.get_command(None, "sync")
+    ctx = sync.make_context("sync", ["--out", str(tmp_path / "o"), "--updates-per-batch", "3"])
+    assert config_from_options(ctx.params).learner.minibatches == 3
+    with pytest.raises(click.BadParameter, match="not in the range"):
+        sync.make_context("sync", ["--out", str(tmp_path / "o"), "--updates-per-batch", "0"])

@@ -201,6 +201,7 @@ OPTION_FIELDS = {
     "prompts": "prompts",
     "seed": "seed",
     "lr": "learner.lr",
+    "updates_per_batch": "learner.minibatches",
     "capacity": "capacity",
     "engine_mode": "engine_mode",
     "engine": "engine",

@@ -121,6 +121,14 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     help="AdamW learning rate (finite, > 0).",
 )
 @click.option(
+    "--updates-per-batch",
+    default=LearnerConfig.minibatches,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="Optimizer updates per rollout batch (the learner's minibatches; verl's "
+    "train_batch_size / ppo_mini_batch_size): later ones train off-policy.",
+)
+@click.option(
     "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
 )
 @click.option(
