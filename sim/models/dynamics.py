@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from rolloutlab.sim.models.hashrng import hash_normal
 from rolloutlab.sim.models.lengths import LengthModel
-from scipy.special import ndtr
+from rolloutlab.sim.models.special import ndtr
 
 
 @dataclass(frozen=True)

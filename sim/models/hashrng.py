@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
+from rolloutlab.sim.models.special import ndtri
 
 _M1, _M2, _GOLD = (
     np.uint64(0xBF58476D1CE4E5B9),

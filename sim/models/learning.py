@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
+from rolloutlab.sim.models.special import expit, logit
 from rolloutlab.sim.models.staleness import StalenessParams, feedback_factor, safe_span_eta
-from scipy.special import expit, logit
 
 
 @dataclass(frozen=True)

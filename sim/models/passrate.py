@@ -31,8 +31,8 @@ from typing import Protocol
 
 import numpy as np
 from rolloutlab.sim.models.hashrng import hash_uniform
+from rolloutlab.sim.models.special import expit, logit
 from rolloutlab.sim.trace import strict_json
-from scipy.special import expit, logit
 
 STREAM_PASS_RATE = 11
 """hashrng stream of the per-prompt pass-rate draw (streams 1-4 are the length models')."""

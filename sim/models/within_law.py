@@ -22,7 +22,7 @@ under any law. The fit (:mod:`calibration.fits.groups_fit`) uses :func:`log_inte
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from rolloutlab.sim.models import special
 
 LAWS = ("normal", "gumbel", "t")
 """Within-group laws, by name."""
