@@ -182,6 +182,7 @@ FILES = [
     ("groups-cut-parquet", "calibrate groups {t}/cut.parquet --out {t}/x.json", "cut.parquet: not a readable parquet file"),
     ("sim-updates-nan", "sim --updates-per-batch nan --out {t}/o", "'nan' is not a valid integer"),
     ("sim-updates-above-batch", "sim --prompts 4 --updates-per-batch 8 --out {t}/o", "must divide the prompt batch B = 4"),
+    ("groups-token-count-as-id", "calibrate groups {t}/tokens_as_id.jsonl --out {t}/x.json", "line 1: field 'input' holds numbers (the prompt's token count), not a prompt id"),
     ("groups-unclosed-quote-csv", "calibrate groups {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
     ("pass-rate-bad-csv", "calibrate pass-rate {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
     ("groups-not-utf8", "calibrate groups {t}/latin1.jsonl --out {t}/x.json", "latin1.jsonl: line 2: not UTF-8 text"),

@@ -114,6 +114,13 @@ def build(t: Path) -> None:
     grid.write_text("S,lr\n1,0.1\n")
     # user trial (issue 30): damaged parquet, a simulator's folder, an unfinished grid
     (t / "garbage.parquet").write_bytes(b"PAR1 not a parquet file")
+    (t / "tokens_as_id.jsonl").write_text(
+        "".join(
+            f'{{"step": 0, "input": {30 + p % 2}, "output": {50 + p + j}}}\n'
+            for p in range(4)
+            for j in range(2)
+        )
+    )
     (t / "unclosed_quote.csv").write_text('idx,response_lengths\n"0,[3, 4]\n')
     (t / "latin1.jsonl").write_bytes(b'{"idx": 0, "response_lengths": [3, 4]}\n\xe9\xff\n')
     whole = (REPO / "tests" / "data" / "groups" / "real_sync" / "rollouts.parquet").read_bytes()

@@ -234,3 +234,38 @@ def test_schema_v2_rollouts_carry_rewards(tmp_path):
     assert t.has_rewards()
     assert t.samples["reward"].to_list() == (df["response_tokens"] % 2).cast(float).to_list()
     assert not read_grouped([DATA / "real_sync"]).has_rewards()  # schema v1: no rewards
+
+
+def _samples(prompt_value, n_prompts=6, G=4, steps=2, **extra) -> list[dict]:
+    """One record per sample; prompt p of a step has the prompt field ``prompt_value(p)``."""
+    return [
+        {"step": t, "input": prompt_value(p), "output": 50 + 10 * p + j, **extra}
+        for t in range(steps)
+        for p in range(n_prompts)
+        for j in range(G)
+    ]
+
+
+def test_a_token_count_is_never_taken_for_the_prompt_id(tmp_path):
+    # 'input' holds the prompt's length: prompts of equal length must not merge into one group
+    path = write_jsonl(tmp_path / "tok.jsonl", _samples(lambda p: 30 + p % 2))
+    with pytest.raises(GroupedDataError, match="'input' holds numbers .* --prompt-field"):
+        read_grouped([path])
+
+
+def test_a_token_count_beside_an_id_field_reads_the_groups_by_the_id(tmp_path):
+    recs = [dict(r, question=f"q{r['step']}-{r['output'] // 10}") for r in _samples(lambda p: 30)]
+    trace = read_grouped([write_jsonl(tmp_path / "q.jsonl", recs)])
+    assert trace.samples["prompt"].n_unique() == 12 and set(trace.samples["prompt_tokens"]) == {30}
+
+
+def test_prompt_text_in_input_is_the_prompt_identity(tmp_path):
+    path = write_jsonl(tmp_path / "text.jsonl", _samples(lambda p: f"solve problem {p}"))
+    trace = read_grouped([path])
+    assert trace.samples.group_by("step", "prompt").len()["len"].to_list() == [4] * 12
+
+
+def test_a_numeric_field_named_as_the_prompt_is_the_users_choice(tmp_path):
+    path = write_jsonl(tmp_path / "tok.jsonl", _samples(lambda p: 30 + p))
+    trace = read_grouped([path], FieldNames(prompt="input"))
+    assert trace.samples["prompt"].n_unique() == 6

@@ -245,6 +245,8 @@ def read_records(
         k: _pick(getattr(names, k), k, cols, where, required=(k == "lengths" and need_lengths))
         for k in CANDIDATES
     }
+    if names.prompt is None:
+        f["prompt"] = _prompt_id_field(f, recs, cols, where)
     if f["lengths"] is None:
         return _correctness_only(recs, f, path, where)
     per_prompt = isinstance(recs[0][1].get(f["lengths"]), list)
@@ -295,6 +297,28 @@ def read_records(
                 }
             )
     return refuse_repeats(rows, path, f, per_prompt)
+
+
+def _prompt_id_field(f: dict, recs: list, cols: set, where: str) -> str | None:
+    """The field that names a record's prompt when none was named: the first candidate
+    whose values are ids or texts. A candidate holding numbers that is also the file's
+    prompt-length field (``input`` in some logs is the prompt's token count) is a length,
+    never a prompt identity: the next candidate is taken, and with none the file is
+    refused (GroupedDataError naming the line and field): equal lengths would merge
+    different prompts into one group."""
+    chosen = f["prompt"]
+    if chosen is None or chosen != f["prompt_tokens"]:
+        return chosen
+    value = next((r[chosen] for _, r in recs if r.get(chosen) is not None), None)
+    if isinstance(value, str):
+        return chosen  # prompt text: an identity (and, tokenized, a length)
+    others = [c for c in CANDIDATES["prompt"] if c in cols and c != chosen]
+    if others:
+        return others[0]
+    raise GroupedDataError(
+        f"{where}: field {chosen!r} holds numbers (the prompt's token count), not a prompt "
+        "id, and no id field was found; name the prompt's id with --prompt-field"
+    )
 
 
 def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
