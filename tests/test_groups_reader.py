@@ -269,3 +269,19 @@ def test_a_numeric_field_named_as_the_prompt_is_the_users_choice(tmp_path):
     path = write_jsonl(tmp_path / "tok.jsonl", _samples(lambda p: 30 + p))
     trace = read_grouped([path], FieldNames(prompt="input"))
     assert trace.samples["prompt"].n_unique() == 6
+
+
+def test_unequal_group_sizes_are_read_and_reported(tmp_path):
+    recs = [
+        {"step": t, "uid": f"{t}-{p}", "response_length": 50 + p + j}
+        for t in range(2)
+        for p in range(4)
+        for j in range(4 if p % 2 else 3)  # two prompts of each step lost a sample
+    ]
+    trace = read_grouped([write_jsonl(tmp_path / "uneven.jsonl", recs)])
+    assert trace.samples.height == 2 * (3 + 4 + 3 + 4)
+    assert trace.group_sizes() == "group sizes 3-4: 4 of 8 groups smaller than their step's largest"
+    even = read_grouped(
+        [write_jsonl(tmp_path / "even.jsonl", [r for r in recs if r["uid"][-1] in "13"])]
+    )
+    assert even.group_sizes() is None

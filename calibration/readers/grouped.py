@@ -76,6 +76,22 @@ class GroupedTrace:
             )
         return out
 
+    def group_sizes(self) -> str | None:
+        """One line on unequal group sizes (a prompt sampled in several rounds, filtered
+        samples, dynamic-sampling regeneration), e.g. ``"group sizes 3-4: 12 of 24 groups
+        smaller than their step's largest"``; None when every group of every step has
+        the same size."""
+        sizes = self.samples.group_by("step", "prompt").len()
+        sizes = sizes.with_columns(pl.col("len").max().over("step").alias("step_max"))
+        short = int((sizes["len"] < sizes["step_max"]).sum())
+        lo, hi = int(sizes["len"].min()), int(sizes["len"].max())
+        if lo == hi:
+            return None
+        return (
+            f"group sizes {lo}-{hi}: {short} of {sizes.height} groups smaller than their "
+            "step's largest"
+        )
+
     def flat(self, field: str = "length", steps: int | None = None) -> list[np.ndarray]:
         """:meth:`groups` of the first ``steps`` steps (None: all), as one flat list."""
         return [g for s in self.groups(field)[:steps] for g in s]

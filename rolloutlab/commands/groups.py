@@ -195,6 +195,8 @@ def calibrate_groups_cmd(
         + "; "
         f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
+    if (uneven := trace.group_sizes()) is not None:
+        click.echo(f"note: {uneven}")
 
 
 @click.command("groups")
