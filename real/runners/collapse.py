@@ -13,6 +13,16 @@ the failure):
 4. ``reward``: the reward, smoothed by an exponential moving average, has stayed below
    ``reward_frac`` times its running best for ``patience`` consecutive steps (only once
    the running best exceeds ``min_best``, so a run that never learned is not "collapsed").
+5. ``heldout`` (a whole run's judgement, :func:`judge_run`): the last held-out accuracy is
+   below ``reward_frac`` times the best one of the run (armed above ``min_best``), e.g. a
+   run whose policy stopped producing correct answers before the reward criterion's
+   patience ran out.
+
+The KL criterion fires at the first step above the bound by default
+(``kl_patience = 1``, what the live detector of the asynchronous runs and the stability
+grids use); :func:`judge_run` asks for ``patience`` consecutive steps, because the k3
+estimate of one step can spike on a healthy run (4.5 nats at one step of a static:4
+digit-chain run with reward 0.81, 0.35 eight steps later).
 
 Criteria 2-3 are "KL or importance ratio beyond a bound"; 4 is "reward
 below a fraction of its running best for k steps". The defaults were set from the lr
@@ -21,12 +31,13 @@ scan in docs/real_async.md (stable runs stay far below them).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-FAILURES = ("none", "nan", "kl", "ratio", "reward")
+FAILURES = ("none", "nan", "kl", "ratio", "reward", "heldout")
 
 
 @dataclass(frozen=True)
@@ -45,13 +56,19 @@ class CollapseConfig:
     """KL criterion: token-mean k3 KL to the reference above this (nats/token)."""
     log_ratio_max: float = 1.0
     """Ratio criterion: token-mean ``|log rho|`` of the consumed rollouts above this."""
+    kl_patience: int = 1
+    """KL criterion: ...for this many consecutive steps with an update (1: at once)."""
 
     def __post_init__(self) -> None:
         if not (0 < self.reward_frac < 1 and 0 < self.reward_ema <= 1):
             raise ValueError(
                 f"CollapseConfig: need 0 < reward_frac < 1 and 0 < reward_ema <= 1, got {self}"
             )
-        if self.patience < 1 or not (self.kl_max > 0 and self.log_ratio_max > 0):
+        if (
+            self.patience < 1
+            or self.kl_patience < 1
+            or not (self.kl_max > 0 and self.log_ratio_max > 0)
+        ):
             raise ValueError(f"CollapseConfig: need patience >= 1 and positive bounds, got {self}")
 
 
@@ -68,6 +85,7 @@ class CollapseDetector:
         self.ema: float | None = None
         self.best = -math.inf
         self.below = 0
+        self.kl_above = 0
         self.t_collapse: int | None = None
         self.failure = "none"
 
@@ -109,7 +127,9 @@ class CollapseDetector:
         self.best = max(self.best, self.ema)
         armed = self.best > cfg.min_best
         self.below = self.below + 1 if armed and self.ema < cfg.reward_frac * self.best else 0
-        if kl is not None and kl > cfg.kl_max:
+        if kl is not None:  # (a step without an update leaves the count as it is)
+            self.kl_above = self.kl_above + 1 if kl > cfg.kl_max else 0
+        if self.kl_above >= cfg.kl_patience:
             return "kl"
         if log_ratio is not None and log_ratio > cfg.log_ratio_max:
             return "ratio"
@@ -123,6 +143,7 @@ class CollapseDetector:
             "ema": self.ema,
             "best": self.best if math.isfinite(self.best) else None,
             "below": self.below,
+            "kl_above": self.kl_above,
             "t_collapse": self.t_collapse,
             "failure": self.failure,
         }
@@ -130,6 +151,7 @@ class CollapseDetector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
         self.ema, self.below = state["ema"], state["below"]
+        self.kl_above = int(state.get("kl_above", 0))  # (absent in older checkpoints)
         self.best = -math.inf if state["best"] is None else state["best"]
         self.t_collapse, self.failure = state["t_collapse"], state["failure"]
 
@@ -150,6 +172,31 @@ def replay(steps: Iterable[dict[str, Any]], cfg: CollapseConfig | None = None) -
             math.nan if reward is None else float(reward),
             *(r.get(k) for k in ("kl", "log_ratio", "loss", "grad_norm")),
         )
+    return d
+
+
+def judge_run(
+    steps: Iterable[dict[str, Any]],
+    evals: Iterable[dict[str, Any]],
+    cfg: CollapseConfig | None = None,
+) -> CollapseDetector:
+    """The whole run's judgement (``real sync``'s ``collapse.json``): :func:`replay` of its
+    step table with the KL criterion held for ``patience`` steps, then criterion 5 on its
+    held-out evaluations (``evals``: ``eval.jsonl`` rows with ``step`` (-1 = before the
+    first step) and ``accuracy``): when the last accuracy is below ``reward_frac`` times
+    the best, the run collapsed at the first evaluation after the best that is below it
+    (``t_collapse`` = that step + 1), unless a step criterion fired first."""
+    base = cfg or CollapseConfig()
+    d = replay(steps, dataclasses.replace(base, kl_patience=base.patience))
+    rows = sorted((e for e in evals if e.get("accuracy") is not None), key=lambda e: int(e["step"]))
+    if d.collapsed or not rows:
+        return d
+    acc = [float(e["accuracy"]) for e in rows]
+    best_at = max(range(len(acc)), key=acc.__getitem__)
+    best = acc[best_at]
+    if best > base.min_best and acc[-1] < base.reward_frac * best:
+        first = next(i for i in range(best_at, len(acc)) if acc[i] < base.reward_frac * best)
+        d.t_collapse, d.failure = max(int(rows[first]["step"]), 0) + 1, "heldout"
     return d
 
 

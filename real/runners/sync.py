@@ -25,6 +25,7 @@ from the checkpoint's time.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,7 +142,8 @@ class SyncRun:
 
     def run(self, progress: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Run steps ``start_step..cfg.steps-1``; returns the closed trace ``(rollouts, steps)``
-        and writes ``collapse.json`` (:func:`real.runners.collapse.replay` over every step)."""
+        and writes ``collapse.json`` (:func:`real.runners.collapse.judge_run` over every step
+        and held-out evaluation)."""
         if self.start_step == 0:
             self._evaluate(-1)
         bar = progress_bar(
@@ -163,7 +165,13 @@ class SyncRun:
                 heldout_acc=heldout,
             )
         rollouts, steps = self.writer.close()
-        judged = collapse.replay(steps.to_dicts())  # the whole run, resumed parts included
+        evals_path = self.out / "eval.jsonl"
+        evals = (
+            [json.loads(x) for x in evals_path.read_text().splitlines() if x.strip()]
+            if evals_path.exists()
+            else []
+        )
+        judged = collapse.judge_run(steps.to_dicts(), evals)  # the whole run, resumed too
         doc = collapse.outcome(judged, lr=self.cfg.learner.lr, seed=self.cfg.seed)
         strict_json.write_json(self.out / "collapse.json", doc)
         return rollouts, steps
