@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +13,7 @@ import numpy as np
 import polars as pl
 import seaborn as sns
 from rolloutlab.analysis.run_input import RunInputError, real_run_config
+from rolloutlab.sim.trace.jsonl import read_rows
 
 SMOOTH = 10
 """Steps in the trailing mean of ``reward_mean`` drawn in the figure."""
@@ -26,7 +26,7 @@ class ProgressError(ValueError):
 def _jsonl(path: Path) -> list[dict]:
     if not path.exists():
         raise ProgressError(f"{path.parent}: no {path.name} (not a finished real run)")
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return read_rows(path)
 
 
 def load_runs(run_dirs: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

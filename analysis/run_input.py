@@ -9,7 +9,6 @@ and ``steps.parquet`` (or the ``.jsonl`` a live run appends) in the trace schema
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import polars as pl
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.jsonl import read_rows
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
 
@@ -210,9 +210,7 @@ def cpu_phases(run_dir: str | Path, n_steps: int) -> dict[str, np.ndarray]:
     of rows than the run has steps, or lacks a field on some step (a simulator folder, or a
     run from before the fields were recorded)."""
     path = Path(run_dir) / "learner.jsonl"
-    rows = (
-        [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-    )
+    rows = read_rows(path) if path.exists() else []
     if len(rows) != n_steps or any(n not in r for r in rows for n in CPU_PHASES):
         raise RunInputError(
             f"{path}: fields {', '.join(CPU_PHASES)} missing on some step (a simulator folder, "
@@ -235,7 +233,7 @@ def on_cpu_clock(run: RunData) -> RunData:
     engine = run.config.get("config", run.config).get("engine", "torch")
     if engine != "torch":
         info_path = run.path / "engine.json"
-        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        info = read_object(info_path) if info_path.exists() else {}
         on_cpu = info.get("cuda_device") is None and info.get("config", {}).get("in_process")
         if engine != "vllm" or not on_cpu:
             raise RunInputError(

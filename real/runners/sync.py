@@ -25,7 +25,6 @@ from the checkpoint's time.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +59,7 @@ from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.trace import strict_json
-from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, truncate_jsonl
+from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, read_rows, truncate_jsonl
 from rolloutlab.sim.trace.progress import progress_bar
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl")
@@ -166,11 +165,7 @@ class SyncRun:
             )
         rollouts, steps = self.writer.close()
         evals_path = self.out / "eval.jsonl"
-        evals = (
-            [json.loads(x) for x in evals_path.read_text().splitlines() if x.strip()]
-            if evals_path.exists()
-            else []
-        )
+        evals = read_rows(evals_path) if evals_path.exists() else []
         judged = collapse.judge_run(steps.to_dicts(), evals)  # the whole run, resumed too
         doc = collapse.outcome(judged, lr=self.cfg.learner.lr, seed=self.cfg.seed)
         strict_json.write_json(self.out / "collapse.json", doc)

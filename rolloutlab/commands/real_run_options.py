@@ -18,6 +18,7 @@ from rolloutlab.commands.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
 from rolloutlab.real.tasks.registry import TASKS
 from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.jsonl import read_rows
 
 _OPTIONS = (
     click.option(
@@ -109,7 +110,7 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     from rolloutlab.real.tasks.evaluate import time_to_accuracy
 
     path = Path(out_dir) / "eval.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_rows(path)
     out: dict[str, Any] = {
         "heldout_accuracy_start": rows[0]["accuracy"] if rows else None,
         "heldout_accuracy_end": rows[-1]["accuracy"] if rows else None,

@@ -1,7 +1,8 @@
 """A run directory's traces written as the run goes: JSONL appended and flushed every
 learner step, parquet at the end, and the JSONL cut back to a checkpoint on ``--resume``.
 
-The schema, validation and readers are :mod:`sim.trace.schema`; this module only writes.
+The schema, validation and readers are :mod:`sim.trace.schema`; this module writes, and
+reads back the plain JSONL logs kept beside the traces (:func:`read_rows`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from pathlib import Path
 
 import polars as pl
 from rolloutlab.sim.trace.schema import concat, empty, read, validate, write_parquet
+
+
+def read_rows(path: str | os.PathLike) -> list[dict]:
+    """The JSON objects of a JSONL log (``learner.jsonl``, ``eval.jsonl``), one per non-blank
+    line, in file order. Raises OSError when the file cannot be read and ValueError on a
+    line that is not JSON (callers that tolerate a torn last line cut it first,
+    :func:`truncate_jsonl`)."""
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
 def append_durably(path: str | os.PathLike, text: str) -> None:
