@@ -240,6 +240,7 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
                 np.full(n * G, scenario.prompt_tokens),
                 lengths.ravel(),
                 exclusive=True,
+                step=t,
             )
             yield batch.done
             if scenario.cost.gen_overhead_s > 0:

@@ -176,7 +176,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     ids = state.stream.take(B, rows=T)  # (T, B)
     lengths = draw_lengths(scenario, cfg.seed, ts, ids, G)  # (T, B, G)
     worker, t_first, t_fin, state.rr = block_times(
-        lengths, prompt_tokens, cost, scenario.engine, state.rr
+        lengths, prompt_tokens, cost, scenario.engine, state.rr, step
     )
     gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
     tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
@@ -251,7 +251,7 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
         ids = state.stream.take(n)
         lengths = draw_lengths(scenario, cfg.seed, np.array([t]), ids[None], G)[0]  # (n, G)
         worker, t_first, t_fin, state.rr = step_times(
-            lengths, np.full(n, P, dtype=np.int64), cost, scenario.engine, state.rr
+            lengths, np.full(n, P, dtype=np.int64), cost, scenario.engine, state.rr, t
         )
         correct = tracker.draw(t, ids, G, lengths)
         kept = col.add(correct, n)
