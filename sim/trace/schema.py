@@ -83,6 +83,8 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "sync_pause_s": pl.Float64,  # s, generators reaching an iteration boundary
     "sync_drain_s": pl.Float64,  # s, waiting for in-flight rollouts to finish (drain mode)
     "sync_transfer_s": pl.Float64,  # s, sending the weights (cost.weight_sync_s)
+    # optional, nullable (docs/controllers.md "Reasons"): JSON of controller.explain()
+    "controller_reason": pl.String,
 }
 
 V2_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -98,6 +100,7 @@ V2_COLUMNS: dict[str, tuple[str, ...]] = {
         "sync_pause_s",
         "sync_drain_s",
         "sync_transfer_s",
+        "controller_reason",
     ),
 }
 """Columns added by schema version 2 (nullable): a table without them (a version-1 file)
