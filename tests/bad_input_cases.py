@@ -45,6 +45,8 @@ OPTIONS = [
     ("sim-spec-async", f"{SIM} --spec 4:0.5 --pipeline one-step-off", "sync pipelines only"),
     ("sim-spec-kv", f"{SIM} --spec 4:0.5 --model qwen2.5-3b --gpu h100", "--spec: speculative decoding is not modelled with KV"),
     ("sim-spec-syntax", f"{SIM} --spec 4", "expected K:ALPHA"),
+    ("tail-study-spec-k0", "tail-study --steps 2 --seeds 1 --spec 0:0.5 --out {t}/o", "k must be an integer >= 1"),
+    ("tail-study-tail-above-batch", "tail-study --steps 2 --seeds 1 --tail 5000 --out {t}/o", "above the batch"),
     ("sim-overprovision-below-1", f"{SIM} --pipeline oversample:0.8:group=6/4", "ratio must be finite and >= 1"),
     ("sim-overprovision-k-over-n", f"{SIM} --pipeline oversample:1.5:group=2/4", "need 1 <= K <= N"),
     ("sim-fast-async", f"{SIM} --engine fast --pipeline one-step-off", "one-step-off"),
