@@ -171,7 +171,7 @@ class PipelineSimulation:
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
         steps = pl.DataFrame(self.steps, schema=STEP_SCHEMA)
-        if self.pc.kind in ("oversample", "groupover"):  # what the tail cut took
+        if self.pc.n_prompts_factor > 1 or self.pc.trims:  # what the tail cut took
             steps = with_cut_columns(steps, rollouts)
         return rollouts, steps, self.ledger
 
