@@ -162,3 +162,23 @@ def test_engine_refuses_what_it_cannot_do():
         EngineConfig(kv_blocks=1000, spec=SpecDecode(k=2, alpha=0.5))
     with pytest.raises(ValueError, match="not modelled"):
         EngineConfig(dispatch="shared", spec=SpecDecode(k=2, alpha=0.5))
+
+
+def test_drift_fit_recovers_the_law_from_engine_draws():
+    """Verify steps drawn by the engine's sampler at known acceptance; the fit gets
+    alpha0 and the drift scale back."""
+    from rolloutlab.calibration.fits.spec_drift import fit_acceptance_drift
+    from rolloutlab.sim.engine.spec_decode import step_tokens
+
+    rng = np.random.default_rng(5)
+    k, alpha0, scale = 4, 0.8, 2e-3
+    drift = np.linspace(0, 4e-3, 12)
+    steps = np.full(12, 20_000)
+    tokens = np.array(
+        [step_tokens(rng, 20_000, k, alpha0 * math.exp(-x / scale)).sum() for x in drift]
+    )
+    fit = fit_acceptance_drift(drift, steps, tokens, k)
+    assert fit.alpha0 == pytest.approx(alpha0, abs=0.01)
+    assert fit.drift_scale == pytest.approx(scale, rel=0.1)
+    with pytest.raises(ValueError, match="steps <= tokens"):
+        fit_acceptance_drift(drift, steps, tokens * 0, k)
