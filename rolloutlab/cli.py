@@ -25,6 +25,7 @@ COMMANDS = {
     "report": "rolloutlab.commands.compare:report",
     "check-controller": "rolloutlab.commands.check_controller:check_controller",
     "advise": "rolloutlab.commands.advise:advise",
+    "tail-study": "rolloutlab.commands.tail_study:tail_study",
 }
 
 HELP = {
@@ -38,6 +39,7 @@ HELP = {
     "sim": "Simulate GRPO under each controller and pipeline on the same prompt stream.",
     "stability": "Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.",
     "sweep": "Run every controller on every grid point of the synchronous pipeline.",
+    "tail-study": "Rank the tail fixes (SAGC, tail batching, partial rollouts, speculative decoding) by time to target.",
     "validate": "Check the simulator's predictions against held-out real steps.",
 }
 """name -> the first line of its docstring, so ``rolloutlab --help`` imports no command

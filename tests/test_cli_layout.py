@@ -24,6 +24,7 @@ COMMANDS = {
     "report": [],
     "check-controller": [],
     "advise": [],
+    "tail-study": [],
     "scenario": ["from-verl"],
 }
 

@@ -12,10 +12,11 @@ from rolloutlab.commands.scenario import config_head, load_run, run_options, sce
 from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.engine.spec_decode import parse_spec
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
-from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
 from rolloutlab.sim.scenario.provenance import scenario_source, write_config
 from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
@@ -78,6 +79,15 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     "long-tail batch instead of lost (oversample pipelines only).",
 )
 @click.option(
+    "--spec",
+    "spec_decode",
+    metavar="K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]",
+    help="Speculative decoding on every worker: draft length K, acceptance ALPHA per token; "
+    "tail=N speculates only below N running sequences; draft=F drafter cost / target "
+    "iteration; drift=D, refresh=R acceptance decay with steps x lr (docs/engine.md). "
+    "Synchronous pipelines, no KV cache model.",
+)
+@click.option(
     "--seed",
     default=0,
     show_default=True,
@@ -113,6 +123,7 @@ def sim(
     engine,
     dispatch,
     park,
+    spec_decode,
     seed,
     updates_per_batch,
     figure,
@@ -150,6 +161,8 @@ def sim(
             if p.strip()
         ]
         check_comparison(specs, pipes, engine, dynamic is not None)
+        if spec_decode:
+            sc = with_spec(sc, parse_spec(spec_decode, lr=cfg.lr, seed=seed), pipes)
         for p in pipes:
             p.check_batch(cfg.prompts)
     except ValueError as exc:

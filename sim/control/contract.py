@@ -24,6 +24,9 @@ Optional attributes and methods:
 - ``proposes = ("prompt_ids",)``: ``propose(prompt_ids=...)`` gets the next step's
   prompts (:func:`sim.control.observation.propose_step`);
 - ``straggler_budget``: the straggler rate it promises to hold (checked by the kit);
+- ``explain() -> dict``: why it proposed the last G (JSON-able: threshold crossed,
+  budget, candidates considered); written per step to the trace's ``controller_reason``
+  (:func:`sim.control.observation.reason_json`; null without it);
 - ``observe_steps(lengths (T, n_prompts, G)) -> list[str]``: for an open-loop controller,
   ``T`` observations at once and the JSON state after each (the fast path uses it for
   blocks of steps).

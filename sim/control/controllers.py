@@ -54,6 +54,10 @@ class StaticG:
         """The fixed G."""
         return self.G
 
+    def explain(self) -> dict[str, Any]:
+        """Why the last G (the contract's optional ``explain``): it is fixed."""
+        return {"G": self.G, "why": "static"}
+
     def observe(self, lengths: Sequence[Sequence[int]]) -> None:
         """Check the lengths and count the step; G does not depend on them."""
         _check_lengths(lengths)
@@ -136,8 +140,9 @@ class SAGC:
     """Step-time budget (s). When set, a step whose observed time (``step_time_s``, else
     ``gen_time_s``, from :func:`sim.control.observation.observe_step`) exceeds it is a straggler
     event even if ``max/median <= tau``. Why: max/median is scale-free, so when every
-    length grows during training SAGC alone does not see it; the budget does. None
-    (default): SAGC as in the paper, lengths only."""
+    length grows during training SAGC alone does not see it; the budget does. Also, a
+    raise of G is refused when the predicted step time at the new G exceeds the budget
+    (:meth:`predicted_step_s`). None (default): SAGC as in the paper, lengths only."""
     seed: int = 0
     """Seed of the Thompson-sampling RNG (numpy PCG64)."""
     name: str = "sagc"
@@ -147,6 +152,12 @@ class SAGC:
     lam: float = field(init=False, default=0.0)
     current: int = field(init=False)
     steps_observed: int = field(init=False, default=0)
+    step_s: dict[int, float] = field(init=False)
+    """With a budget: per G, the geometric mean of the step times observed at it (s;
+    forgetting ``gamma``; a rare straggler step moves it little, a sustained slowdown
+    does), for :meth:`predicted_step_s`. Empty without a budget."""
+    decision: dict[str, Any] = field(init=False)
+    """The last proposal and observation, explained (:meth:`explain`)."""
     history: list[tuple[int, int, float]] = field(init=False)
     """``(G, S_t, lambda after update)`` per step observed by this object since it was
     built or loaded: a diagnostic log, not part of the state (the trace records G and the
@@ -182,6 +193,8 @@ class SAGC:
         self.current = start
         self.steps_observed = 0
         self.history = []
+        self.step_s = {}
+        self.decision = {"G": start, "why": "initial G"}
         self._rng = np.random.default_rng(self.seed)
 
     @property
@@ -211,15 +224,62 @@ class SAGC:
         beta_G)`` for each candidate of :meth:`neighbourhood` (in ascending order, one
         draw each) and move to ``argmax utility(G) - lambda p~_G`` (first one on ties;
         the current G if every score is ``-inf``). :meth:`propose` is
-        ``choose(log2)``; :class:`sim.control.lagc.LAGC` passes its learning-signal utility."""
-        best, best_score = self.current, -math.inf
+        ``choose(log2)``; :class:`sim.control.lagc.LAGC` passes its learning-signal utility.
+        With a ``step_time_budget_s``, a G above
+        the current one whose :meth:`predicted_step_s` exceeds the budget is refused (its
+        draw is still made, so the random stream does not depend on the budget). The
+        reasons are kept in :attr:`decision` (:meth:`explain`)."""
+        best, best_score, considered = self.current, -math.inf, []
         for g in self.neighbourhood():
             p = float(self._rng.beta(self.alpha[g], self.beta[g]))
             score = utility(g) - self.lam * p
+            row: dict[str, Any] = {"G": g, "p": round(p, 6), "score": round(score, 6)}
+            if self.step_time_budget_s is not None:
+                pred = self.predicted_step_s(g)
+                row["predicted_step_s"] = pred
+                if g > self.current and pred is not None and pred > self.step_time_budget_s:
+                    row["refused"] = "budget"
+                    considered.append(row)
+                    continue
+            considered.append(row)
             if score > best_score:
                 best, best_score = g, score
+        why = "kept" if best == self.current else "raised" if best > self.current else "lowered"
+        if any("refused" in r for r in considered):
+            why += "; raise refused: predicted step time over budget"
+        self.decision = {
+            "G": best,
+            "from": self.current,
+            "why": f"{why} (argmax u(G) - lambda p~)",
+            "lambda": round(self.lam, 6),
+            "budget_s": self.step_time_budget_s,
+            "candidates": considered,
+            "after": self.decision.get("observed"),
+        }
         self.current = best
         return best
+
+    def predicted_step_s(self, g: int) -> float | None:
+        """Predicted step time (s) at group size ``g``: the typical time at the current G
+        (:attr:`step_s`, the freshest estimate; else at the nearest G observed) scaled by
+        ``g / G`` (a step's rollouts and learner tokens grow in proportion to G; the
+        straggler max grows with G too, so on a saturated engine this underestimates
+        rather than over). None before any step time was observed (always without a
+        budget)."""
+        if not self.step_s:
+            return None
+        h = self.current
+        if h not in self.step_s:
+            h = min(self.step_s, key=lambda x: (abs(x - g), x))
+        return self.step_s[h] * g / h
+
+    def explain(self) -> dict[str, Any]:
+        """The last decision and what the last observation concluded (JSON-able): the G
+        chosen and from which, why, lambda, the budget and each candidate considered
+        (sampled straggler probability, score, predicted step time, refusal); ``after``:
+        the observation it followed and ``observed``: the one of the step run with it
+        (straggler event, ratio against ``tau``, step time, thresholds crossed)."""
+        return dict(self.decision)
 
     def observe(
         self,
@@ -237,15 +297,34 @@ class SAGC:
         ``gen_time_s``; seconds) exceeds it; times are ignored without a budget.
         """
         _check_lengths(lengths)
-        s_t = 1 if straggler_ratio(lengths) > self.tau else 0
+        ratio = straggler_ratio(lengths)
+        s_t = 1 if ratio > self.tau else 0
+        crossed = ["tau"] if s_t else []
+        t = None
         if self.step_time_budget_s is not None:
             t = step_time_s if step_time_s is not None else gen_time_s
             if t is not None and float(t) > self.step_time_budget_s:
                 s_t = 1
+                crossed.append("budget")
         sizes = {len(group) for group in lengths}
         g = sizes.pop() if len(sizes) == 1 else self.current
         if g not in self.alpha:
             g = self.current
+        if t is not None:  # geometric mean with forgetting (rare stragglers are p~'s job)
+            lt, old = math.log(max(float(t), 1e-12)), self.step_s.get(g)
+            mix = lt if old is None else self.gamma * math.log(old) + (1 - self.gamma) * lt
+            self.step_s[g] = math.exp(mix)
+        self.decision = {
+            **self.decision,
+            "observed": {
+                "G": g,
+                "S_t": s_t,
+                "ratio": round(float(ratio), 6),
+                "tau": self.tau,
+                "step_s": None if t is None else float(t),
+                "crossed": crossed,
+            },
+        }
         if self.forget == "to_prior":
             a0, b0 = self.prior
             for c in self.candidates:
@@ -276,6 +355,7 @@ class SAGC:
             "current": self.current,
             "steps_observed": self.steps_observed,
             "rng": self._rng.bit_generator.state,
+            **({"step_s": {str(g): v for g, v in self.step_s.items()}} if self.step_s else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -292,6 +372,7 @@ class SAGC:
         self.lam = float(state["lambda"])
         self.current = int(state["current"])
         self.steps_observed = int(state["steps_observed"])
+        self.step_s = {int(g): float(v) for g, v in state.get("step_s", {}).items()}
         self.history = []
         self._rng.bit_generator.state = state["rng"]
 

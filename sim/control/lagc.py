@@ -188,6 +188,11 @@ class LAGC:
         u = self.utilities(prompt_ids)
         return self.sagc.choose(u.__getitem__)
 
+    def explain(self) -> dict[str, Any]:
+        """The last decision explained (:meth:`SAGC.explain`; scores use the
+        learning-signal utility)."""
+        return {"utility": "learning signal / step time", **self.sagc.explain()}
+
     def observe(
         self,
         lengths: Sequence[Sequence[int]],

@@ -32,6 +32,7 @@ controller that needs a newer observation than this rolloutlab gives sets
 from __future__ import annotations
 
 import inspect
+import json
 import numbers
 import traceback
 from collections.abc import Iterator, Sequence
@@ -179,3 +180,14 @@ def propose_step(controller: Any, prompt_ids: Any = None) -> int:
         return int(G)  # numpy integers are Integral too
     who = getattr(controller, "name", None) or type(controller).__name__
     raise ValueError(f"controller {who}: propose() returned {G!r}; G must be a positive int")
+
+
+def reason_json(controller: Any) -> str | None:
+    """JSON of ``controller.explain()`` (the contract's optional reason for its last
+    decision: :mod:`sim.control.contract`), or None when it has no ``explain``: the step
+    table's ``controller_reason`` column (:mod:`sim.trace.schema`)."""
+    explain = getattr(controller, "explain", None)
+    if not callable(explain):
+        return None
+    with _calling(controller, "explain"):
+        return json.dumps(explain(), allow_nan=False, default=float)

@@ -53,6 +53,9 @@ class Batch:
         self.remaining = n
         self.aborted = np.zeros(n, dtype=bool)  # set by Engine.abort once the request is gone
         self.abort_tokens = np.zeros(n, dtype=np.int64)  # tokens generated before the abort
+        self.step = 0  # learner step of the requests (per-step engine draws: speculation)
+        self.spec_steps = np.zeros(n, dtype=np.int64)  # verify steps (speculative decoding)
+        self.spec_drawn = np.zeros(n, dtype=np.int64)  # tokens those steps emitted, uncut
         self.done = env.event()
         self.on_finish = on_finish
         self.coalesce = exclusive and on_finish is None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rolloutlab.sim.engine.dispatch import parse_dispatch
+from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, parse_dispatch
+from rolloutlab.sim.engine.spec_decode import SpecDecode
 
 DISPATCH = ("round_robin", "least_loaded", "group", "shared", "deferred:T")
 """Dispatch rules: the first three assign a worker at submit (:mod:`sim.engine.schedule`), the
@@ -52,6 +53,10 @@ class EngineConfig:
     """Paged engine, prefix caching: a group mate recomputes its cached prompt's partial
     last block, as vLLM v1 does (it hits full blocks only). Off (the default, what the
     unpaged engine and the fast path model): a cached prompt costs no prefill."""
+    spec: SpecDecode | None = None
+    """Speculative decoding on every worker (:mod:`sim.engine.spec_decode`); synchronous
+    pipelines on the slot engine or the fast path only (not with KV blocks, a token budget
+    or held dispatch)."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
@@ -70,6 +75,15 @@ class EngineConfig:
                 f"EngineConfig: max_num_batched_tokens ({self.max_num_batched_tokens}) "
                 f"must be >= max_num_seqs ({self.max_num_seqs})"
             )
+
+        if self.spec is not None:
+            if self.paged or parse_dispatch(self.dispatch)[0] in HELD_DISPATCH:
+                raise ValueError(
+                    "speculative decoding is not modelled with KV blocks, a token budget "
+                    "or shared/deferred dispatch (use the slot engine: no --model KV cache, "
+                    "--dispatch group|round_robin|least_loaded)"
+                )
+            self.spec.check_batch(self.max_num_seqs)
 
     @property
     def paged(self) -> bool:

@@ -20,6 +20,7 @@ from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, HeldQueue, parse_dispa
 from rolloutlab.sim.engine.paged_worker import PagedWorker
 from rolloutlab.sim.engine.schedule import assign_workers
 from rolloutlab.sim.engine.slot_worker import Worker
+from rolloutlab.sim.engine.spec_worker import SpecWorker
 from rolloutlab.sim.engine.worker import EngineWorker
 from rolloutlab.sim.models.cost import LinearCost
 
@@ -34,7 +35,7 @@ class Engine:
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
-        worker_cls = PagedWorker if config.paged else Worker
+        worker_cls = PagedWorker if config.paged else SpecWorker if config.spec else Worker
         self.workers: list[EngineWorker] = [
             worker_cls(env, w, cost, config) for w in range(config.n_workers)
         ]
@@ -53,15 +54,19 @@ class Engine:
         response_tokens,
         on_finish: Callable | None = None,
         exclusive: bool = False,
+        step: int = 0,
     ) -> Batch:
         """Submit requests now; returns their :class:`Batch` (wait on ``batch.done``).
 
         ``exclusive``: see :class:`Batch` (ignored by ``shared`` / ``deferred:T``
-        dispatch, which hold requests here: :mod:`sim.engine.dispatch`). Raises RuntimeError if
+        dispatch, which hold requests here: :mod:`sim.engine.dispatch`). ``step``: the
+        learner step the requests belong to (per-step draws of speculative decoding,
+        :mod:`sim.engine.spec_decode`). Raises RuntimeError if
         an exclusive batch is still running on a worker that receives a request.
         """
         batch = Batch(self.env, prompt_keys, prompt_tokens, response_tokens, on_finish, exclusive)
         batch.t_submit[:] = self.env.now
+        batch.step = step
         if self.held is not None:  # handed to slots as they free: no closed-form phase
             batch.coalesce = False
             self.held.put(batch, len(batch.response_tokens))

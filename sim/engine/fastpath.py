@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.engine.schedule import assign_workers, slot_starts
+from rolloutlab.sim.engine.spec_lane import spec_lane
 from rolloutlab.sim.models.cost import LinearCost
 
 
@@ -135,11 +136,14 @@ def step_times(
     cost: LinearCost,
     config: EngineConfig,
     rr: int = 0,
+    step: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """One synchronous generation phase from time 0, as :func:`sim.engine.core.generate`.
 
     Args: ``lengths`` (n_prompts, G) tokens; ``prompt_tokens`` (n_prompts,); ``rr`` the
-    dispatcher's round-robin position. Returns ``(worker, t_first, t_finish, rr')`` with
+    dispatcher's round-robin position; ``step`` the learner step (speculative decoding's
+    draws, ``config.spec``: each worker's share is timed by
+    :func:`sim.engine.spec_lane.spec_lane`, as the SimPy engine does). Returns ``(worker, t_first, t_finish, rr')`` with
     flat (n_prompts * G,) arrays. Raises ValueError for a paged config (KV pressure:
     use the SimPy engine).
     """
@@ -154,6 +158,15 @@ def step_times(
     L = lengths.ravel()
     P = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
     t_first, t_fin = np.empty(L.size), np.empty(L.size)
+    if config.spec is not None:
+        for w in np.unique(worker).tolist():
+            idx = np.flatnonzero(worker == w)
+            lane = spec_lane(
+                L[idx], P[idx], keys[idx], cost, config.max_num_seqs, config.prefix_caching,
+                config.spec, step=step, worker=w,
+            )  # fmt: skip
+            t_first[idx], t_fin[idx] = lane.t_first, lane.t_finish
+        return worker, t_first, t_fin, rr
     count = np.bincount(worker, minlength=config.n_workers)
     big = count > config.max_num_seqs
     for w in np.flatnonzero(big):
@@ -186,10 +199,11 @@ def block_times(
     cost: LinearCost,
     config: EngineConfig,
     rr: int = 0,
+    step: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`step_times` of ``T`` consecutive steps with one ``G`` in one call.
 
-    ``lengths`` (T, n_prompts, G). Returns ``worker, t_first, t_finish`` (T, n_prompts * G)
+    ``lengths`` (T, n_prompts, G); ``step`` the learner step of the first. Returns ``worker, t_first, t_finish`` (T, n_prompts * G)
     (seconds from each step's start) and the final ``rr``. Lanes are (step, worker) pairs;
     when every lane fits in one wave they are computed together (why: the per-call numpy
     overhead, not the arithmetic, dominates small steps).
@@ -200,7 +214,9 @@ def block_times(
     _, advance = assign_workers(keys, config)  # round-robin position moved by one submit
     rrs = rr + np.arange(T) * advance  # (T,) position at each step's submit (modulo W)
     rr_out = int(assign_workers(keys, config, int(rrs[-1]))[1])
-    if W == 1 and n <= config.max_num_seqs:  # lanes are steps, already of equal size
+    if (
+        W == 1 and n <= config.max_num_seqs and config.spec is None
+    ):  # lanes are steps, already of equal size
         tokens = np.asarray(prompt_tokens, dtype=np.int64)
         pre = np.full(T, float(tokens.sum()) * (1 if config.prefix_caching else G))
         P = np.broadcast_to(np.repeat(tokens, G), (T, n))
@@ -212,9 +228,10 @@ def block_times(
             rr_out,
         )
     worker, _ = assign_workers(keys, config, rrs)  # (T, n)
-    if np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:  # same max every step
+    if config.spec is not None or np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:
         out = [
-            step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]))[1:3] for s in range(T)
+            step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]), step + s)[1:3]
+            for s in range(T)
         ]
         return worker, np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), rr_out
     lane = (np.arange(T)[:, None] * W + worker).ravel()

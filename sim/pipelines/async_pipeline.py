@@ -72,6 +72,7 @@ from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig, columns_to_rollouts, step_record
 from rolloutlab.sim.pipelines.weight_sync import Resumer, after_sync, submit_batch, weight_sync
 from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.cuts import with_cut_columns
 from rolloutlab.sim.trace.schema import STEP_SCHEMA
 
 MAX_DROPS_PER_STEP = 1000
@@ -163,13 +164,16 @@ class PipelineSimulation:
         self.columns.extend(
             self.ledger.account_leftovers(self.discarded, self.batches, self._columns)
         )
-        if self.pc.kind == "groupover":
+        if self.pc.trims:
             groups = [g for info in self.batches for g in info.groups]
             self.columns.extend(extra_rows(groups, self.batches, self._columns, self.ledger))
         rollouts = columns_to_rollouts(self.columns).sort(
             "step", "prompt_id", "sample_idx", maintain_order=True
         )
-        return rollouts, pl.DataFrame(self.steps, schema=STEP_SCHEMA), self.ledger
+        steps = pl.DataFrame(self.steps, schema=STEP_SCHEMA)
+        if self.pc.n_prompts_factor > 1 or self.pc.trims:  # what the tail cut took
+            steps = with_cut_columns(steps, rollouts)
+        return rollouts, steps, self.ledger
 
     # --- generator side ---------------------------------------------------------------
     def _poke(self) -> None:

@@ -12,11 +12,15 @@ is the same learner/dispatcher pair with four rules derived here (see docs/pipel
 | ``partial:S`` | S | 1 | streaming | last token | S |
 | ``oversample:R`` | 0 | 1 | batch-serial, ceil(R B) prompts | dispatch | 0 |
 | ``groupover:N/K`` | 0 | 1 | batch-serial, ceil(G N/K) samples a prompt | dispatch | 0 |
+| ``oversample:R:group=N/K`` | 0 | 1 | both at once (tail batching) | dispatch | 0 |
 | ``async:S[:opts]`` | queue/threshold | ``sync_every`` | one group at a time | group start | S |
 
 Options (``kind:arg:name=value:...``, :func:`parse_pipeline`): every kind takes
 ``sync=drain|abort|inflight`` (weight-sync mode, :mod:`sim.pipelines.weight_sync`; default
 ``inflight``, what the pipelines always did); ``partial:S`` takes ``chunk=TOKENS``;
+``oversample:R`` takes ``group=N/K`` (RollPacker's tail batching: prompts and responses
+over-provisioned in one step, the slowest of both cut; with ``--park`` the cut prompts are
+re-queued to a long round, else dropped);
 ``async:S`` takes ``queue=N``, ``full=block|drop_oldest``, ``threshold=F``,
 ``sync_every=K`` and ``concurrency=N`` (:mod:`sim.pipelines.async_stream`, verl fully-async names
 in docs/pipelines.md).
@@ -119,8 +123,10 @@ class PipelineConfig:
             )
         if not (1 <= self.n_keep <= self.n_sample):
             raise ValueError(
-                f"pipeline groupover: need 1 <= K <= N, got N={self.n_sample}, K={self.n_keep}"
+                f"pipeline {self.kind}: need 1 <= K <= N, got N={self.n_sample}, K={self.n_keep}"
             )
+        if (self.n_sample, self.n_keep) != (1, 1) and self.kind not in ("groupover", "oversample"):
+            raise ValueError(f"pipeline {self.kind}: group=N/K is for oversample:R only")
         if self.park and self.kind != "oversample":
             raise ValueError(
                 f"--park: pipeline {self._spec} leaves no unfinished prompts to park; "
@@ -195,6 +201,8 @@ class PipelineConfig:
             head = f"{self.kind}:{self.S}"
         elif self.kind == "oversample":
             head = f"oversample:{self.ratio:g}"
+            if self.trims:
+                head += f":group={self.n_sample}/{self.n_keep}"
         elif self.kind == "groupover":
             head = f"groupover:{self.n_sample}/{self.n_keep}"
         else:
@@ -246,9 +254,15 @@ class PipelineConfig:
     def launched(self, G: int) -> int:
         """Samples launched per prompt for a proposed group size ``G``: ``ceil(G N / K)``
         for ``groupover:N/K`` (``N`` when ``G = K``), else ``G``."""
-        if self.kind != "groupover":
+        if not self.trims:
             return G
         return -(-G * self.n_sample // self.n_keep)
+
+    @property
+    def trims(self) -> bool:
+        """Responses over-provisioned: more samples launched per prompt than kept
+        (``groupover:N/K``, ``oversample:R:group=N/K`` with ``N > K``)."""
+        return self.n_sample > self.n_keep
 
     @property
     def n_prompts_factor(self) -> float:
@@ -276,8 +290,15 @@ def _parse_options(parts: list[str]) -> dict:
     for part in parts:
         name, eq, value = part.partition("=")
         name, value = name.strip(), value.strip()
+        if eq and name == "group":  # group=N/K: responses over-provisioned too
+            n, slash, k = value.partition("/")
+            if not (slash and n.strip().isdigit() and k.strip().isdigit()) or "n_sample" in out:
+                raise ValueError(f"expected group=N/K with integers N >= K >= 1, got {value!r}")
+            out["n_sample"], out["n_keep"] = int(n), int(k)
+            continue
         if not eq or name not in _OPTIONS:
-            raise ValueError(f"unknown option {part!r}; options are {', '.join(_OPTIONS)}=...")
+            names = ", ".join([*_OPTIONS, "group"])
+            raise ValueError(f"unknown option {part!r}; options are {names}=...")
         field = _OPTIONS[name]
         if field in out:
             raise ValueError(f"option {name!r} given twice")
@@ -328,6 +349,8 @@ def parse_pipeline(
                 ) from None
             return PipelineConfig(kind=kind, ratio=ratio, placement=placement, park=park, **opts)
         if kind == "groupover" and sep:
+            if "n_sample" in opts:
+                raise ValueError("group=N/K is for oversample:R (groupover:N/K has its N/K)")
             n, slash, k = arg.partition("/")
             if not (slash and n.strip().isdigit() and k.strip().isdigit()):
                 raise ValueError(f"expected groupover:N/K with integers N >= K >= 1, got {arg!r}")

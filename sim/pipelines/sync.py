@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 import simpy
 from rolloutlab.sim.control.contract import Controller
-from rolloutlab.sim.control.observation import needs, observe_step, propose_step
+from rolloutlab.sim.control.observation import needs, observe_step, propose_step, reason_json
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.core import Engine
 from rolloutlab.sim.models.dynamics import step_lengths
@@ -190,6 +190,7 @@ def step_record(
         "grad_norm": None,
         "grad_cosine": None,
         "controller_state": json.dumps(controller.state_dict()),
+        "controller_reason": reason_json(controller),
         **(rewards or {}),
         **dict(
             zip(
@@ -240,6 +241,7 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
                 np.full(n * G, scenario.prompt_tokens),
                 lengths.ravel(),
                 exclusive=True,
+                step=t,
             )
             yield batch.done
             if scenario.cost.gen_overhead_s > 0:

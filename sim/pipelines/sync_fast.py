@@ -28,7 +28,13 @@ import numpy as np
 import polars as pl
 from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.control.controllers import StaticG
-from rolloutlab.sim.control.observation import needs, observe_step, propose_step, wants
+from rolloutlab.sim.control.observation import (
+    needs,
+    observe_step,
+    propose_step,
+    reason_json,
+    wants,
+)
 from rolloutlab.sim.engine.fastpath import block_times, step_times
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
@@ -148,6 +154,7 @@ _STEP_COLUMNS = (
     "train_time",
     "sync_time",
     "controller_state",
+    "controller_reason",
 )
 
 
@@ -176,7 +183,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     ids = state.stream.take(B, rows=T)  # (T, B)
     lengths = draw_lengths(scenario, cfg.seed, ts, ids, G)  # (T, B, G)
     worker, t_first, t_fin, state.rr = block_times(
-        lengths, prompt_tokens, cost, scenario.engine, state.rr
+        lengths, prompt_tokens, cost, scenario.engine, state.rr, step
     )
     gen = t_fin.max(axis=1) + cost.gen_overhead_s  # (T,) makespan + per-phase overhead
     tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
@@ -202,8 +209,9 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
         reward_rows = [step_reward_columns(rewards[i], B) for i in range(T)]
     if open_loop and not wants(controller):  # open_loop: a StaticG, which has observe_steps
         states = controller.observe_steps(lengths)
+        reasons = [reason_json(controller)] * T
     else:
-        states = []
+        states, reasons = [], []
         cap = scenario.lengths.max_response_length
         want_reasons = needs(controller, "finish_reasons")
         for i in range(T):
@@ -219,6 +227,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
                 wall_clock_s=float(t_end[i]),
             )
             states.append(json.dumps(controller.state_dict()))
+            reasons.append(reason_json(controller))
     step_cols = dict(
         zip(
             _STEP_COLUMNS,
@@ -230,6 +239,7 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
                 train.tolist(),
                 [sync] * T,
                 states,
+                reasons,
             ),
         )
     )
@@ -251,7 +261,7 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
         ids = state.stream.take(n)
         lengths = draw_lengths(scenario, cfg.seed, np.array([t]), ids[None], G)[0]  # (n, G)
         worker, t_first, t_fin, state.rr = step_times(
-            lengths, np.full(n, P, dtype=np.int64), cost, scenario.engine, state.rr
+            lengths, np.full(n, P, dtype=np.int64), cost, scenario.engine, state.rr, t
         )
         correct = tracker.draw(t, ids, G, lengths)
         kept = col.add(correct, n)
@@ -309,7 +319,16 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
     step_cols = dict(
         zip(
             _STEP_COLUMNS,
-            ([t], [t_start], [now], [gen], [train], [sync], [json.dumps(controller.state_dict())]),
+            (
+                [t],
+                [t_start],
+                [now],
+                [gen],
+                [train],
+                [sync],
+                [json.dumps(controller.state_dict())],
+                [reason_json(controller)],
+            ),
         )
     )
     return step_cols, blocks, [reward_cols], n_rows

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from rolloutlab.sim.engine.dispatch import is_held
+from rolloutlab.sim.engine.spec_decode import SpecDecode
 from rolloutlab.sim.models.dynamics import servegen_lengths
 from rolloutlab.sim.models.roofline import roofline, roofline_cost
 from rolloutlab.sim.scenario.scenario import Scenario
@@ -73,3 +75,21 @@ def apply_overrides(
             sc, lengths=servegen_lengths(drift, max_response_length=sc.lengths.max_response_length)
         )
     return sc
+
+
+def with_spec(sc: Scenario, spec: SpecDecode, pipelines: Sequence) -> Scenario:
+    """``sc`` with speculative decoding on every worker (:mod:`sim.engine.spec_decode`).
+
+    Raises ValueError when a pipeline is not synchronous (the speculating worker times one
+    step's share at a time) or the engine cannot speculate (KV blocks, token budget,
+    shared/deferred dispatch, a tail threshold above ``max_num_seqs``:
+    :class:`sim.engine.config.EngineConfig`)."""
+    bad = [p.spec for p in pipelines if p.kind != "sync"]
+    if bad:
+        raise ValueError(
+            f"--spec: speculative decoding is modelled for sync pipelines only, not {bad}"
+        )
+    try:
+        return dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, spec=spec))
+    except ValueError as exc:
+        raise ValueError(f"--spec: {exc}") from None
