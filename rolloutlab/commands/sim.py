@@ -13,6 +13,7 @@ from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides
@@ -26,6 +27,8 @@ from rolloutlab.sim.studies.compare import (
 )
 from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
+from rolloutlab.sim.trace.turns import write_turns
 
 
 @click.command()
@@ -150,6 +153,7 @@ def sim(
             if p.strip()
         ]
         check_comparison(specs, pipes, engine, dynamic is not None)
+        check_multi_turn(sc, pipes, engine)
         for p in pipes:
             p.check_batch(cfg.prompts)
     except ValueError as exc:
@@ -162,10 +166,13 @@ def sim(
                 bar.set_postfix_str(f"{spec} G={G}", refresh=False)
                 bar.update()
 
+            turns: list = []
             summary, rollouts, steps_df = run_comparison(
-                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward, turns=turns
             )
         summary.write_csv(out_dir / "summary.csv")
+        if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
+            write_turns(turns, out_dir / "turns.parquet")
         trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
         if figure:
@@ -193,6 +200,8 @@ def sim(
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if turns:
+        echo_table(summary.select("controller", "pipeline", *TURN_COLUMNS), rows=50)
     if rewards is None:
         click.echo(
             f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
@@ -200,7 +209,7 @@ def sim(
         )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
-    figure_file = " comparison.png," if figure else ""
+    figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )

@@ -47,6 +47,8 @@ class PipelineResult:
     ledger: Ledger | None = None
     """The asynchronous pipelines' accounting of every rollout generated, including those
     still buffered or generating at the end; None for the synchronous runners."""
+    turns: pl.DataFrame | None = None
+    """One row per model turn (:mod:`sim.trace.turns`) of a multi-turn run, else None."""
 
 
 Runner = Callable[[Scenario, Controller, RunConfig, PipelineConfig, OnStep], PipelineResult]
@@ -54,7 +56,11 @@ Runner = Callable[[Scenario, Controller, RunConfig, PipelineConfig, OnStep], Pip
 
 
 def _sync(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
-    return PipelineResult(*run_sync(scenario, controller, cfg, on_step=on_step))
+    turns: list[pl.DataFrame] = []
+    rollouts, steps = run_sync(scenario, controller, cfg, on_step=on_step, turns=turns)
+    if scenario.multi_turn is None:
+        return PipelineResult(rollouts, steps)
+    return PipelineResult(rollouts, steps, turns=pl.concat(turns) if turns else None)
 
 
 def _sync_fast(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:

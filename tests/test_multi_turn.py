@@ -1,0 +1,220 @@
+"""Multi-turn rollouts (docs/multi_turn.md): the engine driver against the single-turn
+engine, its invariants (sandbox limit, tool before next turn, prefix cache), the laws and
+their fit, the turn metrics against brute force."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rolloutlab.sim.control.spec import parse_controller
+from rolloutlab.sim.engine.config import EngineConfig
+from rolloutlab.sim.engine.core import Engine
+from rolloutlab.sim.engine.turns import submit_turns
+from rolloutlab.sim.models.turns import (
+    MultiTurn,
+    ToolLatency,
+    TurnLaw,
+    fit_tool_latency,
+    multi_turn_from,
+)
+from rolloutlab.sim.pipelines.registry import simulate
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.trace.turn_metrics import merge_intervals, turn_summary, uncovered_s
+from rolloutlab.sim.trace.turns import turn_frame, validate_turns
+
+from tests.engine_helpers import dyadic_costs
+
+
+def _run(cost, config, mt, prompts, lengths, n_turns, latencies, cap=10_000):
+    """Run one step's multi-turn rollouts to the end; returns the TurnBatch."""
+    env = simpy.Environment()
+    engine = Engine(env, cost, config)
+    sandboxes = simpy.Resource(env, mt.sandboxes) if mt.sandboxes else None
+    n = len(n_turns)
+    keys = np.repeat(np.arange(n // 2 + n % 2), 2)[:n]
+    out = submit_turns(engine, mt, sandboxes, keys, prompts, lengths, n_turns, latencies, cap)
+    env.run(until=out.done)
+    return out
+
+
+def _case(draw, max_turns):
+    n = draw(st.integers(1, 12))
+    K = draw(st.integers(1, max_turns))
+    lengths = np.array(draw(st.lists(st.integers(1, 40), min_size=K * n, max_size=K * n)))
+    n_turns = np.array(draw(st.lists(st.integers(1, K), min_size=n, max_size=n)))
+    lat = np.array(draw(st.lists(st.integers(0, 40), min_size=n * K, max_size=n * K))) / 8
+    prompts = np.array(draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)))
+    return lengths.reshape(K, n), n_turns, lat.reshape(n, K), prompts
+
+
+@st.composite
+def one_turn_cases(draw):
+    lengths, _, _, prompts = _case(draw, 1)
+    cfg = EngineConfig(n_workers=draw(st.integers(1, 3)), max_num_seqs=draw(st.integers(1, 6)))
+    return draw(dyadic_costs()), cfg, lengths, prompts
+
+
+@settings(max_examples=60, deadline=None)
+@given(one_turn_cases())
+def test_one_turn_zero_latency_equals_single_turn_engine(case):
+    cost, cfg, lengths, prompts = case
+    n = lengths.shape[1]
+    mt = MultiTurn(TurnLaw("fixed", 1.0, 1), ToolLatency())
+    out = _run(cost, cfg, mt, prompts, lengths, np.ones(n, dtype=np.int64), np.zeros((n, 1)))
+    keys = np.repeat(np.arange(n // 2 + n % 2), 2)[:n]
+    env = simpy.Environment()
+    ref = Engine(env, cost, cfg).submit(keys, prompts, lengths[0], exclusive=True)
+    env.run(until=ref.done)
+    np.testing.assert_array_equal(out.t_finish, ref.t_finish)
+    np.testing.assert_array_equal(out.t_first_token, ref.t_first_token)
+    np.testing.assert_array_equal(out.worker, ref.worker)
+    assert (out.finish_reason == "stop").all() and len(out.turn_rows) == n
+
+
+@st.composite
+def multi_cases(draw):
+    lengths, n_turns, lat, prompts = _case(draw, 4)
+    sandboxes = draw(st.one_of(st.none(), st.integers(1, 3)))
+    timeout = draw(st.one_of(st.none(), st.integers(1, 6).map(lambda k: k / 1.0)))
+    mt = MultiTurn(
+        TurnLaw("fixed", 1.0, 1), ToolLatency(), sandboxes, timeout, draw(st.integers(0, 9))
+    )
+    cfg = EngineConfig(n_workers=draw(st.integers(1, 3)), max_num_seqs=draw(st.integers(1, 4)))
+    return draw(dyadic_costs(min_a=1)), cfg, mt, lengths, n_turns, lat, prompts
+
+
+@settings(max_examples=80, deadline=None)
+@given(multi_cases())
+def test_sandboxes_tools_before_turns_and_prefix_cache(case):
+    cost, cfg, mt, lengths, n_turns, lat, prompts = case
+    out = _run(cost, cfg, mt, prompts, lengths, n_turns, lat)
+    df = pl.DataFrame(out.turn_rows).sort("rollout", "turn")
+    calls = df.filter(pl.col("t_tool_start").is_not_null())
+    if mt.sandboxes is not None and calls.height:  # running calls at each call's start
+        s, e = calls["t_tool_start"].to_numpy(), calls["t_tool_end"].to_numpy()
+        running = ((s[None, :] <= s[:, None]) & (e[None, :] > s[:, None])).sum(axis=1)
+        assert running.max() <= mt.sandboxes
+    for (i,), g in df.group_by(["rollout"]):
+        g = g.sort("turn")
+        assert g["turn"].to_list() == list(range(g.height))
+        assert g["worker"].n_unique() == 1  # sticky session
+        for a, b in zip(
+            g.head(g.height - 1).iter_rows(named=True), g.tail(g.height - 1).iter_rows(named=True)
+        ):
+            assert b["t_submit"] == a["t_tool_end"] and b["t_first_token"] > a["t_tool_end"]
+            assert (
+                b["context_tokens"]
+                == a["context_tokens"] + a["response_tokens"] + mt.tool_output_tokens
+            )
+            assert b["prefill_tokens"] == mt.tool_output_tokens
+        last = g.row(g.height - 1, named=True)
+        h, T = g.height, np.inf if mt.timeout_s is None else mt.timeout_s
+        timed_out = last["finish_reason"] == "tool_timeout"
+        assert out.finish_reason[i] == last["finish_reason"]
+        assert (lat[i, : h - 1] <= T).all() and timed_out == (
+            lat[i, h - 1] > T and h < n_turns[i] + 1 and last["t_tool_end"] is not None
+        )
+        if not timed_out:
+            assert g.height == n_turns[i] and out.t_finish[i] == last["t_finish"]
+        assert out.response_tokens[i] == g["response_tokens"].sum()
+
+
+def test_pipeline_one_turn_equals_single_turn(tiny_scenario):
+    mt = MultiTurn(TurnLaw("fixed", 1.0, 1), ToolLatency())
+    cfg = RunConfig(steps=3, prompts=4)
+    single = simulate(tiny_scenario, parse_controller("static:4"), cfg)
+    multi = simulate(
+        dataclasses.replace(tiny_scenario, multi_turn=mt), parse_controller("static:4"), cfg
+    )
+    assert single.turns is None and multi.turns is not None
+    assert multi.rollouts.equals(single.rollouts) and multi.steps.equals(single.steps)
+
+
+def test_pipeline_multi_turn_tables(tiny_scenario):
+    mt = multi_turn_from(
+        {
+            "turns": {"law": "geometric", "mean": 3, "max": 6},
+            "tool_latency": {"min_s": 0.1, "scale_s": 0.5, "sigma": 1.0},
+            "sandboxes": 2,
+            "timeout_s": 2.0,
+            "tool_output_tokens": 8,
+        }
+    )
+    sc = dataclasses.replace(tiny_scenario, multi_turn=mt)
+    res = simulate(sc, parse_controller("static:4"), RunConfig(steps=2, prompts=4))
+    turns = validate_turns(res.turns)
+    per = turns.group_by("step", "prompt_id", "sample_idx").agg(pl.col("response_tokens").sum())
+    joined = res.rollouts.join(per, on=["step", "prompt_id", "sample_idx"])
+    assert joined.height == res.rollouts.height == 2 * 4 * 4
+    assert (joined["response_tokens"] == joined["response_tokens_right"]).all()
+    s = turn_summary(res.rollouts, turns)
+    assert 1.0 <= s["turns_mean"] <= 6 and 0 <= s["tool_frac"] <= 1 and s["rank_spread_s"] >= 0
+    assert s["tool_timeouts"] == (res.rollouts["finish_reason"] == "tool_timeout").sum()
+
+
+@pytest.mark.parametrize(
+    "block, field",
+    [
+        ({"turns": {"law": "fixed", "n": 0}}, "turns.n"),
+        ({"turns": {"law": "geometric", "mean": -2, "max": 4}}, "turns.mean"),
+        ({"turns": {"law": "geometric", "mean": 2, "max": 0}}, "turns.max"),
+        ({"tool_latency": {"scale_s": float("nan")}}, "tool_latency.scale_s"),
+        ({"sandboxes": 0}, "sandboxes"),
+        ({"tool_latency": {"min_s": 5.0}, "timeout_s": 2.0}, "timeout_s"),
+    ],
+)
+def test_bad_blocks_name_the_field(block, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        multi_turn_from(block)
+
+
+def test_turn_law_is_keyed_and_geometric():
+    law = TurnLaw("geometric", 3.0, 50)
+    ids = np.arange(4000)
+    n = law.draw(7, 2, ids, 4)
+    assert n.min() >= 1 and n.max() <= 50
+    assert abs(n.mean() - 3.0) < 0.1  # geometric mean 3 (truncation at 50: negligible)
+    np.testing.assert_array_equal(law.draw(7, 2, ids, 2), n[:, :2])  # sample j whatever G
+
+
+@pytest.mark.parametrize("censor", [None, 8.0])
+def test_fit_tool_latency_recovers_the_law(censor):
+    true = ToolLatency(min_s=0.3, scale_s=2.0, sigma=0.8)
+    x = true.draw(np.random.default_rng(0).uniform(size=2000))
+    if censor is not None:
+        x = np.minimum(x, censor)  # calls killed at the timeout
+    fit = fit_tool_latency(x, censor_s=censor)
+    assert abs(fit.min_s - 0.3) < 0.05
+    assert abs(fit.scale_s - 2.0) < 0.15 and abs(fit.sigma - 0.8) < 0.06
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10)), max_size=8),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10)), max_size=8),
+)
+def test_uncovered_matches_a_grid(a, b):
+    grid = np.arange(0, 50, 0.5) + 0.25  # midpoints of half-unit cells
+    A = merge_intervals(np.array([s for s, _ in a]), np.array([s + d for s, d in a]))
+    B = merge_intervals(np.array([s for s, _ in b]), np.array([s + d for s, d in b]))
+    ina = np.zeros_like(grid, dtype=bool)
+    inb = np.zeros_like(grid, dtype=bool)
+    for s, e in A:
+        ina |= (grid > s) & (grid < e)
+    for s, e in B:
+        inb |= (grid > s) & (grid < e)
+    assert uncovered_s(A, B) == pytest.approx(0.5 * (ina & ~inb).sum())
+
+
+def test_turn_frame_keys():
+    rows = [dict(rollout=3, turn=0, worker=1, context_tokens=5, prefill_tokens=5, response_tokens=2,
+                 t_submit=0.0, t_first_token=0.1, t_finish=0.2, t_tool_request=None,
+                 t_tool_start=None, t_tool_end=None, finish_reason="stop")]  # fmt: skip
+    df = turn_frame("r", 4, np.array([10, 10, 11, 11]), 2, rows)
+    assert df.row(0, named=True)["prompt_id"] == 11 and df["sample_idx"][0] == 1
