@@ -24,6 +24,7 @@ from rolloutlab.sim.models.turns import (
     multi_turn_from,
 )
 from rolloutlab.sim.pipelines.registry import simulate
+from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.trace.turn_metrics import merge_intervals, turn_summary, uncovered_s
 from rolloutlab.sim.trace.turns import turn_frame, validate_turns
@@ -158,6 +159,35 @@ def test_pipeline_multi_turn_tables(tiny_scenario):
     assert s["tool_timeouts"] == (res.rollouts["finish_reason"] == "tool_timeout").sum()
 
 
+@pytest.mark.parametrize("spec", ["one-step-off", "bounded:2", "partial:1:sync=drain"])
+def test_async_pipelines_run_multi_turn_rollouts(tiny_scenario, spec):
+    mt = multi_turn_from({"turns": {"law": "fixed", "n": 3}, "tool_latency": {"min_s": 0.2}})
+    sc = dataclasses.replace(tiny_scenario, multi_turn=mt)
+    res = simulate(
+        sc, parse_controller("static:2"), RunConfig(steps=3, prompts=4), parse_pipeline(spec)
+    )
+    consumed = res.rollouts.filter(pl.col("finish_reason") != "abort")
+    assert consumed.height == 3 * 4 * 2
+    turns = validate_turns(res.turns)
+    per = turns.group_by("step", "prompt_id", "sample_idx").agg(
+        pl.len(), pl.col("response_tokens").sum()
+    )
+    joined = consumed.join(per, on=["step", "prompt_id", "sample_idx"])
+    assert joined.height == consumed.height and (joined["len"] == 3).all()
+    assert (joined["response_tokens"] == joined["response_tokens_right"]).all()
+
+
+@pytest.mark.parametrize(
+    "spec", ["async:1", "oversample:1.5", "groupover:4/2", "one-step-off:sync=abort"]
+)
+def test_pipelines_that_abort_refuse_multi_turn(tiny_scenario, spec):
+    sc = dataclasses.replace(tiny_scenario, multi_turn=multi_turn_from({}))
+    with pytest.raises(ValueError, match="multi_turn: runs under"):
+        simulate(
+            sc, parse_controller("static:4"), RunConfig(steps=1, prompts=4), parse_pipeline(spec)
+        )
+
+
 @pytest.mark.parametrize(
     "block, field",
     [
@@ -218,3 +248,30 @@ def test_turn_frame_keys():
                  t_tool_start=None, t_tool_end=None, finish_reason="stop")]  # fmt: skip
     df = turn_frame("r", 4, np.array([10, 10, 11, 11]), 2, rows)
     assert df.row(0, named=True)["prompt_id"] == 11 and df["sample_idx"][0] == 1
+
+
+def test_calibrate_turns_recovers_the_block(tmp_path, tiny_scenario):
+    from rolloutlab.calibration.fits.turns_fit import fit_multi_turn, max_concurrent
+    from rolloutlab.sim.trace.turns import write_turns
+
+    true = multi_turn_from(
+        {
+            "turns": {"law": "geometric", "mean": 2.5, "max": 6},
+            "tool_latency": {"min_s": 0.2, "scale_s": 1.0, "sigma": 0.7},
+            "sandboxes": 3,
+            "timeout_s": 4.0,
+            "tool_output_tokens": 12,
+        }
+    )
+    sc = dataclasses.replace(tiny_scenario, multi_turn=true)
+    res = simulate(sc, parse_controller("static:8"), RunConfig(steps=6, prompts=8))
+    write_turns(res.turns, tmp_path / "turns.parquet")
+    from rolloutlab.calibration.fits.turns_fit import read_turns
+
+    got = fit_multi_turn(read_turns(tmp_path / "turns.parquet"), 20.0, "t")["multi_turn"]
+    assert got["sandboxes"] == 3 and got["tool_output_tokens"] == 12
+    assert got["turns"]["max"] <= 6 and abs(got["turns"]["mean"] - 2.5) < 0.3
+    lat = got["tool_latency"]
+    assert abs(lat["scale_s"] - 1.0) < 0.25 and abs(lat["sigma"] - 0.7) < 0.2
+    assert got["timeout_s"] == pytest.approx(4.0)
+    assert max_concurrent(np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])) == 1

@@ -75,6 +75,12 @@ from rolloutlab.sim.trace.turns import write_turns
     "default: the scenario's (docs/pipelines.md).",
 )
 @click.option(
+    "--sandboxes",
+    type=click.IntRange(min=1, max=1_000_000),
+    help="Multi-turn scenarios: tool calls running at once (default: the scenario's; "
+    "docs/multi_turn.md).",
+)
+@click.option(
     "--park",
     is_flag=True,
     help="RollPacker: oversample:R prompts left unfinished are re-run later as a "
@@ -115,6 +121,7 @@ def sim(
     placement,
     engine,
     dispatch,
+    sandboxes,
     park,
     seed,
     updates_per_batch,
@@ -136,7 +143,7 @@ def sim(
         echo_mapping(verl, overridden)
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
-        sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
+        sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),

@@ -21,7 +21,7 @@ The paged worker is not supported (its prefix cache keys whole prompts): :func:`
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,10 @@ class TurnBatch:
         self.turn_rows: list[dict[str, Any]] = []
         self.remaining = n
         self.done = env.event()
+        self.aborted = np.zeros(n, dtype=bool)  # (no aborts: the Batch fields pipelines read)
+        self.abort_tokens = np.zeros(n, dtype=np.int64)
+        self.on_finish: Callable[[TurnBatch, int, float], None] | None = None
+        """Called as ``on_finish(batch, i, t)`` when rollout ``i`` ends (as :class:`Batch`)."""
 
 
 def submit_turns(
@@ -81,6 +85,7 @@ def submit_turns(
     n_turns: np.ndarray,
     latencies: np.ndarray,
     cap: int,
+    on_finish: Callable[[TurnBatch, int, float], None] | None = None,
 ) -> TurnBatch:
     """Start ``n`` multi-turn rollouts now on ``engine`` (a :class:`sim.engine.core.Engine`
     of slot workers); returns their :class:`TurnBatch` (wait on ``done``).
@@ -92,15 +97,19 @@ def submit_turns(
         n_turns: ``(n,)`` turns of each rollout, in ``[1, K]``.
         latencies: ``(n, K)`` tool latency (s) of the call after each turn.
         cap: ``max_response_length``; a turn that reaches it ends its rollout (``length``).
+        on_finish: called as ``on_finish(batch, i, t)`` when rollout ``i`` ends.
     """
     env = engine.env
     out = TurnBatch(env, len(n_turns), prompt_tokens)
+    out.on_finish = on_finish
     context = out.prompt_tokens.copy()  # tokens in each rollout's context so far
     unique = [0]  # counter of later-turn prompt keys (negative: never a prompt id)
 
     def end(i: int, t: float, reason: str) -> None:
         out.t_finish[i], out.finish_reason[i] = t, reason
         out.remaining -= 1
+        if out.on_finish is not None:
+            out.on_finish(out, i, t)
         if out.remaining == 0:
             out.done.succeed(out)
 

@@ -167,7 +167,11 @@ def run_comparison(
                     ),
                     **(learning_summary(steps, target) if cfg.rewards is not None else {}),
                     **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
-                    **(turn_summary(rollouts, result.turns) if result.turns is not None else {}),
+                    **(
+                        turn_summary(rollouts, result.turns, pipe.kind == "sync")
+                        if result.turns is not None
+                        else {}
+                    ),
                 }
             )
             if turns is not None and result.turns is not None:

@@ -60,9 +60,13 @@ def uncovered_s(a: np.ndarray, b: np.ndarray) -> float:
     return total
 
 
-def turn_summary(rollouts: pl.DataFrame, turns: pl.DataFrame) -> dict[str, float]:
+def turn_summary(
+    rollouts: pl.DataFrame, turns: pl.DataFrame, synchronous: bool = True
+) -> dict[str, float]:
     """:data:`TURN_COLUMNS` of one run (``rollouts``: trace schema; ``turns``: the turns
-    table of the same run). Raises nothing; NaN where a table is empty."""
+    table of the same run). ``tool_idle_s`` and ``rank_spread_s`` need a synchronous run
+    (steps that do not overlap): NaN when ``synchronous`` is False. Raises nothing; NaN
+    where a table is empty."""
     if rollouts.height == 0 or turns.height == 0:
         return dict.fromkeys(TURN_COLUMNS, float("nan"))
     keys = ["step", "prompt_id", "sample_idx"]
@@ -92,7 +96,7 @@ def turn_summary(rollouts: pl.DataFrame, turns: pl.DataFrame) -> dict[str, float
         "tool_s_per_rollout": float(per["tool_s"].sum()) / rollouts.height,
         "tool_frac": float(per["tool_s"].sum()) / dur if dur > 0 else float("nan"),
         "tool_timeouts": float((rollouts["finish_reason"] == "tool_timeout").sum()),
-        "tool_idle_s": idle / n_steps,
+        "tool_idle_s": idle / n_steps if synchronous else float("nan"),
         "straggler_tool_frac": float(tail.to_series().mean()),
-        "rank_spread_s": float(spread["d"].mean()),
+        "rank_spread_s": float(spread["d"].mean()) if synchronous else float("nan"),
     }
