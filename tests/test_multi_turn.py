@@ -137,18 +137,22 @@ def test_pipeline_one_turn_equals_single_turn(tiny_scenario):
     assert multi.rollouts.equals(single.rollouts) and multi.steps.equals(single.steps)
 
 
+def _simulate_tools(scenario, mean, latency, slots, timeout, out_tokens, G, steps, prompts):
+    """A sync run of ``scenario`` with geometric turns (``mean``, at most 6) and the tool
+    ``latency = (min_s, scale_s, sigma)``."""
+    block = {
+        "turns": {"law": "geometric", "mean": mean, "max": 6},
+        "tool_latency": dict(zip(("min_s", "scale_s", "sigma"), latency)),
+        "sandboxes": slots,
+        "timeout_s": timeout,
+        "tool_output_tokens": out_tokens,
+    }
+    sc = dataclasses.replace(scenario, multi_turn=multi_turn_from(block))
+    return simulate(sc, parse_controller(f"static:{G}"), RunConfig(steps=steps, prompts=prompts))
+
+
 def test_pipeline_multi_turn_tables(tiny_scenario):
-    mt = multi_turn_from(
-        {
-            "turns": {"law": "geometric", "mean": 3, "max": 6},
-            "tool_latency": {"min_s": 0.1, "scale_s": 0.5, "sigma": 1.0},
-            "sandboxes": 2,
-            "timeout_s": 2.0,
-            "tool_output_tokens": 8,
-        }
-    )
-    sc = dataclasses.replace(tiny_scenario, multi_turn=mt)
-    res = simulate(sc, parse_controller("static:4"), RunConfig(steps=2, prompts=4))
+    res = _simulate_tools(tiny_scenario, 3, (0.1, 0.5, 1.0), 2, 2.0, 8, G=4, steps=2, prompts=4)
     turns = validate_turns(res.turns)
     per = turns.group_by("step", "prompt_id", "sample_idx").agg(pl.col("response_tokens").sum())
     joined = res.rollouts.join(per, on=["step", "prompt_id", "sample_idx"])
@@ -254,17 +258,7 @@ def test_calibrate_turns_recovers_the_block(tmp_path, tiny_scenario):
     from rolloutlab.calibration.fits.turns_fit import fit_multi_turn, max_concurrent
     from rolloutlab.sim.trace.turns import write_turns
 
-    true = multi_turn_from(
-        {
-            "turns": {"law": "geometric", "mean": 2.5, "max": 6},
-            "tool_latency": {"min_s": 0.2, "scale_s": 1.0, "sigma": 0.7},
-            "sandboxes": 3,
-            "timeout_s": 4.0,
-            "tool_output_tokens": 12,
-        }
-    )
-    sc = dataclasses.replace(tiny_scenario, multi_turn=true)
-    res = simulate(sc, parse_controller("static:8"), RunConfig(steps=6, prompts=8))
+    res = _simulate_tools(tiny_scenario, 2.5, (0.2, 1.0, 0.7), 3, 4.0, 12, G=8, steps=6, prompts=8)
     write_turns(res.turns, tmp_path / "turns.parquet")
     from rolloutlab.calibration.fits.turns_fit import read_turns
 
