@@ -161,6 +161,7 @@ FILES = [
     ("sim-sandboxes-single", f"{SIM} --sandboxes 4", "--sandboxes: scenario gsm8k has no multi_turn block"),
     ("cal-turns-missing", "calibrate turns {t}/nope.parquet --out {t}/x.json", "nope.parquet: no such turns file"),
     ("cal-turns-format", "calibrate turns {t}/not_json.json --out {t}/x.json", "unknown turns format"),
+    ("sim-mt-paged", "sim --scenario agentic_tools --steps 1 --model qwen2.5-3b --gpu h100 --out {t}/o", "multi_turn: runs on the slot worker only"),
     ("sim-mt-fast", "sim --scenario agentic_tools --steps 1 --engine fast --out {t}/o", "multi_turn: runs on --engine simpy"),
     ("sweep-cal-nan", "sweep --calibration {t}/cal_nan.json --out {t}/o", "NaN is not valid JSON"),
     ("servegen-empty", "calibrate servegen {t}/empty --prompts 4 --out {t}/x.json", "no chunk-*-dataset.json"),
