@@ -269,3 +269,34 @@ def test_calibrate_turns_recovers_the_block(tmp_path, tiny_scenario):
     assert abs(lat["scale_s"] - 1.0) < 0.25 and abs(lat["sigma"] - 0.7) < 0.2
     assert got["timeout_s"] == pytest.approx(4.0)
     assert max_concurrent(np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])) == 1
+
+
+def test_cli_sim_writes_turns_and_calibrate_turns_reads_them(tmp_path):
+    from click.testing import CliRunner
+    from rolloutlab.sim.scenario.scenario import load_scenario
+
+    from rolloutlab.cli import main
+
+    run = tmp_path / "o"
+    args = ["sim", "--scenario", "agentic_tools", "--steps", "2", "--prompts", "8"]
+    res = CliRunner().invoke(
+        main, [*args, "--controllers", "static:4", "--no-figure", "--out", str(run)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "turns_mean" in pl.read_csv(run / "summary.csv").columns
+    out = tmp_path / "fitted.json"
+    res = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "turns",
+            str(run / "turns.parquet"),
+            "--base",
+            "agentic_tools",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    mt = load_scenario(out).multi_turn
+    assert mt is not None and mt.tool_output_tokens == 128 and 0.0 <= mt.tool_latency.min_s < 0.4

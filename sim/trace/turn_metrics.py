@@ -64,14 +64,17 @@ def turn_summary(
     rollouts: pl.DataFrame, turns: pl.DataFrame, synchronous: bool = True
 ) -> dict[str, float]:
     """:data:`TURN_COLUMNS` of one run (``rollouts``: trace schema; ``turns``: the turns
-    table of the same run). ``tool_idle_s`` and ``rank_spread_s`` need a synchronous run
+    table of the same run; the per-rollout columns count the turns of the rollouts in
+    ``rollouts``, ``tool_idle_s`` every turn, e.g. of groups dynamic sampling filtered
+    out). ``tool_idle_s`` and ``rank_spread_s`` need a synchronous run
     (steps that do not overlap): NaN when ``synchronous`` is False. Raises nothing; NaN
     where a table is empty."""
     if rollouts.height == 0 or turns.height == 0:
         return dict.fromkeys(TURN_COLUMNS, float("nan"))
     keys = ["step", "prompt_id", "sample_idx"]
     tool_s = (pl.col("t_tool_end") - pl.col("t_tool_request")).fill_null(0.0)
-    per = turns.group_by(keys).agg(pl.len().alias("n"), tool_s.sum().alias("tool_s"))
+    written = turns.join(rollouts.select(keys).unique(), on=keys, how="semi")
+    per = written.group_by(keys).agg(pl.len().alias("n"), tool_s.sum().alias("tool_s"))
     dur = float((rollouts["t_finish"] - rollouts["t_submit"]).sum())
     n_steps = rollouts["step"].n_unique()
     idle = 0.0
