@@ -230,17 +230,11 @@ class PipelineSimulation:
                 if self.tracker.enabled
                 else None
             )
-            if self.mt is not None:  # tokens over all turns, filled in as rollouts end
-                batch = self.mt.submit(self.cfg.seed, j, prompt_ids, G, self._on_finish)
-                self.mt.track(j, prompt_ids, G, batch)
-                lengths = batch.response_tokens.reshape(lengths.shape)
+            if self.mt is not None:  # multi-turn: lengths = tokens over all turns, as they end
+                batch, lengths = self.mt.dispatch(self.cfg.seed, j, prompt_ids, G, self._on_finish)
             else:
-                batch = submit_batch(
-                    self,
-                    np.repeat(prompt_ids, G),
-                    np.full(n_prompts * G, cap_tokens),
-                    lengths.ravel(),
-                )
+                keys, prompts = np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens)
+                batch = submit_batch(self, keys, prompts, lengths.ravel())
             info = BatchInfo.new(j, G, keep, batch, lengths, prompt_ids, self.v_gen, correct)
             self.info_of[id(batch)] = info
             self.batches.append(info)

@@ -96,13 +96,18 @@ class MultiTurnRun:
         self.tables.append(turn_frame(run_id, step, np.repeat(prompt_ids, G), G, batch.turn_rows))
         return batch.response_tokens.reshape(len(prompt_ids), G)
 
-    def track(self, j: int, prompt_ids: np.ndarray, G: int, batch: TurnBatch) -> None:
-        """Remember an asynchronous pipeline's dispatched batch ``j`` (its turns table is
-        built at the end: :meth:`keyed_by_rollouts`)."""
+    def dispatch(
+        self, seed: int, j: int, prompt_ids: np.ndarray, G: int, on_finish
+    ) -> tuple[TurnBatch, np.ndarray]:
+        """An asynchronous pipeline's batch ``j``: :meth:`submit` it and remember it (its
+        turns table is built at the end, :meth:`keyed_by_rollouts`). Returns the batch and
+        a ``(n_prompts, G)`` view of its tokens over all turns (filled in as rollouts end)."""
+        batch = self.submit(seed, j, prompt_ids, G, on_finish)
         self.tracked.append((j, prompt_ids, G, batch))
+        return batch, batch.response_tokens.reshape(len(prompt_ids), G)
 
     def keyed_by_rollouts(self, run_id: str, rollouts: pl.DataFrame) -> pl.DataFrame:
-        """The turns tables of the :meth:`track`-ed batches (turns ended so far), with ``step`` set to the learner step of each turn's rollout in ``rollouts`` (joined
+        """The turns tables of the :meth:`dispatch`-ed batches (turns ended so far), with ``step`` set to the learner step of each turn's rollout in ``rollouts`` (joined
         on ``(run_id, prompt_id, sample_idx)``: an asynchronous pipeline's prompt ids are
         unique); turns of rollouts not in ``rollouts`` (running at the end) are left out."""
         self.tables = [
