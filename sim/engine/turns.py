@@ -15,7 +15,9 @@ cost over the whole context (:mod:`sim.models.cost`).
 
 The result is a :class:`TurnBatch`: per-rollout arrays in the shape the trace writer reads
 (:func:`sim.pipelines.sync.rollout_columns`), a ``done`` event, and one row per turn
-(:attr:`TurnBatch.turn_rows`, the turns table of :mod:`sim.trace.turns`).
+(:attr:`TurnBatch.turn_rows`, the turns table of :mod:`sim.trace.turns`; a turn ends as
+``tool_call``, or ends its rollout as ``stop``, ``length`` (clipped at the cap) or
+``tool_timeout``: :data:`sim.trace.turns.TURN_FINISH_REASONS`).
 The paged worker is not supported (its prefix cache keys whole prompts): :func:`check_engine`.
 """
 
@@ -29,10 +31,6 @@ import simpy
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.turns import MultiTurn
-
-TURN_FINISH = ("tool_call", "stop", "length", "tool_timeout")
-"""Finish reasons of one turn: it called a tool, or it ended its rollout as ``stop``,
-``length`` (clipped at the cap) or ``tool_timeout`` (its tool call timed out)."""
 
 
 def check_engine(config: EngineConfig) -> None:
