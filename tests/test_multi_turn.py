@@ -300,3 +300,33 @@ def test_cli_sim_writes_turns_and_calibrate_turns_reads_them(tmp_path):
     assert res.exit_code == 0, res.output
     mt = load_scenario(out).multi_turn
     assert mt is not None and mt.tool_output_tokens == 128 and 0.0 <= mt.tool_latency.min_s < 0.4
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 20),
+    st.integers(1, 20),
+    st.integers(1, 10),
+    st.sampled_from([None, 1]),
+)
+def test_closed_form_with_one_sandbox(m, r0, r1, q, slots):
+    """m two-turn rollouts, equal lengths, iteration a = 1/8 s whatever the batch, tool
+    latency L = q a: turn 0 ends at r0 a for all; with one sandbox call i ends at
+    r0 a + (i + 1) L (FIFO), unlimited all at r0 a + L; turn 1 then takes r1 a."""
+    from rolloutlab.sim.models.cost import LinearCost
+
+    a, L = 1 / 8, q / 8
+    mt = MultiTurn(TurnLaw("fixed", 2.0, 2), ToolLatency(), sandboxes=slots)
+    lengths = np.array([[r0] * m, [r1] * m])
+    out = _run(
+        LinearCost(a_s=a, b_s=0.0, c_s=0.0),
+        EngineConfig(max_num_seqs=8),
+        mt,
+        np.zeros(m, dtype=np.int64),
+        lengths,
+        np.full(m, 2),
+        np.full((m, 2), L),
+    )
+    waits = np.arange(1, m + 1) if slots == 1 else np.ones(m)
+    np.testing.assert_array_equal(out.t_finish, r0 * a + waits * L + r1 * a)
