@@ -330,3 +330,34 @@ def test_closed_form_with_one_sandbox(m, r0, r1, q, slots):
     )
     waits = np.arange(1, m + 1) if slots == 1 else np.ones(m)
     np.testing.assert_array_equal(out.t_finish, r0 * a + waits * L + r1 * a)
+
+
+def test_later_turns_prefill_only_the_tool_output_step_after_step():
+    """One rollout of 2 turns per step, 30 steps in one engine: turn 1 always pays the
+    prefill of the tool's 8 output tokens only (a + 8 p to its first token), never 0 (a
+    stale cache hit) nor its whole context."""
+    from rolloutlab.sim.models.cost import LinearCost
+
+    a, p = 1 / 8, 1 / 32
+    env = simpy.Environment()
+    engine = Engine(env, LinearCost(a_s=a, b_s=0.0, c_s=0.0, prefill_s_per_token=p), EngineConfig())
+    mt = MultiTurn(TurnLaw("fixed", 2.0, 2), ToolLatency(min_s=0.5), tool_output_tokens=8)
+    rows = []
+    for _ in range(30):
+        out = submit_turns(
+            engine,
+            mt,
+            None,
+            np.array([0]),
+            np.array([16]),
+            np.array([[3], [5]]),
+            np.array([2]),
+            np.full((1, 2), 0.5),
+            100,
+        )
+        env.run(until=out.done)
+        rows += out.turn_rows
+    later = [r for r in rows if r["turn"] == 1]
+    assert len(later) == 30
+    for r in later:
+        assert r["context_tokens"] == 16 + 3 + 8 and r["t_first_token"] - r["t_submit"] == a + 8 * p

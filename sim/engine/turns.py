@@ -23,6 +23,7 @@ The paged worker is not supported (its prefix cache keys whole prompts): :func:`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -31,6 +32,11 @@ import simpy
 from rolloutlab.sim.engine.batch import Batch
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.turns import MultiTurn
+
+_LATER_TURN_KEYS = itertools.count(1)
+"""Prompt keys of later turns, negated (never a prompt id), unique in the process (why: a
+worker's prefix-cache key is ``(id(batch), key)``, and a freed batch's id is reused, so a
+key restarting per step could hit a stale entry)."""
 
 
 def check_engine(config: EngineConfig) -> None:
@@ -101,7 +107,6 @@ def submit_turns(
     out = TurnBatch(env, len(n_turns), prompt_tokens)
     out.on_finish = on_finish
     context = out.prompt_tokens.copy()  # tokens in each rollout's context so far
-    unique = [0]  # counter of later-turn prompt keys (negative: never a prompt id)
 
     def end(i: int, t: float, reason: str) -> None:
         out.t_finish[i], out.finish_reason[i] = t, reason
@@ -164,10 +169,9 @@ def submit_turns(
             end(i, env.now, reason)
             return
         context[i] += mt.tool_output_tokens
-        unique[0] += 1
         nb = Batch(
             env,
-            np.array([-unique[0]]),
+            np.array([-next(_LATER_TURN_KEYS)]),
             np.array([context[i]]),
             np.array([lengths[k + 1, i]]),
             on_finish=lambda bb, jj, tt, i=i, k=k + 1: finished(i, k, bb, jj, tt),
