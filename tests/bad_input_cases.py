@@ -162,6 +162,7 @@ FILES = [
     ("cal-turns-missing", "calibrate turns {t}/nope.parquet --out {t}/x.json", "nope.parquet: no such turns file"),
     ("cal-turns-format", "calibrate turns {t}/not_json.json --out {t}/x.json", "unknown turns format"),
     ("sim-mt-paged", "sim --scenario agentic_tools --steps 1 --model qwen2.5-3b --gpu h100 --out {t}/o", "multi_turn: runs on the slot worker only"),
+    ("sweep-mt-fast", "sweep --scenario agentic_tools --steps 1 --out {t}/o", "multi_turn: runs on --engine simpy"),
     ("sim-mt-fast", "sim --scenario agentic_tools --steps 1 --engine fast --out {t}/o", "multi_turn: runs on --engine simpy"),
     ("sweep-cal-nan", "sweep --calibration {t}/cal_nan.json --out {t}/o", "NaN is not valid JSON"),
     ("servegen-empty", "calibrate servegen {t}/empty --prompts 4 --out {t}/x.json", "no chunk-*-dataset.json"),
