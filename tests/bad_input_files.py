@@ -49,6 +49,10 @@ CALIBRATIONS = {
     "workers0": _calibration(**{"engine.n_workers": 0}),
     "engine_list": _calibration(engine=[1]),
     "passrate_spec": _calibration(**{"pass_rate.spec": "uniform"}),
+    "mt_turns0": _calibration(multi_turn={"turns": {"law": "fixed", "n": 0}}),
+    "mt_nan": _calibration(multi_turn={"tool_latency": {"min_s": 0.1, "scale_s": "NaN"}}),
+    "mt_slots0": _calibration(multi_turn={"sandboxes": 0}),
+    "mt_timeout": _calibration(multi_turn={"tool_latency": {"min_s": 3.0}, "timeout_s": 1.0}),
     "empirical_str": _calibration(lengths={"kind": "empirical", "values": ["x"], "max_response_length": 8}),
 }  # fmt: skip
 """name -> a calibration JSON with one bad field (written as ``cal_<name>.json``)."""

@@ -17,6 +17,7 @@ from rolloutlab.calibration.scenarios.servegen import LongCotConfig, ServeGenErr
 from rolloutlab.calibration.scenarios.verl import calibrate_verl
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.commands.calibrate_learning import calibrate_learning, calibrate_pass_rate
+from rolloutlab.commands.calibrate_turns import calibrate_turns_cmd
 from rolloutlab.commands.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
 from rolloutlab.commands.groups import calibrate_groups_cmd
 from rolloutlab.commands.types import POSITIVE_INT, PROBABILITY, PROMPTS, STEPS, WORKERS, finite
@@ -233,3 +234,4 @@ calibrate.add_command(vllm_steps)
 calibrate.add_command(calibrate_pass_rate)  # defined in commands/calibrate_learning.py
 calibrate.add_command(calibrate_learning)
 calibrate.add_command(calibrate_groups_cmd)  # defined in commands/groups.py
+calibrate.add_command(calibrate_turns_cmd)  # defined in commands/calibrate_turns.py

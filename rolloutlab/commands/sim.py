@@ -14,6 +14,7 @@ from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.engine.spec_decode import parse_spec
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
@@ -27,6 +28,8 @@ from rolloutlab.sim.studies.compare import (
 )
 from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
+from rolloutlab.sim.trace.turns import write_turns
 
 
 @click.command()
@@ -71,6 +74,12 @@ from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     help="Requests to workers: round_robin, least_loaded, group, shared (one queue, each "
     "free slot takes the next request) or deferred:T (at most T waiting on a worker); "
     "default: the scenario's (docs/pipelines.md).",
+)
+@click.option(
+    "--sandboxes",
+    type=click.IntRange(min=1, max=1_000_000),
+    help="Multi-turn scenarios: tool calls running at once (default: the scenario's; "
+    "docs/multi_turn.md).",
 )
 @click.option(
     "--park",
@@ -122,6 +131,7 @@ def sim(
     placement,
     engine,
     dispatch,
+    sandboxes,
     park,
     spec_decode,
     seed,
@@ -144,7 +154,7 @@ def sim(
         echo_mapping(verl, overridden)
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
-        sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
+        sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -163,6 +173,7 @@ def sim(
         check_comparison(specs, pipes, engine, dynamic is not None)
         if spec_decode:
             sc = with_spec(sc, parse_spec(spec_decode, lr=cfg.lr, seed=seed), pipes)
+        check_multi_turn(sc, pipes, engine)
         for p in pipes:
             p.check_batch(cfg.prompts)
     except ValueError as exc:
@@ -175,10 +186,13 @@ def sim(
                 bar.set_postfix_str(f"{spec} G={G}", refresh=False)
                 bar.update()
 
+            turns: list = []
             summary, rollouts, steps_df = run_comparison(
-                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
+                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward, turns=turns
             )
         summary.write_csv(out_dir / "summary.csv")
+        if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
+            write_turns(turns, out_dir / "turns.parquet")
         trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
         if figure:
@@ -206,6 +220,8 @@ def sim(
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
     echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if turns:
+        echo_table(summary.select("controller", "pipeline", *TURN_COLUMNS), rows=50)
     if rewards is None:
         click.echo(
             f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
@@ -213,7 +229,7 @@ def sim(
         )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
-    figure_file = " comparison.png," if figure else ""
+    figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )

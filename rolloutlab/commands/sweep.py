@@ -28,6 +28,7 @@ from rolloutlab.commands.types import (
 )
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.scenario.provenance import describe, scenario_source, write_config
 from rolloutlab.sim.studies.compare import check_comparison
@@ -102,6 +103,7 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
     try:
         specs = split_specs(opts["controllers"])
         check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
+        check_multi_turn(sc, [PipelineConfig()], engine)
         points = grid(
             prompts or [int(sc.defaults.get("prompts", 64))],
             workers or [sc.engine.n_workers],

@@ -45,6 +45,10 @@ class Batch:
         self.keys_ = self.prompt_keys.tolist()
         self.prompt_ = self.prompt_tokens.tolist()
         self.resp_ = self.response_tokens.tolist()
+        self.prefill_ = self.prompt_
+        """Tokens a request prefills on a prefix-cache miss of its prompt key: its whole
+        prompt, except for a later turn of a multi-turn rollout (:mod:`sim.engine.turns`),
+        whose earlier context the worker still caches."""
         self.first_ = np.full(n, np.nan)
         self.finish_ = np.full(n, np.nan)
         self.worker = np.full(n, -1, dtype=np.int64)

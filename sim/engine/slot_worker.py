@@ -80,7 +80,7 @@ class Worker(EngineWorker):
             self.n_waiting -= 1
             key = (id(batch), batch.keys_[i])
             if not self.config.prefix_caching or key not in self._cached:
-                prefill_tokens += batch.prompt_[i]
+                prefill_tokens += batch.prefill_[i]
                 self._cached.add(key)
             heapq.heappush(self.running, (self.k + batch.resp_[i], self._seq, batch, i))
             self._seq += 1
@@ -176,7 +176,7 @@ class Worker(EngineWorker):
             for i in idx[np.sort(first)].tolist():
                 key = (bid, batch.keys_[i])
                 if key not in self._cached:
-                    prefill_tokens += batch.prompt_[i]
+                    prefill_tokens += batch.prefill_[i]
                     self._cached.add(key)
         else:
             prefill_tokens = int(prompt.sum())

@@ -66,6 +66,7 @@ from rolloutlab.sim.pipelines.async_ledger import (
 )
 from rolloutlab.sim.pipelines.async_rows import group_rows, reward_columns
 from rolloutlab.sim.pipelines.groupover import extra_rows, kept_index, trim
+from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
 from rolloutlab.sim.pipelines.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.pipelines.segments import abort_requests
 from rolloutlab.sim.pipelines.spec import PipelineConfig
@@ -87,8 +88,10 @@ def run_pipeline(
     cfg: RunConfig,
     pipeline: PipelineConfig,
     on_step=None,
+    turns: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, Ledger]:
     """Simulate ``cfg.steps`` learner steps of ``pipeline``; return ``(rollouts, steps, ledger)``.
+    With a ``multi_turn`` scenario its turns table is appended to ``turns`` when given.
 
     ``rollouts`` (trace schema) holds every consumed rollout and every dropped or aborted
     one (``finish_reason == "abort"``), sorted by ``(step, prompt_id, sample_idx)``;
@@ -100,7 +103,11 @@ def run_pipeline(
     """
     if pipeline.kind == "async":
         raise ValueError("pipeline async:S runs in sim.pipelines.async_stream.run_stream")
-    return PipelineSimulation(scenario, controller, cfg, pipeline, on_step).run()
+    sim = PipelineSimulation(scenario, controller, cfg, pipeline, on_step)
+    rollouts, steps, ledger = sim.run()
+    if sim.mt is not None and turns is not None:  # multi-turn (sim.pipelines.multi_turn)
+        turns.append(sim.mt.keyed_by_rollouts(cfg.run_id, rollouts))
+    return rollouts, steps, ledger
 
 
 class PipelineSimulation:
@@ -150,6 +157,7 @@ class PipelineSimulation:
         self.parked: list[int] = []  # --park: prompts cut unfinished, to re-run B at a time
         self.holding = False  # a drain sync holds new submissions (sim.pipelines.weight_sync)
         self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
+        self.mt = MultiTurnRun(self.env, self.engine, scenario) if scenario.multi_turn else None
 
     def run(self):
         """Run the simulation to ``cfg.steps`` learner steps; returns ``(rollouts, steps, ledger)``."""
@@ -226,9 +234,11 @@ class PipelineSimulation:
                 if self.tracker.enabled
                 else None
             )
-            batch = submit_batch(
-                self, np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens), lengths.ravel()
-            )
+            if self.mt is not None:  # multi-turn: lengths = tokens over all turns, as they end
+                batch, lengths = self.mt.dispatch(self.cfg.seed, j, prompt_ids, G, self._on_finish)
+            else:
+                keys, prompts = np.repeat(prompt_ids, G), np.full(n_prompts * G, cap_tokens)
+                batch = submit_batch(self, keys, prompts, lengths.ravel())
             info = BatchInfo.new(j, G, keep, batch, lengths, prompt_ids, self.v_gen, correct)
             self.info_of[id(batch)] = info
             self.batches.append(info)

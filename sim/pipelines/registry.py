@@ -26,6 +26,7 @@ from rolloutlab.sim.control.contract import Controller
 from rolloutlab.sim.pipelines.async_ledger import Ledger
 from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
 from rolloutlab.sim.pipelines.async_stream import run_stream
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import KINDS, PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
 from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
@@ -47,6 +48,8 @@ class PipelineResult:
     ledger: Ledger | None = None
     """The asynchronous pipelines' accounting of every rollout generated, including those
     still buffered or generating at the end; None for the synchronous runners."""
+    turns: pl.DataFrame | None = None
+    """One row per model turn (:mod:`sim.trace.turns`) of a multi-turn run, else None."""
 
 
 Runner = Callable[[Scenario, Controller, RunConfig, PipelineConfig, OnStep], PipelineResult]
@@ -54,7 +57,11 @@ Runner = Callable[[Scenario, Controller, RunConfig, PipelineConfig, OnStep], Pip
 
 
 def _sync(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
-    return PipelineResult(*run_sync(scenario, controller, cfg, on_step=on_step))
+    turns: list[pl.DataFrame] = []
+    rollouts, steps = run_sync(scenario, controller, cfg, on_step=on_step, turns=turns)
+    if scenario.multi_turn is None:
+        return PipelineResult(rollouts, steps)
+    return PipelineResult(rollouts, steps, turns=pl.concat(turns) if turns else None)
 
 
 def _sync_fast(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
@@ -64,7 +71,9 @@ def _sync_fast(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
 
 
 def _batches(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
-    return PipelineResult(*run_pipeline(scenario, controller, cfg, pipeline, on_step=on_step))
+    turns: list[pl.DataFrame] = []
+    result = run_pipeline(scenario, controller, cfg, pipeline, on_step=on_step, turns=turns)
+    return PipelineResult(*result, turns=turns[0] if turns else None)
 
 
 def _stream(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
@@ -109,9 +118,11 @@ def simulate(
     """Simulate ``cfg.steps`` learner steps of ``pipeline`` (default: synchronous) under
     ``controller`` on ``engine``.
 
-    Raises: ValueError as :func:`runner_for`, and as the runner does (a controller
+    Raises: ValueError as :func:`runner_for` and
+    :func:`sim.pipelines.multi_turn.check_multi_turn`, and as the runner does (a controller
     proposing G < 1, an ``async:S`` queue below B, dynamic sampling with ``async:S``);
     RuntimeError when an asynchronous learner can never fill a batch.
     """
     pipeline = pipeline if pipeline is not None else PipelineConfig()
+    check_multi_turn(scenario, [pipeline], engine)
     return runner_for(pipeline, engine)(scenario, controller, cfg, pipeline, on_step)

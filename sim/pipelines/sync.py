@@ -41,6 +41,7 @@ from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_updates
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
+from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.schema import STEP_SCHEMA, empty, frame
 
@@ -123,7 +124,9 @@ def rollout_columns(
         "learner_version": np.broadcast_to(np.asarray(learner_version, dtype=np.int64), n).copy(),
         "prompt_tokens": batch.prompt_tokens,
         "response_tokens": batch.response_tokens,
-        "finish_reason": finish_reasons(batch.response_tokens, max_response_length),
+        "finish_reason": reasons
+        if (reasons := getattr(batch, "finish_reason", None)) is not None  # multi-turn
+        else finish_reasons(batch.response_tokens, max_response_length),
         "worker": batch.worker,
         "t_submit": batch.t_submit + t_offset,
         "t_first_token": batch.t_first_token + t_offset,
@@ -143,6 +146,8 @@ class BatchRows:
         self.t_submit = batch.t_submit[rows]
         self.t_first_token = batch.t_first_token[rows]
         self.t_finish = batch.t_finish[rows]
+        reasons = getattr(batch, "finish_reason", None)
+        self.finish_reason = None if reasons is None else reasons[rows]
 
 
 def group_rows(groups: np.ndarray, G: int) -> np.ndarray:
@@ -206,22 +211,28 @@ def run_sync(
     controller: Controller,
     cfg: RunConfig,
     on_step: Callable[[int, int], None] | None = None,
+    turns: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
 
-    ``on_step(step, G)`` is called after each step (progress bars). Raises ValueError
-    if the controller proposes G < 1.
+    ``on_step(step, G)`` is called after each step (progress bars). With a scenario's
+    ``multi_turn`` block the rollouts are multi-turn (:mod:`sim.pipelines.multi_turn`) and
+    each step's turns table is appended to ``turns`` when given. Raises ValueError
+    if the controller proposes G < 1, or for a ``multi_turn`` block on paged workers.
     """
     env = simpy.Environment()
     engine = Engine(env, scenario.cost, scenario.engine)
     rollouts: list[dict[str, np.ndarray]] = []
     steps: list[dict] = []
-    env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step))
+    mt = MultiTurnRun(env, engine, scenario) if scenario.multi_turn is not None else None
+    env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt))
     env.run()
+    if mt is not None and turns is not None:
+        turns.extend(mt.tables)
     return columns_to_rollouts(rollouts), pl.DataFrame(steps, schema=STEP_SCHEMA)
 
 
-def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step):
+def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt=None):
     B, cap = cfg.prompts, scenario.lengths.max_response_length
     tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch)
     stream = PromptStream(cfg.dataset_size)
@@ -236,14 +247,19 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         while n:
             prompt_ids = stream.take(n)
             lengths = step_lengths(scenario.lengths, cfg.seed, t, prompt_ids, G)  # (n, G)
-            batch = engine.submit(
-                np.repeat(prompt_ids, G),
-                np.full(n * G, scenario.prompt_tokens),
-                lengths.ravel(),
-                exclusive=True,
-                step=t,
-            )
-            yield batch.done
+            if mt is None:
+                batch = engine.submit(
+                    np.repeat(prompt_ids, G),
+                    np.full(n * G, scenario.prompt_tokens),
+                    lengths.ravel(),
+                    exclusive=True,
+                    step=t,
+                )
+                yield batch.done
+            else:  # tokens generated over all turns from here on
+                batch = mt.submit(cfg.seed, t, prompt_ids, G)
+                yield batch.done
+                lengths = mt.collect(cfg.run_id, t, prompt_ids, G, batch)
             if scenario.cost.gen_overhead_s > 0:
                 yield env.timeout(scenario.cost.gen_overhead_s)
             correct = tracker.draw(t, prompt_ids, G, lengths) if tracker.enabled else None
@@ -268,7 +284,7 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
             gen_time_s=gen_time,
             step_time_s=env.now - t_start,
             prompt_ids=np.concatenate([r[0] for r in rounds]),
-            finish_reasons=finish_reasons(all_lengths, cap)
+            finish_reasons=_reasons(rounds, all_lengths, cap)
             if needs(controller, "finish_reasons")
             else None,
             learner_time_s=train_time,
@@ -293,6 +309,14 @@ def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_st
         )  # fmt: skip
         if on_step is not None:
             on_step(t, G)
+
+
+def _reasons(rounds, all_lengths: np.ndarray, cap: int) -> np.ndarray:
+    """Finish reasons of a step's rollouts, ``all_lengths``' shape: the multi-turn
+    batches' own (``tool_timeout`` among them), else from the lengths and the cap."""
+    if getattr(rounds[0][2], "finish_reason", None) is None:
+        return finish_reasons(all_lengths, cap)
+    return np.concatenate([r[2].finish_reason for r in rounds]).reshape(all_lengths.shape)
 
 
 def _finish_rounds(rounds, G: int, col: Collector, tracker: RewardTracker, t: int) -> dict:

@@ -23,6 +23,7 @@ def apply_overrides(
     engine: str = "simpy",
     drift: str | None = None,
     dispatch: str | None = None,
+    sandboxes: int | None = None,
 ) -> Scenario:
     """Return ``sc`` with the overrides applied.
 
@@ -34,14 +35,22 @@ def apply_overrides(
     - ``drift``: the ServeGen long-reasoning length model with that drift over steps
       (:mod:`sim.models.dynamics`), same cap;
     - ``dispatch``: the engine's dispatch rule (:mod:`sim.engine.dispatch`; default: the
-      scenario's).
-    Raises ValueError when only one of ``model``/``gpu`` is given, a name is unknown,
+      scenario's);
+    - ``sandboxes``: tool calls running at once of a ``multi_turn`` scenario
+      (:mod:`sim.models.turns`).
+    Raises ValueError for ``sandboxes`` without a ``multi_turn`` block, when only one of ``model``/``gpu`` is given, a name is unknown,
     ``tp`` or ``kv_cache=True`` comes without a model, or the fast path (no KV cache
     model) would silently drop KV pressure: with ``engine="fast"`` and a model,
     ``kv_cache`` must be ``False`` (why: the numbers differ from the SimPy engine's);
     also for an unknown ``dispatch`` and for ``shared`` / ``deferred:T`` with
     ``engine="fast"`` (the fast path assigns workers at submit).
     """
+    if sandboxes is not None:
+        if sc.multi_turn is None:
+            raise ValueError(f"--sandboxes: scenario {sc.name} has no multi_turn block")
+        sc = dataclasses.replace(
+            sc, multi_turn=dataclasses.replace(sc.multi_turn, sandboxes=sandboxes)
+        )
     if dispatch is not None:
         if engine == "fast" and is_held(dispatch):
             raise ValueError(

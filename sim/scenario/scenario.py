@@ -16,6 +16,7 @@ A calibration file (written by :mod:`calibration`, read here) is a JSON object::
      "defaults": {"prompts": 64, "steps": 300, "tau": 4.0},
      "pass_rate": {"spec": "beta:A,B", "coupling": c, "provenance": {...}, "fit": {...}},
      "learning": {<sim.models.learning.LearningParams fields>, "provenance": {...}},
+     "multi_turn": {<sim.models.turns block: turns, tool_latency, sandboxes, timeout_s, ...>},
      "provenance": {...}, "fit": {...}}
 
 ``pass_rate`` and ``learning`` are optional: without ``pass_rate`` a run has
@@ -41,6 +42,7 @@ from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.models.passrate import parse_pass_rate
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
+from rolloutlab.sim.models.turns import MultiTurn, multi_turn_from
 from rolloutlab.sim.trace.field_checks import number, reject_constant
 
 FORMAT = "rolloutlab.calibration"
@@ -70,6 +72,8 @@ class Scenario:
     """The ``pass_rate`` block (``spec``, ``coupling``, provenance), or ``None``."""
     learning: dict[str, Any] | None = None
     """The ``learning`` block (learning-progress parameters), or ``None``."""
+    multi_turn: MultiTurn | None = None
+    """Multi-turn tool-using rollouts (:mod:`sim.models.turns`), or ``None`` (one turn)."""
 
 
 def _block_from(d: dict, key: str, path: str) -> dict[str, Any] | None:
@@ -257,7 +261,18 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
         source=d,
         pass_rate=_block_from(d, "pass_rate", path),
         learning=_block_from(d, "learning", path),
+        multi_turn=_multi_turn(d, path),
     )
+
+
+def _multi_turn(d: dict, path: str) -> MultiTurn | None:
+    """The optional ``multi_turn`` block; :class:`CalibrationError` naming the field."""
+    if d.get("multi_turn") is None:
+        return None
+    try:
+        return multi_turn_from(d["multi_turn"])
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
 
 
 def load_scenario(path_or_name: str | Path) -> Scenario:

@@ -19,11 +19,13 @@ from rolloutlab.sim.models.reward_metrics import (
     dynamic_sampling_summary,
     learning_summary,
 )
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.registry import runner_for, simulate
 from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU, pipeline_summary, run_summary
+from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS, turn_summary
 
 RUN_COLUMNS = (
     "controller",
@@ -125,6 +127,7 @@ def run_comparison(
     pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
     engine: str = "simpy",
     target: float | None = None,
+    turns: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
@@ -135,9 +138,14 @@ def run_comparison(
     time_to_target_s`` at reward ``target``, :func:`sim.models.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). Each run is
     :func:`sim.pipelines.registry.simulate` (which runner serves which pipeline: there).
-    Raises ValueError as :func:`check_comparison`.
+    With a ``multi_turn`` scenario the summary also has
+    :data:`sim.trace.turn_metrics.TURN_COLUMNS` and each run's turns table is appended to
+    ``turns`` when given.
+    Raises ValueError as :func:`check_comparison` and
+    :func:`sim.pipelines.multi_turn.check_multi_turn`.
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
+    check_multi_turn(scenario, pipelines, engine)
     check_target(target)
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
     rows, all_rollouts, all_steps = [], [], []
@@ -159,11 +167,19 @@ def run_comparison(
                     ),
                     **(learning_summary(steps, target) if cfg.rewards is not None else {}),
                     **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
+                    **(
+                        turn_summary(rollouts, result.turns, pipe.kind == "sync")
+                        if result.turns is not None
+                        else {}
+                    ),
                 }
             )
+            if turns is not None and result.turns is not None:
+                turns.append(result.turns)
             all_rollouts.append(rollouts)
             all_steps.append(steps)
-    summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg))
+    mt = TURN_COLUMNS if scenario.multi_turn is not None else ()
+    summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg) + mt)
     if cfg.rewards is not None:  # all-empty columns stay Float64 (why: sweeps concatenate)
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
     if cfg.dynamic is not None:

@@ -42,7 +42,7 @@ ROLLOUT_SCHEMA: dict[str, pl.DataType] = {
     "learner_version": pl.Int64,  # learner version when consumed
     "prompt_tokens": pl.Int64,
     "response_tokens": pl.Int64,  # EOS included, prompt excluded
-    "finish_reason": pl.String,  # "stop" | "length" | "abort"
+    "finish_reason": pl.String,  # "stop" | "length" | "abort" | "tool_timeout"
     "worker": pl.Int64,  # generation worker (engine replica) index
     "t_submit": pl.Float64,  # s from run start
     "t_first_token": pl.Float64,  # s from run start
@@ -132,7 +132,7 @@ NULLABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 """Every column a table may lack (filled with nulls on read)."""
 
-FINISH_REASONS = ("stop", "length", "abort")
+FINISH_REASONS = ("stop", "length", "abort", "tool_timeout")  # the last: docs/multi_turn.md
 _NON_NEGATIVE = {
     "rollouts": (
         "step",
