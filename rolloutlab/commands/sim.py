@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import click
+import polars as pl
 
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
@@ -26,6 +27,7 @@ from rolloutlab.sim.studies.compare import (
 )
 from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+from rolloutlab.sim.trace.stream import streamed_rollouts
 
 
 @click.command()
@@ -162,15 +164,16 @@ def sim(
                 bar.set_postfix_str(f"{spec} G={G}", refresh=False)
                 bar.update()
 
-            summary, rollouts, steps_df = run_comparison(
-                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward
-            )
+            with streamed_rollouts(out_dir) as parts:
+                summary, _, steps_df = run_comparison(
+                    sc, specs, cfg, on_step, pipes, engine, target_reward, rollout_dir=parts
+                )
         summary.write_csv(out_dir / "summary.csv")
-        trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
         if figure:
             from rolloutlab.analysis.plots import comparison_figure  # why: seaborn costs ~1.5 s
 
+            rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
             comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
         write_config(
             out_dir / "config.json",

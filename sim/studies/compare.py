@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -125,7 +126,8 @@ def run_comparison(
     pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
     engine: str = "simpy",
     target: float | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    rollout_dir: Path | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | pl.LazyFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
     vectorised fast path (``engine="fast"``, no KV pressure).
@@ -135,6 +137,10 @@ def run_comparison(
     time_to_target_s`` at reward ``target``, :func:`sim.models.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). Each run is
     :func:`sim.pipelines.registry.simulate` (which runner serves which pipeline: there).
+    ``rollout_dir`` (an existing folder): each run's rollouts go to
+    ``part-NNNN.parquet`` there as it runs, the summaries read them back lazily and
+    ``rollouts`` is a lazy scan of the parts in run order (memory: a block of steps, not
+    the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
     Raises ValueError as :func:`check_comparison`.
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
@@ -147,7 +153,8 @@ def run_comparison(
             run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
             hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
             run_cfg = replace(cfg, run_id=run_id)
-            result = simulate(scenario, ctl, run_cfg, pipe, engine, on_step=hook)
+            path = None if rollout_dir is None else rollout_dir / f"part-{len(rows):04d}.parquet"
+            result = simulate(scenario, ctl, run_cfg, pipe, engine, hook, rollout_path=path)
             rollouts, steps = result.rollouts, result.steps
             rows.append(
                 {
@@ -168,4 +175,4 @@ def run_comparison(
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
     if cfg.dynamic is not None:
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
-    return summary, pl.concat(all_rollouts), pl.concat(all_steps)
+    return summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps)
