@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import polars as pl
 
-MAX_ROWS = 1 << 20
-"""Rows read per piece by default: ~20 columns x 8 B x 2^20 = ~160 MiB at most."""
+MAX_ROWS = 1 << 18
+"""Rows read per piece by default: ~20 columns x 8 B x 2^18 = ~40 MiB at most."""
 
 
 def step_chunks(lf: pl.LazyFrame, max_rows: int = MAX_ROWS) -> Iterator[pl.DataFrame]:

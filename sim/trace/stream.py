@@ -29,7 +29,7 @@ class RolloutSink:
     Raises :class:`sim.trace.schema.TraceError` (from :meth:`add` or :meth:`close`) on an
     invalid row; the file then holds the row groups written before it."""
 
-    def __init__(self, path: str | os.PathLike | None = None, row_group_rows: int = 1 << 20):
+    def __init__(self, path: str | os.PathLike | None = None, row_group_rows: int = 1 << 18):
         self.path, self.row_group_rows = path, row_group_rows
         self._frames: list[pl.DataFrame] = []
         self._buffered = 0
