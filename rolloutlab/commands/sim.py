@@ -13,10 +13,13 @@ from rolloutlab.commands.scenario import config_head, load_run, run_options, sce
 from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.learner_cost import Network
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.placement import apply_split, parse_split
 from rolloutlab.sim.scenario.provenance import scenario_source, write_config
 from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
@@ -96,6 +99,29 @@ from rolloutlab.sim.trace.stream import streamed_rollouts
     "Must divide --prompts.",
 )
 @click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="GPUs of the run (with --model/--gpu): --split R:T of them generate and train "
+    "(separate), or all do both (--placement colocated); sets the workers, learner and "
+    "sync costs (docs/pipelines.md, 'Placement and split').",
+)
+@click.option("--split", "split_spec", metavar="R:T", help="Rollout GPUs : trainer GPUs.")
+@click.option(
+    "--weight-sync",
+    type=click.Choice(["broadcast", "bucketed"]),
+    default="broadcast",
+    show_default=True,
+    help="With --gpus: weights sent to the replicas by a pipelined broadcast or one "
+    "replica after another.",
+)
+@click.option(
+    "--net-gbps",
+    type=float,
+    default=50.0,
+    show_default=True,
+    help="With --gpus: network bandwidth per GPU across nodes (GB/s).",
+)
+@click.option(
     "--figure/--no-figure",
     default=True,
     show_default=True,
@@ -117,6 +143,10 @@ def sim(
     park,
     seed,
     updates_per_batch,
+    gpus,
+    split_spec,
+    weight_sync,
+    net_gbps,
     figure,
     out,
     verl_config,
@@ -136,6 +166,8 @@ def sim(
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch)
+        if gpus or split_spec:
+            sc = _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -207,6 +239,20 @@ def sim(
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )
+
+
+def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers):
+    """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`). Raises
+    ValueError naming the option that is missing, conflicting or out of range."""
+    if not gpus:
+        raise ValueError("--split needs --gpus N")
+    if not (opts.get("model") and opts.get("gpu")):
+        raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
+    if workers:
+        raise ValueError("--gpus sets the workers (rollout GPUs / --tp); leave out --workers")
+    split = parse_split(gpus, split_spec, opts.get("tp") or 1, placement == "colocated")
+    net = Network(net_bytes_per_s=net_gbps * 1e9)
+    return apply_split(sc, split, get_model(opts["model"]), get_gpu(opts["gpu"]), net, weight_sync)
 
 
 SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
