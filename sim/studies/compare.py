@@ -146,7 +146,9 @@ def run_comparison(
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
     check_target(target)
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
-    rows, all_rollouts, all_steps = [], [], []
+    rows: list[dict] = []
+    all_rollouts: list = []
+    all_steps: list = []
     for pipe in pipelines:
         controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
         for spec, ctl in zip(specs, controllers):
