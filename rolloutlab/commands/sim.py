@@ -14,6 +14,7 @@ from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.learner_cost import SYNC_MODES as WEIGHT_SYNC_MODES
 from rolloutlab.sim.models.learner_cost import Network
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
@@ -108,7 +109,7 @@ from rolloutlab.sim.trace.stream import streamed_rollouts
 @click.option("--split", "split_spec", metavar="R:T", help="Rollout GPUs : trainer GPUs.")
 @click.option(
     "--weight-sync",
-    type=click.Choice(["broadcast", "bucketed"]),
+    type=click.Choice(WEIGHT_SYNC_MODES),
     default="broadcast",
     show_default=True,
     help="With --gpus: weights sent to the replicas by a pipelined broadcast or one "
