@@ -22,7 +22,12 @@ from rolloutlab.sim.trace.metrics import (
 )
 from rolloutlab.sim.trace.scan import step_chunks
 from rolloutlab.sim.trace.schema import META_KEY, TraceError, read
-from rolloutlab.sim.trace.stream import RolloutSink, merge_parquet, streamed_rollouts
+from rolloutlab.sim.trace.stream import (
+    ColumnSpool,
+    RolloutSink,
+    merge_parquet,
+    streamed_rollouts,
+)
 
 from tests.test_async_pipeline import tiny
 
@@ -107,3 +112,19 @@ def test_an_invalid_row_is_refused_when_streamed_and_the_parts_folder_goes(tmp_p
             sink.close()
     assert not (tmp_path / ".rollout-parts").exists()
     assert not (tmp_path / "rollouts.parquet").exists()
+
+
+@settings(max_examples=10, deadline=None)
+@given(rows=st.integers(1, 40), block=st.integers(1, 9))
+def test_a_column_spool_hands_rows_on_in_order_every_few_rows(rows, block, tmp_path_factory):
+    table = simulate(tiny(), StaticG(2), RunConfig(steps=4, prompts=3)).rollouts
+    path = tmp_path_factory.mktemp("spool") / "s.parquet"
+    spool = ColumnSpool(RolloutSink(path, row_group_rows=7), _frames, rows=rows)
+    for k in range(0, table.height, block):
+        spool.append({c: table[c][k : k + block] for c in table.columns})
+    assert spool.close() is None
+    assert_frame_equal(read(path, "rollouts"), table)
+
+
+def _frames(dicts: list[dict]) -> pl.DataFrame:
+    return pl.concat([pl.DataFrame(d) for d in dicts])

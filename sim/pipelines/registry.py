@@ -114,9 +114,10 @@ def simulate(
     ``controller`` on ``engine``.
 
     ``rollout_path``: write the rollout table to that parquet file and return it as a lazy
-    scan (:func:`polars.scan_parquet`): the fast synchronous runner streams it a block of
-    steps at a time (memory bounded by the block, :class:`sim.trace.stream.RolloutSink`),
-    the others write their table when the run ends.
+    scan (:func:`polars.scan_parquet`): the synchronous runners (SimPy and fast) stream it
+    a few steps at a time (memory bounded by ~2^17 rollouts,
+    :class:`sim.trace.stream.RolloutSink`), the asynchronous ones write their table when
+    the run ends.
 
     Raises: ValueError as :func:`runner_for`, and as the runner does (a controller
     proposing G < 1, an ``async:S`` queue below B, dynamic sampling with ``async:S``);
@@ -127,8 +128,10 @@ def simulate(
     runner = runner_for(pipeline, engine)
     if rollout_path is None:
         return runner(scenario, controller, cfg, pipeline, on_step)
-    if runner is _sync_fast:
-        _, steps = run_sync_fast(scenario, controller, cfg, on_step, rollout_path=rollout_path)
+    streams: dict[Runner, Callable] = {_sync_fast: run_sync_fast, _sync: run_sync}
+    streaming = streams.get(runner)
+    if streaming is not None:  # written a few steps at a time
+        _, steps = streaming(scenario, controller, cfg, on_step, rollout_path=rollout_path)
         return PipelineResult(pl.scan_parquet(rollout_path), steps)
     result = runner(scenario, controller, cfg, pipeline, on_step)
     sink = RolloutSink(rollout_path)

@@ -43,6 +43,7 @@ from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_upd
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.schema import STEP_SCHEMA, empty, frame
+from rolloutlab.sim.trace.stream import ColumnSpool, RolloutSink
 
 
 @dataclass(frozen=True)
@@ -205,19 +206,28 @@ def run_sync(
     controller: Controller,
     cfg: RunConfig,
     on_step: Callable[[int, int], None] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rollout_path=None,
+) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
 
-    ``on_step(step, G)`` is called after each step (progress bars). Raises ValueError
+    ``on_step(step, G)`` is called after each step (progress bars). ``rollout_path``:
+    stream the rollout table to that parquet file a few steps at a time
+    (:class:`sim.trace.stream.ColumnSpool`; returned as ``None``). Raises ValueError
     if the controller proposes G < 1.
     """
     env = simpy.Environment()
     engine = Engine(env, scenario.cost, scenario.engine)
-    rollouts: list[dict[str, np.ndarray]] = []
+    spool = (
+        None
+        if rollout_path is None
+        else ColumnSpool(RolloutSink(rollout_path), columns_to_rollouts)
+    )
+    rollouts: list[dict[str, np.ndarray]] | ColumnSpool = [] if spool is None else spool
     steps: list[dict] = []
     env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step))
     env.run()
-    return columns_to_rollouts(rollouts), pl.DataFrame(steps, schema=STEP_SCHEMA)
+    table = columns_to_rollouts(rollouts) if isinstance(rollouts, list) else rollouts.close()
+    return table, pl.DataFrame(steps, schema=STEP_SCHEMA)
 
 
 def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,37 @@ class RolloutSink:
         assert self._writer is not None  # _flush opened it: there was a frame
         self._writer.close()
         return None
+
+
+class ColumnSpool:
+    """Stands in for a runner's list of per-step rollout column dicts (``append``) and
+    hands every ``rows`` rows to ``sink`` as one frame (``to_frame(dicts)``, e.g.
+    :func:`sim.pipelines.sync.columns_to_rollouts`), so a run holds a few steps' rows, not
+    all of them. :meth:`close` flushes and closes the sink."""
+
+    def __init__(
+        self, sink: RolloutSink, to_frame: Callable[[list], pl.DataFrame], rows: int = 1 << 17
+    ):
+        self.sink, self.to_frame, self.rows = sink, to_frame, rows
+        self._dicts: list[dict] = []
+        self._n = 0
+
+    def append(self, columns: dict) -> None:
+        """Add one block of rollout columns (arrays of equal length)."""
+        self._dicts.append(columns)
+        self._n += len(next(iter(columns.values())))
+        if self._n >= self.rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._dicts:
+            self.sink.add(self.to_frame(self._dicts))
+        self._dicts, self._n = [], 0
+
+    def close(self) -> pl.DataFrame | None:
+        """Flush what is left; :meth:`RolloutSink.close`'s value."""
+        self._flush()
+        return self.sink.close()
 
 
 def merge_parquet(parts: Sequence[str | os.PathLike], path: str | os.PathLike) -> None:
