@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rolloutlab.sim.models.hardware import Accelerator, ModelConfig
+from rolloutlab.sim.models.hardware import Accelerator, ModelConfig, get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import (
     SYNC_MODES,
     Layout,
@@ -141,3 +141,11 @@ def apply_split(
     )
     engine = dataclasses.replace(sc.engine, n_workers=split.replicas)
     return dataclasses.replace(sc, cost=cost, engine=engine)
+
+
+def place(sc: Scenario, spec: str, gpus: int, tp: int, model: str, gpu: str) -> Scenario:
+    """:func:`apply_split` of ``sc`` on ``--gpus gpus --split spec`` for the named model and
+    accelerator (default network and efficiencies); a module-level function so that a
+    ``functools.partial`` of it travels to grid workers. Raises ValueError as
+    :func:`parse_split` and :func:`apply_split`."""
+    return apply_split(sc, parse_split(gpus, spec, tp), get_model(model), get_gpu(gpu))
