@@ -10,13 +10,10 @@ Clock: seconds from run start (trace times). Lengths: tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
 
 import numpy as np
 import polars as pl
 from rolloutlab.sim.trace.scan import pipeline_counts, step_chunks, worker_chunks
-
-Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 DEFAULT_TAU = 4.0
 """Straggler threshold on max/median used when a caller gives none (SAGC's tau)."""
@@ -196,7 +193,7 @@ def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
     return blocks.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().alias("busy"))
 
 
-def consumed(rollouts: Frame) -> Frame:
+def consumed(rollouts: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
     """The rows a learner trained on: every row but ``finish_reason == "abort"`` (a rollout
     dropped as too stale or aborted by over-sampling, see :mod:`sim.pipelines.async_pipeline`);
     a lazy frame stays lazy."""
@@ -306,16 +303,11 @@ def generator_idle_fraction(
     A rollout paused across a weight sync or a colocated training phase counts as busy
     while paused, so the fraction is a lower bound there.
 
-    ``rollouts`` may be a lazy scan (:func:`polars.scan_parquet`): the three columns
-    are read ``workers_per_read`` workers at a time (bounded memory), the busy times
-    summed in worker order."""
+    A lazy scan is read ``workers_per_read`` workers at a time, busy times summed in
+    worker order."""
     wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
     lf = rollouts.lazy()
-    W = (
-        n_workers
-        if n_workers is not None
-        else lf.select(pl.col("worker").n_unique()).collect().item()
-    )
+    W = n_workers or lf.select(pl.col("worker").n_unique()).collect().item()
     if wall <= 0 or W == 0:
         return float("nan")
     busy = 0.0
@@ -327,19 +319,18 @@ def generator_idle_fraction(
 def run_summary(
     rollouts: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU
 ) -> dict:
-    """Whole-run numbers from the two trace tables of one run (:func:`steps_summary` of
-    :func:`step_metrics`; a lazy scan is read a few steps at a time,
-    :func:`sim.trace.scan.step_chunks`). Pipeline metrics are in :func:`pipeline_summary`.
-    Raises ValueError as :func:`step_metrics`."""
-    if isinstance(rollouts, pl.DataFrame):
-        return steps_summary(step_metrics(rollouts, tau), steps)
+    """Whole-run numbers of one run: :func:`steps_summary` of :func:`scan_step_metrics`.
+    Pipeline metrics are in :func:`pipeline_summary`. Raises ValueError as :func:`step_metrics`."""
     return steps_summary(scan_step_metrics(rollouts, tau), steps)
 
 
-def scan_step_metrics(rollouts: pl.LazyFrame, tau: float = DEFAULT_TAU) -> pl.DataFrame:
-    """:func:`step_metrics` of a lazy scan, read a few whole steps at a time
-    (:func:`sim.trace.scan.step_chunks`): the same rows, in bounded memory.
-    Raises ValueError as :func:`step_metrics`."""
+def scan_step_metrics(
+    rollouts: pl.DataFrame | pl.LazyFrame, tau: float = DEFAULT_TAU
+) -> pl.DataFrame:
+    """:func:`step_metrics`; a lazy scan is read a few whole steps at a time
+    (:func:`sim.trace.scan.step_chunks`): the same rows, in bounded memory."""
+    if isinstance(rollouts, pl.DataFrame):
+        return step_metrics(rollouts, tau)
     parts = [step_metrics(df, tau) for df in step_chunks(consumed(rollouts)) if df.height]
     if not parts:
         raise ValueError("step_metrics: the rollout table has no consumed rollout")
