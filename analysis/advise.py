@@ -46,6 +46,13 @@ class SearchSpace:
     max_num_seqs: tuple[int, ...]
     pipeline: tuple[str, ...]
     lr: tuple[float, ...]
+    split: tuple[str, ...] = ()
+    """``R:T`` GPU splits (``--gpus N --splits``; the split sets the workers), or none."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The searched settings: :data:`SETTING_KEYS`, and ``split`` when there are splits."""
+        return SETTING_KEYS + (("split",) if self.split else ())
 
     def __post_init__(self) -> None:
         for key in SETTING_KEYS:
@@ -58,7 +65,7 @@ class SearchSpace:
     def size(self) -> int:
         """Number of distinct settings."""
         n = 1
-        for key in SETTING_KEYS:
+        for key in self.keys:
             n *= len(getattr(self, key))
         return n
 
@@ -143,7 +150,7 @@ def search(
     while len(rows) < n_trials:
         trials = [study.ask() for _ in range(min(batch, n_trials - len(rows)))]
         settings = [
-            {k: t.suggest_categorical(k, list(getattr(space, k))) for k in SETTING_KEYS}
+            {k: t.suggest_categorical(k, list(getattr(space, k))) for k in space.keys}
             for t in trials
         ]
         keys = [json.dumps(s, sort_keys=True) for s in settings]
@@ -193,7 +200,7 @@ def search(
         .head(1)["trial"]
         .to_list()
     )
-    cols = ["trial", *SETTING_KEYS, *METRIC_KEYS, "time_s", "feasible", "pareto"]
+    cols = ["trial", *space.keys, *METRIC_KEYS, "time_s", "feasible", "pareto"]
     return df.with_columns(pl.col("trial").is_in(best).alias("best")).select(
         *cols, "best", "status", "error"
     )
@@ -203,6 +210,10 @@ def pareto_table(trials: pl.DataFrame) -> pl.DataFrame:
     """The Pareto rows of :func:`search`'s table, fastest first, one per distinct setting."""
     return (
         trials.filter("pareto")
-        .unique(subset=list(SETTING_KEYS), keep="first", maintain_order=True)
+        .unique(
+            subset=[k for k in (*SETTING_KEYS, "split") if k in trials.columns],
+            keep="first",
+            maintain_order=True,
+        )
         .sort("time_s", "trial")
     )

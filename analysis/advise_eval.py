@@ -23,6 +23,7 @@ KV cache included) for ``steps`` learner steps with one seed, and reads:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
@@ -68,10 +69,13 @@ def evaluate(
     target: float | None,
     seed: int = 0,
     dataset_size: int | None = None,
+    placement: Callable[[Scenario, str], Scenario] | None = None,
 ) -> dict[str, Any]:
     """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS`.
 
     ``dataset_size``: as :class:`sim.pipelines.sync.RunConfig`'s (``--dataset-size``).
+    ``placement(scenario, split)``: the scenario on a setting's ``split`` (``R:T``;
+    :func:`sim.scenario.placement.apply_split`), which sets its workers.
     Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
     spec, B or workers < 1): the executor records it as a failed trial."""
     sc = dataclasses.replace(
@@ -82,6 +86,8 @@ def evaluate(
             max_num_seqs=int(setting["max_num_seqs"]),
         ),
     )
+    if setting.get("split") and placement is not None:
+        sc = placement(sc, setting["split"])
     pipe = parse_pipeline(setting["pipeline"])
     cfg = RunConfig(
         steps=steps,

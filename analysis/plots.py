@@ -11,11 +11,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 import seaborn as sns
-from rolloutlab.sim.trace.metrics import step_metrics
+from rolloutlab.sim.trace.metrics import scan_step_metrics
 
 
 def comparison_figure(
-    rollouts: pl.DataFrame,
+    rollouts: pl.DataFrame | pl.LazyFrame,
     steps: pl.DataFrame,
     path: str | Path,
     tau: float,
@@ -24,17 +24,20 @@ def comparison_figure(
     """Three panels, one line per controller (``run_id``): G per step, straggler ratio
     per step (with the threshold ``tau``), cumulative wall-clock (h); a fourth when the
     steps carry rewards: reward (``reward_mean``, trailing mean over 10 steps) against
-    wall-clock (h), with the ``target`` reward if given. Writes ``path``."""
-    per_step = []
-    for (run_id,), df in rollouts.group_by(["run_id"], maintain_order=True):
-        m = step_metrics(df, tau).with_columns(pl.lit(run_id).alias("controller"))
-        per_step.append(m)
-    m = pl.concat(per_step)
+    wall-clock (h), with the ``target`` reward if given. ``rollouts`` may be a lazy scan
+    (read back one run and a few steps at a time). Writes ``path``."""
+    order = steps["run_id"].unique(maintain_order=True).to_list()  # same colour per controller
+    lf = rollouts.lazy()  # a scan is read a few steps at a time
+    m = pl.concat(
+        scan_step_metrics(lf.filter(pl.col("run_id") == run_id), tau).with_columns(
+            pl.lit(run_id).alias("controller")
+        )
+        for run_id in order
+    )
     wall = steps.sort("run_id", "step").with_columns(
         ((pl.col("t_end") - pl.col("t_start").min().over("run_id")) / 3600).alias("wall_clock_h"),
         pl.col("run_id").alias("controller"),
     )
-    order = list(dict.fromkeys(rollouts["run_id"].to_list()))  # same colour per controller
     sns.set_theme(style="whitegrid", context="paper")
     rewards = "reward_mean" in steps.columns and steps["reward_mean"].is_not_null().any()
     n = 4 if rewards else 3

@@ -16,6 +16,7 @@ TB = "{r}/tests/data/verl_tb/q3b_fsdp_base"
 VERL = f"calibrate verl-tb {TB}"
 SCORES = "{r}/tests/data/qwen25_math_cot_100/scores.jsonl"
 GROUPS = "{r}/tests/data/groups/real_sync"
+GPUS = f"{SIM} --model qwen2.5-7b --gpu h100 --tp 2 --engine fast --no-kv-cache --gpus 64"
 RS = "real sync --out {t}/o --warm-start-steps 0 --steps 1"
 
 OPTIONS = [
@@ -49,6 +50,12 @@ OPTIONS = [
     ("tail-study-tail-above-batch", "tail-study --steps 2 --seeds 1 --tail 5000 --out {t}/o", "above the batch"),
     ("sim-overprovision-below-1", f"{SIM} --pipeline oversample:0.8:group=6/4", "ratio must be finite and >= 1"),
     ("sim-overprovision-k-over-n", f"{SIM} --pipeline oversample:1.5:group=2/4", "need 1 <= K <= N"),
+    ("sim-split-sum", f"{GPUS} --split 48:15", "adds up to 63 GPUs, not --gpus 64"),
+    ("sim-split-tp", f"{GPUS} --tp 4 --split 50:14", "--tp 4 does not divide the 50 rollout GPUs"),
+    ("sim-split-memory", f"{GPUS} --tp 1 --split 63:1", "GB short"),
+    ("sim-split-net-0", f"{GPUS} --split 48:16 --net-gbps 0", "net_bytes_per_s must be a positive"),
+    ("sim-split-net-nan", f"{GPUS} --split 48:16 --net-gbps nan", "got nan"),
+    ("sim-split-no-gpus", f"{SIM} --split 48:16", "--split needs --gpus"),
     ("sim-fast-async", f"{SIM} --engine fast --pipeline one-step-off", "one-step-off"),
     ("sim-engine", f"{SIM} --engine gpu", "'--engine'"),
     ("sim-scenario", "sim --scenario nosuch --out {t}/o", "nosuch"),

@@ -10,7 +10,7 @@ import click
 import polars as pl
 
 from rolloutlab.analysis.advise import Constraints, SearchSpace, pareto_table, search
-from rolloutlab.analysis.advise_eval import SETTING_KEYS, evaluate
+from rolloutlab.analysis.advise_eval import evaluate
 from rolloutlab.commands.common import claim, echo_table, fail, parse_list
 from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
@@ -18,7 +18,9 @@ from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
 from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, STEPS
 from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.scenario.placement import check_memory, parse_split, place
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.trace.progress import progress_bar
 
@@ -26,6 +28,29 @@ from rolloutlab.sim.trace.progress import progress_bar
 def _bounded(limit: int) -> tuple:
     """``(check, expected)`` of :func:`parse_list` for integers in [1, ``limit``]."""
     return (lambda v: 1 <= v <= limit), f"integers in [1, {limit}]"
+
+
+def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]:
+    """``--splits`` checked against ``--gpus`` (each one a valid split of them, the model
+    fitting its GPUs), or ``()`` without them. Raises ValueError naming the option."""
+    if not (gpus or splits):
+        return ()
+    if not (gpus and splits):
+        raise ValueError("--gpus and --splits go together")
+    if not (opts.get("model") and opts.get("gpu")):
+        raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
+    if opts.get("accelerators") is not None:
+        raise ValueError("--gpus sets the GPU budget; leave out --accelerators")
+    out = tuple(p.strip() for p in splits.split(",") if p.strip())
+    tp = opts.get("tp") or 1
+    for spec in out:
+        check_memory(parse_split(gpus, spec, tp), get_model(opts["model"]), get_gpu(opts["gpu"]))
+    return out
+
+
+def _place(sc, spec: str, args: tuple):
+    """The scenario on split ``spec`` (``args``: gpus, tp, model, gpu names)."""
+    return place(sc, spec, *args)
 
 
 def _list(name: str, default: str, what: str):
@@ -85,7 +110,17 @@ def _list(name: str, default: str, what: str):
 )
 @run_options
 @executor_options
-def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, **opts):
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="With --splits and --model/--gpu: search how these GPUs split between rollout "
+    "and training (the split sets the workers; docs/pipelines.md).",
+)
+@click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
+def advise(
+    prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, gpus, splits,
+    **opts,
+):  # fmt: skip
     """Search the settings for the fastest one that is safe (stragglers, collapse).
 
     Searches for the setting with the smallest predicted time to the target reward
@@ -102,15 +137,19 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
             raise ValueError("--dynamic-sampling: not searched by advise")
         for spec in pipelines.split(","):
             parse_pipeline(spec)
+        split = _splits(gpus, splits, opts)
         space = SearchSpace(
             controller=tuple(split_specs(opts["controllers"])),
             prompts=tuple(parse_list("--prompts", prompts, int, *_bounded(MAX_PROMPTS))),
-            workers=tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
+            workers=(1,)  # a placeholder: each split sets its workers
+            if split
+            else tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
             max_num_seqs=tuple(
                 parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
             ),
             pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
             lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
+            split=split,
         )
         constraints = Constraints(
             opts["max_straggler_rate"],
@@ -130,8 +169,13 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
     except ExecutorError as exc:
         fail(exc)
     out_dir = claim(out, "advise")
+    placement = None
+    if space.split:
+        args = (gpus, opts["tp"] or 1, opts["model"], opts["gpu"])
+        placement = functools.partial(_place, args=args)
     fn = functools.partial(
         evaluate,
+        placement=placement,
         scenario=sc,
         rewards=rewards,
         steps=steps,
@@ -156,6 +200,11 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
     finally:
         bar.close()
         executor.close()
+    if space.split:  # the split sets the workers: show them (rollout GPUs / tp)
+        tp = opts["tp"] or 1
+        table = table.with_columns(
+            (pl.col("split").str.split(":").list.first().cast(pl.Int64) // tp).alias("workers")
+        )
     pareto = pareto_table(table)
     table.write_csv(out_dir / "trials.csv")
     pareto.write_csv(out_dir / "pareto.csv")
@@ -167,7 +216,7 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
         out_dir / "config.json",
         {
             **config_head("advise", sc, "simpy", opts),
-            "space": {k: list(getattr(space, k)) for k in SETTING_KEYS},
+            "space": {k: list(getattr(space, k)) for k in space.keys},
             "constraints": constraints.__dict__,
             "objective": "time_to_target_s" if use_target else "time_per_step_s",
             "steps": steps,
@@ -187,7 +236,7 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
     )
     echo_table(
         pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
-            *SETTING_KEYS, "time_s", "straggler_rate", "collapse_margin", "wall_clock_s", "best"
+            *space.keys, "time_s", "straggler_rate", "collapse_margin", "wall_clock_s", "best"
         ),
         rows=50,
         cols=20,
@@ -196,7 +245,7 @@ def advise(prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, 
     if best.height:
         b = best.row(0, named=True)
         click.echo(
-            "best: " + " ".join(f"{k}={b[k]}" for k in SETTING_KEYS) + f" time_s={b['time_s']:.0f}"
+            "best: " + " ".join(f"{k}={b[k]}" for k in space.keys) + f" time_s={b['time_s']:.0f}"
         )
     else:
         click.echo("best: none (no trial met the constraints; see trials.csv)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import click
+import polars as pl
 
 from rolloutlab.commands.common import claimed, echo_table, fail, progress
 from rolloutlab.commands.learning_options import describe_rewards
@@ -13,11 +14,15 @@ from rolloutlab.commands.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.engine.spec_decode import parse_spec
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.learner_cost import SYNC_MODES as WEIGHT_SYNC_MODES
+from rolloutlab.sim.models.learner_cost import Network
 from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
+from rolloutlab.sim.scenario.placement import apply_split, parse_split
 from rolloutlab.sim.scenario.provenance import scenario_source, write_config
 from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
@@ -28,6 +33,7 @@ from rolloutlab.sim.studies.compare import (
 )
 from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+from rolloutlab.sim.trace.stream import streamed_rollouts
 from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
 from rolloutlab.sim.trace.turns import write_turns
 
@@ -113,6 +119,29 @@ from rolloutlab.sim.trace.turns import write_turns
     "Must divide --prompts.",
 )
 @click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="GPUs of the run (with --model/--gpu): --split R:T of them generate and train "
+    "(separate), or all do both (--placement colocated); sets the workers, learner and "
+    "sync costs (docs/pipelines.md, 'Placement and split').",
+)
+@click.option("--split", "split_spec", metavar="R:T", help="Rollout GPUs : trainer GPUs.")
+@click.option(
+    "--weight-sync",
+    type=click.Choice(WEIGHT_SYNC_MODES),
+    default="broadcast",
+    show_default=True,
+    help="With --gpus: weights sent to the replicas by a pipelined broadcast or one "
+    "replica after another.",
+)
+@click.option(
+    "--net-gbps",
+    type=float,
+    default=50.0,
+    show_default=True,
+    help="With --gpus: network bandwidth per GPU across nodes (GB/s).",
+)
+@click.option(
     "--figure/--no-figure",
     default=True,
     show_default=True,
@@ -136,6 +165,10 @@ def sim(
     spec_decode,
     seed,
     updates_per_batch,
+    gpus,
+    split_spec,
+    weight_sync,
+    net_gbps,
     figure,
     out,
     verl_config,
@@ -155,6 +188,8 @@ def sim(
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
+        if gpus or split_spec:
+            sc = _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers)
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -187,17 +222,26 @@ def sim(
                 bar.update()
 
             turns: list = []
-            summary, rollouts, steps_df = run_comparison(
-                sc, specs, cfg, on_step, pipes, engine=engine, target=target_reward, turns=turns
-            )
+            with streamed_rollouts(out_dir) as parts:
+                summary, _, steps_df = run_comparison(
+                    sc,
+                    specs,
+                    cfg,
+                    on_step,
+                    pipes,
+                    engine,
+                    target_reward,
+                    turns=turns,
+                    rollout_dir=parts,
+                )
         summary.write_csv(out_dir / "summary.csv")
         if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
             write_turns(turns, out_dir / "turns.parquet")
-        trace.write_parquet(rollouts, out_dir / "rollouts.parquet", "rollouts")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
         if figure:
             from rolloutlab.analysis.plots import comparison_figure  # why: seaborn costs ~1.5 s
 
+            rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
             comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
         write_config(
             out_dir / "config.json",
@@ -233,6 +277,20 @@ def sim(
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )
+
+
+def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers):
+    """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`). Raises
+    ValueError naming the option that is missing, conflicting or out of range."""
+    if not gpus:
+        raise ValueError("--split needs --gpus N")
+    if not (opts.get("model") and opts.get("gpu")):
+        raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
+    if workers:
+        raise ValueError("--gpus sets the workers (rollout GPUs / --tp); leave out --workers")
+    split = parse_split(gpus, split_spec, opts.get("tp") or 1, placement == "colocated")
+    net = Network(net_bytes_per_s=net_gbps * 1e9)
+    return apply_split(sc, split, get_model(opts["model"]), get_gpu(opts["gpu"]), net, weight_sync)
 
 
 SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")

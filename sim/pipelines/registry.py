@@ -18,8 +18,9 @@ Studies (:mod:`sim.studies`) call :func:`simulate` and never choose a runner the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 from rolloutlab.sim.control.contract import Controller
@@ -31,6 +32,7 @@ from rolloutlab.sim.pipelines.spec import KINDS, PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
 from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
 from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.stream import RolloutSink
 
 OnStep = Callable[[int, int], None] | None
 """``on_step(step, G)`` after each learner step (progress bars), or None."""
@@ -40,9 +42,10 @@ OnStep = Callable[[int, int], None] | None
 class PipelineResult:
     """What one simulated run produced (trace schema, :mod:`sim.trace.schema`)."""
 
-    rollouts: pl.DataFrame
+    rollouts: pl.DataFrame | pl.LazyFrame
     """One row per rollout: consumed ones, and dropped or aborted ones
-    (``finish_reason == "abort"``) where the pipeline has them."""
+    (``finish_reason == "abort"``) where the pipeline has them; a lazy scan of the file
+    when :func:`simulate` was given a ``rollout_path``."""
     steps: pl.DataFrame
     """One row per learner step."""
     ledger: Ledger | None = None
@@ -114,15 +117,35 @@ def simulate(
     pipeline: PipelineConfig | None = None,
     engine: str = "simpy",
     on_step: OnStep = None,
+    rollout_path: str | os.PathLike | None = None,
 ) -> PipelineResult:
     """Simulate ``cfg.steps`` learner steps of ``pipeline`` (default: synchronous) under
     ``controller`` on ``engine``.
 
+    ``rollout_path``: write the rollout table to that parquet file and return it as a lazy
+    scan (:func:`polars.scan_parquet`): the synchronous runners (SimPy and fast) stream it
+    a few steps at a time (memory bounded by ~2^17 rollouts,
+    :class:`sim.trace.stream.RolloutSink`), the asynchronous ones and multi-turn runs write
+    their table when the run ends.
+
     Raises: ValueError as :func:`runner_for` and
     :func:`sim.pipelines.multi_turn.check_multi_turn`, and as the runner does (a controller
     proposing G < 1, an ``async:S`` queue below B, dynamic sampling with ``async:S``);
-    RuntimeError when an asynchronous learner can never fill a batch.
+    RuntimeError when an asynchronous learner can never fill a batch;
+    :class:`sim.trace.schema.TraceError` on an invalid rollout row when writing.
     """
     pipeline = pipeline if pipeline is not None else PipelineConfig()
     check_multi_turn(scenario, [pipeline], engine)
-    return runner_for(pipeline, engine)(scenario, controller, cfg, pipeline, on_step)
+    runner = runner_for(pipeline, engine)
+    if rollout_path is None:
+        return runner(scenario, controller, cfg, pipeline, on_step)
+    streams: dict[Runner, Callable] = {_sync_fast: run_sync_fast, _sync: run_sync}
+    streaming = streams.get(runner) if scenario.multi_turn is None else None
+    if streaming is not None:  # written a few steps at a time
+        _, steps = streaming(scenario, controller, cfg, on_step, rollout_path=rollout_path)
+        return PipelineResult(pl.scan_parquet(rollout_path), steps)
+    result = runner(scenario, controller, cfg, pipeline, on_step)
+    sink = RolloutSink(rollout_path)
+    sink.add(result.rollouts)
+    sink.close()
+    return replace(result, rollouts=pl.scan_parquet(rollout_path))

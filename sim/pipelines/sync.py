@@ -44,6 +44,7 @@ from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling
 from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.schema import STEP_SCHEMA, empty, frame
+from rolloutlab.sim.trace.stream import ColumnSpool, RolloutSink
 
 
 @dataclass(frozen=True)
@@ -212,24 +213,33 @@ def run_sync(
     cfg: RunConfig,
     on_step: Callable[[int, int], None] | None = None,
     turns: list[pl.DataFrame] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rollout_path=None,
+) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
 
     ``on_step(step, G)`` is called after each step (progress bars). With a scenario's
     ``multi_turn`` block the rollouts are multi-turn (:mod:`sim.pipelines.multi_turn`) and
-    each step's turns table is appended to ``turns`` when given. Raises ValueError
+    each step's turns table is appended to ``turns`` when given. ``rollout_path``:
+    stream the rollout table to that parquet file a few steps at a time
+    (:class:`sim.trace.stream.ColumnSpool`; returned as ``None``). Raises ValueError
     if the controller proposes G < 1, or for a ``multi_turn`` block on paged workers.
     """
     env = simpy.Environment()
     engine = Engine(env, scenario.cost, scenario.engine)
-    rollouts: list[dict[str, np.ndarray]] = []
+    spool = (
+        None
+        if rollout_path is None
+        else ColumnSpool(RolloutSink(rollout_path), columns_to_rollouts)
+    )
+    rollouts: list[dict[str, np.ndarray]] | ColumnSpool = [] if spool is None else spool
     steps: list[dict] = []
     mt = MultiTurnRun(env, engine, scenario) if scenario.multi_turn is not None else None
     env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt))
     env.run()
     if mt is not None and turns is not None:
         turns.extend(mt.tables)
-    return columns_to_rollouts(rollouts), pl.DataFrame(steps, schema=STEP_SCHEMA)
+    table = columns_to_rollouts(rollouts) if isinstance(rollouts, list) else rollouts.close()
+    return table, pl.DataFrame(steps, schema=STEP_SCHEMA)
 
 
 def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt=None):

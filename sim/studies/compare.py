@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -128,7 +129,8 @@ def run_comparison(
     engine: str = "simpy",
     target: float | None = None,
     turns: list[pl.DataFrame] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    rollout_dir: Path | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | pl.LazyFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
     vectorised fast path (``engine="fast"``, no KV pressure).
@@ -141,6 +143,10 @@ def run_comparison(
     With a ``multi_turn`` scenario the summary also has
     :data:`sim.trace.turn_metrics.TURN_COLUMNS` and each run's turns table is appended to
     ``turns`` when given.
+    ``rollout_dir`` (an existing folder): each run's rollouts go to
+    ``part-NNNN.parquet`` there as it runs, the summaries read them back lazily and
+    ``rollouts`` is a lazy scan of the parts in run order (memory: a block of steps, not
+    the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
     Raises ValueError as :func:`check_comparison` and
     :func:`sim.pipelines.multi_turn.check_multi_turn`.
     """
@@ -148,14 +154,17 @@ def run_comparison(
     check_multi_turn(scenario, pipelines, engine)
     check_target(target)
     tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
-    rows, all_rollouts, all_steps = [], [], []
+    rows: list[dict] = []
+    all_rollouts: list = []
+    all_steps: list = []
     for pipe in pipelines:
         controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
         for spec, ctl in zip(specs, controllers):
             run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
             hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
             run_cfg = replace(cfg, run_id=run_id)
-            result = simulate(scenario, ctl, run_cfg, pipe, engine, on_step=hook)
+            path = None if rollout_dir is None else rollout_dir / f"part-{len(rows):04d}.parquet"
+            result = simulate(scenario, ctl, run_cfg, pipe, engine, hook, rollout_path=path)
             rollouts, steps = result.rollouts, result.steps
             rows.append(
                 {
@@ -168,7 +177,11 @@ def run_comparison(
                     **(learning_summary(steps, target) if cfg.rewards is not None else {}),
                     **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
                     **(
-                        turn_summary(rollouts, result.turns, pipe.kind == "sync")
+                        turn_summary(  # (multi-turn runs are not streamed: small)
+                            rollouts.collect() if isinstance(rollouts, pl.LazyFrame) else rollouts,
+                            result.turns,
+                            pipe.kind == "sync",
+                        )
                         if result.turns is not None
                         else {}
                     ),
@@ -184,4 +197,4 @@ def run_comparison(
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
     if cfg.dynamic is not None:
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
-    return summary, pl.concat(all_rollouts), pl.concat(all_steps)
+    return summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps)

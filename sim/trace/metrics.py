@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
+from rolloutlab.sim.trace.scan import pipeline_counts, step_chunks, worker_chunks
 
 DEFAULT_TAU = 4.0
 """Straggler threshold on max/median used when a caller gives none (SAGC's tau)."""
@@ -192,9 +193,10 @@ def _worker_idle(rollouts: pl.DataFrame) -> pl.DataFrame:
     return blocks.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().alias("busy"))
 
 
-def consumed(rollouts: pl.DataFrame) -> pl.DataFrame:
+def consumed(rollouts: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
     """The rows a learner trained on: every row but ``finish_reason == "abort"`` (a rollout
-    dropped as too stale or aborted by over-sampling, see :mod:`sim.pipelines.async_pipeline`)."""
+    dropped as too stale or aborted by over-sampling, see :mod:`sim.pipelines.async_pipeline`);
+    a lazy frame stays lazy."""
     return rollouts.filter(pl.col("finish_reason") != "abort")
 
 
@@ -290,26 +292,53 @@ def learner_idle_fraction(steps: pl.DataFrame, skip: int = 0) -> float:
 
 
 def generator_idle_fraction(
-    rollouts: pl.DataFrame, steps: pl.DataFrame, n_workers: int | None = None
+    rollouts: pl.DataFrame | pl.LazyFrame,
+    steps: pl.DataFrame,
+    n_workers: int | None = None,
+    workers_per_read: int = 16,
 ) -> float:
     """``1 - sum_w busy_w / (W * wall)``: ``busy_w`` the union of ``[t_first_token,
     t_finish]`` of every rollout (aborted ones included) run on worker ``w``, ``wall`` as
     in :func:`run_summary`, ``W = n_workers`` (default: workers seen in the trace).
     A rollout paused across a weight sync or a colocated training phase counts as busy
-    while paused, so the fraction is a lower bound there."""
+    while paused, so the fraction is a lower bound there.
+
+    A lazy scan is read ``workers_per_read`` workers at a time, busy times summed in
+    worker order."""
     wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
-    W = n_workers if n_workers is not None else rollouts["worker"].n_unique()
+    lf = rollouts.lazy()
+    W = n_workers or lf.select(pl.col("worker").n_unique()).collect().item()
     if wall <= 0 or W == 0:
         return float("nan")
-    busy = sum(
-        busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
-        for _, df in rollouts.group_by(["worker"])
-    )
+    busy = 0.0
+    for _, df in worker_chunks(lf, ("t_first_token", "t_finish"), workers_per_read):
+        busy += busy_union_s(df["t_first_token"].to_numpy(), df["t_finish"].to_numpy())
     return 1.0 - busy / (W * wall)
 
 
-def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU) -> dict:
-    """Whole-run numbers from the two trace tables of one run.
+def run_summary(
+    rollouts: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame, tau: float = DEFAULT_TAU
+) -> dict:
+    """Whole-run numbers of one run: :func:`steps_summary` of :func:`scan_step_metrics`.
+    Pipeline metrics are in :func:`pipeline_summary`. Raises ValueError as :func:`step_metrics`."""
+    return steps_summary(scan_step_metrics(rollouts, tau), steps)
+
+
+def scan_step_metrics(
+    rollouts: pl.DataFrame | pl.LazyFrame, tau: float = DEFAULT_TAU
+) -> pl.DataFrame:
+    """:func:`step_metrics`; a lazy scan is read a few whole steps at a time
+    (:func:`sim.trace.scan.step_chunks`): the same rows, in bounded memory."""
+    if isinstance(rollouts, pl.DataFrame):
+        return step_metrics(rollouts, tau)
+    parts = [step_metrics(df, tau) for df in step_chunks(consumed(rollouts)) if df.height]
+    if not parts:
+        raise ValueError("step_metrics: the rollout table has no consumed rollout")
+    return pl.concat(parts)
+
+
+def steps_summary(per_step: pl.DataFrame, steps: pl.DataFrame) -> dict:
+    """Whole-run numbers from :func:`step_metrics` rows and the step table of one run.
 
     Returns a dict: ``steps, wall_clock_s`` (last ``t_end`` - first ``t_start``),
     ``gen_time_s`` (sum of step ``gen_time``), ``train_time_s``, ``sync_time_s``,
@@ -317,9 +346,7 @@ def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAUL
     ``straggler_rate`` (mean of the per-step straggler event), ``mean_G``
     (mean group size over steps), ``rollouts``, ``response_tokens``, ``tokens_per_s``
     (response tokens / wall clock), over consumed rollouts (:func:`consumed`).
-    Pipeline metrics are in :func:`pipeline_summary`.
     """
-    per_step = step_metrics(rollouts, tau)
     wall = float(steps["t_end"].max() - steps["t_start"].min()) if steps.height else 0.0
     tokens = int(per_step["response_tokens"].sum())
     n = per_step["n_rollouts"].to_numpy()
@@ -340,7 +367,7 @@ def run_summary(rollouts: pl.DataFrame, steps: pl.DataFrame, tau: float = DEFAUL
 
 
 def pipeline_summary(
-    rollouts: pl.DataFrame,
+    rollouts: pl.DataFrame | pl.LazyFrame,
     steps: pl.DataFrame,
     max_staleness: int = 0,
     n_workers: int | None = None,
@@ -351,33 +378,28 @@ def pipeline_summary(
     the last token's version), ``dropped``, ``aborted`` (:func:`discarded_counts`),
     ``len_consumed_over_generated`` (:func:`drop_bias`) and the consumed rollouts' mean
     staleness counted from dispatch and from the first token
-    (``staleness_dispatch_mean``, ``staleness_first_token_mean``; docs/pipelines.md)."""
-    used = consumed(rollouts)
-    s = staleness(used)
-    dropped, aborted = discarded_counts(rollouts, max_staleness)
+    (``staleness_dispatch_mean``, ``staleness_first_token_mean``; docs/pipelines.md;
+    ``policy_version`` stands in where those versions are null or absent).
+
+    ``rollouts`` may be a lazy scan: one aggregation pass
+    (:func:`sim.trace.scan.pipeline_counts`) and :func:`generator_idle_fraction`."""
+    c = pipeline_counts(rollouts.lazy(), max_staleness)
+    gen, cons = c["gen_mean"], _nan(c["cons_mean"])
     return {
         "learner_idle_frac": learner_idle_fraction(steps),
         "learner_idle_frac_steady": learner_idle_fraction(steps, skip=1)
         if steps.height > 1
         else float("nan"),
         "generator_idle_frac": generator_idle_fraction(rollouts, steps, n_workers),
-        "staleness_mean": float(s.mean()) if s.size else float("nan"),
-        "staleness_max": int(s.max()) if s.size else 0,
-        "dropped": dropped,
-        "aborted": aborted,
-        "len_consumed_over_generated": drop_bias(rollouts, max_staleness)[
-            "len_consumed_over_generated"
-        ],
-        "staleness_dispatch_mean": _mean_lag(used, "version_dispatch"),
-        "staleness_first_token_mean": _mean_lag(used, "version_first_token"),
+        "staleness_mean": _nan(c["s_mean"]),
+        "staleness_max": int(c["s_max"] or 0),
+        "dropped": int(c["dropped"]),
+        "aborted": int(c["n_abort"]) - int(c["dropped"]),
+        "len_consumed_over_generated": cons / gen if gen and gen > 0 else float("nan"),
+        "staleness_dispatch_mean": _nan(c["lag_dispatch"]),
+        "staleness_first_token_mean": _nan(c["lag_first_token"]),
     }
 
 
-def _mean_lag(rows: pl.DataFrame, version: str) -> float:
-    """Mean ``learner_version - version`` over ``rows``, ``policy_version`` standing in
-    where ``version`` is null or absent (traces without per-token versions); NaN if empty."""
-    if rows.height == 0:
-        return float("nan")
-    v = rows[version].fill_null(rows["policy_version"]) if version in rows.columns else None
-    lag = rows["learner_version"] - (v if v is not None else rows["policy_version"])
-    return float(lag.mean())
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)

@@ -288,16 +288,21 @@ def write_parquet(df: pl.DataFrame, path: str | os.PathLike, kind: str) -> None:
     on invalid rows (nothing is written then).
     """
     path = Path(path)
-    table = validate(df, kind, str(path)).to_arrow()
-    meta = dict(table.schema.metadata or {})
-    meta[META_KEY] = str(SCHEMA_VERSION).encode()
-    meta[b"rolloutlab.kind"] = kind.encode()
-    table = table.replace_schema_metadata(meta)
+    table = with_schema_metadata(validate(df, kind, str(path)).to_arrow(), kind)
     tmp = path.with_name(path.name + ".tmp")
     import pyarrow.parquet as pq  # why: at call, not import (~55 ms of every CLI start)
 
     pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+def with_schema_metadata(table, kind: str):
+    """``table`` (a ``pyarrow.Table``) with the schema version and ``kind`` in its schema's
+    key-value metadata, as every trace parquet file carries them."""
+    meta = dict(table.schema.metadata or {})
+    meta[META_KEY] = str(SCHEMA_VERSION).encode()
+    meta[b"rolloutlab.kind"] = kind.encode()
+    return table.replace_schema_metadata(meta)
 
 
 def read(path: str | os.PathLike, kind: str) -> pl.DataFrame:
