@@ -49,6 +49,7 @@ OPTIONS = [
     ("tail-study-tail-above-batch", "tail-study --steps 2 --seeds 1 --tail 5000 --out {t}/o", "above the batch"),
     ("sim-overprovision-below-1", f"{SIM} --pipeline oversample:0.8:group=6/4", "ratio must be finite and >= 1"),
     ("sim-overprovision-k-over-n", f"{SIM} --pipeline oversample:1.5:group=2/4", "need 1 <= K <= N"),
+    ("sim-route-below-1", f"{SIM} --pipeline oversample:1.5:route=0.5", "finite F >= 1"),
     ("sim-fast-async", f"{SIM} --engine fast --pipeline one-step-off", "one-step-off"),
     ("sim-engine", f"{SIM} --engine gpu", "'--engine'"),
     ("sim-scenario", "sim --scenario nosuch --out {t}/o", "nosuch"),
