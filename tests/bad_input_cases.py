@@ -43,7 +43,7 @@ OPTIONS = [
     ("sim-spec-alpha-neg", f"{SIM} --spec 4:-0.1", "alpha must be in [0, 1)"),
     ("sim-spec-tail", f"{SIM} --spec 4:0.5:tail=5000", "above the batch"),
     ("sim-spec-async", f"{SIM} --spec 4:0.5 --pipeline one-step-off", "sync pipelines only"),
-    ("sim-spec-kv", f"{SIM} --spec 4:0.5 --model qwen2.5-3b --gpu h100", "--spec: speculative decoding is not modelled with KV"),
+    ("sim-spec-held", f"{SIM} --spec 4:0.5 --dispatch shared", "--spec: speculative decoding is not modelled with a token budget"),
     ("sim-spec-syntax", f"{SIM} --spec 4", "expected K:ALPHA"),
     ("tail-study-spec-k0", "tail-study --steps 2 --seeds 1 --spec 0:0.5 --out {t}/o", "k must be an integer >= 1"),
     ("tail-study-tail-above-batch", "tail-study --steps 2 --seeds 1 --tail 5000 --out {t}/o", "above the batch"),
