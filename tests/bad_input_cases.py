@@ -50,6 +50,7 @@ OPTIONS = [
     ("sim-overprovision-below-1", f"{SIM} --pipeline oversample:0.8:group=6/4", "ratio must be finite and >= 1"),
     ("sim-overprovision-k-over-n", f"{SIM} --pipeline oversample:1.5:group=2/4", "need 1 <= K <= N"),
     ("sim-route-below-1", f"{SIM} --pipeline oversample:1.5:route=0.5", "finite F >= 1"),
+    ("sim-oversample-dataset", f"{SIM} --pipeline oversample:1.5 --dataset-size 64", "below the 96 prompts"),
     ("sim-fast-async", f"{SIM} --engine fast --pipeline one-step-off", "one-step-off"),
     ("sim-engine", f"{SIM} --engine gpu", "'--engine'"),
     ("sim-scenario", "sim --scenario nosuch --out {t}/o", "nosuch"),

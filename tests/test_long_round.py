@@ -69,6 +69,7 @@ def test_routing_only_seen_prompts_above_f_times_the_mean(seq, F, B, dataset_siz
                 assert e.prompt_id not in queued
             assert len(new) <= a
             assert lr.queue == queued + [e.prompt_id for e in new]
+        assert len(set(lr.queue)) == len(lr.queue)  # a prompt waits once
 
 
 def _run(spec: str, park: bool, dataset_size: int | None, seed: int):

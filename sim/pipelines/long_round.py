@@ -63,8 +63,10 @@ class LongRound:
     _count: int = 0
 
     def park(self, prompt_id: int) -> None:
-        """Queue a prompt the tail cut left unfinished (``--park``)."""
-        self.queue.append(int(prompt_id))
+        """Queue a prompt the tail cut left unfinished (``--park``), unless it is waiting
+        already (a recurring prompt cut twice runs once in the long round)."""
+        if int(prompt_id) not in self.queue:
+            self.queue.append(int(prompt_id))
 
     def observe(self, prompt_id: int, length: int) -> None:
         """A rollout of ``prompt_id`` finished with ``length`` response tokens."""
@@ -77,7 +79,13 @@ class LongRound:
     def next_ids(self, n_prompts: int, t: float) -> tuple[np.ndarray, int]:
         """``((n,) int64 prompt ids, n)`` of the next batch dispatched at time ``t``: the
         long round's first ``B`` prompts when ``B`` wait, else ``n_prompts`` from the
-        stream with the ones predicted long routed to the long round instead."""
+        stream with the ones predicted long routed to the long round instead. Raises
+        ValueError when ``n_prompts`` exceeds ``dataset_size`` (a prompt twice in a batch)."""
+        if self.dataset_size is not None and n_prompts > self.dataset_size:
+            raise ValueError(
+                f"--dataset-size {self.dataset_size} is below the {n_prompts} prompts a batch "
+                "dispatches (oversample:R launches ceil(R B))"
+            )
         if len(self.queue) >= self.B:
             head, self.queue = self.queue[: self.B], self.queue[self.B :]
             return np.array(head, dtype=np.int64), self.B
