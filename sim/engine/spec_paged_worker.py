@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rolloutlab.sim.engine.paged_worker import PagedWorker
 from rolloutlab.sim.engine.spec_paged_lane import spec_paged_lane
-from rolloutlab.sim.engine.spec_worker import _codes
+from rolloutlab.sim.engine.spec_worker import key_codes
 from rolloutlab.sim.engine.worker import Segment
 
 __all__ = ["SpecPagedWorker"]
@@ -35,7 +35,7 @@ class SpecPagedWorker(PagedWorker):
         self.waiting.clear()
         self.left.clear()
         lane = spec_paged_lane(
-            [r.L for r in reqs], [r.P for r in reqs], _codes([r.key for r in reqs]),
+            [r.L for r in reqs], [r.P for r in reqs], key_codes([r.key for r in reqs]),
             self.cost, cfg.max_num_seqs, cfg.kv_blocks, cfg.block_size, cfg.prefix_caching,
             spec, step=reqs[0].batch.step, worker=self.index,
         )  # fmt: skip
