@@ -158,8 +158,9 @@ def test_engine_refuses_what_it_cannot_do():
     spec = SpecDecode(k=2, alpha=0.5, tail_below=300)
     with pytest.raises(ValueError, match="above the batch"):
         EngineConfig(max_num_seqs=256, spec=spec)
-    with pytest.raises(ValueError, match="not modelled with KV blocks"):
-        EngineConfig(kv_blocks=1000, spec=SpecDecode(k=2, alpha=0.5))
+    with pytest.raises(ValueError, match="not modelled with a token budget"):
+        EngineConfig(kv_blocks=1000, max_num_batched_tokens=512, spec=SpecDecode(k=2, alpha=0.5))
+    assert EngineConfig(kv_blocks=1000, spec=SpecDecode(k=2, alpha=0.5)).paged  # paged lane
     with pytest.raises(ValueError, match="not modelled"):
         EngineConfig(dispatch="shared", spec=SpecDecode(k=2, alpha=0.5))
 

@@ -100,7 +100,7 @@ from rolloutlab.sim.trace.turns import write_turns
     help="Speculative decoding on every worker: draft length K, acceptance ALPHA per token; "
     "tail=N speculates only below N running sequences; draft=F drafter cost / target "
     "iteration; drift=D, refresh=R acceptance decay with steps x lr (docs/engine.md). "
-    "Synchronous pipelines, no KV cache model.",
+    "Synchronous pipelines; with the KV cache model too (no token budget).",
 )
 @click.option(
     "--seed",

@@ -55,8 +55,8 @@ class EngineConfig:
     unpaged engine and the fast path model): a cached prompt costs no prefill."""
     spec: SpecDecode | None = None
     """Speculative decoding on every worker (:mod:`sim.engine.spec_decode`); synchronous
-    pipelines on the slot engine or the fast path only (not with KV blocks, a token budget
-    or held dispatch)."""
+    pipelines only, on the slot engine, the fast path or with KV blocks
+    (:mod:`sim.engine.spec_paged_lane`); not with a token budget or held dispatch."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
@@ -77,11 +77,14 @@ class EngineConfig:
             )
 
         if self.spec is not None:
-            if self.paged or parse_dispatch(self.dispatch)[0] in HELD_DISPATCH:
+            if (
+                self.max_num_batched_tokens is not None
+                or parse_dispatch(self.dispatch)[0] in HELD_DISPATCH
+            ):
                 raise ValueError(
-                    "speculative decoding is not modelled with KV blocks, a token budget "
-                    "or shared/deferred dispatch (use the slot engine: no --model KV cache, "
-                    "--dispatch group|round_robin|least_loaded)"
+                    "speculative decoding is not modelled with a token budget "
+                    "(max_num_batched_tokens) or shared/deferred dispatch "
+                    "(--dispatch group|round_robin|least_loaded)"
                 )
             self.spec.check_batch(self.max_num_seqs)
 

@@ -20,6 +20,7 @@ from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, HeldQueue, parse_dispa
 from rolloutlab.sim.engine.paged_worker import PagedWorker
 from rolloutlab.sim.engine.schedule import assign_workers
 from rolloutlab.sim.engine.slot_worker import Worker
+from rolloutlab.sim.engine.spec_paged_worker import SpecPagedWorker
 from rolloutlab.sim.engine.spec_worker import SpecWorker
 from rolloutlab.sim.engine.worker import EngineWorker
 from rolloutlab.sim.models.cost import LinearCost
@@ -35,7 +36,11 @@ class Engine:
 
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
-        worker_cls = PagedWorker if config.paged else SpecWorker if config.spec else Worker
+        worker_cls: type[EngineWorker]
+        if config.spec is not None:
+            worker_cls = SpecPagedWorker if config.paged else SpecWorker
+        else:
+            worker_cls = PagedWorker if config.paged else Worker
         self.workers: list[EngineWorker] = [
             worker_cls(env, w, cost, config) for w in range(config.n_workers)
         ]

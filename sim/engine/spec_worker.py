@@ -14,7 +14,7 @@ from rolloutlab.sim.engine.slot_worker import Worker
 from rolloutlab.sim.engine.spec_lane import spec_lane
 from rolloutlab.sim.engine.worker import Segment
 
-__all__ = ["SpecWorker"]
+__all__ = ["SpecWorker", "key_codes"]
 
 
 class SpecWorker(Worker):
@@ -37,7 +37,7 @@ class SpecWorker(Worker):
         P = np.concatenate([b.prompt_tokens[i] for b, i in chunks])
         keys = [(id(b), b.keys_[j]) for b, i in chunks for j in i]
         lane = spec_lane(
-            L, P, _codes(keys), self.cost,
+            L, P, key_codes(keys), self.cost,
             self.config.max_num_seqs, self.config.prefix_caching, spec,
             step=chunks[0][0].step, worker=self.index,
         )  # fmt: skip
@@ -53,7 +53,8 @@ class SpecWorker(Worker):
         yield from self._hold_until(now + float(lane.t_finish.max()), finished)
 
 
-def _codes(keys: list) -> np.ndarray:
-    """(n,) integer code of each hashable key (equal keys, equal codes)."""
+def key_codes(keys: list) -> np.ndarray:
+    """(n,) int64 code of each hashable key in ``keys`` (equal keys, equal codes; first
+    seen, smallest code): the prompt keys the speculative lanes take."""
     seen: dict = {}
     return np.array([seen.setdefault(k, len(seen)) for k in keys], dtype=np.int64)

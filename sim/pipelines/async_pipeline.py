@@ -66,6 +66,7 @@ from rolloutlab.sim.pipelines.async_ledger import (
 )
 from rolloutlab.sim.pipelines.async_rows import group_rows, reward_columns
 from rolloutlab.sim.pipelines.groupover import extra_rows, kept_index, trim
+from rolloutlab.sim.pipelines.long_round import LongRound
 from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
 from rolloutlab.sim.pipelines.rollout_versions import VersionClock, record_progress
 from rolloutlab.sim.pipelines.segments import abort_requests
@@ -131,7 +132,7 @@ class PipelineSimulation:
         self.ready: deque[GroupState] = deque()
         self.ready_evt = self.env.event()
         self.changed = self.env.event()
-        self.next_prompt = 0
+        self.long = LongRound(cfg.prompts, pipeline.route, cfg.dataset_size)  # --park, route=F
         self.columns: list[dict[str, np.ndarray]] = []
         self.steps: list[dict] = []
         self.ledger = Ledger()
@@ -154,7 +155,6 @@ class PipelineSimulation:
         )
         self.ledger.admission = self.admission
         self.filtered_now: list[GroupState] = []  # groups the current step filtered
-        self.parked: list[int] = []  # --park: prompts cut unfinished, to re-run B at a time
         self.holding = False  # a drain sync holds new submissions (sim.pipelines.weight_sync)
         self.resumer = Resumer()  # rollouts to launch again (abort sync, chunks)
         self.mt = MultiTurnRun(self.env, self.engine, scenario) if scenario.multi_turn else None
@@ -180,7 +180,7 @@ class PipelineSimulation:
         )
         steps = pl.DataFrame(self.steps, schema=STEP_SCHEMA)
         if self.pc.n_prompts_factor > 1 or self.pc.trims:  # what the tail cut took
-            steps = with_cut_columns(steps, rollouts)
+            steps = self.long.annotate(with_cut_columns(steps, rollouts))
         return rollouts, steps, self.ledger
 
     # --- generator side ---------------------------------------------------------------
@@ -216,12 +216,7 @@ class PipelineSimulation:
                 self.admission.start(n_prompts, self.v_gen)
             else:
                 n_prompts = n_fixed
-            if len(self.parked) >= B:  # --park: a long-tail batch of parked prompts
-                prompt_ids, n_prompts = np.array(self.parked[:B], dtype=np.int64), B
-                del self.parked[:B]
-            else:
-                prompt_ids = self.next_prompt + np.arange(n_prompts)
-                self.next_prompt += n_prompts
+            prompt_ids, n_prompts = self.long.next_ids(n_prompts, self.env.now)  # long round?
             G = propose_step(self.ctl, prompt_ids)
             if G < 1:
                 raise ValueError(f"controller {self.ctl.name} proposed G={G} for batch {j}")
@@ -252,6 +247,7 @@ class PipelineSimulation:
         info.v_last[i] = self.v_gen
         group = info.groups[i // info.G]
         group.n_done += 1
+        self.long.observe(group.prompt_id, batch.resp_[i])
         if group.trimmed and len(group.kept) < group.keep:
             group.kept.append(i)
         if group.status == "running" and group.n_done == group.keep:
@@ -462,5 +458,5 @@ class PipelineSimulation:
                     if g.status == "ready":
                         self.ready.remove(g)
                     elif self.pc.park:
-                        self.parked.append(g.prompt_id)
+                        self.long.park(g.prompt_id)
                     self._discard(g, "aborted", t)

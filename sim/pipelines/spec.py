@@ -20,7 +20,8 @@ Options (``kind:arg:name=value:...``, :func:`parse_pipeline`): every kind takes
 ``inflight``, what the pipelines always did); ``partial:S`` takes ``chunk=TOKENS``;
 ``oversample:R`` takes ``group=N/K`` (RollPacker's tail batching: prompts and responses
 over-provisioned in one step, the slowest of both cut; with ``--park`` the cut prompts are
-re-queued to a long round, else dropped);
+re-queued to a long round, else dropped) and ``route=F`` (prompts predicted long routed to
+the long round before they run, :mod:`sim.pipelines.long_round`);
 ``async:S`` takes ``queue=N``, ``full=block|drop_oldest``, ``threshold=F``,
 ``sync_every=K`` and ``concurrency=N`` (:mod:`sim.pipelines.async_stream`, verl fully-async names
 in docs/pipelines.md).
@@ -102,6 +103,10 @@ class PipelineConfig:
     """RollPacker-style parking (``oversample:R`` only): prompts left unfinished when the
     learner has its B groups are aborted and re-dispatched together, B at a time, as a
     later long-tail batch, instead of being lost."""
+    route: float | None = None
+    """``oversample:R`` only, ``F >= 1``: a prompt whose earlier rollouts averaged more
+    than ``F`` times the mean length of every rollout seen so far is routed to the long
+    round instead of its regular batch (:mod:`sim.pipelines.long_round`); ``None``: off."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -131,6 +136,12 @@ class PipelineConfig:
             raise ValueError(
                 f"--park: pipeline {self._spec} leaves no unfinished prompts to park; "
                 "parking needs oversample:R"
+            )
+        if self.route is not None and not (
+            self.kind == "oversample" and 1.0 <= self.route < math.inf
+        ):
+            raise ValueError(
+                f"pipeline {self.kind}: route=F needs oversample:R and a finite F >= 1"
             )
         if self.placement not in PLACEMENTS:
             raise ValueError(
@@ -278,6 +289,7 @@ _OPTIONS = {
     "threshold": "threshold",
     "sync_every": "sync_steps",
     "concurrency": "concurrency",
+    "route": "route",
 }
 """Spec option name -> :class:`PipelineConfig` field."""
 _INT_OPTIONS = ("chunk", "queue", "sync_every", "concurrency")
@@ -306,11 +318,11 @@ def _parse_options(parts: list[str]) -> dict:
             if not value.lstrip("-").isdigit():
                 raise ValueError(f"option {name} must be an integer, got {value!r}")
             out[field] = int(value)
-        elif name == "threshold":
+        elif name in ("threshold", "route"):
             try:
                 out[field] = float(value)
             except ValueError:
-                raise ValueError(f"option threshold must be a number, got {value!r}") from None
+                raise ValueError(f"option {name} must be a number, got {value!r}") from None
         else:
             out[field] = value
     return out
