@@ -224,7 +224,7 @@ def simulate_counts(
     :meth:`LearningModel.apply_signal` on the trained groups' signals ``k/G (1 - k/G)`` =
     :func:`sim.models.learning.group_signal` of k ones; with ``dynamic_sampling`` only the
     informative groups, over their count). G, lr, B: (T,). Returns the (B[t],) counts."""
-    model = LearningModel(params)
+    model = LearningModel(params, seed=int(rng.integers(2**31)) if params.b_noise > 0 else 0)
     counts = []
     for t in range(len(G)):
         k = rng.binomial(int(G[t]), model.current(rng.beta(a, b, int(B[t]))))
@@ -232,7 +232,7 @@ def simulate_counts(
         sig = (k / G[t]) * (1 - k / G[t])
         if dynamic_sampling:
             sig = sig[sig > 0]
-        model.apply_signal(sig, float(lr[t]), None, t, max(sig.size, 1))
+        model.apply_signal(sig, float(lr[t]), None, t, max(sig.size, 1), np.full(sig.size, G[t]))
     return counts
 
 
