@@ -23,8 +23,10 @@ import math
 
 import numpy as np
 from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
-from rolloutlab.calibration.fits.learning_fit import _pmf, fit_learning, shift
+from rolloutlab.calibration.fits.learning_fit import MODELS, _pmf, shift
+from rolloutlab.calibration.fits.passrate_fit import fit_beta_binomial
 from rolloutlab.calibration.readers.run_curve import RunCurve
+from rolloutlab.sim.models.learning import LearningParams
 from rolloutlab.sim.models.learning_noise import efficiency, step_signal
 from scipy import optimize, special
 
@@ -35,6 +37,19 @@ def settings(curves: list[RunCurve]) -> list[tuple[int, int]]:
     for c in curves:
         out.add((int(np.median(c.G)), int(np.median([k.size for k in c.counts]))))
     return sorted(out)
+
+
+def require_settings(curves: list[RunCurve]) -> list[tuple[int, int]]:
+    """:func:`settings`, or ValueError (one line naming the setting) when fewer than two."""
+    found = settings(curves)
+    if len(found) < 2:
+        G, B = found[0]
+        raise ValueError(
+            f"the noise law needs runs at two or more (G, B) settings to separate kappa from "
+            f"b_noise; got one (G={G}, B={B}): add runs at another G or B, or fit the "
+            "mean-field law (--mean-field)"
+        )
+    return found
 
 
 def replay_terms(curve: RunCurve, lr_ref: float, advantage: str) -> tuple[np.ndarray, np.ndarray]:
@@ -91,44 +106,53 @@ def fit_noise_law(
 ) -> dict:
     """Fit ``(a, b, kappa, b_noise[, theta_max])`` on runs at >= 2 (G, B) settings (module
     docstring). Returns the ``learning`` block without provenance (LearningParams fields,
-    ``b_noise`` in informative samples, plus ``fit``). Started from the mean-field fit
-    (:func:`calibration.fits.learning_fit.fit_learning`, b_noise = 0) over a few b_noise.
+    ``b_noise`` in informative samples, plus ``fit``). Started from the mean-field optimum
+    (b_noise ~ 0, itself from the beta-binomial fit of the first ``init_steps`` steps),
+    moved along its ridge ``kappa / (1 + b_noise / n)`` to two b_noise; no standard errors
+    (the observed information costs minutes here; the seed spread is the check).
 
     Raises ValueError (one line) when the runs hold fewer than two settings, naming it.
     """
-    found = settings(curves)
-    if len(found) < 2:
-        G, B = found[0]
-        raise ValueError(
-            f"the noise law needs runs at two or more (G, B) settings to separate kappa from "
-            f"b_noise; got one (G={G}, B={B}): add runs at another G or B, or fit the "
-            "mean-field law (--mean-field)"
-        )
-    base = fit_learning(curves, init_steps, model)
-    lr_ref = float(base["lr_ref"])
-    a, b = (float(v) for v in base["fit"]["init_pass_rate"]["spec"][5:].split(","))
+    found = require_settings(curves)
+    if model not in MODELS:
+        raise ValueError(f"learning model: expected one of {MODELS}, got {model!r}")
+    first = [(k, g) for c in curves for k, g in zip(c.counts[:init_steps], c.G[:init_steps])]
+    init = fit_beta_binomial(
+        np.concatenate([k for k, _ in first]),
+        np.concatenate([np.full(k.size, g) for k, g in first]),
+    )
+    lr_ref = float(np.median(np.concatenate([c.lr for c in curves])))
     data = _data(curves, lr_ref, advantage)
+    cap = [math.log(3.0)] if model == "saturating" else []
+    tiny = math.log(1e-9)  # b_noise ~ 0: the mean-field law
 
-    def f(x):
-        return _nll(np.asarray(x, float), data)
+    def mean_field(x):
+        return _nll(np.r_[x[:3], tiny, x[3:]], data)
 
-    cap = [] if base["theta_max"] is None else [math.log(base["theta_max"])]
-    starts = []
-    for bn in (1.0, 10.0, 100.0, 1000.0):  # the mean-field kappa is kappa / (1 + b_noise / n)
-        n_mean = float(np.mean([np.mean(d[1][d[1] > 0]) for d in data]))
-        k0 = float(base["kappa"]) * (1 + bn / max(n_mean, 1.0))
-        starts.append([math.log(a), math.log(b), math.log(k0), math.log(bn), *cap])
+    mf = optimize.minimize(
+        mean_field, np.array([math.log(init["alpha"]), math.log(init["beta"]), 0.0, *cap]),
+        method="L-BFGS-B",
+    )  # fmt: skip
+    n_mean = float(np.mean([np.mean(d[1][d[1] > 0]) for d in data if np.any(d[1] > 0)]))
+    starts = [  # the mean-field gain is kappa / (1 + b_noise / n): start on that ridge
+        np.r_[mf.x[:2], mf.x[2] + math.log1p(bn / max(n_mean, 1.0)), math.log(bn), mf.x[3:]]
+        for bn in (10.0, 300.0)
+    ]
     best = min(
-        (optimize.minimize(f, np.asarray(s), method="L-BFGS-B") for s in starts),
+        (optimize.minimize(lambda x: _nll(x, data), s0, method="L-BFGS-B") for s0 in starts),
         key=lambda r: r.fun,
     )
+    if best.fun > mf.fun:  # the noise law nests the mean-field one
+        best = optimize.OptimizeResult(x=np.r_[mf.x[:3], tiny, mf.x[3:]], fun=mf.fun,
+                                       success=mf.success)  # fmt: skip
     a, b, kappa, b_noise = (float(v) for v in np.exp(best.x[:4]))
     theta_max = float(np.exp(best.x[4])) if cap else None
+    b_noise = b_noise if b_noise > 1e-6 else 0.0
     return {
         "kappa": kappa,
         "lr_ref": lr_ref,
-        "eta_ref": base["eta_ref"],
-        "reversal": base["reversal"],
+        "eta_ref": LearningParams.eta_ref,
+        "reversal": LearningParams.reversal,
         "theta_max": theta_max,
         "b_noise": b_noise,
         "advantage": advantage,
@@ -139,12 +163,13 @@ def fit_noise_law(
             + ") on every group's count of every run; theta = shift of the replayed drive "
             "times 1 / (1 + b_noise / n)",
             "loglik": -float(best.fun),
-            "loglik_mean_field": float(base["fit"]["loglik"]),
+            "loglik_mean_field": -float(mf.fun),
             "converged": bool(best.success),
             "init_pass_rate": {"spec": f"beta:{a:.4g},{b:.4g}", "mean": a / (a + b)},
             "settings": [{"G": G, "B": B} for G, B in found],
             "runs": len(curves),
-            "mean_field_kappa": float(base["kappa"]),
+            "mean_field_kappa": float(np.exp(mf.x[2])),
+            "steps": [len(c.G) for c in curves],
             "dynamic_sampling": curves[0].dynamic_sampling,
         },
     }
