@@ -9,11 +9,11 @@ rewards differ; a homogeneous group has zero advantage and adds nothing), so
     E[D] = mu / (1 + b_noise / n)                              D = 0 when n = 0
 
 - ``1 / (1 + b_noise / n)``: the critical-batch structure of McCandlish et al. 2018 ("An
-  Empirical Model of Large-Batch Training", §2.2, eq. 2.8-2.11): a step of batch ``B``
+  Empirical Model of Large-Batch Training", docs/PAPERS.md §3): a step of batch ``B``
   gains ``dL_max / (1 + B_noise / B)``, so the steps to a target are
   ``S = S_min (1 + B_noise / B)``. ``b_noise`` is B_noise counted in informative samples.
 - ``sqrt(b_noise / n) z``: the same noise scale read as the ratio of the per-sample
-  gradient variance along the signal to the squared signal (their ``B_simple``, §2.3,
+  gradient variance along the signal to the squared signal (their "simple" noise scale,
   restricted to the one direction this model has): a mean of ``n`` samples has relative
   sd ``sqrt(b_noise / n)`` (**modelling choice**: one constant for both terms).
 - ``b_noise = 0`` or ``n -> inf`` gives ``D = mu``: the mean-field law exactly.
