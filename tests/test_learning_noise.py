@@ -8,6 +8,7 @@ from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.learning_noise import (
     efficiency,
     expected_group_signal,
+    noise_multiplier,
     noisy_drive,
     step_signal,
 )
@@ -34,7 +35,8 @@ def test_large_batch_limit_reproduces_the_mean_field_step():
     mf = _step(LearningParams(kappa=2.0), big, B=8 * 4000)
     d = [_step(p, big, seed=s, B=8 * 4000) for s in range(5)]
     assert np.allclose(d, mf, rtol=0.15)  # relative sd sqrt(50 / 24000) = 0.05
-    assert noisy_drive(mf, 1e14, 50.0, 2.0) == pytest.approx(mf, rel=1e-5)
+    x = noise_multiplier(np.random.default_rng(0), np.full(1000, 1e12), 50.0)
+    assert noisy_drive(mf, 1e12, 50.0, x) == pytest.approx(np.full(1000, mf), rel=1e-3)
     # small batch, same b_noise: expected share n / (n + b_noise) = 8 / 58, and noisy
     small = [_step(p, GROUPS, seed=s) for s in range(400)]
     assert np.mean(small) == pytest.approx(2.0 * 0.4375 / 8 * 8 / 58, rel=0.25)
@@ -53,6 +55,12 @@ def test_zero_informative_samples_give_zero_progress():
     assert noisy_drive(1.0, 0.0, 10.0, 3.0) == 0.0
 
 
+def test_noise_multiplier_has_mean_one_and_the_stated_spread():
+    x = noise_multiplier(np.random.default_rng(1), np.full(40000, 25.0), 100.0)
+    assert x.min() >= 0
+    assert x.mean() == pytest.approx(1.0, abs=0.02) and x.std() == pytest.approx(2.0, rel=0.03)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     mu=st.floats(0.0, 5.0),
@@ -61,8 +69,8 @@ def test_zero_informative_samples_give_zero_progress():
     b_noise=st.floats(0.0, 1e4),
 )
 def test_more_informative_samples_never_slow_expected_progress(mu, n, extra, b_noise):
-    # E[D] = noisy_drive at z = 0 (z has mean 0 and enters linearly)
-    assert noisy_drive(mu, n + extra, b_noise, 0.0) >= noisy_drive(mu, n, b_noise, 0.0) - 1e-12
+    # E[D] = noisy_drive at x = 1 (x has mean 1 and enters linearly)
+    assert noisy_drive(mu, n + extra, b_noise, 1.0) >= noisy_drive(mu, n, b_noise, 1.0) - 1e-12
     assert 0.0 <= efficiency(n, b_noise) <= 1.0
 
 
@@ -78,7 +86,7 @@ def test_adding_an_informative_group_never_lowers_expected_progress(k, k_new, b_
 
     def expected(v):
         mu = step_signal(v, "std").sum() / 8
-        return float(noisy_drive(mu, 4 * (v > 0).sum(), b_noise, 0.0))
+        return float(noisy_drive(mu, 4 * (v > 0).sum(), b_noise, 1.0))
 
     assert expected(more) >= expected(var) - 1e-12
 

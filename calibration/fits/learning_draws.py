@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
-from rolloutlab.sim.models.learning_noise import noisy_drive, step_signal
+from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
 from scipy import special
 
 
@@ -37,7 +37,7 @@ def draw_rewards(
     these lr (horizon or on-policy boundary of :class:`LearningModel`)."""
     probe = LearningModel(params)  # collapse depends on lr and steps only, not the signal
     for t, v in enumerate(lr):
-        probe.apply_signal(np.zeros(1), float(v), None, t, 1)
+        probe.apply_signal(np.zeros(1), float(v), None, t, 1, np.ones(1))
     if probe.collapsed:
         raise ValueError(f"the learning model collapses at step {probe.t_collapse}: not drawn")
     T = len(G)
@@ -52,8 +52,10 @@ def draw_rewards(
         var = (k / g) * (1 - k / g)
         kept = np.maximum((var > 0).sum(axis=1), 1) if dynamic_sampling else n
         drive = gain[t] * step_signal(var, params.advantage).sum(axis=1) / kept
-        if params.b_noise > 0:  # noise term (sim.models.learning_noise), one z per draw
+        if params.b_noise > 0:  # noise term (sim.models.learning_noise), one draw each
             n_inf = g * (var > 0).sum(axis=1)
-            drive = noisy_drive(drive, n_inf, params.b_noise, rng.standard_normal(draws))
+            drive = noisy_drive(
+                drive, n_inf, params.b_noise, noise_multiplier(rng, n_inf, params.b_noise)
+            )
         theta = saturating_shift(theta, drive, params.theta_max)
     return out

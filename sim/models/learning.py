@@ -38,6 +38,7 @@ import polars as pl
 from rolloutlab.sim.models.learning_noise import (
     ADVANTAGES,
     informative_samples,
+    noise_multiplier,
     noisy_drive,
     step_signal,
 )
@@ -66,7 +67,7 @@ class LearningParams:
     "saturating shift"). ``inf`` (the default) is the linear model ``theta += D``."""
     b_noise: float = 0.0
     """Gradient-noise scale (informative samples, i.e. responses of non-homogeneous
-    groups): a step's drive is ``D (1 + sqrt(b_noise / n) z) / (1 + b_noise / n)`` for
+    groups): a step's drive is ``D X / (1 + b_noise / n)``, ``E X = 1``, ``sd X = sqrt(b_noise / n)``, for
     ``n`` informative samples (:mod:`sim.models.learning_noise`, McCandlish et al. 2018).
     0 (the default, and every block written before the noise term) is the mean-field law."""
     advantage: str = "mean"
@@ -243,8 +244,10 @@ class LearningModel:
         g = step_signal(sig, self.params.advantage)
         d = self.params.kappa * (lr / self.params.lr_ref) * float((g * f).sum()) / batch_size
         if noisy:  # the mean-field law is the b_noise = 0 limit: its arithmetic is untouched
-            z = np.random.default_rng([self.seed, NOISE_STREAM, self.updates]).standard_normal()
-            d = float(noisy_drive(d, informative_samples(sig, samples), self.params.b_noise, z))
+            rng = np.random.default_rng([self.seed, NOISE_STREAM, self.updates])
+            n_inf = informative_samples(sig, samples)
+            x = noise_multiplier(rng, n_inf, self.params.b_noise)
+            d = float(noisy_drive(d, n_inf, self.params.b_noise, x))
         self.updates += 1
         if math.isfinite(self.params.theta_max):  # the linear model's arithmetic stays as it was
             d = float(saturating_shift(self.theta, d, self.params.theta_max)) - self.theta

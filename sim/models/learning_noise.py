@@ -5,17 +5,19 @@ A step's drive along the logit shift, at infinite batch, is the mean-field law's
 update estimates the gradient from ``n`` informative samples (responses of groups whose
 rewards differ; a homogeneous group has zero advantage and adds nothing), so
 
-    D = mu (1 + sqrt(b_noise / n) z) / (1 + b_noise / n),      z ~ N(0, 1)
-    E[D] = mu / (1 + b_noise / n)                              D = 0 when n = 0
+    D = mu X / (1 + b_noise / n),     X ~ Gamma(shape n / b_noise, scale b_noise / n)
+    E[X] = 1, sd X = sqrt(b_noise / n),  E[D] = mu / (1 + b_noise / n),  D = 0 when n = 0
 
 - ``1 / (1 + b_noise / n)``: the critical-batch structure of McCandlish et al. 2018 ("An
   Empirical Model of Large-Batch Training", docs/PAPERS.md §3): a step of batch ``B``
   gains ``dL_max / (1 + B_noise / B)``, so the steps to a target are
   ``S = S_min (1 + B_noise / B)``. ``b_noise`` is B_noise counted in informative samples.
-- ``sqrt(b_noise / n) z``: the same noise scale read as the ratio of the per-sample
-  gradient variance along the signal to the squared signal (their "simple" noise scale,
-  restricted to the one direction this model has): a mean of ``n`` samples has relative
-  sd ``sqrt(b_noise / n)`` (**modelling choice**: one constant for both terms).
+- ``X``: the same noise scale read as the ratio of the per-sample gradient variance along
+  the signal to the squared signal (their "simple" noise scale, restricted to the one
+  direction this model has): a mean of ``n`` samples has relative sd
+  ``sqrt(b_noise / n)`` (**modelling choice**: one constant for both terms). Gamma, not
+  normal (**modelling choice**): a step never moves backwards, so the saturating shift
+  (whose backward steps grow exponentially) stays finite; its mean and sd are the normal's.
 - ``b_noise = 0`` or ``n -> inf`` gives ``D = mu``: the mean-field law exactly.
 
 ``g_i``: the group's signal along the shift. With Bernoulli rewards the score of a response
@@ -65,15 +67,20 @@ def efficiency(n, b_noise: float) -> np.ndarray:
         return np.where(n > 0, n / (n + b_noise), 0.0)
 
 
-def noisy_drive(mu, n, b_noise: float, z):
-    """The step's drive ``mu (1 + sqrt(b_noise / n) z) / (1 + b_noise / n)`` (module
-    docstring; 0 where n = 0). ``mu`` (logit units), ``n`` (samples), ``z`` standard
-    normal draws; broadcasts. Raises ValueError as :func:`efficiency`."""
-    eff = efficiency(n, b_noise)
+def noisy_drive(mu, n, b_noise: float, x):
+    """The step's drive ``mu x / (1 + b_noise / n)`` (module docstring; 0 where n = 0).
+    ``mu`` (logit units), ``n`` (samples), ``x`` draws of :func:`noise_multiplier` (1 = the
+    expectation); broadcasts. Raises ValueError as :func:`efficiency`."""
+    return np.asarray(mu, float) * np.asarray(x, float) * efficiency(n, b_noise)
+
+
+def noise_multiplier(rng: np.random.Generator, n, b_noise: float) -> np.ndarray:
+    """Draws (shape of ``n``) of ``X ~ Gamma(n / b_noise, b_noise / n)``: mean 1, sd
+    ``sqrt(b_noise / n)``; 1 where ``n = 0`` or ``b_noise = 0``."""
     n = np.asarray(n, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(n > 0, np.sqrt(b_noise / np.where(n > 0, n, 1.0)), 0.0)
-    return np.asarray(mu, float) * (1 + rel * np.asarray(z, float)) * eff
+    live = (n > 0) & (b_noise > 0)
+    shape = np.where(live, n / max(b_noise, 1e-300), 1.0)
+    return np.where(live, rng.gamma(shape, 1 / shape), 1.0)
 
 
 def expected_group_signal(p, G: int, advantage: str = "mean") -> np.ndarray:
