@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -101,8 +102,12 @@ class LearningParams:
         if "kappa" not in d:
             raise ValueError("learning block: missing field 'kappa'")
         names = set(cls.__dataclass_fields__)
-        kw = {k: v for k, v in d.items() if k in names and v is not None}
-        return cls(**{k: v if k == "advantage" else float(v) for k, v in kw.items()})
+        kw: dict[str, Any] = {
+            k: str(v) if k == "advantage" else float(v)
+            for k, v in d.items()
+            if k in names and v is not None
+        }
+        return cls(**kw)
 
 
 def group_signal(rewards) -> float:
