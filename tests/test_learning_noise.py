@@ -123,3 +123,21 @@ def test_noise_needs_group_sizes_and_resumes():
     again = LearningModel(LearningParams(kappa=1.0, b_noise=5.0), seed=3)
     again.load_state_dict(state)
     assert again.update(GROUPS, 1e-6, None, 1, 8) == nxt
+
+
+def test_simulator_tracker_draws_noise_per_seed_and_per_mini_batch():
+    from rolloutlab.sim.models.rewards import RewardTracker, reward_config
+
+    cfg = reward_config("beta:1,1", None, {"kappa": 2.0, "b_noise": 16.0})
+    groups = GROUPS[:2] * 4  # 8 groups, both informative
+
+    def shift(seed, K):
+        return RewardTracker(cfg, seed=seed, lr=1e-6, batch_size=8, updates=K).learn(groups, 0)
+
+    assert shift(1, 1) == shift(1, 1) and shift(1, 1) != shift(2, 1)
+    tracker = RewardTracker(cfg, seed=1, lr=1e-6, batch_size=8, updates=2)
+    tracker.learn(groups, 0)
+    assert tracker.model.updates == 2  # one noise draw per mini-batch update
+    old = reward_config("beta:1,1", None, {"kappa": 2.0})  # a pre-noise block: no spread
+    a = RewardTracker(old, seed=1, lr=1e-6, batch_size=8).learn(groups, 0)
+    assert a == RewardTracker(old, seed=2, lr=1e-6, batch_size=8).learn(groups, 0)
