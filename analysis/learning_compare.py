@@ -46,6 +46,7 @@ from rolloutlab.analysis.real_progress import load_runs
 from rolloutlab.analysis.run_input import CLOCKS, cpu_phases
 from rolloutlab.calibration.fits.learning_draws import draw_rewards
 from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
+from rolloutlab.calibration.fits.learning_noise_fit import fit_noise_law, settings
 from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
 from rolloutlab.sim.models.learning import LearningParams, time_to_target
 from rolloutlab.sim.trace import schema as trace
@@ -91,6 +92,21 @@ def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
     return float(steps["sync_time"].mean()) + max(between, 0.0), c1
 
 
+def pooled_cost(steps: list[pl.DataFrame], curves: list[RunCurve]) -> tuple[float, float]:
+    """``(c0, c1)`` over several fit runs: the mean of their :func:`cost_model`; when the
+    runs' steps hold two or more rollout counts B G, ``c1`` and a generation + training
+    intercept (added to ``c0``) are the least-squares line of the per-step busy time on the
+    rollouts (a per-step intercept is identified only across rollout counts)."""
+    costs = [cost_model(s, c) for s, c in zip(steps, curves, strict=True)]
+    c0, c1 = float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs]))
+    x = np.concatenate([[k.size * g for k, g in zip(c.counts, c.G, strict=True)] for c in curves])
+    if np.unique(x).size < 2:
+        return c0, c1
+    y = np.concatenate([(s["gen_time"] + s["train_time"]).to_numpy() for s in steps])
+    slope, intercept = np.polyfit(x.astype(float), y, 1)
+    return c0 + max(float(intercept), 0.0), float(slope)
+
+
 def _beta(fit: dict) -> tuple[float, float]:
     a, b = fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(",")
     return float(a), float(b)
@@ -104,7 +120,9 @@ def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFra
     """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
     settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure)."""
     p = _params(fit)
-    reward = mean_field_curve(p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max)
+    reward = mean_field_curve(
+        p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max, p.b_noise, p.advantage
+    )
     return pl.DataFrame(
         {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}
     )
@@ -165,7 +183,9 @@ def compare_learning(
 
     ``fit_dir``: one run, or several (seeds of one setting) fitted jointly
     (:func:`calibration.fits.learning_fit.fit_learning`), the cost model then the mean of
-    theirs.
+    theirs; runs at two or more (G, B) settings fit the noise law instead
+    (:func:`calibration.fits.learning_noise_fit.fit_noise_law`, std advantage as the real
+    learner normalises by the group std).
 
     ``model``: the learning model's shape (:data:`calibration.fits.learning_fit.MODELS`);
     ``draws``, ``seed``: the runs drawn per prediction (the same seed for every run:
@@ -185,9 +205,11 @@ def compare_learning(
     fit_curves = [read_run(d) for d in fit_dirs]
     if clock not in CLOCKS:
         raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
-    fit = fit_learning(fit_curves, model=model)
-    costs = [cost_model(_steps(d, clock), c) for d, c in zip(fit_dirs, fit_curves, strict=True)]
-    cost = (float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs])))
+    if len(settings(fit_curves)) >= 2:  # the noise law (b_noise) needs >= 2 (G, B) settings
+        fit = fit_noise_law(fit_curves, model=model, advantage="std")
+    else:
+        fit = fit_learning(fit_curves, model=model)
+    cost = pooled_cost([_steps(d, clock) for d in fit_dirs], fit_curves)
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     rows, curves = [], {}
     controllers = runs["controller"].to_list()[len(fit_dirs) :]

@@ -22,6 +22,7 @@ from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.models.learning import LearningParams, saturating_shift
+from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
 from rolloutlab.sim.trace import schema as trace
 from scipy import special
 
@@ -75,7 +76,17 @@ def resimulate(
                          step_time_s=cost[0] + gen, prompt_ids=ids)  # fmt: skip
             sig = (k / G) * (1 - k / G)
             kept = max(int((sig > 0).sum()), 1) if curve.dynamic_sampling else n
-            drive = params.kappa * curve.lr[t] / params.lr_ref * sig.sum() / kept
+            drive = (
+                params.kappa
+                * curve.lr[t]
+                / params.lr_ref
+                * step_signal(sig, params.advantage).sum()
+                / kept
+            )
+            if params.b_noise > 0:  # the noise term (sim.models.learning_noise)
+                n_inf = G * (sig > 0).sum()
+                x = noise_multiplier(rng, n_inf, params.b_noise)
+                drive = float(noisy_drive(drive, n_inf, params.b_noise, x))
             theta = float(saturating_shift(theta, drive, params.theta_max))
             t_now += cost[0] + gen
             reward[d, t], clock[d, t], Gs[d, t] = k.sum() / (n * G), t_now, G

@@ -76,7 +76,8 @@ def test_cli_learning(tmp_path):
     curve = simulate_curve(1.0, 1.0, 1.0, G=4, B=8, T=10, lr=3e-4, seed=0)
     _write_run(tmp_path / "run", curve)
     out = tmp_path / "l.json"
-    args = ["calibrate", "learning", "--real", str(tmp_path / "run"), "--out", str(out)]
+    args = ["calibrate", "learning", "--real", str(tmp_path / "run"), "--out", str(out),
+            "--mean-field"]  # fmt: skip
     r = CliRunner().invoke(main, [*args, "--as-lr-ref", "1e-6"])
     assert r.exit_code == 0, r.output
     block = json.loads(out.read_text())["learning"]
@@ -85,7 +86,8 @@ def test_cli_learning(tmp_path):
     assert block["theta_max"] is None and block["fit"]["model"] == "linear"
     out3 = tmp_path / "l3.json"
     r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "run"),
-                                  "--out", str(out3), "--learning-model", "saturating"])  # fmt: skip
+                                  "--out", str(out3), "--learning-model", "saturating",
+                                  "--mean-field"])  # fmt: skip
     assert r.exit_code == 0, r.output
     sat = json.loads(out3.read_text())["learning"]
     assert sat["fit"]["model"] == "saturating" and sat["theta_max"] > 0

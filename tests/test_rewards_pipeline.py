@@ -112,7 +112,7 @@ class _StandIn:
 
     calls: list = []
 
-    def __init__(self, params, staleness=None):
+    def __init__(self, params, staleness=None, seed=0):
         self.params, self.theta = params, 0.0
 
     def current(self, p0):

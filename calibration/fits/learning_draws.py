@@ -5,8 +5,9 @@ docs/real_task.md).
 
 Each draw is :func:`calibration.fits.learning_fit.simulate_counts` (fresh prompts, binomial
 counts, the model updated with the drawn groups' signals), vectorised over draws: per
-step the drive ``kappa (lr / lr_ref) sum_i s_i / n`` (``s_i = k_i/G (1 - k_i/G)``, n = B,
-or the informative count with dynamic sampling) moves every draw's theta through
+step the drive ``kappa (lr / lr_ref) sum_i g_i / n`` (``g_i`` = ``s_i = k_i/G (1 - k_i/G)``,
+or ``sqrt(s_i)`` for the std advantage; n = B, or the informative count with dynamic
+sampling), with the noise term of :mod:`sim.models.learning_noise` when ``b_noise > 0``, moves every draw's theta through
 :func:`sim.models.learning.saturating_shift`. On-policy only (staleness 0, the synchronous runs
 this compares), and refused where :class:`sim.models.learning.LearningModel` would collapse
 within the run (the reversal is not drawn).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
+from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
 from scipy import special
 
 
@@ -35,7 +37,7 @@ def draw_rewards(
     these lr (horizon or on-policy boundary of :class:`LearningModel`)."""
     probe = LearningModel(params)  # collapse depends on lr and steps only, not the signal
     for t, v in enumerate(lr):
-        probe.apply_signal(np.zeros(1), float(v), None, t, 1)
+        probe.apply_signal(np.zeros(1), float(v), None, t, 1, np.ones(1))
     if probe.collapsed:
         raise ValueError(f"the learning model collapses at step {probe.t_collapse}: not drawn")
     T = len(G)
@@ -47,7 +49,13 @@ def draw_rewards(
         lp0 = special.logit(rng.beta(a, b, (draws, n)))
         k = rng.binomial(g, special.expit(lp0 + theta[:, None]))  # (draws, n)
         out[:, t] = k.sum(axis=1) / (n * g)
-        sig = (k / g) * (1 - k / g)
-        kept = np.maximum((sig > 0).sum(axis=1), 1) if dynamic_sampling else n
-        theta = saturating_shift(theta, gain[t] * sig.sum(axis=1) / kept, params.theta_max)
+        var = (k / g) * (1 - k / g)
+        kept = np.maximum((var > 0).sum(axis=1), 1) if dynamic_sampling else n
+        drive = gain[t] * step_signal(var, params.advantage).sum(axis=1) / kept
+        if params.b_noise > 0:  # noise term (sim.models.learning_noise), one draw each
+            n_inf = g * (var > 0).sum(axis=1)
+            drive = noisy_drive(
+                drive, n_inf, params.b_noise, noise_multiplier(rng, n_inf, params.b_noise)
+            )
+        theta = saturating_shift(theta, drive, params.theta_max)
     return out

@@ -102,16 +102,25 @@ def _nll(x: np.ndarray, hist: list[tuple]) -> float:
 
 
 def mean_field_curve(
-    kappa: float, a: float, b: float, curve: RunCurve, lr_ref: float, theta_max: float = math.inf
+    kappa: float,
+    a: float,
+    b: float,
+    curve: RunCurve,
+    lr_ref: float,
+    theta_max: float = math.inf,
+    b_noise: float = 0.0,
+    advantage: str = "mean",
 ):
     """Closed-loop prediction (T,) of the mean pass rate: the model driven by its own
     expected signal ``E[p (1 - p)] (1 - 1/G)`` per trained group (over the B groups, or over
     the expected kept ones ``max(B E[1 - p^G - (1 - p)^G], 1)`` with dynamic sampling),
-    p0 ~ Beta(a, b): :func:`calibration.fits.reward_curve_fit.expected_curve` at the run's G, lr, B."""
+    p0 ~ Beta(a, b): :func:`calibration.fits.reward_curve_fit.expected_curve` at the run's G, lr, B
+    (with the noise law's expected share when ``b_noise > 0``)."""
     B = np.array([c.size for c in curve.counts])
     return expected_curve(
-        a, b, kappa, curve.lr, curve.G, lr_ref, curve.dynamic_sampling, B, theta_max
-    )
+        a, b, kappa, curve.lr, curve.G, lr_ref, curve.dynamic_sampling, B, theta_max,
+        b_noise, advantage,
+    )  # fmt: skip
 
 
 def _quality(pred: np.ndarray, obs: np.ndarray) -> dict:
@@ -224,7 +233,7 @@ def simulate_counts(
     :meth:`LearningModel.apply_signal` on the trained groups' signals ``k/G (1 - k/G)`` =
     :func:`sim.models.learning.group_signal` of k ones; with ``dynamic_sampling`` only the
     informative groups, over their count). G, lr, B: (T,). Returns the (B[t],) counts."""
-    model = LearningModel(params)
+    model = LearningModel(params, seed=int(rng.integers(2**31)) if params.b_noise > 0 else 0)
     counts = []
     for t in range(len(G)):
         k = rng.binomial(int(G[t]), model.current(rng.beta(a, b, int(B[t]))))
@@ -232,7 +241,7 @@ def simulate_counts(
         sig = (k / G[t]) * (1 - k / G[t])
         if dynamic_sampling:
             sig = sig[sig > 0]
-        model.apply_signal(sig, float(lr[t]), None, t, max(sig.size, 1))
+        model.apply_signal(sig, float(lr[t]), None, t, max(sig.size, 1), np.full(sig.size, G[t]))
     return counts
 
 

@@ -27,7 +27,12 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
 from rolloutlab.calibration.readers.verl_tb import VerlLogError, read_run
-from rolloutlab.sim.models.learning import LearningModel, LearningParams, expected_signal
+from rolloutlab.sim.models.learning import LearningModel, LearningParams
+from rolloutlab.sim.models.learning_noise import (
+    efficiency,
+    expected_group_signal,
+    informative_share,
+)
 from scipy import optimize, special
 
 REWARD_TAG = "critic/score/mean"
@@ -43,8 +48,15 @@ MATH correctness (docs/learning.md §1, Beta(0.307, 0.0286)), the only per-promp
 dispersion measured here for a Qwen2.5 model (**modelling choice**)."""
 
 
-def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf):
-    """(E p_t, E p_t^2), each (T,), along the mean-field recursion (module docstring)."""
+def _moments(
+    a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf,
+    b_noise=0.0, advantage="mean",
+):  # fmt: skip
+    """(E p_t, E p_t^2), each (T,), along the mean-field recursion (module docstring).
+    ``b_noise > 0`` (needs ``prompts``): each step's signal times the noise law's expected
+    share ``1 / (1 + b_noise / n)`` at the expected informative samples ``n = B G E[1 - p^G
+    - (1 - p)^G]`` (:mod:`sim.models.learning_noise`; the share at the mean n, a
+    **simplification**: E[1/(1 + b/n)] <= 1/(1 + b/E n) by concavity, so slightly fast)."""
     if not (a > 0 and b > 0):
         raise ValueError(f"Beta(a, b): expected a, b > 0, got {a}, {b}")
     lr = np.atleast_1d(np.asarray(lr, float))
@@ -56,19 +68,29 @@ def _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, t
     for t in range(lr.size):
         p = special.expit(u + model.theta)  # = model.current(p0) in the logit domain
         m1[t], m2[t] = w @ p, w @ p**2
-        signal = float(w @ expected_signal(p, G[t]))
+        signal = float(w @ expected_group_signal(p, int(G[t]), advantage))
+        share = float(w @ informative_share(p, int(G[t])))
         if dynamic_sampling:  # the loss is over the kept (informative) share of the batch
-            signal /= max(float(w @ (1 - p ** G[t] - (1 - p) ** G[t])), float(floor[t]))
+            signal /= max(share, float(floor[t]))
+        if b_noise > 0:
+            signal *= float(
+                efficiency(
+                    float(prompts[t] if np.ndim(prompts) else prompts) * G[t] * share, b_noise
+                )
+            )
         model.apply_signal(np.array([signal]), float(lr[t]), None, t, 1)
     return m1, m2
 
 
 def expected_curve(
-    a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf
-) -> np.ndarray:
+    a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf,
+    b_noise=0.0, advantage="mean",
+) -> np.ndarray:  # fmt: skip
     """Mean pass rate (T,) before each step's update under the mean-field recursion
     (module docstring). ``lr``: (T,) per step; ``G``, ``prompts`` (B): scalar or (T,);
-    ``theta_max``: the shift's capacity (:class:`LearningParams`; inf = linear).
+    ``theta_max``: the shift's capacity (:class:`LearningParams`; inf = linear);
+    ``b_noise``, ``advantage``: the noise law's (:class:`LearningParams`; b_noise > 0 needs
+    ``prompts``).
 
     With ``dynamic_sampling`` only informative groups are trained and the loss is over
     them: the step's signal is divided by the kept share ``E[1 - p^G - (1 - p)^G]``
@@ -76,7 +98,11 @@ def expected_curve(
     Raises ValueError on a, b <= 0, kappa < 0 (:class:`LearningParams`) or lr <= 0
     (:meth:`LearningModel.apply_signal`).
     """
-    return _moments(a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts, theta_max)[0]
+    if b_noise > 0 and prompts is None:
+        raise ValueError("expected_curve: b_noise > 0 needs prompts (B)")
+    return _moments(
+        a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts, theta_max, b_noise, advantage
+    )[0]
 
 
 def sampling_noise_sd(a, b, kappa, lr, G, lr_ref, prompts) -> np.ndarray:

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.fits.learning_fit import fit_learning
+from rolloutlab.calibration.fits.learning_noise_fit import fit_noise_law, require_settings
 from rolloutlab.calibration.fits.passrate_fit import pass_rate_block
 from rolloutlab.calibration.fits.reward_curve_fit import DEFAULT_DISPERSION
 from rolloutlab.calibration.fits.verl_learning import verl_blocks
@@ -130,7 +131,12 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
 
 @click.command("learning")
 @click.option(
-    "--real", "run_dir", default=None, type=click.Path(), help="Run directory (real sync)."
+    "--real",
+    "run_dirs",
+    multiple=True,
+    type=click.Path(),
+    help="Run directory (real sync), or a folder of them; repeat for several runs. The noise "
+    "law needs runs at >= 2 (G, B) settings (one setting: --mean-field).",
 )
 @click.option(
     "--verl-tb",
@@ -192,19 +198,39 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     show_default=True,
     help="--real: shape of the shift (docs/learning.md §2); saturating also fits theta_max.",
 )
+@click.option(
+    "--mean-field",
+    is_flag=True,
+    help="--real: fit the law without its noise term (b_noise = 0; one setting suffices).",
+)
+@click.option(
+    "--advantage",
+    type=click.Choice(["std", "mean"]),
+    default="std",
+    show_default=True,
+    help="--real noise law: the learner's advantage (real sync: std, group-normalised).",
+)
 @click.option("--note", default=None, help="Free text added to provenance.")
 def calibrate_learning(
-    run_dir, verl_dir, out, init_steps, as_lr_ref, learning_model, note, **verl_opts
-):
-    """Fit the learning-progress model to a real run's per-group correctness (--real;
-    writes the ``learning`` block) or to a verl run's training-reward curve (--verl-tb;
-    writes the ``pass_rate`` and ``learning`` blocks). Exactly one of the two."""
-    if (run_dir is None) == (verl_dir is None):
+    run_dirs, verl_dir, out, init_steps, as_lr_ref, learning_model, mean_field, advantage, note,
+    **verl_opts,
+):  # fmt: skip
+    """Fit the learning-progress model to real runs' per-group correctness (--real;
+    writes the ``learning`` block: the noise law on runs at >= 2 (G, B) settings, or with
+    --mean-field the law without noise) or to a verl run's training-reward curve
+    (--verl-tb; writes the ``pass_rate`` and ``learning`` blocks). Exactly one of the two."""
+    if bool(run_dirs) == (verl_dir is not None):
         raise BadInput("calibrate learning: give exactly one of --real RUN_DIR, --verl-tb RUN_DIR")
     if verl_dir is not None:
         _from_verl(verl_dir, out, as_lr_ref, note, **verl_opts)
         return
-    cmd = f"rolloutlab calibrate learning --real {shlex.quote(run_dir)} --out {shlex.quote(out)}"
+    runs = expand_runs(run_dirs)
+    cmd = "rolloutlab calibrate learning" + "".join(f" --real {shlex.quote(d)}" for d in run_dirs)
+    cmd += f" --out {shlex.quote(out)}"
+    if mean_field:
+        cmd += " --mean-field"
+    elif advantage != "std":
+        cmd += f" --advantage {advantage}"
     if init_steps != 3:
         cmd += f" --init-steps {init_steps}"
     if as_lr_ref is not None:
@@ -214,27 +240,58 @@ def calibrate_learning(
     if note:
         cmd += f" --note {shlex.quote(note)}"
     try:
-        with phase(f"calibrate learning: fitting {run_dir}"):  # minutes on a long run
-            block = fit_learning(read_run(run_dir), init_steps, learning_model)
+        curves = [read_run(d) for d in runs]
+        if not mean_field:
+            require_settings(curves)
+        with phase(f"calibrate learning: fitting {len(runs)} run(s)"):  # minutes on long runs
+            if mean_field:
+                block = fit_learning(curves, init_steps, learning_model)
+            else:
+                block = fit_noise_law(curves, learning_model, advantage, init_steps)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     block["fit"]["lr_of_run"] = block["lr_ref"]
     if as_lr_ref is not None:
         block["lr_ref"] = as_lr_ref
-    cfg = Path(run_dir) / "config.json"
+    cfgs = [Path(d) / "config.json" for d in runs]
     block["provenance"] = {
-        "run_dir": run_dir,
-        "run_config_sha256": sha256_file(cfg) if cfg.exists() else None,
+        "run_dir": runs[0] if len(runs) == 1 else runs,
+        "run_config_sha256": (lambda h: h[0] if len(h) == 1 else h)(
+            [sha256_file(c) if c.exists() else None for c in cfgs]
+        ),
         "command": cmd,
         "rolloutlab_version": rolloutlab_version(),
     } | ({"note": note} if note else {})
     write_output(merged_output(out, "learning", block), out)
     f = block["fit"]
+    if mean_field:
+        click.echo(
+            f"wrote {out}: kappa {block['kappa']:.4g} +- {f['se']['kappa']:.2g} at lr_ref "
+            f"{block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; RMSE "
+            f"{f['replayed']['rmse']:.3f} (sampling noise {f['sampling_noise_rmse']:.3f})"
+        )
+        return
     click.echo(
-        f"wrote {out}: kappa {block['kappa']:.4g} +- {f['se']['kappa']:.2g} at lr_ref "
-        f"{block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; RMSE "
-        f"{f['replayed']['rmse']:.3f} (sampling noise {f['sampling_noise_rmse']:.3f})"
+        f"wrote {out}: kappa {block['kappa']:.4g}, b_noise {block['b_noise']:.4g} informative "
+        f"samples at lr_ref {block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; "
+        f"{f['runs']} runs at {len(f['settings'])} (G, B) settings"
     )
+
+
+def expand_runs(paths: tuple[str, ...]) -> list[str]:
+    """Run directories from ``--real`` values: a run (it holds ``learner.jsonl`` or a steps
+    table) as given, a folder of runs as its run sub-folders (sorted). Raises BadInput on
+    a folder holding no run."""
+    out = []
+    for p in paths:
+        d = Path(p)
+        is_run = any((d / f).exists() for f in ("learner.jsonl", "steps.parquet", "steps.jsonl"))
+        subs = sorted(s for s in d.iterdir() if s.is_dir()) if d.is_dir() and not is_run else []
+        runs = [str(s) for s in subs if (s / "learner.jsonl").exists()]
+        if d.is_dir() and not is_run and not runs:
+            raise BadInput(f"{p}: no run here (no learner.jsonl in it or in its sub-folders)")
+        out.extend(runs or [p])
+    return out
 
 
 def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, skip_steps, checks):

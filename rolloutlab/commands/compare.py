@@ -8,6 +8,7 @@ import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
 from rolloutlab.commands.compare_scheduler import scheduler
+from rolloutlab.commands.learning_budget import learning_budget
 from rolloutlab.commands.types import STEPS, finite
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.progress import phase
@@ -332,3 +333,4 @@ def learning(
 
 
 compare.add_command(scheduler)
+compare.add_command(learning_budget)

@@ -32,9 +32,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
+from rolloutlab.sim.models.learning_noise import (
+    ADVANTAGES,
+    informative_samples,
+    noise_multiplier,
+    noisy_drive,
+    step_signal,
+)
 from rolloutlab.sim.models.special import expit, logit
 from rolloutlab.sim.models.staleness import StalenessParams, feedback_factor, safe_span_eta
 
@@ -58,11 +66,24 @@ class LearningParams:
     above) moves theta to ``theta_max - (theta_max - theta) exp(-D / theta_max)``, so
     ``theta = theta_max (1 - exp(-sum D / theta_max))`` saturates (docs/learning.md §2,
     "saturating shift"). ``inf`` (the default) is the linear model ``theta += D``."""
+    b_noise: float = 0.0
+    """Gradient-noise scale (informative samples, i.e. responses of non-homogeneous
+    groups): a step's drive is ``D X / (1 + b_noise / n)``, ``E X = 1``, ``sd X = sqrt(b_noise / n)``, for
+    ``n`` informative samples (:mod:`sim.models.learning_noise`, McCandlish et al. 2018).
+    0 (the default, and every block written before the noise term) is the mean-field law."""
+    advantage: str = "mean"
+    """``mean`` (advantage ``r - rbar``, signal ``s_i``) or ``std`` (GRPO's group-std
+    normalised advantage, signal ``sqrt(s_i)``; :func:`learning_noise.step_signal`)."""
 
     def __post_init__(self) -> None:
-        bad = {k: v for k, v in asdict(self).items() if k != "kappa" and not v > 0}
+        skip = ("kappa", "b_noise", "advantage")
+        bad = {k: v for k, v in asdict(self).items() if k not in skip and not v > 0}
         if not (math.isfinite(self.kappa) and self.kappa >= 0):
             bad["kappa"] = self.kappa
+        if not (math.isfinite(self.b_noise) and self.b_noise >= 0):
+            bad["b_noise"] = self.b_noise
+        if self.advantage not in ADVANTAGES:
+            bad["advantage"] = self.advantage
         if bad:
             raise ValueError(f"LearningParams: expected kappa >= 0 and others > 0, got {bad}")
 
@@ -75,11 +96,18 @@ class LearningParams:
     @classmethod
     def from_dict(cls, d: dict) -> LearningParams:
         """From a scenario's ``learning`` block; keys other than the fields (provenance,
-        fit, ...) are ignored. Raises ValueError naming a missing ``kappa``."""
+        fit, ...) are ignored; a block written before the noise term (no ``b_noise``,
+        ``advantage``) reads as the mean-field law it was fitted with. Raises ValueError
+        naming a missing ``kappa`` or a bad ``advantage``."""
         if "kappa" not in d:
             raise ValueError("learning block: missing field 'kappa'")
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: float(v) for k, v in d.items() if k in names and v is not None})
+        kw: dict[str, Any] = {
+            k: str(v) if k == "advantage" else float(v)
+            for k, v in d.items()
+            if k in names and v is not None
+        }
+        return cls(**kw)
 
 
 def group_signal(rewards) -> float:
@@ -110,16 +138,27 @@ def expected_signal(p, G):
     return p * (1 - p) * (1 - 1 / G)
 
 
+NOISE_STREAM = 0x1EA7
+"""Stream key of the noise draws (kept apart from the reward draws' keys)."""
+
+
 class LearningModel:
     """Global logit shift driven by the trained groups' rewards (module docstring).
 
     ``staleness`` None uses the default :class:`StalenessParams` (collapse included).
+    ``seed`` keys the noise draws (``b_noise > 0``): update ``u`` draws from
+    ``default_rng([seed, NOISE_STREAM, u])``, so a run is reproducible and resumable.
     State: ``theta`` (logit shift), ``drift`` (cumulative surrogate drift, units of
-    the staleness model), ``t_collapse`` (1-based learner step of the collapse or None).
+    the staleness model), ``t_collapse`` (1-based learner step of the collapse or None),
+    ``updates`` (updates applied).
     """
 
-    def __init__(self, params: LearningParams, staleness: StalenessParams | None = None):
+    def __init__(
+        self, params: LearningParams, staleness: StalenessParams | None = None, seed: int = 0
+    ):
         self.params = params
+        self.seed = int(seed)
+        self.updates = 0
         self.staleness = staleness if staleness is not None else StalenessParams()
         st = self.staleness
         self.c_safe = st.R_batch / (feedback_factor(st) * st.G_on)
@@ -166,7 +205,8 @@ class LearningModel:
         with negative values, or a bad group (:func:`group_signal`).
         """
         sig = np.array([group_signal(r) for r in rewards], dtype=float)  # (n,)
-        return self.apply_signal(sig, lr, staleness, step, batch_size)
+        size = np.array([np.size(r) for r in rewards], dtype=float)
+        return self.apply_signal(sig, lr, staleness, step, batch_size, size)
 
     def apply_signal(
         self,
@@ -175,10 +215,13 @@ class LearningModel:
         staleness: np.ndarray | None,
         step: int,
         batch_size: int,
+        samples: np.ndarray | None = None,
     ) -> float:
-        """:meth:`update` from per-group signals (n,) >= 0 instead of rewards: observed
-        :func:`group_signal` values or expectations (:func:`expected_signal`, summed), as
-        the mean-field replay of ``calibration.fits.learning_fit`` uses. Same errors."""
+        """:meth:`update` from per-group reward variances (n,) >= 0 instead of rewards:
+        observed :func:`group_signal` values or expectations (:func:`expected_signal`,
+        summed), as the mean-field replay of ``calibration.fits.learning_fit`` uses;
+        ``samples`` (n,): each group's responses (G_i) for the noise term (required when
+        ``b_noise > 0``). Same errors, and ValueError on missing or mis-shaped samples."""
         if not lr > 0:
             raise ValueError(f"lr: expected > 0, got {lr}")
         if batch_size < 1:
@@ -192,6 +235,9 @@ class LearningModel:
             raise ValueError(f"staleness: expected ({n},) values >= 0, got {s!r}")
         if n == 0:
             return 0.0
+        noisy = self.params.b_noise > 0
+        if noisy and samples is None:
+            raise ValueError("samples: required with b_noise > 0 (the noise term counts them)")
         eta = self.eta(lr)
         st = self.staleness
         was_collapsed = self.collapsed
@@ -200,15 +246,23 @@ class LearningModel:
         if not was_collapsed and (stale or self.drift > st.R_crit):
             self.t_collapse = int(step) + 1
         f = -self.params.reversal * np.ones(n) if was_collapsed else 1 / (1 + s * eta / self.c_safe)
-        d = self.params.kappa * (lr / self.params.lr_ref) * float((sig * f).sum()) / batch_size
+        g = step_signal(sig, self.params.advantage)
+        d = self.params.kappa * (lr / self.params.lr_ref) * float((g * f).sum()) / batch_size
+        if noisy:  # the mean-field law is the b_noise = 0 limit: its arithmetic is untouched
+            rng = np.random.default_rng([self.seed, NOISE_STREAM, self.updates])
+            n_inf = informative_samples(sig, samples)
+            x = noise_multiplier(rng, n_inf, self.params.b_noise)
+            d = float(noisy_drive(d, n_inf, self.params.b_noise, x))
+        self.updates += 1
         if math.isfinite(self.params.theta_max):  # the linear model's arithmetic stays as it was
             d = float(saturating_shift(self.theta, d, self.params.theta_max)) - self.theta
         self.theta += d
         return d
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: theta, drift, t_collapse."""
-        return {"theta": self.theta, "drift": self.drift, "t_collapse": self.t_collapse}
+        """JSON-serialisable state: theta, drift, t_collapse, updates."""
+        return {"theta": self.theta, "drift": self.drift, "t_collapse": self.t_collapse,
+                "updates": self.updates}  # fmt: skip
 
     def load_state_dict(self, d: dict) -> None:
         """Restore :meth:`state_dict`. Raises ValueError naming a missing key."""
@@ -217,6 +271,7 @@ class LearningModel:
                 raise ValueError(f"learning state: missing key {key!r}")
         self.theta, self.drift = float(d["theta"]), float(d["drift"])
         self.t_collapse = None if d["t_collapse"] is None else int(d["t_collapse"])
+        self.updates = int(d.get("updates", 0))  # states saved before the noise term: 0
 
 
 def saturating_shift(theta, drive, theta_max: float):

@@ -136,7 +136,7 @@ class RewardTracker:
                 LearningModel,  # (why: owned by sim.models.learning)
             )
 
-            self.model = LearningModel(cfg.learning)
+            self.model = LearningModel(cfg.learning, seed=seed)
 
     @property
     def enabled(self) -> bool:
@@ -171,7 +171,7 @@ class RewardTracker:
             return None
         from rolloutlab.sim.models.learning import LearningModel
 
-        copy = LearningModel(self._cfg().learning)
+        copy = LearningModel(self._cfg().learning, seed=self.seed)
         copy.load_state_dict(self.model.state_dict())
         return copy
 

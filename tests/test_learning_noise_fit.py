@@ -1,0 +1,75 @@
+"""The noise law's fit on runs at several (G, B) settings and `calibrate learning --real` over them."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from rolloutlab.calibration.fits.learning_fit import simulate_counts
+from rolloutlab.calibration.fits.learning_noise_fit import (
+    cumulative,
+    fit_noise_law,
+    replay_terms,
+    settings,
+)
+from rolloutlab.calibration.readers.run_curve import RunCurve
+from rolloutlab.sim.models.learning import LearningParams
+
+from rolloutlab.cli import main
+from tests.test_learning_fit import _write_run
+
+
+def _run(params, G, B, T, seed):
+    rng = np.random.default_rng(seed)
+    Gs, lr = np.full(T, G), np.full(T, 1e-6)
+    counts = simulate_counts(params, 0.6, 0.9, Gs, lr, np.full(T, B), True, rng)
+    return RunCurve(Gs, lr, counts, dynamic_sampling=True)
+
+
+def test_replay_terms_by_hand():
+    counts = [np.array([1, 4]), np.array([2, 2])]
+    c = RunCurve(np.full(2, 4), np.full(2, 1e-6), counts, dynamic_sampling=True)
+    g, n = replay_terms(c, 1e-6, "std")
+    # step 0: one informative group (k = 1: s = 3/16, sqrt = 0.433), loss over it; 4 samples
+    assert g == pytest.approx([np.sqrt(3 / 16), 0.5])
+    assert n == pytest.approx([4, 8])
+    # b_noise = 4: step 0 keeps 4 / 8 of its drive
+    assert cumulative(g, n, 4.0) == pytest.approx([0, np.sqrt(3 / 16) / 2])
+
+
+def test_one_setting_is_refused_in_one_line():
+    p = LearningParams(kappa=1.0, b_noise=10.0, advantage="std")
+    runs = [_run(p, 4, 8, 8, s) for s in range(2)]
+    assert settings(runs) == [(4, 8)]
+    with pytest.raises(ValueError, match=r"two or more \(G, B\) settings.*G=4, B=8"):
+        fit_noise_law(runs)
+
+
+def test_fit_separates_kappa_and_b_noise_across_settings():
+    # kappa 1.5, b_noise 40 informative samples; G = 2 and 16 at B = 16
+    true = LearningParams(kappa=1.5, b_noise=40.0, advantage="std")
+    runs = [_run(true, G, 16, 20, G) for G in (2, 16)]
+    fit = fit_noise_law(runs, model="linear")
+    assert fit["fit"]["settings"] == [{"G": 2, "B": 16}, {"G": 16, "B": 16}]
+    assert fit["fit"]["loglik"] >= fit["fit"]["loglik_mean_field"] - 1.0
+    assert 0.5 < fit["kappa"] < 5 and 5 < fit["b_noise"] < 400
+    assert LearningParams.from_dict(fit).b_noise == fit["b_noise"]
+
+
+def test_cli_two_settings_from_a_folder_and_one_setting_refused(tmp_path):
+    p = LearningParams(kappa=1.0, b_noise=20.0, advantage="std")
+    (tmp_path / "grid").mkdir()
+    for G in (2, 8):
+        _write_run(tmp_path / "grid" / f"g{G}", _run(p, G, 8, 12, G))
+    out = tmp_path / "l.json"
+    r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "grid"),
+                                  "--out", str(out), "--learning-model", "linear"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    block = json.loads(out.read_text())["learning"]
+    assert block["b_noise"] > 0 and block["advantage"] == "std"
+    assert len(block["provenance"]["run_dir"]) == 2
+    one = tmp_path / "one.json"
+    r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "grid" / "g2"),
+                                  "--out", str(one)])  # fmt: skip
+    assert r.exit_code == 2 and "two or more (G, B) settings" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not one.exists()
