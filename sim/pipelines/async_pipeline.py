@@ -247,7 +247,7 @@ class PipelineSimulation:
         info.v_last[i] = self.v_gen
         group = info.groups[i // info.G]
         group.n_done += 1
-        self.long.observe(group.prompt_id, batch.resp_[i])
+        self.long.observe(group.prompt_id, int(batch.response_tokens[i]))  # (TurnBatch too)
         if group.trimmed and len(group.kept) < group.keep:
             group.kept.append(i)
         if group.status == "running" and group.n_done == group.keep:
