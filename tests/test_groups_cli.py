@@ -130,11 +130,6 @@ BAD = {
         [],
         r"bad.jsonl: line 2: field 'response_lengths': length nan",
     ),
-    "ragged": (
-        _steps()[:4] + [{"step": 2, "uid": 0, "response_lengths": [4, 3]}],
-        ["validate"],
-        r"bad.jsonl: line 5: field 'lengths': step 2 prompt '0' has 2 samples",
-    ),
     "one step": (_steps(1), ["validate"], r"bad.jsonl: line 1: field 'step': one step only"),
     "K >= steps": (
         _steps(3),
@@ -159,6 +154,20 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, case):
         assert len(err) == 1 and err[0].startswith("Error: "), r.output
         assert re.search(message, err[0]), err[0]
         assert not out.exists()
+
+
+def test_validate_accepts_unequal_group_sizes(tmp_path):
+    """A group of 2 where the others have 3 (a filtered or regenerated group): read, the
+    note printed, G measured up to 3 on the full groups."""
+    recs = _steps(5)
+    recs[8] = {"step": 4, "uid": 0, "response_lengths": [4, 3]}
+    src = _write(tmp_path / "rag.jsonl", recs)
+    out = tmp_path / "v"
+    r = _run("validate", "groups", src, "--fit-steps", 3, "--draws", 5, "--reps", 5, "--out", out)
+    assert r.exit_code == 0, r.output
+    table = pl.read_csv(out / "validation_groups.csv")
+    assert sorted(table["G"].unique()) == [1, 2, 3]
+    assert "group sizes 2-3: 1 of 10 groups" in r.output
 
 
 def test_tau_not_above_one_is_refused(tmp_path):

@@ -126,6 +126,15 @@ class GroupedTrace:
             )
         return G
 
+    def typical_group_size(self) -> int:
+        """The most common group size over every (step, prompt) (the larger on a tie): the
+        logged ``G`` of a trace whose groups may differ in size (``validate groups``
+        measures G up to it on the groups that hold that many samples)."""
+        sizes = self.samples.group_by("step", "prompt").len()["len"]
+        counts = sizes.value_counts(sort=True)
+        top = counts["count"].max()
+        return int(counts.filter(pl.col("count") == top)["len"].max())
+
     def matrix(self, step: int, field: str = "length") -> np.ndarray:
         """``(B, G)`` array of ``field`` at ``step`` (needs equal G, :meth:`group_size`)."""
         self.group_size()

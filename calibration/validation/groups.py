@@ -5,7 +5,10 @@ Straggler event of a step (SAGC, PAPERS.md §1; :func:`sim.trace.metrics.straggl
 
 Measured at group size ``G <= G_logged`` and batch ``B <= B_logged``: each held-out step's
 groups are subsampled without replacement (``B`` of its prompts, ``G`` of each group's
-samples), ``draws`` times; ``p_straggler_meas`` is the mean of the event over steps and
+samples), ``draws`` times. Groups may differ in size (a prompt sampled in several rounds,
+filtered samples, regeneration): ``G_logged`` is the most common size, and at each ``G``
+the ``B`` prompts are drawn among the groups holding at least ``G`` samples (``B_logged``:
+the fewest such groups at ``G_logged`` over the held-out steps); ``p_straggler_meas`` is the mean of the event over steps and
 draws (an unbiased estimate of the step-averaged subsampling expectation, which
 :func:`straggler_prob_exact` enumerates on tiny cases), its standard error the spread of
 the per-step means over ``sqrt(steps)``; ``ratio_median_meas`` the median ratio.
@@ -68,12 +71,39 @@ def step_ratio(lengths: np.ndarray) -> np.ndarray:
     return flat.max(axis=-1) / np.median(flat, axis=-1)
 
 
+def padded(groups: list[np.ndarray]) -> np.ndarray:
+    """``(n_groups, largest size)`` float lengths of one step's groups, NaN past the end of
+    a smaller group (unequal group sizes: a prompt sampled in several rounds, filtered
+    samples, regeneration)."""
+    width = max(len(g) for g in groups)
+    out = np.full((len(groups), width), np.nan)
+    for i, g in enumerate(groups):
+        out[i, : len(g)] = g
+    return out
+
+
+def eligible(m: np.ndarray, G: int) -> int:
+    """How many groups of a :func:`padded` step matrix hold at least ``G`` samples."""
+    return int((np.isfinite(m).sum(axis=1) >= G).sum())
+
+
 def subsample(rng: np.random.Generator, m: np.ndarray, B: int, G: int, draws: int) -> np.ndarray:
-    """``(draws, B, G)``: per draw, ``B`` of the ``m.shape[0]`` groups and ``G`` of each
-    group's samples, without replacement."""
+    """``(draws, B, G)``: per draw, ``B`` of the groups of ``m`` that hold at least ``G``
+    samples and ``G`` of each such group's samples, without replacement. ``m`` is
+    ``(n_groups, width)``, NaN past the end of a smaller group (:func:`padded`); with no
+    NaN the random numbers used are those of an equal-size matrix. Raises ValueError
+    when fewer than ``B`` groups hold ``G`` samples."""
     nb, ng = m.shape
-    rows = np.argsort(rng.random((draws, nb)), axis=1)[:, :B]  # (draws, B)
-    cols = np.argsort(rng.random((draws, B, ng)), axis=2)[:, :, :G]  # (draws, B, G)
+    present = np.isfinite(m)
+    ok = present.sum(axis=1) >= G
+    if ok.sum() < B:
+        raise ValueError(f"subsample: {int(ok.sum())} groups hold {G} samples, {B} needed")
+    keys = rng.random((draws, nb))
+    keys[:, ~ok] = 2.0  # never among the first B
+    rows = np.argsort(keys, axis=1)[:, :B]  # (draws, B)
+    ckeys = rng.random((draws, B, ng))
+    ckeys[~present[rows]] = 2.0  # a smaller group's padding is never drawn
+    cols = np.argsort(ckeys, axis=2)[:, :, :G]  # (draws, B, G)
     return m[rows[:, :, None], cols]
 
 
@@ -168,10 +198,10 @@ def check_taus(taus) -> None:
 
 
 def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
-    """The logged G after the input checks of ``validate groups``. Raises
-    GroupedDataError (file, line, field) on ragged groups, one step only, K >= steps, or
-    a tau <= 1."""
-    G = trace.group_size()
+    """The logged G (the most common group size, :meth:`GroupedTrace.typical_group_size`;
+    groups may differ in size) after the input checks of ``validate groups``. Raises
+    GroupedDataError (file, line, field) on one step only, K >= steps, or a tau <= 1."""
+    G = trace.typical_group_size()
     steps = trace.steps()
     first = trace.samples.row(0, named=True)
     where = f"{first['source']}: line {first['line']}"
@@ -254,7 +284,9 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     step0 = min(at)
     if cfg.length_model == "empirical":
         sfx = f"_w{cfg.fit_window}" if cfg.fit_window else ""
-        groups = tuple(np.asarray(g, dtype=np.int64) for g in flat)
+        full = [i for i, g in enumerate(flat) if len(g) >= G]  # drawn without replacement
+        groups = tuple(np.asarray(flat[i], dtype=np.int64) for i in full)
+        at = [at[i] for i in full]
         emp = EmpiricalLengths(
             np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
         )
@@ -316,15 +348,15 @@ def validate_groups(
     if held_out is None:
         G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
         held = trace.steps()[cfg.fit_steps :]
-        mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]
+        mats = [padded(s) for s in trace.groups("length")[cfg.fit_steps :]]
     else:
         G, cfg = check_held_out(trace, held_out, cfg)
         keep = [i for i, s in enumerate(held_out.steps()) if s >= cfg.from_step]
         held = [held_out.steps()[i] for i in keep]
         groups = held_out.groups("length")
-        mats = [np.stack(groups[i]) for i in keep]
+        mats = [padded(groups[i]) for i in keep]
     cap = cfg.cap or trace.known_cap() or UNCAPPED
-    b_log = min(m.shape[0] for m in mats)
+    b_log = logged_batch(held_out or trace, mats, held, G)
     B = cfg.prompts or b_log
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
@@ -363,7 +395,7 @@ def check_held_out(
 ) -> tuple[int, ValidationConfig]:
     """``(G, cfg)`` for a validation on another run: G the smaller logged group size of
     the two, ``cfg`` with ``fit_steps`` filled in (None: every step of ``trace``). Raises
-    GroupedDataError (file, line, field) on ragged groups in either, ``fit_steps`` above
+    GroupedDataError (file, line, field) on ``fit_steps`` above
     the steps of ``trace``, no held-out step from ``cfg.from_step`` on, or a tau <= 1."""
     steps = trace.steps()
     fit_steps = cfg.fit_steps or len(steps)
@@ -382,5 +414,20 @@ def check_held_out(
             f"{last['source']}: line {last['line']}: field 'step': no step >= --from-step "
             f"{cfg.from_step} (last step {max(held_out.steps())})"
         )
-    G = min(trace.group_size(), held_out.group_size())
+    G = min(trace.typical_group_size(), held_out.typical_group_size())
     return G, replace(cfg, fit_steps=fit_steps)
+
+
+def logged_batch(trace: GroupedTrace, mats: list[np.ndarray], steps: list[int], G: int) -> int:
+    """The logged B at group size ``G``: the fewest groups holding ``G`` samples over the
+    measured steps (``mats`` of :func:`padded`, one per step of ``steps``). Raises
+    GroupedDataError naming the file, line and step of a step with no such group."""
+    counts = [eligible(m, G) for m in mats]
+    if min(counts) == 0:
+        s = steps[counts.index(0)]
+        row = trace.samples.filter(pl.col("step") == s).row(0, named=True)
+        raise GroupedDataError(
+            f"{row['source']}: line {row['line']}: field 'step': step {s} has no group of "
+            f"{G} samples (the most common group size); validate on steps with full groups"
+        )
+    return min(counts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
-from rolloutlab.calibration.validation.groups import check_taus, measure
+from rolloutlab.calibration.validation.groups import check_taus, logged_batch, measure, padded
 
 COLUMNS = (
     "run",
@@ -59,20 +59,22 @@ def run_spread(
     """The table of :data:`COLUMNS`: one row per run, G in ``1..min logged G`` and tau.
 
     ``runs``: two or more traces (one per run); ``prompts``: B (default: the smallest
-    logged B on the common steps). Raises GroupedDataError on fewer than 2 runs, ragged
-    groups (:meth:`GroupedTrace.group_size`), no common step from ``from_step`` on,
+    logged B on the common steps, counting groups of the most common size G or more:
+    groups may differ in size, :func:`calibration.validation.groups.subsample`). Raises
+    GroupedDataError on fewer than 2 runs, a step with no group of G samples,
+    no common step from ``from_step`` on,
     ``prompts`` above the logged B, or a tau <= 1."""
     if len(runs) < 2:
         raise GroupedDataError("run spread: need >= 2 runs")
     check_taus(taus)
-    G = min(r.group_size() for r in runs)
+    G = min(r.typical_group_size() for r in runs)
     steps = common_steps(runs, from_step)
     mats = []
     for r in runs:
         index = {s: i for i, s in enumerate(r.steps())}
         groups = r.groups("length")
-        mats.append([np.stack(groups[index[s]]) for s in steps])
-    b_log = min(m.shape[0] for ms in mats for m in ms)
+        mats.append([padded(groups[index[s]]) for s in steps])
+    b_log = min(logged_batch(r, ms, steps, G) for r, ms in zip(runs, mats, strict=True))
     B = prompts or b_log
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a step")

@@ -324,4 +324,7 @@ def validate_groups_cmd(
     )
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3):
         click.echo(summary)
+    for t in (trace, other):
+        if t is not None and (uneven := t.group_sizes()) is not None:
+            click.echo(f"note: {uneven}; G up to {t.typical_group_size()} (the most common)")
     click.echo(f"wrote {out_dir / 'validation_groups.csv'} (columns {', '.join(COLUMNS)}, ...)")
