@@ -265,3 +265,7 @@ FILES += [
     ("groups-console-log", "calibrate groups {t}/console.jsonl --out {t}/x.json", "console.jsonl: line 1: not valid JSON"),
     ("groups-tensorboard-file", "calibrate groups {r}/tests/data/verl_tb/q3b_fsdp_base --out {t}/x.json", "a folder without rollouts.parquet or {step}.jsonl"),
 ]  # fmt: skip
+
+FILES += [
+    ("groups-above-option-cap", "validate groups {r}/tests/data/groups/real_sync --fit-steps 20 --max-response-length 40 --out {t}/o", "line 649: field 'length': length 43 above the response cap 40 of --max-response-length"),
+]  # fmt: skip

@@ -136,6 +136,20 @@ class GroupedTrace:
             )
         return G
 
+    def check_cap(self, cap: int | None, option: str = "--max-response-length") -> None:
+        """Raise GroupedDataError naming the file, line and field of the first length above
+        the stated ``cap`` (None: nothing to check); character counts are not checked
+        against a cap in tokens."""
+        if cap is None or self.length_unit.startswith("characters"):
+            return
+        above = self.samples.filter(pl.col("length") > cap)
+        if above.height:
+            r = above.row(0, named=True)
+            raise GroupedDataError(
+                f"{r['source']}: line {r['line']}: field 'length': length {r['length']} above "
+                f"the response cap {cap} of {option}"
+            )
+
     def typical_group_size(self) -> int:
         """The most common group size over every (step, prompt) (the larger on a tie): the
         logged ``G`` of a trace whose groups may differ in size (``validate groups``

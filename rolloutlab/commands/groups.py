@@ -115,6 +115,15 @@ def _check_step_window(length_model: str, step_window: int | None) -> None:
         raise BadInput("--step-window: needs --length-model empirical")
 
 
+def _check_cap(trace, cap) -> None:
+    """A length above ``--max-response-length`` as :class:`BadInput` (file, line, field)."""
+    if trace is not None:
+        try:
+            trace.check_cap(cap)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+
+
 def read_files(files, tokenizer, kw):
     """One :class:`calibration.readers.grouped.GroupedTrace` of ``files``, the field options
     popped from ``kw``; a reader error as :class:`BadInput`."""
@@ -166,6 +175,7 @@ def calibrate_groups_cmd(
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
     _check_step_window(length_model, step_window)
     trace = read_files(files, tokenizer, fields)
+    _check_cap(trace, max_response_length)
     cfg = GroupsCalibrationConfig(
         length_model, max_response_length, cost_from, name, within_law, fit_window, step_window
     )
@@ -279,6 +289,8 @@ def validate_groups_cmd(
     names = dict(fields)
     trace = read_files(files, tokenizer, fields)
     other = read_files(held_out, tokenizer, names) if held_out else None
+    for t in (trace, other):
+        _check_cap(t, max_response_length)
     cfg = ValidationConfig(
         fit_steps=fit_steps,
         taus=taus,
