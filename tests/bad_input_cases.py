@@ -269,3 +269,8 @@ FILES += [
 FILES += [
     ("groups-above-option-cap", "validate groups {r}/tests/data/groups/real_sync --fit-steps 20 --max-response-length 40 --out {t}/o", "line 649: field 'length': length 43 above the response cap 40 of --max-response-length"),
 ]  # fmt: skip
+
+FILES += [
+    ("replay-no-sim", "validate replay {r}/tests/data/groups/real_sync --sim {t}/empty --out {t}/o", "--sim: "),
+    ("replay-dump-gap", "validate replay {t}/verl_dump_gap --sim {r}/tests/data/groups/real_sync --out {t}/o", "step 3 has no samples"),
+]  # fmt: skip
