@@ -274,3 +274,7 @@ FILES += [
     ("replay-no-sim", "validate replay {r}/tests/data/groups/real_sync --sim {t}/empty --out {t}/o", "--sim: "),
     ("replay-dump-gap", "validate replay {t}/verl_dump_gap --sim {r}/tests/data/groups/real_sync --out {t}/o", "step 3 has no samples"),
 ]  # fmt: skip
+
+FILES += [
+    ("groups-ambiguous-ids", "calibrate groups {t}/two_ids.jsonl --out {t}/x.json", "two_ids.jsonl: line 2: field 'index': groups the samples of step 0 otherwise than field 'uid'"),
+]  # fmt: skip

@@ -166,3 +166,7 @@ def build(t: Path) -> None:
     (t / "console.jsonl").write_text(
         "(main_task pid=1) step:1 - timing/gen:12.3 - response_length/mean:200\n"
     )
+    (t / "two_ids.jsonl").write_text(
+        '{"step": 0, "uid": "a", "index": 7, "response_length": 5}\n'
+        '{"step": 0, "uid": "b", "index": 7, "response_length": 9}\n'
+    )

@@ -163,3 +163,21 @@ def test_a_length_above_the_cap_is_refused_but_a_character_count_is_not(tmp_path
         GroupedDataError, match=r"length 40 above the response cap 34 \(field 'max_model_len'\)"
     ):
         read_grouped([_jsonl(tmp_path / "c.jsonl", mml)])
+
+
+def test_two_id_fields_that_group_otherwise_are_refused(tmp_path):
+    """Dataset index 7 sampled in two rounds of one step: ``uid`` keeps two groups,
+    ``index`` merges them; which is meant is the user's call."""
+    recs = [{"step": 0, "uid": "a", "index": 7, "response_length": 5 + j} for j in range(2)]
+    recs += [{"step": 0, "uid": "b", "index": 7, "response_length": 9 + j} for j in range(2)]
+    with pytest.raises(
+        GroupedDataError,
+        match=r"two.jsonl: line 3: field 'index': groups the samples of step 0 otherwise than "
+        r"field 'uid' \(uid 'b', index 7\); name the prompt's id with --prompt-field",
+    ):
+        read_grouped([_jsonl(tmp_path / "two.jsonl", recs)])
+    merged = read_grouped([tmp_path / "two.jsonl"], FieldNames(prompt="index"))
+    assert [len(g) for g in merged.groups()[0]] == [4]
+    assert [
+        len(g) for g in read_grouped([tmp_path / "two.jsonl"], FieldNames(prompt="uid")).groups()[0]
+    ] == [2, 2]

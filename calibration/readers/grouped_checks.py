@@ -63,3 +63,36 @@ def refuse_reused_ids(df: pl.DataFrame, id_field: str, text_field: str) -> None:
             f"{r['first_step']} ({r['first_source']}: line {r['first_line']}); ids must name "
             "one prompt: give the id field with --prompt-field (or the text field)"
         )
+
+
+ID_FIELDS = ("prompt_id", "uid", "idx", "index")
+"""Prompt-id spellings (not texts) that, present together, must group alike."""
+
+
+def refuse_ambiguous_ids(recs: list, chosen: str, step_field: str | None, path: Path) -> None:
+    """Check that every other prompt-id field of :data:`ID_FIELDS` present in ``recs``
+    (``(line, record)`` pairs) groups the samples of each step as the ``chosen`` field
+    does (one value of the other for each value of ``chosen``, and back): a verl ``uid``
+    beside a dataset ``index`` agree unless one prompt was sampled in two rounds (then
+    ``index`` merges them and ``uid`` does not), and a per-sample counter beside a prompt
+    id never agrees. Only called when no ``--prompt-field`` was given.
+
+    Raises :class:`GroupedDataError` naming the file, the line and both fields, asking
+    for ``--prompt-field``."""
+    for other in ID_FIELDS:
+        if other == chosen or not any(other in r for _, r in recs):
+            continue
+        fwd: dict = {}
+        back: dict = {}
+        for no, r in recs:
+            a, b = r.get(chosen), r.get(other)
+            if a is None or b is None:
+                continue
+            step = r.get(step_field) if step_field else None
+            ka, kb = (step, str(a)), (step, str(b))
+            if fwd.setdefault(ka, kb) != kb or back.setdefault(kb, ka) != ka:
+                raise GroupedDataError(
+                    f"{path}: line {no}: field {other!r}: groups the samples of step "
+                    f"{step if step is not None else 0} otherwise than field {chosen!r} "
+                    f"({chosen} {a!r}, {other} {b!r}); name the prompt's id with --prompt-field"
+                )

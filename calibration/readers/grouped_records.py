@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rolloutlab.calibration.readers.grouped_checks import ID_FIELDS, refuse_ambiguous_ids
 from rolloutlab.calibration.readers.record_files import GroupedDataError, records
 
 __all__ = [
@@ -205,6 +206,8 @@ def read_records(
     }
     if names.prompt is None:
         f["prompt"] = _prompt_id_field(f, recs, cols, where)
+        if f["prompt"] in ID_FIELDS:
+            refuse_ambiguous_ids(recs, f["prompt"], f["step"], path)
     if f["lengths"] is None:
         return _correctness_only(recs, f, path, where)
     text = _text_field(f["prompt"], recs, cols)
