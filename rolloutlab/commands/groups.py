@@ -44,6 +44,21 @@ DRAWS_OPTION = click.option(
     type=POSITIVE_INT,
     help="Subsamples per step and G (>= 1).",
 )
+SUBSAMPLE_SEED_OPTION = click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
+)
+
+
+def write_table(out, command: str, name: str, table: pl.DataFrame, config: dict):
+    """Claim the output folder ``out`` for ``command`` (``"validate replay"``), write
+    ``table`` as ``name`` (CSV) and ``config.json`` (``{"command": command, **config}``
+    with provenance); returns the folder."""
+    out_dir = claim(out, command)
+    table.write_csv(out_dir / name, float_precision=4)
+    write_config(out_dir / "config.json", {"command": command, **config})
+    return out_dir
+
+
 PROMPTS_OPTION = click.option(
     "--prompts", type=PROMPTS, default=None, help="B (default: as logged)."
 )

@@ -11,9 +11,14 @@ import polars as pl
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.replay import COLUMNS, replay
-from rolloutlab.commands.common import BadInput, claim
-from rolloutlab.commands.groups import TAU_OPTION, field_options, read_files
-from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.commands.common import BadInput
+from rolloutlab.commands.groups import (
+    SUBSAMPLE_SEED_OPTION,
+    TAU_OPTION,
+    field_options,
+    read_files,
+    write_table,
+)
 from rolloutlab.sim.trace import schema as sim_trace
 
 
@@ -35,9 +40,7 @@ from rolloutlab.sim.trace import schema as sim_trace
     type=click.IntRange(min=1),
     help="Subsamples per step.",
 )
-@click.option(
-    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
-)
+@SUBSAMPLE_SEED_OPTION
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 def replay_cmd(files, sim_dir, tau, draws, seed, out, tokenizer, **fields):
     """Per controller of a simulated run: predicted against measured P(max/median > tau)
@@ -53,13 +56,13 @@ def replay_cmd(files, sim_dir, tau, draws, seed, out, tokenizer, **fields):
         table = replay(trace, rollouts, tuple(tau), draws, seed)
     except (GroupedDataError, ValueError) as exc:
         raise BadInput(str(exc)) from None
-    out_dir = claim(out, "validate replay")
-    table.write_csv(out_dir / "replay.csv", float_precision=4)
-    write_config(
-        out_dir / "config.json",
-        {"command": "validate replay", "files": list(files), "sim": sim_dir, "tau": list(tau),
-         "draws": draws, "seed": seed},
-    )  # fmt: skip
+    out_dir = write_table(
+        out,
+        "validate replay",
+        "replay.csv",
+        table,
+        {"files": list(files), "sim": sim_dir, "tau": list(tau), "draws": draws, "seed": seed},
+    )
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3, tbl_cols=-1):
         click.echo(table.drop("n_steps"))
     click.echo(f"wrote {out_dir / 'replay.csv'} (columns {', '.join(COLUMNS)})")
