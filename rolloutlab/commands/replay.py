@@ -56,13 +56,8 @@ def replay_cmd(files, sim_dir, tau, draws, seed, out, tokenizer, **fields):
         table = replay(trace, rollouts, tuple(tau), draws, seed)
     except (GroupedDataError, ValueError) as exc:
         raise BadInput(str(exc)) from None
-    out_dir = write_table(
-        out,
-        "validate replay",
-        "replay.csv",
-        table,
-        {"files": list(files), "sim": sim_dir, "tau": list(tau), "draws": draws, "seed": seed},
-    )
+    config = {"files": list(files), "sim": sim_dir, "tau": list(tau), "draws": draws, "seed": seed}
+    out_dir = write_table(out, "validate replay", "replay.csv", table, config)
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3, tbl_cols=-1):
         click.echo(table.drop("n_steps"))
     click.echo(f"wrote {out_dir / 'replay.csv'} (columns {', '.join(COLUMNS)})")
