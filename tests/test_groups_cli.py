@@ -227,3 +227,17 @@ def test_within_law_and_fit_window_options(tmp_path):
     ), law
     r = _run(*args, "--within-law", "lognormal", "--out", tmp_path / "w")
     assert r.exit_code == 2 and not (tmp_path / "w").exists()
+
+
+def test_several_fit_runs_and_a_held_out_one_get_the_target_columns(tmp_path):
+    runs = [_write(tmp_path / f"r{i}.jsonl", _steps(4)) for i in range(3)]
+    out = tmp_path / "t"
+    r = _run(
+        "validate", "groups", runs[0], runs[1], "--held-out", runs[2], "--tau", "1.1",
+        "--length-model", "empirical", "--draws", 5, "--reps", 5, "--out", out,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(out / "validation_groups.csv")
+    assert {"floor", "target", "meets"} <= set(t.columns)
+    assert t["floor"].max() == 0.0  # three copies of one run: no run-to-run spread
+    assert "target: empirical: " in r.output

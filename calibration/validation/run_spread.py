@@ -99,3 +99,31 @@ def run_spread(
                     }
                 )
     return pl.DataFrame(rows).sort("run", "tau", "G", maintain_order=True)
+
+
+def with_target(
+    table: pl.DataFrame,
+    runs: list[GroupedTrace],
+    held_out: GroupedTrace,
+    from_step: int = 0,
+    draws: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """``validate groups --held-out`` rows (``table``, one per model, G and tau) with the
+    decided accuracy target of several runs of one configuration (docs/ERRATA, per-sample
+    traces issue): ``floor`` is the held-out run's distance from the mean of the fit
+    ``runs`` at that (B, G, tau) (:func:`run_spread` with the held-out run last),
+    ``target = max(0.10, floor + 2 * p_straggler_meas_se)`` (the held-out measurement's
+    standard error) and ``meets = abs_error <= target``. Cells with G above the runs'
+    common G get no floor (null target and ``meets``). Raises GroupedDataError as
+    :func:`run_spread`."""
+    B = int(table["B"][0])
+    taus = tuple(sorted(set(table["tau"].to_list())))
+    spread = run_spread([*runs, held_out], taus, from_step, B, draws, seed)
+    floor = spread.filter(pl.col("run") == len(runs)).select(
+        "G", "tau", pl.col("dev_from_others").alias("floor")
+    )
+    out = table.join(floor, on=["G", "tau"], how="left", maintain_order="left")
+    target = pl.max_horizontal(pl.lit(0.10), pl.col("floor") + 2 * pl.col("p_straggler_meas_se"))
+    out = out.with_columns(pl.when(pl.col("floor").is_not_null()).then(target).alias("target"))
+    return out.with_columns((pl.col("abs_error") <= pl.col("target")).alias("meets"))

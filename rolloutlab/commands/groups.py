@@ -15,6 +15,7 @@ from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, re
 from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
+from rolloutlab.calibration.validation.run_spread import with_target
 from rolloutlab.commands.common import (
     CALIBRATION_OUT,
     BadInput,
@@ -137,6 +138,18 @@ def _check_cap(trace, cap) -> None:
             trace.check_cap(cap)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+
+
+def _target_line(table: pl.DataFrame) -> str:
+    """One line per model: cells meeting max(0.10, floor + 2 SE), and the worst miss."""
+    parts = []
+    for (model,), t in table.filter(pl.col("meets").is_not_null()).group_by("model"):
+        miss = (t["abs_error"] - t["target"]).max()
+        parts.append(
+            f"{model}: {int(t['meets'].sum())} of {t.height} cells within max(0.10, floor + 2 SE)"
+            + (f", worst by {miss:.3f}" if miss > 0 else "")
+        )
+    return "target: " + "; ".join(sorted(parts))
 
 
 def read_files(files, tokenizer, kw):
@@ -301,7 +314,7 @@ def validate_groups_cmd(
         raise BadInput("--fit-steps: required without --held-out")
     if from_step is not None and not held_out:
         raise BadInput("--from-step: needs --held-out")
-    names = dict(fields)
+    names, field_names = dict(fields), dict(fields)
     trace = read_files(files, tokenizer, fields)
     other = read_files(held_out, tokenizer, names) if held_out else None
     for t in (trace, other):
@@ -323,6 +336,9 @@ def validate_groups_cmd(
     )
     try:
         table = validate_groups(trace, cfg, other)
+        if other is not None and len(files) >= 2:  # several runs of one configuration
+            runs = [read_files([f], tokenizer, dict(field_names)) for f in files]
+            table = with_target(table, runs, other, from_step or 0, draws, seed)
     except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
     out_dir = claim(out, "validate groups")
@@ -351,6 +367,8 @@ def validate_groups_cmd(
     )
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3):
         click.echo(summary)
+    if "meets" in table.columns:
+        click.echo(_target_line(table))
     for t in (trace, other):
         if t is not None and (uneven := t.group_sizes()) is not None:
             click.echo(f"note: {uneven}; G up to {t.typical_group_size()} (the most common)")
