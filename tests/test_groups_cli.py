@@ -241,3 +241,27 @@ def test_several_fit_runs_and_a_held_out_one_get_the_target_columns(tmp_path):
     assert {"floor", "target", "meets"} <= set(t.columns)
     assert t["floor"].max() == 0.0  # three copies of one run: no run-to-run spread
     assert "target: empirical: " in r.output
+
+
+def test_empirical_calibration_leaves_out_smaller_groups_so_the_logged_g_simulates(tmp_path):
+    recs = _steps(4)
+    recs[5] = {"step": 2, "uid": 1, "response_lengths": [4, 3]}  # one group of 2, others 3
+    src = _write(tmp_path / "rag.jsonl", recs)
+    cal = tmp_path / "e.json"
+    r = _run("calibrate", "groups", src, "--length-model", "empirical", "--out", cal)
+    assert r.exit_code == 0, r.output
+    assert "empirical mode left out the 1 smaller" in r.output
+    d = json.loads(cal.read_text())
+    assert len(d["lengths"]["groups"]) == 7 and {len(g) for g in d["lengths"]["groups"]} == {3}
+    r = _run(
+        "sim",
+        "--calibration",
+        cal,
+        "--controllers",
+        "static:3",
+        "--steps",
+        2,
+        "--out",
+        tmp_path / "o",
+    )
+    assert r.exit_code == 0, r.output

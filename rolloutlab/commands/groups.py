@@ -234,7 +234,10 @@ def calibrate_groups_cmd(
         f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
     if (uneven := trace.group_sizes()) is not None:
-        click.echo(f"note: {uneven}")
+        left = d["fit"]["empirical_groups_left_out"]
+        click.echo(
+            f"note: {uneven}" + (f"; empirical mode left out the {left} smaller" if left else "")
+        )
 
 
 @click.command("groups")
