@@ -70,7 +70,7 @@ def test_validate_and_calibrate_read_a_dump_folder(tmp_path):
     r = CliRunner().invoke(
         main,
         ["validate", "groups", str(d), "--fit-steps", "3", "--tau", "1.5", "--draws", "5",
-         "--reps", "5", "--out", str(tmp_path / "v")],
+         "--reps", "5", "--length-model", "empirical", "--out", str(tmp_path / "v")],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["calibrate", "groups", str(d), "--out", str(tmp_path / "c.json")])
