@@ -291,3 +291,26 @@ CHECKPOINTS = [
     ("resume-manifest", "real sync --resume --out {run}", "manifest"),
 ]  # fmt: skip
 """Cases on a copy of a finished tiny real run, damaged by ``DAMAGE[id]`` first."""
+
+FILES += [
+    # per-sample logs people have (issue 29)
+    ("groups-dump-empty-step", "validate groups {t}/verl_dump_gap --fit-steps 2 --out {t}/o", "3.jsonl: line 1: field 'step': step 3 has no samples"),
+    ("groups-ids-reused", "calibrate groups {t}/ids_reused.jsonl --out {t}/x.json", "ids_reused.jsonl: line 3: field 'index': id '0' names another prompt"),
+    ("groups-above-cap", "calibrate groups {t}/above_cap.jsonl --out {t}/x.json", "above_cap.jsonl: line 2: field 'response_length': length 513 above the response cap 512"),
+    ("groups-negative-length", "validate groups {t}/neg_len.jsonl --fit-steps 2 --out {t}/o", "neg_len.jsonl: line 1: field 'response_length': length -4 is not an integer >= 1"),
+    ("groups-console-log", "calibrate groups {t}/console.jsonl --out {t}/x.json", "console.jsonl: line 1: not valid JSON"),
+    ("groups-tensorboard-file", "calibrate groups {r}/tests/data/verl_tb/q3b_fsdp_base --out {t}/x.json", "a folder without rollouts.parquet or {step}.jsonl"),
+]  # fmt: skip
+
+FILES += [
+    ("groups-above-option-cap", "validate groups {r}/tests/data/groups/real_sync --fit-steps 20 --max-response-length 40 --out {t}/o", "line 649: field 'length': length 43 above the response cap 40 of --max-response-length"),
+]  # fmt: skip
+
+FILES += [
+    ("replay-no-sim", "validate replay {r}/tests/data/groups/real_sync --sim {t}/empty --out {t}/o", "--sim: "),
+    ("replay-dump-gap", "validate replay {t}/verl_dump_gap --sim {r}/tests/data/groups/real_sync --out {t}/o", "step 3 has no samples"),
+]  # fmt: skip
+
+FILES += [
+    ("groups-ambiguous-ids", "calibrate groups {t}/two_ids.jsonl --out {t}/x.json", "two_ids.jsonl: line 2: field 'index': groups the samples of step 0 otherwise than field 'uid'"),
+]  # fmt: skip

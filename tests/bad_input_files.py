@@ -145,3 +145,32 @@ def build(t: Path) -> None:
     (t / "verl_type.yaml").write_text("data:\n  train_batch_size: many\n")
     tp = "trainer: {nnodes: 1, n_gpus_per_node: 6}\nactor_rollout_ref.rollout.tensor_model_parallel_size: 4\n"
     (t / "verl_tp.yaml").write_text(tp)
+    # per-sample logs people have (issue 29): verl rollout dumps and recipe logs
+    dump = t / "verl_dump_gap"  # verl trainer.rollout_data_dir with an empty step file
+    dump.mkdir()
+    for s in (1, 2):
+        (dump / f"{s}.jsonl").write_text(
+            "".join(
+                f'{{"input": "q{p}", "output": "{"ab" * (j + 1)}", "score": 1.0, "step": {s}}}\n'
+                for p in range(2)
+                for j in range(2)
+            )
+        )
+    (dump / "3.jsonl").write_text("")
+    (t / "ids_reused.jsonl").write_text(
+        '{"step": 0, "index": 0, "prompt": "2+2?", "response_length": 7}\n'
+        '{"step": 0, "index": 0, "prompt": "2+2?", "response_length": 9}\n'
+        '{"step": 1, "index": 0, "prompt": "3*5?", "response_length": 8}\n'
+    )
+    (t / "above_cap.jsonl").write_text(
+        '{"step": 0, "uid": "a", "response_length": 300, "max_response_length": 512}\n'
+        '{"step": 0, "uid": "a", "response_length": 513, "max_response_length": 512}\n'
+    )
+    (t / "neg_len.jsonl").write_text('{"step": 0, "uid": "a", "response_length": -4}\n')
+    (t / "console.jsonl").write_text(
+        "(main_task pid=1) step:1 - timing/gen:12.3 - response_length/mean:200\n"
+    )
+    (t / "two_ids.jsonl").write_text(
+        '{"step": 0, "uid": "a", "index": 7, "response_length": 5}\n'
+        '{"step": 0, "uid": "b", "index": 7, "response_length": 9}\n'
+    )

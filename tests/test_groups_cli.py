@@ -130,11 +130,6 @@ BAD = {
         [],
         r"bad.jsonl: line 2: field 'response_lengths': length nan",
     ),
-    "ragged": (
-        _steps()[:4] + [{"step": 2, "uid": 0, "response_lengths": [4, 3]}],
-        ["validate"],
-        r"bad.jsonl: line 5: field 'lengths': step 2 prompt '0' has 2 samples",
-    ),
     "one step": (_steps(1), ["validate"], r"bad.jsonl: line 1: field 'step': one step only"),
     "K >= steps": (
         _steps(3),
@@ -159,6 +154,20 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, case):
         assert len(err) == 1 and err[0].startswith("Error: "), r.output
         assert re.search(message, err[0]), err[0]
         assert not out.exists()
+
+
+def test_validate_accepts_unequal_group_sizes(tmp_path):
+    """A group of 2 where the others have 3 (a filtered or regenerated group): read, the
+    note printed, G measured up to 3 on the full groups."""
+    recs = _steps(5)
+    recs[8] = {"step": 4, "uid": 0, "response_lengths": [4, 3]}
+    src = _write(tmp_path / "rag.jsonl", recs)
+    out = tmp_path / "v"
+    r = _run("validate", "groups", src, "--fit-steps", 3, "--draws", 5, "--reps", 5, "--out", out)
+    assert r.exit_code == 0, r.output
+    table = pl.read_csv(out / "validation_groups.csv")
+    assert sorted(table["G"].unique()) == [1, 2, 3]
+    assert "group sizes 2-3: 1 of 10 groups" in r.output
 
 
 def test_tau_not_above_one_is_refused(tmp_path):
@@ -218,3 +227,41 @@ def test_within_law_and_fit_window_options(tmp_path):
     ), law
     r = _run(*args, "--within-law", "lognormal", "--out", tmp_path / "w")
     assert r.exit_code == 2 and not (tmp_path / "w").exists()
+
+
+def test_several_fit_runs_and_a_held_out_one_get_the_target_columns(tmp_path):
+    runs = [_write(tmp_path / f"r{i}.jsonl", _steps(4)) for i in range(3)]
+    out = tmp_path / "t"
+    r = _run(
+        "validate", "groups", runs[0], runs[1], "--held-out", runs[2], "--tau", "1.1",
+        "--length-model", "empirical", "--draws", 5, "--reps", 5, "--out", out,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(out / "validation_groups.csv")
+    assert {"floor", "target", "meets"} <= set(t.columns)
+    assert t["floor"].max() == 0.0  # three copies of one run: no run-to-run spread
+    assert "target: empirical: " in r.output
+
+
+def test_empirical_calibration_leaves_out_smaller_groups_so_the_logged_g_simulates(tmp_path):
+    recs = _steps(4)
+    recs[5] = {"step": 2, "uid": 1, "response_lengths": [4, 3]}  # one group of 2, others 3
+    src = _write(tmp_path / "rag.jsonl", recs)
+    cal = tmp_path / "e.json"
+    r = _run("calibrate", "groups", src, "--length-model", "empirical", "--out", cal)
+    assert r.exit_code == 0, r.output
+    assert "empirical mode left out the 1 smaller" in r.output
+    d = json.loads(cal.read_text())
+    assert len(d["lengths"]["groups"]) == 7 and {len(g) for g in d["lengths"]["groups"]} == {3}
+    r = _run(
+        "sim",
+        "--calibration",
+        cal,
+        "--controllers",
+        "static:3",
+        "--steps",
+        2,
+        "--out",
+        tmp_path / "o",
+    )
+    assert r.exit_code == 0, r.output

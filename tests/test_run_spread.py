@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.readers.grouped import GroupedDataError
+from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
 from rolloutlab.calibration.validation.groups import measure
-from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
+from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread, with_target
 
 from rolloutlab.cli import main
 from tests.groups_helpers import drifting_trace
@@ -72,3 +72,42 @@ def test_cli_on_the_two_digit_chain_runs(tmp_path):
         main, ["validate", "run-spread", str(runs[0]), "--out", str(out / "x")]
     )
     assert one.exit_code == 2 and "need >= 2 runs" in one.output and not (out / "x").exists()
+
+
+def _flat_run(source: str, outlier: bool, steps: int = 3, B: int = 3, G: int = 2):
+    """Every length 5, or (``outlier``) prompt 0's samples 100: P(max/median > 2) is 0,
+    or 1 at every G when all B prompts are drawn."""
+    rows = [
+        {"step": t, "prompt": f"{t}-{i}", "sample_idx": j,
+         "length": 100 if outlier and i == 0 else 5}
+        for t in range(steps) for i in range(B) for j in range(G)
+    ]  # fmt: skip
+    df = pl.DataFrame(rows).with_columns(
+        pl.lit(source).alias("source"),
+        (pl.int_range(pl.len()) + 1).alias("line"),
+        pl.lit(False).alias("censored"),
+        pl.lit(None, pl.Int64).alias("cap"),
+        pl.lit(None, pl.Float64).alias("reward"),
+        pl.lit(None, pl.Int64).alias("prompt_tokens"),
+    )
+    return GroupedTrace(df, "tokens")
+
+
+def test_target_is_the_larger_of_0_10_and_floor_plus_2_se():
+    """Fit runs never straggle, the held-out run always does: floor 1 in every cell,
+    standard error 0, so the target is 1; an error of 0.5 meets it and 1.2 does not."""
+    table = pl.DataFrame(
+        {"G": [1, 2, 1], "B": [3, 3, 3], "tau": [2.0, 2.0, 2.0], "abs_error": [0.5, 1.2, 0.05],
+         "p_straggler_meas_se": [0.0, 0.0, 0.0], "model": ["m", "m", "n"]}
+    )  # fmt: skip
+    fit = [_flat_run("a", False), _flat_run("b", False)]
+    out = with_target(table, fit, _flat_run("h", True), draws=5)
+    assert out["floor"].to_list() == [1.0, 1.0, 1.0]
+    assert out["target"].to_list() == [1.0, 1.0, 1.0]
+    assert out["meets"].to_list() == [True, False, True]
+    same = with_target(table, fit, _flat_run("h2", False), draws=5)  # floor 0: target 0.10
+    assert same["target"].to_list() == [0.10] * 3 and same["meets"].to_list() == [
+        False,
+        False,
+        True,
+    ]

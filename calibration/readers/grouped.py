@@ -29,13 +29,16 @@ cap field puts the cap at the length itself.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from rolloutlab.calibration.readers.grouped_checks import refuse_repeats, refuse_reused_ids
 from rolloutlab.calibration.readers.grouped_records import (
     CANDIDATES,
+    TEXT_FIELDS,
     FieldNames,
     GroupedDataError,
     LengthCounter,
@@ -43,7 +46,14 @@ from rolloutlab.calibration.readers.grouped_records import (
 )
 from rolloutlab.sim.trace import schema as sim_trace
 
-__all__ = ["CANDIDATES", "FieldNames", "GroupedDataError", "GroupedTrace", "read_grouped"]
+__all__ = [
+    "CANDIDATES",
+    "TEXT_FIELDS",
+    "FieldNames",
+    "GroupedDataError",
+    "GroupedTrace",
+    "read_grouped",
+]
 
 
 COLUMNS = "source, line, step, prompt, sample_idx, length, censored, cap, reward, prompt_tokens"
@@ -126,6 +136,29 @@ class GroupedTrace:
             )
         return G
 
+    def check_cap(self, cap: int | None, option: str = "--max-response-length") -> None:
+        """Raise GroupedDataError naming the file, line and field of the first length above
+        the stated ``cap`` (None: nothing to check); character counts are not checked
+        against a cap in tokens."""
+        if cap is None or self.length_unit.startswith("characters"):
+            return
+        above = self.samples.filter(pl.col("length") > cap)
+        if above.height:
+            r = above.row(0, named=True)
+            raise GroupedDataError(
+                f"{r['source']}: line {r['line']}: field 'length': length {r['length']} above "
+                f"the response cap {cap} of {option}"
+            )
+
+    def typical_group_size(self) -> int:
+        """The most common group size over every (step, prompt) (the larger on a tie): the
+        logged ``G`` of a trace whose groups may differ in size (``validate groups``
+        measures G up to it on the groups that hold that many samples)."""
+        sizes = self.samples.group_by("step", "prompt").len()["len"]
+        counts = sizes.value_counts(sort=True)
+        top = counts["count"].max()
+        return int(counts.filter(pl.col("count") == top)["len"].max())
+
     def matrix(self, step: int, field: str = "length") -> np.ndarray:
         """``(B, G)`` array of ``field`` at ``step`` (needs equal G, :meth:`group_size`)."""
         self.group_size()
@@ -173,6 +206,61 @@ _SCHEMA = {
 }
 
 
+DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
+"""A file of verl's rollout dump folder (``trainer.rollout_data_dir``): ``{step}.jsonl``."""
+
+
+def files_of(path: Path) -> list[Path]:
+    """The files one path argument stands for: the file itself, a run folder's
+    ``rollouts.parquet``, or the ``{step}.jsonl`` files of a verl rollout dump folder in
+    step order. Raises GroupedDataError naming the path when none applies."""
+    if path.is_dir():
+        if (path / "rollouts.parquet").is_file():
+            return [path / "rollouts.parquet"]
+        dump = sorted(
+            (int(m.group(1)), f) for f in path.iterdir() if (m := DUMP_FILE.match(f.name))
+        )
+        if dump:
+            return [f for _, f in dump]
+        raise GroupedDataError(
+            f"{path}: a folder without rollouts.parquet or {{step}}.jsonl rollout dumps; give "
+            "a per-sample file (.jsonl, .csv, .parquet), a run folder holding "
+            "rollouts.parquet or a verl trainer.rollout_data_dir"
+        )
+    if not path.is_file():
+        raise GroupedDataError(f"{path}: no such file")
+    return [path]
+
+
+def _read_log(path: Path, names: FieldNames, counter: LengthCounter, need_lengths: bool):
+    """:func:`read_records` of one log file, its samples numbered in file order when it
+    has no sample index. A verl dump file (``{step}.jsonl``) must hold samples, each of
+    that step (GroupedDataError naming the file, line and field otherwise)."""
+    dump = DUMP_FILE.match(path.name)
+    if dump and path.stat().st_size == 0:
+        raise GroupedDataError(
+            f"{path}: line 1: field 'step': step {dump.group(1)} has no samples (an empty "
+            "rollout dump)"
+        )
+    got = read_records(path, names, counter, need_lengths)
+    step_field = got.fields.get("step")
+    if dump and step_field:
+        off = next((r for r in got.rows if r["step"] != int(dump.group(1))), None)
+        if off is not None:
+            raise GroupedDataError(
+                f"{path}: line {off['line']}: field {step_field!r}: step {off['step']} in "
+                f"the dump file of step {dump.group(1)}"
+            )
+    got.rows = refuse_repeats(got.rows, path, got.fields, got.per_prompt)
+    keys = [(r["step"], r["prompt"], r["sample_idx"]) for r in got.rows]
+    if len(set(keys)) < len(keys):  # per-sample records without a sample index
+        seen: dict = {}
+        for r in got.rows:
+            key = (r["step"], r["prompt"])
+            r["sample_idx"] = seen[key] = seen.get(key, -1) + 1
+    return got
+
+
 def read_grouped(
     paths: list[str | Path],
     names: FieldNames | None = None,
@@ -187,38 +275,37 @@ def read_grouped(
     accepts a file with no lengths field (correctness only, the pass-rate fit): its
     samples come from the reward field and their ``length`` is null.
 
+    A verl rollout dump folder (``trainer.rollout_data_dir``, one ``{step}.jsonl`` per
+    step) is one argument: its files are one run. When the prompt id is not a text and a
+    text field (:data:`TEXT_FIELDS`) is present, each id must name one text over every
+    step of the argument (:func:`calibration.readers.grouped_checks.refuse_reused_ids`).
+
     Raises: GroupedDataError (file, line, field) on a missing file, a folder without
-    ``rollouts.parquet``, a missing length field,
+    ``rollouts.parquet`` or dump files, an empty dump file or one holding another step,
+    a prompt id naming two texts, a length above its cap, a missing length field,
     invalid JSON, a length that is negative, zero, NaN or not an integer, a non-numeric
     step/reward/cap, or a per-prompt list of the wrong size.
     """
     names = names or FieldNames()
     frames, counter = [], LengthCounter(tokenizer)
     for i, p in enumerate(paths):
-        path = Path(p)
-        if path.is_dir() and (path / "rollouts.parquet").is_file():
-            path = path / "rollouts.parquet"
-        if path.is_dir():
-            raise GroupedDataError(
-                f"{path}: a folder without rollouts.parquet; give a per-sample file "
-                "(.jsonl, .csv, .parquet) or a run folder holding rollouts.parquet"
-            )
-        if not path.is_file():
-            raise GroupedDataError(f"{path}: no such file")
-        if is_rollout_trace(path):
-            df = _read_rollouts(path)
-        else:
-            df = pl.DataFrame(
-                read_records(path, names, counter, need_lengths), schema_overrides=_SCHEMA
-            )
-            if df.select(pl.struct("step", "prompt", "sample_idx").is_duplicated().any()).item():
-                # per-sample records without a sample index: number them in file order
-                df = df.with_columns(
-                    pl.int_range(pl.len()).over("step", "prompt").alias("sample_idx")
+        parts, checks = [], None
+        for path in files_of(Path(p)):
+            if is_rollout_trace(path):
+                df = _read_rollouts(path)
+            else:
+                got = _read_log(path, names, counter, need_lengths)
+                df, checks = (
+                    pl.DataFrame(got.rows, schema_overrides=_SCHEMA | {"prompt_text": pl.String}),
+                    checks or got,
                 )
+            parts.append(df.with_columns(pl.lit(str(path)).alias("source")))
+        df = pl.concat(parts, how="diagonal_relaxed")
+        if checks is not None and checks.text_field is not None:
+            refuse_reused_ids(df, checks.fields["prompt"], checks.text_field)
         if len(paths) > 1:
             df = df.with_columns((pl.lit(f"{i}:") + pl.col("prompt")).alias("prompt"))
-        frames.append(df.with_columns(pl.lit(str(path)).alias("source")))
+        frames.append(df)
     cols = list(_SCHEMA)
     samples = pl.concat(
         [f.cast({c: t for c, t in _SCHEMA.items() if c in f.columns}).select(cols) for f in frames]

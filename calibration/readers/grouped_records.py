@@ -5,16 +5,21 @@ finish reasons as censoring. The layouts and rules are described in
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import polars as pl
+from rolloutlab.calibration.readers.grouped_checks import ID_FIELDS, refuse_ambiguous_ids
+from rolloutlab.calibration.readers.record_files import GroupedDataError, records
 
-
-class GroupedDataError(ValueError):
-    """Unusable grouped input; the message names the file, the line and the field."""
+__all__ = [
+    "CANDIDATES",
+    "FieldNames",
+    "FileRows",
+    "GroupedDataError",
+    "LengthCounter",
+    "read_records",
+]
 
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
@@ -24,12 +29,18 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "lengths",
         "response_length",
         "response_tokens",
+        "response_len",
+        "completion_length",
+        "completion_tokens",
+        "output_tokens",
         "output",
         "outputs",
         "responses",
         "response",
+        "completion",
+        "completions",
     ),
-    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question", "input"),
+    "prompt": ("prompt_id", "uid", "idx", "index", "prompt", "question", "input", "query"),
     "prompt_tokens": ("prompt_tokens", "input", "prompt_length", "input_tokens"),
     "reward": ("score", "reward", "scores", "rewards", "correct"),
     "cap": ("max_response_length", "max_tokens", "response_cap", "max_model_len"),
@@ -37,6 +48,24 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "sample": ("sample_idx", "sample_index"),
 }
 """Field -> names tried in order when :class:`FieldNames` leaves it ``None``."""
+
+TEXT_FIELDS = ("prompt", "question", "input", "query", "problem")
+"""Fields that may hold a prompt's text: beside an id field, the text checks the id
+(:func:`calibration.readers.grouped_checks.refuse_reused_ids`)."""
+
+
+@dataclass
+class FileRows:
+    """What :func:`read_records` read from one file: ``rows`` (one dict per sample),
+    ``fields`` (the field used for each :data:`CANDIDATES` key, None if absent),
+    ``per_prompt`` (one record per prompt rather than per sample) and ``text_field``
+    (a prompt-text field beside the id field, whose text each row keeps under
+    ``prompt_text``; None when the id is the text or no text exists)."""
+
+    rows: list[dict]
+    fields: dict = field(default_factory=dict)
+    per_prompt: bool = False
+    text_field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,85 +94,6 @@ def _pick(name: str | None, key: str, columns, where: str, required: bool = Fals
             f"--{key.replace('_', '-')}-field)"
         )
     return found
-
-
-def records(path: Path) -> list[tuple[int, dict]]:
-    """``(line, record)`` pairs of a JSONL, CSV or parquet file (parquet rows count from
-    1, CSV rows from 2, after the header).
-
-    Raises :class:`GroupedDataError` naming the file (and line) for a line that is not a
-    JSON object, a parquet file that cannot be read (truncated, corrupt) or an unknown
-    suffix."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        out = []
-        with open(path, "rb") as fh:
-            for no, line in _lines(fh, path):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise GroupedDataError(
-                        f"{path}: line {no}: not valid JSON ({exc.msg})"
-                    ) from None
-                if not isinstance(rec, dict):
-                    raise GroupedDataError(f"{path}: line {no}: expected a JSON object")
-                out.append((no, rec))
-        return out
-    if suffix == ".csv":  # every cell a string; header is line 1
-        try:
-            df = pl.read_csv(path, infer_schema_length=0)
-        except (pl.exceptions.PolarsError, OSError) as exc:  # bad quoting, not UTF-8, ...
-            raise GroupedDataError(
-                f"{path}: not a readable CSV file ({_first_line(exc)})"
-            ) from None
-        return [
-            (i + 2, {k: _csv_cell(v) for k, v in r.items()})
-            for i, r in enumerate(df.iter_rows(named=True))
-        ]
-    if suffix == ".parquet":
-        try:
-            df = pl.read_parquet(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:  # truncated, corrupt, not parquet
-            raise GroupedDataError(
-                f"{path}: not a readable parquet file ({_first_line(exc)})"
-            ) from None
-        return [(i + 1, r) for i, r in enumerate(df.iter_rows(named=True))]
-    raise GroupedDataError(f"{path}: unknown format (expected .jsonl, .csv or .parquet)")
-
-
-def _first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (polars' run on for a page), or its type."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _lines(fh, path):
-    """``(line number, decoded line)`` of a file opened in binary mode, decoded line by
-    line (so the number is exact); GroupedDataError naming the file and line at the first
-    one that is not UTF-8."""
-    for no, raw in enumerate(fh, 1):
-        try:
-            yield no, raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise GroupedDataError(f"{path}: line {no}: not UTF-8 text ({exc.reason})") from None
-
-
-def _csv_cell(v: str | None):
-    """A CSV cell: JSON (a list ``[412, 95]``, a number, true/false) or a float
-    (``nan``, ``inf``) decoded, anything else kept as text (so a response text that is
-    just a number, ``"42"``, reads as a length in CSV; use JSONL for such texts)."""
-    if v is None:
-        return None
-    try:
-        return json.loads(v)
-    except ValueError:
-        pass
-    try:
-        return float(v)
-    except ValueError:
-        return v
 
 
 class LengthCounter:
@@ -199,6 +149,11 @@ class LengthCounter:
         self.numbers.add(field)
         return int(v)
 
+    def counts_tokens(self, v) -> bool:
+        """True when the length of ``v`` is in tokens (a number, or a text with a loaded
+        tokenizer), False for a character count (not comparable with a token cap)."""
+        return not isinstance(v, str) or self._tokenizer() is not None
+
 
 def _number(v, where: str) -> float | None:
     """``v`` as a float (None stays None; booleans are 0/1). Raises GroupedDataError
@@ -231,11 +186,15 @@ def columns(path: Path) -> set[str]:
 
 def read_records(
     path: Path, names: FieldNames, lengths: LengthCounter, need_lengths: bool = True
-) -> list[dict]:
-    """One dict per sample (:data:`COLUMNS` less ``source``) of a JSONL/CSV/parquet file;
-    see :func:`read_grouped`. ``need_lengths`` False: a file with no lengths field (none
-    named, none of the common spellings) is read from its reward field (correctness-only
-    files), every ``length`` None."""
+) -> FileRows:
+    """The samples of a JSONL/CSV/parquet file, one dict per sample (:data:`COLUMNS` less
+    ``source``, plus ``prompt_text``); see :func:`read_grouped`. ``need_lengths`` False:
+    a file with no lengths field (none named, none of the common spellings) is read from
+    its reward field (correctness-only files), every ``length`` None.
+
+    Raises :class:`GroupedDataError` naming the file, line and field on the input errors
+    of :func:`read_grouped`, including a length above its stated cap (a cap field, or
+    ``max_model_len`` less the prompt's tokens): a log cut at the cap cannot hold one."""
     recs = records(path)
     if not recs:
         raise GroupedDataError(f"{path}: no records")
@@ -247,8 +206,11 @@ def read_records(
     }
     if names.prompt is None:
         f["prompt"] = _prompt_id_field(f, recs, cols, where)
+        if f["prompt"] in ID_FIELDS:
+            refuse_ambiguous_ids(recs, f["prompt"], f["step"], path)
     if f["lengths"] is None:
         return _correctness_only(recs, f, path, where)
+    text = _text_field(f["prompt"], recs, cols)
     per_prompt = isinstance(recs[0][1].get(f["lengths"]), list)
     if not per_prompt and f["prompt"] is None:
         raise GroupedDataError(f"{where}: one record per sample needs a prompt field")
@@ -274,10 +236,16 @@ def read_records(
             k: _per_sample_values(rec, f[k], n, f"{at}", per_prompt)
             for k in ("reward", "cap", "finish_reason", "sample")
         }
+        prompt_text = rec.get(text) if text else None
         for j, length in enumerate(ls):
             cap = _number(extra["cap"][j], f"{at} {f['cap']!r}")
             if cap is not None and f["cap"] == "max_model_len" and pt is not None:
                 cap -= pt
+            if cap is not None and length > cap and lengths.counts_tokens(vals[j]):
+                raise GroupedDataError(
+                    f"{at} {f['lengths']!r}: length {length} above the response cap "
+                    f"{cap:g} (field {f['cap']!r}); a log cut at its cap cannot hold one"
+                )
             fin = extra["finish_reason"][j]
             censored = fin == "length" or (cap is not None and length >= cap)
             if fin == "length" and cap is None:
@@ -294,9 +262,21 @@ def read_records(
                     "cap": None if cap is None else int(cap),
                     "reward": _number(extra["reward"][j], f"{at} {f['reward']!r}"),
                     "prompt_tokens": None if pt is None else int(pt),
+                    "prompt_text": prompt_text if isinstance(prompt_text, str) else None,
                 }
             )
-    return refuse_repeats(rows, path, f, per_prompt)
+    return FileRows(rows, f, per_prompt, text)
+
+
+def _text_field(id_field: str | None, recs: list, cols: set) -> str | None:
+    """A field holding the prompt's text beside the id field ``id_field`` (the first of
+    :data:`TEXT_FIELDS` present whose first value is a string), or None."""
+    for c in TEXT_FIELDS:
+        if c in cols and c != id_field:
+            value = next((r[c] for _, r in recs if r.get(c) is not None), None)
+            if isinstance(value, str):
+                return c if id_field is not None else None
+    return None
 
 
 def _prompt_id_field(f: dict, recs: list, cols: set, where: str) -> str | None:
@@ -321,7 +301,7 @@ def _prompt_id_field(f: dict, recs: list, cols: set, where: str) -> str | None:
     )
 
 
-def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
+def _correctness_only(recs, f: dict, path: Path, where: str) -> FileRows:
     """Rows of a file with no lengths field: the reward field gives the samples (a list
     per prompt, or one value per sample record); lengths, caps and prompt tokens None."""
     if f["reward"] is None:
@@ -364,29 +344,4 @@ def _correctness_only(recs, f: dict, path: Path, where: str) -> list[dict]:
                     "prompt_tokens": None,
                 }
             )
-    return refuse_repeats(rows, path, f, per_prompt)
-
-
-def refuse_repeats(rows: list[dict], path: Path, f: dict, per_prompt: bool) -> list[dict]:
-    """``rows`` as they are, after checking no group is given twice: with one record per
-    prompt (``per_prompt``), a prompt id (field ``f["prompt"]``) repeated within a step;
-    with one record per sample and a sample field, a (step, prompt, sample) repeated.
-    Without a prompt field (prompts numbered by line) or, per sample, without a sample
-    field (samples numbered in file order) nothing can repeat.
-
-    Raises :class:`GroupedDataError` naming the file, both lines and the field: two
-    records of one group would otherwise be merged into one larger group, silently.
-    """
-    if f["prompt"] is None or (not per_prompt and f["sample"] is None):
-        return rows
-    first: dict[tuple, int] = {}
-    for r in rows:
-        key = (r["step"], r["prompt"]) if per_prompt else (r["step"], r["prompt"], r["sample_idx"])
-        seen = first.setdefault(key, r["line"])
-        if seen != r["line"]:
-            what = f"prompt {r['prompt']!r}" + ("" if per_prompt else f" sample {r['sample_idx']}")
-            raise GroupedDataError(
-                f"{path}: line {r['line']}: field {f['prompt']!r}: {what} of step {r['step']} "
-                f"repeats line {seen}; give each group once (drop or rename the duplicate)"
-            )
-    return rows
+    return FileRows(rows, f, per_prompt)

@@ -137,15 +137,19 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     known = trace.known_cap()
     cap = cfg.max_response_length or known or int(trace.samples["length"].max())
     if cfg.length_model == "empirical":
+        # drawn without replacement: a group smaller than the logged G would cap the
+        # simulated G at its size, so only groups of the most common size or larger stay
+        full = [i for i, g in enumerate(flat) if len(g) >= trace.typical_group_size()]
+        groups = [np.asarray(flat[i]).astype(int) for i in full]
         lengths = {
             "kind": "empirical",
-            "values": np.concatenate(flat).astype(int).tolist(),
-            "groups": [np.asarray(g).astype(int).tolist() for g in flat],
+            "values": np.concatenate(groups).tolist(),
+            "groups": [g.tolist() for g in groups],
             "replace": False,
             "max_response_length": cap,
         }
         if cfg.step_window:
-            lengths["group_steps"] = (np.asarray(at, dtype=np.int64) - min(at)).tolist()
+            lengths["group_steps"] = (np.asarray([at[i] for i in full]) - min(at)).tolist()
             lengths["step_window"] = int(cfg.step_window)
     else:
         m = fit.model(cap)
@@ -182,6 +186,11 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
             "fit_steps": [int(min(at)), int(max(at))] if cfg.fit_window else "all",
             "aic_by_law": aics,
             "group_size": sorted({len(g) for g in flat}),
+            "empirical_groups_left_out": (
+                sum(len(g) < trace.typical_group_size() for g in flat)
+                if cfg.length_model == "empirical"
+                else 0
+            ),
             "lengths_fit_groups": f"1 in {every} ({len(flat[::every])} of {len(flat)})"
             if every > 1
             else "all",

@@ -5,7 +5,10 @@ Straggler event of a step (SAGC, PAPERS.md §1; :func:`sim.trace.metrics.straggl
 
 Measured at group size ``G <= G_logged`` and batch ``B <= B_logged``: each held-out step's
 groups are subsampled without replacement (``B`` of its prompts, ``G`` of each group's
-samples), ``draws`` times; ``p_straggler_meas`` is the mean of the event over steps and
+samples), ``draws`` times. Groups may differ in size (a prompt sampled in several rounds,
+filtered samples, regeneration): ``G_logged`` is the most common size, and at each ``G``
+the ``B`` prompts are drawn among the groups holding at least ``G`` samples (``B_logged``:
+the fewest such groups at ``G_logged`` over the held-out steps); ``p_straggler_meas`` is the mean of the event over steps and
 draws (an unbiased estimate of the step-averaged subsampling expectation, which
 :func:`straggler_prob_exact` enumerates on tiny cases), its standard error the spread of
 the per-step means over ``sqrt(steps)``; ``ratio_median_meas`` the median ratio.
@@ -32,7 +35,6 @@ the hierarchical models carry the law's name and the normal-law baselines are le
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,9 +43,32 @@ from rolloutlab.calibration.fits.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.fits.icc import bundled_icc
 from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
 from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
+from rolloutlab.calibration.validation.measure import (
+    Measured,
+    eligible,
+    measure,
+    padded,
+    step_ratio,
+    straggler_prob_exact,
+    subsample,
+)
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
+
+__all__ = [
+    "COLUMNS",
+    "Measured",
+    "ValidationConfig",
+    "eligible",
+    "fit_data",
+    "measure",
+    "padded",
+    "step_ratio",
+    "straggler_prob_exact",
+    "subsample",
+    "validate_groups",
+]
 
 COLUMNS = (
     "G",
@@ -59,59 +84,6 @@ COLUMNS = (
 ``p_straggler_meas_se``, ``n_steps``, ``ratio_ks`` (two-sample Kolmogorov-Smirnov
 distance between the measured and predicted distributions of max/median,
 ``scipy.stats.ks_2samp``) and ``law`` (the within-group law, :func:`law_name`) follow."""
-
-
-def step_ratio(lengths: np.ndarray) -> np.ndarray:
-    """``max / median`` over the last two axes of ``(..., B, G)`` lengths (the definition
-    of :func:`sim.trace.metrics.straggler_ratio`, vectorised over leading axes)."""
-    flat = np.asarray(lengths, dtype=np.float64).reshape(*lengths.shape[:-2], -1)
-    return flat.max(axis=-1) / np.median(flat, axis=-1)
-
-
-def subsample(rng: np.random.Generator, m: np.ndarray, B: int, G: int, draws: int) -> np.ndarray:
-    """``(draws, B, G)``: per draw, ``B`` of the ``m.shape[0]`` groups and ``G`` of each
-    group's samples, without replacement."""
-    nb, ng = m.shape
-    rows = np.argsort(rng.random((draws, nb)), axis=1)[:, :B]  # (draws, B)
-    cols = np.argsort(rng.random((draws, B, ng)), axis=2)[:, :, :G]  # (draws, B, G)
-    return m[rows[:, :, None], cols]
-
-
-def straggler_prob_exact(m: np.ndarray, G: int, tau: float) -> float:
-    """``P(max/median > tau)`` over every choice of ``G`` samples per group of ``m``
-    ``(B, G_logged)`` (all ``C(G_logged, G)^B`` equally likely). Tiny cases only."""
-    choices = [list(itertools.combinations(row, G)) for row in np.asarray(m)]
-    hits = [step_ratio(np.array(c)[None])[0] > tau for c in itertools.product(*choices)]
-    return float(np.mean(hits))
-
-
-@dataclass(frozen=True)
-class Measured:
-    """Measured straggler statistics of held-out steps at one (B, G)."""
-
-    p: dict
-    """tau -> mean straggler event."""
-    p_se: dict
-    """tau -> standard error (spread of per-step means / sqrt(steps))."""
-    ratio_median: float
-    ratios: np.ndarray
-    """(steps * draws,) the measured ratios."""
-
-
-def measure(mats: list[np.ndarray], B: int, G: int, taus, draws: int, seed: int) -> Measured:
-    """Subsampled straggler statistics of held-out step matrices (module docstring)."""
-    rng = np.random.default_rng([seed, B, G])
-    ratios = np.stack([step_ratio(subsample(rng, m, B, G, draws)) for m in mats])  # (T, D)
-    per_step = {t: (ratios > t).mean(axis=1) for t in taus}
-    return Measured(
-        p={t: float(v.mean()) for t, v in per_step.items()},
-        p_se={
-            t: float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
-            for t, v in per_step.items()
-        },
-        ratio_median=float(np.median(ratios)),
-        ratios=ratios.ravel(),
-    )
 
 
 def predict(model, steps: list[int], B: int, G_max: int, reps: int, seed: int) -> np.ndarray:
@@ -168,10 +140,10 @@ def check_taus(taus) -> None:
 
 
 def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
-    """The logged G after the input checks of ``validate groups``. Raises
-    GroupedDataError (file, line, field) on ragged groups, one step only, K >= steps, or
-    a tau <= 1."""
-    G = trace.group_size()
+    """The logged G (the most common group size, :meth:`GroupedTrace.typical_group_size`;
+    groups may differ in size) after the input checks of ``validate groups``. Raises
+    GroupedDataError (file, line, field) on one step only, K >= steps, or a tau <= 1."""
+    G = trace.typical_group_size()
     steps = trace.steps()
     first = trace.samples.row(0, named=True)
     where = f"{first['source']}: line {first['line']}"
@@ -254,7 +226,9 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     step0 = min(at)
     if cfg.length_model == "empirical":
         sfx = f"_w{cfg.fit_window}" if cfg.fit_window else ""
-        groups = tuple(np.asarray(g, dtype=np.int64) for g in flat)
+        full = [i for i, g in enumerate(flat) if len(g) >= G]  # drawn without replacement
+        groups = tuple(np.asarray(flat[i], dtype=np.int64) for i in full)
+        at = [at[i] for i in full]
         emp = EmpiricalLengths(
             np.concatenate(groups), max_response_length=cap, groups=groups, replace=False
         )
@@ -316,15 +290,15 @@ def validate_groups(
     if held_out is None:
         G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
         held = trace.steps()[cfg.fit_steps :]
-        mats = [np.stack(s) for s in trace.groups("length")[cfg.fit_steps :]]
+        mats = [padded(s) for s in trace.groups("length")[cfg.fit_steps :]]
     else:
         G, cfg = check_held_out(trace, held_out, cfg)
         keep = [i for i, s in enumerate(held_out.steps()) if s >= cfg.from_step]
         held = [held_out.steps()[i] for i in keep]
         groups = held_out.groups("length")
-        mats = [np.stack(groups[i]) for i in keep]
+        mats = [padded(groups[i]) for i in keep]
     cap = cfg.cap or trace.known_cap() or UNCAPPED
-    b_log = min(m.shape[0] for m in mats)
+    b_log = logged_batch(held_out or trace, mats, held, G)
     B = cfg.prompts or b_log
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
@@ -363,7 +337,7 @@ def check_held_out(
 ) -> tuple[int, ValidationConfig]:
     """``(G, cfg)`` for a validation on another run: G the smaller logged group size of
     the two, ``cfg`` with ``fit_steps`` filled in (None: every step of ``trace``). Raises
-    GroupedDataError (file, line, field) on ragged groups in either, ``fit_steps`` above
+    GroupedDataError (file, line, field) on ``fit_steps`` above
     the steps of ``trace``, no held-out step from ``cfg.from_step`` on, or a tau <= 1."""
     steps = trace.steps()
     fit_steps = cfg.fit_steps or len(steps)
@@ -382,5 +356,20 @@ def check_held_out(
             f"{last['source']}: line {last['line']}: field 'step': no step >= --from-step "
             f"{cfg.from_step} (last step {max(held_out.steps())})"
         )
-    G = min(trace.group_size(), held_out.group_size())
+    G = min(trace.typical_group_size(), held_out.typical_group_size())
     return G, replace(cfg, fit_steps=fit_steps)
+
+
+def logged_batch(trace: GroupedTrace, mats: list[np.ndarray], steps: list[int], G: int) -> int:
+    """The logged B at group size ``G``: the fewest groups holding ``G`` samples over the
+    measured steps (``mats`` of :func:`padded`, one per step of ``steps``). Raises
+    GroupedDataError naming the file, line and step of a step with no such group."""
+    counts = [eligible(m, G) for m in mats]
+    if min(counts) == 0:
+        s = steps[counts.index(0)]
+        row = trace.samples.filter(pl.col("step") == s).row(0, named=True)
+        raise GroupedDataError(
+            f"{row['source']}: line {row['line']}: field 'step': step {s} has no group of "
+            f"{G} samples (the most common group size); validate on steps with full groups"
+        )
+    return min(counts)

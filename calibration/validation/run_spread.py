@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
-from rolloutlab.calibration.validation.groups import check_taus, measure
+from rolloutlab.calibration.validation.groups import check_taus, logged_batch, measure, padded
 
 COLUMNS = (
     "run",
@@ -59,20 +59,22 @@ def run_spread(
     """The table of :data:`COLUMNS`: one row per run, G in ``1..min logged G`` and tau.
 
     ``runs``: two or more traces (one per run); ``prompts``: B (default: the smallest
-    logged B on the common steps). Raises GroupedDataError on fewer than 2 runs, ragged
-    groups (:meth:`GroupedTrace.group_size`), no common step from ``from_step`` on,
+    logged B on the common steps, counting groups of the most common size G or more:
+    groups may differ in size, :func:`calibration.validation.groups.subsample`). Raises
+    GroupedDataError on fewer than 2 runs, a step with no group of G samples,
+    no common step from ``from_step`` on,
     ``prompts`` above the logged B, or a tau <= 1."""
     if len(runs) < 2:
         raise GroupedDataError("run spread: need >= 2 runs")
     check_taus(taus)
-    G = min(r.group_size() for r in runs)
+    G = min(r.typical_group_size() for r in runs)
     steps = common_steps(runs, from_step)
     mats = []
     for r in runs:
         index = {s: i for i, s in enumerate(r.steps())}
         groups = r.groups("length")
-        mats.append([np.stack(groups[index[s]]) for s in steps])
-    b_log = min(m.shape[0] for ms in mats for m in ms)
+        mats.append([padded(groups[index[s]]) for s in steps])
+    b_log = min(logged_batch(r, ms, steps, G) for r, ms in zip(runs, mats, strict=True))
     B = prompts or b_log
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a step")
@@ -97,3 +99,31 @@ def run_spread(
                     }
                 )
     return pl.DataFrame(rows).sort("run", "tau", "G", maintain_order=True)
+
+
+def with_target(
+    table: pl.DataFrame,
+    runs: list[GroupedTrace],
+    held_out: GroupedTrace,
+    from_step: int = 0,
+    draws: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """``validate groups --held-out`` rows (``table``, one per model, G and tau) with the
+    decided accuracy target of several runs of one configuration (docs/ERRATA, per-sample
+    traces issue): ``floor`` is the held-out run's distance from the mean of the fit
+    ``runs`` at that (B, G, tau) (:func:`run_spread` with the held-out run last),
+    ``target = max(0.10, floor + 2 * p_straggler_meas_se)`` (the held-out measurement's
+    standard error) and ``meets = abs_error <= target``. Cells with G above the runs'
+    common G get no floor (null target and ``meets``). Raises GroupedDataError as
+    :func:`run_spread`."""
+    B = int(table["B"][0])
+    taus = tuple(sorted(set(table["tau"].to_list())))
+    spread = run_spread([*runs, held_out], taus, from_step, B, draws, seed)
+    floor = spread.filter(pl.col("run") == len(runs)).select(
+        "G", "tau", pl.col("dev_from_others").alias("floor")
+    )
+    out = table.join(floor, on=["G", "tau"], how="left", maintain_order="left")
+    target = pl.max_horizontal(pl.lit(0.10), pl.col("floor") + 2 * pl.col("p_straggler_meas_se"))
+    out = out.with_columns(pl.when(pl.col("floor").is_not_null()).then(target).alias("target"))
+    return out.with_columns((pl.col("abs_error") <= pl.col("target")).alias("meets"))

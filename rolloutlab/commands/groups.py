@@ -15,6 +15,7 @@ from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, re
 from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
+from rolloutlab.calibration.validation.run_spread import with_target
 from rolloutlab.commands.common import (
     CALIBRATION_OUT,
     BadInput,
@@ -44,6 +45,21 @@ DRAWS_OPTION = click.option(
     type=POSITIVE_INT,
     help="Subsamples per step and G (>= 1).",
 )
+SUBSAMPLE_SEED_OPTION = click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
+)
+
+
+def write_table(out, command: str, name: str, table: pl.DataFrame, config: dict):
+    """Claim the output folder ``out`` for ``command`` (``"validate replay"``), write
+    ``table`` as ``name`` (CSV) and ``config.json`` (``{"command": command, **config}``
+    with provenance); returns the folder."""
+    out_dir = claim(out, command)
+    table.write_csv(out_dir / name, float_precision=4)
+    write_config(out_dir / "config.json", {"command": command, **config})
+    return out_dir
+
+
 PROMPTS_OPTION = click.option(
     "--prompts", type=PROMPTS, default=None, help="B (default: as logged)."
 )
@@ -115,6 +131,27 @@ def _check_step_window(length_model: str, step_window: int | None) -> None:
         raise BadInput("--step-window: needs --length-model empirical")
 
 
+def _check_cap(trace, cap) -> None:
+    """A length above ``--max-response-length`` as :class:`BadInput` (file, line, field)."""
+    if trace is not None:
+        try:
+            trace.check_cap(cap)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+
+
+def _target_line(table: pl.DataFrame) -> str:
+    """One line per model: cells meeting max(0.10, floor + 2 SE), and the worst miss."""
+    parts = []
+    for (model,), t in table.filter(pl.col("meets").is_not_null()).group_by("model"):
+        miss = (t["abs_error"] - t["target"]).max()
+        parts.append(
+            f"{model}: {int(t['meets'].sum())} of {t.height} cells within max(0.10, floor + 2 SE)"
+            + (f", worst by {miss:.3f}" if miss > 0 else "")
+        )
+    return "target: " + "; ".join(sorted(parts))
+
+
 def read_files(files, tokenizer, kw):
     """One :class:`calibration.readers.grouped.GroupedTrace` of ``files``, the field options
     popped from ``kw``; a reader error as :class:`BadInput`."""
@@ -166,6 +203,7 @@ def calibrate_groups_cmd(
     at the cap) to grouped per-sample files (JSONL, CSV, parquet, rollouts.parquet)."""
     _check_step_window(length_model, step_window)
     trace = read_files(files, tokenizer, fields)
+    _check_cap(trace, max_response_length)
     cfg = GroupsCalibrationConfig(
         length_model, max_response_length, cost_from, name, within_law, fit_window, step_window
     )
@@ -196,7 +234,10 @@ def calibrate_groups_cmd(
         f"pass rate: {d['pass_rate']['spec'] if 'pass_rate' in d else d['fit']['pass_rate']}"
     )
     if (uneven := trace.group_sizes()) is not None:
-        click.echo(f"note: {uneven}")
+        left = d["fit"]["empirical_groups_left_out"]
+        click.echo(
+            f"note: {uneven}" + (f"; empirical mode left out the {left} smaller" if left else "")
+        )
 
 
 @click.command("groups")
@@ -276,9 +317,11 @@ def validate_groups_cmd(
         raise BadInput("--fit-steps: required without --held-out")
     if from_step is not None and not held_out:
         raise BadInput("--from-step: needs --held-out")
-    names = dict(fields)
+    names, field_names = dict(fields), dict(fields)
     trace = read_files(files, tokenizer, fields)
     other = read_files(held_out, tokenizer, names) if held_out else None
+    for t in (trace, other):
+        _check_cap(t, max_response_length)
     cfg = ValidationConfig(
         fit_steps=fit_steps,
         taus=taus,
@@ -296,6 +339,9 @@ def validate_groups_cmd(
     )
     try:
         table = validate_groups(trace, cfg, other)
+        if other is not None and len(files) >= 2:  # several runs of one configuration
+            runs = [read_files([f], tokenizer, dict(field_names)) for f in files]
+            table = with_target(table, runs, other, from_step or 0, draws, seed)
     except (ValueError, OSError) as exc:
         raise BadInput(str(exc)) from None
     out_dir = claim(out, "validate groups")
@@ -324,4 +370,9 @@ def validate_groups_cmd(
     )
     with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3):
         click.echo(summary)
+    if "meets" in table.columns:
+        click.echo(_target_line(table))
+    for t in (trace, other):
+        if t is not None and (uneven := t.group_sizes()) is not None:
+            click.echo(f"note: {uneven}; G up to {t.typical_group_size()} (the most common)")
     click.echo(f"wrote {out_dir / 'validation_groups.csv'} (columns {', '.join(COLUMNS)}, ...)")

@@ -8,15 +8,16 @@ import polars as pl
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
-from rolloutlab.commands.common import BadInput, claim
+from rolloutlab.commands.common import BadInput
 from rolloutlab.commands.groups import (
     DRAWS_OPTION,
     PROMPTS_OPTION,
+    SUBSAMPLE_SEED_OPTION,
     TAU_OPTION,
     field_options,
     read_files,
+    write_table,
 )
-from rolloutlab.sim.scenario.provenance import write_config
 
 
 @click.command("run-spread")
@@ -32,9 +33,7 @@ from rolloutlab.sim.scenario.provenance import write_config
 )
 @PROMPTS_OPTION
 @DRAWS_OPTION
-@click.option(
-    "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Subsample seed."
-)
+@SUBSAMPLE_SEED_OPTION
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 def run_spread_cmd(runs, tau, from_step, prompts, draws, seed, out, tokenizer, **fields):
     """Measure P(max/median > tau) on each of several runs (one grouped file or run
@@ -46,20 +45,14 @@ def run_spread_cmd(runs, tau, from_step, prompts, draws, seed, out, tokenizer, *
         table = run_spread(traces, tuple(tau), from_step, prompts, draws, seed)
     except (GroupedDataError, ValueError) as exc:
         raise BadInput(str(exc)) from None
-    out_dir = claim(out, "validate run-spread")
-    table.write_csv(out_dir / "run_spread.csv", float_precision=4)
-    write_config(
-        out_dir / "config.json",
-        {
-            "command": "validate run-spread",
-            "runs": list(runs),
-            "tau": list(tau),
-            "from_step": from_step,
-            "prompts": prompts,
-            "draws": draws,
-            "seed": seed,
-        },
-    )
+    out_dir = write_table(
+        out,
+        "validate run-spread",
+        "run_spread.csv",
+        table,
+        {"runs": list(runs), "tau": list(tau), "from_step": from_step, "prompts": prompts,
+         "draws": draws, "seed": seed},
+    )  # fmt: skip
     summary = table.group_by("run", "tau", maintain_order=True).agg(
         pl.col("dev_from_others").max().alias("max_dev_from_others"),
         pl.col("p_straggler_meas_se").max().alias("max_se"),

@@ -12,6 +12,7 @@ from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate import BAD_INPUT, run_dir_args, verl_config, verl_options
 from rolloutlab.commands.common import claimed, echo_table, fail
 from rolloutlab.commands.groups import validate_groups_cmd
+from rolloutlab.commands.replay import replay_cmd
 from rolloutlab.commands.run_spread import run_spread_cmd
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.trace.progress import progress_bar
@@ -67,3 +68,4 @@ def validate_verl_tb(
 
 validate.add_command(validate_groups_cmd)
 validate.add_command(run_spread_cmd)
+validate.add_command(replay_cmd)
