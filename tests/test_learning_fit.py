@@ -41,7 +41,7 @@ def test_fit_recovers_kappa_from_the_models_own_run():
     assert fit["lr_ref"] == 1e-6
 
 
-def _write_run(d, curve: RunCurve, learner: bool = True):
+def write_run(d, curve: RunCurve, learner: bool = True):
     d.mkdir()
     rows, steps, lines = [], [], []
     for t, (G, lr, k) in enumerate(zip(curve.G, curve.lr, curve.counts, strict=True)):
@@ -65,7 +65,7 @@ def _write_run(d, curve: RunCurve, learner: bool = True):
 
 def test_read_run_round_trip(tmp_path):
     curve = simulate_curve(1.0, 1.0, 1.0, G=4, B=6, T=8, lr=3e-4, seed=0, dynamic_sampling=True)
-    _write_run(tmp_path / "run", curve)
+    write_run(tmp_path / "run", curve)
     back = read_run(tmp_path / "run")
     assert back.dynamic_sampling
     assert np.array_equal(back.G, curve.G) and np.array_equal(back.lr, curve.lr)
@@ -74,7 +74,7 @@ def test_read_run_round_trip(tmp_path):
 
 def test_cli_learning(tmp_path):
     curve = simulate_curve(1.0, 1.0, 1.0, G=4, B=8, T=10, lr=3e-4, seed=0)
-    _write_run(tmp_path / "run", curve)
+    write_run(tmp_path / "run", curve)
     out = tmp_path / "l.json"
     args = ["calibrate", "learning", "--real", str(tmp_path / "run"), "--out", str(out),
             "--mean-field"]  # fmt: skip
@@ -92,7 +92,7 @@ def test_cli_learning(tmp_path):
     sat = json.loads(out3.read_text())["learning"]
     assert sat["fit"]["model"] == "saturating" and sat["theta_max"] > 0
     assert "--learning-model saturating" in sat["provenance"]["command"]
-    _write_run(tmp_path / "bare", curve, learner=False)
+    write_run(tmp_path / "bare", curve, learner=False)
     out2 = tmp_path / "l2.json"
     r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "bare"),
                                   "--out", str(out2)])  # fmt: skip

@@ -16,7 +16,7 @@ from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.models.learning import LearningParams
 
 from rolloutlab.cli import main
-from tests.test_learning_fit import _write_run
+from tests.test_learning_fit import write_run
 
 
 def _run(params, G, B, T, seed):
@@ -60,7 +60,7 @@ def test_cli_two_settings_from_a_folder_and_one_setting_refused(tmp_path):
     p = LearningParams(kappa=1.0, b_noise=20.0, advantage="std")
     (tmp_path / "grid").mkdir()
     for G in (2, 8):
-        _write_run(tmp_path / "grid" / f"g{G}", _run(p, G, 8, 12, G))
+        write_run(tmp_path / "grid" / f"g{G}", _run(p, G, 8, 12, G))
     out = tmp_path / "l.json"
     r = CliRunner().invoke(main, ["calibrate", "learning", "--real", str(tmp_path / "grid"),
                                   "--out", str(out), "--learning-model", "linear"])  # fmt: skip

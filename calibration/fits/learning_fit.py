@@ -63,7 +63,7 @@ def replay_shift(curve: RunCurve, lr_ref: float) -> np.ndarray:
     return C
 
 
-def _pmf(G: int, p: np.ndarray) -> np.ndarray:
+def correct_count_pmf(G: int, p: np.ndarray) -> np.ndarray:
     """Binomial pmf (..., G + 1) of 0..G successes at probabilities p (...)."""
     j = np.arange(G + 1)
     p = p[..., None]
@@ -96,7 +96,7 @@ def _nll(x: np.ndarray, hist: list[tuple]) -> float:
     nll = 0.0
     for C, G, h in hist:
         p = special.expit(lp0[None, :] + shift(C, kappa, cap)[:, None])  # (T_G, Q)
-        pk = np.einsum("tqj,q->tj", _pmf(G, p), w)  # (T_G, G + 1)
+        pk = np.einsum("tqj,q->tj", correct_count_pmf(G, p), w)  # (T_G, G + 1)
         nll -= float((h * np.log(np.maximum(pk, 1e-300))).sum())
     return nll
 
