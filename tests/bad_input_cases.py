@@ -114,6 +114,11 @@ OPTIONS = [
     ("real-stab-lr-nan", "real stability --lr nan --out {t}/o", "'--lr'"),
     ("real-stab-seeds-0", "real stability --seeds 0 --out {t}/o", "'--seeds'"),
     ("real-stab-jobs-0", "real stability --jobs 0 --out {t}/o", "'--jobs'"),
+    ("real-stab-kl-max-nan", "real stability --kl-max nan --out {t}/o", "'--kl-max'"),
+    ("real-stab-kl-max-neg", "real stability --kl-max -1 --out {t}/o", "'--kl-max'"),
+    ("real-stab-release-0", "real stability --release 0 --out {t}/o", "'--release'"),
+    ("real-stab-is-cap-nan", "real stability --is-cap nan --out {t}/o", "'--is-cap'"),
+    ("real-stab-is-mode", "real stability --is-mode seq --out {t}/o", "'--is-mode'"),
     ("real-spread-G", "real task-spread --G 2 --out {t}/x.json", "'--G'"),
     ("real-progress-target", "real progress {t}/empty --target-accuracy 2 --out {t}/o", "'--target-accuracy'"),
     # compare
