@@ -1,0 +1,169 @@
+"""Fit the collapse-horizon law (:mod:`sim.models.horizon`) per mechanism on half of one or
+more measured stability grids, predict the other half (issue 34, ``compare horizon``).
+
+Grids: ``stability.csv`` folders (``rolloutlab real stability`` or ``rolloutlab
+stability``); each grid's mechanism is read from its ``config.json``
+(``grid.base.sync.learner.clip`` / ``is_mode``; a grid without them ran the default
+``clip on, IS token``): ``mechanism = "clip-on/is-token"`` etc. One law is fitted per
+mechanism. All grids must share the step count ``T``.
+
+Split: ``seed`` (even seeds fit, odd held out) or ``lr`` (alternate learning rates,
+sorted: even index fit). Held-out numbers per mechanism and pooled: classification
+agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
+MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
+law's median), and, with the seed split, the *seed floor*: the same MdAPE for a predictor
+that knows the held-out cell's other seeds (the median of their collapse steps), i.e.
+what seed noise alone leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rolloutlab.analysis.collapse_compare import GridError, grid_steps, read_grid
+from rolloutlab.sim.models.horizon import PAPER, HorizonFit, HorizonInputError, fit_horizon
+
+
+def mechanism_of(grid: Path) -> str:
+    """``clip-{on,off}/is-{off,token,sequence}`` from a grid's config.json (default when absent)."""
+    cfg = (grid if grid.is_dir() else grid.parent) / "config.json"
+    learner: dict = {}
+    if cfg.exists():
+        raw = json.loads(cfg.read_text())
+        learner = raw.get("grid", {}).get("base", {}).get("sync", {}).get("learner", {})
+    clip = "on" if learner.get("clip", True) else "off"
+    return f"clip-{clip}/is-{learner.get('is_mode', 'token')}"
+
+
+def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
+    """One table of every grid's ok runs with ``mechanism`` and ``T`` columns.
+
+    Raises :class:`GridError` naming the grid on an unreadable grid, or when the grids
+    mix step counts (a horizon is measured against its run length).
+    """
+    parts = []
+    for p in paths:
+        df = read_grid(p)
+        T = grid_steps(p, steps)
+        parts.append(
+            df.select("S", "lr", "seed", "collapsed", "t_collapse").with_columns(
+                pl.lit(mechanism_of(Path(p))).alias("mechanism"), pl.lit(T).alias("T")
+            )
+        )
+    Ts = sorted({int(d["T"][0]) for d in parts})
+    if len(Ts) > 1:
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: runs of different step counts mixed "
+            f"(T = {Ts}); compare grids of one T"
+        )
+    return pl.concat(parts)
+
+
+def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    t = df["t_collapse"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    t = np.where(df["collapsed"].to_numpy(), t, np.nan)
+    return df["S"].to_numpy(), df["lr"].to_numpy(), t, df["T"].to_numpy()
+
+
+def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
+    """:func:`sim.models.horizon.fit_horizon` on one mechanism's runs; raises GridError
+    (naming the mechanism) where the law cannot be fitted."""
+    try:
+        return fit_horizon(*_arrays(df), n_boot=n_boot)
+    except HorizonInputError as exc:
+        raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
+
+
+def split(df: pl.DataFrame, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(fit, held_out)`` (module docstring); raises GridError with a single value."""
+    values = sorted(df[by].unique().to_list())
+    if len(values) < 2:
+        raise GridError(f"split by {by}: a single {by} ({values}); need two or more")
+    mask = pl.col(by).is_in(values[0::2])
+    return df.filter(mask), df.filter(~mask)
+
+
+def predict_rows(fit: HorizonFit, df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``p_collapse``, ``predicted_collapsed``, ``predicted_t`` (median) and its
+    bootstrap interval ``predicted_t_lo`` / ``_hi``."""
+    S, eta, _, T = _arrays(df)
+    med, lo, hi = fit.predict(S, eta)
+    p = fit.law.p_collapse(S, eta, T)
+    return df.with_columns(
+        pl.Series("p_collapse", p),
+        pl.Series("predicted_collapsed", p > 0.5),
+        pl.Series("predicted_t", med),
+        pl.Series("predicted_t_lo", lo),
+        pl.Series("predicted_t_hi", hi),
+    )
+
+
+def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> float:
+    """MdAPE of predicting each held-out collapsed run by the median collapse step of the
+    fit seeds at its cell (runs whose cell had a collapse in the fit half); NaN if none."""
+    med = (
+        fit_rows.filter(pl.col("collapsed"))
+        .group_by("mechanism", "S", "lr")
+        .agg(pl.col("t_collapse").median().alias("t_seeds"))
+    )
+    j = held.filter(pl.col("collapsed")).join(med, on=["mechanism", "S", "lr"], how="inner")
+    if not j.height:
+        return float("nan")
+    return float(((j["t_seeds"] / j["t_collapse"]) - 1).abs().median())
+
+
+def held_out_numbers(pred: pl.DataFrame) -> dict:
+    """``points``, ``agreement``, ``both_collapsed``, ``t_collapse_mdape`` (NaN if none),
+    ``collapsed_measured``, ``collapsed_predicted`` of :func:`predict_rows` output."""
+    both = pred.filter(pl.col("collapsed") & pl.col("predicted_collapsed"))
+    mdape = (
+        float(((both["predicted_t"] / both["t_collapse"]) - 1).abs().median())
+        if both.height
+        else float("nan")
+    )
+    return {
+        "points": pred.height,
+        "agreement": float((pred["predicted_collapsed"] == pred["collapsed"]).mean()),
+        "both_collapsed": both.height,
+        "t_collapse_mdape": mdape,
+        "collapsed_measured": int(pred["collapsed"].sum()),
+        "collapsed_predicted": int(pred["predicted_collapsed"].sum()),
+    }
+
+
+def law_summary(fit: HorizonFit) -> dict:
+    """The fitted constants with 16-84 % bootstrap intervals, and §2's exponents."""
+    out = {}
+    for name in ("R", "a", "C", "c", "k", "sigma"):
+        lo, hi = fit.interval(name)
+        out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
+    out["paper"] = PAPER
+    out["runs"], out["collapsed"], out["bootstrap"] = fit.n_runs, fit.n_collapsed, len(fit.boot)
+    return out
+
+
+def horizon_study(
+    df: pl.DataFrame, by: str = "seed", n_boot: int = 100
+) -> tuple[dict, pl.DataFrame]:
+    """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
+    exponents with their seed intervals). Returns ``(summary, held-out rows)``.
+    Raises GridError (one S, one lr, no collapse, a single split value)."""
+    summary: dict = {"split": by, "mechanisms": {}}
+    preds = []
+    for (mech,), part in sorted(df.group_by("mechanism"), key=lambda kv: kv[0]):
+        fit_rows, held = split(part, by)
+        half = fit_mechanism(fit_rows, n_boot)
+        pred = predict_rows(half, held)
+        preds.append(pred)
+        summary["mechanisms"][mech] = {
+            "held_out": held_out_numbers(pred),
+            "seed_floor_mdape": seed_floor(held, fit_rows) if by == "seed" else None,
+            "law_half": law_summary(half),
+            "law_all": law_summary(fit_mechanism(part, n_boot)),
+        }
+    held_all = pl.concat(preds)
+    summary["held_out"] = held_out_numbers(held_all)
+    return summary, held_all

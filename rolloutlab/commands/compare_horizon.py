@@ -1,0 +1,82 @@
+"""``rolloutlab compare horizon``: the collapse-horizon law fitted per mechanism on half of
+measured stability grids, predicting the other half (wiring only:
+:mod:`analysis.horizon_compare` fits, :mod:`analysis.horizon_plot` draws)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rolloutlab.commands.common import OUT_DIR, claimed, fail
+from rolloutlab.commands.types import STEPS
+from rolloutlab.sim.trace import strict_json
+
+
+@click.command("horizon")
+@click.option(
+    "--real",
+    "grids",
+    required=True,
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Stability grid (folder with stability.csv + config.json); repeat for one grid per "
+    "mechanism (clip / IS setting, read from each config.json).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["seed", "lr"]),
+    default="seed",
+    show_default=True,
+    help="Hold out odd seeds, or alternate learning rates.",
+)
+@click.option("--steps", type=STEPS, default=None, help="T per run [default: config.json].")
+@click.option(
+    "--bootstrap",
+    type=click.IntRange(min=0, max=10_000),
+    default=100,
+    show_default=True,
+    help="Bootstrap refits over seeds for the intervals (0: none).",
+)
+@OUT_DIR
+def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir: Path) -> None:
+    """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
+
+    Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
+    interval), OUT/horizon_summary.json (agreement, MdAPE, seed floor, fitted exponents
+    with intervals against PAPERS.md §2), OUT/horizon.png and OUT/config.json.
+    """
+    from rolloutlab.analysis.collapse_compare import GridError
+    from rolloutlab.analysis.horizon_compare import fit_mechanism, horizon_study, read_grids
+    from rolloutlab.analysis.horizon_plot import horizon_figure
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    try:
+        df = read_grids(list(grids), steps)
+        summary, held = horizon_study(df, split, bootstrap)
+        laws = {m: fit_mechanism(part, 0).law for (m,), part in df.group_by("mechanism")}
+    except GridError as exc:
+        fail(exc)
+    summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
+    with claimed(out_dir, "compare-horizon"):
+        held.write_csv(out_dir / "horizon_points.csv")
+        strict_json.write_json(out_dir / "horizon_summary.json", summary)
+        horizon_figure(held, laws, df, out_dir / "horizon.png", f"fit on half the {split}s")
+        write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
+    h = summary["held_out"]
+    click.echo(
+        f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
+        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs "
+        "collapsed on both sides"
+    )
+    for mech, m in summary["mechanisms"].items():
+        law = m["law_all"]
+        floor = m["seed_floor_mdape"]
+        click.echo(
+            f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
+            f"{m['held_out']['t_collapse_mdape']:.3f}"
+            + (f" (seed floor {floor:.3f})" if floor is not None else "")
+            + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
+            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = {law['c']['value']:.2f} "
+            f"[{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+        )
