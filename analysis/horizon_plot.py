@@ -8,10 +8,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-from rolloutlab.sim.models.horizon import HorizonLaw  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from rolloutlab.sim.models.horizon import HorizonLaw
 
 
 def horizon_figure(
