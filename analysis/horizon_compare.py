@@ -167,3 +167,37 @@ def horizon_study(
     held_all = pl.concat(preds)
     summary["held_out"] = held_out_numbers(held_all)
     return summary, held_all
+
+
+def grid_horizon(
+    df: pl.DataFrame, T: int, n_boot: int = 30
+) -> tuple[HorizonFit | None, pl.DataFrame | None, str]:
+    """The horizon law fitted to one grid (``rolloutlab stability``'s rows: ``S, lr, seed,
+    collapsed, t_collapse``) and a per-(S, lr) table: ``runs``, ``collapsed_share``,
+    ``t_measured`` (median over collapsed runs), ``t_predicted`` with ``t_lo`` / ``t_hi``
+    (16-84 % seed bootstrap) and ``p_collapse``. ``(None, None, why)`` where no law can be
+    fitted (one S, one lr, no collapse)."""
+    runs = df.with_columns(pl.lit(T).alias("T"))
+    try:
+        fit = fit_horizon(*_arrays(runs), n_boot=n_boot)
+    except HorizonInputError as exc:
+        return None, None, f"no horizon law: {exc}"
+    cells = (
+        runs.group_by("S", "lr")
+        .agg(
+            pl.len().alias("runs"),
+            pl.col("collapsed").cast(pl.Float64).mean().alias("collapsed_share"),
+            pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_measured"),
+        )
+        .sort("S", "lr")
+    )
+    S, eta = cells["S"].to_numpy(), cells["lr"].to_numpy()
+    med, lo, hi = fit.predict(S, eta)
+    table = cells.with_columns(
+        pl.Series("t_predicted", med),
+        pl.Series("t_lo", lo),
+        pl.Series("t_hi", hi),
+        pl.Series("p_collapse", fit.law.p_collapse(S, eta, T)),
+    )
+    a, c = fit.law.a, fit.law.c
+    return fit, table, f"horizon law: t ~ eta^-{a:.2f} (horizon), stale boundary (S-1)^{c:.2f} eta"

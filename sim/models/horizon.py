@@ -134,14 +134,19 @@ def _fit_once(S, eta, t, T, x0: np.ndarray, restarts: bool = True) -> np.ndarray
             return 1e12
         return neg_log_likelihood(_unpack(x), S, eta, t, T)
 
-    best = None
     shift = np.array([0, 0, 1.0, 0, 0, 0])
+    opts = {"maxiter": 3000, "xatol": 1e-4, "fatol": 1e-6}
+    results = []
     for start in (x0, x0 + shift, x0 - shift) if restarts else (x0,):
-        res = optimize.minimize(f, start, method="Nelder-Mead",
-                                options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-6})  # fmt: skip
-        if best is None or res.fun < best.fun:
-            best = res
-    return best.x
+        res = optimize.minimize(f, start, method="Nelder-Mead", options=opts)
+        for _ in range(4):  # why: Nelder-Mead's simplex collapses on this law's ridges
+            again = optimize.minimize(f, res.x, method="Nelder-Mead", options=opts)
+            done = res.fun - again.fun < 1e-3
+            res = again if again.fun < res.fun else res
+            if done:
+                break
+        results.append(res)
+    return np.asarray(min(results, key=lambda r: r.fun).x)
 
 
 def check_runs(S, eta, t, T) -> tuple[np.ndarray, ...]:
@@ -222,3 +227,30 @@ def fit_horizon(S, eta, t, T, seed=None, n_boot: int = 200, rng_seed: int = 0) -
             continue
         boot.append(_unpack(_fit_once(S1[idx], eta[idx], t[idx], T[idx], x, restarts=False)))
     return HorizonFit(_unpack(x), tuple(boot), len(S), int(np.isfinite(t).sum()))
+
+
+def fit_to_dict(fit: HorizonFit) -> dict:
+    """JSON-ready ``{"law": {...}, "boot": [{...}, ...], "n_runs", "n_collapsed"}``."""
+    return {
+        "law": dict(zip(LAW_FIELDS, (getattr(fit.law, f) for f in LAW_FIELDS))),
+        "boot": [dict(zip(LAW_FIELDS, (getattr(b, f) for f in LAW_FIELDS))) for b in fit.boot],
+        "n_runs": fit.n_runs,
+        "n_collapsed": fit.n_collapsed,
+    }
+
+
+def fit_from_dict(d: dict) -> HorizonFit:
+    """Inverse of :func:`fit_to_dict`. Raises :class:`HorizonInputError` on a missing or
+    non-numeric field."""
+    try:
+        return HorizonFit(
+            HorizonLaw(**{f: float(d["law"][f]) for f in LAW_FIELDS}),
+            tuple(HorizonLaw(**{f: float(b[f]) for f in LAW_FIELDS}) for b in d.get("boot", [])),
+            int(d.get("n_runs", 0)),
+            int(d.get("n_collapsed", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HorizonInputError(f"not a horizon law ({type(exc).__name__}: {exc})") from None
+
+
+LAW_FIELDS = ("R", "a", "C", "c", "k", "sigma")
