@@ -92,7 +92,7 @@ class HorizonLaw:
 
 def _unpack(x: np.ndarray) -> HorizonLaw:
     lo, hi = K_RANGE
-    k = lo + (hi - lo) / (1 + np.exp(-x[4]))
+    k = lo + (hi - lo) * special.expit(x[4])
     with np.errstate(over="ignore"):
         return HorizonLaw(
             float(np.exp(x[0])),
