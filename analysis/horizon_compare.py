@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.analysis.collapse_compare import GridError, grid_steps, read_grid
+from rolloutlab.analysis.collapse_compare import GridError, agreement, grid_steps, read_grid
 from rolloutlab.sim.models.horizon import PAPER, HorizonFit, HorizonInputError, fit_horizon
 
 
@@ -116,22 +116,9 @@ def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> float:
 
 
 def held_out_numbers(pred: pl.DataFrame) -> dict:
-    """``points``, ``agreement``, ``both_collapsed``, ``t_collapse_mdape`` (NaN if none),
-    ``collapsed_measured``, ``collapsed_predicted`` of :func:`predict_rows` output."""
-    both = pred.filter(pl.col("collapsed") & pl.col("predicted_collapsed"))
-    mdape = (
-        float(((both["predicted_t"] / both["t_collapse"]) - 1).abs().median())
-        if both.height
-        else float("nan")
-    )
-    return {
-        "points": pred.height,
-        "agreement": float((pred["predicted_collapsed"] == pred["collapsed"]).mean()),
-        "both_collapsed": both.height,
-        "t_collapse_mdape": mdape,
-        "collapsed_measured": int(pred["collapsed"].sum()),
-        "collapsed_predicted": int(pred["predicted_collapsed"].sum()),
-    }
+    """:func:`analysis.collapse_compare.agreement` of :func:`predict_rows` output (its
+    median ``predicted_t`` as the predicted collapse step)."""
+    return agreement(pred.rename({"predicted_t": "predicted_t_collapse"}))
 
 
 def law_summary(fit: HorizonFit) -> dict:
