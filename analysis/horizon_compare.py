@@ -127,6 +127,8 @@ def law_summary(fit: HorizonFit) -> dict:
     for name in ("R", "a", "C", "c", "k", "sigma"):
         lo, hi = fit.interval(name)
         out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
+    if fit.c_fixed:  # one stale S: c not fitted
+        out["c"] = {"value": PAPER["c"], "lo": float("nan"), "hi": float("nan"), "fixed": True}
     out["paper"] = PAPER
     out["runs"], out["collapsed"], out["bootstrap"] = fit.n_runs, fit.n_collapsed, len(fit.boot)
     return out

@@ -78,3 +78,11 @@ def test_bad_runs_are_refused(S, eta, T, words):
 def test_no_collapse_is_refused():
     with pytest.raises(HorizonInputError, match="no run collapsed"):
         check_runs([1, 4], [1e-3, 2e-3], [np.nan, np.nan], [60, 60])
+
+
+def test_with_one_stale_S_the_S_exponent_is_held_at_the_papers():
+    S, eta, t, T = synthetic(TRUE)
+    keep = S <= 4
+    keep &= S != 2  # S in {1, 4}: only (S-1)^c / C is identified
+    fit = fit_horizon(S[keep], eta[keep], t[keep], T[keep], n_boot=3)
+    assert fit.c_fixed and fit.law.c == 1.0 and all(b.c == 1.0 for b in fit.boot)

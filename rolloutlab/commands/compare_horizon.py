@@ -77,6 +77,10 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
             f"{m['held_out']['t_collapse_mdape']:.3f}"
             + (f" (seed floor {floor:.3f})" if floor is not None else "")
             + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
-            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = {law['c']['value']:.2f} "
-            f"[{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = "
+            + (
+                "1 (held: one stale S)"
+                if law["c"].get("fixed")
+                else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+            )
         )

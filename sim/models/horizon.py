@@ -128,8 +128,12 @@ def _start(S, eta, t) -> np.ndarray:
     return np.array([np.log(r), 1.0, np.log(c), 1.0, 0.0, np.log(0.7)])
 
 
-def _fit_once(S, eta, t, T, x0: np.ndarray, restarts: bool = True) -> np.ndarray:
+def _fit_once(
+    S, eta, t, T, x0: np.ndarray, restarts: bool = True, c_fixed: float | None = None
+) -> np.ndarray:
     def f(x):
+        if c_fixed is not None:
+            x = np.concatenate([x[:3], [c_fixed], x[4:]])
         if not (0.2 < x[1] < 3 and -1 < x[3] < 4 and -5 < x[5] < 3):
             return 1e12
         return neg_log_likelihood(_unpack(x), S, eta, t, T)
@@ -146,7 +150,10 @@ def _fit_once(S, eta, t, T, x0: np.ndarray, restarts: bool = True) -> np.ndarray
             if done:
                 break
         results.append(res)
-    return np.asarray(min(results, key=lambda r: r.fun).x)
+    x = np.asarray(min(results, key=lambda r: r.fun).x)
+    if c_fixed is not None:
+        x[3] = c_fixed
+    return x
 
 
 def check_runs(S, eta, t, T) -> tuple[np.ndarray, ...]:
@@ -188,6 +195,8 @@ class HorizonFit:
     """Refits on bootstrap resamples (may be empty)."""
     n_runs: int
     n_collapsed: int
+    c_fixed: bool = False
+    """True when the runs had a single stale S (``S >= 2``): ``c`` held at §2's 1."""
 
     def interval(self, name: str, q=(0.16, 0.84)) -> tuple[float, float]:
         """Bootstrap percentile interval of a constant (NaN, NaN without replicates)."""
@@ -209,12 +218,15 @@ def fit_horizon(S, eta, t, T, seed=None, n_boot: int = 200, rng_seed: int = 0) -
     1-based collapse step or NaN if the run did not collapse within its ``T`` steps).
 
     ``seed`` is accepted for symmetry with the grids (the bootstrap resamples each
-    ``(S, eta)`` cell's runs, i.e. its seeds). Raises :class:`HorizonInputError`
+    ``(S, eta)`` cell's runs, i.e. its seeds). With one stale S value (``S >= 2``) the
+    exponent ``c`` is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises :class:`HorizonInputError`
     (:func:`check_runs`).
     """
     S, eta, t, T = check_runs(S, eta, t, T)
     S1 = np.maximum(S, 1.0)
-    x = _fit_once(S1, eta, t, T, _start(S1, eta, t))
+    # with a single stale S (S - 1 > 0) only (S-1)^c / C is identified: c is held at §2's
+    c_fixed = PAPER["c"] if len(np.unique(S1[S1 >= 2])) < 2 else None
+    x = _fit_once(S1, eta, t, T, _start(S1, eta, t), c_fixed=c_fixed)
     rng = np.random.default_rng(rng_seed)
     cells: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(S1.tolist(), eta.tolist())):
@@ -225,8 +237,11 @@ def fit_horizon(S, eta, t, T, seed=None, n_boot: int = 200, rng_seed: int = 0) -
         idx = np.concatenate([rng.choice(g, len(g)) for g in groups])
         if not np.isfinite(t[idx]).any():
             continue
-        boot.append(_unpack(_fit_once(S1[idx], eta[idx], t[idx], T[idx], x, restarts=False)))
-    return HorizonFit(_unpack(x), tuple(boot), len(S), int(np.isfinite(t).sum()))
+        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], x, restarts=False, c_fixed=c_fixed)
+        boot.append(_unpack(xb))
+    return HorizonFit(
+        _unpack(x), tuple(boot), len(S), int(np.isfinite(t).sum()), c_fixed is not None
+    )
 
 
 def fit_to_dict(fit: HorizonFit) -> dict:
@@ -236,6 +251,7 @@ def fit_to_dict(fit: HorizonFit) -> dict:
         "boot": [dict(zip(LAW_FIELDS, (getattr(b, f) for f in LAW_FIELDS))) for b in fit.boot],
         "n_runs": fit.n_runs,
         "n_collapsed": fit.n_collapsed,
+        "c_fixed": fit.c_fixed,
     }
 
 
@@ -248,6 +264,7 @@ def fit_from_dict(d: dict) -> HorizonFit:
             tuple(HorizonLaw(**{f: float(b[f]) for f in LAW_FIELDS}) for b in d.get("boot", [])),
             int(d.get("n_runs", 0)),
             int(d.get("n_collapsed", 0)),
+            bool(d.get("c_fixed", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise HorizonInputError(f"not a horizon law ({type(exc).__name__}: {exc})") from None
