@@ -90,3 +90,24 @@ def test_advise_horizon_is_the_law_at_the_span_and_eta():
     )
     assert all(c in table.columns for c in HORIZON_COLUMNS)
     assert table["horizon_steps"][1] <= table["horizon_steps"][0] + 1  # staler: not later
+
+
+def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
+    from rolloutlab.analysis.mechanism_metrics import mechanism_metrics
+
+    run = tmp_path / "g" / "runs" / "S4_lr0.001_seed0"
+    run.mkdir(parents=True)
+    rows = [
+        {"step": t, "actor/ppo_kl": kl, "actor/entropy": 1.0 - 0.1 * t, "actor/grad_norm": 1.0}
+        for t, kl in enumerate([0.1, 0.2, 0.3, 9.0])
+    ]
+    (run / "learner.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = pl.DataFrame(
+        {"mechanism": ["m", "m"], "S": [4, 4], "lr": [1e-3, 1e-3], "seed": [0, 1],
+         "collapsed": [True, False], "t_collapse": [3, None]}
+    )  # fmt: skip
+    out = mechanism_metrics(runs, {"m": tmp_path / "g"})
+    assert out.height == 1  # seed 1 has no run folder
+    row = out.row(0, named=True)
+    assert row["ppo_kl_max"] == pytest.approx(0.3)  # steps 0..2: before the collapse step 3
+    assert row["entropy_first"] == pytest.approx(0.9) and row["clipfrac_mean"] is None

@@ -44,17 +44,26 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
 
     Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
     interval), OUT/horizon_summary.json (agreement, MdAPE, seed floor, fitted exponents
-    with intervals against PAPERS.md §2), OUT/horizon.png and OUT/config.json.
+    with intervals against PAPERS.md §2), OUT/horizon.png, OUT/config.json and, when the
+    grids keep their run folders, OUT/mechanism_metrics.csv (per run: KL to the behaviour
+    policy, entropy, grad norm, clip fraction, engine-learner gap up to the collapse).
     """
     from rolloutlab.analysis.collapse_compare import GridError
-    from rolloutlab.analysis.horizon_compare import fit_mechanism, horizon_study, read_grids
+    from rolloutlab.analysis.horizon_compare import (
+        fit_mechanism,
+        horizon_study,
+        mechanism_of,
+        read_grids,
+    )
     from rolloutlab.analysis.horizon_plot import horizon_figure
+    from rolloutlab.analysis.mechanism_metrics import mechanism_metrics
     from rolloutlab.sim.scenario.provenance import write_config
 
     try:
         df = read_grids(list(grids), steps)
         summary, held = horizon_study(df, split, bootstrap)
         laws = {m: fit_mechanism(part, 0).law for (m,), part in df.group_by("mechanism")}
+        signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
     except GridError as exc:
         fail(exc)
     summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
@@ -63,6 +72,8 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
         strict_json.write_json(out_dir / "horizon_summary.json", summary)
         horizon_figure(held, laws, df, out_dir / "horizon.png", f"fit on half the {split}s")
         write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
+        if signals is not None:
+            signals.write_csv(out_dir / "mechanism_metrics.csv")
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
