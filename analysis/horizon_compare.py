@@ -11,9 +11,9 @@ Split: ``seed`` (even seeds fit, odd held out) or ``lr`` (alternate learning rat
 sorted: even index fit). Held-out numbers per mechanism and pooled: classification
 agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
 MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
-law's median), and, with the seed split, the *seed floor*: the same MdAPE for a predictor
-that knows the held-out cell's other seeds (the median of their collapse steps), i.e.
-what seed noise alone leaves.
+law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
+numbers for a predictor that knows the held-out cell's fit seeds, i.e. what seed noise
+alone leaves.
 """
 
 from __future__ import annotations
@@ -101,18 +101,26 @@ def predict_rows(fit: HorizonFit, df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> float:
-    """MdAPE of predicting each held-out collapsed run by the median collapse step of the
-    fit seeds at its cell (runs whose cell had a collapse in the fit half); NaN if none."""
-    med = (
-        fit_rows.filter(pl.col("collapsed"))
-        .group_by("mechanism", "S", "lr")
-        .agg(pl.col("t_collapse").median().alias("t_seeds"))
+def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> dict:
+    """What seed noise alone leaves: each held-out run predicted by the fit seeds of its
+    own cell. ``mdape``: median ``|t_seeds / t - 1|`` over held-out collapsed runs whose
+    cell had a collapse in the fit half (``t_seeds`` the median of those collapse steps);
+    ``agreement``: share of held-out runs whose class equals the fit seeds' majority
+    (a tie counts as collapsed). NaN where undefined."""
+    cells = fit_rows.group_by("mechanism", "S", "lr").agg(
+        pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_seeds"),
+        (pl.col("collapsed").cast(pl.Float64).mean() >= 0.5).alias("class_seeds"),
     )
-    j = held.filter(pl.col("collapsed")).join(med, on=["mechanism", "S", "lr"], how="inner")
-    if not j.height:
-        return float("nan")
-    return float(((j["t_seeds"] / j["t_collapse"]) - 1).abs().median())
+    j = held.join(cells, on=["mechanism", "S", "lr"], how="inner")
+    c = j.filter(pl.col("collapsed") & pl.col("t_seeds").is_not_null())
+    return {
+        "mdape": float(((c["t_seeds"] / c["t_collapse"]) - 1).abs().median())
+        if c.height
+        else float("nan"),
+        "agreement": float((j["class_seeds"] == j["collapsed"]).mean())
+        if j.height
+        else float("nan"),
+    }
 
 
 def held_out_numbers(pred: pl.DataFrame) -> dict:
@@ -149,12 +157,15 @@ def horizon_study(
         preds.append(pred)
         summary["mechanisms"][mech] = {
             "held_out": held_out_numbers(pred),
-            "seed_floor_mdape": seed_floor(held, fit_rows) if by == "seed" else None,
+            "seed_floor": seed_floor(held, fit_rows) if by == "seed" else None,
             "law_half": law_summary(half),
             "law_all": law_summary(fit_mechanism(part, n_boot)),
         }
     held_all = pl.concat(preds)
     summary["held_out"] = held_out_numbers(held_all)
+    if by == "seed":
+        fit_all = pl.concat([split(p, by)[0] for _, p in df.group_by("mechanism")])
+        summary["seed_floor"] = seed_floor(held_all, fit_all)
     return summary, held_all
 
 

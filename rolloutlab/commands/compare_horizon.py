@@ -79,14 +79,24 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
         f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs "
         "collapsed on both sides"
+        + (
+            f" (seed floor: agreement {summary['seed_floor']['agreement']:.3f}, MdAPE "
+            f"{summary['seed_floor']['mdape']:.3f})"
+            if "seed_floor" in summary
+            else ""
+        )
     )
     for mech, m in summary["mechanisms"].items():
         law = m["law_all"]
-        floor = m["seed_floor_mdape"]
+        floor = m["seed_floor"]
         click.echo(
             f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
             f"{m['held_out']['t_collapse_mdape']:.3f}"
-            + (f" (seed floor {floor:.3f})" if floor is not None else "")
+            + (
+                f" (seed floor {floor['agreement']:.3f}, {floor['mdape']:.3f})"
+                if floor is not None
+                else ""
+            )
             + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
             f"{law['a']['hi']:.2f}] (paper 1), S exponent c = "
             + (
