@@ -213,14 +213,14 @@ class HorizonFit:
         return med, np.quantile(reps, q[0], axis=0), np.quantile(reps, q[1], axis=0)
 
 
-def fit_horizon(S, eta, t, T, seed=None, n_boot: int = 200, rng_seed: int = 0) -> HorizonFit:
+def fit_horizon(S, eta, t, T, n_boot: int = 200, rng_seed: int = 0) -> HorizonFit:
     """Fit :class:`HorizonLaw` to runs (arrays ``(n,)``: ``S``, ``eta`` = lr, ``t`` the
     1-based collapse step or NaN if the run did not collapse within its ``T`` steps).
 
-    ``seed`` is accepted for symmetry with the grids (the bootstrap resamples each
-    ``(S, eta)`` cell's runs, i.e. its seeds). With one stale S value (``S >= 2``) the
-    exponent ``c`` is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises :class:`HorizonInputError`
-    (:func:`check_runs`).
+    The bootstrap (``n_boot`` refits, seeded by ``rng_seed``) resamples each ``(S, eta)``
+    cell's runs, i.e. its seeds. With one stale S value (``S >= 2``) the exponent ``c``
+    is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises
+    :class:`HorizonInputError` (:func:`check_runs`).
     """
     S, eta, t, T = check_runs(S, eta, t, T)
     S1 = np.maximum(S, 1.0)
