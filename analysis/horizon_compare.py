@@ -24,7 +24,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from rolloutlab.analysis.collapse_compare import GridError, agreement, grid_steps, read_grid
-from rolloutlab.sim.models.horizon import PAPER, HorizonFit, HorizonInputError, fit_horizon
+from rolloutlab.sim.models.horizon import (
+    PAPER,
+    HorizonFit,
+    HorizonInputError,
+    fit_horizon,
+    fit_horizon_groups,
+)
 
 
 def mechanism_of(grid: Path) -> str:
@@ -75,6 +81,21 @@ def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
         return fit_horizon(*_arrays(df), n_boot=n_boot)
     except HorizonInputError as exc:
         raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
+
+
+def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, pooled: bool = True) -> dict:
+    """``{mechanism: HorizonFit}``: separate fits (:func:`fit_mechanism`), or with
+    ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups` fit (shared horizon
+    constants, a per-step constant per mechanism). Raises GridError naming the problem."""
+    mechs = sorted(df["mechanism"].unique().to_list())
+    if not pooled or len(mechs) == 1:
+        return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
+    group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
+    try:
+        fits = fit_horizon_groups(*_arrays(df), group, n_boot=n_boot)
+    except HorizonInputError as exc:
+        raise GridError(f"mechanisms {mechs}: {exc}") from None
+    return dict(zip(mechs, fits))
 
 
 def split(df: pl.DataFrame, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -143,28 +164,31 @@ def law_summary(fit: HorizonFit) -> dict:
 
 
 def horizon_study(
-    df: pl.DataFrame, by: str = "seed", n_boot: int = 100
+    df: pl.DataFrame, by: str = "seed", n_boot: int = 100, pooled: bool = True
 ) -> tuple[dict, pl.DataFrame]:
     """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
-    exponents with their seed intervals). Returns ``(summary, held-out rows)``.
-    Raises GridError (one S, one lr, no collapse, a single split value)."""
-    summary: dict = {"split": by, "mechanisms": {}}
+    exponents with their seed intervals), :func:`fit_mechanisms` (``pooled``). Returns
+    ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
+    split value)."""
+    summary: dict = {"split": by, "law": "pooled" if pooled else "separate", "mechanisms": {}}
+    halves = {m: split(p, by) for (m,), p in df.group_by("mechanism")}
+    fit_all = pl.concat([h[0] for h in halves.values()])
+    half_fits = fit_mechanisms(fit_all, n_boot, pooled)
+    all_fits = fit_mechanisms(df, n_boot, pooled)
     preds = []
-    for (mech,), part in sorted(df.group_by("mechanism"), key=lambda kv: kv[0]):
-        fit_rows, held = split(part, by)
-        half = fit_mechanism(fit_rows, n_boot)
-        pred = predict_rows(half, held)
+    for mech in sorted(halves):
+        fit_rows, held = halves[mech]
+        pred = predict_rows(half_fits[mech], held)
         preds.append(pred)
         summary["mechanisms"][mech] = {
             "held_out": held_out_numbers(pred),
             "seed_floor": seed_floor(held, fit_rows) if by == "seed" else None,
-            "law_half": law_summary(half),
-            "law_all": law_summary(fit_mechanism(part, n_boot)),
+            "law_half": law_summary(half_fits[mech]),
+            "law_all": law_summary(all_fits[mech]),
         }
     held_all = pl.concat(preds)
     summary["held_out"] = held_out_numbers(held_all)
     if by == "seed":
-        fit_all = pl.concat([split(p, by)[0] for _, p in df.group_by("mechanism")])
         summary["seed_floor"] = seed_floor(held_all, fit_all)
     return summary, held_all
 

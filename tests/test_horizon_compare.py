@@ -41,7 +41,7 @@ def test_compare_horizon_fits_each_mechanism_and_predicts_held_out_seeds(tmp_pat
     res = CliRunner().invoke(
         main,
         ["compare", "horizon", "--real", str(a), "--real", str(b), "--bootstrap", "5",
-         "--out", str(out)],
+         "--law", "separate", "--out", str(out)],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "horizon_summary.json").read_text())
@@ -56,6 +56,18 @@ def test_compare_horizon_fits_each_mechanism_and_predicts_held_out_seeds(tmp_pat
     pts = pl.read_csv(out / "horizon_points.csv")
     assert (pts["predicted_t_lo"] <= pts["predicted_t_hi"]).all()
     assert (out / "horizon.png").stat().st_size > 10_000
+
+
+def test_the_pooled_law_shares_the_horizon_and_separates_the_per_step_constant(tmp_path):
+    from rolloutlab.analysis.horizon_compare import fit_mechanisms
+
+    stale = HorizonLaw(R=0.02, a=1.0, C=5e-4, c=1.0, k=4.0, sigma=0.3)  # only C differs
+    a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
+    b = write_grid(tmp_path / "off", stale, 60, False, "token", 2)
+    fits = fit_mechanisms(read_grids([a, b]), n_boot=0, pooled=True)
+    on, off = fits["clip-on/is-token"].law, fits["clip-off/is-token"].law
+    assert on.R == off.R and on.a == off.a and on.sigma == off.sigma
+    assert off.C < on.C  # the mechanism with the earlier stale collapse
 
 
 def test_grids_of_different_step_counts_are_refused(tmp_path):

@@ -38,8 +38,18 @@ from rolloutlab.sim.trace import strict_json
     show_default=True,
     help="Bootstrap refits over seeds for the intervals (0: none).",
 )
+@click.option(
+    "--law",
+    type=click.Choice(["pooled", "separate"]),
+    default="pooled",
+    show_default=True,
+    help="One fit over all mechanisms sharing the horizon constants, each with its own "
+    "per-step constant C; or one independent fit per mechanism.",
+)
 @OUT_DIR
-def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir: Path) -> None:
+def horizon(
+    grids: tuple[Path, ...], split: str, steps, bootstrap: int, law: str, out_dir: Path
+) -> None:
     """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
 
     Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
@@ -50,7 +60,7 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
     """
     from rolloutlab.analysis.collapse_compare import GridError
     from rolloutlab.analysis.horizon_compare import (
-        fit_mechanism,
+        fit_mechanisms,
         horizon_study,
         mechanism_of,
         read_grids,
@@ -61,8 +71,8 @@ def horizon(grids: tuple[Path, ...], split: str, steps, bootstrap: int, out_dir:
 
     try:
         df = read_grids(list(grids), steps)
-        summary, held = horizon_study(df, split, bootstrap)
-        laws = {m: fit_mechanism(part, 0).law for (m,), part in df.group_by("mechanism")}
+        summary, held = horizon_study(df, split, bootstrap, law == "pooled")
+        laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
         signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
     except GridError as exc:
         fail(exc)

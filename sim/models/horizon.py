@@ -128,18 +128,34 @@ def _start(S, eta, t) -> np.ndarray:
     return np.array([np.log(r), 1.0, np.log(c), 1.0, 0.0, np.log(0.7)])
 
 
+def _group_x(x: np.ndarray, j: int) -> np.ndarray:
+    """Group ``j``'s 6 law parameters: the shared ones, ``log C`` shifted by its offset."""
+    xj = np.array(x[:6], float)
+    if j > 0:
+        xj[2] += x[5 + j]
+    return xj
+
+
 def _fit_once(
-    S, eta, t, T, x0: np.ndarray, restarts: bool = True, c_fixed: float | None = None
+    S, eta, t, T, group, x0: np.ndarray, restarts: bool = True, c_fixed: float | None = None
 ) -> np.ndarray:
+    n_groups = int(group.max()) + 1
+    members = [group == j for j in range(n_groups)]
+
     def f(x):
         if c_fixed is not None:
             x = np.concatenate([x[:3], [c_fixed], x[4:]])
         if not (0.2 < x[1] < 3 and -1 < x[3] < 4 and -5 < x[5] < 3):
             return 1e12
-        return neg_log_likelihood(_unpack(x), S, eta, t, T)
+        return sum(
+            neg_log_likelihood(_unpack(_group_x(x, j)), S[m], eta[m], t[m], T[m])
+            for j, m in enumerate(members)
+            if m.any()
+        )
 
-    shift = np.array([0, 0, 1.0, 0, 0, 0])
-    opts = {"maxiter": 3000, "xatol": 1e-4, "fatol": 1e-6}
+    shift = np.zeros_like(x0)
+    shift[2] = 1.0
+    opts = {"maxiter": 3000 * len(x0) // 6, "xatol": 1e-4, "fatol": 1e-6}
     results = []
     for start in (x0, x0 + shift, x0 - shift) if restarts else (x0,):
         res = optimize.minimize(f, start, method="Nelder-Mead", options=opts)
@@ -222,26 +238,52 @@ def fit_horizon(S, eta, t, T, n_boot: int = 200, rng_seed: int = 0) -> HorizonFi
     is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises
     :class:`HorizonInputError` (:func:`check_runs`).
     """
+    return fit_horizon_groups(S, eta, t, T, np.zeros(len(np.ravel(S)), int), n_boot, rng_seed)[0]
+
+
+def fit_horizon_groups(
+    S, eta, t, T, group, n_boot: int = 200, rng_seed: int = 0
+) -> list[HorizonFit]:
+    """One law per group (``group``: ints ``0..g-1`` per run, e.g. the loss mechanism)
+    sharing ``R, a, c, k, sigma`` and with its own per-step constant ``C``: the mechanism
+    as a covariate of the stale mode only (**modelling choice**: at ``S = 1`` with one
+    minibatch per step every clip / IS setting takes the same step, so the horizon mode
+    cannot differ). Returns the groups' fits in group order; otherwise as
+    :func:`fit_horizon`. Raises :class:`HorizonInputError` (:func:`check_runs`, per group)."""
     S, eta, t, T = check_runs(S, eta, t, T)
+    group = np.asarray(group, int).ravel()
+    n_groups = int(group.max()) + 1
+    for j in range(n_groups):
+        m = group == j
+        check_runs(S[m], eta[m], t[m], T[m])
     S1 = np.maximum(S, 1.0)
     # with a single stale S (S - 1 > 0) only (S-1)^c / C is identified: c is held at §2's
     c_fixed = PAPER["c"] if len(np.unique(S1[S1 >= 2])) < 2 else None
-    x = _fit_once(S1, eta, t, T, _start(S1, eta, t), c_fixed=c_fixed)
+    x0 = np.concatenate([_start(S1, eta, t), np.zeros(n_groups - 1)])
+    x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed)
     rng = np.random.default_rng(rng_seed)
     cells: dict[tuple, list[int]] = {}
-    for i, key in enumerate(zip(S1.tolist(), eta.tolist())):
+    for i, key in enumerate(zip(group.tolist(), S1.tolist(), eta.tolist())):
         cells.setdefault(key, []).append(i)
-    groups = [np.array(v) for v in cells.values()]
-    boot = []
+    members = [np.array(v) for v in cells.values()]
+    boot: list[list[HorizonLaw]] = [[] for _ in range(n_groups)]
     for _ in range(n_boot):
-        idx = np.concatenate([rng.choice(g, len(g)) for g in groups])
-        if not np.isfinite(t[idx]).any():
+        idx = np.concatenate([rng.choice(g, len(g)) for g in members])
+        if not all(np.isfinite(t[idx][group[idx] == j]).any() for j in range(n_groups)):
             continue
-        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], x, restarts=False, c_fixed=c_fixed)
-        boot.append(_unpack(xb))
-    return HorizonFit(
-        _unpack(x), tuple(boot), len(S), int(np.isfinite(t).sum()), c_fixed is not None
-    )
+        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], group[idx], x, False, c_fixed)
+        for j in range(n_groups):
+            boot[j].append(_unpack(_group_x(xb, j)))
+    return [
+        HorizonFit(
+            _unpack(_group_x(x, j)),
+            tuple(boot[j]),
+            int((group == j).sum()),
+            int(np.isfinite(t[group == j]).sum()),
+            c_fixed is not None,
+        )
+        for j in range(n_groups)
+    ]
 
 
 def fit_to_dict(fit: HorizonFit) -> dict:
