@@ -196,6 +196,8 @@ FILES = [
     ("pass-rate-dup-idx", "calibrate pass-rate {t}/scores_dup.jsonl --out {t}/x.json", "line 3: field 'idx': prompt '0' of step 0 repeats line 1"),
     ("groups-empty-dir", "calibrate groups {t}/empty --out {t}/x.json", "a folder without rollouts.parquet"),
     ("run-spread-empty-dir", "validate run-spread {t}/empty {t}/empty --out {t}/o", "a folder without rollouts.parquet"),
+    ("advise-horizon-torn", "advise --horizon {t}/study_cfg/config.json --out {t}/o", "config.json: Expecting property name"),
+    ("advise-horizon-not-a-law", "advise --horizon {t}/hz_oneS/config.json --out {t}/o", "not a horizon law"),
     ("horizon-one-S", "compare horizon --real {t}/hz_oneS --out {t}/o", "single S"),
     ("horizon-mixed-T", "compare horizon --real {t}/hz_T10 --real {t}/hz_T20 --out {t}/o", "different step counts mixed"),
     ("collapse-empty-dir", "compare collapse --real {t}/empty --out {t}/o", "empty/stability.csv: no stability grid"),
