@@ -26,6 +26,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import polars as pl
+from rolloutlab.sim.models.horizon import HorizonFit
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.rewards import RewardConfig
 from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
@@ -59,6 +62,43 @@ def collapse_margin(
     params = learning or LearningParams(kappa=0.0)
     eta = LearningModel(params).eta(lr)
     return float(predict_eta_max(StalenessParams(), max_staleness + updates, T)) / eta
+
+
+def collapse_horizon(
+    fit: HorizonFit,
+    lr: float,
+    max_staleness: int,
+    learning: LearningParams | None,
+    updates: int = 1,
+) -> tuple[float, float, float]:
+    """``(median, lo, hi)`` predicted collapse step of a setting by a horizon law fitted to
+    a simulated stability grid (``rolloutlab stability``'s ``horizon.json``,
+    :mod:`sim.models.horizon`): at the update span ``max_staleness + updates`` and the
+    surrogate learning rate ``eta(lr)``, exactly as :func:`collapse_margin` (16-84 %
+    bootstrap interval over the grid's seeds)."""
+    params = learning or LearningParams(kappa=0.0)
+    eta = LearningModel(params).eta(lr)
+    med, lo, hi = fit.predict(np.array([max_staleness + updates]), np.array([eta]))
+    return float(med[0]), float(lo[0]), float(hi[0])
+
+
+HORIZON_COLUMNS = ("horizon_steps", "horizon_lo", "horizon_hi")
+"""Columns :func:`with_horizon` adds."""
+
+
+def with_horizon(
+    table: pl.DataFrame, fit: HorizonFit, learning: LearningParams | None
+) -> pl.DataFrame:
+    """``table`` (one row per trial, ``pipeline`` and ``lr`` columns) with
+    :data:`HORIZON_COLUMNS`: :func:`collapse_horizon` of each row (learner steps)."""
+    rows = [
+        collapse_horizon(fit, float(lr), parse_pipeline(p).max_staleness, learning)
+        for p, lr in zip(table["pipeline"], table["lr"])
+    ]
+    cols = list(zip(*rows)) if rows else [[], [], []]
+    return table.with_columns(
+        pl.Series(name, list(c), dtype=pl.Float64) for name, c in zip(HORIZON_COLUMNS, cols)
+    )
 
 
 def evaluate(

@@ -14,6 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 GSM8K = json.loads((REPO / "sim" / "data" / "gsm8k.json").read_text())
 
 
+HZ_HEAD = "S,lr,seed,collapsed,t_collapse,M_collapse\n"
+HZ_ONE_S = HZ_HEAD + "1,0.1,0,true,3,3\n1,0.01,0,false,,\n1,0.1,1,true,4,4\n1,0.01,1,false,,\n"
+HZ_TWO = HZ_ONE_S + "4,0.1,0,true,2,1\n4,0.01,0,false,,\n4,0.1,1,true,2,1\n4,0.01,1,true,9,3\n"
+
+
 def _calibration(**changes) -> dict:
     """gsm8k.json with ``changes`` (dotted keys; value ``...`` deletes the key)."""
     d = copy.deepcopy(GSM8K)
@@ -108,6 +113,10 @@ def build(t: Path) -> None:
         "study_coll": {"collapse_scaling.csv": "a\n1\n", "collapse_summary.json": '{"held_out": 3}'},
         "study_none": {"notes.txt": "x"},
         "a/same": {"summary.csv": "a\n1\n"},
+        # horizon law (issue 34): one S; two grids of different step counts
+        "hz_oneS": {"config.json": '{"steps": 10}', "stability.csv": HZ_ONE_S},
+        "hz_T10": {"config.json": '{"steps": 10}', "stability.csv": HZ_TWO},
+        "hz_T20": {"config.json": '{"steps": 20}', "stability.csv": HZ_TWO},
         "b/same": {"summary.csv": "a\n1\n"},
     }.items():  # fmt: skip
         d = t / name

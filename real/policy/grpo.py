@@ -11,10 +11,15 @@
 - KL to a reference with the ``k3`` estimator ``exp(q - p) - (q - p) - 1``,
   ``p = logp``, ``q = logp_ref`` (Schulman 2020, "Approximating KL divergence"; GRPO eq. 4).
 - DAPO soft overlong punishment (eq. 13) and dynamic-sampling group filter (eq. 11).
+- Mechanism switches (issue 34, :func:`grpo_loss`): the PPO ratio clip on/off and the
+  importance-sampling correction of the behaviour/learner gap ``off``, ``token`` or
+  ``sequence`` (truncated at ``is_cap``: TIS, Yao et al. 2025 "Your efficient RL framework
+  secretly brings you off-policy RL"; verl's ``rollout_is`` token/sequence levels).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -82,6 +87,37 @@ class LossParts:
     """Token-mean ``|exp(logp) - exp(logp_behaviour)|`` (:func:`rollout_probs_diff`)."""
     probs_diff_max: float = 0.0
     """Largest ``|exp(logp) - exp(logp_behaviour)|`` in the batch."""
+    ppo_kl: float = 0.0
+    """verl's ``actor/ppo_kl``: token-mean ``logp_behaviour - logp`` (k1 KL of the learner
+    to the behaviour policy on the behaviour's samples)."""
+    is_weight_mean: float = 1.0
+    """Token-mean importance weight applied (1 with ``is_mode='off'``)."""
+
+
+IS_MODES = ("off", "token", "sequence")
+"""Importance-sampling corrections of :func:`grpo_loss`."""
+
+
+def is_weights(log_ratio: torch.Tensor, mask: torch.Tensor, mode: str, cap: float) -> torch.Tensor:
+    """Detached importance weights ``(N, T)`` of the behaviour/learner gap.
+
+    ``log_ratio = logp - logp_behaviour`` ``(N, T)``, ``mask`` 1 on response tokens.
+    ``off``: 1; ``token``: ``min(exp(log_ratio_t), cap)`` per token; ``sequence``:
+    ``min(exp(sum_t log_ratio_t), cap)`` per sequence, broadcast over its tokens (truncated
+    IS, Yao et al. 2025; verl ``rollout_is`` levels ``token`` / ``sequence``, mode
+    ``truncate``). Raises ValueError on an unknown mode or ``cap <= 0``.
+    """
+    if mode not in IS_MODES or not cap > 0:
+        raise ValueError(
+            f"is_weights: mode must be one of {IS_MODES} and cap > 0, got {mode}, {cap}"
+        )
+    lr = log_ratio.detach() * mask
+    if mode == "off":
+        return torch.ones_like(lr)
+    if mode == "token":
+        return lr.exp().clamp(max=cap)
+    seq = lr.sum(dim=1, keepdim=True).clamp(max=math.log(cap))
+    return seq.exp().expand_as(lr)
 
 
 def rollout_probs_diff(
@@ -111,8 +147,19 @@ def grpo_loss(
     eps_high: float = 0.2,
     logp_ref: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    clip: bool = True,
+    is_mode: str = "token",
+    is_cap: float = 2.0,
 ) -> LossParts:
     """Token-level clipped-surrogate GRPO loss (module docstring for the formulas).
+
+    ``clip=True, is_mode='token'`` (the default) is PPO/DAPO's ``-min(rho A, clip(rho) A)``
+    with ``rho = exp(logp - logp_behaviour)``. Any other setting takes the gradient
+    ``-w A grad(logp)`` per token, ``w`` = :func:`is_weights` (``is_mode``, ``is_cap``),
+    and with ``clip=True`` drops the tokens PPO's min would clip (``rho > 1 + eps_high``
+    with ``A > 0``, ``rho < 1 - eps_low`` with ``A < 0``; PPO's gradient is zero there).
+    ``clip=False, is_mode='token'`` is tinker's unclipped ``importance_sampling`` loss,
+    truncated at ``is_cap``; ``is_mode='off'`` ignores the staleness entirely.
 
     Args:
         logp: current policy log-probs of the sampled tokens ``(N, T)``.
@@ -130,7 +177,14 @@ def grpo_loss(
     ratio = torch.exp(logp - logp_behaviour)  # (N, T)
     surr = ratio * adv
     surr_clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * adv
-    pg = -torch.minimum(surr, surr_clipped)  # (N, T)
+    w = is_weights(logp - logp_behaviour, mask, is_mode, is_cap)
+    if clip and is_mode == "token":
+        pg = -torch.minimum(surr, surr_clipped)  # (N, T)
+    else:
+        score = torch.exp(logp - logp.detach())  # value 1, gradient grad(logp)
+        pg = -w * score * adv
+        if clip:
+            pg = torch.where(surr_clipped.detach() < surr.detach(), pg.detach() * 0, pg)
     per_token = pg
     kl = torch.zeros_like(pg)
     if logp_ref is not None:
@@ -153,4 +207,6 @@ def grpo_loss(
         ),
         probs_diff_mean=pd_mean,
         probs_diff_max=pd_max,
+        ppo_kl=float((-log_ratio * mask).sum() / n_tokens),
+        is_weight_mean=float((w * mask).sum() / n_tokens),
     )

@@ -72,10 +72,21 @@ def pack(
 
 def token_logprobs(model: LlamaLM, ids: torch.Tensor, temperature: float) -> torch.Tensor:
     """Teacher-forced ``log softmax(logits / T)`` of each next token: ``(N, T - 1)``."""
+    return token_logprobs_entropy(model, ids, temperature)[0]
+
+
+def token_logprobs_entropy(
+    model: LlamaLM, ids: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logp, entropy)``, both ``(N, T - 1)``: :func:`token_logprobs` and the detached
+    entropy ``-sum_v p_v log p_v`` (nats) of each next-token distribution (verl's
+    ``actor/entropy`` is its mean over response tokens)."""
     logits = model(ids)[:, :-1]  # (N, T-1, V)
     scale = temperature if temperature > 0 else 1.0
-    logp = torch.log_softmax(logits.float() / scale, dim=-1)
-    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    logp_all = torch.log_softmax(logits.float() / scale, dim=-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1), entropy
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,13 @@ class UpdateStats:
     (:func:`real.policy.grpo.rollout_probs_diff`); the engine/learner numerics gap."""
     probs_diff_max: float = 0.0
     """verl's ``training/rollout_probs_diff_max`` on the first minibatch."""
+    entropy: float = 0.0
+    """verl's ``actor/entropy``: token-mean policy entropy (nats) on the first minibatch."""
+    ppo_kl: float = 0.0
+    """verl's ``actor/ppo_kl`` on the first minibatch: k1 KL of the learner to the
+    behaviour policy before this step moved the weights (staleness plus engine mismatch)."""
+    is_weight_mean: float = 1.0
+    """Token-mean importance weight of the first minibatch (:func:`real.policy.grpo.is_weights`)."""
 
 
 class Learner:
@@ -120,6 +138,7 @@ class Learner:
             model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
         )
         self.prev_delta: torch.Tensor | None = None
+        self._entropy: list[float] = []
 
     def _flat_params(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in self.model.parameters()])
@@ -130,6 +149,7 @@ class Learner:
         before = self._flat_params()
         order = torch.randperm(batch.ids.shape[0], generator=generator)
         parts: list[LossParts] = []
+        self._entropy: list[float] = []
         norms: list[float] = []
         for chunk in order.chunk(min(self.cfg.minibatches, len(order))):
             parts.append(self._step(batch, chunk))
@@ -160,6 +180,9 @@ class Learner:
             ratio_max=parts[0].ratio_max,
             probs_diff_mean=parts[0].probs_diff_mean,
             probs_diff_max=parts[0].probs_diff_max,
+            entropy=self._entropy[0],
+            ppo_kl=parts[0].ppo_kl,
+            is_weight_mean=parts[0].is_weight_mean,
         )
 
     def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:
@@ -170,7 +193,8 @@ class Learner:
         if self.reference is not None and (self.cfg.kl_coef > 0 or self.cfg.track_ref_kl):
             with torch.no_grad():
                 ref = token_logprobs(self.reference, ids, self.cfg.temperature)
-        logp = token_logprobs(self.model, ids, self.cfg.temperature)
+        logp, entropy = token_logprobs_entropy(self.model, ids, self.cfg.temperature)
+        self._entropy.append(float((entropy * mask).sum() / mask.sum()))
         parts = grpo_loss(
             logp,
             old,
@@ -180,6 +204,9 @@ class Learner:
             self.cfg.eps_high,
             ref,
             self.cfg.kl_coef,
+            self.cfg.clip,
+            self.cfg.is_mode,
+            self.cfg.is_cap,
         )
         self.optimizer.zero_grad(set_to_none=True)
         parts.loss.backward()

@@ -40,6 +40,13 @@ class LearnerConfig:
     """Optimiser steps per training step (the rollouts are split into this many chunks)."""
     temperature: float = 1.0
     """Sampling temperature: the learner's log-probs use ``logits / temperature`` like the sampler's."""
+    clip: bool = True
+    """PPO ratio clip on (``eps_low``/``eps_high``) or off (:func:`real.policy.grpo.grpo_loss`)."""
+    is_mode: str = "token"
+    """Importance-sampling correction of the behaviour/learner gap: ``off``, ``token`` or
+    ``sequence`` (:func:`real.policy.grpo.is_weights`)."""
+    is_cap: float = 2.0
+    """Truncation of the importance weights (> 0; TIS's ``C``)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,11 @@ class SyncConfig:
                 raise ConfigError(f"{name} must be a finite number, got {value}")
         if not self.learner.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
+        if self.learner.is_mode not in ("off", "token", "sequence") or not self.learner.is_cap > 0:
+            raise ConfigError(
+                "learner.is_mode must be off|token|sequence and learner.is_cap > 0, got "
+                f"{self.learner.is_mode!r}, {self.learner.is_cap}"
+            )
         if not self.tau > 1:
             raise ConfigError(f"tau must be > 1, got {self.tau}")
         if self.engine not in ("torch", "vllm"):

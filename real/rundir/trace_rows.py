@@ -90,6 +90,24 @@ def finish_reason_rows(results: Sequence[RolloutResult], G: int) -> list[list[st
     return [[r.finish_reason for r in results[p : p + G]] for p in range(0, len(results), G)]
 
 
+def mechanism_metrics(stats: Any) -> dict[str, float]:
+    """The collapse-mechanism metrics of one update under verl's names (issue 34):
+    ``actor/entropy`` (nats), ``actor/ppo_kl`` (k1 KL to the behaviour policy),
+    ``actor/grad_norm`` (before clipping), ``actor/pg_clipfrac`` (share of tokens PPO's
+    clip acts on, or would with the clip off), ``actor/kl_ref`` (k3 KL to the warm start),
+    ``actor/log_ratio_abs`` and ``actor/is_weight_mean``. ``stats``: an
+    :class:`real.policy.learner.UpdateStats`."""
+    return {
+        "actor/entropy": stats.entropy,
+        "actor/ppo_kl": stats.ppo_kl,
+        "actor/grad_norm": stats.grad_norm,
+        "actor/pg_clipfrac": stats.clip_frac,
+        "actor/kl_ref": stats.kl,
+        "actor/log_ratio_abs": stats.log_ratio_abs_mean,
+        "actor/is_weight_mean": stats.is_weight_mean,
+    }
+
+
 def learner_row(
     step: int,
     G: int,
@@ -132,6 +150,7 @@ def learner_row(
         )
         row["training/rollout_probs_diff_mean"] = stats.probs_diff_mean
         row["training/rollout_probs_diff_max"] = stats.probs_diff_max
+        row.update(mechanism_metrics(stats))
     return row
 
 

@@ -230,8 +230,8 @@ class AsyncRun(SyncRun):
     @staticmethod
     def _health(stats: Any) -> tuple:
         if stats is None:
-            return None, None, None, None
-        return stats.kl, stats.log_ratio_abs_mean, stats.loss, stats.grad_norm
+            return None, None, None, None, None
+        return stats.kl, stats.log_ratio_abs_mean, stats.loss, stats.grad_norm, stats.entropy
 
     def _evaluate(self, step: int) -> float:
         self.engine.update_weights(self.learner.model.state_dict(), step + 1)

@@ -18,6 +18,17 @@ the failure):
    run whose policy stopped producing correct answers before the reward criterion's
    patience ran out.
 
+Hysteresis (issue 34): the KL, ratio and entropy criteria follow a Schmitt trigger. A
+signal *enters* its excursion at the first step beyond its bound and *leaves* it only
+when it falls back past ``release`` times the bound (``release = 1``: no hysteresis); the
+criterion fires once the excursion has lasted ``kl_patience`` steps with an update. So a
+one-step spike that drops back below the release level never fires, while a signal that
+dithers around its bound keeps counting. ``onset`` records the excursion's first step.
+
+6. ``entropy`` (only when the step reports one and ``entropy_frac > 0``): the token-mean
+   policy entropy below ``entropy_frac`` times the mean of the first ``patience`` entropies
+   seen (entropy collapse, tinker-cookbook PR #822), with the same hysteresis.
+
 The KL criterion fires at the first step above the bound by default
 (``kl_patience = 1``, what the live detector of the asynchronous runs and the stability
 grids use); :func:`judge_run` asks for ``patience`` consecutive steps, because the k3
@@ -37,7 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-FAILURES = ("none", "nan", "kl", "ratio", "reward", "heldout")
+FAILURES = ("none", "nan", "kl", "ratio", "reward", "heldout", "entropy")
 
 
 @dataclass(frozen=True)
@@ -58,8 +69,29 @@ class CollapseConfig:
     """Ratio criterion: token-mean ``|log rho|`` of the consumed rollouts above this."""
     kl_patience: int = 1
     """KL criterion: ...for this many consecutive steps with an update (1: at once)."""
+    release: float = 1.0
+    """Hysteresis: an excursion of KL / ratio / entropy ends only when the signal is back
+    past ``release`` times its bound (in (0, 1]; 1: no hysteresis)."""
+    entropy_frac: float = 0.0
+    """Entropy criterion: entropy below this fraction of its early mean (0: off; < 1)."""
 
     def __post_init__(self) -> None:
+        for name in (
+            "reward_frac",
+            "reward_ema",
+            "min_best",
+            "kl_max",
+            "log_ratio_max",
+            "release",
+            "entropy_frac",
+        ):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"CollapseConfig: {name} must be a finite number >= 0, got {v}")
+        if not (0 < self.release <= 1 and self.entropy_frac < 1):
+            raise ValueError(
+                f"CollapseConfig: need 0 < release <= 1 and entropy_frac < 1, got {self}"
+            )
         if not (0 < self.reward_frac < 1 and 0 < self.reward_ema <= 1):
             raise ValueError(
                 f"CollapseConfig: need 0 < reward_frac < 1 and 0 < reward_ema <= 1, got {self}"
@@ -86,7 +118,12 @@ class CollapseDetector:
         self.best = -math.inf
         self.below = 0
         self.kl_above = 0
+        self.ratio_above = 0
+        self.ent_below = 0
+        self.ent_early: list[float] = []
         self.t_collapse: int | None = None
+        self.onset: int | None = None
+        """1-based first step of the excursion that fired (= ``t_collapse`` without patience)."""
         self.failure = "none"
 
     @property
@@ -102,18 +139,30 @@ class CollapseDetector:
         log_ratio: float | None = None,
         loss: float | None = None,
         grad_norm: float | None = None,
+        entropy: float | None = None,
     ) -> str | None:
         """Check step ``step`` (0-based); returns the failure name if it fires now, else None.
 
-        ``kl``, ``log_ratio``, ``loss``, ``grad_norm`` are None for a step without an update.
+        ``kl``, ``log_ratio``, ``loss``, ``grad_norm``, ``entropy`` are None for a step
+        without an update.
         """
-        fired = self._criterion(reward, kl, log_ratio, loss, grad_norm)
+        fired = self._criterion(reward, kl, log_ratio, loss, grad_norm, entropy)
         if fired and not self.collapsed:
             self.t_collapse, self.failure = step + 1, fired
+            run = {"kl": self.kl_above, "ratio": self.ratio_above, "entropy": self.ent_below}
+            self.onset = step + 2 - max(run.get(fired, 1), 1)
             return fired
         return None
 
-    def _criterion(self, reward, kl, log_ratio, loss, grad_norm) -> str | None:
+    @staticmethod
+    def _schmitt(count: int, value: float | None, bound: float, release: float) -> int:
+        """Excursion length after ``value`` (module docstring): starts (1) beyond ``bound``,
+        grows by 1 per step while above ``release * bound``, else 0; None leaves it."""
+        if value is None:
+            return count
+        return count + 1 if value > bound or (count and value > release * bound) else 0
+
+    def _criterion(self, reward, kl, log_ratio, loss, grad_norm, entropy=None) -> str | None:
         cfg = self.cfg
         if any(
             x is not None and not math.isfinite(x) for x in (reward, kl, log_ratio, loss, grad_norm)
@@ -127,12 +176,24 @@ class CollapseDetector:
         self.best = max(self.best, self.ema)
         armed = self.best > cfg.min_best
         self.below = self.below + 1 if armed and self.ema < cfg.reward_frac * self.best else 0
-        if kl is not None:  # (a step without an update leaves the count as it is)
-            self.kl_above = self.kl_above + 1 if kl > cfg.kl_max else 0
+        # (a step without an update leaves the counts as they are)
+        self.kl_above = self._schmitt(self.kl_above, kl, cfg.kl_max, cfg.release)
+        self.ratio_above = self._schmitt(
+            self.ratio_above, log_ratio, cfg.log_ratio_max, cfg.release
+        )
+        if entropy is not None and cfg.entropy_frac > 0:
+            if len(self.ent_early) < cfg.patience:
+                self.ent_early.append(entropy)
+            else:  # a drop is a rise of -entropy past -frac * early mean
+                ref = cfg.entropy_frac * sum(self.ent_early) / len(self.ent_early)
+                neg = 1.0 / max(entropy, 1e-12)  # 1/entropy rises past 1/ref
+                self.ent_below = self._schmitt(self.ent_below, neg, 1.0 / ref, cfg.release)
         if self.kl_above >= cfg.kl_patience:
             return "kl"
-        if log_ratio is not None and log_ratio > cfg.log_ratio_max:
+        if self.ratio_above >= cfg.kl_patience:
             return "ratio"
+        if self.ent_below >= cfg.kl_patience:
+            return "entropy"
         if self.below >= cfg.patience:
             return "reward"
         return None
@@ -144,6 +205,10 @@ class CollapseDetector:
             "best": self.best if math.isfinite(self.best) else None,
             "below": self.below,
             "kl_above": self.kl_above,
+            "ratio_above": self.ratio_above,
+            "ent_below": self.ent_below,
+            "ent_early": self.ent_early,
+            "onset": self.onset,
             "t_collapse": self.t_collapse,
             "failure": self.failure,
         }
@@ -152,6 +217,10 @@ class CollapseDetector:
         """Restore :meth:`state_dict` output."""
         self.ema, self.below = state["ema"], state["below"]
         self.kl_above = int(state.get("kl_above", 0))  # (absent in older checkpoints)
+        self.ratio_above = int(state.get("ratio_above", 0))
+        self.ent_below = int(state.get("ent_below", 0))
+        self.ent_early = list(state.get("ent_early", []))
+        self.onset = state.get("onset")
         self.best = -math.inf if state["best"] is None else state["best"]
         self.t_collapse, self.failure = state["t_collapse"], state["failure"]
 
@@ -161,7 +230,7 @@ def replay(steps: Iterable[dict[str, Any]], cfg: CollapseConfig | None = None) -
     after a resume: the whole run is judged, not only the resumed part).
 
     ``steps``: dicts with ``step`` and ``reward_mean`` and, where known, ``kl``,
-    ``log_ratio``, ``loss`` and ``grad_norm`` (None for a step without an update).
+    ``log_ratio``, ``loss``, ``grad_norm`` and ``entropy`` (None for a step without an update).
     Returns the :class:`CollapseDetector` (``collapsed``, ``t_collapse``, ``failure``).
     """
     d = CollapseDetector(cfg or CollapseConfig())
@@ -170,7 +239,7 @@ def replay(steps: Iterable[dict[str, Any]], cfg: CollapseConfig | None = None) -
         d.observe(
             int(r["step"]),
             math.nan if reward is None else float(reward),
-            *(r.get(k) for k in ("kl", "log_ratio", "loss", "grad_norm")),
+            *(r.get(k) for k in ("kl", "log_ratio", "loss", "grad_norm", "entropy")),
         )
     return d
 

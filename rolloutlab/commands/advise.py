@@ -5,12 +5,14 @@ rate for the fastest setting without stragglers or a predicted collapse (Optuna,
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 
 import click
 import polars as pl
 
 from rolloutlab.analysis.advise import Constraints, SearchSpace, pareto_table, search
-from rolloutlab.analysis.advise_eval import evaluate
+from rolloutlab.analysis.advise_eval import HORIZON_COLUMNS, evaluate, with_horizon
 from rolloutlab.commands.common import claim, echo_table, fail, parse_list
 from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
@@ -103,6 +105,14 @@ def _list(name: str, default: str, what: str):
     help="eta_max / eta; 1 = at the predicted boundary.",
 )
 @click.option(
+    "--horizon",
+    "horizon_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="horizon.json of a `rolloutlab stability` grid: report each trial's predicted "
+    "collapse step with its seed interval (horizon law, docs/staleness.md).",
+)
+@click.option(
     "--accelerators",
     type=click.IntRange(min=1),
     default=None,
@@ -119,6 +129,7 @@ def _list(name: str, default: str, what: str):
 @click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
 def advise(
     prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, gpus, splits,
+    horizon_path,
     **opts,
 ):  # fmt: skip
     """Search the settings for the fastest one that is safe (stragglers, collapse).
@@ -132,6 +143,14 @@ def advise(
     Pareto table and the chosen setting.
     """
     sc, rewards, dynamic, target = load_run(opts, engine="simpy")
+    horizon = None
+    if horizon_path is not None:
+        from rolloutlab.sim.models.horizon import HorizonInputError, fit_from_dict
+
+        try:
+            horizon = fit_from_dict(json.loads(horizon_path.read_text()))
+        except (ValueError, HorizonInputError) as exc:
+            fail(ValueError(f"{horizon_path}: {exc}"))
     try:
         if dynamic is not None:
             raise ValueError("--dynamic-sampling: not searched by advise")
@@ -205,6 +224,8 @@ def advise(
         table = table.with_columns(
             (pl.col("split").str.split(":").list.first().cast(pl.Int64) // tp).alias("workers")
         )
+    if horizon is not None:
+        table = with_horizon(table, horizon, rewards.learning if rewards is not None else None)
     pareto = pareto_table(table)
     table.write_csv(out_dir / "trials.csv")
     pareto.write_csv(out_dir / "pareto.csv")
@@ -236,7 +257,13 @@ def advise(
     )
     echo_table(
         pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
-            *space.keys, "time_s", "straggler_rate", "collapse_margin", "wall_clock_s", "best"
+            *space.keys,
+            "time_s",
+            "straggler_rate",
+            "collapse_margin",
+            *(HORIZON_COLUMNS if horizon is not None else ()),
+            "wall_clock_s",
+            "best",
         ),
         rows=50,
         cols=20,

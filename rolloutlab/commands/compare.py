@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, echo_table, fail, real_option
+from rolloutlab.commands.compare_horizon import horizon
 from rolloutlab.commands.compare_scheduler import scheduler
 from rolloutlab.commands.learning_budget import learning_budget
 from rolloutlab.commands.types import STEPS, finite
@@ -334,3 +335,4 @@ def learning(
 
 compare.add_command(scheduler)
 compare.add_command(learning_budget)
+compare.add_command(horizon)

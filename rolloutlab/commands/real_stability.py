@@ -27,8 +27,14 @@ from rolloutlab.commands.types import (
     SEED_COUNT,
     STEPS,
     CommaList,
+    finite,
 )
-from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.rundir.config import (
+    ConfigError,
+    LearnerConfig,
+    SyncConfig,
+    WarmStartConfig,
+)
 
 
 @click.command("stability")
@@ -81,6 +87,45 @@ from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConf
     help="Supervised warm-start steps (>= 0).",
 )
 @click.option(
+    "--clip",
+    default="on",
+    show_default=True,
+    type=click.Choice(["on", "off"]),
+    help="PPO ratio clip of every run's loss (real/policy/grpo.py).",
+)
+@click.option(
+    "--is-mode",
+    default="token",
+    show_default=True,
+    type=click.Choice(["off", "token", "sequence"]),
+    help="Importance-sampling correction of the behaviour/learner gap (truncated at --is-cap).",
+)
+@click.option(
+    "--is-cap", default=2.0, show_default=True, type=POSITIVE, help="IS truncation C (> 0)."
+)
+@click.option(
+    "--kl-max",
+    default=2.0,
+    show_default=True,
+    type=POSITIVE,
+    help="Collapse detector: KL-to-warm-start bound (nats/token, finite > 0).",
+)
+@click.option(
+    "--detector-patience",
+    default=1,
+    show_default=True,
+    type=POSITIVE_INT,
+    help="Collapse detector: steps an excursion of KL / ratio / entropy must last (1: at once).",
+)
+@click.option(
+    "--release",
+    default=1.0,
+    show_default=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="Collapse detector hysteresis: an excursion ends below this fraction of its bound "
+    "(in (0, 1]; 1: none).",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -98,6 +143,12 @@ def stability_cmd(
     mode: str,
     jobs: int,
     warm_start_steps: int,
+    clip: str,
+    is_mode: str,
+    is_cap: float,
+    kl_max: float,
+    detector_patience: int,
+    release: float,
     out_dir: Path,
     **opts,
 ) -> None:
@@ -108,6 +159,7 @@ def stability_cmd(
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
     from rolloutlab.real.rundir.async_config import AsyncConfig
+    from rolloutlab.real.runners.collapse import CollapseConfig
     from rolloutlab.real.runners.stability import (
         GridConfig,
         grid_points,
@@ -125,14 +177,16 @@ def stability_cmd(
             eval_size=64,
             checkpoint_every=steps,
             warm_start=WarmStartConfig(steps=warm_start_steps),
+            learner=LearnerConfig(clip=clip == "on", is_mode=is_mode, is_cap=is_cap),
         )
+        detector = CollapseConfig(kl_max=kl_max, kl_patience=detector_patience, release=release)
         grid = GridConfig(
             tuple(S_values),
             tuple(lrs),
             seeds,
             mode,
             jobs,
-            AsyncConfig(sync=sync),
+            AsyncConfig(sync=sync, collapse=detector),
         )
     except (ValueError, ConfigError) as exc:
         fail(exc)

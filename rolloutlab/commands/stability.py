@@ -27,9 +27,11 @@ from rolloutlab.commands.types import (
     STEPS,
     CommaList,
 )
+from rolloutlab.sim.models.horizon import fit_to_dict
 from rolloutlab.sim.models.staleness import StalenessParams
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.studies.stability import default_lrs, run_point, summarize
+from rolloutlab.sim.trace import strict_json
 
 
 @click.command()
@@ -89,7 +91,9 @@ def stability(
 ) -> None:
     """Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.
 
-    Writes DIR/stability.csv, DIR/phase_diagram.png and DIR/config.json.
+    Writes DIR/stability.csv, DIR/phase_diagram.png and DIR/config.json, and (when the
+    grid has two S, two lr and a collapse) the fitted horizon law DIR/horizon.json and its
+    predicted collapse steps with seed intervals DIR/horizon.csv (docs/staleness.md).
     """
     lrs = default_lrs().tolist() if lrs is None else lrs
     params = StalenessParams() if batch is None else replace(StalenessParams(), batch_prompts=batch)
@@ -121,4 +125,20 @@ def stability(
         out_dir / "config.json", {**config, "runtime_s": runtime_s, **describe_executor(opts)}
     )
     echo_table(summarize(ok), cols=None, precision=4, dtypes=True, width=None)
+    from rolloutlab.analysis.horizon_compare import grid_horizon
+
+    fit, table, note = grid_horizon(ok, T)
+    if fit is not None:
+        strict_json.write_json(out_dir / "horizon.json", fit_to_dict(fit))
+        table.write_csv(out_dir / "horizon.csv")
+        click.echo(
+            "predicted collapse step near the boundary (median t_predicted, 16-84 % seed "
+            "interval t_lo..t_hi); every (S, lr) in horizon.csv:"
+        )
+        shown = table.filter(
+            pl.col("p_collapse").is_between(0.02, 0.98)
+            | pl.col("collapsed_share").is_between(0.01, 0.99)
+        )
+        echo_table(shown.drop("runs"), cols=None, precision=3, width=None)
+    click.echo(note)
     click.echo(f"{df.height} runs in {runtime_s:.2f} s -> {out_dir}")

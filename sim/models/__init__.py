@@ -1,7 +1,8 @@
 """Models of what a rollout and a step cost and yield: response lengths (the
 :class:`LengthModel` protocol and its lognormal, empirical, step-indexed and grouped
 implementations), the accelerator cost model and its roofline, pass rates and rewards,
-learning progress, and the staleness/learning-rate collapse model.
+learning progress, the staleness/learning-rate collapse model and the collapse-horizon
+law fitted to measured grids.
 """
 
 from rolloutlab.sim import lazy_exports
@@ -20,5 +21,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "rewards": "RewardConfig RewardTracker",
         "learning": "LearningParams LearningModel",
         "staleness": "StalenessParams predict_eta_max",
+        "horizon": "HorizonLaw HorizonFit fit_horizon",
     },
 )

@@ -1,0 +1,227 @@
+"""Fit the collapse-horizon law (:mod:`sim.models.horizon`) per mechanism on half of one or
+more measured stability grids, predict the other half (issue 34, ``compare horizon``).
+
+Grids: ``stability.csv`` folders (``rolloutlab real stability`` or ``rolloutlab
+stability``); each grid's mechanism is read from its ``config.json``
+(``grid.base.sync.learner.clip`` / ``is_mode``; a grid without them ran the default
+``clip on, IS token``): ``mechanism = "clip-on/is-token"`` etc. One law is fitted per
+mechanism. All grids must share the step count ``T``.
+
+Split: ``seed`` (even seeds fit, odd held out) or ``lr`` (alternate learning rates,
+sorted: even index fit). Held-out numbers per mechanism and pooled: classification
+agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
+MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
+law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
+numbers for a predictor that knows the held-out cell's fit seeds, i.e. what seed noise
+alone leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rolloutlab.analysis.collapse_compare import GridError, agreement, grid_steps, read_grid
+from rolloutlab.sim.models.horizon import (
+    PAPER,
+    HorizonFit,
+    HorizonInputError,
+    fit_horizon,
+    fit_horizon_groups,
+)
+
+
+def mechanism_of(grid: Path) -> str:
+    """``clip-{on,off}/is-{off,token,sequence}`` from a grid's config.json (default when absent)."""
+    cfg = (grid if grid.is_dir() else grid.parent) / "config.json"
+    learner: dict = {}
+    if cfg.exists():
+        raw = json.loads(cfg.read_text())
+        learner = raw.get("grid", {}).get("base", {}).get("sync", {}).get("learner", {})
+    clip = "on" if learner.get("clip", True) else "off"
+    return f"clip-{clip}/is-{learner.get('is_mode', 'token')}"
+
+
+def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
+    """One table of every grid's ok runs with ``mechanism`` and ``T`` columns.
+
+    Raises :class:`GridError` naming the grid on an unreadable grid, or when the grids
+    mix step counts (a horizon is measured against its run length).
+    """
+    parts = []
+    for p in paths:
+        df = read_grid(p)
+        T = grid_steps(p, steps)
+        parts.append(
+            df.select("S", "lr", "seed", "collapsed", "t_collapse").with_columns(
+                pl.lit(mechanism_of(Path(p))).alias("mechanism"), pl.lit(T).alias("T")
+            )
+        )
+    Ts = sorted({int(d["T"][0]) for d in parts})
+    if len(Ts) > 1:
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: runs of different step counts mixed "
+            f"(T = {Ts}); compare grids of one T"
+        )
+    return pl.concat(parts)
+
+
+def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    t = df["t_collapse"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    t = np.where(df["collapsed"].to_numpy(), t, np.nan)
+    return df["S"].to_numpy(), df["lr"].to_numpy(), t, df["T"].to_numpy()
+
+
+def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
+    """:func:`sim.models.horizon.fit_horizon` on one mechanism's runs; raises GridError
+    (naming the mechanism) where the law cannot be fitted."""
+    try:
+        return fit_horizon(*_arrays(df), n_boot=n_boot)
+    except HorizonInputError as exc:
+        raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
+
+
+def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, pooled: bool = True) -> dict:
+    """``{mechanism: HorizonFit}``: separate fits (:func:`fit_mechanism`), or with
+    ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups` fit (shared horizon
+    constants, a per-step constant per mechanism). Raises GridError naming the problem."""
+    mechs = sorted(df["mechanism"].unique().to_list())
+    if not pooled or len(mechs) == 1:
+        return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
+    group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
+    try:
+        fits = fit_horizon_groups(*_arrays(df), group, n_boot=n_boot)
+    except HorizonInputError as exc:
+        raise GridError(f"mechanisms {mechs}: {exc}") from None
+    return dict(zip(mechs, fits))
+
+
+def split(df: pl.DataFrame, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(fit, held_out)`` (module docstring); raises GridError with a single value."""
+    values = sorted(df[by].unique().to_list())
+    if len(values) < 2:
+        raise GridError(f"split by {by}: a single {by} ({values}); need two or more")
+    mask = pl.col(by).is_in(values[0::2])
+    return df.filter(mask), df.filter(~mask)
+
+
+def predict_rows(fit: HorizonFit, df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``p_collapse``, ``predicted_collapsed``, ``predicted_t`` (median) and its
+    bootstrap interval ``predicted_t_lo`` / ``_hi``."""
+    S, eta, _, T = _arrays(df)
+    med, lo, hi = fit.predict(S, eta)
+    p = fit.law.p_collapse(S, eta, T)
+    return df.with_columns(
+        pl.Series("p_collapse", p),
+        pl.Series("predicted_collapsed", p > 0.5),
+        pl.Series("predicted_t", med),
+        pl.Series("predicted_t_lo", lo),
+        pl.Series("predicted_t_hi", hi),
+    )
+
+
+def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> dict:
+    """What seed noise alone leaves: each held-out run predicted by the fit seeds of its
+    own cell. ``mdape``: median ``|t_seeds / t - 1|`` over held-out collapsed runs whose
+    cell had a collapse in the fit half (``t_seeds`` the median of those collapse steps);
+    ``agreement``: share of held-out runs whose class equals the fit seeds' majority
+    (a tie counts as collapsed). NaN where undefined."""
+    cells = fit_rows.group_by("mechanism", "S", "lr").agg(
+        pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_seeds"),
+        (pl.col("collapsed").cast(pl.Float64).mean() >= 0.5).alias("class_seeds"),
+    )
+    j = held.join(cells, on=["mechanism", "S", "lr"], how="inner")
+    c = j.filter(pl.col("collapsed") & pl.col("t_seeds").is_not_null())
+    return {
+        "mdape": float(((c["t_seeds"] / c["t_collapse"]) - 1).abs().median())
+        if c.height
+        else float("nan"),
+        "agreement": float((j["class_seeds"] == j["collapsed"]).mean())
+        if j.height
+        else float("nan"),
+    }
+
+
+def held_out_numbers(pred: pl.DataFrame) -> dict:
+    """:func:`analysis.collapse_compare.agreement` of :func:`predict_rows` output (its
+    median ``predicted_t`` as the predicted collapse step)."""
+    return agreement(pred.rename({"predicted_t": "predicted_t_collapse"}))
+
+
+def law_summary(fit: HorizonFit) -> dict:
+    """The fitted constants with 16-84 % bootstrap intervals, and §2's exponents."""
+    out = {}
+    for name in ("R", "a", "C", "c", "k", "sigma"):
+        lo, hi = fit.interval(name)
+        out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
+    if fit.c_fixed:  # one stale S: c not fitted
+        out["c"] = {"value": PAPER["c"], "lo": float("nan"), "hi": float("nan"), "fixed": True}
+    out["paper"] = PAPER
+    out["runs"], out["collapsed"], out["bootstrap"] = fit.n_runs, fit.n_collapsed, len(fit.boot)
+    return out
+
+
+def horizon_study(
+    df: pl.DataFrame, by: str = "seed", n_boot: int = 100, pooled: bool = True
+) -> tuple[dict, pl.DataFrame]:
+    """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
+    exponents with their seed intervals), :func:`fit_mechanisms` (``pooled``). Returns
+    ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
+    split value)."""
+    summary: dict = {"split": by, "law": "pooled" if pooled else "separate", "mechanisms": {}}
+    halves = {m: split(p, by) for (m,), p in df.group_by("mechanism")}
+    fit_all = pl.concat([h[0] for h in halves.values()])
+    half_fits = fit_mechanisms(fit_all, n_boot, pooled)
+    all_fits = fit_mechanisms(df, n_boot, pooled)
+    preds = []
+    for mech in sorted(halves):
+        fit_rows, held = halves[mech]
+        pred = predict_rows(half_fits[mech], held)
+        preds.append(pred)
+        summary["mechanisms"][mech] = {
+            "held_out": held_out_numbers(pred),
+            "seed_floor": seed_floor(held, fit_rows) if by == "seed" else None,
+            "law_half": law_summary(half_fits[mech]),
+            "law_all": law_summary(all_fits[mech]),
+        }
+    held_all = pl.concat(preds)
+    summary["held_out"] = held_out_numbers(held_all)
+    if by == "seed":
+        summary["seed_floor"] = seed_floor(held_all, fit_all)
+    return summary, held_all
+
+
+def grid_horizon(
+    df: pl.DataFrame, T: int, n_boot: int = 30
+) -> tuple[HorizonFit | None, pl.DataFrame | None, str]:
+    """The horizon law fitted to one grid (``rolloutlab stability``'s rows: ``S, lr, seed,
+    collapsed, t_collapse``) and a per-(S, lr) table: ``runs``, ``collapsed_share``,
+    ``t_measured`` (median over collapsed runs), ``t_predicted`` with ``t_lo`` / ``t_hi``
+    (16-84 % seed bootstrap) and ``p_collapse``. ``(None, None, why)`` where no law can be
+    fitted (one S, one lr, no collapse)."""
+    runs = df.with_columns(pl.lit(T).alias("T"))
+    try:
+        fit = fit_horizon(*_arrays(runs), n_boot=n_boot)
+    except HorizonInputError as exc:
+        return None, None, f"no horizon law: {exc}"
+    cells = (
+        runs.group_by("S", "lr")
+        .agg(
+            pl.len().alias("runs"),
+            pl.col("collapsed").cast(pl.Float64).mean().alias("collapsed_share"),
+            pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_measured"),
+        )
+        .sort("S", "lr")
+    )
+    S, eta = cells["S"].to_numpy(), cells["lr"].to_numpy()
+    med, lo, hi = fit.predict(S, eta)
+    table = cells.with_columns(
+        pl.Series("t_predicted", med),
+        pl.Series("t_lo", lo),
+        pl.Series("t_hi", hi),
+        pl.Series("p_collapse", fit.law.p_collapse(S, eta, T)),
+    )
+    a, c = fit.law.a, fit.law.c
+    return fit, table, f"horizon law: t ~ eta^-{a:.2f} (horizon), stale boundary (S-1)^{c:.2f} eta"

@@ -1,0 +1,117 @@
+"""``rolloutlab compare horizon``: the collapse-horizon law fitted per mechanism on half of
+measured stability grids, predicting the other half (wiring only:
+:mod:`analysis.horizon_compare` fits, :mod:`analysis.horizon_plot` draws)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rolloutlab.commands.common import OUT_DIR, claimed, fail
+from rolloutlab.commands.types import STEPS
+from rolloutlab.sim.trace import strict_json
+
+
+@click.command("horizon")
+@click.option(
+    "--real",
+    "grids",
+    required=True,
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Stability grid (folder with stability.csv + config.json); repeat for one grid per "
+    "mechanism (clip / IS setting, read from each config.json).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["seed", "lr"]),
+    default="seed",
+    show_default=True,
+    help="Hold out odd seeds, or alternate learning rates.",
+)
+@click.option("--steps", type=STEPS, default=None, help="T per run [default: config.json].")
+@click.option(
+    "--bootstrap",
+    type=click.IntRange(min=0, max=10_000),
+    default=100,
+    show_default=True,
+    help="Bootstrap refits over seeds for the intervals (0: none).",
+)
+@click.option(
+    "--law",
+    type=click.Choice(["pooled", "separate"]),
+    default="pooled",
+    show_default=True,
+    help="One fit over all mechanisms sharing the horizon constants, each with its own "
+    "per-step constant C; or one independent fit per mechanism.",
+)
+@OUT_DIR
+def horizon(
+    grids: tuple[Path, ...], split: str, steps, bootstrap: int, law: str, out_dir: Path
+) -> None:
+    """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
+
+    Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
+    interval), OUT/horizon_summary.json (agreement, MdAPE, seed floor, fitted exponents
+    with intervals against PAPERS.md §2), OUT/horizon.png, OUT/config.json and, when the
+    grids keep their run folders, OUT/mechanism_metrics.csv (per run: KL to the behaviour
+    policy, entropy, grad norm, clip fraction, engine-learner gap up to the collapse).
+    """
+    from rolloutlab.analysis.collapse_compare import GridError
+    from rolloutlab.analysis.horizon_compare import (
+        fit_mechanisms,
+        horizon_study,
+        mechanism_of,
+        read_grids,
+    )
+    from rolloutlab.analysis.horizon_plot import horizon_figure
+    from rolloutlab.analysis.mechanism_metrics import mechanism_metrics
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    try:
+        df = read_grids(list(grids), steps)
+        summary, held = horizon_study(df, split, bootstrap, law == "pooled")
+        laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
+        signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
+    except GridError as exc:
+        fail(exc)
+    summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
+    with claimed(out_dir, "compare-horizon"):
+        held.write_csv(out_dir / "horizon_points.csv")
+        strict_json.write_json(out_dir / "horizon_summary.json", summary)
+        horizon_figure(held, laws, df, out_dir / "horizon.png", f"fit on half the {split}s")
+        write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
+        if signals is not None:
+            signals.write_csv(out_dir / "mechanism_metrics.csv")
+    h = summary["held_out"]
+    click.echo(
+        f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
+        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs "
+        "collapsed on both sides"
+        + (
+            f" (seed floor: agreement {summary['seed_floor']['agreement']:.3f}, MdAPE "
+            f"{summary['seed_floor']['mdape']:.3f})"
+            if "seed_floor" in summary
+            else ""
+        )
+    )
+    for mech, m in summary["mechanisms"].items():
+        law = m["law_all"]
+        floor = m["seed_floor"]
+        click.echo(
+            f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
+            f"{m['held_out']['t_collapse_mdape']:.3f}"
+            + (
+                f" (seed floor {floor['agreement']:.3f}, {floor['mdape']:.3f})"
+                if floor is not None
+                else ""
+            )
+            + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
+            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = "
+            + (
+                "1 (held: one stale S)"
+                if law["c"].get("fixed")
+                else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+            )
+        )
