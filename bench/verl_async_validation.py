@@ -10,19 +10,24 @@ DAPO, n = 16, 28K max response, rollout TP 4, ``require_batches = 4`` x
 * ``staleness``: 64:64 at ``staleness_threshold`` 0, 0.1, 0.3, 0.5 (0 is the stream
   off-policy pipeline, no partial rollout).
 
-Each point is one ``rolloutlab sim`` (this process): ``--model qwen2.5-7b --gpu h20 --tp 4
---gpus N --split R:T``, B = 128, G = 16, ``async:S:threshold=F:sync_every=4`` with
+Each point is one SimPy run in this process of what ``rolloutlab sim --model qwen2.5-7b
+--gpu h20 --tp 4 --no-kv-cache --gpus 2R --split R:R`` sets up, with the learner priced as
+that recipe runs it (``timing_s/update_actor`` only: rollout log-probs, no KL; 4 optimizer
+updates per local update), B = 128, G = 16, ``async:S:threshold=F:sync_every=4`` with
 ``sync=abort`` (partial rollout) or ``drain`` (F = 0), ``S = ceil(2 (1 + F) 4)`` as
 docs/verl_config.md maps verl. The simulated step time is the steady-state time per weight
 version (4 learner steps): (end of the last step - end of the first version) / (versions -
-1). Calibration: one scale factor per curve, measured / simulated at its first point; every
-other point is predicted as scale x simulated and compared with the published time
-(relative error). The scale absorbs what the roofline and the length model get wrong in
-absolute terms; the curve's shape is the simulator's.
+1). Calibration on one point of a curve (:func:`calibrate`): the learner terms scaled to
+its published ``update_actor`` time, then the generation terms to its published step
+time; every point is then simulated with those two scales and compared with the published
+time (relative error). The scales absorb what the roofline and the length model get wrong
+in absolute terms; the curve's shape is the simulator's.
 
-Prints a markdown table (docs/pipelines.md, "Validation against verl fully-async").
+Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Validation
+against verl fully-async").
 
-Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0] [--out runs/verl_validation]
+Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
+    [--calibrations default|all] [--out runs/verl_validation]
 """
 
 from __future__ import annotations
