@@ -172,6 +172,8 @@ def main() -> None:
     )
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
+    if args.versions < 2:
+        ap.error("--versions: need >= 2 (the first version is warm-up)")
     seeds = [int(x) for x in args.seeds.split(",")]
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
