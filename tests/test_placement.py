@@ -45,6 +45,28 @@ def test_more_trainer_gpus_train_faster_and_more_replicas_sync_slower():
     assert bucketed.cost.weight_sync_s() > a.cost.weight_sync_s()
 
 
+@settings(max_examples=20, deadline=None)
+@given(trainer=st.sampled_from([8, 16, 32, 64]), updates=st.integers(1, 8))
+def test_learner_phases_chosen_sum_to_those_phases_of_the_roofline(trainer, updates):
+    # verl fully-async with rollout log-probs and no KL runs only update_actor
+    sc = load_scenario("longcot")
+    split = parse_split(2 * trainer, f"{trainer}:{trainer}", 4)
+    only = apply_split(sc, split, M, H100, phases=("timing_s/update_actor",), updates=updates)
+    full = apply_split(sc, split, M, H100, updates=updates)
+    T = 5e6
+    phases = learner_phases(M, H100, Layout(trainer), T, updates=updates)
+    assert only.cost.learner_step_s(T) == pytest.approx(phases["timing_s/update_actor"], rel=1e-9)
+    want = phases["timing_s/update_actor"] + 2 * phases["timing_s/old_log_prob"]
+    assert full.cost.learner_step_s(T) == pytest.approx(want, rel=1e-9)
+
+
+def test_an_unknown_learner_phase_is_refused():
+    with pytest.raises(ValueError, match="learner phases"):
+        apply_split(
+            load_scenario("longcot"), parse_split(16, "8:8", 2), M, H100, phases=("timing_s/x",)
+        )
+
+
 def test_colocated_uses_every_gpu_for_both():
     split = parse_split(16, None, 2, colocated=True)
     assert (split.replicas, split.trainer) == (8, 16)

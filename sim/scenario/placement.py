@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from rolloutlab.sim.models.hardware import Accelerator, ModelConfig, get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import (
     SYNC_MODES,
+    TIMING_KEYS,
     Layout,
     LearnerEfficiency,
     Network,
@@ -111,19 +112,32 @@ def apply_split(
     net: Network | None = None,
     sync: str = "broadcast",
     eff: LearnerEfficiency | None = None,
+    phases: tuple[str, ...] = TIMING_KEYS[:3],
+    updates: int = 1,
 ) -> Scenario:
     """``sc`` on ``split``: ``split.replicas`` workers, the learner terms of its cost from
-    the roofline of an FSDP trainer on ``split.trainer`` GPUs, the sync term from
+    the roofline of an FSDP trainer on ``split.trainer`` GPUs (the sum of ``phases``, verl's
+    timing keys, at ``updates`` optimizer updates per step: verl fully-async with rollout
+    log-probs and no KL runs only ``timing_s/update_actor``), the sync term from
     :func:`sim.models.learner_cost.weight_sync_s` (``sync``: broadcast or bucketed) or,
     colocated, an all-gather of the weights within a node. The decode cost is the
     scenario's (``--model --gpu --tp`` sets it). Raises ValueError as
-    :func:`check_memory`, on an unknown ``sync`` mode or a bad bandwidth."""
+    :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
     if sync not in SYNC_MODES:
         raise ValueError(f"--weight-sync: must be one of {SYNC_MODES}, got {sync!r}")
+    if not set(phases) <= set(TIMING_KEYS[:3]):
+        raise ValueError(f"learner phases must be among {TIMING_KEYS[:3]}, got {phases}")
     check_memory(split, model, gpu)
     lay = Layout(split.trainer)
-    step = {T: sum(learner_phases(model, gpu, lay, T, eff, net).values()) for T in (0.0, 1e6)}
+    step = {
+        T: sum(
+            v
+            for k, v in learner_phases(model, gpu, lay, T, eff, net, updates).items()
+            if k in phases
+        )
+        for T in (0.0, 1e6)
+    }
     S = model.weight_bytes()
     if split.colocated:
         nodes_span = min(split.gpus, net.gpus_per_node)

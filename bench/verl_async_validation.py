@@ -1,0 +1,194 @@
+"""Issue 31 item 3: the simulator against verl fully-async's published step times.
+
+Two published curves (docs/PAPERS.md, "verl fully-async recipe"; Qwen2.5-Math-7B on H20,
+DAPO, n = 16, 28K max response, rollout TP 4, ``require_batches = 4`` x
+``ppo_mini_batch_size = 32`` prompts per local update, ``trigger_parameter_sync_step =
+4``, so one published "step" is 4 local updates of 128 prompts = 512 prompts):
+
+* ``gpus``: trainer:rollout GPUs 16:16, 32:32, 64:64 at ``staleness_threshold = 0.5``,
+  ``partial_rollout = True``;
+* ``staleness``: 64:64 at ``staleness_threshold`` 0, 0.1, 0.3, 0.5 (0 is the stream
+  off-policy pipeline, no partial rollout).
+
+Each point is one SimPy run in this process of what ``rolloutlab sim --model qwen2.5-7b
+--gpu h20 --tp 4 --no-kv-cache --gpus 2R --split R:R`` sets up, with the learner priced as
+that recipe runs it (``timing_s/update_actor`` only: rollout log-probs, no KL; 4 optimizer
+updates per local update), B = 128, G = 16, ``async:S:threshold=F:sync_every=4`` with
+``sync=abort`` (partial rollout) or ``drain`` (F = 0), ``S = ceil(2 (1 + F) 4)`` as
+docs/verl_config.md maps verl. The simulated step time is the steady-state time per weight
+version (4 learner steps): (end of the last step - end of the first version) / (versions -
+1). Calibration on one point of a curve (:func:`calibrate`): the learner terms scaled to
+its published ``update_actor`` time, then the generation terms to its published step
+time; every point is then simulated with those two scales and compared with the published
+time (relative error). The scales absorb what the roofline and the length model get wrong
+in absolute terms; the curve's shape is the simulator's.
+
+Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Validation
+against verl fully-async").
+
+Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
+    [--calibrations default|all] [--out runs/verl_validation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+
+from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.placement import apply_split, parse_split
+from rolloutlab.sim.scenario.scenario import Scenario, load_scenario
+
+K, B, G, TP, MINI = 4, 128, 16, 4, 32
+"""verl's trigger_parameter_sync_step, prompts per local update, n, rollout TP,
+ppo_mini_batch_size."""
+BISECTIONS = 10
+"""Halvings of the log2 generation-scale bracket [-6, 6] (final width 0.012)."""
+
+CURVES: dict[str, tuple[int, list[tuple[str, int, float, float, float]]]] = {
+    # calibration index, [(label, rollout GPUs = trainer GPUs, staleness_threshold,
+    #                      published s/step, published update_actor s)]
+    "gpus": (1, [
+        ("16:16", 16, 0.5, 294.77, 313.81),
+        ("32:32", 32, 0.5, 189.26, 156.98),
+        ("64:64", 64, 0.5, 150.63, 113.16),
+    ]),
+    "staleness": (0, [
+        ("0", 64, 0.0, 231.34, 98.77),
+        ("0.1", 64, 0.1, 171.30, 109.12),
+        ("0.3", 64, 0.3, 146.11, 103.22),
+        ("0.5", 64, 0.5, 150.63, 113.16),
+    ]),
+}  # fmt: skip
+"""verl recipe/fully_async_policy/README.md (commit 19997f9e), tables "Asynchronous
+Training on 7B Model" (fully_async_policy rows) and "128-card Stale Ablation"."""
+
+
+def scaled(sc: Scenario, gen: float, learner: float) -> Scenario:
+    """``sc`` with its generation cost terms (decode, prefill, overhead) times ``gen`` and
+    its learner terms times ``learner``: the two calibration knobs."""
+    c = sc.cost
+    cost = dataclasses.replace(
+        c,
+        a_s=c.a_s * gen,
+        b_s=c.b_s * gen,
+        c_s=c.c_s * gen,
+        prefill_s_per_token=c.prefill_s_per_token * gen,
+        gen_overhead_s=c.gen_overhead_s * gen,
+        learner_const_s=c.learner_const_s * learner,
+        learner_s_per_token=c.learner_s_per_token * learner,
+    )
+    return dataclasses.replace(sc, cost=cost)
+
+
+def simulate(
+    half: int, threshold: float, versions: int, seed: int, gen: float = 1.0, learner: float = 1.0
+) -> tuple[float, float]:
+    """Steady-state simulated (seconds per weight version, learner seconds per version) on
+    ``half``:``half`` GPUs at verl's ``staleness_threshold``: K learner steps of B prompts
+    per version, averaged over the versions after the first; ``gen``, ``learner``: the
+    knobs of :func:`scaled`."""
+    s = math.ceil(2 * (1 + threshold) * K)
+    mode = "abort" if threshold > 0 else "drain"
+    sc = apply_overrides(
+        load_scenario("longcot"), model="qwen2.5-7b", gpu="h20", tp=TP, kv_cache=False
+    )
+    sc = apply_split(
+        sc,
+        parse_split(2 * half, f"{half}:{half}", TP),
+        get_model("qwen2.5-7b"),
+        get_gpu("h20"),
+        phases=("timing_s/update_actor",),  # rollout log-probs, no KL: no old_log_prob, no ref
+        updates=B // MINI,
+    )
+    pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}")
+    cfg = RunConfig(steps=K * versions, prompts=B, seed=seed)
+    steps = run_pipeline(scaled(sc, gen, learner), StaticG(G), cfg, pipe).steps.sort("step")
+    ends = steps["t_end"].to_list()
+    train = steps["train_time"].to_list()[K:]
+    return (ends[-1] - ends[K - 1]) / (versions - 1), sum(train) / (versions - 1)
+
+
+def calibrate(
+    half: int, threshold: float, step_s: float, actor_s: float, versions: int, seeds: list[int]
+) -> tuple[float, float]:
+    """(gen, learner) scales that make the simulated point match the published one: the
+    learner scale from ``timing_s/update_actor`` (``actor_s``, exact: learner time does
+    not depend on generation), then the generation scale by bisection on its log so that
+    the step time matches ``step_s`` (the step time grows with it). A published step
+    shorter than its learner time cannot be matched: the bisection then ends at its
+    lower bracket (generation 1/64 as costly)."""
+
+    def mean(gen: float, learner: float) -> tuple[float, float]:
+        runs = [simulate(half, threshold, versions, sd, gen, learner) for sd in seeds]
+        return sum(r[0] for r in runs) / len(runs), sum(r[1] for r in runs) / len(runs)
+
+    learner = actor_s / mean(1.0, 1.0)[1]
+    lo, hi = -6.0, 6.0  # log2 of the generation scale
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean(2**mid, learner)[0] < step_s else (lo, mid)
+    return 2 ** ((lo + hi) / 2), learner
+
+
+def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int]) -> list[str]:
+    """Markdown rows of one curve calibrated on ``points[cal]``: every point simulated with
+    that calibration, its error against the published step time (mean over ``seeds``,
+    their range in brackets when several)."""
+    _, half, thr, step_s, actor_s = points[cal]
+    gen, learner = calibrate(half, thr, step_s, actor_s, versions, seeds)
+    print(f"{name}: calibrated on {points[cal][0]}: generation x{gen:.3f}, learner x{learner:.3f}")
+    rows = []
+    for i, (label, half, thr, step_s, actor_s) in enumerate(points):
+        runs = [simulate(half, thr, versions, sd, gen, learner) for sd in seeds]
+        sims = [r[0] for r in runs]
+        sim = sum(sims) / len(sims)
+        spread = f" ({min(sims):.1f}-{max(sims):.1f})" if len(sims) > 1 else ""
+        err = f"{100 * (sim - step_s) / step_s:+.1f} %" + (" (calibration)" if i == cal else "")
+        lrn = sum(r[1] for r in runs) / len(runs)
+        rows.append(
+            f"| {name} | {points[cal][0]} | {label} | {step_s:.2f} | {sim:.1f}{spread} | {err} "
+            f"| {actor_s:.2f} | {lrn:.1f} |"
+        )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--versions", type=int, default=5, help="weight versions per run (>= 2)")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
+    ap.add_argument(
+        "--calibrations",
+        choices=("default", "all"),
+        default="default",
+        help="calibrate on each curve's default point, or on each point in turn",
+    )
+    ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
+    args = ap.parse_args()
+    if args.versions < 2:
+        ap.error("--versions: need >= 2 (the first version is warm-up)")
+    seeds = [int(x) for x in args.seeds.split(",")]
+    lines = [
+        "| curve | calibrated on | point | published s/step | predicted s/step | error | "
+        "published update_actor s | simulated learner s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (default, points) in CURVES.items():
+        for cal in range(len(points)) if args.calibrations == "all" else [default]:
+            lines += curve_rows(name, points, cal, args.versions, seeds)
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
