@@ -105,3 +105,15 @@ def test_a_real_lookup_run_writes_turns_that_calibrate_turns_fits(tmp_path):
     assert (calls["t_tool_end"] > calls["t_tool_start"]).all()
     fit = calibrate_turns(tmp_path / "turns.parquet", "gsm8k")
     assert fit["fit"]["multi_turn"]["tool_calls"] == len(calls)
+
+
+def test_a_lookup_request_survives_pickling_for_the_async_generator():
+    """``real async`` sends requests to its generator process: the tool must pickle and
+    draw the same latencies there."""
+    import pickle
+
+    (p,) = sample_lookup_problems(np.random.default_rng(0), LookupConfig(), 1)
+    req = RolloutRequest(0, tuple(p.prompt_ids), seed=5, tool=tool_for(p, LookupConfig(), 5))
+    copy = pickle.loads(pickle.dumps(req))
+    assert copy.tool is not None and req.tool is not None
+    assert [copy.tool(encode("b?")) for _ in range(3)] == [req.tool(encode("b?")) for _ in range(3)]

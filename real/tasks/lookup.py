@@ -17,7 +17,6 @@ latencies). Reward: 1 for the right digits in order after well-formed lookups, e
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,18 +117,25 @@ def lookup_reward(problem: LookupProblem, response_ids: list[int]) -> float:
     return float(is_correct(problem, response_ids))
 
 
-def tool_for(
-    problem: LookupProblem, cfg: LookupConfig, seed: int
-) -> Callable[[list[int]], tuple[list[int], float]]:
+class LookupTool:
     """The tool of one request: ``tool(response_ids) -> (output ids, latency s)``, the
-    lookup of the token before the trailing tool token; latencies from ``seed``."""
-    rng = np.random.default_rng([seed, 33])
+    lookup of the token before the trailing tool token; latencies drawn from ``seed``
+    (picklable: the asynchronous runner sends requests to its generator process)."""
 
-    def tool(response_ids: list[int]) -> tuple[list[int], float]:
+    def __init__(self, problem: LookupProblem, cfg: LookupConfig, seed: int):
+        self.problem, self.cfg = problem, cfg
+        self.rng = np.random.default_rng([seed, 33])
+
+    def __call__(self, response_ids: list[int]) -> tuple[list[int], float]:
+        cfg = self.cfg
         tag = response_ids[-2] if len(response_ids) >= 2 else -1
+        z = float(self.rng.standard_normal())
         lat = cfg.latency_min_s + float(
-            np.exp(np.log(cfg.latency_median_s) + cfg.latency_sigma * rng.standard_normal())
+            np.exp(np.log(cfg.latency_median_s) + cfg.latency_sigma * z)
         )
-        return problem.answer(tag), lat
+        return self.problem.answer(tag), lat
 
-    return tool
+
+def tool_for(problem: LookupProblem, cfg: LookupConfig, seed: int) -> LookupTool:
+    """:class:`LookupTool` of one request (``seed``: the request's sampling seed)."""
+    return LookupTool(problem, cfg, seed)
