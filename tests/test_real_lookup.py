@@ -2,6 +2,8 @@
 engine, the tool's output joins the context off the loss mask, and a real run writes a
 turns table that ``calibrate turns`` fits."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -41,10 +43,15 @@ def test_solutions_verify_and_the_prompt_hides_the_table(seed):
     assert out == encode(str(p.table[0])) and lat >= LookupConfig().latency_min_s
 
 
+@functools.cache
+def _model():
+    return build_model(load_config(), seed=0).eval()
+
+
 def scripted_engine(script: list[int], prompt_len: int) -> TorchEngine:
     """A torch engine whose model always predicts ``script[position + 1 - prompt_len]``
     (a huge logit): what it samples is known in advance."""
-    model = build_model(load_config(), seed=0).eval()
+    model = _model()
     V = model.cfg.vocab_size
 
     def forward_cached(ids, slots, start, cache):
@@ -117,3 +124,24 @@ def test_a_lookup_request_survives_pickling_for_the_async_generator():
     copy = pickle.loads(pickle.dumps(req))
     assert copy.tool is not None and req.tool is not None
     assert [copy.tool(encode("b?")) for _ in range(3)] == [req.tool(encode("b?")) for _ in range(3)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31), st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3))
+def test_turn_rows_add_up_for_any_problem_and_latencies(seed, lats):
+    """A model that answers right: ``queries + 1`` turns; sampled plus tool tokens make the
+    response; each turn starts when the previous tool returns and its context is the last
+    one's plus that turn's tokens and the tool's output (its prefill: the tool token and the
+    output). (Latencies <= 1: the tick clock passes them without a real sleep.)"""
+    (p,) = sample_lookup_problems(np.random.default_rng(seed), LookupConfig(), 1)
+    truth, it = solution_ids(p), iter(lats)
+    P = len(p.prompt_ids)
+    req = RolloutRequest(0, tuple(p.prompt_ids), 1, lambda r: (p.answer(r[-2]), next(it)))
+    (res,) = scripted_engine(truth, P).generate([req], SamplingParams(max_response_tokens=16))
+    t, k = res.turns, len(p.queries)
+    assert res.response_ids == truth and len(t) == k + 1 and sum(res.tool_mask) == k
+    assert sum(x["response_tokens"] for x in t) + k == len(truth)
+    for a, b in zip(t, t[1:]):
+        assert b["t_submit"] == a["t_tool_end"] == a["t_tool_request"] + lats[a["turn"]]
+        assert b["context_tokens"] == a["context_tokens"] + a["response_tokens"] + 1
+        assert b["prefill_tokens"] == 2
