@@ -31,6 +31,7 @@ OPTIONS = [
     ("sweep-workers-huge", f"{SWEEP} --workers 2,100001", "'--workers': item '100001'"),
     ("stab-steps-huge", f"{STAB} --steps 1000001", "1<=x<=1000000"),
     ("real-prompts-huge", f"{RS} --prompts 100001", "'--prompts': 100001 is not in the range 1<=x<=100000"),
+    ("real-lookup-vllm", f"{RS} --task lookup --engine vllm", "lookup (multi-turn tool calls) runs on --engine torch only"),
     ("sim-seed-neg", f"{SIM} --seed -1", "'--seed'"),
     ("sim-seed-word", f"{SIM} --seed one", "'--seed'"),
     ("sim-tp-0", f"{SIM} --tp 0", "'--tp'"),

@@ -11,19 +11,27 @@ weights. A vLLM engine implements the same two methods: per-request seeds and
 (batched prefill), then every running sequence decodes one token. ``mode="static"``: a
 wave of up to ``capacity`` requests is admitted only when no sequence is running, so a
 wave waits for its longest member (the padding waste SAGC targets).
+
+A request with a ``tool`` is multi-turn (:mod:`real.engines.tool_turns`): when it samples
+:data:`real.tasks.lookup.TOOL_ID` it is parked (slot and KV cache kept) until its tool's
+latency has passed on the wall clock, the tool's output is appended (``tool_mask``), and
+generation resumes; while only parked sequences remain the engine sleeps.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
+from rolloutlab.real.engines import tool_turns
 from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs, sample
 from rolloutlab.real.policy.model import KVCache, LlamaLM
 from rolloutlab.real.rundir.config import MODES
+from rolloutlab.real.tasks.lookup import TOOL_ID
 from rolloutlab.real.tasks.tokenizer import EOS_ID, PAD_ID
 
 
@@ -37,6 +45,9 @@ class RolloutRequest:
     """Prompt token ids (BOS included)."""
     seed: int
     """Seed of this request's sampling generator (same seed, same tokens)."""
+    tool: Callable[[list[int]], tuple[list[int], float]] | None = field(default=None, compare=False)
+    """Multi-turn requests: ``tool(response_ids) -> (output ids, latency s)``, called when
+    the model samples the tool token (:mod:`real.engines.tool_turns`); None: one turn."""
 
 
 @dataclass
@@ -64,6 +75,11 @@ class RolloutResult:
     """Times the engine preempted it (vLLM's ``num_preemptions``; None: not reported)."""
     cached_prompt_tokens: int | None = None
     """Prompt tokens served from the prefix cache (vLLM's ``num_cached_tokens``; None: not reported)."""
+    tool_mask: list[bool] = field(default_factory=list)
+    """Multi-turn requests: per response token, True on a tool's output (not sampled:
+    its log-prob is 0 and the learner masks it out); empty for one-turn requests."""
+    turns: list[dict] = field(default_factory=list)
+    """Multi-turn requests: one dict per model turn (:mod:`real.engines.tool_turns`)."""
 
 
 class RolloutEngine(Protocol):
@@ -88,6 +104,9 @@ class _Running:
     generator: torch.Generator
     slot: int
     length: int  # tokens in the cache after the next write: prompt + response so far
+    tool: Callable[[list[int]], tuple[list[int], float]] | None = None
+    ready_at: float | None = None  # parked on a tool call until this clock time (s)
+    pending: list[int] = field(default_factory=list)  # the tool's output, appended at resume
 
 
 class TorchEngine:
@@ -163,13 +182,20 @@ class TorchEngine:
                             policy_version=self.policy_version,
                         )
                         gen = torch.Generator().manual_seed(req.seed)
-                        admitted.append(
-                            (_Running(res, gen, free.pop(0), len(req.prompt_ids)), req.prompt_ids)
-                        )
+                        n_prompt = len(req.prompt_ids)
+                        seq = _Running(res, gen, free.pop(0), n_prompt, req.tool)
+                        if req.tool is not None:
+                            tool_turns.open_turn(res.turns, n_prompt, n_prompt, t_submit)
+                        admitted.append((seq, req.prompt_ids))
                     self._prefill(admitted, params)
                     running += [seq for seq, _ in admitted]
-                else:
-                    self._decode(running, params)
+                elif active := [s for s in running if s.ready_at is None]:
+                    self._decode(active, params)
+                else:  # only parked sequences: wait for the first tool to return
+                    time.sleep(max(0.0, min(s.ready_at or 0.0 for s in running) - self.clock()))
+                now = self.clock()
+                for seq in [s for s in running if s.ready_at is not None and s.ready_at <= now]:
+                    self._resume(seq, params)
                 for seq in [s for s in running if s.result.finish_reason]:
                     running.remove(seq)
                     free.append(seq.slot)
@@ -189,6 +215,29 @@ class TorchEngine:
         logits = self.model.forward_cached(ids, slots, torch.zeros(n, dtype=torch.long), self.cache)
         last = torch.tensor([len(p) - 1 for _, p in admitted])
         self._sample_into(seqs, logits[torch.arange(n), last], params, first=True)
+
+    def _resume(self, s: _Running, params: SamplingParams) -> None:
+        """Append the parked ``s``'s tool output, prefill it with the tool token (the rest
+        of its context is in its slot's cache) and sample the next turn's first token."""
+        res, out = s.result, s.pending
+        t_ready, s.ready_at, s.pending = s.ready_at, None, []
+        room = params.max_response_tokens - len(res.response_ids) - 1
+        res.response_ids += out[: max(room, 0)]
+        res.logprobs += [0.0] * len(out[: max(room, 0)])
+        res.tool_mask += [True] * len(out[: max(room, 0)])
+        if room <= len(out):  # no token left for the model: the rollout ends here
+            res.finish_reason, res.t_finish_s = "length", self.clock()
+            return
+        n_new = len(out) + 1  # the tool token (not yet in the cache) and the output
+        ids = torch.tensor([res.response_ids[-n_new:]])  # (1, n_new)
+        tool_turns.open_turn(
+            res.turns, res.prompt_tokens + len(res.response_ids), n_new, float(t_ready or 0.0)
+        )
+        logits = self.model.forward_cached(
+            ids, torch.tensor([s.slot]), torch.tensor([s.length]), self.cache
+        )
+        s.length += n_new
+        self._sample_into([s], logits[:, -1], params, first=False)
 
     def _decode(self, running: list[_Running], params: SamplingParams) -> None:
         ids = torch.tensor([[s.result.response_ids[-1]] for s in running])  # (N, 1)
@@ -213,6 +262,15 @@ class TorchEngine:
             res.logprobs.append(lp)
             if first:
                 res.t_first_token_s = now
+            if s.tool is not None:
+                res.tool_mask.append(False)
+                tool_turns.on_token(res.turns, now)
             if tok == EOS_ID or len(res.response_ids) >= params.max_response_tokens:
                 res.finish_reason = "stop" if tok == EOS_ID else "length"
                 res.t_finish_s = now
+                if s.tool is not None:
+                    tool_turns.close_turn(res.turns, now, res.finish_reason)
+            elif s.tool is not None and tok == TOOL_ID:
+                s.pending, latency = s.tool(res.response_ids)
+                s.ready_at = now + latency
+                tool_turns.close_turn(res.turns, now, "tool_call", s.ready_at)

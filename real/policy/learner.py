@@ -53,8 +53,13 @@ def pack(
     responses: Sequence[Sequence[int]],
     logprobs: Sequence[Sequence[float]],
     advantages: torch.Tensor,
+    tool_masks: Sequence[Sequence[bool]] | None = None,
 ) -> PackedBatch:
     """Build a :class:`PackedBatch` from ragged prompts, responses and behaviour log-probs.
+
+    ``tool_masks`` (optional, one per response, of its length): True on tokens a tool
+    wrote (multi-turn rollouts, :attr:`real.engines.torch_engine.RolloutResult.tool_mask`);
+    they stay in the context but are off the loss mask (not the policy's tokens).
 
     Raises: ValueError when a response and its log-probs differ in length, or a response is empty.
     """
@@ -67,6 +72,9 @@ def pack(
     old = torch.zeros_like(mask)
     for i, (p, lp) in enumerate(zip(prompts, logprobs)):
         old[i, len(p) - 1 : len(p) - 1 + len(lp)] = torch.tensor(lp)
+    for i, (p, tm) in enumerate(zip(prompts, tool_masks or [])):
+        if any(tm):
+            mask[i, len(p) - 1 : len(p) - 1 + len(tm)] *= ~torch.tensor(list(tm), dtype=torch.bool)
     return PackedBatch(ids, mask, old, advantages.float())
 
 

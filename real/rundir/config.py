@@ -172,6 +172,8 @@ class SyncConfig:
             raise ConfigError(f"tau must be > 1, got {self.tau}")
         if self.engine not in ("torch", "vllm"):
             raise ConfigError(f"engine must be 'torch' or 'vllm', got {self.engine!r}")
+        if self.task_name == "lookup" and self.engine != "torch":
+            raise ConfigError("task lookup (multi-turn tool calls) runs on --engine torch only")
         if not 0 < self.vllm_memory_share <= 1:
             raise ConfigError(f"vllm_memory_share must be in (0, 1], got {self.vllm_memory_share}")
         if self.engine_mode not in MODES:

@@ -49,6 +49,7 @@ from rolloutlab.real.rundir.trace_rows import (
     rollout_rows,
     step_row,
 )
+from rolloutlab.real.rundir.turn_rows import append_turns, write_turns_parquet
 from rolloutlab.real.runners.async_workers import GeneratorHandle, GeneratorSpec, SharedWeights
 from rolloutlab.real.runners.collapse import CollapseDetector, outcome
 from rolloutlab.real.runners.refill import sampling_record
@@ -211,6 +212,7 @@ class AsyncRun(SyncRun):
         ).with_columns(pl.lit(t_train - t_recv).alias("train_time"))
         self.writer.append_step(rows, row)
         append_engine_requests(self.out, step, G, results, first)
+        append_turns(self.out, self.run_id, step, G, results, first)
         extra = {
             "policy_version": version,
             "staleness": step - version,
@@ -250,6 +252,7 @@ class AsyncRun(SyncRun):
             None if d.t_collapse is None else math.ceil(d.t_collapse / self.pc.sync_every)
         )
         strict_json.write_json(self.out / "collapse.json", doc)
+        write_turns_parquet(self.out)  # multi-turn tasks only
 
 
 def run_async(

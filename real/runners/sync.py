@@ -53,6 +53,7 @@ from rolloutlab.real.rundir.trace_rows import (
     rollout_rows,
     step_row,
 )
+from rolloutlab.real.rundir.turn_rows import append_turns, write_turns_parquet
 from rolloutlab.real.runners import collapse
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.tasks.evaluate import evaluate
@@ -62,7 +63,7 @@ from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, read_rows, truncate_jsonl
 from rolloutlab.sim.trace.progress import progress_bar
 
-EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl")
+EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl", "turns.jsonl")
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -169,6 +170,7 @@ class SyncRun:
         judged = collapse.judge_run(steps.to_dicts(), evals)  # the whole run, resumed too
         doc = collapse.outcome(judged, lr=self.cfg.learner.lr, seed=self.cfg.seed)
         strict_json.write_json(self.out / "collapse.json", doc)
+        write_turns_parquet(self.out)  # multi-turn tasks only
         return rollouts, steps
 
     def _requests(self, step: int, G: int, round_: int = 0) -> tuple[list, list[RolloutRequest]]:
@@ -176,11 +178,16 @@ class SyncRun:
         B = self.cfg.prompts
         rng = np.random.default_rng([self.cfg.seed, step, 7] + ([round_] if round_ else []))
         problems = self.ops.sample(rng, B, self.exclude)
+        seeds = [
+            [request_seed(self.cfg.seed, step, p, j, round_) for j in range(G)] for p in range(B)
+        ]
+        tool = self.ops.tool
         reqs = [
             RolloutRequest(
                 round_ * B * G + p * G + j,
                 tuple(prob.prompt_ids),
-                request_seed(self.cfg.seed, step, p, j, round_),
+                seeds[p][j],
+                None if tool is None else tool(prob, seeds[p][j]),
             )
             for p, prob in enumerate(problems)
             for j in range(G)
@@ -260,6 +267,7 @@ class SyncRun:
             ),
         )
         append_engine_requests(self.out, step, G, results, self.next_prompt_id)
+        append_turns(self.out, self.run_id, step, G, results, self.next_prompt_id)
         self.next_prompt_id += len(problems)
         return self._record(step, G, problems, results, rewards, keep, stats, t_start, t_end, extra)
 
@@ -320,6 +328,7 @@ class SyncRun:
                 [r.response_ids for r in kept],
                 [r.logprobs for r in kept],
                 adv[keep].reshape(-1),
+                [r.tool_mask for r in kept],
             )
             # prompt index B is no rollout's: the minibatch order gets its own stream
             order_gen = torch.Generator().manual_seed(request_seed(cfg.seed, step, cfg.prompts, 0))

@@ -23,11 +23,17 @@ def evaluate(
     Returns ``accuracy`` (sampled), ``greedy_accuracy``, ``response_length_mean`` (tokens,
     sampled) and the task's extras (``long_share`` for ``digit-chain``).
     """
-    reqs = [
-        RolloutRequest(i, tuple(p.prompt_ids), seed * 1_000_003 + i) for i, p in enumerate(problems)
-    ]
-    sampled = engine.generate(reqs, params)
-    greedy = engine.generate(reqs, dataclasses.replace(params, temperature=0.0))
+
+    def reqs() -> list[RolloutRequest]:  # (fresh tools: a tool draws its latencies in turn)
+        seeds = [seed * 1_000_003 + i for i in range(len(problems))]
+        tools = [None if ops.tool is None else ops.tool(p, s) for p, s in zip(problems, seeds)]
+        return [
+            RolloutRequest(i, tuple(p.prompt_ids), s, t)
+            for i, (p, s, t) in enumerate(zip(problems, seeds, tools))
+        ]
+
+    sampled = engine.generate(reqs(), params)
+    greedy = engine.generate(reqs(), dataclasses.replace(params, temperature=0.0))
     return {
         "accuracy": float(
             np.mean([ops.correct(p, r.response_ids) for p, r in zip(problems, sampled)])

@@ -4,6 +4,7 @@
 |---|---|---|
 | ``digit-chain`` | :mod:`real.tasks.digit_chain` | two formats (``n + 3`` or ``4 n + 3`` tokens): at most ~3.5x |
 | ``graph-walk`` | :mod:`real.tasks.graph_walk` | a sampled search: one walk can be 10x another |
+| ``lookup`` | :mod:`real.tasks.lookup` | multi-turn: 1..3 tool calls, each with a lognormal latency |
 
 A :class:`TaskOps` holds the task's functions bound to the run's task settings; the loops
 (:mod:`real.runners.sync`, :mod:`real.runners.async_loop`), the warm start and the evaluation use only it.
@@ -16,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rolloutlab.real.tasks import digit_chain
+from rolloutlab.real.tasks import digit_chain, lookup
 from rolloutlab.real.tasks import graph_walk as walk_task
 from rolloutlab.real.tasks.digit_chain import TaskConfig
 from rolloutlab.real.tasks.graph_walk import WalkConfig
 
-TASKS = ("digit-chain", "graph-walk")
+TASKS = ("digit-chain", "graph-walk", "lookup")
 """Task names accepted by ``--task``."""
 
 
@@ -44,6 +45,9 @@ class TaskOps:
     """``solutions(rng, problems)``: warm-start responses (EOS included), one per problem."""
     eval_extra: Callable[[Sequence, Sequence[list[int]]], dict[str, float]]
     """Task-specific held-out metrics of sampled responses (e.g. ``long_share``)."""
+    tool: Callable[[Any, int], Callable] | None = None
+    """``tool(problem, seed)``: the tool of one request (multi-turn tasks,
+    :func:`real.tasks.lookup.tool_for`); None for single-turn tasks."""
 
 
 def _digit_solutions(cfg: TaskConfig) -> Callable:
@@ -82,5 +86,18 @@ def task_ops(name: str, digit_cfg: TaskConfig, walk_cfg: WalkConfig) -> TaskOps:
             walk_task.is_correct,
             lambda rng, problems: [walk_task.solution_ids(p, rng, walk_cfg) for p in problems],
             lambda problems, responses: {},
+        )
+    if name == "lookup":
+        cfg = lookup.LookupConfig()
+        return TaskOps(
+            name,
+            cfg,
+            lambda rng, size, exclude: lookup.sample_lookup_problems(rng, cfg, size, exclude),
+            lambda size: lookup.heldout_lookup_problems(cfg, size),
+            lookup.lookup_reward,
+            lookup.is_correct,
+            lambda rng, problems: [lookup.solution_ids(p) for p in problems],
+            lambda problems, responses: {},
+            lambda problem, seed: lookup.tool_for(problem, cfg, seed),
         )
     raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}")

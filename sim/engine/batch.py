@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
 import simpy
+
+_SERIALS = itertools.count()
 
 
 class Batch:
@@ -31,6 +34,11 @@ class Batch:
         exclusive: bool = False,
     ):
         n = len(response_tokens)
+        self.serial = next(_SERIALS)
+        """Number of this batch, unique in the process (never reused, unlike ``id(batch)``):
+        workers key their prefix caches by ``(serial, prompt key)`` (why: a key with
+        ``id(batch)`` hit a freed batch's entry once CPython reused its address, and a
+        recurring prompt id (``dataset_size``) then prefilled nothing)."""
         if not (len(prompt_keys) == len(prompt_tokens) == n) or n == 0:
             raise ValueError(
                 "Batch: prompt_keys, prompt_tokens, response_tokens must be "

@@ -93,11 +93,11 @@ class HeldQueue:
     def withdraw(self, batch, idx: list[int]) -> list[int]:
         """Remove requests ``idx`` of ``batch`` still held; return those removed (never
         given to a worker)."""
-        marks = {(id(batch), i) for i in idx}
+        marks = set(idx)
         kept: deque[tuple[object, int]] = deque()
         removed = []
         for b, i in self.queue:
-            if (id(b), i) in marks:
+            if b is batch and i in marks:
                 removed.append(i)
             else:
                 kept.append((b, i))

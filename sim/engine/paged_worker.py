@@ -51,7 +51,7 @@ class _Req:
 
     def __init__(self, batch: Batch, i: int, block_size: int, caching: bool):
         self.batch, self.i = batch, i
-        self.key = (id(batch), batch.keys_[i])
+        self.key = (batch.serial, batch.keys_[i])
         self.P, self.L = batch.prompt_[i], batch.resp_[i]
         self.sh = self.P // block_size if caching else 0
         self.g = self.alloc = self.rem = 0
@@ -126,7 +126,7 @@ class PagedWorker(EngineWorker):
         running: list[_Req] = []
         waiting: deque[_Req] = deque()
         for r in self.running:
-            if (id(r.batch), r.i) not in marks:
+            if (r.batch.serial, r.i) not in marks:
                 running.append(r)
                 continue
             self._unrun(r)  # (r.g, r.alloc current)
@@ -140,7 +140,7 @@ class PagedWorker(EngineWorker):
                 self.pending.discard(r.key)
             r.batch.record_abort(r.i, t, r.g)
         for r in self.waiting:
-            if (id(r.batch), r.i) not in marks:
+            if (r.batch.serial, r.i) not in marks:
                 waiting.append(r)
                 continue
             self._leave(r)

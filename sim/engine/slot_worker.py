@@ -78,7 +78,7 @@ class Worker(EngineWorker):
             if chunk[3] == len(chunk[2]):
                 self.waiting.popleft()
             self.n_waiting -= 1
-            key = (id(batch), batch.keys_[i])
+            key = (batch.serial, batch.keys_[i])
             if not self.config.prefix_caching or key not in self._cached:
                 prefill_tokens += batch.prefill_[i]
                 self._cached.add(key)
@@ -126,7 +126,7 @@ class Worker(EngineWorker):
         marks = self._take_abort_marks()
         kept = []
         for finish_k, seq, batch, i in self.running:
-            if (id(batch), i) not in marks:
+            if (batch.serial, i) not in marks:
                 kept.append((finish_k, seq, batch, i))
                 continue
             k0 = finish_k - batch.resp_[i]  # admission iteration
@@ -141,7 +141,7 @@ class Worker(EngineWorker):
         for batch, _idx, idx_list, pos in self.waiting:
             keep = []
             for i in idx_list[pos:]:
-                if (id(batch), i) in marks:
+                if (batch.serial, i) in marks:
                     self.n_waiting -= 1
                     self._n_streaming -= 1
                     batch.record_abort(i, t, 0)
@@ -172,7 +172,7 @@ class Worker(EngineWorker):
         resp, prompt = batch.response_tokens[idx], batch.prompt_tokens[idx]
         if self.config.prefix_caching:
             _, first = np.unique(batch.prompt_keys[idx], return_index=True)  # one per prompt
-            prefill_tokens, bid = 0, id(batch)
+            prefill_tokens, bid = 0, batch.serial
             for i in idx[np.sort(first)].tolist():
                 key = (bid, batch.keys_[i])
                 if key not in self._cached:

@@ -34,9 +34,9 @@ from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.turns import MultiTurn
 
 _LATER_TURN_KEYS = itertools.count(1)
-"""Prompt keys of later turns, negated (never a prompt id), unique in the process (why: a
-worker's prefix-cache key is ``(id(batch), key)``, and a freed batch's id is reused, so a
-key restarting per step could hit a stale entry)."""
+"""Prompt keys of later turns, negated (never a prompt id), unique in the process (each
+later turn is its own batch, and workers key their prefix caches by ``(batch.serial, key)``,
+so this is belt and braces)."""
 
 
 def check_engine(config: EngineConfig) -> None:

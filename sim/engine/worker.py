@@ -80,7 +80,7 @@ class EngineWorker(ABC):
         self._n_streaming = 0  # queued/running requests of batches that are not exclusive
         self._coalescing = False  # an exclusive batch is running: refuse new requests
         self._wakeup = env.event()
-        self._abort_marks: set[tuple[int, int]] = set()  # (id(batch), i) to remove
+        self._abort_marks: set[tuple[int, int]] = set()  # (batch.serial, i) to remove
         self._at_boundary = False  # True only while idle or held: aborts then apply at once
         self.on_free: Callable[[], None] | None = None
         """Called after requests left this worker (finished or aborted): the engine's
@@ -141,7 +141,7 @@ class EngineWorker(ABC):
     def abort(self, batch: Batch, idx: list[int]) -> None:
         """Mark requests ``idx`` of ``batch`` (queued or running here) for removal at the next
         iteration boundary; applied at once if the worker is idle or held."""
-        self._abort_marks.update((id(batch), i) for i in idx)
+        self._abort_marks.update((batch.serial, i) for i in idx)
         if self._at_boundary:
             self.apply_aborts(self.env.now)
             self._freed()
