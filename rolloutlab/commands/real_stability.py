@@ -19,6 +19,7 @@ from rolloutlab.commands.grid_options import (
     prepare_grid,
     run_points,
 )
+from rolloutlab.commands.loss_options import loss_options
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -86,23 +87,7 @@ from rolloutlab.real.rundir.config import (
     type=NON_NEGATIVE_INT,
     help="Supervised warm-start steps (>= 0).",
 )
-@click.option(
-    "--clip",
-    default="on",
-    show_default=True,
-    type=click.Choice(["on", "off"]),
-    help="PPO ratio clip of every run's loss (real/policy/grpo.py).",
-)
-@click.option(
-    "--is-mode",
-    default="token",
-    show_default=True,
-    type=click.Choice(["off", "token", "sequence"]),
-    help="Importance-sampling correction of the behaviour/learner gap (truncated at --is-cap).",
-)
-@click.option(
-    "--is-cap", default=2.0, show_default=True, type=POSITIVE, help="IS truncation C (> 0)."
-)
+@loss_options
 @click.option(
     "--kl-max",
     default=2.0,
@@ -143,7 +128,7 @@ def stability_cmd(
     mode: str,
     jobs: int,
     warm_start_steps: int,
-    clip: str,
+    clip: bool,
     is_mode: str,
     is_cap: float,
     kl_max: float,
@@ -177,7 +162,7 @@ def stability_cmd(
             eval_size=64,
             checkpoint_every=steps,
             warm_start=WarmStartConfig(steps=warm_start_steps),
-            learner=LearnerConfig(clip=clip == "on", is_mode=is_mode, is_cap=is_cap),
+            learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
         )
         detector = CollapseConfig(kl_max=kl_max, kl_patience=detector_patience, release=release)
         grid = GridConfig(
