@@ -36,6 +36,7 @@ from rolloutlab.real.rundir.config import (
     SyncConfig,
     WarmStartConfig,
 )
+from rolloutlab.real.runners.collapse import CollapseConfig
 
 
 @click.command("stability")
@@ -111,6 +112,14 @@ from rolloutlab.real.rundir.config import (
     "(in (0, 1]; 1: none).",
 )
 @click.option(
+    "--entropy-frac",
+    default=CollapseConfig.entropy_frac,
+    show_default=True,
+    type=finite(0.0, 1.0, max_open=True),
+    help="Collapse detector: entropy criterion, the token-mean policy entropy below this "
+    f"fraction of its mean over the first {CollapseConfig.patience} steps (in [0, 1); 0: off).",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -134,6 +143,7 @@ def stability_cmd(
     kl_max: float,
     detector_patience: int,
     release: float,
+    entropy_frac: float,
     out_dir: Path,
     **opts,
 ) -> None:
@@ -144,7 +154,6 @@ def stability_cmd(
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
     from rolloutlab.real.rundir.async_config import AsyncConfig
-    from rolloutlab.real.runners.collapse import CollapseConfig
     from rolloutlab.real.runners.stability import (
         GridConfig,
         grid_points,
@@ -164,7 +173,12 @@ def stability_cmd(
             warm_start=WarmStartConfig(steps=warm_start_steps),
             learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
         )
-        detector = CollapseConfig(kl_max=kl_max, kl_patience=detector_patience, release=release)
+        detector = CollapseConfig(
+            kl_max=kl_max,
+            kl_patience=detector_patience,
+            release=release,
+            entropy_frac=entropy_frac,
+        )
         grid = GridConfig(
             tuple(S_values),
             tuple(lrs),
