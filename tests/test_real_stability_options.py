@@ -39,3 +39,22 @@ def test_the_entropy_criterion_is_off_unless_asked(tmp_path, spec):
     res = CliRunner().invoke(main, ["real", "stability", "--out", str(tmp_path)])
     assert isinstance(res.exception, Stop), res.output
     assert spec["base"]["collapse"]["entropy_frac"] == 0.0
+
+
+@pytest.mark.parametrize("flag, uses_cache", [([], True), (["--no-cache"], False)])
+def test_the_grid_warm_start_uses_the_shared_cache_unless_no_cache(
+    tmp_path, monkeypatch, flag, uses_cache
+):
+    from rolloutlab.real.runners import stability
+
+    seen = []
+
+    def spy(out, base, cache_dir=None):
+        seen.append(cache_dir)
+        raise Stop
+
+    monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stability, "prepare_warm_start", spy)
+    res = CliRunner().invoke(main, ["real", "stability", *flag, "--out", str(tmp_path / "g")])
+    assert isinstance(res.exception, Stop), res.output
+    assert seen == [tmp_path / "cache" if uses_cache else None]

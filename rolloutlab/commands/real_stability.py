@@ -20,6 +20,7 @@ from rolloutlab.commands.grid_options import (
     run_points,
 )
 from rolloutlab.commands.loss_options import loss_options
+from rolloutlab.commands.real_run_options import NO_CACHE
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -119,6 +120,7 @@ from rolloutlab.real.runners.collapse import CollapseConfig
     help="Collapse detector: entropy criterion, the token-mean policy entropy below this "
     f"fraction of its mean over the first {CollapseConfig.patience} steps (in [0, 1); 0: off).",
 )
+@NO_CACHE
 @click.option(
     "--out",
     "out_dir",
@@ -144,6 +146,7 @@ def stability_cmd(
     detector_patience: int,
     release: float,
     entropy_frac: float,
+    no_cache: bool,
     out_dir: Path,
     **opts,
 ) -> None:
@@ -153,6 +156,7 @@ def stability_cmd(
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
+    from rolloutlab.real.policy.warmstart import default_cache_dir
     from rolloutlab.real.rundir.async_config import AsyncConfig
     from rolloutlab.real.runners.stability import (
         GridConfig,
@@ -193,7 +197,7 @@ def stability_cmd(
     executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    prepare_warm_start(out_dir, grid.base)
+    prepare_warm_start(out_dir, grid.base, None if no_cache else default_cache_dir())
     fn = functools.partial(run_point, out=out_dir.resolve(), grid=grid)
     run_points(executor, store, fn, opts["resume"], "real stability")
     df = finish_grid(store)
