@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from rolloutlab.real.rundir.config import IS_MODES
 
 
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -92,10 +93,6 @@ class LossParts:
     to the behaviour policy on the behaviour's samples)."""
     is_weight_mean: float = 1.0
     """Token-mean importance weight applied (1 with ``is_mode='off'``)."""
-
-
-IS_MODES = ("off", "token", "sequence")
-"""Importance-sampling corrections of :func:`grpo_loss`."""
 
 
 def is_weights(log_ratio: torch.Tensor, mask: torch.Tensor, mode: str, cap: float) -> torch.Tensor:

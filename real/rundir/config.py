@@ -12,6 +12,8 @@ from rolloutlab.real.tasks.registry import TASKS, TaskOps, task_ops
 
 MODES = ("continuous", "static")
 """Batching modes of the rollout engine (:mod:`real.engines.torch_engine`)."""
+IS_MODES = ("off", "token", "sequence")
+"""Importance-sampling corrections of the GRPO loss (:func:`real.policy.grpo.grpo_loss`)."""
 
 
 class ConfigError(ValueError):
@@ -163,7 +165,7 @@ class SyncConfig:
                 raise ConfigError(f"{name} must be a finite number, got {value}")
         if not self.learner.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.learner.lr}")
-        if self.learner.is_mode not in ("off", "token", "sequence") or not self.learner.is_cap > 0:
+        if self.learner.is_mode not in IS_MODES or not self.learner.is_cap > 0:
             raise ConfigError(
                 "learner.is_mode must be off|token|sequence and learner.is_cap > 0, got "
                 f"{self.learner.is_mode!r}, {self.learner.is_cap}"
@@ -229,6 +231,9 @@ OPTION_FIELDS = {
     "task": "task_name",
     "dynamic_sampling": "refill",
     "max_gen_batches": "max_gen_batches",
+    "clip": "learner.clip",
+    "is_mode": "learner.is_mode",
+    "is_cap": "learner.is_cap",
 }
 """Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
 :class:`SyncConfig` field it sets."""

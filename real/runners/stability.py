@@ -137,15 +137,21 @@ def summarize_run(d: Path, S: int, lr: float, seed: int) -> dict:
     }
 
 
-def prepare_warm_start(out: Path, base: AsyncConfig) -> None:
-    """Train (or load) the shared warm start in ``out/warmstart`` once, before the grid."""
+def prepare_warm_start(out: Path, base: AsyncConfig, cache_dir: Path | None = None) -> None:
+    """Train (or load) the shared warm start in ``out/warmstart`` once, before the grid.
+
+    ``cache_dir``: the shared warm-start cache (:func:`real.policy.warmstart.default_cache_dir`;
+    None: neither read nor written), so a second grid with the same model, task, warm-start
+    settings and held-out set copies the first one's model instead of retraining it
+    (``out/warmstart/warmstart.json`` then says ``source: cache``). Raises ValueError on an
+    unreadable model directory (:func:`real.policy.warmstart.cached_warm_start`)."""
     from rolloutlab.real.policy.model import load_config
     from rolloutlab.real.policy.warmstart import cached_warm_start
 
     cfg = base.sync
     ops = cfg.task_ops
     exclude = frozenset(p.prompt_text for p in ops.heldout(cfg.eval_size))
-    cached_warm_start(Path(out), load_config(), ops, cfg.warm_start, exclude)
+    cached_warm_start(Path(out), load_config(), ops, cfg.warm_start, exclude, cache_dir)
 
 
 CSV_SCHEMA = {

@@ -20,6 +20,7 @@ from rolloutlab.commands.common import (
     format_summary,
     is_png,
 )
+from rolloutlab.commands.loss_options import loss_options
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
     collapse_summary,
@@ -205,6 +206,7 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     "also SAGC/LAGC's tau unless the --controller spec sets tau= (set SAGC options there: "
     "--tau for the controller is deprecated).",
 )
+@loss_options
 @run_options
 @click.option(
     "--quiet", is_flag=True, help="No progress bar (there is none when not on a terminal)."

@@ -20,6 +20,13 @@ from rolloutlab.real.tasks.registry import TASKS
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import read_rows
 
+NO_CACHE = click.option(
+    "--no-cache",
+    is_flag=True,
+    help="train the warm start even if the shared cache holds it (and do not store it)",
+)
+"""``--no-cache``: bypass the shared warm-start cache (:mod:`real.policy.warmstart`)."""
+
 _OPTIONS = (
     click.option(
         "--task",
@@ -40,11 +47,7 @@ _OPTIONS = (
         type=click.IntRange(min=0),
         help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited)",
     ),
-    click.option(
-        "--no-cache",
-        is_flag=True,
-        help="train the warm start even if the shared cache holds it (and do not store it)",
-    ),
+    NO_CACHE,
     click.option(
         "--target-accuracy",
         type=finite(0.0, 1.0, min_open=True),

@@ -19,6 +19,8 @@ from rolloutlab.commands.grid_options import (
     prepare_grid,
     run_points,
 )
+from rolloutlab.commands.loss_options import loss_options
+from rolloutlab.commands.real_run_options import NO_CACHE
 from rolloutlab.commands.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -35,6 +37,7 @@ from rolloutlab.real.rundir.config import (
     SyncConfig,
     WarmStartConfig,
 )
+from rolloutlab.real.runners.collapse import CollapseConfig
 
 
 @click.command("stability")
@@ -86,23 +89,7 @@ from rolloutlab.real.rundir.config import (
     type=NON_NEGATIVE_INT,
     help="Supervised warm-start steps (>= 0).",
 )
-@click.option(
-    "--clip",
-    default="on",
-    show_default=True,
-    type=click.Choice(["on", "off"]),
-    help="PPO ratio clip of every run's loss (real/policy/grpo.py).",
-)
-@click.option(
-    "--is-mode",
-    default="token",
-    show_default=True,
-    type=click.Choice(["off", "token", "sequence"]),
-    help="Importance-sampling correction of the behaviour/learner gap (truncated at --is-cap).",
-)
-@click.option(
-    "--is-cap", default=2.0, show_default=True, type=POSITIVE, help="IS truncation C (> 0)."
-)
+@loss_options
 @click.option(
     "--kl-max",
     default=2.0,
@@ -126,6 +113,15 @@ from rolloutlab.real.rundir.config import (
     "(in (0, 1]; 1: none).",
 )
 @click.option(
+    "--entropy-frac",
+    default=CollapseConfig.entropy_frac,
+    show_default=True,
+    type=finite(0.0, 1.0, max_open=True),
+    help="Collapse detector: entropy criterion, the token-mean policy entropy below this "
+    f"fraction of its mean over the first {CollapseConfig.patience} steps (in [0, 1); 0: off).",
+)
+@NO_CACHE
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -143,12 +139,14 @@ def stability_cmd(
     mode: str,
     jobs: int,
     warm_start_steps: int,
-    clip: str,
+    clip: bool,
     is_mode: str,
     is_cap: float,
     kl_max: float,
     detector_patience: int,
     release: float,
+    entropy_frac: float,
+    no_cache: bool,
     out_dir: Path,
     **opts,
 ) -> None:
@@ -158,8 +156,8 @@ def stability_cmd(
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
     """
     from rolloutlab.analysis.stability_fit import t_collapse_table, write_real_grid
+    from rolloutlab.real.policy.warmstart import default_cache_dir
     from rolloutlab.real.rundir.async_config import AsyncConfig
-    from rolloutlab.real.runners.collapse import CollapseConfig
     from rolloutlab.real.runners.stability import (
         GridConfig,
         grid_points,
@@ -177,9 +175,14 @@ def stability_cmd(
             eval_size=64,
             checkpoint_every=steps,
             warm_start=WarmStartConfig(steps=warm_start_steps),
-            learner=LearnerConfig(clip=clip == "on", is_mode=is_mode, is_cap=is_cap),
+            learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
         )
-        detector = CollapseConfig(kl_max=kl_max, kl_patience=detector_patience, release=release)
+        detector = CollapseConfig(
+            kl_max=kl_max,
+            kl_patience=detector_patience,
+            release=release,
+            entropy_frac=entropy_frac,
+        )
         grid = GridConfig(
             tuple(S_values),
             tuple(lrs),
@@ -194,7 +197,7 @@ def stability_cmd(
     executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    prepare_warm_start(out_dir, grid.base)
+    prepare_warm_start(out_dir, grid.base, None if no_cache else default_cache_dir())
     fn = functools.partial(run_point, out=out_dir.resolve(), grid=grid)
     run_points(executor, store, fn, opts["resume"], "real stability")
     df = finish_grid(store)

@@ -1,0 +1,60 @@
+"""``rolloutlab real stability``'s detector and loss options reach the grid's run config
+(issue 34): checked on the grid spec handed to the grid store, before any run starts."""
+
+import pytest
+from click.testing import CliRunner
+
+from rolloutlab.cli import main
+from rolloutlab.commands import real_stability
+
+
+class Stop(Exception):
+    """Raised by the spy once it has the spec (no run, no warm start)."""
+
+
+@pytest.fixture
+def spec(monkeypatch):
+    seen = {}
+
+    def spy(opts, out_dir, command, spec, points, default_parallel=None):
+        seen.update(spec)
+        raise Stop
+
+    monkeypatch.setattr(real_stability, "prepare_grid", spy)
+    return seen
+
+
+def test_detector_and_loss_options_reach_every_run_of_the_grid(tmp_path, spec):
+    args = "--entropy-frac 0.4 --kl-max 3 --detector-patience 2 --release 0.5"
+    args += " --clip off --is-mode sequence --is-cap 1.5"
+    res = CliRunner().invoke(main, ["real", "stability", *args.split(), "--out", str(tmp_path)])
+    assert isinstance(res.exception, Stop), res.output
+    collapse, learner = spec["base"]["collapse"], spec["base"]["sync"]["learner"]
+    assert (collapse["entropy_frac"], collapse["kl_max"]) == (0.4, 3.0)
+    assert (collapse["kl_patience"], collapse["release"]) == (2, 0.5)
+    assert (learner["clip"], learner["is_mode"], learner["is_cap"]) == (False, "sequence", 1.5)
+
+
+def test_the_entropy_criterion_is_off_unless_asked(tmp_path, spec):
+    res = CliRunner().invoke(main, ["real", "stability", "--out", str(tmp_path)])
+    assert isinstance(res.exception, Stop), res.output
+    assert spec["base"]["collapse"]["entropy_frac"] == 0.0
+
+
+@pytest.mark.parametrize("flag, uses_cache", [([], True), (["--no-cache"], False)])
+def test_the_grid_warm_start_uses_the_shared_cache_unless_no_cache(
+    tmp_path, monkeypatch, flag, uses_cache
+):
+    from rolloutlab.real.runners import stability
+
+    seen = []
+
+    def spy(out, base, cache_dir=None):
+        seen.append(cache_dir)
+        raise Stop
+
+    monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stability, "prepare_warm_start", spy)
+    res = CliRunner().invoke(main, ["real", "stability", *flag, "--out", str(tmp_path / "g")])
+    assert isinstance(res.exception, Stop), res.output
+    assert seen == [tmp_path / "cache" if uses_cache else None]
