@@ -53,15 +53,20 @@ METRIC_KEYS = (
 def collapse_margin(
     lr: float, max_staleness: int, T: int, learning: LearningParams | None, updates: int = 1
 ) -> float:
-    """``predict_eta_max(max_staleness + updates, T) / eta(lr)`` (module docstring) with
-    the default :class:`StalenessParams` (the learning model's,
+    """``predict_eta_max(max_staleness + updates, T * updates) / eta(lr)`` (module
+    docstring) with the default :class:`StalenessParams` (the learning model's,
     :class:`sim.models.learning.LearningModel`): the span of a batch's last update is its
     rollouts' staleness plus the ``updates`` (K) mini-batch updates of that batch
-    (:meth:`sim.models.rewards.RewardTracker.learn`). ``learning`` None uses ``lr_ref =
-    1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults)."""
+    (:meth:`sim.models.rewards.RewardTracker.learn`), and the horizon counts optimizer
+    updates, ``K`` per learner step, as the learning model's drift does. ``learning``
+    None uses ``lr_ref = 1e-6, eta_ref = 0.01`` (:class:`LearningParams`' defaults).
+    ``max_staleness`` is the pipeline's bound ``S_max``: where a run never trains a group
+    that old (``async:S`` whose queue drops old groups first, docs/staleness.md) the
+    margin is conservative (below 1 without a collapse), never the other way round."""
     params = learning or LearningParams(kappa=0.0)
     eta = LearningModel(params).eta(lr)
-    return float(predict_eta_max(StalenessParams(), max_staleness + updates, T)) / eta
+    span = max_staleness + updates
+    return float(predict_eta_max(StalenessParams(), span, T * updates)) / eta
 
 
 def collapse_horizon(

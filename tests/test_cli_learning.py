@@ -43,7 +43,7 @@ def test_every_option_runs(tmp_path, calibration_file):
     )
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
-    assert summary.columns[-6:] == [*LEARNING, *DYNAMIC]
+    assert summary.columns[-7:] == [*LEARNING, "t_collapse", *DYNAMIC]
     assert summary["informative_frac"].is_between(0, 1).all()
     steps = pl.read_parquet(out / "steps.parquet")
     assert (steps["kept_groups"] <= 4).all() and (steps["gen_rounds"] <= 3).all()
@@ -114,7 +114,7 @@ def test_sweep_with_rewards(tmp_path, calibration_file):
     )
     assert res.exit_code == 0, res.output
     runs = pl.read_csv(out / "runs.csv")
-    assert runs.columns[-8:] == [*LEARNING, *DYNAMIC, "status", "error"]  # grid columns last
+    assert runs.columns[-9:] == [*LEARNING, "t_collapse", *DYNAMIC, "status", "error"]  # grid last
     assert "informative_frac" in pl.read_csv(out / "means.csv").columns
 
 

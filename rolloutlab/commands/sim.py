@@ -177,7 +177,8 @@ def sim(
     """Simulate GRPO under each controller and pipeline on the same prompt stream.
 
     Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
-    comparison.png (unless --no-figure) and config.json, and prints the comparison table.
+    comparison.png (unless --no-figure), config.json and, with --updates-per-batch K > 1,
+    updates.parquet (one row per optimizer update), and prints the comparison table.
     """
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
@@ -222,6 +223,7 @@ def sim(
                 bar.update()
 
             turns: list = []
+            updates: list = []
             with streamed_rollouts(out_dir) as parts:
                 summary, _, steps_df = run_comparison(
                     sc,
@@ -233,10 +235,13 @@ def sim(
                     target_reward,
                     turns=turns,
                     rollout_dir=parts,
+                    updates=updates,
                 )
         summary.write_csv(out_dir / "summary.csv")
         if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
             write_turns(turns, out_dir / "turns.parquet")
+        if updates:  # --updates-per-batch K > 1: one row per optimizer update
+            pl.concat(updates).write_parquet(out_dir / "updates.parquet")
         trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
         if figure:
             from rolloutlab.analysis.plots import comparison_figure  # why: seaborn costs ~1.5 s
@@ -274,6 +279,7 @@ def sim(
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
+    figure_file += " updates.parquet," if updates else ""
     click.echo(
         f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
     )

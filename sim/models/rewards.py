@@ -26,6 +26,7 @@ from rolloutlab.sim.models.passrate import (
     draw_correct,
     parse_pass_rate,
 )
+from rolloutlab.sim.models.update_log import UpdateLog
 
 
 @dataclass(frozen=True)
@@ -121,15 +122,23 @@ class RewardTracker:
     ``cfg`` ``None`` makes a disabled tracker (:attr:`enabled` False) that pipelines
     skip. ``seed`` keys every draw; ``lr`` and ``batch_size`` (B) go to
     ``LearningModel.update``; ``updates`` (K) optimizer updates per rollout batch split the
-    trained groups into K mini-batches (:meth:`learn`). Raises ValueError unless K >= 1
-    divides B.
+    trained groups into K mini-batches (:meth:`learn`); ``log`` (an
+    :class:`~sim.models.update_log.UpdateLog`, or None) gets one row per update. Raises
+    ValueError unless K >= 1 divides B.
     """
 
     def __init__(
-        self, cfg: RewardConfig | None, seed: int, lr: float, batch_size: int, updates: int = 1
+        self,
+        cfg: RewardConfig | None,
+        seed: int,
+        lr: float,
+        batch_size: int,
+        updates: int = 1,
+        log: UpdateLog | None = None,
     ):
         check_updates(updates, batch_size)
         self.cfg, self.seed, self.lr, self.B, self.K = cfg, seed, lr, batch_size, updates
+        self.log = log
         self.model = None
         if cfg is not None and cfg.learns:
             from rolloutlab.sim.models.learning import (
@@ -189,12 +198,18 @@ class RewardTracker:
         (:func:`sim.models.staleness.safe_span_eta`, span ``s + j + 1``) both see."""
         if self.model is None:
             return 0.0
-        if self.K == 1:
-            return float(self.model.update(rewards, self.lr, staleness, step, self.B))
         s = np.zeros(len(rewards)) if staleness is None else np.asarray(staleness, float)
+        if self.K == 1:
+            d = float(self.model.update(rewards, self.lr, staleness, step, self.B))
+            if self.log is not None:
+                self.log.record(step, 0, s, d, self.model)
+            return d
         shift = 0.0
         for j, idx in enumerate(np.array_split(np.arange(len(rewards)), self.K)):
             if idx.size:
                 part = [rewards[i] for i in idx]
-                shift += self.model.update(part, self.lr, s[idx] + j, step, self.B // self.K)
+                d = self.model.update(part, self.lr, s[idx] + j, step, self.B // self.K)
+                shift += d
+                if self.log is not None:
+                    self.log.record(step, j, s[idx], d, self.model)
         return float(shift)

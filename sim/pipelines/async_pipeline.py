@@ -90,9 +90,11 @@ def run_pipeline(
     pipeline: PipelineConfig,
     on_step=None,
     turns: list[pl.DataFrame] | None = None,
+    log=None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, Ledger]:
     """Simulate ``cfg.steps`` learner steps of ``pipeline``; return ``(rollouts, steps, ledger)``.
-    With a ``multi_turn`` scenario its turns table is appended to ``turns`` when given.
+    With a ``multi_turn`` scenario its turns table is appended to ``turns`` when given;
+    ``log`` (:class:`sim.models.update_log.UpdateLog`) gets the learner's updates.
 
     ``rollouts`` (trace schema) holds every consumed rollout and every dropped or aborted
     one (``finish_reason == "abort"``), sorted by ``(step, prompt_id, sample_idx)``;
@@ -105,6 +107,7 @@ def run_pipeline(
     if pipeline.kind == "async":
         raise ValueError("pipeline async:S runs in sim.pipelines.async_stream.run_stream")
     sim = PipelineSimulation(scenario, controller, cfg, pipeline, on_step)
+    sim.tracker.log = log
     rollouts, steps, ledger = sim.run()
     if sim.mt is not None and turns is not None:  # multi-turn (sim.pipelines.multi_turn)
         turns.append(sim.mt.keyed_by_rollouts(cfg.run_id, rollouts))

@@ -37,14 +37,16 @@ from rolloutlab.sim.pipelines.async_ledger import GroupState
 from rolloutlab.sim.pipelines.async_pipeline import PipelineSimulation
 
 
-def run_stream(scenario, controller, cfg, pipeline, on_step=None):
+def run_stream(scenario, controller, cfg, pipeline, on_step=None, log=None):
     """Simulate ``cfg.steps`` learner steps of an ``async:S`` pipeline; returns
-    ``(rollouts, steps, ledger)`` as :func:`sim.pipelines.async_pipeline.run_pipeline` does.
-    Raises ValueError for another kind, with dynamic sampling, or for a queue capacity
-    below B."""
+    ``(rollouts, steps, ledger)`` as :func:`sim.pipelines.async_pipeline.run_pipeline` does
+    (``log`` too). Raises ValueError for another kind, with dynamic sampling, or for a
+    queue capacity below B."""
     if pipeline.kind != "async":
         raise ValueError(f"run_stream runs async:S, got {pipeline.spec}")
-    return StreamSimulation(scenario, controller, cfg, pipeline, on_step).run()
+    sim = StreamSimulation(scenario, controller, cfg, pipeline, on_step)
+    sim.tracker.log = log
+    return sim.run()
 
 
 class StreamSimulation(PipelineSimulation):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 from rolloutlab.sim.control.contract import Controller
+from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.async_ledger import Ledger
 from rolloutlab.sim.pipelines.async_pipeline import run_pipeline
 from rolloutlab.sim.pipelines.async_stream import run_stream
@@ -53,34 +54,38 @@ class PipelineResult:
     still buffered or generating at the end; None for the synchronous runners."""
     turns: pl.DataFrame | None = None
     """One row per model turn (:mod:`sim.trace.turns`) of a multi-turn run, else None."""
+    log: UpdateLog | None = None
+    """The learning model's optimizer updates and collapse step
+    (:class:`sim.models.update_log.UpdateLog`); set by :func:`simulate`."""
 
 
-Runner = Callable[[Scenario, Controller, RunConfig, PipelineConfig, OnStep], PipelineResult]
-"""``runner(scenario, controller, cfg, pipeline, on_step) -> PipelineResult``."""
+Runner = Callable[..., PipelineResult]
+"""``runner(scenario, controller, cfg, pipeline, on_step, log=None) -> PipelineResult``
+(``log``: an :class:`~sim.models.update_log.UpdateLog` the run's learner appends to)."""
 
 
-def _sync(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
+def _sync(scenario, controller, cfg, pipeline, on_step, log=None) -> PipelineResult:
     turns: list[pl.DataFrame] = []
-    rollouts, steps = run_sync(scenario, controller, cfg, on_step=on_step, turns=turns)
+    rollouts, steps = run_sync(scenario, controller, cfg, on_step=on_step, turns=turns, log=log)
     if scenario.multi_turn is None:
         return PipelineResult(rollouts, steps)
     return PipelineResult(rollouts, steps, turns=pl.concat(turns) if turns else None)
 
 
-def _sync_fast(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
-    rollouts, steps = run_sync_fast(scenario, controller, cfg, on_step=on_step)
+def _sync_fast(scenario, controller, cfg, pipeline, on_step, log=None) -> PipelineResult:
+    rollouts, steps = run_sync_fast(scenario, controller, cfg, on_step=on_step, log=log)
     assert rollouts is not None  # (None only when the caller streams them to a file)
     return PipelineResult(rollouts, steps)
 
 
-def _batches(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
+def _batches(scenario, controller, cfg, pipeline, on_step, log=None) -> PipelineResult:
     turns: list[pl.DataFrame] = []
-    result = run_pipeline(scenario, controller, cfg, pipeline, on_step=on_step, turns=turns)
+    result = run_pipeline(scenario, controller, cfg, pipeline, on_step, turns, log)
     return PipelineResult(*result, turns=turns[0] if turns else None)
 
 
-def _stream(scenario, controller, cfg, pipeline, on_step) -> PipelineResult:
-    return PipelineResult(*run_stream(scenario, controller, cfg, pipeline, on_step=on_step))
+def _stream(scenario, controller, cfg, pipeline, on_step, log=None) -> PipelineResult:
+    return PipelineResult(*run_stream(scenario, controller, cfg, pipeline, on_step, log))
 
 
 RUNNERS: dict[str, dict[str, Runner]] = {
@@ -137,14 +142,15 @@ def simulate(
     pipeline = pipeline if pipeline is not None else PipelineConfig()
     check_multi_turn(scenario, [pipeline], engine)
     runner = runner_for(pipeline, engine)
+    log = UpdateLog()
     if rollout_path is None:
-        return runner(scenario, controller, cfg, pipeline, on_step)
+        return replace(runner(scenario, controller, cfg, pipeline, on_step, log), log=log)
     streams: dict[Runner, Callable] = {_sync_fast: run_sync_fast, _sync: run_sync}
     streaming = streams.get(runner) if scenario.multi_turn is None else None
     if streaming is not None:  # written a few steps at a time
-        _, steps = streaming(scenario, controller, cfg, on_step, rollout_path=rollout_path)
-        return PipelineResult(pl.scan_parquet(rollout_path), steps)
-    result = runner(scenario, controller, cfg, pipeline, on_step)
+        _, steps = streaming(scenario, controller, cfg, on_step, rollout_path=rollout_path, log=log)
+        return PipelineResult(pl.scan_parquet(rollout_path), steps, log=log)
+    result = replace(runner(scenario, controller, cfg, pipeline, on_step, log), log=log)
     sink = RolloutSink(rollout_path)
     sink.add(result.rollouts)
     sink.close()

@@ -40,6 +40,7 @@ from rolloutlab.sim.models.dynamics import step_lengths
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_updates
+from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
 from rolloutlab.sim.scenario.scenario import Scenario
@@ -214,6 +215,7 @@ def run_sync(
     on_step: Callable[[int, int], None] | None = None,
     turns: list[pl.DataFrame] | None = None,
     rollout_path=None,
+    log: UpdateLog | None = None,
 ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """Simulate ``cfg.steps`` synchronous learner steps; return ``(rollouts, steps)`` tables.
 
@@ -221,7 +223,8 @@ def run_sync(
     ``multi_turn`` block the rollouts are multi-turn (:mod:`sim.pipelines.multi_turn`) and
     each step's turns table is appended to ``turns`` when given. ``rollout_path``:
     stream the rollout table to that parquet file a few steps at a time
-    (:class:`sim.trace.stream.ColumnSpool`; returned as ``None``). Raises ValueError
+    (:class:`sim.trace.stream.ColumnSpool`; returned as ``None``). ``log``: the learning
+    model's per-update rows (:class:`sim.models.update_log.UpdateLog`). Raises ValueError
     if the controller proposes G < 1, or for a ``multi_turn`` block on paged workers.
     """
     env = simpy.Environment()
@@ -234,7 +237,9 @@ def run_sync(
     rollouts: list[dict[str, np.ndarray]] | ColumnSpool = [] if spool is None else spool
     steps: list[dict] = []
     mt = MultiTurnRun(env, engine, scenario) if scenario.multi_turn is not None else None
-    env.process(_sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt))
+    env.process(
+        _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt, log)
+    )
     env.run()
     if mt is not None and turns is not None:
         turns.extend(mt.tables)
@@ -242,9 +247,11 @@ def run_sync(
     return table, pl.DataFrame(steps, schema=STEP_SCHEMA)
 
 
-def _sync_process(env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt=None):
+def _sync_process(
+    env, engine, scenario, controller, cfg, rollouts, steps, on_step, mt=None, log=None
+):
     B, cap = cfg.prompts, scenario.lengths.max_response_length
-    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch)
+    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch, log)
     stream = PromptStream(cfg.dataset_size)
     for t in range(cfg.steps):
         col = Collector(B, cfg.dynamic)

@@ -39,6 +39,7 @@ from rolloutlab.sim.engine.fastpath import block_times, step_times
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardTracker
+from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, PromptStream
 from rolloutlab.sim.pipelines.sync import group_rows
 from rolloutlab.sim.trace.schema import (
@@ -61,6 +62,7 @@ def run_sync_fast(
     on_step: Callable[[int, int], None] | None = None,
     rollout_path=None,
     chunk_steps: int | None = None,
+    log: UpdateLog | None = None,
 ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """:func:`sim.pipelines.sync.run_sync` on the fast path: same prompts, lengths, rewards and
     tables (times equal to float rounding).
@@ -70,7 +72,7 @@ def run_sync_fast(
     :data:`CHUNK_ROWS` rollouts; rewards are drawn step by step when pass rates move with
     training) unless dynamic sampling is on; other controllers go step by step.
     ``rollout_path``: stream the rollout table to that parquet file (returned as
-    ``None``) instead of keeping it in memory. Raises ValueError for a paged engine
+    ``None``) instead of keeping it in memory; ``log`` as ``run_sync``'s. Raises ValueError for a paged engine
     config or a proposed G < 1.
     """
     if scenario.engine.paged:
@@ -78,7 +80,7 @@ def run_sync_fast(
             "fast path: KV blocks / token budget need the SimPy engine (--engine simpy)"
         )
     B = cfg.prompts
-    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch)
+    tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch, log)
     sink = RolloutSink(rollout_path)
     cols: dict[str, list] = {k: [] for k in _STEP_COLUMNS}
     reward_rows: list[dict] = []

@@ -71,13 +71,20 @@ def sagc_defaults(scenario: Scenario) -> dict[str, Any]:
     return {k: scenario.defaults[k] for k in ("tau", "delta") if k in scenario.defaults}
 
 
+COLLAPSE_COLUMNS = ("t_collapse",)
+"""Summary column of a run with rewards: the 1-based learner step at which the learning
+model collapsed (:attr:`sim.models.learning.LearningModel.t_collapse`), null when it did
+not (or the pass rates do not move)."""
+
+
 def summary_columns(cfg: RunConfig) -> tuple[str, ...]:
-    """:data:`SUMMARY_COLUMNS`, plus :data:`sim.models.reward_metrics.LEARNING_COLUMNS` when the
+    """:data:`SUMMARY_COLUMNS`, plus :data:`sim.models.reward_metrics.LEARNING_COLUMNS` and
+    :data:`COLLAPSE_COLUMNS` when the
     run has rewards (without them the summary has timing columns only), and
     :data:`sim.models.reward_metrics.DYNAMIC_SAMPLING_COLUMNS` when it samples dynamically."""
     return (
         SUMMARY_COLUMNS
-        + (LEARNING_COLUMNS if cfg.rewards is not None else ())
+        + (LEARNING_COLUMNS + COLLAPSE_COLUMNS if cfg.rewards is not None else ())
         + (DYNAMIC_SAMPLING_COLUMNS if cfg.dynamic is not None else ())
     )
 
@@ -130,6 +137,7 @@ def run_comparison(
     target: float | None = None,
     turns: list[pl.DataFrame] | None = None,
     rollout_dir: Path | None = None,
+    updates: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame | pl.LazyFrame, pl.DataFrame]:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
@@ -147,6 +155,8 @@ def run_comparison(
     ``part-NNNN.parquet`` there as it runs, the summaries read them back lazily and
     ``rollouts`` is a lazy scan of the parts in run order (memory: a block of steps, not
     the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
+    ``updates``: with ``cfg.updates_per_batch`` K > 1, each run's optimizer updates
+    (:data:`sim.models.update_log.UPDATE_SCHEMA`, K rows per learner step) are appended.
     Raises ValueError as :func:`check_comparison` and
     :func:`sim.pipelines.multi_turn.check_multi_turn`.
     """
@@ -175,6 +185,7 @@ def run_comparison(
                         rollouts, steps, pipe.max_staleness, scenario.engine.n_workers
                     ),
                     **(learning_summary(steps, target) if cfg.rewards is not None else {}),
+                    "t_collapse": result.log.t_collapse if result.log is not None else None,
                     **(dynamic_sampling_summary(steps) if cfg.dynamic is not None else {}),
                     **(
                         turn_summary(  # (multi-turn runs are not streamed: small)
@@ -189,12 +200,17 @@ def run_comparison(
             )
             if turns is not None and result.turns is not None:
                 turns.append(result.turns)
+            if updates is not None and cfg.updates_per_batch > 1 and result.log is not None:
+                updates.append(result.log.table(run_id))
             all_rollouts.append(rollouts)
             all_steps.append(steps)
     mt = TURN_COLUMNS if scenario.multi_turn is not None else ()
     summary = pl.DataFrame(rows, infer_schema_length=None).select(summary_columns(cfg) + mt)
     if cfg.rewards is not None:  # all-empty columns stay Float64 (why: sweeps concatenate)
-        summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS)
+        summary = summary.with_columns(
+            *(pl.col(c).cast(pl.Float64) for c in LEARNING_COLUMNS),
+            pl.col("t_collapse").cast(pl.Int64),
+        )
     if cfg.dynamic is not None:
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
     return summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps)
