@@ -10,6 +10,21 @@ from rolloutlab.calibration.readers.grouped import GroupedTrace
 from rolloutlab.sim.models.lengths import LognormalLengths
 
 
+def rows_trace(rows: list[dict], source: str) -> GroupedTrace:
+    """A :class:`GroupedTrace` in tokens of ``rows`` (dicts of ``step, prompt, sample_idx,
+    length``), read from ``source``: line numbers in row order, no cap, reward or prompt
+    length, nothing censored."""
+    df = pl.DataFrame(rows).with_columns(
+        pl.lit(source).alias("source"),
+        (pl.int_range(pl.len()) + 1).alias("line"),
+        pl.lit(False).alias("censored"),
+        pl.lit(None, pl.Int64).alias("cap"),
+        pl.lit(None, pl.Float64).alias("reward"),
+        pl.lit(None, pl.Int64).alias("prompt_tokens"),
+    )
+    return GroupedTrace(df, "tokens")
+
+
 def lognormal_trace(
     model_at: Callable[[int], LognormalLengths],
     steps: int,
@@ -28,15 +43,7 @@ def lognormal_trace(
             for i in range(B)
             for j in range(G)
         ]
-    df = pl.DataFrame(rows).with_columns(
-        pl.lit(source).alias("source"),
-        (pl.int_range(pl.len()) + 1).alias("line"),
-        pl.lit(False).alias("censored"),
-        pl.lit(None, pl.Int64).alias("cap"),
-        pl.lit(None, pl.Float64).alias("reward"),
-        pl.lit(None, pl.Int64).alias("prompt_tokens"),
-    )
-    return GroupedTrace(df, "tokens")
+    return rows_trace(rows, source)
 
 
 def drifting_trace(seed: int, steps: int = 160, B: int = 16, G: int = 4) -> GroupedTrace:

@@ -9,12 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
+from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.groups import measure
 from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread, with_target
 
 from rolloutlab.cli import main
-from tests.groups_helpers import drifting_trace
+from tests.groups_helpers import drifting_trace, rows_trace
 
 DATA = Path(__file__).parent / "data" / "groups"
 
@@ -82,15 +82,7 @@ def _flat_run(source: str, outlier: bool, steps: int = 3, B: int = 3, G: int = 2
          "length": 100 if outlier and i == 0 else 5}
         for t in range(steps) for i in range(B) for j in range(G)
     ]  # fmt: skip
-    df = pl.DataFrame(rows).with_columns(
-        pl.lit(source).alias("source"),
-        (pl.int_range(pl.len()) + 1).alias("line"),
-        pl.lit(False).alias("censored"),
-        pl.lit(None, pl.Int64).alias("cap"),
-        pl.lit(None, pl.Float64).alias("reward"),
-        pl.lit(None, pl.Int64).alias("prompt_tokens"),
-    )
-    return GroupedTrace(df, "tokens")
+    return rows_trace(rows, source)
 
 
 def test_target_is_the_larger_of_0_10_and_floor_plus_2_se():
