@@ -66,6 +66,10 @@ def test_sim_and_stability_refuse_each_others_dirs(tmp_path, calibration_file):
         ["sim", "--steps", "2", "--prompts", "2", "--out", "{f}/sim"],
         ["calibrate", "pass-rate", "tests/data/qwen25_math_cot_100/scores.jsonl",
          "--lengths-field", "response_chars", "--out", "{f}/x.json"],
+        ["compare", "learning-budget", "--draws", "1", "--budgets", "64",
+         "--group-sizes", "2", "--out", "{f}/lb"],
+        ["compare", "horizon", "--real", "results/real_stability_full", "--bootstrap", "0",
+         "--out", "{f}/hz"],
     ],
 )  # fmt: skip
 def test_an_out_that_cannot_be_created_is_one_line_exit_2(tmp_path, args):
@@ -75,3 +79,18 @@ def test_an_out_that_cannot_be_created_is_one_line_exit_2(tmp_path, args):
     assert res.exit_code == 2, res.output
     assert res.output.strip().startswith("Error:") and len(res.output.strip().splitlines()) == 1
     assert str(blocker) in res.output and blocker.read_text() == "not a folder"
+
+
+def test_learning_budget_claims_its_folder_and_refuses_a_foreign_one(tmp_path):
+    args = ["compare", "learning-budget", "--draws", "1", "--budgets", "64", "--group-sizes", "2"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "lb")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "lb" / "config.json").read_text())["kind"] == (
+        "compare-learning-budget"
+    )
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "rollouts.parquet").write_text("someone else's")
+    res = CliRunner().invoke(main, [*args, "--out", str(foreign)])
+    assert res.exit_code == 2 and "other files" in res.output
+    assert sorted(p.name for p in foreign.iterdir()) == ["rollouts.parquet"]

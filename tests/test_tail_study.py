@@ -66,3 +66,14 @@ def test_speculation_on_an_async_arm_is_refused_before_any_run():
     bad = [Arm("x", "static:4", "partial:1", spec=SpecDecode(k=2, alpha=0.5))]
     with pytest.raises(ValueError, match="sync pipelines only"):
         run_tail_study(wide(), RunConfig(steps=2, prompts=4), bad, [0], None)
+
+
+def test_cli_says_when_arms_never_reached_the_target(tmp_path):
+    from click.testing import CliRunner
+
+    from rolloutlab.cli import main
+
+    args = ["tail-study", "--steps", "2", "--seeds", "1", "--prompts", "4"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "did not reach reward" in res.stderr and "raise --steps" in res.stderr

@@ -71,13 +71,16 @@ def horizon(
 
     try:
         df = read_grids(list(grids), steps)
-        summary, held = horizon_study(df, split, bootstrap, law == "pooled")
-        laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
-        signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
     except GridError as exc:
         fail(exc)
-    summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
-    with claimed(out_dir, "compare-horizon"):
+    with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
+        try:
+            summary, held = horizon_study(df, split, bootstrap, law == "pooled")
+            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
+            signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
+        except GridError as exc:
+            fail(exc)
+        summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
         held.write_csv(out_dir / "horizon_points.csv")
         strict_json.write_json(out_dir / "horizon_summary.json", summary)
         horizon_figure(held, laws, df, out_dir / "horizon.png", f"fit on half the {split}s")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.common import BadInput, echo_table
+from rolloutlab.commands.common import BadInput, claimed, echo_table
 from rolloutlab.commands.types import POSITIVE_INT, finite
 
 
@@ -40,6 +40,7 @@ def learning_budget(scenario, b_noise, budgets, group_sizes, prompts, draws, see
     of G = 16's reward at equal rollouts (docs/learning.md §6)."""
     from rolloutlab.analysis.learning_budget import budget_study, budget_summary
     from rolloutlab.sim.models.learning import LearningParams
+    from rolloutlab.sim.scenario.provenance import write_config
     from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
@@ -51,13 +52,20 @@ def learning_budget(scenario, b_noise, budgets, group_sizes, prompts, draws, see
         params = LearningParams.from_dict(sc.learning)
         if b_noise is not None:
             params = dataclasses.replace(params, b_noise=b_noise)
-        table = budget_study(params, (a, b), _ints(budgets, "--budgets"),
-                             _ints(group_sizes, "--group-sizes"), prompts, draws, seed)  # fmt: skip
+        budget_list, g_list = _ints(budgets, "--budgets"), _ints(group_sizes, "--group-sizes")
     except (CalibrationError, ValueError) as exc:
         raise BadInput(str(exc)) from None
-    summary = budget_summary(table)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.write_csv(out_dir / "budget_study.csv")
-    summary.write_csv(out_dir / "budget_summary.csv")
+    with claimed(out_dir, "compare-learning-budget"):
+        try:
+            table = budget_study(params, (a, b), budget_list, g_list, prompts, draws, seed)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        summary = budget_summary(table)
+        table.write_csv(out_dir / "budget_study.csv")
+        summary.write_csv(out_dir / "budget_summary.csv")
+        config = {"kind": "compare-learning-budget", "scenario": scenario, "b_noise": b_noise,
+                  "budgets": budget_list, "group_sizes": g_list, "prompts": prompts,
+                  "draws": draws, "seed": seed}  # fmt: skip
+        write_config(out_dir / "config.json", config)
     echo_table(summary)
     click.echo(f"-> {out_dir}")

@@ -108,4 +108,12 @@ def tail_study(steps, prompts, G, spec_text, tail_below, seeds, out, **opts):
             },
         )
     echo_table(table, rows=20, cols=20)
+    missed = int(table["time_to_target_s"].fill_null(float("nan")).is_nan().sum())
+    if missed:  # (ranked last, in declaration order: say so rather than imply an order)
+        click.echo(
+            f"note: {missed} of {table.height} arms did not reach reward {target} within "
+            f"{cfg.steps} steps (time_to_target_s NaN); they are ranked last in declaration "
+            "order: raise --steps",
+            err=True,
+        )
     click.echo(f"wrote {out_dir}/tail_study.csv, runs.csv, config.json")
