@@ -4,6 +4,8 @@ of :mod:`analysis.idle_compare` and :mod:`analysis.collapse_compare`."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,7 +48,9 @@ def write_idle_outputs(
         "tau": res.tau,
         "engine": asdict(run.engine),
         "cost_fit": res.cost_fit.to_dict(),
-        "length_fit": res.lengths.to_dict(),
+        "length_fit": res.lengths.to_dict()
+        if hasattr(res.lengths, "to_dict")
+        else {"multi_turn": dataclasses.asdict(res.lengths)},  # a multi-turn run's block
     }
     strict_json.write_json(
         out_dir / "idle_summary.json", {**meta, "summary": res.summary.to_dicts()}
