@@ -4,8 +4,6 @@ of :mod:`analysis.idle_compare` and :mod:`analysis.collapse_compare`."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,7 +48,7 @@ def write_idle_outputs(
         "cost_fit": res.cost_fit.to_dict(),
         "length_fit": res.lengths.to_dict()
         if hasattr(res.lengths, "to_dict")
-        else {"multi_turn": dataclasses.asdict(res.lengths)},  # a multi-turn run's block
+        else {"multi_turn": asdict(res.lengths)},  # a multi-turn run's block
     }
     strict_json.write_json(
         out_dir / "idle_summary.json", {**meta, "summary": res.summary.to_dicts()}

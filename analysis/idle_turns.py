@@ -61,7 +61,9 @@ def step_turns(turns: pl.DataFrame, lay: StepLayout, order: pl.DataFrame) -> Ste
     )
     i = t["_i"].to_numpy().astype(np.int64)
     if np.unique(i).size != n:
-        raise ValueError(f"turns.parquet: step {lay.step}: {n - np.unique(i).size} rollouts lack turns")
+        raise ValueError(
+            f"turns.parquet: step {lay.step}: {n - np.unique(i).size} rollouts lack turns"
+        )
     k = t["turn"].to_numpy()
     K = int(k.max()) + 1
     lengths, lat = np.zeros((K, n), np.int64), np.zeros((n, K))
@@ -143,7 +145,11 @@ class TurnDraws:
         """``n`` rollouts' turns: counts and lengths resampled, latencies from the law."""
         nt = rng.choice(self.n_turns, n)
         K = int(nt.max())
-        lengths = rng.choice(self.mid_lengths, (K, n)) if self.mid_lengths.size else np.ones((K, n), np.int64)
+        lengths = (
+            rng.choice(self.mid_lengths, (K, n))
+            if self.mid_lengths.size
+            else np.ones((K, n), np.int64)
+        )
         lengths[nt - 1, np.arange(n)] = rng.choice(self.last_lengths, n)
         lat = self.mt.tool_latency.draw(rng.uniform(1e-12, 1.0, (n, K)))
         return StepTurns(nt, lengths, lat, lat.sum(axis=1))
