@@ -32,7 +32,7 @@ from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
 from scipy import optimize
 
-_UNIT_COSTS = (
+UNIT_COSTS = (  # the four unit cost models whose finish times are the features
     LinearCost(1, 0, 0, 0),
     LinearCost(0, 1, 0, 0),
     LinearCost(0, 0, 1, 0),
@@ -45,7 +45,7 @@ def finish_features(
 ) -> np.ndarray:
     """``(n_prompts * G, 4)`` schedule features of each rollout's finish (module docstring),
     rows in row-major (prompt, sample) order."""
-    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in _UNIT_COSTS]
+    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in UNIT_COSTS]
     return np.column_stack(cols)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import simpy
-from rolloutlab.analysis.finish_fit import _UNIT_COSTS, FinishFit, fit_finish_times
+from rolloutlab.analysis.finish_fit import UNIT_COSTS, FinishFit, fit_finish_times
 from rolloutlab.analysis.run_input import StepLayout
 from rolloutlab.calibration.fits.turns_fit import fit_multi_turn
 from rolloutlab.sim.engine.core import Engine, EngineConfig
@@ -105,7 +105,7 @@ def fit_turn_cost(
         flat = StepTurns(st.n_turns, st.lengths, np.zeros_like(st.latencies), st.tool_s)
         G = lay.lengths.shape[1]
         return np.column_stack(
-            [run_turns(flat, lay.prompt_tokens, G, u, engine, mt, cap)[2] for u in _UNIT_COSTS]
+            [run_turns(flat, lay.prompt_tokens, G, u, engine, mt, cap)[2] for u in UNIT_COSTS]
         )
 
     parked = [
