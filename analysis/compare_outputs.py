@@ -46,7 +46,9 @@ def write_idle_outputs(
         "tau": res.tau,
         "engine": asdict(run.engine),
         "cost_fit": res.cost_fit.to_dict(),
-        "length_fit": res.lengths.to_dict(),
+        "length_fit": res.lengths.to_dict()
+        if hasattr(res.lengths, "to_dict")
+        else {"multi_turn": asdict(res.lengths)},  # a multi-turn run's block
     }
     strict_json.write_json(
         out_dir / "idle_summary.json", {**meta, "summary": res.summary.to_dicts()}

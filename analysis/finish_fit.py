@@ -23,6 +23,7 @@ step's time profile, which is what the idle fraction measures.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
 from scipy import optimize
 
-_UNIT_COSTS = (
+UNIT_COSTS = (  # the four unit cost models whose finish times are the features
     LinearCost(1, 0, 0, 0),
     LinearCost(0, 1, 0, 0),
     LinearCost(0, 0, 1, 0),
@@ -44,7 +45,7 @@ def finish_features(
 ) -> np.ndarray:
     """``(n_prompts * G, 4)`` schedule features of each rollout's finish (module docstring),
     rows in row-major (prompt, sample) order."""
-    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in _UNIT_COSTS]
+    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in UNIT_COSTS]
     return np.column_stack(cols)
 
 
@@ -88,14 +89,19 @@ def _nnls(blocks: list[np.ndarray], targets: list[np.ndarray]) -> np.ndarray:
 
 
 def fit_finish_times(
-    layouts: list[StepLayout], engine: EngineConfig, trim: float | None = 1.25
+    layouts: list[StepLayout],
+    engine: EngineConfig,
+    trim: float | None = 1.25,
+    features: Callable[[StepLayout], np.ndarray] | None = None,
 ) -> FinishFit:
     """Fit :class:`FinishFit` to the measured finish times of ``layouts`` (module docstring).
 
     ``trim``: after a first fit, steps whose measured makespan exceeds ``trim`` times the
     median measured/predicted ratio are left out and the fit is redone (why: on a shared
     CPU another process can slow a whole step down; such a step says nothing about the
-    engine). None: no second pass.
+    engine). None: no second pass. ``features``: a step's ``(n, 4)`` schedule features
+    (default :func:`finish_features` of its lengths; the multi-turn schedule in
+    :mod:`analysis.idle_turns`).
     Raises: ValueError on fewer than 2 steps or a step whose makespan is not positive.
     """
     if len(layouts) < 2:
@@ -105,7 +111,11 @@ def fit_finish_times(
         span = float(lay.finish_s.max())
         if not span > 0:
             raise ValueError(f"fit_finish_times: step {lay.step} has makespan {span} s")
-        F = finish_features(lay.lengths, lay.prompt_tokens, engine)  # (n, 4)
+        F = (
+            features(lay)
+            if features is not None
+            else finish_features(lay.lengths, lay.prompt_tokens, engine)
+        )  # (n, 4)
         blocks.append(np.column_stack([np.ones(len(F)), F]) / span)  # (n, 5)
         targets.append(lay.finish_s / span)
         spans.append(span)

@@ -33,6 +33,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 from rolloutlab.analysis.finish_fit import FinishFit, fit_finish_times, simulate_step
+from rolloutlab.analysis.idle_turns import (
+    StepTurns,
+    TurnDraws,
+    fit_turn_cost,
+    fitted_block,
+    run_turns,
+    step_turns,
+)
 from rolloutlab.analysis.run_input import RunData, StepLayout, step_layouts
 from rolloutlab.calibration.fits.prompt_lengths import (
     PromptEmpiricalLengths,
@@ -41,6 +49,7 @@ from rolloutlab.calibration.fits.prompt_lengths import (
     fit_prompt_lognormal,
 )
 from rolloutlab.sim.models.lengths import finish_reasons
+from rolloutlab.sim.models.turns import MultiTurn
 from rolloutlab.sim.trace.metrics import step_metrics
 from rolloutlab.sim.trace.schema import frame
 
@@ -91,7 +100,8 @@ class IdleComparison:
     error), ``idle_mdape``, ``idle_mae`` (points), ``straggler_agreement``,
     ``straggler_rate_pred``, ``straggler_rate_meas``."""
     cost_fit: FinishFit
-    lengths: PromptLognormalLengths | PromptEmpiricalLengths
+    lengths: PromptLognormalLengths | PromptEmpiricalLengths | MultiTurn
+    """The length model; for a multi-turn run (``turns.parquet``) the fitted block."""
     fit_steps: int
     tau: float
     replay_rollouts: pl.DataFrame = field(repr=False)
@@ -156,7 +166,11 @@ def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float
             )
             w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine)
             cols.append(_rows(f"drawn-{r}", lay, L, w, t1, tf, run.max_response_length))
-    table = _table(cols)
+    return _drawn_metrics(_table(cols), tau)
+
+
+def _drawn_metrics(table: pl.DataFrame, tau: float) -> pl.DataFrame:
+    """Per-step mean over the draws (``run_id`` ``drawn-<r>``) of ``table``'s metrics."""
     per_draw = pl.concat(
         [step_metrics(df, tau) for _, df in table.group_by(["run_id"])]
     )  # one table per draw
@@ -183,26 +197,30 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
             f"{len(layouts)} so that at least one step is held out"
         )
     tau = cfg.tau if cfg.tau is not None else run.tau
-    fit = fit_finish_times(layouts[:K], run.engine)
-    model = fit_lengths(layouts[:K], run.max_response_length, cfg.length_model)
-    replay = _table(
-        [
-            _rows(
-                "replay",
-                lay,
-                lay.lengths,
-                *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
-                run.max_response_length,
-            )
-            for lay in layouts
-        ]
-    )
+    if run.turns is not None:
+        fit, model, replay, drawn = _turn_predictions(run, layouts, K, cfg, tau)
+    else:
+        fit = fit_finish_times(layouts[:K], run.engine)
+        model = fit_lengths(layouts[:K], run.max_response_length, cfg.length_model)
+        replay = _table(
+            [
+                _rows(
+                    "replay",
+                    lay,
+                    lay.lengths,
+                    *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
+                    run.max_response_length,
+                )
+                for lay in layouts
+            ]
+        )
+        drawn = _drawn(layouts, model, fit, run, cfg, tau)
     measured = _metrics(run.rollouts, tau, "measured").join(
         step_metrics(run.rollouts, tau).select("step", "group_size"), on="step"
     )
     per_step = (
         measured.join(_metrics(replay, tau, "replay"), on="step")
-        .join(_drawn(layouts, model, fit, run, cfg, tau), on="step")
+        .join(drawn, on="step")
         .with_columns(
             pl.when(pl.col("step") < layouts[K].step)
             .then(pl.lit("fit"))
@@ -212,6 +230,42 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
     )
     per_step = _add_constant(per_step)
     return IdleComparison(per_step, summarize(per_step), fit, model, K, tau, replay)
+
+
+def _turn_predictions(run: RunData, layouts: list[StepLayout], K: int, cfg, tau: float):
+    """``(cost fit, fitted block, replay table, drawn metrics)`` of a multi-turn run
+    (:mod:`analysis.idle_turns`)."""
+    assert run.turns is not None
+    cap = run.max_response_length
+    orders = {
+        s: df.select("prompt_id", "sample_idx")
+        for (s,), df in run.rollouts.group_by(["step"], maintain_order=True)
+    }
+    turns = [step_turns(run.turns, lay, orders[lay.step]) for lay in layouts]
+    mt = fitted_block(run.turns, [lay.step for lay in layouts[:K]])
+    fit = fit_turn_cost(layouts[:K], turns[:K], run.engine, mt, cap)
+    pool = TurnDraws.fit(turns[:K], mt)
+
+    def rows(name: str, lay: StepLayout, st: StepTurns) -> dict:
+        G = lay.lengths.shape[1]
+        w, t1, tf = run_turns(st, lay.prompt_tokens, G, fit.cost, run.engine, mt, cap)
+        L = st.lengths.sum(axis=0).reshape(-1, G)  # sampled tokens: the lengths in the table
+        d = fit.submit_delay_s
+        return _rows(name, lay, np.minimum(L, cap), w, t1 + d, tf + d, cap)
+
+    replay = _table([rows("replay", lay, st) for lay, st in zip(layouts, turns)])
+    drawn = _table(
+        [
+            rows(
+                f"drawn-{r}",
+                lay,
+                pool.draw(np.random.default_rng([cfg.seed, lay.step, r]), lay.lengths.size),
+            )
+            for lay in layouts
+            for r in range(cfg.draws)
+        ]
+    )
+    return fit, mt, replay, _drawn_metrics(drawn, tau)
 
 
 def _add_constant(per_step: pl.DataFrame) -> pl.DataFrame:

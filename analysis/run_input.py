@@ -20,6 +20,10 @@ from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import read_rows
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
 
+TURN_TIMES = (
+    "t_submit", "t_first_token", "t_finish", "t_tool_request", "t_tool_start", "t_tool_end"
+)  # fmt: skip
+
 
 class RunInputError(ValueError):
     """A run directory that cannot be compared; the message names the file and what is wrong."""
@@ -54,6 +58,9 @@ class RunData:
     """Straggler threshold: the controller spec's ``tau=``, else the config's ``tau``."""
     max_response_length: int
     """Response cap (tokens): config ``max_response_tokens``, else the longest response."""
+    turns: pl.DataFrame | None = None
+    """The run's ``turns.parquet`` (:data:`sim.trace.turns.TURN_SCHEMA`) when it has one
+    (a multi-turn task), else None."""
 
 
 def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
@@ -149,7 +156,8 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
         n_workers=int(rollouts["worker"].max()) + 1, max_num_seqs=int(slots), prefix_caching=False
     )
     cap = int(cfg.get("max_response_tokens") or rollouts["response_tokens"].max())
-    return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap)
+    turns = pl.read_parquet(path / "turns.parquet") if (path / "turns.parquet").exists() else None
+    return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap, turns)
 
 
 @dataclass(frozen=True)
@@ -255,4 +263,16 @@ def on_cpu_clock(run: RunData) -> RunData:
         .drop("_scale")
     )
     steps = run.steps.with_columns(pl.Series("gen_time", gen_cpu))
-    return dataclasses.replace(run, rollouts=rollouts, steps=steps)
+    turns = run.turns
+    if turns is not None:  # same map, the tool's wall-clock sleeps included (docs/multi_turn.md)
+        t0s = run.rollouts.group_by("step").agg(pl.col("t_submit").min().alias("_t0"))
+        turns = (
+            turns.join(scale, on="step", how="left")
+            .join(t0s, on="step", how="left")
+            .with_columns(
+                (pl.col("_t0") + (pl.col(c) - pl.col("_t0")) * pl.col("_scale")).alias(c)
+                for c in TURN_TIMES
+            )
+            .drop("_scale", "_t0")
+        )
+    return dataclasses.replace(run, rollouts=rollouts, steps=steps, turns=turns)
