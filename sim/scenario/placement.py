@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from rolloutlab.sim.models.dp_imbalance import imbalance_factor
 from rolloutlab.sim.models.hardware import Accelerator, ModelConfig, get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import (
     SYNC_MODES,
@@ -114,14 +115,19 @@ def apply_split(
     eff: LearnerEfficiency | None = None,
     phases: tuple[str, ...] = TIMING_KEYS[:3],
     updates: int = 1,
+    imbalance: tuple[int, int, str] | None = None,
 ) -> Scenario:
     """``sc`` on ``split``: ``split.replicas`` workers, the learner terms of its cost from
     the roofline of an FSDP trainer on ``split.trainer`` GPUs (the sum of ``phases``, verl's
     timing keys, at ``updates`` optimizer updates per step: verl fully-async with rollout
     log-probs and no KL runs only ``timing_s/update_actor``), the sync term from
     :func:`sim.models.learner_cost.weight_sync_s` (``sync``: broadcast or bucketed) or,
-    colocated, an all-gather of the weights within a node. The decode cost is the
-    scenario's (``--model --gpu --tp`` sets it). Raises ValueError as
+    colocated, an all-gather of the weights within a node. ``imbalance`` = ``(sequences,
+    G, assignment)`` (off when None) multiplies the per-token learner term by
+    :func:`sim.models.dp_imbalance.imbalance_factor` of ``sequences`` per optimizer
+    update (``G`` per prompt) over the trainer's data-parallel ranks, from the scenario's
+    length model. The decode cost is the scenario's (``--model --gpu --tp`` sets it).
+    Raises ValueError as :func:`imbalance_factor`, as
     :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
     if sync not in SYNC_MODES:
@@ -138,6 +144,10 @@ def apply_split(
         )
         for T in (0.0, 1e6)
     }
+    factor = 1.0
+    if imbalance is not None:
+        seqs, G, assignment = imbalance
+        factor = imbalance_factor(sc.lengths, seqs, lay.dp, G, sc.prompt_tokens, assignment)
     S = model.weight_bytes()
     if split.colocated:
         nodes_span = min(split.gpus, net.gpus_per_node)
@@ -147,7 +157,7 @@ def apply_split(
     cost = dataclasses.replace(
         sc.cost,
         learner_const_s=step[0.0],
-        learner_s_per_token=(step[1e6] - step[0.0]) / 1e6,
+        learner_s_per_token=factor * (step[1e6] - step[0.0]) / 1e6,
         sync_s=sync_s,
         weight_bytes=0.0,
         sync_s_per_byte=0.0,
