@@ -30,6 +30,7 @@ step)``), under two assignments:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from rolloutlab.sim.models.lengths import LengthModel
@@ -95,3 +96,28 @@ def imbalance_factor(
     x = np.stack([lengths.sample(rng, prompts, G, step).reshape(-1)[:n] for _ in range(draws)])
     loads = rank_loads(x + prompt_tokens, ranks, assignment)
     return float(loads.max(axis=1).mean() / loads.mean())
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    """How a trainer deals each optimizer update's sequences to its data-parallel ranks."""
+
+    sequences: int
+    """Sequences per optimizer update, over all ranks (verl: ``ppo_mini_batch_size x n``)."""
+    G: int
+    """Rollouts per prompt (consecutive in the batch)."""
+    assignment: str = "contiguous"
+    """:data:`ASSIGNMENTS`; verl's ``trainer.balance_batch=True`` is ``balanced``."""
+    sp: int = 1
+    """GPUs per data-parallel rank besides TP x PP (Ulysses sequence parallelism: verl's
+    ``ulysses_sequence_parallel_size``), so ranks = data-parallel GPUs / ``sp``."""
+
+    def factor(self, lengths: LengthModel, prompt_tokens: int, dp_gpus: int) -> float:
+        """:func:`imbalance_factor` over ``dp_gpus / sp`` ranks (at least 1). Raises
+        ValueError as it, or when ``sp < 1`` or does not divide ``dp_gpus``."""
+        if self.sp < 1 or dp_gpus % self.sp:
+            raise ValueError(f"dp imbalance: sp {self.sp} does not divide {dp_gpus} GPUs")
+        ranks = dp_gpus // self.sp
+        return imbalance_factor(
+            lengths, self.sequences, ranks, self.G, prompt_tokens, self.assignment
+        )
