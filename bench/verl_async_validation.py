@@ -27,7 +27,8 @@ Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Valid
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
-    [--calibrations default|all] [--out runs/verl_validation]
+    [--calibrations default|all] [--dp-imbalance off|contiguous|balanced] [--sp 4]
+    [--out runs/verl_validation]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import math
 from pathlib import Path
 
 from rolloutlab.sim.control.controllers import StaticG
+from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
 from rolloutlab.sim.pipelines.spec import parse_pipeline
@@ -88,6 +90,14 @@ def scaled(sc: Scenario, gen: float, learner: float) -> Scenario:
     return dataclasses.replace(sc, cost=cost)
 
 
+IMBALANCE, SP = "balanced", 4
+"""Data-parallel imbalance of the learner (``--dp-imbalance``, ``--sp``): ``off``, or the
+assignment of :class:`sim.models.dp_imbalance.Imbalance` of each optimizer update's
+``MINI G`` sequences over trainer GPUs / ``SP`` ranks. The recipe's run script keeps
+verl's default ``trainer.balance_batch=True`` (``balanced``) and sets
+``ulysses_sequence_parallel_size=4``."""
+
+
 def simulate(
     half: int, threshold: float, versions: int, seed: int, gen: float = 1.0, learner: float = 1.0
 ) -> tuple[float, float]:
@@ -107,6 +117,7 @@ def simulate(
         get_gpu("h20"),
         phases=("timing_s/update_actor",),  # rollout log-probs, no KL: no old_log_prob, no ref
         updates=B // MINI,
+        imbalance=None if IMBALANCE == "off" else Imbalance(MINI * G, G, IMBALANCE, SP),
     )
     pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}")
     cfg = RunConfig(steps=K * versions, prompts=B, seed=seed)
@@ -161,6 +172,7 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
 
 
 def main() -> None:
+    global IMBALANCE, SP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=5, help="weight versions per run (>= 2)")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
@@ -170,11 +182,19 @@ def main() -> None:
         default="default",
         help="calibrate on each curve's default point, or on each point in turn",
     )
+    ap.add_argument(
+        "--dp-imbalance",
+        choices=("off", "contiguous", "balanced"),
+        default=IMBALANCE,
+        help="learner data-parallel imbalance (sim/models/dp_imbalance.py)",
+    )
+    ap.add_argument("--sp", type=int, default=SP, help="GPUs per data-parallel rank")
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
     if args.versions < 2:
         ap.error("--versions: need >= 2 (the first version is warm-up)")
     seeds = [int(x) for x in args.seeds.split(",")]
+    IMBALANCE, SP = args.dp_imbalance, args.sp
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
         "published update_actor s | simulated learner s |",

@@ -148,3 +148,18 @@ def test_advise_refuses_a_bad_split_with_one_line(tmp_path):
         assert res.exit_code == 2, res.output
         assert words in res.output and "Traceback" not in res.output
         assert not (tmp_path / "o").exists()
+
+
+def test_dp_imbalance_scales_only_the_per_token_learner_term():
+    from rolloutlab.sim.models.dp_imbalance import Imbalance, imbalance_factor
+
+    sc = load_scenario("longcot")
+    split = parse_split(64, "32:32", 4)
+    plain = apply_split(sc, split, M, H100)
+    skew = apply_split(sc, split, M, H100, imbalance=Imbalance(512, 16, "contiguous", sp=4))
+    f = imbalance_factor(sc.lengths, 512, 8, 16, sc.prompt_tokens, "contiguous")
+    assert f > 1.0
+    assert skew.cost.learner_const_s == pytest.approx(plain.cost.learner_const_s, rel=1e-12)
+    assert skew.cost.learner_s_per_token == pytest.approx(f * plain.cost.learner_s_per_token)
+    with pytest.raises(ValueError, match="sp 3 does not divide"):
+        apply_split(sc, split, M, H100, imbalance=Imbalance(512, 16, sp=3))

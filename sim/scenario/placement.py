@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import Accelerator, ModelConfig, get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import (
     SYNC_MODES,
@@ -114,14 +115,18 @@ def apply_split(
     eff: LearnerEfficiency | None = None,
     phases: tuple[str, ...] = TIMING_KEYS[:3],
     updates: int = 1,
+    imbalance: Imbalance | None = None,
 ) -> Scenario:
     """``sc`` on ``split``: ``split.replicas`` workers, the learner terms of its cost from
     the roofline of an FSDP trainer on ``split.trainer`` GPUs (the sum of ``phases``, verl's
     timing keys, at ``updates`` optimizer updates per step: verl fully-async with rollout
     log-probs and no KL runs only ``timing_s/update_actor``), the sync term from
     :func:`sim.models.learner_cost.weight_sync_s` (``sync``: broadcast or bucketed) or,
-    colocated, an all-gather of the weights within a node. The decode cost is the
-    scenario's (``--model --gpu --tp`` sets it). Raises ValueError as
+    colocated, an all-gather of the weights within a node. ``imbalance`` (off when None)
+    multiplies the per-token learner term by its
+    :meth:`sim.models.dp_imbalance.Imbalance.factor` over the trainer's data-parallel
+    GPUs, from the scenario's length model. The decode cost is the scenario's (``--model --gpu --tp`` sets it).
+    Raises ValueError as :meth:`Imbalance.factor`, as
     :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
     if sync not in SYNC_MODES:
@@ -138,6 +143,9 @@ def apply_split(
         )
         for T in (0.0, 1e6)
     }
+    factor = 1.0
+    if imbalance is not None:
+        factor = imbalance.factor(sc.lengths, sc.prompt_tokens, lay.dp)
     S = model.weight_bytes()
     if split.colocated:
         nodes_span = min(split.gpus, net.gpus_per_node)
@@ -147,7 +155,7 @@ def apply_split(
     cost = dataclasses.replace(
         sc.cost,
         learner_const_s=step[0.0],
-        learner_s_per_token=(step[1e6] - step[0.0]) / 1e6,
+        learner_s_per_token=factor * (step[1e6] - step[0.0]) / 1e6,
         sync_s=sync_s,
         weight_bytes=0.0,
         sync_s_per_byte=0.0,
