@@ -52,6 +52,7 @@ from rolloutlab.calibration.validation.measure import (
     straggler_prob_exact,
     subsample,
 )
+from rolloutlab.calibration.validation.transfer import transfer_models
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
@@ -183,6 +184,11 @@ class ValidationConfig:
     ``auto``: least AIC)."""
     from_step: int = 0
     """With a held-out run: measure only its steps >= ``from_step`` (a late stretch)."""
+    transfer: str | None = None
+    """``aggregates`` / ``marginal``: only the transferring law of
+    :mod:`calibration.validation.transfer` (the other models are not fitted)."""
+    target_metrics: str | None = None
+    """With ``transfer="aggregates"``: the target's per-step metrics file or folder."""
     step_window: int | None = None
     """Empirical mode: also the step-indexed model ``empirical_s<W>``
     (:class:`sim.models.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
@@ -303,8 +309,14 @@ def validate_groups(
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
     meas = {g: measure(mats, B, g, cfg.taus, cfg.draws, cfg.seed) for g in range(1, G + 1)}
+    if cfg.transfer:
+        target = _target(held_out or trace, held)
+        opts = (cfg.transfer, cfg.target_metrics, cfg.draws, cfg.seed)
+        models = transfer_models(trace, cfg.fit_steps, target, cap, G, opts)
+    else:
+        models = models_for(trace, cfg, G, cap)
     rows = []
-    for name, (model, g_fit, step0, law) in models_for(trace, cfg, G, cap).items():
+    for name, (model, g_fit, step0, law) in models.items():
         draws = predict(model, [s - step0 for s in held], B, G, cfg.reps, cfg.seed + 1)
         for g in range(1, G + 1):
             r = step_ratio(draws[:, :, :g])
@@ -330,6 +342,13 @@ def validate_groups(
                     }
                 )
     return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)
+
+
+def _target(trace: GroupedTrace, steps: list[int]) -> tuple[list[int], list, list]:
+    """``(steps, groups, censored)`` of the measured ``steps`` of ``trace``."""
+    at = [trace.steps().index(s) for s in steps]
+    lengths, cens = trace.groups("length"), trace.groups("censored")
+    return steps, [lengths[i] for i in at], [cens[i] for i in at]
 
 
 def check_held_out(
