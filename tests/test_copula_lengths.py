@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rolloutlab.calibration.fits.transfer import predicted_p
 from rolloutlab.calibration.validation.measure import step_ratio
 from rolloutlab.sim.models.copula_lengths import CopulaLengths
+from rolloutlab.sim.models.regrouped_lengths import RegroupedLengths
 
 GRID = np.array([[1, 2, 2, 9]])  # P(1) = 1/4, P(2) = 1/2, P(9) = 1/4
 
@@ -80,3 +81,41 @@ def test_steps_pick_their_row_and_sample_ids_is_g_invariant():
 def test_bad_parameters_are_refused(grid, steps, rho, cap):
     with pytest.raises(ValueError, match="CopulaLengths"):
         CopulaLengths(grid, steps, rho, cap)
+
+
+# RegroupedLengths: a logged step's pooled lengths dealt into groups
+
+
+def test_regrouped_full_draw_is_the_logged_step():
+    x = np.arange(1, 25)
+    model = RegroupedLengths((x,), (0,), 0.5, 4, 6, 24)
+    out = model.sample(np.random.default_rng(0), 12, 4, 0).reshape(2, 6, 4)
+    for step in out:
+        assert sorted(step.ravel().tolist()) == x.tolist()
+
+
+def test_regrouped_rho_one_deals_consecutive_order_statistics():
+    x = np.random.default_rng(1).permutation(np.arange(1, 41))
+    out = RegroupedLengths((x,), (0,), 1.0, 4, 10, 40).sample(np.random.default_rng(2), 10, 4, 0)
+    s = np.sort(out, axis=1)
+    assert (s[:, -1] - s[:, 0] == 3).all() and (s[:, 0] % 4 == 1).all()
+
+
+@pytest.mark.parametrize("G", [1, 2])
+def test_regrouped_rho_zero_is_subsampling_without_replacement(G):
+    x = np.array([1, 2, 3, 9])
+    model = RegroupedLengths((x,), (0,), 0.0, 2, 2, 9)
+    got = step_ratio(model.sample(np.random.default_rng(3), 2 * 30_000, G, 0).reshape(-1, 2, G))
+    subsets = np.array(list(itertools.combinations(x, 2 * G)), dtype=float)
+    for tau in (1.2, 2.5):
+        want = float((step_ratio(subsets[:, None, :]) > tau).mean())
+        assert abs((got > tau).mean() - want) < 4 * np.sqrt(want * (1 - want) / 30_000) + 1e-9
+
+
+def test_regrouped_refuses_bad_draws():
+    model = RegroupedLengths((np.arange(1, 9),), (0,), 0.5, 4, 2, 9)
+    for n, G in ((3, 2), (2, 5), (2, 0)):
+        with pytest.raises(ValueError, match="RegroupedLengths"):
+            model.sample(np.random.default_rng(0), n, G, 0)
+    with pytest.raises(ValueError, match="fewer than batch"):
+        RegroupedLengths((np.arange(1, 9),), (0,), 0.5, 4, 3, 9)

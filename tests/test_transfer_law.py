@@ -11,7 +11,6 @@ import pytest
 from rolloutlab.calibration.fits.lengths_fit import StepLengthStats
 from rolloutlab.calibration.fits.transfer import (
     aggregate_grid,
-    empirical_grid,
     fit_rho,
     normal_score_icc,
     step_stats,
@@ -34,7 +33,10 @@ def source_steps(rho: float, n_steps: int = 30) -> list[list[np.ndarray]]:
 @pytest.mark.parametrize("rho", [0.0, 0.4, 0.8])
 def test_fit_rho_recovers_the_generating_rho(rho):
     steps = source_steps(rho)
-    fit = fit_rho([padded(s) for s in steps], GRID.repeat(30, 0), list(range(30)), 3000, 8, 8)
+    grid = GRID.repeat(30, 0)
+    fit = fit_rho(
+        [padded(s) for s in steps], lambda r: CopulaLengths(grid, tuple(range(30)), r, 3000), 8, 8
+    )
     assert abs(fit.rho - rho) <= 0.15, fit
     assert len(fit.taus) >= 1 and all(t > 1 for t in fit.taus)
 
@@ -48,9 +50,7 @@ def test_normal_score_icc_extremes():
     assert normal_score_icc(source_steps(0.8)) > normal_score_icc(source_steps(0.4)) > 0.1
 
 
-def test_grids_empirical_exact_and_aggregates_median():
-    steps = [[np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8])]]
-    assert empirical_grid(steps, size=8).tolist() == [[1, 2, 3, 4, 5, 6, 7, 8]]
+def test_aggregates_grid_has_the_lognormal_median():
     x = np.ceil(np.exp(np.random.default_rng(3).normal(5.0, 0.5, 4096)))
     s = step_stats([x], [x >= 2000], 0, 2000)
     grid = aggregate_grid([s], 2000)

@@ -1,16 +1,16 @@
 """A within-group law that transfers: the target run's per-step marginal, the source
 run's within-group dependence.
 
-The law is :class:`sim.models.copula_lengths.CopulaLengths`: at step ``t`` a sample's
-length has the target's marginal ``Q_t``; samples of one prompt are tied by one
+The law: at step ``t`` a sample's length has the target's marginal ``Q_t``; samples of one prompt are tied by one
 parameter ``rho`` (a Gaussian-copula random effect, the intra-class correlation of normal
 scores). The two halves come from different places:
 
 * ``Q_t`` from what a user of the target run has without per-sample group structure:
   verl's per-step aggregates ``response_length/mean``, ``/max``, ``/min``,
   ``/clip_ratio`` (:func:`aggregate_grid`: the right-censored lognormal of
-  :func:`calibration.fits.lengths_fit.fit_step` per step), or the step's pooled lengths
-  with the prompt ids dropped (:func:`empirical_grid`).
+  :func:`calibration.fits.lengths_fit.fit_step` per step, drawn by
+  :class:`sim.models.copula_lengths.CopulaLengths`), or the step's pooled lengths with the
+  prompt ids dropped, dealt back into groups (:class:`sim.models.regrouped_lengths.RegroupedLengths`).
 * ``rho`` from the source run, which has the groups: :func:`fit_rho` picks, on a grid,
   the ``rho`` whose predicted ``P(max/median > tau)`` over ``G = 1..G_logged`` is
   closest (least squares) to the source's own measured one, with the source's ``Q_t``
@@ -22,18 +22,19 @@ scores). The two halves come from different places:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_step
 from rolloutlab.calibration.validation.measure import measure, step_ratio
-from rolloutlab.sim.models.copula_lengths import CopulaLengths
 from scipy import special, stats
 
 GRID_SIZE = 1024
 """``K``: quantile points per step of a parametric marginal."""
 
-RHO_GRID = tuple(np.round(np.linspace(0.0, 0.95, 20), 2))
+RHO_GRID = tuple(float(r) for r in np.round(np.linspace(0.0, 0.95, 20), 2))
 """Candidate values of ``rho`` searched by :func:`fit_rho`."""
 
 
@@ -62,17 +63,6 @@ def aggregate_grid(stats_: list[StepLengthStats], cap: int, size: int = GRID_SIZ
     for s in stats_:
         f = fit_step(s)
         rows.append(np.clip(np.ceil(np.exp(f.mu + f.sigma * p)), 1, cap))
-    return np.asarray(rows, dtype=np.int64)
-
-
-def empirical_grid(steps: list[list[np.ndarray]], size: int = GRID_SIZE) -> np.ndarray:
-    """``(T, size)`` quantile grid of each step's pooled lengths (groups ignored): the
-    order statistic ``floor((k + 1/2) n / size)`` of the step's ``n`` sorted lengths."""
-    rows = []
-    for groups in steps:
-        x = np.sort(np.concatenate(groups))
-        k = ((np.arange(size) + 0.5) * x.size / size).astype(np.int64)
-        rows.append(x[k])
     return np.asarray(rows, dtype=np.int64)
 
 
@@ -111,9 +101,11 @@ class RhoFit:
     """:func:`normal_score_icc` of the source, for comparison."""
 
 
-def predicted_p(model: CopulaLengths, B: int, G_max: int, taus, reps: int, seed: int):
+def predicted_p(model, B: int, G_max: int, taus, reps: int, seed: int):
     """``(G_max, len(taus))`` mean over the model's steps of ``P(max/median > tau)`` of
-    ``reps`` simulated steps of ``B`` prompts at each ``G = 1..G_max``."""
+    ``reps`` simulated steps of ``B`` prompts at each ``G = 1..G_max`` (``model``: a
+    length model with a ``steps`` attribute, :class:`CopulaLengths` or
+    :class:`sim.models.regrouped_lengths.RegroupedLengths`)."""
     rng = np.random.default_rng(seed)
     hits = np.zeros((G_max, len(taus)))
     for s in model.steps:
@@ -126,9 +118,7 @@ def predicted_p(model: CopulaLengths, B: int, G_max: int, taus, reps: int, seed:
 
 def fit_rho(
     mats: list[np.ndarray],
-    grid: np.ndarray,
-    steps: list[int],
-    cap: int,
+    make_model: Callable[[float], Any],
     B: int,
     G: int,
     draws: int = 50,
@@ -136,9 +126,9 @@ def fit_rho(
 ) -> RhoFit:
     """Least-squares ``rho`` on :data:`RHO_GRID` (module docstring): the source's
     measured ``P(straggler)`` (``mats``: :func:`calibration.validation.measure.padded`
-    steps; ``B`` prompts, ``G = 1..G``) against :class:`CopulaLengths` on the source's own
-    quantile ``grid`` (one row per step of ``steps``), at taus = the 25/50/75 % quantiles
-    of the source's measured ratio at ``G // 2``. Raises ValueError on a grid/steps mismatch."""
+    steps; ``B`` prompts, ``G = 1..G``) against ``make_model(rho)`` (a length model with
+    a ``steps`` attribute: the source's steps, its marginal built as the target's will
+    be), at taus = the 25/50/75 % quantiles of the source's measured ratio at ``G // 2``."""
     half = measure(mats, B, max(G // 2, 1), (2.0,), draws, seed).ratios
     taus = tuple(float(t) for t in np.unique(np.quantile(half, [0.25, 0.5, 0.75])) if t > 1)
     taus = taus or (float(half.max()),)
@@ -147,8 +137,7 @@ def fit_rho(
     )
     errs = []
     for rho in RHO_GRID:
-        model = CopulaLengths(grid, tuple(steps), float(rho), cap)
-        pred = predicted_p(model, B, G, taus, max(draws // 2, 10), seed + 1)
+        pred = predicted_p(make_model(float(rho)), B, G, taus, max(draws // 2, 10), seed + 1)
         errs.append(float(np.sqrt(np.mean((pred - meas) ** 2))))
     best = int(np.argmin(errs))
     steps_groups = [[m[i][np.isfinite(m[i])] for i in range(len(m))] for m in mats]

@@ -311,7 +311,7 @@ def validate_groups(
     meas = {g: measure(mats, B, g, cfg.taus, cfg.draws, cfg.seed) for g in range(1, G + 1)}
     if cfg.transfer:
         target = _target(held_out or trace, held)
-        opts = (cfg.transfer, cfg.target_metrics, cfg.draws, cfg.seed)
+        opts = (cfg.transfer, cfg.target_metrics, B, cfg.draws, cfg.seed)
         models = transfer_models(trace, cfg.fit_steps, target, cap, G, opts)
     else:
         models = models_for(trace, cfg, G, cap)
