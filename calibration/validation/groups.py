@@ -41,7 +41,8 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.fits.icc import bundled_icc
-from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
+from rolloutlab.calibration.fits.lengths_fit import fit_run, fit_step, split_sigma
+from rolloutlab.calibration.fits.transfer import step_stats
 from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
 from rolloutlab.calibration.validation.measure import (
     Measured,
@@ -110,17 +111,7 @@ def tb_stats_model(
         strict=True,
     )
     for s, groups, censored in per_step:
-        x = np.concatenate(groups).astype(np.float64)
-        stats = StepLengthStats(
-            step=s,
-            mean=float(x.mean()),
-            max=float(x.max()),
-            min=float(x.min()),
-            clip_ratio=float(np.concatenate(censored).mean()),
-            n=x.size,
-            cap=cap,
-        )
-        fits.append(fit_step(stats))
+        fits.append(fit_step(step_stats(groups, censored, s, cap)))
     run = fit_run(fits)
     sp, sw = split_sigma(run.sigma0, bundled_icc())
     return LognormalLengths(
