@@ -119,3 +119,13 @@ def test_regrouped_refuses_bad_draws():
             model.sample(np.random.default_rng(0), n, G, 0)
     with pytest.raises(ValueError, match="fewer than batch"):
         RegroupedLengths((np.arange(1, 9),), (0,), 0.5, 4, 3, 9)
+
+
+def test_p_straggler_is_not_monotone_in_g_in_general():
+    # lengths 1 or 10, equally likely, rho = 0, B = 1: max/median > 5 needs exactly one 10
+    # among 3 draws (3/8) but a median of 1 among 4 draws, i.e. one 10 (4/16): P falls with G
+    assert exact_iid(np.array([1, 10]), 3, 5.0) == 0.375
+    assert exact_iid(np.array([1, 10]), 4, 5.0) == 0.25
+    model = CopulaLengths(np.array([[1, 10]]), (0,), 0.0, 10)
+    p = predicted_p(model, 1, 4, (5.0,), 20_000, 0)[:, 0]
+    assert abs(p[2] - 0.375) < 0.02 and abs(p[3] - 0.25) < 0.02 and p[3] < p[2]

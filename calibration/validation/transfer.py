@@ -60,7 +60,8 @@ def transfer_models(
     metrics path or None, B, draws, seed)``. The model is
     :class:`sim.models.copula_lengths.CopulaLengths` (``aggregates``) or
     :class:`sim.models.regrouped_lengths.RegroupedLengths` (``marginal``). ``law`` names
-    the fitted ``rho`` and, for comparison, the source's normal-score ICC. Raises
+    the fitted ``rho``, the source's normal-score ICC and the fit's RMSE on the source
+    (how well the law describes the run it was fitted on). Raises
     GroupedDataError on an unknown kind, a source step without ``B`` groups of ``G``
     samples, or bad metrics (:func:`calibration.readers.step_metrics.read_step_aggregates`)."""
     kind, metrics, B, draws, seed = options
@@ -78,5 +79,5 @@ def transfer_models(
         raise GroupedDataError(f"--transfer: a fit step of the source has too few groups of {G}")
     b_fit = min(b_src, B)
     fit = fit_rho(mats, _factory(kind, src, cap, G, b_fit, None), b_fit, G, min(draws, 50), seed)
-    law = f"copula rho={fit.rho:.2f} (source ICC {fit.icc:.2f}), {kind}"
+    law = f"copula rho={fit.rho:.2f} (source ICC {fit.icc:.2f}, source RMSE {fit.rmse:.3f}), {kind}"
     return {f"transfer_{kind}": (make_target(fit.rho), G, 0, law)}
