@@ -62,7 +62,7 @@ def transfer_models(
     :class:`sim.models.regrouped_lengths.RegroupedLengths` (``marginal``). ``law`` names
     the fitted ``rho``, the source's normal-score ICC and the fit's RMSE on the source
     (how well the law describes the run it was fitted on). Raises
-    GroupedDataError on an unknown kind, a source step without ``B`` groups of ``G``
+    GroupedDataError on an unknown kind, a source step without a group of ``G``
     samples, or bad metrics (:func:`calibration.readers.step_metrics.read_step_aggregates`)."""
     kind, metrics, B, draws, seed = options
     if kind not in TRANSFERS:
@@ -75,8 +75,8 @@ def transfer_models(
     )
     mats = [padded(g) for g in src[1]]
     b_src = min(eligible(m, G) for m in mats)
-    if b_src < 1 or (kind == "marginal" and min(m.size for m in mats) < B * G):
-        raise GroupedDataError(f"--transfer: a fit step of the source has too few groups of {G}")
+    if b_src < 1:
+        raise GroupedDataError(f"--transfer: a fit step of the source has no group of {G} samples")
     b_fit = min(b_src, B)
     fit = fit_rho(mats, _factory(kind, src, cap, G, b_fit, None), b_fit, G, min(draws, 50), seed)
     law = f"copula rho={fit.rho:.2f} (source ICC {fit.icc:.2f}, source RMSE {fit.rmse:.3f}), {kind}"

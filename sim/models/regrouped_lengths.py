@@ -44,7 +44,10 @@ class RegroupedLengths:
         if len(self.pooled) != len(self.steps) or np.any(np.diff(self.steps) <= 0):
             raise ValueError("RegroupedLengths: one pooled array per step, steps ascending")
         if not 0.0 <= self.rho <= 1.0 or self.group_size < 1 or self.batch < 1:
-            raise ValueError(f"RegroupedLengths: bad rho/group_size/batch {self.rho}, ...")
+            raise ValueError(
+                f"RegroupedLengths: need 0 <= rho <= 1, group_size >= 1, batch >= 1; got "
+                f"{self.rho}, {self.group_size}, {self.batch}"
+            )
         if min(len(x) for x in self.pooled) < self.batch * self.group_size:
             raise ValueError("RegroupedLengths: a step holds fewer than batch * group_size lengths")
 
