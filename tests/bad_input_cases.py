@@ -332,3 +332,11 @@ FILES += [
 FILES += [
     ("groups-ambiguous-ids", "calibrate groups {t}/two_ids.jsonl --out {t}/x.json", "two_ids.jsonl: line 2: field 'index': groups the samples of step 0 otherwise than field 'uid'"),
 ]  # fmt: skip
+
+TR = f"validate groups {GROUPS} --fit-steps 38 --draws 2 --reps 2 --transfer aggregates --out {{t}}/o"
+FILES += [
+    ("transfer-metrics-nan", f"{TR} --target-metrics {{t}}/m_nan.jsonl", "m_nan.jsonl: line 1: field 'response_length/mean': bad value nan"),
+    ("transfer-metrics-gap", f"{TR} --target-metrics {{t}}/m_gap.jsonl", "m_gap.jsonl: line 1: field 'step': no record of step 39"),
+    ("transfer-metrics-format", f"{TR} --target-metrics {{t}}/m.txt", "m.txt: line 1: field 'step': not a metrics file"),
+    ("transfer-metrics-no-transfer", f"validate groups {GROUPS} --fit-steps 38 --target-metrics {{t}}/m_gap.jsonl --out {{t}}/o", "--target-metrics: needs --transfer aggregates"),
+]  # fmt: skip

@@ -179,6 +179,10 @@ def build(t: Path) -> None:
     (t / "console.jsonl").write_text(
         "(main_task pid=1) step:1 - timing/gen:12.3 - response_length/mean:200\n"
     )
+    tags = '"response_length/max": 40, "response_length/min": 2, "response_length/clip_ratio": 0'
+    (t / "m_nan.jsonl").write_text(f'{{"step": 38, "response_length/mean": NaN, {tags}}}\n')
+    (t / "m_gap.jsonl").write_text(f'{{"step": 38, "response_length/mean": 9, {tags}}}\n')
+    (t / "m.txt").write_text("step:38 - response_length/mean:9\n")
     (t / "two_ids.jsonl").write_text(
         '{"step": 0, "uid": "a", "index": 7, "response_length": 5}\n'
         '{"step": 0, "uid": "b", "index": 7, "response_length": 9}\n'

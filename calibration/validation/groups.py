@@ -41,7 +41,8 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.groups_fit import fit_groups, fit_groups_law
 from rolloutlab.calibration.fits.icc import bundled_icc
-from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_run, fit_step, split_sigma
+from rolloutlab.calibration.fits.lengths_fit import fit_run, fit_step, split_sigma
+from rolloutlab.calibration.fits.transfer import step_stats
 from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
 from rolloutlab.calibration.validation.measure import (
     Measured,
@@ -52,6 +53,7 @@ from rolloutlab.calibration.validation.measure import (
     straggler_prob_exact,
     subsample,
 )
+from rolloutlab.calibration.validation.transfer import transfer_models
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
@@ -109,17 +111,7 @@ def tb_stats_model(
         strict=True,
     )
     for s, groups, censored in per_step:
-        x = np.concatenate(groups).astype(np.float64)
-        stats = StepLengthStats(
-            step=s,
-            mean=float(x.mean()),
-            max=float(x.max()),
-            min=float(x.min()),
-            clip_ratio=float(np.concatenate(censored).mean()),
-            n=x.size,
-            cap=cap,
-        )
-        fits.append(fit_step(stats))
+        fits.append(fit_step(step_stats(groups, censored, s, cap)))
     run = fit_run(fits)
     sp, sw = split_sigma(run.sigma0, bundled_icc())
     return LognormalLengths(
@@ -183,6 +175,11 @@ class ValidationConfig:
     ``auto``: least AIC)."""
     from_step: int = 0
     """With a held-out run: measure only its steps >= ``from_step`` (a late stretch)."""
+    transfer: str | None = None
+    """``aggregates`` / ``marginal``: only the transferring law of
+    :mod:`calibration.validation.transfer` (the other models are not fitted)."""
+    target_metrics: str | None = None
+    """With ``transfer="aggregates"``: the target's per-step metrics file or folder."""
     step_window: int | None = None
     """Empirical mode: also the step-indexed model ``empirical_s<W>``
     (:class:`sim.models.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
@@ -303,8 +300,14 @@ def validate_groups(
     if B > b_log:
         raise GroupedDataError(f"--prompts {B}: above the logged B ({b_log}) of a held-out step")
     meas = {g: measure(mats, B, g, cfg.taus, cfg.draws, cfg.seed) for g in range(1, G + 1)}
+    if cfg.transfer:
+        target = _target(held_out or trace, held)
+        opts = (cfg.transfer, cfg.target_metrics, B, cfg.draws, cfg.seed)
+        models = transfer_models(trace, cfg.fit_steps, target, cap, G, opts)
+    else:
+        models = models_for(trace, cfg, G, cap)
     rows = []
-    for name, (model, g_fit, step0, law) in models_for(trace, cfg, G, cap).items():
+    for name, (model, g_fit, step0, law) in models.items():
         draws = predict(model, [s - step0 for s in held], B, G, cfg.reps, cfg.seed + 1)
         for g in range(1, G + 1):
             r = step_ratio(draws[:, :, :g])
@@ -330,6 +333,13 @@ def validate_groups(
                     }
                 )
     return pl.DataFrame(rows).sort("model", "tau", "G", maintain_order=True)
+
+
+def _target(trace: GroupedTrace, steps: list[int]) -> tuple[list[int], list, list]:
+    """``(steps, groups, censored)`` of the measured ``steps`` of ``trace``."""
+    at = [trace.steps().index(s) for s in steps]
+    lengths, cens = trace.groups("length"), trace.groups("censored")
+    return steps, [lengths[i] for i in at], [cens[i] for i in at]
 
 
 def check_held_out(

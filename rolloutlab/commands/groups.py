@@ -16,6 +16,7 @@ from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, cal
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.validation.run_spread import with_target
+from rolloutlab.calibration.validation.transfer import TRANSFERS
 from rolloutlab.commands.common import (
     CALIBRATION_OUT,
     BadInput,
@@ -287,6 +288,18 @@ def calibrate_groups_cmd(
     type=click.IntRange(min=0),
     help="Seed of the subsamples and simulated steps (>= 0).",
 )
+@click.option(
+    "--transfer",
+    type=click.Choice(TRANSFERS),
+    default=None,
+    help="Only the law fitted on FILE that transfers via the measured steps' aggregates.",
+)
+@click.option(
+    "--target-metrics",
+    type=click.Path(exists=True),
+    default=None,
+    help="Measured run's response_length/* per step (TensorBoard dir, .jsonl, .csv).",
+)
 def validate_groups_cmd(
     files,
     fit_steps,
@@ -305,6 +318,8 @@ def validate_groups_cmd(
     step_window,
     held_out,
     from_step,
+    transfer,
+    target_metrics,
     **fields,
 ):
     """Fit on the first K steps (the last --fit-window of them when given); on the later
@@ -317,6 +332,10 @@ def validate_groups_cmd(
         raise BadInput("--fit-steps: required without --held-out")
     if from_step is not None and not held_out:
         raise BadInput("--from-step: needs --held-out")
+    if target_metrics and transfer != "aggregates":
+        raise BadInput("--target-metrics: needs --transfer aggregates")
+    if transfer and (fit_window or step_window or len(files) > 1):
+        raise BadInput("--transfer: one FILE, without --fit-window / --step-window")
     names, field_names = dict(fields), dict(fields)
     trace = read_files(files, tokenizer, fields)
     other = read_files(held_out, tokenizer, names) if held_out else None
@@ -336,6 +355,8 @@ def validate_groups_cmd(
         within_law=within_law,
         step_window=step_window,
         from_step=from_step or 0,
+        transfer=transfer,
+        target_metrics=target_metrics,
     )
     try:
         table = validate_groups(trace, cfg, other)
