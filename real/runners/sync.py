@@ -37,7 +37,7 @@ from rolloutlab.real.engines.factory import factory_for, run_and_close
 from rolloutlab.real.engines.sampling import SamplingParams
 from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.policy import numerics
-from rolloutlab.real.policy.grpo import group_advantages, informative_groups, overlong_penalty
+from rolloutlab.real.policy.grpo import group_advantages, informative_groups
 from rolloutlab.real.policy.learner import Learner, pack
 from rolloutlab.real.policy.model import load_config
 from rolloutlab.real.policy.warmstart import cached_warm_start
@@ -56,6 +56,7 @@ from rolloutlab.real.rundir.trace_rows import (
 from rolloutlab.real.rundir.turn_rows import append_turns, write_turns_parquet
 from rolloutlab.real.runners import collapse
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
+from rolloutlab.real.runners.scoring import score_groups
 from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
@@ -274,21 +275,8 @@ class SyncRun:
     def _score(
         self, problems: list, results: list[RolloutResult], G: int
     ) -> tuple[torch.Tensor, list[list[int]]]:
-        """Rewards ``(B, G)`` (task reward + DAPO overlong term) and lengths ``(B, G)``."""
-        groups = [results[p * G : (p + 1) * G] for p in range(len(problems))]
-        rewards = torch.tensor(
-            [
-                [self.ops.reward(problems[p], r.response_ids) for r in g]
-                for p, g in enumerate(groups)
-            ],
-            dtype=torch.float64,
-        )  # (B, G)
-        lengths = [[len(r.response_ids) for r in g] for g in groups]
-        if self.cfg.overlong_cache:
-            rewards = rewards + overlong_penalty(
-                torch.tensor(lengths), self.cfg.max_response_tokens, self.cfg.overlong_cache
-            )
-        return rewards, lengths
+        """Rewards ``(B, G)`` and lengths ``(B, G)`` (:func:`real.runners.scoring.score_groups`)."""
+        return score_groups(self.ops, self.cfg, problems, results, G)
 
     @staticmethod
     def _prompt_ids(first: int, n: int) -> np.ndarray:
