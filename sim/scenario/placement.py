@@ -105,6 +105,31 @@ def check_memory(split: Split, model: ModelConfig, gpu: Accelerator) -> None:
             )
 
 
+PHASE_PREFIX = "timing_s/"
+"""verl's prefix of its timing keys; ``--learner-phases`` accepts names with or without it."""
+
+
+def parse_phases(text: str) -> tuple[str, ...]:
+    """The learner phases of ``--learner-phases``: comma-separated names among
+    ``old_log_prob``, ``ref`` and ``update_actor`` (verl's timing keys, the ``timing_s/``
+    prefix optional), returned as full timing keys in :data:`TIMING_KEYS` order. verl
+    fully-async with rollout log-probs and no KL loss runs only ``update_actor``
+    (docs/pipelines.md, "Placement and split"). Raises ValueError on an empty list, an
+    unknown name or a name given twice."""
+    names = [t.strip() for t in text.split(",")]
+    if not any(names) or not all(names):
+        raise ValueError(f"--learner-phases: empty phase name in {text!r}")
+    keys = [n if n.startswith(PHASE_PREFIX) else PHASE_PREFIX + n for n in names]
+    allowed = TIMING_KEYS[:3]
+    for n, k in zip(names, keys, strict=True):
+        if k not in allowed:
+            short = ", ".join(a.removeprefix(PHASE_PREFIX) for a in allowed)
+            raise ValueError(f"--learner-phases: unknown phase {n!r} (choose from {short})")
+    if len(set(keys)) < len(keys):
+        raise ValueError(f"--learner-phases: a phase is given twice in {text!r}")
+    return tuple(k for k in allowed if k in keys)
+
+
 def apply_split(
     sc: Scenario,
     split: Split,
