@@ -38,9 +38,11 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.micro_batching import DynamicBatch
 from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
@@ -98,6 +100,44 @@ verl's default ``trainer.balance_batch=True`` (``balanced``) and sets
 ``ulysses_sequence_parallel_size=4``."""
 
 
+BATCHING = "verl"
+"""The trainer's collectives (``--batching``): ``verl``, per token-budget micro-batch over
+hybrid-sharded FSDP as the recipe's run script sets it (:data:`RECIPE_BATCHING`), or
+``off``, once per update over every trainer GPU (what this bench ran before)."""
+
+RECIPE_BATCHING = DynamicBatch(max_tokens_per_gpu=2 * (2048 + 28 * 1024), sp=4, shard_gpus=8)
+"""``use_dynamic_bsz=True``, ``ppo_max_token_len_per_gpu = 2 (max prompt + max response)
+= 61,440``, ``ulysses_sequence_parallel_size = 4``, ``fsdp_size = 8``
+(``recipe/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh`` at commit 9280c114)."""
+
+
+def step_tokens(sc: Scenario, seed: int = 0, draws: int = 8) -> float:
+    """Mean tokens (prompt + response) of a step of B prompts x G from the scenario's
+    length model, over ``draws`` draws: where :func:`apply_split` makes the learner exact."""
+    rng = np.random.default_rng(seed)
+    x = [sc.lengths.sample(rng, B, G, 0).sum() + B * G * sc.prompt_tokens for _ in range(draws)]
+    return float(np.mean(x))
+
+
+CONCURRENCY = "verl"
+"""Prompts (groups) generating at once (``--concurrency``): ``verl``, the rollouter's
+``max_concurrent_samples`` (:func:`verl_concurrency`), or ``b``, the pipeline's default B
+(what this bench ran before)."""
+
+SERVER_SLOTS = 16
+"""Prompts per rollout server in verl fully-async's rollouter: ``max_concurrent_samples =
+16 x len(server_handles)``, capped at ``max_required_samples``
+(``recipe/fully_async_policy/fully_async_rollouter.py``, ``set_max_required_samples``, at
+commit 19997f9e)."""
+
+
+def verl_concurrency(half: int, threshold: float) -> int:
+    """verl's ``max_concurrent_samples`` on ``half`` rollout GPUs (``half / TP`` servers) at
+    ``staleness_threshold``: ``min(16 servers, (1 + threshold) K MINI require_batches)``
+    prompts, ``B = MINI require_batches``."""
+    return min(SERVER_SLOTS * (half // TP), int(B * (1 + threshold) * K))
+
+
 def simulate(
     half: int, threshold: float, versions: int, seed: int, gen: float = 1.0, learner: float = 1.0
 ) -> tuple[float, float]:
@@ -118,8 +158,11 @@ def simulate(
         phases=("timing_s/update_actor",),  # rollout log-probs, no KL: no old_log_prob, no ref
         updates=B // MINI,
         imbalance=None if IMBALANCE == "off" else Imbalance(MINI * G, G, IMBALANCE, SP),
+        batching=None if BATCHING == "off" else RECIPE_BATCHING,
+        tokens_at=step_tokens(sc),
     )
-    pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}")
+    conc = "" if CONCURRENCY == "b" else f":concurrency={verl_concurrency(half, threshold)}"
+    pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}{conc}")
     cfg = RunConfig(steps=K * versions, prompts=B, seed=seed)
     steps = run_pipeline(scaled(sc, gen, learner), StaticG(G), cfg, pipe).steps.sort("step")
     ends = steps["t_end"].to_list()
@@ -172,7 +215,7 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
 
 
 def main() -> None:
-    global IMBALANCE, SP
+    global IMBALANCE, SP, BATCHING, CONCURRENCY
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=5, help="weight versions per run (>= 2)")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
@@ -189,12 +232,25 @@ def main() -> None:
         help="learner data-parallel imbalance (sim/models/dp_imbalance.py)",
     )
     ap.add_argument("--sp", type=int, default=SP, help="GPUs per data-parallel rank")
+    ap.add_argument(
+        "--batching",
+        choices=("verl", "off"),
+        default=BATCHING,
+        help="trainer collectives per token-budget micro-batch, HSDP (sim/models/micro_batching.py)",
+    )
+    ap.add_argument(
+        "--concurrency",
+        choices=("verl", "b"),
+        default=CONCURRENCY,
+        help="prompts generating at once: verl's 16 per rollout server, or B",
+    )
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
     if args.versions < 2:
         ap.error("--versions: need >= 2 (the first version is warm-up)")
     seeds = [int(x) for x in args.seeds.split(",")]
     IMBALANCE, SP = args.dp_imbalance, args.sp
+    BATCHING, CONCURRENCY = args.batching, args.concurrency
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
         "published update_actor s | simulated learner s |",
