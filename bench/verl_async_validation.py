@@ -43,6 +43,7 @@ from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.models.micro_batching import DynamicBatch
+from rolloutlab.sim.models.roofline import roofline, roofline_cost
 from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
@@ -73,6 +74,18 @@ CURVES: dict[str, tuple[int, list[tuple[str, int, float, float, float]]]] = {
 }  # fmt: skip
 """verl recipe/fully_async_policy/README.md (commit 19997f9e), tables "Asynchronous
 Training on 7B Model" (fully_async_policy rows) and "128-card Stale Ablation"."""
+
+
+FIRST_100: dict[str, list[float]] = {
+    "gpus": [7 * 3600 + 58 * 60, 4 * 3600 + 57 * 60, 3 * 3600 + 13 * 60],
+    "staleness": [4 * 3600 + 25 * 60, 3 * 3600 + 53 * 60, 3 * 3600 + 18 * 60, 3 * 3600 + 13 * 60],
+}
+"""Published wall clock of the first 100 steps, seconds, in the order of :data:`CURVES`
+(the same README tables, column "total time 100 step"). The runs' step time drifts as
+their responses grow (the 64:64 run: 115.8 s a step over steps 1-100, 233.4 s over
+301-400), differently in each run; the first 100 steps, from the same checkpoint, are
+where the runs' lengths differ least. Shape error of a point against them:
+``(sim / sim_cal) / (pub / pub_cal) - 1``, a calibration by one factor on the point."""
 
 
 def scaled(sc: Scenario, gen: float, learner: float) -> Scenario:
@@ -119,6 +132,11 @@ def step_tokens(sc: Scenario, seed: int = 0, draws: int = 8) -> float:
     return float(np.mean(x))
 
 
+ITER_OVERHEAD_S: float | None = None
+"""The decode roofline's per-iteration constant (``--iter-overhead-ms``; None: the
+roofline's default, :class:`sim.models.roofline.RooflineConfig`). It sets what a nearly
+empty engine (the tail of a batch) costs against a full one."""
+
 CONCURRENCY = "verl"
 """Prompts (groups) generating at once (``--concurrency``): ``verl``, the rollouter's
 ``max_concurrent_samples`` (:func:`verl_concurrency`), or ``b``, the pipeline's default B
@@ -150,6 +168,9 @@ def simulate(
     sc = apply_overrides(
         load_scenario("longcot"), model="qwen2.5-7b", gpu="h20", tp=TP, kv_cache=False
     )
+    if ITER_OVERHEAD_S is not None:
+        roof = roofline("qwen2.5-7b", "h20", tp=TP, iter_overhead_s=ITER_OVERHEAD_S)
+        sc = dataclasses.replace(sc, cost=roofline_cost(roof, base=sc.cost))
     sc = apply_split(
         sc,
         parse_split(2 * half, f"{half}:{half}", TP),
@@ -199,11 +220,12 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
     _, half, thr, step_s, actor_s = points[cal]
     gen, learner = calibrate(half, thr, step_s, actor_s, versions, seeds)
     print(f"{name}: calibrated on {points[cal][0]}: generation x{gen:.3f}, learner x{learner:.3f}")
-    rows = []
+    rows, sims_all = [], []
     for i, (label, half, thr, step_s, actor_s) in enumerate(points):
         runs = [simulate(half, thr, versions, sd, gen, learner) for sd in seeds]
         sims = [r[0] for r in runs]
         sim = sum(sims) / len(sims)
+        sims_all.append(sim)
         spread = f" ({min(sims):.1f}-{max(sims):.1f})" if len(sims) > 1 else ""
         err = f"{100 * (sim - step_s) / step_s:+.1f} %" + (" (calibration)" if i == cal else "")
         lrn = sum(r[1] for r in runs) / len(runs)
@@ -211,11 +233,15 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
             f"| {name} | {points[cal][0]} | {label} | {step_s:.2f} | {sim:.1f}{spread} | {err} "
             f"| {actor_s:.2f} | {lrn:.1f} |"
         )
+    first = FIRST_100[name]
+    for i, row in enumerate(rows):
+        shape = (sims_all[i] / sims_all[cal]) / (first[i] / first[cal]) - 1
+        rows[i] = row + f" {first[i] / 100:.1f} | {100 * shape:+.1f} % |"
     return rows
 
 
 def main() -> None:
-    global IMBALANCE, SP, BATCHING, CONCURRENCY
+    global IMBALANCE, SP, BATCHING, CONCURRENCY, ITER_OVERHEAD_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=5, help="weight versions per run (>= 2)")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
@@ -244,6 +270,14 @@ def main() -> None:
         default=CONCURRENCY,
         help="prompts generating at once: verl's 16 per rollout server, or B",
     )
+    ap.add_argument(
+        "--curves", default="gpus,staleness", help="comma-separated curves to run (of CURVES)"
+    )
+    ap.add_argument(
+        "--iter-overhead-ms",
+        type=float,
+        help="decode roofline's per-iteration constant, ms (default: the roofline's 2 ms)",
+    )
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
     if args.versions < 2:
@@ -251,12 +285,21 @@ def main() -> None:
     seeds = [int(x) for x in args.seeds.split(",")]
     IMBALANCE, SP = args.dp_imbalance, args.sp
     BATCHING, CONCURRENCY = args.batching, args.concurrency
+    if args.iter_overhead_ms is not None:
+        if not (math.isfinite(args.iter_overhead_ms) and args.iter_overhead_ms >= 0):
+            ap.error(f"--iter-overhead-ms: need a finite number >= 0, got {args.iter_overhead_ms}")
+        ITER_OVERHEAD_S = args.iter_overhead_ms / 1e3
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
-        "published update_actor s | simulated learner s |",
-        "|---|---|---|---|---|---|---|---|",
+        "published update_actor s | simulated learner s | published s/step, steps 1-100 | "
+        "shape error vs steps 1-100 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, (default, points) in CURVES.items():
+    curves = [c.strip() for c in args.curves.split(",")]
+    if not curves or any(c not in CURVES for c in curves):
+        ap.error(f"--curves: choose from {', '.join(CURVES)}, got {args.curves!r}")
+    for name in curves:
+        default, points = CURVES[name]
         for cal in range(len(points)) if args.calibrations == "all" else [default]:
             lines += curve_rows(name, points, cal, args.versions, seeds)
     table = "\n".join(lines)
