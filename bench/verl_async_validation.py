@@ -13,7 +13,9 @@ DAPO, n = 16, 28K max response, rollout TP 4, ``require_batches = 4`` x
 Each point is one SimPy run in this process of what ``rolloutlab sim --model qwen2.5-7b
 --gpu h20 --tp 4 --no-kv-cache --gpus 2R --split R:R`` sets up, with the learner priced as
 that recipe runs it (``timing_s/update_actor`` only: rollout log-probs, no KL; 4 optimizer
-updates per local update), B = 128, G = 16, ``async:S:threshold=F:sync_every=4`` with
+updates per local update; collectives per token-budget micro-batch over hybrid-sharded
+FSDP, :data:`RECIPE_BATCHING`), B = 128, G = 16, at most verl's 16 prompts per rollout
+server generating (:func:`verl_concurrency`), ``async:S:threshold=F:sync_every=4`` with
 ``sync=abort`` (partial rollout) or ``drain`` (F = 0), ``S = ceil(2 (1 + F) 4)`` as
 docs/verl_config.md maps verl. The simulated step time is the steady-state time per weight
 version (4 learner steps): (end of the last step - end of the first version) / (versions -
@@ -21,14 +23,16 @@ version (4 learner steps): (end of the last step - end of the first version) / (
 its published ``update_actor`` time, then the generation terms to its published step
 time; every point is then simulated with those two scales and compared with the published
 time (relative error). The scales absorb what the roofline and the length model get wrong
-in absolute terms; the curve's shape is the simulator's.
+in absolute terms; the curve's shape is the simulator's. A second error compares the
+shape with each run's first 100 steps (:data:`FIRST_100`).
 
 Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Validation
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
     [--calibrations default|all] [--dp-imbalance off|contiguous|balanced] [--sp 4]
-    [--out runs/verl_validation]
+    [--batching verl|off] [--concurrency verl|b] [--iter-overhead-ms MS]
+    [--curves gpus,staleness] [--out runs/verl_validation]
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ prices that:
   gradients in ``reduce_bytes`` per parameter (verl's default ``reduce_dtype`` is fp32)
   within a shard group, then a ring all-reduce of one shard's gradients across the
   ``gpus / shard`` replicas (ZeRO-3 volumes, Rajbhandari et al., SC'20, §7; ring costs,
-  Thakur et al. 2005, §4; hybrid sharding: Zhao et al. 2023, "PyTorch FSDP", VLDB 16(12),
-  §3.2.2);
+  Thakur et al. 2005, §4; hybrid sharding: Zhao et al. 2023, "PyTorch FSDP: Experiences on
+  Scaling Fully Sharded Data Parallel", PVLDB 16(12), §3.2);
 - the optimizer step updates a shard of ``1 / shard`` of the parameters on every GPU,
   so it does not shrink past the shard group.
 
