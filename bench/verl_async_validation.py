@@ -13,7 +13,9 @@ DAPO, n = 16, 28K max response, rollout TP 4, ``require_batches = 4`` x
 Each point is one SimPy run in this process of what ``rolloutlab sim --model qwen2.5-7b
 --gpu h20 --tp 4 --no-kv-cache --gpus 2R --split R:R`` sets up, with the learner priced as
 that recipe runs it (``timing_s/update_actor`` only: rollout log-probs, no KL; 4 optimizer
-updates per local update), B = 128, G = 16, ``async:S:threshold=F:sync_every=4`` with
+updates per local update; collectives per token-budget micro-batch over hybrid-sharded
+FSDP, :data:`RECIPE_BATCHING`), B = 128, G = 16, at most verl's 16 prompts per rollout
+server generating (:func:`verl_concurrency`), ``async:S:threshold=F:sync_every=4`` with
 ``sync=abort`` (partial rollout) or ``drain`` (F = 0), ``S = ceil(2 (1 + F) 4)`` as
 docs/verl_config.md maps verl. The simulated step time is the steady-state time per weight
 version (4 learner steps): (end of the last step - end of the first version) / (versions -
@@ -21,14 +23,16 @@ version (4 learner steps): (end of the last step - end of the first version) / (
 its published ``update_actor`` time, then the generation terms to its published step
 time; every point is then simulated with those two scales and compared with the published
 time (relative error). The scales absorb what the roofline and the length model get wrong
-in absolute terms; the curve's shape is the simulator's.
+in absolute terms; the curve's shape is the simulator's. A second error compares the
+shape with each run's first 100 steps (:data:`FIRST_100`).
 
 Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Validation
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
     [--calibrations default|all] [--dp-imbalance off|contiguous|balanced] [--sp 4]
-    [--out runs/verl_validation]
+    [--batching verl|off] [--concurrency verl|b] [--iter-overhead-ms MS]
+    [--curves gpus,staleness] [--out runs/verl_validation]
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.micro_batching import DynamicBatch
+from rolloutlab.sim.models.roofline import roofline, roofline_cost
 from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
@@ -73,6 +80,18 @@ CURVES: dict[str, tuple[int, list[tuple[str, int, float, float, float]]]] = {
 Training on 7B Model" (fully_async_policy rows) and "128-card Stale Ablation"."""
 
 
+FIRST_100: dict[str, list[float]] = {
+    "gpus": [7 * 3600 + 58 * 60, 4 * 3600 + 57 * 60, 3 * 3600 + 13 * 60],
+    "staleness": [4 * 3600 + 25 * 60, 3 * 3600 + 53 * 60, 3 * 3600 + 18 * 60, 3 * 3600 + 13 * 60],
+}
+"""Published wall clock of the first 100 steps, seconds, in the order of :data:`CURVES`
+(the same README tables, column "total time 100 step"). The runs' step time drifts as
+their responses grow (the 64:64 run: 115.8 s a step over steps 1-100, 233.4 s over
+301-400), differently in each run; the first 100 steps, from the same checkpoint, are
+where the runs' lengths differ least. Shape error of a point against them:
+``(sim / sim_cal) / (pub / pub_cal) - 1``, a calibration by one factor on the point."""
+
+
 def scaled(sc: Scenario, gen: float, learner: float) -> Scenario:
     """``sc`` with its generation cost terms (decode, prefill, overhead) times ``gen`` and
     its learner terms times ``learner``: the two calibration knobs."""
@@ -98,6 +117,49 @@ verl's default ``trainer.balance_batch=True`` (``balanced``) and sets
 ``ulysses_sequence_parallel_size=4``."""
 
 
+BATCHING = "verl"
+"""The trainer's collectives (``--batching``): ``verl``, per token-budget micro-batch over
+hybrid-sharded FSDP as the recipe's run script sets it (:data:`RECIPE_BATCHING`), or
+``off``, once per update over every trainer GPU (what this bench ran before)."""
+
+RECIPE_BATCHING = DynamicBatch(max_tokens_per_gpu=2 * (2048 + 28 * 1024), sp=4, shard_gpus=8)
+"""``use_dynamic_bsz=True``, ``ppo_max_token_len_per_gpu = 2 (max prompt + max response)
+= 61,440``, ``ulysses_sequence_parallel_size = 4``, ``fsdp_size = 8``
+(``recipe/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh`` at commit 9280c114)."""
+
+
+def step_tokens(sc: Scenario, seed: int = 0, draws: int = 8) -> float:
+    """Mean tokens (prompt + response) of a step of B prompts x G from the scenario's
+    length model, over ``draws`` draws: where :func:`apply_split` makes the learner exact."""
+    rng = np.random.default_rng(seed)
+    x = [sc.lengths.sample(rng, B, G, 0).sum() + B * G * sc.prompt_tokens for _ in range(draws)]
+    return float(np.mean(x))
+
+
+ITER_OVERHEAD_S: float | None = None
+"""The decode roofline's per-iteration constant (``--iter-overhead-ms``; None: the
+roofline's default, :class:`sim.models.roofline.RooflineConfig`). It sets what a nearly
+empty engine (the tail of a batch) costs against a full one."""
+
+CONCURRENCY = "verl"
+"""Prompts (groups) generating at once (``--concurrency``): ``verl``, the rollouter's
+``max_concurrent_samples`` (:func:`verl_concurrency`), or ``b``, the pipeline's default B
+(what this bench ran before)."""
+
+SERVER_SLOTS = 16
+"""Prompts per rollout server in verl fully-async's rollouter: ``max_concurrent_samples =
+16 x len(server_handles)``, capped at ``max_required_samples``
+(``recipe/fully_async_policy/fully_async_rollouter.py``, ``set_max_required_samples``, at
+commit 19997f9e)."""
+
+
+def verl_concurrency(half: int, threshold: float) -> int:
+    """verl's ``max_concurrent_samples`` on ``half`` rollout GPUs (``half / TP`` servers) at
+    ``staleness_threshold``: ``min(16 servers, (1 + threshold) K MINI require_batches)``
+    prompts, ``B = MINI require_batches``."""
+    return min(SERVER_SLOTS * (half // TP), int(B * (1 + threshold) * K))
+
+
 def simulate(
     half: int, threshold: float, versions: int, seed: int, gen: float = 1.0, learner: float = 1.0
 ) -> tuple[float, float]:
@@ -110,6 +172,9 @@ def simulate(
     sc = apply_overrides(
         load_scenario("longcot"), model="qwen2.5-7b", gpu="h20", tp=TP, kv_cache=False
     )
+    if ITER_OVERHEAD_S is not None:
+        roof = roofline("qwen2.5-7b", "h20", tp=TP, iter_overhead_s=ITER_OVERHEAD_S)
+        sc = dataclasses.replace(sc, cost=roofline_cost(roof, base=sc.cost))
     sc = apply_split(
         sc,
         parse_split(2 * half, f"{half}:{half}", TP),
@@ -118,8 +183,11 @@ def simulate(
         phases=("timing_s/update_actor",),  # rollout log-probs, no KL: no old_log_prob, no ref
         updates=B // MINI,
         imbalance=None if IMBALANCE == "off" else Imbalance(MINI * G, G, IMBALANCE, SP),
+        batching=None if BATCHING == "off" else RECIPE_BATCHING,
+        tokens_at=step_tokens(sc),
     )
-    pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}")
+    conc = "" if CONCURRENCY == "b" else f":concurrency={verl_concurrency(half, threshold)}"
+    pipe = parse_pipeline(f"async:{s}:threshold={threshold:g}:sync_every={K}:sync={mode}{conc}")
     cfg = RunConfig(steps=K * versions, prompts=B, seed=seed)
     steps = run_pipeline(scaled(sc, gen, learner), StaticG(G), cfg, pipe).steps.sort("step")
     ends = steps["t_end"].to_list()
@@ -156,11 +224,12 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
     _, half, thr, step_s, actor_s = points[cal]
     gen, learner = calibrate(half, thr, step_s, actor_s, versions, seeds)
     print(f"{name}: calibrated on {points[cal][0]}: generation x{gen:.3f}, learner x{learner:.3f}")
-    rows = []
+    rows, sims_all = [], []
     for i, (label, half, thr, step_s, actor_s) in enumerate(points):
         runs = [simulate(half, thr, versions, sd, gen, learner) for sd in seeds]
         sims = [r[0] for r in runs]
         sim = sum(sims) / len(sims)
+        sims_all.append(sim)
         spread = f" ({min(sims):.1f}-{max(sims):.1f})" if len(sims) > 1 else ""
         err = f"{100 * (sim - step_s) / step_s:+.1f} %" + (" (calibration)" if i == cal else "")
         lrn = sum(r[1] for r in runs) / len(runs)
@@ -168,11 +237,15 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
             f"| {name} | {points[cal][0]} | {label} | {step_s:.2f} | {sim:.1f}{spread} | {err} "
             f"| {actor_s:.2f} | {lrn:.1f} |"
         )
+    first = FIRST_100[name]
+    for i, row in enumerate(rows):
+        shape = (sims_all[i] / sims_all[cal]) / (first[i] / first[cal]) - 1
+        rows[i] = row + f" {first[i] / 100:.1f} | {100 * shape:+.1f} % |"
     return rows
 
 
 def main() -> None:
-    global IMBALANCE, SP
+    global IMBALANCE, SP, BATCHING, CONCURRENCY, ITER_OVERHEAD_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=5, help="weight versions per run (>= 2)")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
@@ -189,18 +262,48 @@ def main() -> None:
         help="learner data-parallel imbalance (sim/models/dp_imbalance.py)",
     )
     ap.add_argument("--sp", type=int, default=SP, help="GPUs per data-parallel rank")
+    ap.add_argument(
+        "--batching",
+        choices=("verl", "off"),
+        default=BATCHING,
+        help="trainer collectives per token-budget micro-batch, HSDP (sim/models/micro_batching.py)",
+    )
+    ap.add_argument(
+        "--concurrency",
+        choices=("verl", "b"),
+        default=CONCURRENCY,
+        help="prompts generating at once: verl's 16 per rollout server, or B",
+    )
+    ap.add_argument(
+        "--curves", default="gpus,staleness", help="comma-separated curves to run (of CURVES)"
+    )
+    ap.add_argument(
+        "--iter-overhead-ms",
+        type=float,
+        help="decode roofline's per-iteration constant, ms (default: the roofline's 2 ms)",
+    )
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
     if args.versions < 2:
         ap.error("--versions: need >= 2 (the first version is warm-up)")
     seeds = [int(x) for x in args.seeds.split(",")]
     IMBALANCE, SP = args.dp_imbalance, args.sp
+    BATCHING, CONCURRENCY = args.batching, args.concurrency
+    if args.iter_overhead_ms is not None:
+        if not (math.isfinite(args.iter_overhead_ms) and args.iter_overhead_ms >= 0):
+            ap.error(f"--iter-overhead-ms: need a finite number >= 0, got {args.iter_overhead_ms}")
+        ITER_OVERHEAD_S = args.iter_overhead_ms / 1e3
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
-        "published update_actor s | simulated learner s |",
-        "|---|---|---|---|---|---|---|---|",
+        "published update_actor s | simulated learner s | published s/step, steps 1-100 | "
+        "shape error vs steps 1-100 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, (default, points) in CURVES.items():
+    curves = [c.strip() for c in args.curves.split(",")]
+    if not curves or any(c not in CURVES for c in curves):
+        ap.error(f"--curves: choose from {', '.join(CURVES)}, got {args.curves!r}")
+    for name in curves:
+        default, points = CURVES[name]
         for cal in range(len(points)) if args.calibrations == "all" else [default]:
             lines += curve_rows(name, points, cal, args.versions, seeds)
     table = "\n".join(lines)

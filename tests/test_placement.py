@@ -3,14 +3,15 @@ check, and the learner and sync costs it sets."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.analysis.advise import Constraints, SearchSpace, search
 from rolloutlab.sim.models.hardware import get_gpu, get_model
-from rolloutlab.sim.models.learner_cost import Layout, learner_phases, weight_sync_s
-from rolloutlab.sim.scenario.placement import apply_split, check_memory, parse_split
+from rolloutlab.sim.models.learner_cost import TIMING_KEYS, Layout, learner_phases, weight_sync_s
+from rolloutlab.sim.scenario.placement import apply_split, check_memory, parse_phases, parse_split
 from rolloutlab.sim.scenario.scenario import load_scenario
 
 from rolloutlab.cli import main
@@ -65,6 +66,55 @@ def test_an_unknown_learner_phase_is_refused():
         apply_split(
             load_scenario("longcot"), parse_split(16, "8:8", 2), M, H100, phases=("timing_s/x",)
         )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chosen=st.lists(st.sampled_from(TIMING_KEYS[:3]), min_size=1, max_size=3, unique=True),
+    prefixed=st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_learner_phases_parse_to_the_timing_keys_named_in_verls_order(chosen, prefixed):
+    text = ",".join(k if p else k.removeprefix("timing_s/") for k, p in zip(chosen, prefixed))
+    got = parse_phases(text)
+    assert set(got) == set(chosen)
+    assert list(got) == [k for k in TIMING_KEYS[:3] if k in chosen]
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("update_actor,critic", "unknown phase 'critic'"),
+        ("timing_s/update_weights", "unknown phase"),
+        ("ref,timing_s/ref", "given twice"),
+        ("", "empty phase name"),
+        ("ref,,update_actor", "empty phase name"),
+    ],
+)
+def test_bad_learner_phases_are_refused_naming_them(text, words):
+    with pytest.raises(ValueError, match=words):
+        parse_phases(text)
+
+
+def test_sim_charges_only_the_learner_phases_chosen(tmp_path):
+    # verl fully-async with rollout log-probs: update_actor only, less than the three phases
+    base = "sim --steps 2 --prompts 8 --controllers static:4 --model qwen2.5-7b --gpu h100"
+    base += " --tp 2 --engine fast --no-kv-cache --gpus 16 --split 8:8 --no-figure --out"
+    train = {}
+    for name, extra in (("all", []), ("actor", ["--learner-phases", "update_actor"])):
+        res = CliRunner().invoke(main, [*base.split(), str(tmp_path / name), *extra])
+        assert res.exit_code == 0, res.output
+        train[name] = pl.read_parquet(tmp_path / name / "steps.parquet")["train_time"].to_list()
+    # both learner costs are linear in the step's tokens T: recover T from the three-phase
+    # time, then the update_actor time at that T must be what the run charged
+    lay = Layout(parse_split(16, "8:8", 2).trainer)
+    at = [learner_phases(M, H100, lay, t) for t in (0.0, 1e6)]
+    actor = [p["timing_s/update_actor"] for p in at]
+    every = [sum(p[k] for k in TIMING_KEYS[:3]) for p in at]
+    for a, b in zip(train["actor"], train["all"], strict=True):
+        tokens = (b - every[0]) / (every[1] - every[0]) * 1e6
+        assert tokens > 0
+        assert a == pytest.approx(actor[0] + (actor[1] - actor[0]) * tokens / 1e6, rel=1e-6)
+        assert a < b
 
 
 def test_colocated_uses_every_gpu_for_both():

@@ -22,7 +22,7 @@ from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
-from rolloutlab.sim.scenario.placement import apply_split, parse_split
+from rolloutlab.sim.scenario.placement import apply_split, parse_phases, parse_split
 from rolloutlab.sim.scenario.provenance import scenario_source, write_config
 from rolloutlab.sim.studies.compare import (
     ASYNC_COLUMNS,
@@ -142,6 +142,13 @@ from rolloutlab.sim.trace.turns import write_turns
     help="With --gpus: network bandwidth per GPU across nodes (GB/s).",
 )
 @click.option(
+    "--learner-phases",
+    metavar="P,P",
+    help="With --gpus: the learner phases charged per step, verl's timing keys "
+    "(old_log_prob, ref, update_actor; default all three). verl fully-async with rollout "
+    "log-probs and no KL runs update_actor only.",
+)
+@click.option(
     "--figure/--no-figure",
     default=True,
     show_default=True,
@@ -169,6 +176,7 @@ def sim(
     split_spec,
     weight_sync,
     net_gbps,
+    learner_phases,
     figure,
     out,
     verl_config,
@@ -189,8 +197,13 @@ def sim(
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
+        if learner_phases is not None and not gpus:
+            raise ValueError("--learner-phases needs --gpus N (the learner is priced from it)")
         if gpus or split_spec:
-            sc = _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers)
+            phases = parse_phases(learner_phases) if learner_phases is not None else None
+            sc = _placed(
+                sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases
+            )
         cfg = RunConfig(
             steps=steps or int(sc.defaults.get("steps", 300)),
             prompts=prompts or int(sc.defaults.get("prompts", 64)),
@@ -285,9 +298,10 @@ def sim(
     )
 
 
-def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers):
-    """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`). Raises
-    ValueError naming the option that is missing, conflicting or out of range."""
+def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases=None):
+    """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`), charging
+    ``phases`` (verl timing keys; all three when None). Raises ValueError naming the option
+    that is missing, conflicting or out of range."""
     if not gpus:
         raise ValueError("--split needs --gpus N")
     if not (opts.get("model") and opts.get("gpu")):
@@ -296,7 +310,9 @@ def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, worker
         raise ValueError("--gpus sets the workers (rollout GPUs / --tp); leave out --workers")
     split = parse_split(gpus, split_spec, opts.get("tp") or 1, placement == "colocated")
     net = Network(net_bytes_per_s=net_gbps * 1e9)
-    return apply_split(sc, split, get_model(opts["model"]), get_gpu(opts["gpu"]), net, weight_sync)
+    chosen = {} if phases is None else {"phases": phases}
+    model, gpu = get_model(opts["model"]), get_gpu(opts["gpu"])
+    return apply_split(sc, split, model, gpu, net, weight_sync, **chosen)
 
 
 SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")

@@ -40,8 +40,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rolloutlab.sim.models.hardware import Accelerator, ModelConfig
+
+if TYPE_CHECKING:  # micro_batching imports ring_s from here
+    from rolloutlab.sim.models.micro_batching import DynamicBatch
 
 ADAM_BYTES_PER_PARAM = 36
 """Adam traffic per parameter and update: read fp32 master weight, m, v and fp32 gradient
@@ -147,12 +151,17 @@ def learner_phases(
     net: Network = Network(),
     updates: int = 1,
     ref: bool = True,
+    batching: DynamicBatch | None = None,
 ) -> dict[str, float]:
     """Seconds of ``timing_s/old_log_prob``, ``timing_s/ref`` and ``timing_s/update_actor``
     for a batch of ``tokens`` tokens (prompt + response, all rollouts of the step) and
     ``updates`` optimizer updates (verl's ``train_batch_size / ppo_mini_batch_size``);
-    ``ref=False`` (no KL term) prices the reference pass at 0. Formulas in the module
-    docstring. Raises ValueError for negative tokens or ``updates < 1``."""
+    ``ref=False`` (no KL term) prices the reference pass at 0. ``batching`` (off when
+    None; FSDP layouts only) prices the update's collectives per token-budget micro-batch
+    over hybrid-sharded FSDP and the optimizer on one shard
+    (:class:`sim.models.micro_batching.DynamicBatch`). Formulas in the module docstring.
+    Raises ValueError for negative tokens, ``updates < 1``, or ``batching`` with TP, PP
+    or plain data parallelism, and as :class:`DynamicBatch`."""
     if not (tokens >= 0) or updates < 1:
         raise ValueError(f"learner: need tokens >= 0 and updates >= 1, got {tokens}, {updates}")
     n, h, L = model.n_params(), model.hidden_size, model.n_layers
@@ -172,6 +181,13 @@ def learner_phases(
     forward = 2.0 * n * tokens / (peak * eff.forward_mfu) * bubble + tp_pass + dp_fwd
     train = 6.0 * n * tokens / (peak * eff.train_mfu) * bubble + 2 * tp_pass
     optimizer = ADAM_BYTES_PER_PARAM * n / (g * gpu.hbm_bytes_per_s)
+    if batching is not None:
+        if layout.tp * layout.pp > 1 or not layout.fsdp:
+            raise ValueError(f"learner: dynamic batching is modelled for FSDP alone, got {layout}")
+        shard = batching.shard(g)
+        per_micro = batching.micro_batch_comm_s(model, g, net.bandwidth(shard), bw_dp, net.alpha_s)
+        dp_update = batching.micro_batches(tokens / updates, g) * per_micro
+        optimizer = ADAM_BYTES_PER_PARAM * n / (shard * gpu.hbm_bytes_per_s)
     return {
         "timing_s/old_log_prob": forward,
         "timing_s/ref": forward if ref else 0.0,

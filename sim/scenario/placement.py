@@ -30,6 +30,7 @@ from rolloutlab.sim.models.learner_cost import (
     ring_s,
     weight_sync_s,
 )
+from rolloutlab.sim.models.micro_batching import DynamicBatch
 from rolloutlab.sim.scenario.scenario import Scenario
 
 TRAIN_BYTES_PER_PARAM = 16
@@ -105,6 +106,31 @@ def check_memory(split: Split, model: ModelConfig, gpu: Accelerator) -> None:
             )
 
 
+PHASE_PREFIX = "timing_s/"
+"""verl's prefix of its timing keys; ``--learner-phases`` accepts names with or without it."""
+
+
+def parse_phases(text: str) -> tuple[str, ...]:
+    """The learner phases of ``--learner-phases``: comma-separated names among
+    ``old_log_prob``, ``ref`` and ``update_actor`` (verl's timing keys, the ``timing_s/``
+    prefix optional), returned as full timing keys in :data:`TIMING_KEYS` order. verl
+    fully-async with rollout log-probs and no KL loss runs only ``update_actor``
+    (docs/pipelines.md, "Placement and split"). Raises ValueError on an empty list, an
+    unknown name or a name given twice."""
+    names = [t.strip() for t in text.split(",")]
+    if not any(names) or not all(names):
+        raise ValueError(f"--learner-phases: empty phase name in {text!r}")
+    keys = [n if n.startswith(PHASE_PREFIX) else PHASE_PREFIX + n for n in names]
+    allowed = TIMING_KEYS[:3]
+    for n, k in zip(names, keys, strict=True):
+        if k not in allowed:
+            short = ", ".join(a.removeprefix(PHASE_PREFIX) for a in allowed)
+            raise ValueError(f"--learner-phases: unknown phase {n!r} (choose from {short})")
+    if len(set(keys)) < len(keys):
+        raise ValueError(f"--learner-phases: a phase is given twice in {text!r}")
+    return tuple(k for k in allowed if k in keys)
+
+
 def apply_split(
     sc: Scenario,
     split: Split,
@@ -116,6 +142,8 @@ def apply_split(
     phases: tuple[str, ...] = TIMING_KEYS[:3],
     updates: int = 1,
     imbalance: Imbalance | None = None,
+    batching: DynamicBatch | None = None,
+    tokens_at: float = 1e6,
 ) -> Scenario:
     """``sc`` on ``split``: ``split.replicas`` workers, the learner terms of its cost from
     the roofline of an FSDP trainer on ``split.trainer`` GPUs (the sum of ``phases``, verl's
@@ -125,23 +153,32 @@ def apply_split(
     colocated, an all-gather of the weights within a node. ``imbalance`` (off when None)
     multiplies the per-token learner term by its
     :meth:`sim.models.dp_imbalance.Imbalance.factor` over the trainer's data-parallel
-    GPUs, from the scenario's length model. The decode cost is the scenario's (``--model --gpu --tp`` sets it).
-    Raises ValueError as :meth:`Imbalance.factor`, as
+    GPUs, from the scenario's length model. ``batching`` (off when None) prices the
+    trainer's collectives per token-budget micro-batch
+    (:class:`sim.models.micro_batching.DynamicBatch`); the learner cost, linear in the
+    step's tokens, is the line through its values at 0 and ``tokens_at`` tokens (exact at
+    ``tokens_at``: pass a step's expected tokens when ``batching`` is set).
+    The decode cost is the scenario's (``--model --gpu --tp`` sets it).
+    Raises ValueError on ``tokens_at <= 0``, as :meth:`Imbalance.factor`, as
     :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
     if sync not in SYNC_MODES:
         raise ValueError(f"--weight-sync: must be one of {SYNC_MODES}, got {sync!r}")
     if not set(phases) <= set(TIMING_KEYS[:3]):
         raise ValueError(f"learner phases must be among {TIMING_KEYS[:3]}, got {phases}")
+    if not tokens_at > 0:
+        raise ValueError(f"learner: tokens_at must be > 0, got {tokens_at}")
     check_memory(split, model, gpu)
     lay = Layout(split.trainer)
     step = {
         T: sum(
             v
-            for k, v in learner_phases(model, gpu, lay, T, eff, net, updates).items()
+            for k, v in learner_phases(
+                model, gpu, lay, T, eff, net, updates, batching=batching
+            ).items()
             if k in phases
         )
-        for T in (0.0, 1e6)
+        for T in (0.0, tokens_at)
     }
     factor = 1.0
     if imbalance is not None:
@@ -155,7 +192,7 @@ def apply_split(
     cost = dataclasses.replace(
         sc.cost,
         learner_const_s=step[0.0],
-        learner_s_per_token=factor * (step[1e6] - step[0.0]) / 1e6,
+        learner_s_per_token=factor * (step[tokens_at] - step[0.0]) / tokens_at,
         sync_s=sync_s,
         weight_bytes=0.0,
         sync_s_per_byte=0.0,
