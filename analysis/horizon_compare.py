@@ -30,7 +30,9 @@ from rolloutlab.sim.models.horizon import (
     HorizonInputError,
     fit_horizon,
     fit_horizon_groups,
+    neg_log_likelihood,
 )
+from scipy import stats
 
 
 def mechanism_of(grid: Path) -> str:
@@ -83,19 +85,58 @@ def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
         raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
 
 
-def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, pooled: bool = True) -> dict:
-    """``{mechanism: HorizonFit}``: separate fits (:func:`fit_mechanism`), or with
-    ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups` fit (shared horizon
-    constants, a per-step constant per mechanism). Raises GridError naming the problem."""
+LAWS = ("pooled", "separate", "drift")
+"""``compare horizon --law`` choices (:func:`fit_mechanisms`)."""
+
+
+def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> dict:
+    """``{mechanism: HorizonFit}``. ``law`` (:data:`LAWS`): ``separate`` fits each mechanism
+    alone (:func:`fit_mechanism`); ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups`
+    fit (shared horizon constants, a per-step constant ``C`` per mechanism); ``drift`` that
+    plus a stale drift multiplier ``D`` per mechanism (the horizon rate at ``S >= 2``).
+    Raises GridError naming the problem, ValueError on an unknown ``law``."""
+    if law not in LAWS:
+        raise ValueError(f"law {law!r}: not one of {LAWS}")
     mechs = sorted(df["mechanism"].unique().to_list())
-    if not pooled or len(mechs) == 1:
+    if law == "separate" or (law == "pooled" and len(mechs) == 1):
         return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
     group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
     try:
-        fits = fit_horizon_groups(*_arrays(df), group, n_boot=n_boot)
+        fits = fit_horizon_groups(*_arrays(df), group, n_boot=n_boot, drift=law == "drift")
     except HorizonInputError as exc:
         raise GridError(f"mechanisms {mechs}: {exc}") from None
     return dict(zip(mechs, fits))
+
+
+def log_likelihood(fits: dict, df: pl.DataFrame) -> float:
+    """Censored log-likelihood of ``df``'s runs under ``fits`` (``{mechanism: HorizonFit}``,
+    :func:`sim.models.horizon.neg_log_likelihood` summed over mechanisms)."""
+    return -sum(
+        neg_log_likelihood(fit.law, *_arrays(df.filter(pl.col("mechanism") == m)))
+        for m, fit in fits.items()
+    )
+
+
+def drift_test(df: pl.DataFrame, drift_fits: dict | None = None) -> dict:
+    """Likelihood-ratio test of the ``drift`` law against the nested ``pooled`` one (``D = 1``
+    for every mechanism), both fitted to all of ``df``'s runs: ``statistic`` ``2 (ll_drift -
+    ll_pooled)``, ``dof`` (one ``D`` per mechanism), ``p_value`` (chi-square, Wilks;
+    approximate with few runs), ``aic_drift - aic_pooled`` (< 0 favours the drift law) and
+    the fitted ``D`` per mechanism. ``drift_fits``: the drift law already fitted to ``df``
+    (None: fitted here). Raises GridError (:func:`fit_mechanisms`)."""
+    pooled = fit_mechanisms(df, 0, "pooled")
+    drift = fit_mechanisms(df, 0, "drift") if drift_fits is None else drift_fits
+    ll_p, ll_d = log_likelihood(pooled, df), log_likelihood(drift, df)
+    stat, dof = max(2.0 * (ll_d - ll_p), 0.0), len(drift)
+    return {
+        "ll_pooled": ll_p,
+        "ll_drift": ll_d,
+        "statistic": stat,
+        "dof": dof,
+        "p_value": float(stats.chi2.sf(stat, dof)),
+        "aic_difference": 2.0 * dof - stat,
+        "drift": {m: f.law.drift for m, f in drift.items()},
+    }
 
 
 def split(df: pl.DataFrame, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -153,7 +194,7 @@ def held_out_numbers(pred: pl.DataFrame) -> dict:
 def law_summary(fit: HorizonFit) -> dict:
     """The fitted constants with 16-84 % bootstrap intervals, and §2's exponents."""
     out = {}
-    for name in ("R", "a", "C", "c", "k", "sigma"):
+    for name in ("R", "a", "C", "c", "k", "sigma", "drift"):
         lo, hi = fit.interval(name)
         out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
     if fit.c_fixed:  # one stale S: c not fitted
@@ -164,17 +205,20 @@ def law_summary(fit: HorizonFit) -> dict:
 
 
 def horizon_study(
-    df: pl.DataFrame, by: str = "seed", n_boot: int = 100, pooled: bool = True
+    df: pl.DataFrame, by: str = "seed", n_boot: int = 100, law: str = "pooled"
 ) -> tuple[dict, pl.DataFrame]:
     """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
-    exponents with their seed intervals), :func:`fit_mechanisms` (``pooled``). Returns
+    exponents with their seed intervals), :func:`fit_mechanisms` (``law``); with the
+    ``drift`` law also :func:`drift_test` (``summary["drift_test"]``). Returns
     ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
     split value)."""
-    summary: dict = {"split": by, "law": "pooled" if pooled else "separate", "mechanisms": {}}
+    summary: dict = {"split": by, "law": law, "mechanisms": {}}
     halves = {m: split(p, by) for (m,), p in df.group_by("mechanism")}
     fit_all = pl.concat([h[0] for h in halves.values()])
-    half_fits = fit_mechanisms(fit_all, n_boot, pooled)
-    all_fits = fit_mechanisms(df, n_boot, pooled)
+    half_fits = fit_mechanisms(fit_all, n_boot, law)
+    all_fits = fit_mechanisms(df, n_boot, law)
+    if law == "drift":
+        summary["drift_test"] = drift_test(df, all_fits)
     preds = []
     for mech in sorted(halves):
         fit_rows, held = halves[mech]

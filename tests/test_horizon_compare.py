@@ -64,7 +64,7 @@ def test_the_pooled_law_shares_the_horizon_and_separates_the_per_step_constant(t
     stale = HorizonLaw(R=0.02, a=1.0, C=5e-4, c=1.0, k=4.0, sigma=0.3)  # only C differs
     a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
     b = write_grid(tmp_path / "off", stale, 60, False, "token", 2)
-    fits = fit_mechanisms(read_grids([a, b]), n_boot=0, pooled=True)
+    fits = fit_mechanisms(read_grids([a, b]), n_boot=0, law="pooled")
     on, off = fits["clip-on/is-token"].law, fits["clip-off/is-token"].law
     assert on.R == off.R and on.a == off.a and on.sigma == off.sigma
     assert off.C < on.C  # the mechanism with the earlier stale collapse

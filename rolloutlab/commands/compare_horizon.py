@@ -40,11 +40,13 @@ from rolloutlab.sim.trace import strict_json
 )
 @click.option(
     "--law",
-    type=click.Choice(["pooled", "separate"]),
+    type=click.Choice(["pooled", "separate", "drift"]),
     default="pooled",
     show_default=True,
     help="One fit over all mechanisms sharing the horizon constants, each with its own "
-    "per-step constant C; or one independent fit per mechanism.",
+    "per-step constant C; or one independent fit per mechanism; or drift: pooled plus a "
+    "per-mechanism multiplier D of the horizon (drift) rate at S >= 2, with a "
+    "likelihood-ratio test against pooled.",
 )
 @OUT_DIR
 def horizon(
@@ -75,8 +77,8 @@ def horizon(
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
         try:
-            summary, held = horizon_study(df, split, bootstrap, law == "pooled")
-            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
+            summary, held = horizon_study(df, split, bootstrap, law)
+            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
             signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
         except GridError as exc:
             fail(exc)
@@ -117,4 +119,11 @@ def horizon(
                 if law["c"].get("fixed")
                 else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
             )
+        )
+    if "drift_test" in summary:
+        d = summary["drift_test"]
+        click.echo(
+            f"drift law vs pooled (all runs): likelihood ratio {d['statistic']:.2f} on "
+            f"{d['dof']} dof, p = {d['p_value']:.3g}, AIC difference {d['aic_difference']:+.2f}; "
+            "D = " + ", ".join(f"{m} {v:.2f}" for m, v in d["drift"].items())
         )
