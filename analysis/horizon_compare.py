@@ -49,8 +49,10 @@ def mechanism_of(grid: Path) -> str:
 def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
     """One table of every grid's ok runs with ``mechanism`` and ``T`` columns.
 
-    Raises :class:`GridError` naming the grid on an unreadable grid, or when the grids
-    mix step counts (a horizon is measured against its run length).
+    Several grids may hold one mechanism (e.g. its S = 1, 4 runs and its S = 2, 8 runs).
+    Raises :class:`GridError` naming the grid on an unreadable grid, when the grids mix
+    step counts (a horizon is measured against its run length), or when a run (mechanism,
+    S, lr, seed) is in two grids.
     """
     parts = []
     for p in paths:
@@ -67,7 +69,16 @@ def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
             f"{', '.join(str(p) for p in paths)}: runs of different step counts mixed "
             f"(T = {Ts}); compare grids of one T"
         )
-    return pl.concat(parts)
+    df = pl.concat(parts)
+    keys = ["mechanism", "S", "lr", "seed"]
+    twice = df.filter(df.select(keys).is_duplicated())
+    if twice.height:  # why: grids of one mechanism may be split (S 1,4 then S 2,8), not overlap
+        r = twice.row(0, named=True)
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: run {r['mechanism']} S={r['S']} "
+            f"lr={r['lr']:g} seed={r['seed']} is in two grids; give each run once"
+        )
+    return df
 
 
 def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:

@@ -77,6 +77,20 @@ def test_grids_of_different_step_counts_are_refused(tmp_path):
         read_grids([a, b])
 
 
+def test_one_mechanism_may_come_in_two_grids_but_no_run_twice(tmp_path):
+    a = write_grid(tmp_path / "a", TRUE, 60, True, "token", 1)
+    b = write_grid(tmp_path / "b", TRUE, 60, True, "token", 2)
+    with pytest.raises(ValueError, match="S=1 lr=0.0002 seed=0 is in two grids"):
+        read_grids([a, b])
+    csv = b / "stability.csv"
+    pl.read_csv(csv).filter(pl.col("S") >= 4).write_csv(csv)  # S 4, 8 from the second grid
+    csv = a / "stability.csv"
+    pl.read_csv(csv).filter(pl.col("S") < 4).write_csv(csv)
+    df = read_grids([a, b])
+    assert df["mechanism"].unique().to_list() == ["clip-on/is-token"]
+    assert sorted(df["S"].unique().to_list()) == [1, 2, 4, 8] and df.height == 96
+
+
 def test_grid_horizon_table_and_json_round_trip():
     S, eta, t, T = synthetic(TRUE)
     rows = pl.DataFrame(
@@ -118,7 +132,7 @@ def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
         {"mechanism": ["m", "m"], "S": [4, 4], "lr": [1e-3, 1e-3], "seed": [0, 1],
          "collapsed": [True, False], "t_collapse": [3, None]}
     )  # fmt: skip
-    out = mechanism_metrics(runs, {"m": tmp_path / "g"})
+    out = mechanism_metrics(runs, {"m": [tmp_path / "other", tmp_path / "g"]})
     assert out.height == 1  # seed 1 has no run folder
     row = out.row(0, named=True)
     assert row["ppo_kl_max"] == pytest.approx(0.3)  # steps 0..2: before the collapse step 3

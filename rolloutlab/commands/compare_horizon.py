@@ -21,7 +21,8 @@ from rolloutlab.sim.trace import strict_json
     multiple=True,
     type=click.Path(exists=True, path_type=Path),
     help="Stability grid (folder with stability.csv + config.json); repeat for one grid per "
-    "mechanism (clip / IS setting, read from each config.json).",
+    "mechanism (clip / IS setting, read from each config.json), or several per mechanism "
+    "(e.g. its S 1,4 and its S 2,8 grid; no run twice).",
 )
 @click.option(
     "--split",
@@ -79,7 +80,10 @@ def horizon(
         try:
             summary, held = horizon_study(df, split, bootstrap, law)
             laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
-            signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
+            paths: dict[str, list[Path]] = {}
+            for g in grids:
+                paths.setdefault(mechanism_of(g), []).append(Path(g))
+            signals = mechanism_metrics(df, paths)
         except GridError as exc:
             fail(exc)
         summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
