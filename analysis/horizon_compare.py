@@ -243,9 +243,23 @@ def horizon_study(
         }
     held_all = pl.concat(preds)
     summary["held_out"] = held_out_numbers(held_all)
+    distinct = distinct_runs(held_all)
+    summary["held_out_distinct"] = held_out_numbers(distinct)
     if by == "seed":
         summary["seed_floor"] = seed_floor(held_all, fit_all)
+        summary["seed_floor_distinct"] = seed_floor(distinct, fit_all)
     return summary, held_all
+
+
+def distinct_runs(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with each synchronous run (``S <= 1``) counted once across mechanisms: rows
+    of equal ``S, lr, seed`` and outcome (``collapsed``, ``t_collapse``) are one run there
+    (**modelling choice**, docs/staleness.md: at ``S <= 1`` with one minibatch per step the
+    ratio is 1, so every clip / IS setting takes the same step, and a mechanism grid's
+    ``S = 1`` runs may be one grid's copied in). Stale rows are kept as they are."""
+    keys = ["S", "lr", "seed", "collapsed", "t_collapse"]
+    sync = rows.filter(pl.col("S") <= 1).unique(keys, keep="first", maintain_order=True)
+    return pl.concat([sync, rows.filter(pl.col("S") > 1)])
 
 
 def grid_horizon(

@@ -137,3 +137,16 @@ def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
     row = out.row(0, named=True)
     assert row["ppo_kl_max"] == pytest.approx(0.3)  # steps 0..2: before the collapse step 3
     assert row["entropy_first"] == pytest.approx(0.9) and row["clipfrac_mean"] is None
+
+
+def test_a_synchronous_run_shared_by_mechanisms_counts_once():
+    from rolloutlab.analysis.horizon_compare import distinct_runs
+
+    rows = pl.DataFrame(
+        {"mechanism": ["on", "off", "on", "off", "off"], "S": [1, 1, 4, 4, 1],
+         "lr": [1e-3] * 5, "seed": [1, 1, 1, 1, 3], "collapsed": [True, True, True, True, False],
+         "t_collapse": [20, 20, 33, 33, None]}
+    )  # fmt: skip
+    out = distinct_runs(rows)
+    # the S = 1 seed-1 run once; both stale runs (different mechanisms) and seed 3 kept
+    assert out.height == 4 and out.filter(pl.col("S") == 4).height == 2

@@ -105,6 +105,17 @@ def horizon(
             else ""
         )
     )
+    d = summary["held_out_distinct"]
+    click.echo(
+        f"counting each S <= 1 run once across mechanisms: {d['points']} runs, agreement "
+        f"{d['agreement']:.3f}, MdAPE {d['t_collapse_mdape']:.3f} ({d['both_collapsed']})"
+        + (
+            f" (seed floor: {summary['seed_floor_distinct']['agreement']:.3f}, "
+            f"{summary['seed_floor_distinct']['mdape']:.3f})"
+            if "seed_floor_distinct" in summary
+            else ""
+        )
+    )
     for mech, m in summary["mechanisms"].items():
         law = m["law_all"]
         floor = m["seed_floor"]
