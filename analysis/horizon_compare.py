@@ -13,7 +13,8 @@ agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-
 MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
 law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
 numbers for a predictor that knows the held-out cell's fit seeds, i.e. what seed noise
-alone leaves.
+alone leaves; and the classification *ceiling* (:func:`class_ceiling`), what no predictor
+of the cell alone can beat.
 """
 
 from __future__ import annotations
@@ -196,6 +197,20 @@ def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> dict:
     }
 
 
+def class_ceiling(held: pl.DataFrame) -> float:
+    """The best classification agreement *any* predictor of ``(mechanism, S, lr)`` alone can
+    reach on ``held``: per cell, the larger of its collapsed and survived held-out counts,
+    over all held-out runs (an upper bound, read off the held-out runs themselves, so never
+    a prediction). NaN on no rows."""
+    if not held.height:
+        return float("nan")
+    cells = held.group_by("mechanism", "S", "lr").agg(
+        pl.col("collapsed").sum().alias("c"), pl.len().alias("n")
+    )
+    best = cells.select(pl.max_horizontal("c", pl.col("n") - pl.col("c")).sum()).item()
+    return float(best / held.height)
+
+
 def held_out_numbers(pred: pl.DataFrame) -> dict:
     """:func:`analysis.collapse_compare.agreement` of :func:`predict_rows` output (its
     median ``predicted_t`` as the predicted collapse step)."""
@@ -245,6 +260,8 @@ def horizon_study(
     summary["held_out"] = held_out_numbers(held_all)
     distinct = distinct_runs(held_all)
     summary["held_out_distinct"] = held_out_numbers(distinct)
+    summary["class_ceiling"] = class_ceiling(held_all)
+    summary["class_ceiling_distinct"] = class_ceiling(distinct)
     if by == "seed":
         summary["seed_floor"] = seed_floor(held_all, fit_all)
         summary["seed_floor_distinct"] = seed_floor(distinct, fit_all)

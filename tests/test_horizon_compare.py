@@ -150,3 +150,14 @@ def test_a_synchronous_run_shared_by_mechanisms_counts_once():
     out = distinct_runs(rows)
     # the S = 1 seed-1 run once; both stale runs (different mechanisms) and seed 3 kept
     assert out.height == 4 and out.filter(pl.col("S") == 4).height == 2
+
+
+def test_the_class_ceiling_is_the_majority_of_each_held_out_cell():
+    from rolloutlab.analysis.horizon_compare import class_ceiling
+
+    held = pl.DataFrame(
+        {"mechanism": ["m"] * 5, "S": [4, 4, 4, 1, 1], "lr": [1e-3] * 5,
+         "collapsed": [True, False, True, False, True]}
+    )  # fmt: skip
+    # cell S=4: 2 of 3 at best, cell S=1: 1 of 2 -> 3 of 5
+    assert class_ceiling(held) == pytest.approx(0.6)

@@ -105,13 +105,18 @@ def horizon(
             else ""
         )
     )
+    click.echo(
+        f"classification ceiling (best any per-cell predictor can do on these held-out runs): "
+        f"{summary['class_ceiling']:.3f}"
+    )
     d = summary["held_out_distinct"]
     click.echo(
         f"counting each S <= 1 run once across mechanisms: {d['points']} runs, agreement "
         f"{d['agreement']:.3f}, MdAPE {d['t_collapse_mdape']:.3f} ({d['both_collapsed']})"
         + (
             f" (seed floor: {summary['seed_floor_distinct']['agreement']:.3f}, "
-            f"{summary['seed_floor_distinct']['mdape']:.3f})"
+            f"{summary['seed_floor_distinct']['mdape']:.3f}; ceiling "
+            f"{summary['class_ceiling_distinct']:.3f})"
             if "seed_floor_distinct" in summary
             else ""
         )
