@@ -47,13 +47,22 @@ def mechanism_of(grid: Path) -> str:
     return f"clip-{clip}/is-{learner.get('is_mode', 'token')}"
 
 
+def detector_patience(grid: Path) -> int:
+    """The collapse detector's KL patience of a grid (``grid.base.collapse.kl_patience`` in
+    its config.json; 1 when absent: grids from before the option, and simulator grids)."""
+    cfg = (grid if grid.is_dir() else grid.parent) / "config.json"
+    raw = json.loads(cfg.read_text()) if cfg.exists() else {}
+    return int(raw.get("grid", {}).get("base", {}).get("collapse", {}).get("kl_patience", 1))
+
+
 def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
     """One table of every grid's ok runs with ``mechanism`` and ``T`` columns.
 
     Several grids may hold one mechanism (e.g. its S = 1, 4 runs and its S = 2, 8 runs).
-    Raises :class:`GridError` naming the grid on an unreadable grid, when the grids mix
-    step counts (a horizon is measured against its run length), or when a run (mechanism,
-    S, lr, seed) is in two grids.
+    ``floor``: the detector's KL patience (:func:`detector_patience`). Raises
+    :class:`GridError` naming the grid on an unreadable grid, when the grids mix step
+    counts (a horizon is measured against its run length) or detector patience, or when a
+    run (mechanism, S, lr, seed) is in two grids.
     """
     parts = []
     for p in paths:
@@ -61,7 +70,9 @@ def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
         T = grid_steps(p, steps)
         parts.append(
             df.select("S", "lr", "seed", "collapsed", "t_collapse").with_columns(
-                pl.lit(mechanism_of(Path(p))).alias("mechanism"), pl.lit(T).alias("T")
+                pl.lit(mechanism_of(Path(p))).alias("mechanism"),
+                pl.lit(T).alias("T"),
+                pl.lit(detector_patience(Path(p))).alias("floor"),
             )
         )
     Ts = sorted({int(d["T"][0]) for d in parts})
@@ -69,6 +80,12 @@ def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
         raise GridError(
             f"{', '.join(str(p) for p in paths)}: runs of different step counts mixed "
             f"(T = {Ts}); compare grids of one T"
+        )
+    floors = sorted({int(d["floor"][0]) for d in parts})
+    if len(floors) > 1:
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: grids of different detector patience mixed "
+            f"({floors}); a collapse step is measured by its detector, compare one at a time"
         )
     df = pl.concat(parts)
     keys = ["mechanism", "S", "lr", "seed"]
@@ -88,11 +105,16 @@ def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:
     return df["S"].to_numpy(), df["lr"].to_numpy(), t, df["T"].to_numpy()
 
 
+def _floor(df: pl.DataFrame) -> float:
+    """The runs' detector floor (:attr:`HorizonLaw.floor`; 1 without a ``floor`` column)."""
+    return float(df["floor"][0]) if "floor" in df.columns else 1.0
+
+
 def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
     """:func:`sim.models.horizon.fit_horizon` on one mechanism's runs; raises GridError
     (naming the mechanism) where the law cannot be fitted."""
     try:
-        return fit_horizon(*_arrays(df), n_boot=n_boot)
+        return fit_horizon(*_arrays(df), n_boot=n_boot, floor=_floor(df))
     except HorizonInputError as exc:
         raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
 
@@ -114,7 +136,9 @@ def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> 
         return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
     group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
     try:
-        fits = fit_horizon_groups(*_arrays(df), group, n_boot=n_boot, drift=law == "drift")
+        fits = fit_horizon_groups(
+            *_arrays(df), group, n_boot=n_boot, drift=law == "drift", floor=_floor(df)
+        )
     except HorizonInputError as exc:
         raise GridError(f"mechanisms {mechs}: {exc}") from None
     return dict(zip(mechs, fits))

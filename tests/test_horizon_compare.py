@@ -10,7 +10,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from rolloutlab.analysis.advise_eval import HORIZON_COLUMNS, collapse_horizon, with_horizon
-from rolloutlab.analysis.horizon_compare import grid_horizon, mechanism_of, read_grids
+from rolloutlab.analysis.horizon_compare import (
+    fit_mechanisms,
+    grid_horizon,
+    mechanism_of,
+    read_grids,
+)
 from rolloutlab.sim.models.horizon import HorizonLaw, fit_from_dict, fit_horizon, fit_to_dict
 
 from rolloutlab.cli import main
@@ -89,6 +94,20 @@ def test_one_mechanism_may_come_in_two_grids_but_no_run_twice(tmp_path):
     df = read_grids([a, b])
     assert df["mechanism"].unique().to_list() == ["clip-on/is-token"]
     assert sorted(df["S"].unique().to_list()) == [1, 2, 4, 8] and df.height == 96
+
+
+def test_the_detector_patience_is_read_and_never_mixed(tmp_path):
+    a = write_grid(tmp_path / "a", TRUE, 60, True, "token", 1)
+    b = write_grid(tmp_path / "b", TRUE, 60, False, "token", 2)
+    for d, patience in ((a, 3), (b, 1)):
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["grid"]["base"]["collapse"] = {"kl_patience": patience}
+        (d / "config.json").write_text(json.dumps(cfg))
+    assert read_grids([a])["floor"].unique().to_list() == [3]
+    with pytest.raises(ValueError, match="different detector patience mixed"):
+        read_grids([a, b])
+    fits = fit_mechanisms(read_grids([a]), n_boot=0)
+    assert next(iter(fits.values())).law.floor == 3.0
 
 
 def test_grid_horizon_table_and_json_round_trip():

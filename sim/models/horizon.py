@@ -19,7 +19,8 @@ clip / IS setting can speed or slow the cumulative drift of stale runs; §2 has 
 the horizon ``t eta = R`` whatever S — a **modelling choice** of issue 34's mechanism
 covariate). ``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2`` (in the
 sync-interval mode step 1 trains on fresh rollouts; the first stale update is step 2) — a
-**modelling choice**. So ``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
+**modelling choice** — and no earlier than the detector's KL patience ``floor`` (an
+excursion must last that many steps; :attr:`HorizonLaw.floor`, from the grid's config). So ``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
 S, M S eta = R), and ``(S-1)^c eta >> C`` the stale limit ``t <= S``. ``S`` is
 ``max(S, 1)``; ``S - 1`` is the lag of a cycle's oldest rollout (versions), so the
 synchronous ``S = 1`` has no stale mode (**modelling choice**: §2's ``S eta`` bound
@@ -71,6 +72,10 @@ class HorizonLaw:
     drift: float = 1.0
     """Stale drift multiplier ``D``: the horizon rate at ``S >= 2`` is ``D eta^a / R``
     (1: §2's S-independent horizon)."""
+    floor: float = 1.0
+    """Earliest step the collapse detector can report, a property of the measurement, not
+    fitted: its KL patience (an excursion must last that many steps). ``t_0`` is
+    ``max(1 or 2, floor)``."""
 
     def median(self, S, eta) -> np.ndarray:
         """Median collapse step ``t_med`` (learner steps, float) at arrays ``S``, ``eta``
@@ -80,7 +85,7 @@ class HorizonLaw:
         with np.errstate(over="ignore", divide="ignore"):
             g = np.where(S >= 2, self.drift, 1.0)
             rate = g * eta**self.a / self.R + ((S - 1) ** self.c * eta / self.C) ** self.k / S
-        return np.where(S >= 2, 2.0, 1.0) + 1.0 / rate
+        return np.maximum(np.where(S >= 2, 2.0, 1.0), self.floor) + 1.0 / rate
 
     def p_collapse(self, S, eta, T) -> np.ndarray:
         """``P(t_collapse <= T)`` under the log-normal scatter."""
@@ -98,7 +103,7 @@ class HorizonLaw:
         return np.exp(lo)
 
 
-def _unpack(x: np.ndarray) -> HorizonLaw:
+def _unpack(x: np.ndarray, floor: float = 1.0) -> HorizonLaw:
     """Law from ``x``: the 6 entries of :data:`NAMES`, then optionally ``log D``."""
     lo, hi = K_RANGE
     k = lo + (hi - lo) * special.expit(x[4])
@@ -111,6 +116,7 @@ def _unpack(x: np.ndarray) -> HorizonLaw:
             float(k),
             float(np.exp(x[5])),
             float(np.exp(x[6])) if len(x) > 6 else 1.0,
+            float(floor),
         )
 
 
@@ -150,7 +156,15 @@ def _group_x(x: np.ndarray, j: int, n_groups: int = 1) -> np.ndarray:
 
 
 def _fit_once(
-    S, eta, t, T, group, x0: np.ndarray, restarts: bool = True, c_fixed: float | None = None
+    S,
+    eta,
+    t,
+    T,
+    group,
+    x0: np.ndarray,
+    restarts: bool = True,
+    c_fixed: float | None = None,
+    floor: float = 1.0,
 ) -> np.ndarray:
     n_groups = int(group.max()) + 1
     members = [group == j for j in range(n_groups)]
@@ -163,7 +177,7 @@ def _fit_once(
         if np.any(np.abs(x[5 + n_groups :]) > 5):  # log D: a factor e^5 either way at most
             return 1e12
         return sum(
-            neg_log_likelihood(_unpack(_group_x(x, j, n_groups)), S[m], eta[m], t[m], T[m])
+            neg_log_likelihood(_unpack(_group_x(x, j, n_groups), floor), S[m], eta[m], t[m], T[m])
             for j, m in enumerate(members)
             if m.any()
         )
@@ -244,20 +258,32 @@ class HorizonFit:
         return med, np.quantile(reps, q[0], axis=0), np.quantile(reps, q[1], axis=0)
 
 
-def fit_horizon(S, eta, t, T, n_boot: int = 200, rng_seed: int = 0) -> HorizonFit:
+def fit_horizon(
+    S, eta, t, T, n_boot: int = 200, rng_seed: int = 0, floor: float = 1.0
+) -> HorizonFit:
     """Fit :class:`HorizonLaw` to runs (arrays ``(n,)``: ``S``, ``eta`` = lr, ``t`` the
     1-based collapse step or NaN if the run did not collapse within its ``T`` steps).
 
     The bootstrap (``n_boot`` refits, seeded by ``rng_seed``) resamples each ``(S, eta)``
     cell's runs, i.e. its seeds. With one stale S value (``S >= 2``) the exponent ``c``
     is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises
-    :class:`HorizonInputError` (:func:`check_runs`).
+    :class:`HorizonInputError` (:func:`check_runs`). ``floor``: :attr:`HorizonLaw.floor`
+    (the detector's KL patience; 1: none).
     """
-    return fit_horizon_groups(S, eta, t, T, np.zeros(len(np.ravel(S)), int), n_boot, rng_seed)[0]
+    zeros = np.zeros(len(np.ravel(S)), int)
+    return fit_horizon_groups(S, eta, t, T, zeros, n_boot, rng_seed, floor=floor)[0]
 
 
 def fit_horizon_groups(
-    S, eta, t, T, group, n_boot: int = 200, rng_seed: int = 0, drift: bool = False
+    S,
+    eta,
+    t,
+    T,
+    group,
+    n_boot: int = 200,
+    rng_seed: int = 0,
+    drift: bool = False,
+    floor: float = 1.0,
 ) -> list[HorizonFit]:
     """One law per group (``group``: ints ``0..g-1`` per run, e.g. the loss mechanism)
     sharing ``R, a, c, k, sigma`` and with its own per-step constant ``C``: the mechanism
@@ -277,9 +303,10 @@ def fit_horizon_groups(
     # with a single stale S (S - 1 > 0) only (S-1)^c / C is identified: c is held at §2's
     c_fixed = PAPER["c"] if len(np.unique(S1[S1 >= 2])) < 2 else None
     x0 = np.concatenate([_start(S1, eta, t), np.zeros(n_groups - 1)])
-    x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed)
+    x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed, floor=floor)
     if drift:  # why: started at the D = 1 optimum, the nested law's likelihood is never worse
-        x = _fit_once(S1, eta, t, T, group, np.append(x, np.zeros(n_groups)), c_fixed=c_fixed)
+        x0 = np.append(x, np.zeros(n_groups))
+        x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed, floor=floor)
     rng = np.random.default_rng(rng_seed)
     cells: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(group.tolist(), S1.tolist(), eta.tolist())):
@@ -290,12 +317,12 @@ def fit_horizon_groups(
         idx = np.concatenate([rng.choice(g, len(g)) for g in members])
         if not all(np.isfinite(t[idx][group[idx] == j]).any() for j in range(n_groups)):
             continue
-        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], group[idx], x, False, c_fixed)
+        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], group[idx], x, False, c_fixed, floor)
         for j in range(n_groups):
-            boot[j].append(_unpack(_group_x(xb, j, n_groups)))
+            boot[j].append(_unpack(_group_x(xb, j, n_groups), floor))
     return [
         HorizonFit(
-            _unpack(_group_x(x, j, n_groups)),
+            _unpack(_group_x(x, j, n_groups), floor),
             tuple(boot[j]),
             int((group == j).sum()),
             int(np.isfinite(t[group == j]).sum()),
@@ -332,8 +359,11 @@ def fit_from_dict(d: dict) -> HorizonFit:
 
 
 def _law_from(d: dict) -> HorizonLaw:
-    """A law from its fields (``drift`` 1 when absent: laws written before it existed)."""
-    return HorizonLaw(**{f: float(d[f] if f in d or f != "drift" else 1.0) for f in LAW_FIELDS})
+    """A law from its fields (``drift``, ``floor`` 1 when absent: laws written before)."""
+    return HorizonLaw(
+        **{f: float(d[f] if f in d or f not in OPTIONAL else 1.0) for f in LAW_FIELDS}
+    )
 
 
-LAW_FIELDS = ("R", "a", "C", "c", "k", "sigma", "drift")
+LAW_FIELDS = ("R", "a", "C", "c", "k", "sigma", "drift", "floor")
+OPTIONAL = ("drift", "floor")
