@@ -37,19 +37,22 @@ def write_grid(d, law: HorizonLaw, T: int, clip: bool, is_mode: str, rng_seed: i
     return d
 
 
+def compare_horizon(grids, out, *options: str) -> tuple[dict, str]:
+    """``rolloutlab compare horizon`` on ``grids`` into ``out`` (must exit 0): its
+    ``horizon_summary.json`` and its printed output."""
+    real = [x for g in grids for x in ("--real", str(g))]
+    res = CliRunner().invoke(main, ["compare", "horizon", *real, *options, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "horizon_summary.json").read_text()), res.output
+
+
 def test_compare_horizon_fits_each_mechanism_and_predicts_held_out_seeds(tmp_path):
     fast = HorizonLaw(R=0.01, a=1.0, C=1e-3, c=1.0, k=4.0, sigma=0.3)  # clip off: earlier
     a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
     b = write_grid(tmp_path / "off", fast, 60, False, "token", 2)
     assert mechanism_of(b) == "clip-off/is-token"
     out = tmp_path / "o"
-    res = CliRunner().invoke(
-        main,
-        ["compare", "horizon", "--real", str(a), "--real", str(b), "--bootstrap", "5",
-         "--law", "separate", "--out", str(out)],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "horizon_summary.json").read_text())
+    summary, _ = compare_horizon([a, b], out, "--bootstrap", "5", "--law", "separate")
     assert set(summary["mechanisms"]) == {"clip-on/is-token", "clip-off/is-token"}
     # drawn from the law with sigma 0.3: held-out classes and steps are predictable
     assert summary["held_out"]["agreement"] >= 0.85

@@ -5,18 +5,15 @@ against the pooled law (D = 1) separates data drawn with and without it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.analysis.horizon_compare import drift_test, fit_mechanisms, read_grids
 from rolloutlab.sim.models.horizon import fit_from_dict, fit_horizon_groups
 
-from rolloutlab.cli import main
-from tests.test_horizon_compare import write_grid
+from tests.test_horizon_compare import compare_horizon, write_grid
 from tests.test_horizon_law import TRUE, synthetic
 
 FAST = dataclasses.replace(TRUE, drift=3.0)
@@ -74,15 +71,8 @@ def test_the_likelihood_ratio_test_finds_a_drift_only_where_there_is_one(tmp_pat
 
 def test_compare_horizon_drift_law_reports_the_test(tmp_path):
     _, (a, b) = _grids(tmp_path, FAST)
-    out = tmp_path / "o"
-    res = CliRunner().invoke(
-        main,
-        ["compare", "horizon", "--real", str(a), "--real", str(b), "--bootstrap", "0",
-         "--law", "drift", "--out", str(out)],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    assert "likelihood ratio" in res.output
-    summary = json.loads((out / "horizon_summary.json").read_text())
+    summary, output = compare_horizon([a, b], tmp_path / "o", "--bootstrap", "0", "--law", "drift")
+    assert "likelihood ratio" in output
     assert summary["law"] == "drift" and summary["drift_test"]["dof"] == 2
     assert summary["held_out"]["agreement"] >= 0.85  # drawn from the law, sigma 0.3
 
