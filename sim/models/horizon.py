@@ -17,16 +17,17 @@ sum sets the median collapse step::
 fitted: :func:`fit_horizon_groups` with ``drift=True`` fits one ``D`` per mechanism, so a
 clip / IS setting can speed or slow the cumulative drift of stale runs; §2 has ``D = 1``,
 the horizon ``t eta = R`` whatever S — a **modelling choice** of issue 34's mechanism
-covariate). ``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2`` (in the
-sync-interval mode step 1 trains on fresh rollouts; the first stale update is step 2) — a
-**modelling choice** — and no earlier than the detector's KL patience ``floor`` (an
-excursion must last that many steps; :attr:`HorizonLaw.floor`, from the grid's config). So ``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
-S, M S eta = R), and ``(S-1)^c eta >> C`` the stale limit ``t <= S``. ``S`` is
-``max(S, 1)``; ``S - 1`` is the lag of a cycle's oldest rollout (versions), so the
-synchronous ``S = 1`` has no stale mode (**modelling choice**: §2's ``S eta`` bound
-counts the update span, ``S``; the two agree up to the span/lag offset, and ``c = 1`` is §2's). The exponents ``a`` (eta) and ``c`` (S in the per-step constraint) are
-fitted and compared with §2's ``a = c = 1``; ``k`` (the sharpness of the per-step
-constraint) is a **modelling choice** fitted in ``[1, 8]``.
+covariate). ``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2``
+(in the sync-interval mode step 1 trains on fresh rollouts; the first stale update is step
+2) — a **modelling choice** — and no earlier than the detector's KL patience ``floor`` (an
+excursion must last that many steps; :attr:`HorizonLaw.floor`, from the grid's config). So
+``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
+S, ``M S eta = R``), and ``(S-1)^c eta >> C`` the stale limit ``t <= S``. ``S`` is
+``max(S, 1)``; ``S - 1`` is the lag of a cycle's oldest rollout (versions), so the synchronous ``S = 1`` has no
+stale mode (**modelling choice**: §2's ``S eta`` bound counts the update span, ``S``; the
+two agree up to the span/lag offset, and ``c = 1`` is §2's). The exponents ``a`` (eta) and
+``c`` (S in the per-step constraint) are fitted and compared with §2's ``a = c = 1``; ``k``
+(the sharpness of the per-step constraint) is a **modelling choice** fitted in ``[1, 8]``.
 
 Observation model (**modelling choice**): ``log t_collapse ~ Normal(log t_med, sigma^2)``
 (a log-normal accelerated-failure-time model); a run that did not collapse within its
@@ -292,7 +293,8 @@ def fit_horizon_groups(
     cannot differ). ``drift``: each group also gets its own stale drift multiplier ``D``
     (:attr:`HorizonLaw.drift`, the horizon rate at ``S >= 2``; ``g`` more parameters), so a
     mechanism can move the horizon of stale runs too. Returns the groups' fits in group
-    order; otherwise as :func:`fit_horizon`. Raises :class:`HorizonInputError` (:func:`check_runs`, per group)."""
+    order; otherwise as :func:`fit_horizon`. Raises :class:`HorizonInputError`
+    (:func:`check_runs`, per group)."""
     S, eta, t, T = check_runs(S, eta, t, T)
     group = np.asarray(group, int).ravel()
     n_groups = int(group.max()) + 1
