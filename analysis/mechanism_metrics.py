@@ -39,16 +39,17 @@ def _run_row(rows: list[dict], t_collapse: int | None) -> dict:
     return out
 
 
-def mechanism_metrics(runs: pl.DataFrame, grids: dict[str, Path]) -> pl.DataFrame | None:
+def mechanism_metrics(runs: pl.DataFrame, grids: dict[str, list[Path]]) -> pl.DataFrame | None:
     """One row per run of ``runs`` (``mechanism, S, lr, seed, collapsed, t_collapse``)
-    whose run folder under ``grids[mechanism]/runs`` has a ``learner.jsonl`` with the
-    signals (module docstring); None when no run has one (a bundled grid without run
-    folders, or one logged before the signals existed)."""
+    whose run folder under one of ``grids[mechanism]``'s ``runs/`` (the first that has it)
+    has a ``learner.jsonl`` with the signals (module docstring); None when no run has one
+    (a bundled grid without run folders, or one logged before the signals existed)."""
     rows = []
     for r in runs.iter_rows(named=True):
-        path = grids[r["mechanism"]] / "runs" / f"S{r['S']}_lr{r['lr']:g}_seed{r['seed']}"
-        log = path / "learner.jsonl"
-        if not log.exists():
+        name = f"S{r['S']}_lr{r['lr']:g}_seed{r['seed']}"
+        logs = [g / "runs" / name / "learner.jsonl" for g in grids[r["mechanism"]]]
+        log = next((x for x in logs if x.exists()), None)
+        if log is None:
             continue
         logged = read_rows(log)
         if not any("actor/ppo_kl" in x for x in logged):

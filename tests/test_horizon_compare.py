@@ -10,7 +10,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from rolloutlab.analysis.advise_eval import HORIZON_COLUMNS, collapse_horizon, with_horizon
-from rolloutlab.analysis.horizon_compare import grid_horizon, mechanism_of, read_grids
+from rolloutlab.analysis.horizon_compare import (
+    fit_mechanisms,
+    grid_horizon,
+    mechanism_of,
+    read_grids,
+)
 from rolloutlab.sim.models.horizon import HorizonLaw, fit_from_dict, fit_horizon, fit_to_dict
 
 from rolloutlab.cli import main
@@ -32,19 +37,22 @@ def write_grid(d, law: HorizonLaw, T: int, clip: bool, is_mode: str, rng_seed: i
     return d
 
 
+def compare_horizon(grids, out, *options: str) -> tuple[dict, str]:
+    """``rolloutlab compare horizon`` on ``grids`` into ``out`` (must exit 0): its
+    ``horizon_summary.json`` and its printed output."""
+    real = [x for g in grids for x in ("--real", str(g))]
+    res = CliRunner().invoke(main, ["compare", "horizon", *real, *options, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "horizon_summary.json").read_text()), res.output
+
+
 def test_compare_horizon_fits_each_mechanism_and_predicts_held_out_seeds(tmp_path):
     fast = HorizonLaw(R=0.01, a=1.0, C=1e-3, c=1.0, k=4.0, sigma=0.3)  # clip off: earlier
     a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
     b = write_grid(tmp_path / "off", fast, 60, False, "token", 2)
     assert mechanism_of(b) == "clip-off/is-token"
     out = tmp_path / "o"
-    res = CliRunner().invoke(
-        main,
-        ["compare", "horizon", "--real", str(a), "--real", str(b), "--bootstrap", "5",
-         "--law", "separate", "--out", str(out)],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "horizon_summary.json").read_text())
+    summary, _ = compare_horizon([a, b], out, "--bootstrap", "5", "--law", "separate")
     assert set(summary["mechanisms"]) == {"clip-on/is-token", "clip-off/is-token"}
     # drawn from the law with sigma 0.3: held-out classes and steps are predictable
     assert summary["held_out"]["agreement"] >= 0.85
@@ -64,7 +72,7 @@ def test_the_pooled_law_shares_the_horizon_and_separates_the_per_step_constant(t
     stale = HorizonLaw(R=0.02, a=1.0, C=5e-4, c=1.0, k=4.0, sigma=0.3)  # only C differs
     a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
     b = write_grid(tmp_path / "off", stale, 60, False, "token", 2)
-    fits = fit_mechanisms(read_grids([a, b]), n_boot=0, pooled=True)
+    fits = fit_mechanisms(read_grids([a, b]), n_boot=0, law="pooled")
     on, off = fits["clip-on/is-token"].law, fits["clip-off/is-token"].law
     assert on.R == off.R and on.a == off.a and on.sigma == off.sigma
     assert off.C < on.C  # the mechanism with the earlier stale collapse
@@ -75,6 +83,34 @@ def test_grids_of_different_step_counts_are_refused(tmp_path):
     b = write_grid(tmp_path / "b", TRUE, 100, False, "token", 1)
     with pytest.raises(ValueError, match="different step counts mixed"):
         read_grids([a, b])
+
+
+def test_one_mechanism_may_come_in_two_grids_but_no_run_twice(tmp_path):
+    a = write_grid(tmp_path / "a", TRUE, 60, True, "token", 1)
+    b = write_grid(tmp_path / "b", TRUE, 60, True, "token", 2)
+    with pytest.raises(ValueError, match="S=1 lr=0.0002 seed=0 is in two grids"):
+        read_grids([a, b])
+    csv = b / "stability.csv"
+    pl.read_csv(csv).filter(pl.col("S") >= 4).write_csv(csv)  # S 4, 8 from the second grid
+    csv = a / "stability.csv"
+    pl.read_csv(csv).filter(pl.col("S") < 4).write_csv(csv)
+    df = read_grids([a, b])
+    assert df["mechanism"].unique().to_list() == ["clip-on/is-token"]
+    assert sorted(df["S"].unique().to_list()) == [1, 2, 4, 8] and df.height == 96
+
+
+def test_the_detector_patience_is_read_and_never_mixed(tmp_path):
+    a = write_grid(tmp_path / "a", TRUE, 60, True, "token", 1)
+    b = write_grid(tmp_path / "b", TRUE, 60, False, "token", 2)
+    for d, patience in ((a, 3), (b, 1)):
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["grid"]["base"]["collapse"] = {"kl_patience": patience}
+        (d / "config.json").write_text(json.dumps(cfg))
+    assert read_grids([a])["floor"].unique().to_list() == [3]
+    with pytest.raises(ValueError, match="different detector patience mixed"):
+        read_grids([a, b])
+    fits = fit_mechanisms(read_grids([a]), n_boot=0)
+    assert next(iter(fits.values())).law.floor == 3.0
 
 
 def test_grid_horizon_table_and_json_round_trip():
@@ -118,8 +154,32 @@ def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
         {"mechanism": ["m", "m"], "S": [4, 4], "lr": [1e-3, 1e-3], "seed": [0, 1],
          "collapsed": [True, False], "t_collapse": [3, None]}
     )  # fmt: skip
-    out = mechanism_metrics(runs, {"m": tmp_path / "g"})
+    out = mechanism_metrics(runs, {"m": [tmp_path / "other", tmp_path / "g"]})
     assert out.height == 1  # seed 1 has no run folder
     row = out.row(0, named=True)
     assert row["ppo_kl_max"] == pytest.approx(0.3)  # steps 0..2: before the collapse step 3
     assert row["entropy_first"] == pytest.approx(0.9) and row["clipfrac_mean"] is None
+
+
+def test_a_synchronous_run_shared_by_mechanisms_counts_once():
+    from rolloutlab.analysis.horizon_compare import distinct_runs
+
+    rows = pl.DataFrame(
+        {"mechanism": ["on", "off", "on", "off", "off"], "S": [1, 1, 4, 4, 1],
+         "lr": [1e-3] * 5, "seed": [1, 1, 1, 1, 3], "collapsed": [True, True, True, True, False],
+         "t_collapse": [20, 20, 33, 33, None]}
+    )  # fmt: skip
+    out = distinct_runs(rows)
+    # the S = 1 seed-1 run once; both stale runs (different mechanisms) and seed 3 kept
+    assert out.height == 4 and out.filter(pl.col("S") == 4).height == 2
+
+
+def test_the_class_ceiling_is_the_majority_of_each_held_out_cell():
+    from rolloutlab.analysis.horizon_compare import class_ceiling
+
+    held = pl.DataFrame(
+        {"mechanism": ["m"] * 5, "S": [4, 4, 4, 1, 1], "lr": [1e-3] * 5,
+         "collapsed": [True, False, True, False, True]}
+    )  # fmt: skip
+    # cell S=4: 2 of 3 at best, cell S=1: 1 of 2 -> 3 of 5
+    assert class_ceiling(held) == pytest.approx(0.6)

@@ -3,6 +3,8 @@ constraints, censored runs count, the fit recovers known constants from syntheti
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -86,3 +88,12 @@ def test_with_one_stale_S_the_S_exponent_is_held_at_the_papers():
     keep &= S != 2  # S in {1, 4}: only (S-1)^c / C is identified
     fit = fit_horizon(S[keep], eta[keep], t[keep], T[keep], n_boot=3)
     assert fit.c_fixed and fit.law.c == 1.0 and all(b.c == 1.0 for b in fit.boot)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 64), st.floats(1e-6, 1e-1), st.integers(1, 6))
+def test_no_collapse_is_predicted_before_the_detector_can_report_one(S, eta, patience):
+    law = dataclasses.replace(TRUE, floor=float(patience))
+    assert law.median(S, eta) > patience  # t_0 = max(1 or 2, floor), plus 1 / rate > 0
+    if patience == 1:
+        assert law.median(S, eta) == TRUE.median(S, eta)  # floor 1: the law without it

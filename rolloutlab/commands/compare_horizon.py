@@ -21,7 +21,8 @@ from rolloutlab.sim.trace import strict_json
     multiple=True,
     type=click.Path(exists=True, path_type=Path),
     help="Stability grid (folder with stability.csv + config.json); repeat for one grid per "
-    "mechanism (clip / IS setting, read from each config.json).",
+    "mechanism (clip / IS setting, read from each config.json), or several per mechanism "
+    "(e.g. its S 1,4 and its S 2,8 grid; no run twice).",
 )
 @click.option(
     "--split",
@@ -40,11 +41,13 @@ from rolloutlab.sim.trace import strict_json
 )
 @click.option(
     "--law",
-    type=click.Choice(["pooled", "separate"]),
+    type=click.Choice(["pooled", "separate", "drift"]),
     default="pooled",
     show_default=True,
     help="One fit over all mechanisms sharing the horizon constants, each with its own "
-    "per-step constant C; or one independent fit per mechanism.",
+    "per-step constant C; or one independent fit per mechanism; or drift: pooled plus a "
+    "per-mechanism multiplier D of the horizon (drift) rate at S >= 2, with a "
+    "likelihood-ratio test against pooled.",
 )
 @OUT_DIR
 def horizon(
@@ -75,9 +78,12 @@ def horizon(
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
         try:
-            summary, held = horizon_study(df, split, bootstrap, law == "pooled")
-            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law == "pooled").items()}
-            signals = mechanism_metrics(df, {mechanism_of(g): Path(g) for g in grids})
+            summary, held = horizon_study(df, split, bootstrap, law)
+            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
+            paths: dict[str, list[Path]] = {}
+            for g in grids:
+                paths.setdefault(mechanism_of(g), []).append(Path(g))
+            signals = mechanism_metrics(df, paths)
         except GridError as exc:
             fail(exc)
         summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
@@ -99,6 +105,22 @@ def horizon(
             else ""
         )
     )
+    click.echo(
+        f"classification ceiling (best any per-cell predictor can do on these held-out runs): "
+        f"{summary['class_ceiling']:.3f}"
+    )
+    d = summary["held_out_distinct"]
+    click.echo(
+        f"counting each S <= 1 run once across mechanisms: {d['points']} runs, agreement "
+        f"{d['agreement']:.3f}, MdAPE {d['t_collapse_mdape']:.3f} ({d['both_collapsed']})"
+        + (
+            f" (seed floor: {summary['seed_floor_distinct']['agreement']:.3f}, "
+            f"{summary['seed_floor_distinct']['mdape']:.3f}; ceiling "
+            f"{summary['class_ceiling_distinct']:.3f})"
+            if "seed_floor_distinct" in summary
+            else ""
+        )
+    )
     for mech, m in summary["mechanisms"].items():
         law = m["law_all"]
         floor = m["seed_floor"]
@@ -117,4 +139,11 @@ def horizon(
                 if law["c"].get("fixed")
                 else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
             )
+        )
+    if "drift_test" in summary:
+        d = summary["drift_test"]
+        click.echo(
+            f"drift law vs pooled (all runs): likelihood ratio {d['statistic']:.2f} on "
+            f"{d['dof']} dof, p = {d['p_value']:.3g}, AIC difference {d['aic_difference']:+.2f}; "
+            "D = " + ", ".join(f"{m} {v:.2f}" for m, v in d["drift"].items())
         )

@@ -20,6 +20,11 @@ from rolloutlab.commands.common import (
     format_summary,
     is_png,
 )
+from rolloutlab.commands.detector_options import (
+    DETECTOR_FIELDS,
+    detector_config,
+    detector_options,
+)
 from rolloutlab.commands.loss_options import loss_options
 from rolloutlab.commands.real_run_options import (
     accuracy_summary,
@@ -308,6 +313,7 @@ def task_lengths(out_png: Path, problems: int) -> None:
     is_flag=True,
     help="end the run at the first collapse (real/runners/collapse.py)",
 )
+@detector_options
 @click.pass_context
 def async_cmd(
     ctx: click.Context,
@@ -335,12 +341,20 @@ def async_cmd(
         for name, dotted in OPTION_FIELDS.items()
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
+    given |= {
+        f"collapse.{field}": opts[name]
+        for name, field in DETECTOR_FIELDS.items()
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
     _check_one_tau(opts["controller"], "sync.tau" in given)
     check_creatable(out_dir)
     created = None if resume else first_missing(out_dir)
     try:
         acfg = AsyncConfig(
-            sync=config_from_options(opts), pipeline=pipeline, stop_on_collapse=stop_on_collapse
+            sync=config_from_options(opts),
+            pipeline=pipeline,
+            stop_on_collapse=stop_on_collapse,
+            collapse=detector_config(opts),
         )
         check_engine(acfg.sync.engine, acfg.sync.engine_mode, acfg.sync.vllm_memory_share)
         if ctx.get_parameter_source("pipeline") == click.core.ParameterSource.COMMANDLINE:

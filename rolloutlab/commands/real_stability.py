@@ -12,6 +12,7 @@ import click
 import polars as pl
 
 from rolloutlab.commands.common import check_creatable, echo_table, fail
+from rolloutlab.commands.detector_options import detector_config, detector_options
 from rolloutlab.commands.grid_options import (
     describe_executor,
     finish_grid,
@@ -29,7 +30,6 @@ from rolloutlab.commands.types import (
     SEED_COUNT,
     STEPS,
     CommaList,
-    finite,
 )
 from rolloutlab.real.rundir.config import (
     ConfigError,
@@ -37,7 +37,6 @@ from rolloutlab.real.rundir.config import (
     SyncConfig,
     WarmStartConfig,
 )
-from rolloutlab.real.runners.collapse import CollapseConfig
 
 
 @click.command("stability")
@@ -90,36 +89,7 @@ from rolloutlab.real.runners.collapse import CollapseConfig
     help="Supervised warm-start steps (>= 0).",
 )
 @loss_options
-@click.option(
-    "--kl-max",
-    default=2.0,
-    show_default=True,
-    type=POSITIVE,
-    help="Collapse detector: KL-to-warm-start bound (nats/token, finite > 0).",
-)
-@click.option(
-    "--detector-patience",
-    default=1,
-    show_default=True,
-    type=POSITIVE_INT,
-    help="Collapse detector: steps an excursion of KL / ratio / entropy must last (1: at once).",
-)
-@click.option(
-    "--release",
-    default=1.0,
-    show_default=True,
-    type=finite(0.0, 1.0, min_open=True),
-    help="Collapse detector hysteresis: an excursion ends below this fraction of its bound "
-    "(in (0, 1]; 1: none).",
-)
-@click.option(
-    "--entropy-frac",
-    default=CollapseConfig.entropy_frac,
-    show_default=True,
-    type=finite(0.0, 1.0, max_open=True),
-    help="Collapse detector: entropy criterion, the token-mean policy entropy below this "
-    f"fraction of its mean over the first {CollapseConfig.patience} steps (in [0, 1); 0: off).",
-)
+@detector_options
 @NO_CACHE
 @click.option(
     "--out",
@@ -177,11 +147,13 @@ def stability_cmd(
             warm_start=WarmStartConfig(steps=warm_start_steps),
             learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
         )
-        detector = CollapseConfig(
-            kl_max=kl_max,
-            kl_patience=detector_patience,
-            release=release,
-            entropy_frac=entropy_frac,
+        detector = detector_config(
+            {
+                "kl_max": kl_max,
+                "detector_patience": detector_patience,
+                "release": release,
+                "entropy_frac": entropy_frac,
+            }
         )
         grid = GridConfig(
             tuple(S_values),

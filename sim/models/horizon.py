@@ -8,20 +8,26 @@ batch-level radius), and a cumulative one over its horizon, ``T eta <~ R_crit`` 
 The law writes the two failure modes as competing hazards (rates per learner step) whose
 sum sets the median collapse step::
 
-    rate_horizon = eta^a / R                       # t = R / eta^a: §2's horizon law (a = 1)
+    rate_horizon = g eta^a / R                     # t = R / eta^a: §2's horizon law (a = 1)
     rate_stale   = ((S-1)^c eta / C)^k / S         # >= 1 / S once (S-1)^c eta >= C:
                                                    # collapse within the first sync cycle
     t_med(S, eta) = t_0 + 1 / (rate_horizon + rate_stale)
 
-``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2`` (in the
-sync-interval mode step 1 trains on fresh rollouts; the first stale update is step 2) — a
-**modelling choice**. So ``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
-S, M S eta = R), and ``(S-1)^c eta >> C`` the stale limit ``t <= S``. ``S`` is
-``max(S, 1)``; ``S - 1`` is the lag of a cycle's oldest rollout (versions), so the
-synchronous ``S = 1`` has no stale mode (**modelling choice**: §2's ``S eta`` bound
-counts the update span, ``S``; the two agree up to the span/lag offset, and ``c = 1`` is §2's). The exponents ``a`` (eta) and ``c`` (S in the per-step constraint) are
-fitted and compared with §2's ``a = c = 1``; ``k`` (the sharpness of the per-step
-constraint) is a **modelling choice** fitted in ``[1, 8]``.
+``g`` is 1 at ``S = 1`` and the *stale drift multiplier* ``D`` at ``S >= 2`` (1 unless
+fitted: :func:`fit_horizon_groups` with ``drift=True`` fits one ``D`` per mechanism, so a
+clip / IS setting can speed or slow the cumulative drift of stale runs; §2 has ``D = 1``,
+the horizon ``t eta = R`` whatever S — a **modelling choice** of issue 34's mechanism
+covariate). ``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2``
+(in the sync-interval mode step 1 trains on fresh rollouts; the first stale update is step
+2) — a **modelling choice** — and no earlier than the detector's KL patience ``floor`` (an
+excursion must last that many steps; :attr:`HorizonLaw.floor`, from the grid's config). So
+``S eta << C`` gives the horizon limit ``t = R / eta^a`` (``t eta = R``, independent of
+S, ``M S eta = R``), and ``(S-1)^c eta >> C`` the stale limit ``t <= S``. ``S`` is
+``max(S, 1)``; ``S - 1`` is the lag of a cycle's oldest rollout (versions), so the synchronous ``S = 1`` has no
+stale mode (**modelling choice**: §2's ``S eta`` bound counts the update span, ``S``; the
+two agree up to the span/lag offset, and ``c = 1`` is §2's). The exponents ``a`` (eta) and
+``c`` (S in the per-step constraint) are fitted and compared with §2's ``a = c = 1``; ``k``
+(the sharpness of the per-step constraint) is a **modelling choice** fitted in ``[1, 8]``.
 
 Observation model (**modelling choice**): ``log t_collapse ~ Normal(log t_med, sigma^2)``
 (a log-normal accelerated-failure-time model); a run that did not collapse within its
@@ -64,6 +70,13 @@ class HorizonLaw:
     """Sharpness of the per-step constraint (in ``[1, 8]``)."""
     sigma: float
     """Seed scatter of ``log t_collapse`` (natural log)."""
+    drift: float = 1.0
+    """Stale drift multiplier ``D``: the horizon rate at ``S >= 2`` is ``D eta^a / R``
+    (1: §2's S-independent horizon)."""
+    floor: float = 1.0
+    """Earliest step the collapse detector can report, a property of the measurement, not
+    fitted: its KL patience (an excursion must last that many steps). ``t_0`` is
+    ``max(1 or 2, floor)``."""
 
     def median(self, S, eta) -> np.ndarray:
         """Median collapse step ``t_med`` (learner steps, float) at arrays ``S``, ``eta``
@@ -71,8 +84,9 @@ class HorizonLaw:
         S = np.maximum(np.asarray(S, float), 1.0)
         eta = np.asarray(eta, float)
         with np.errstate(over="ignore", divide="ignore"):
-            rate = eta**self.a / self.R + ((S - 1) ** self.c * eta / self.C) ** self.k / S
-        return np.where(S >= 2, 2.0, 1.0) + 1.0 / rate
+            g = np.where(S >= 2, self.drift, 1.0)
+            rate = g * eta**self.a / self.R + ((S - 1) ** self.c * eta / self.C) ** self.k / S
+        return np.maximum(np.where(S >= 2, 2.0, 1.0), self.floor) + 1.0 / rate
 
     def p_collapse(self, S, eta, T) -> np.ndarray:
         """``P(t_collapse <= T)`` under the log-normal scatter."""
@@ -90,7 +104,8 @@ class HorizonLaw:
         return np.exp(lo)
 
 
-def _unpack(x: np.ndarray) -> HorizonLaw:
+def _unpack(x: np.ndarray, floor: float = 1.0) -> HorizonLaw:
+    """Law from ``x``: the 6 entries of :data:`NAMES`, then optionally ``log D``."""
     lo, hi = K_RANGE
     k = lo + (hi - lo) * special.expit(x[4])
     with np.errstate(over="ignore"):
@@ -101,6 +116,8 @@ def _unpack(x: np.ndarray) -> HorizonLaw:
             float(x[3]),
             float(k),
             float(np.exp(x[5])),
+            float(np.exp(x[6])) if len(x) > 6 else 1.0,
+            float(floor),
         )
 
 
@@ -128,16 +145,27 @@ def _start(S, eta, t) -> np.ndarray:
     return np.array([np.log(r), 1.0, np.log(c), 1.0, 0.0, np.log(0.7)])
 
 
-def _group_x(x: np.ndarray, j: int) -> np.ndarray:
-    """Group ``j``'s 6 law parameters: the shared ones, ``log C`` shifted by its offset."""
+def _group_x(x: np.ndarray, j: int, n_groups: int = 1) -> np.ndarray:
+    """Group ``j``'s law parameters: the 6 shared ones with ``log C`` shifted by its offset
+    (``x[5 + j]``, ``j > 0``), and its ``log D`` (``x[4 + n_groups + j]``) when ``x`` has
+    one per group (the drift law)."""
     xj = np.array(x[:6], float)
     if j > 0:
         xj[2] += x[5 + j]
-    return xj
+    d = 5 + n_groups + j
+    return np.append(xj, x[d]) if len(x) > d else xj
 
 
 def _fit_once(
-    S, eta, t, T, group, x0: np.ndarray, restarts: bool = True, c_fixed: float | None = None
+    S,
+    eta,
+    t,
+    T,
+    group,
+    x0: np.ndarray,
+    restarts: bool = True,
+    c_fixed: float | None = None,
+    floor: float = 1.0,
 ) -> np.ndarray:
     n_groups = int(group.max()) + 1
     members = [group == j for j in range(n_groups)]
@@ -147,8 +175,10 @@ def _fit_once(
             x = np.concatenate([x[:3], [c_fixed], x[4:]])
         if not (0.2 < x[1] < 3 and -1 < x[3] < 4 and -5 < x[5] < 3):
             return 1e12
+        if np.any(np.abs(x[5 + n_groups :]) > 5):  # log D: a factor e^5 either way at most
+            return 1e12
         return sum(
-            neg_log_likelihood(_unpack(_group_x(x, j)), S[m], eta[m], t[m], T[m])
+            neg_log_likelihood(_unpack(_group_x(x, j, n_groups), floor), S[m], eta[m], t[m], T[m])
             for j, m in enumerate(members)
             if m.any()
         )
@@ -229,27 +259,42 @@ class HorizonFit:
         return med, np.quantile(reps, q[0], axis=0), np.quantile(reps, q[1], axis=0)
 
 
-def fit_horizon(S, eta, t, T, n_boot: int = 200, rng_seed: int = 0) -> HorizonFit:
+def fit_horizon(
+    S, eta, t, T, n_boot: int = 200, rng_seed: int = 0, floor: float = 1.0
+) -> HorizonFit:
     """Fit :class:`HorizonLaw` to runs (arrays ``(n,)``: ``S``, ``eta`` = lr, ``t`` the
     1-based collapse step or NaN if the run did not collapse within its ``T`` steps).
 
     The bootstrap (``n_boot`` refits, seeded by ``rng_seed``) resamples each ``(S, eta)``
     cell's runs, i.e. its seeds. With one stale S value (``S >= 2``) the exponent ``c``
     is not identified and is held at §2's 1 (``HorizonFit.c_fixed``). Raises
-    :class:`HorizonInputError` (:func:`check_runs`).
+    :class:`HorizonInputError` (:func:`check_runs`). ``floor``: :attr:`HorizonLaw.floor`
+    (the detector's KL patience; 1: none).
     """
-    return fit_horizon_groups(S, eta, t, T, np.zeros(len(np.ravel(S)), int), n_boot, rng_seed)[0]
+    zeros = np.zeros(len(np.ravel(S)), int)
+    return fit_horizon_groups(S, eta, t, T, zeros, n_boot, rng_seed, floor=floor)[0]
 
 
 def fit_horizon_groups(
-    S, eta, t, T, group, n_boot: int = 200, rng_seed: int = 0
+    S,
+    eta,
+    t,
+    T,
+    group,
+    n_boot: int = 200,
+    rng_seed: int = 0,
+    drift: bool = False,
+    floor: float = 1.0,
 ) -> list[HorizonFit]:
     """One law per group (``group``: ints ``0..g-1`` per run, e.g. the loss mechanism)
     sharing ``R, a, c, k, sigma`` and with its own per-step constant ``C``: the mechanism
     as a covariate of the stale mode only (**modelling choice**: at ``S = 1`` with one
     minibatch per step every clip / IS setting takes the same step, so the horizon mode
-    cannot differ). Returns the groups' fits in group order; otherwise as
-    :func:`fit_horizon`. Raises :class:`HorizonInputError` (:func:`check_runs`, per group)."""
+    cannot differ). ``drift``: each group also gets its own stale drift multiplier ``D``
+    (:attr:`HorizonLaw.drift`, the horizon rate at ``S >= 2``; ``g`` more parameters), so a
+    mechanism can move the horizon of stale runs too. Returns the groups' fits in group
+    order; otherwise as :func:`fit_horizon`. Raises :class:`HorizonInputError`
+    (:func:`check_runs`, per group)."""
     S, eta, t, T = check_runs(S, eta, t, T)
     group = np.asarray(group, int).ravel()
     n_groups = int(group.max()) + 1
@@ -260,7 +305,10 @@ def fit_horizon_groups(
     # with a single stale S (S - 1 > 0) only (S-1)^c / C is identified: c is held at §2's
     c_fixed = PAPER["c"] if len(np.unique(S1[S1 >= 2])) < 2 else None
     x0 = np.concatenate([_start(S1, eta, t), np.zeros(n_groups - 1)])
-    x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed)
+    x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed, floor=floor)
+    if drift:  # why: started at the D = 1 optimum, the nested law's likelihood is never worse
+        x0 = np.append(x, np.zeros(n_groups))
+        x = _fit_once(S1, eta, t, T, group, x0, c_fixed=c_fixed, floor=floor)
     rng = np.random.default_rng(rng_seed)
     cells: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(group.tolist(), S1.tolist(), eta.tolist())):
@@ -271,12 +319,12 @@ def fit_horizon_groups(
         idx = np.concatenate([rng.choice(g, len(g)) for g in members])
         if not all(np.isfinite(t[idx][group[idx] == j]).any() for j in range(n_groups)):
             continue
-        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], group[idx], x, False, c_fixed)
+        xb = _fit_once(S1[idx], eta[idx], t[idx], T[idx], group[idx], x, False, c_fixed, floor)
         for j in range(n_groups):
-            boot[j].append(_unpack(_group_x(xb, j)))
+            boot[j].append(_unpack(_group_x(xb, j, n_groups), floor))
     return [
         HorizonFit(
-            _unpack(_group_x(x, j)),
+            _unpack(_group_x(x, j, n_groups), floor),
             tuple(boot[j]),
             int((group == j).sum()),
             int(np.isfinite(t[group == j]).sum()),
@@ -302,8 +350,8 @@ def fit_from_dict(d: dict) -> HorizonFit:
     non-numeric field."""
     try:
         return HorizonFit(
-            HorizonLaw(**{f: float(d["law"][f]) for f in LAW_FIELDS}),
-            tuple(HorizonLaw(**{f: float(b[f]) for f in LAW_FIELDS}) for b in d.get("boot", [])),
+            _law_from(d["law"]),
+            tuple(_law_from(b) for b in d.get("boot", [])),
             int(d.get("n_runs", 0)),
             int(d.get("n_collapsed", 0)),
             bool(d.get("c_fixed", False)),
@@ -312,4 +360,12 @@ def fit_from_dict(d: dict) -> HorizonFit:
         raise HorizonInputError(f"not a horizon law ({type(exc).__name__}: {exc})") from None
 
 
-LAW_FIELDS = ("R", "a", "C", "c", "k", "sigma")
+def _law_from(d: dict) -> HorizonLaw:
+    """A law from its fields (``drift``, ``floor`` 1 when absent: laws written before)."""
+    return HorizonLaw(
+        **{f: float(d[f] if f in d or f not in OPTIONAL else 1.0) for f in LAW_FIELDS}
+    )
+
+
+LAW_FIELDS = ("R", "a", "C", "c", "k", "sigma", "drift", "floor")
+OPTIONAL = ("drift", "floor")
