@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ import polars as pl
 import simpy
 from rolloutlab.analysis.finish_fit import UNIT_COSTS, FinishFit, fit_finish_times
 from rolloutlab.analysis.run_input import StepLayout
+from rolloutlab.analysis.turn_schedule import turn_features
 from rolloutlab.calibration.fits.turns_fit import fit_multi_turn
 from rolloutlab.sim.engine.core import Engine, EngineConfig
 from rolloutlab.sim.engine.turns import submit_turns
@@ -94,10 +96,11 @@ def run_turns(
     return b.worker, b.t_first_token, b.t_finish
 
 
-def fit_turn_cost(
+def zero_latency_fit(
     layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn, cap: int
 ) -> FinishFit:
-    """The cost fit of the module docstring on ``layouts`` (their :class:`StepTurns`)."""
+    """The starting fit: features of the schedule at tool latency 0 against each rollout's
+    measured finish minus its own tool time."""
     by_step = {lay.step: (lay, st) for lay, st in zip(layouts, turns)}
 
     def features(lay: StepLayout) -> np.ndarray:
@@ -113,6 +116,68 @@ def fit_turn_cost(
         for lay, st in zip(layouts, turns)
     ]
     return fit_finish_times(parked, engine, features=features)
+
+
+def turn_schedules(
+    layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn,
+    cap: int, cost: LinearCost,
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
+    """``step -> (features, idle_s, t_finish)`` of :func:`turn_features` under ``cost``."""
+    return {
+        lay.step: turn_features(
+            np.maximum(st.lengths, 1),
+            st.n_turns,
+            st.latencies,
+            lay.prompt_tokens,
+            lay.lengths.shape[1],
+            cost,
+            engine.max_num_seqs,
+            mt.tool_output_tokens,
+            engine.prefix_caching,
+            cap,
+        )  # fmt: skip
+        for lay, st in zip(layouts, turns)
+    }
+
+
+def schedule_rmse(layouts: list[StepLayout], fit: FinishFit, sched: dict) -> float:
+    """Root mean square of ``(simulated - measured finish) / step makespan`` over the
+    rollouts of ``layouts``, the simulated finishes being ``sched``'s (under ``fit``)."""
+    err = [
+        (sched[lay.step][2] + fit.submit_delay_s - lay.finish_s) / lay.finish_s.max()
+        for lay in layouts
+    ]
+    return float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
+
+
+def fit_turn_cost(
+    layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn,
+    cap: int, rounds: int = 6,
+) -> FinishFit:  # fmt: skip
+    """The cost fit of the module docstring on ``layouts`` (their :class:`StepTurns`).
+
+    Starts from the zero-latency fit, then ``rounds`` times: the schedule that runs with
+    the measured latencies under the current fit (:func:`analysis.turn_schedule.turn_features`),
+    non-negative least squares of its features against each rollout's measured finish
+    minus the worker's idle time before it (:func:`analysis.finish_fit.fit_finish_times`).
+    Returns the fit whose own schedule is closest to the measured finishes
+    (:func:`schedule_rmse`; its ``rel_rmse`` is that error). Several workers: the
+    zero-latency fit (the schedule loop is one worker's)."""
+    fit = zero_latency_fit(layouts, turns, engine, mt, cap)
+    if engine.n_workers != 1:
+        return fit
+    best, best_err = fit, np.inf
+    for _ in range(rounds + 1):
+        sched = turn_schedules(layouts, turns, engine, mt, cap, fit.cost)
+        err = schedule_rmse(layouts, fit, sched)
+        if err < best_err:
+            best, best_err = dataclasses.replace(fit, rel_rmse=err), err
+        idle = [
+            StepLayout(lay.step, lay.lengths, lay.prompt_tokens, lay.finish_s - sched[lay.step][1])
+            for lay in layouts
+        ]
+        fit = fit_finish_times(idle, engine, features=lambda lay, s=sched: s[lay.step][0])
+    return best
 
 
 def fitted_block(turns: pl.DataFrame, fit_step_ids: list[int]) -> MultiTurn:
