@@ -2,19 +2,22 @@
 (the real ``lookup`` task) predicted through the simulator's multi-turn engine
 (:func:`sim.engine.turns.submit_turns`), docs/multi_turn.md "Comparing".
 
-- Cost fit: :func:`analysis.finish_fit.fit_finish_times` with the multi-turn schedule's
-  features (each turn's measured length, tool latencies 0, under the four unit costs) and
-  each rollout's measured finish minus its own tool time (the time it sat parked) as the
-  target. (With tool latencies above 0 the schedule depends on the cost, so the
-  features are exact only for latency 0: an approximation while tool time is a small
-  part of a rollout, 9 % on ``lookup``.)
+- Cost fit (:func:`fit_turn_cost`): on the schedule that runs with each turn's measured
+  length and each call's measured latency. With tools the schedule depends on the cost,
+  so the fit alternates: start from the features at latency 0 (finish minus the
+  rollout's own tool time as the target), then run the schedule under the current fit
+  (:func:`analysis.turn_schedule.turn_features`: iterations, running sequences, context
+  and prefill tokens summed up to each finish, and the worker's idle time), refit by
+  non-negative least squares (:func:`analysis.finish_fit.fit_finish_times`) against
+  finish minus idle, and keep the fit whose own schedule is closest to the measured
+  finishes.
 - ``replay``: every rollout's measured turn count, per-turn lengths and tool latencies.
-- ``drawn``: turn counts and per-turn lengths resampled from the fit steps (non-last and
-  last turns from their own pools: on ``lookup`` a non-last turn writes a tag and ``?``,
-  the last ``=`` and digits), tool latencies from the shifted lognormal that
-  ``calibrate turns`` fits to the fit steps' calls
-  (:func:`calibration.fits.turns_fit.fit_multi_turn`), the tool's output tokens likewise.
-  (The block's geometric turn law is not used: ``lookup``'s 2-4 turns are not geometric.)
+- ``drawn``: the block that ``calibrate turns`` fits to the fit steps
+  (:func:`calibration.fits.turns_fit.fit_multi_turn`): turn counts from its turn law
+  (chosen by likelihood: on ``lookup`` the empirical table of 2-4 turns), tool latencies
+  from its shifted lognormal, the tool's output tokens; per-turn lengths resampled from
+  the fit steps (non-last and last turns from their own pools: on ``lookup`` a non-last
+  turn writes a tag and ``?``, the last ``=`` and digits).
 """
 
 from __future__ import annotations
@@ -188,9 +191,9 @@ def fitted_block(turns: pl.DataFrame, fit_step_ids: list[int]) -> MultiTurn:
 
 @dataclass(frozen=True)
 class TurnDraws:
-    """Empirical pools of the fit steps, for the ``drawn`` prediction."""
+    """Empirical length pools of the fit steps and the fitted block, for the ``drawn``
+    prediction."""
 
-    n_turns: np.ndarray
     mid_lengths: np.ndarray
     last_lengths: np.ndarray
     mt: MultiTurn
@@ -198,17 +201,17 @@ class TurnDraws:
     @classmethod
     def fit(cls, turns: list[StepTurns], mt: MultiTurn) -> TurnDraws:
         """Pools of ``turns`` (the fit steps) and the fitted block ``mt``."""
-        n = np.concatenate([s.n_turns for s in turns])
         mid, last = [], []
         for s in turns:
             k = np.arange(s.lengths.shape[0])[:, None]
             mid.append(s.lengths[k < s.n_turns[None, :] - 1])
             last.append(s.lengths[s.n_turns - 1, np.arange(len(s.n_turns))])
-        return cls(n, np.concatenate(mid), np.concatenate(last), mt)
+        return cls(np.concatenate(mid), np.concatenate(last), mt)
 
     def draw(self, rng: np.random.Generator, n: int) -> StepTurns:
-        """``n`` rollouts' turns: counts and lengths resampled, latencies from the law."""
-        nt = rng.choice(self.n_turns, n)
+        """``n`` rollouts' turns: counts from the block's turn law, lengths resampled from
+        the pools, latencies from the block's latency law."""
+        nt = self.mt.turns.from_uniform(rng.uniform(1e-12, 1.0, n))
         K = int(nt.max())
         lengths = (
             rng.choice(self.mid_lengths, (K, n))

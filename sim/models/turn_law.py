@@ -53,12 +53,12 @@ class TurnLaw:
             v, p = np.asarray(self.values), np.asarray(self.probs, dtype=np.float64)
             if v.size == 0 or v.size != p.size or (v < 1).any() or np.unique(v).size != v.size:
                 raise ValueError(
-                    "field turns.values: expected distinct integers >= 1, one per prob, got "
+                    "field multi_turn.turns.values: expected distinct integers >= 1, one per prob, got "
                     f"{list(self.values)} for {list(self.probs)}"
                 )
             if not (np.isfinite(p).all() and (p >= 0).all() and abs(p.sum() - 1) < 1e-6):
                 raise ValueError(
-                    f"field turns.probs: expected numbers >= 0 summing to 1, got {list(self.probs)}"
+                    f"field multi_turn.turns.probs: expected numbers >= 0 summing to 1, got {list(self.probs)}"
                 )
             return
         if self.min < 1 or self.max < self.min or not (self.mean >= self.min):
