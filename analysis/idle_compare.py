@@ -28,6 +28,7 @@ the others.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -243,12 +244,15 @@ def _turn_predictions(run: RunData, layouts: list[StepLayout], K: int, cfg, tau:
     }
     turns = [step_turns(run.turns, lay, orders[lay.step]) for lay in layouts]
     mt = fitted_block(run.turns, [lay.step for lay in layouts[:K]])
-    fit = fit_turn_cost(layouts[:K], turns[:K], run.engine, mt, cap)
+    # the torch engine keeps a parked sequence's KV cache in its slot: a later turn
+    # prefills the tool's output only (docs/multi_turn.md)
+    engine = dataclasses.replace(run.engine, prefix_caching=True)
+    fit = fit_turn_cost(layouts[:K], turns[:K], engine, mt, cap)
     pool = TurnDraws.fit(turns[:K], mt)
 
     def rows(name: str, lay: StepLayout, st: StepTurns) -> dict:
         G = lay.lengths.shape[1]
-        w, t1, tf = run_turns(st, lay.prompt_tokens, G, fit.cost, run.engine, mt, cap)
+        w, t1, tf = run_turns(st, lay.prompt_tokens, G, fit.cost, engine, mt, cap)
         L = st.lengths.sum(axis=0).reshape(-1, G)  # sampled tokens: the lengths in the table
         d = fit.submit_delay_s
         return _rows(name, lay, np.minimum(L, cap), w, t1 + d, tf + d, cap)

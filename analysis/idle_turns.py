@@ -2,23 +2,27 @@
 (the real ``lookup`` task) predicted through the simulator's multi-turn engine
 (:func:`sim.engine.turns.submit_turns`), docs/multi_turn.md "Comparing".
 
-- Cost fit: :func:`analysis.finish_fit.fit_finish_times` with the multi-turn schedule's
-  features (each turn's measured length, tool latencies 0, under the four unit costs) and
-  each rollout's measured finish minus its own tool time (the time it sat parked) as the
-  target. (With tool latencies above 0 the schedule depends on the cost, so the
-  features are exact only for latency 0: an approximation while tool time is a small
-  part of a rollout, 9 % on ``lookup``.)
+- Cost fit (:func:`fit_turn_cost`): on the schedule that runs with each turn's measured
+  length and each call's measured latency. With tools the schedule depends on the cost,
+  so the fit alternates: start from the features at latency 0 (finish minus the
+  rollout's own tool time as the target), then run the schedule under the current fit
+  (:func:`analysis.turn_schedule.turn_features`: iterations, running sequences, context
+  and prefill tokens summed up to each finish, and the worker's idle time), refit by
+  non-negative least squares (:func:`analysis.finish_fit.fit_finish_times`) against
+  finish minus idle, and keep the fit whose own schedule is closest to the measured
+  finishes.
 - ``replay``: every rollout's measured turn count, per-turn lengths and tool latencies.
-- ``drawn``: turn counts and per-turn lengths resampled from the fit steps (non-last and
-  last turns from their own pools: on ``lookup`` a non-last turn writes a tag and ``?``,
-  the last ``=`` and digits), tool latencies from the shifted lognormal that
-  ``calibrate turns`` fits to the fit steps' calls
-  (:func:`calibration.fits.turns_fit.fit_multi_turn`), the tool's output tokens likewise.
-  (The block's geometric turn law is not used: ``lookup``'s 2-4 turns are not geometric.)
+- ``drawn``: the block that ``calibrate turns`` fits to the fit steps
+  (:func:`calibration.fits.turns_fit.fit_multi_turn`): turn counts from its turn law
+  (chosen by likelihood: on ``lookup`` the empirical table of 2-4 turns), tool latencies
+  from its shifted lognormal, the tool's output tokens; per-turn lengths resampled from
+  the fit steps (non-last and last turns from their own pools: on ``lookup`` a non-last
+  turn writes a tag and ``?``, the last ``=`` and digits).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +30,7 @@ import polars as pl
 import simpy
 from rolloutlab.analysis.finish_fit import UNIT_COSTS, FinishFit, fit_finish_times
 from rolloutlab.analysis.run_input import StepLayout
+from rolloutlab.analysis.turn_schedule import turn_features
 from rolloutlab.calibration.fits.turns_fit import fit_multi_turn
 from rolloutlab.sim.engine.core import Engine, EngineConfig
 from rolloutlab.sim.engine.turns import submit_turns
@@ -94,10 +99,11 @@ def run_turns(
     return b.worker, b.t_first_token, b.t_finish
 
 
-def fit_turn_cost(
+def zero_latency_fit(
     layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn, cap: int
 ) -> FinishFit:
-    """The cost fit of the module docstring on ``layouts`` (their :class:`StepTurns`)."""
+    """The starting fit: features of the schedule at tool latency 0 against each rollout's
+    measured finish minus its own tool time."""
     by_step = {lay.step: (lay, st) for lay, st in zip(layouts, turns)}
 
     def features(lay: StepLayout) -> np.ndarray:
@@ -115,6 +121,68 @@ def fit_turn_cost(
     return fit_finish_times(parked, engine, features=features)
 
 
+def turn_schedules(
+    layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn,
+    cap: int, cost: LinearCost,
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:  # fmt: skip
+    """``step -> (features, idle_s, t_finish)`` of :func:`turn_features` under ``cost``."""
+    return {
+        lay.step: turn_features(
+            np.maximum(st.lengths, 1),
+            st.n_turns,
+            st.latencies,
+            lay.prompt_tokens,
+            lay.lengths.shape[1],
+            cost,
+            engine.max_num_seqs,
+            mt.tool_output_tokens,
+            engine.prefix_caching,
+            cap,
+        )  # fmt: skip
+        for lay, st in zip(layouts, turns)
+    }
+
+
+def schedule_rmse(layouts: list[StepLayout], fit: FinishFit, sched: dict) -> float:
+    """Root mean square of ``(simulated - measured finish) / step makespan`` over the
+    rollouts of ``layouts``, the simulated finishes being ``sched``'s (under ``fit``)."""
+    err = [
+        (sched[lay.step][2] + fit.submit_delay_s - lay.finish_s) / lay.finish_s.max()
+        for lay in layouts
+    ]
+    return float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
+
+
+def fit_turn_cost(
+    layouts: list[StepLayout], turns: list[StepTurns], engine: EngineConfig, mt: MultiTurn,
+    cap: int, rounds: int = 6,
+) -> FinishFit:  # fmt: skip
+    """The cost fit of the module docstring on ``layouts`` (their :class:`StepTurns`).
+
+    Starts from the zero-latency fit, then ``rounds`` times: the schedule that runs with
+    the measured latencies under the current fit (:func:`analysis.turn_schedule.turn_features`),
+    non-negative least squares of its features against each rollout's measured finish
+    minus the worker's idle time before it (:func:`analysis.finish_fit.fit_finish_times`).
+    Returns the fit whose own schedule is closest to the measured finishes
+    (:func:`schedule_rmse`; its ``rel_rmse`` is that error). Several workers: the
+    zero-latency fit (the schedule loop is one worker's)."""
+    fit = zero_latency_fit(layouts, turns, engine, mt, cap)
+    if engine.n_workers != 1:
+        return fit
+    best, best_err = fit, np.inf
+    for _ in range(rounds + 1):
+        sched = turn_schedules(layouts, turns, engine, mt, cap, fit.cost)
+        err = schedule_rmse(layouts, fit, sched)
+        if err < best_err:
+            best, best_err = dataclasses.replace(fit, rel_rmse=err), err
+        idle = [
+            StepLayout(lay.step, lay.lengths, lay.prompt_tokens, lay.finish_s - sched[lay.step][1])
+            for lay in layouts
+        ]
+        fit = fit_finish_times(idle, engine, features=lambda lay, s=sched: s[lay.step][0])
+    return best
+
+
 def fitted_block(turns: pl.DataFrame, fit_step_ids: list[int]) -> MultiTurn:
     """``calibrate turns``' block fitted to the fit steps' rows of ``turns``."""
     rows = turns.filter(pl.col("step").is_in(fit_step_ids))
@@ -123,9 +191,9 @@ def fitted_block(turns: pl.DataFrame, fit_step_ids: list[int]) -> MultiTurn:
 
 @dataclass(frozen=True)
 class TurnDraws:
-    """Empirical pools of the fit steps, for the ``drawn`` prediction."""
+    """Empirical length pools of the fit steps and the fitted block, for the ``drawn``
+    prediction."""
 
-    n_turns: np.ndarray
     mid_lengths: np.ndarray
     last_lengths: np.ndarray
     mt: MultiTurn
@@ -133,17 +201,17 @@ class TurnDraws:
     @classmethod
     def fit(cls, turns: list[StepTurns], mt: MultiTurn) -> TurnDraws:
         """Pools of ``turns`` (the fit steps) and the fitted block ``mt``."""
-        n = np.concatenate([s.n_turns for s in turns])
         mid, last = [], []
         for s in turns:
             k = np.arange(s.lengths.shape[0])[:, None]
             mid.append(s.lengths[k < s.n_turns[None, :] - 1])
             last.append(s.lengths[s.n_turns - 1, np.arange(len(s.n_turns))])
-        return cls(n, np.concatenate(mid), np.concatenate(last), mt)
+        return cls(np.concatenate(mid), np.concatenate(last), mt)
 
     def draw(self, rng: np.random.Generator, n: int) -> StepTurns:
-        """``n`` rollouts' turns: counts and lengths resampled, latencies from the law."""
-        nt = rng.choice(self.n_turns, n)
+        """``n`` rollouts' turns: counts from the block's turn law, lengths resampled from
+        the pools, latencies from the block's latency law."""
+        nt = self.mt.turns.from_uniform(rng.uniform(1e-12, 1.0, n))
         K = int(nt.max())
         lengths = (
             rng.choice(self.mid_lengths, (K, n))

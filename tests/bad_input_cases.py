@@ -195,6 +195,8 @@ FILES = [
     ("cal-passrate", "sim --calibration {t}/cal_passrate_spec.json --out {t}/o", "pass_rate.spec"),
     ("cal-empirical-str", "sim --calibration {t}/cal_empirical_str.json --out {t}/o", "lengths.values"),
     ("cal-mt-turns-0", "sim --calibration {t}/cal_mt_turns0.json --out {t}/o", "field multi_turn.turns.n"),
+    ("cal-mt-probs", "sim --calibration {t}/cal_mt_probs.json --out {t}/o", "field multi_turn.turns.probs"),
+    ("cal-mt-min", "sim --calibration {t}/cal_mt_min.json --out {t}/o", "field multi_turn.turns.min"),
     ("cal-mt-latency-nan", "sim --calibration {t}/cal_mt_nan.json --out {t}/o", "field multi_turn.tool_latency.scale_s"),
     ("cal-mt-sandboxes-0", "sim --calibration {t}/cal_mt_slots0.json --out {t}/o", "field multi_turn.sandboxes"),
     ("cal-mt-timeout", "sim --calibration {t}/cal_mt_timeout.json --out {t}/o", "field multi_turn.timeout_s"),

@@ -55,6 +55,8 @@ CALIBRATIONS = {
     "engine_list": _calibration(engine=[1]),
     "passrate_spec": _calibration(**{"pass_rate.spec": "uniform"}),
     "mt_turns0": _calibration(multi_turn={"turns": {"law": "fixed", "n": 0}}),
+    "mt_probs": _calibration(multi_turn={"turns": {"law": "empirical", "values": [2, 3], "probs": [0.5, 0.7]}}),
+    "mt_min": _calibration(multi_turn={"turns": {"law": "geometric", "mean": 3, "max": 4, "min": 0}}),
     "mt_nan": _calibration(multi_turn={"tool_latency": {"min_s": 0.1, "scale_s": "NaN"}}),
     "mt_slots0": _calibration(multi_turn={"sandboxes": 0}),
     "mt_timeout": _calibration(multi_turn={"tool_latency": {"min_s": 3.0}, "timeout_s": 1.0}),

@@ -4,8 +4,8 @@ writes it and as a real multi-turn run would (docs/multi_turn.md, "Calibrating")
 
 What is fitted, each from the turns table alone:
 
-- turn law: ``geometric`` with the observed mean turns per rollout, truncated at the
-  observed maximum (``fixed`` when every rollout has as many turns);
+- turn law: :func:`calibration.fits.turn_law_fit.fit_turn_law` (``fixed``, a truncated
+  geometric from 1 or from the observed minimum, or the empirical table: least AIC);
 - tool latency: :func:`sim.models.turns.fit_tool_latency` on each call's run time
   ``t_tool_end - t_tool_start`` (sandbox queueing excluded), calls ended by a timeout
   entering right-censored at the timeout;
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from rolloutlab.calibration.fits.turn_law_fit import fit_turn_law
 from rolloutlab.sim.models.turns import fit_tool_latency
 from rolloutlab.sim.trace.schema import TraceError
 from rolloutlab.sim.trace.turns import validate_turns
@@ -67,6 +68,7 @@ def fit_multi_turn(turns: pl.DataFrame, base_median_tokens: float, source: str) 
     keys = ["run_id", "step", "prompt_id", "sample_idx"]
     per = turns.group_by(keys).agg(pl.len().alias("n"))
     n = per["n"].to_numpy()
+    turn_law, turn_aic = fit_turn_law(n)
     calls = turns.filter(pl.col("t_tool_end").is_not_null())
     if calls.height < 3:
         raise ValueError(f"{source}: {calls.height} tool calls; need >= 3 to fit a latency law")
@@ -82,9 +84,7 @@ def fit_multi_turn(turns: pl.DataFrame, base_median_tokens: float, source: str) 
     grow = nxt["grow"].drop_nulls()
     scale = float(turns["response_tokens"].median()) / base_median_tokens
     block = {
-        "turns": {"law": "fixed", "n": int(n.max())}
-        if n.min() == n.max()
-        else {"law": "geometric", "mean": float(n.mean()), "max": int(n.max())},
+        "turns": turn_law.to_dict(),
         "tool_latency": {
             "law": "lognormal",
             "min_s": law.min_s,
@@ -100,6 +100,7 @@ def fit_multi_turn(turns: pl.DataFrame, base_median_tokens: float, source: str) 
         "rollouts": int(len(n)),
         "turns": int(turns.height),
         "tool_calls": int(calls.height),
+        "turn_law_aic": turn_aic,
         "timed_out_calls": int(timed_out.sum()),
         "tool_run_s_quantiles": {
             q: float(np.quantile(run_s, float(q))) for q in ("0.5", "0.9", "0.99")

@@ -15,8 +15,8 @@ context and the next turn starts when the tool returns. The block, as JSON::
         "turn_length_scale": 0.25   # a turn's length = scale x a length-model draw (>= 1)
     }
 
-Laws. Turns: ``fixed`` (every rollout ``n`` turns) or ``geometric`` on ``{1, 2, ...}``
-with the given mean (``p = 1 / mean`` the chance a turn is the last), truncated at ``max``.
+Laws. Turns: :mod:`sim.models.turn_law` (``fixed``, ``geometric`` with a minimum and a
+maximum, or an ``empirical`` table).
 Tool latency: shifted lognormal ``min_s + scale_s * exp(sigma z)``, ``z`` standard normal
 (``scale_s`` the median of the excess over ``min_s``; ``scale_s = 0`` a constant
 ``min_s``) -- the heavy tail reported for code execution and search tools (verl issue
@@ -33,39 +33,12 @@ from typing import Any
 import numpy as np
 from rolloutlab.sim.models.hashrng import hash_uniform
 from rolloutlab.sim.models.special import ndtri
+from rolloutlab.sim.models.turn_law import TurnLaw, turn_law_from
 from rolloutlab.sim.trace.field_checks import number
 
-_TURN_STREAM, _TOOL_STREAM, _LENGTH_SEED = 0x7475726E, 0x746F6F6C, 0x6C656E67
+__all__ = ["MultiTurn", "ToolLatency", "TurnLaw", "fit_tool_latency", "multi_turn_from"]
 
-
-@dataclass(frozen=True)
-class TurnLaw:
-    """Turns per rollout: ``fixed`` (always ``max``) or ``geometric`` with ``mean``,
-    truncated at ``max``. Raises ValueError for ``max < 1`` or ``mean < 1``."""
-
-    law: str = "fixed"
-    mean: float = 1.0
-    max: int = 1
-
-    def __post_init__(self) -> None:
-        if self.law not in ("fixed", "geometric"):
-            raise ValueError(f"field turns.law: expected 'fixed' or 'geometric', got {self.law!r}")
-        if self.max < 1 or not (self.mean >= 1.0):
-            raise ValueError(
-                f"field turns: a rollout needs at least one turn (max >= 1, mean >= 1), "
-                f"got max={self.max}, mean={self.mean}"
-            )
-
-    def draw(self, seed: int, step: int, prompt_ids: np.ndarray, G: int) -> np.ndarray:
-        """``(n_prompts, G)`` int64 turn counts in ``[1, max]``, keyed on ``(seed, step,
-        prompt id, sample)``."""
-        shape = (len(prompt_ids), G)
-        if self.law == "fixed" or self.mean == 1.0:
-            return np.full(shape, self.max if self.law == "fixed" else 1, dtype=np.int64)
-        u = hash_uniform(seed, _TURN_STREAM, step, np.asarray(prompt_ids)[:, None], np.arange(G))
-        p = 1.0 / self.mean  # geometric on {1, 2, ...}: P(N > k) = (1 - p)^k
-        n = 1 + np.floor(np.log(u) / np.log1p(-p)).astype(np.int64)
-        return np.minimum(n, self.max)
+_TOOL_STREAM, _LENGTH_SEED = 0x746F6F6C, 0x6C656E67
 
 
 @dataclass(frozen=True)
@@ -155,15 +128,7 @@ def multi_turn_from(block: Any) -> MultiTurn:
     lat = block.get("tool_latency", {"law": "lognormal"})
     if not isinstance(t, dict) or not isinstance(lat, dict):
         raise ValueError("field multi_turn.turns / multi_turn.tool_latency: must be objects")
-    law = t.get("law", "fixed")
-    if law == "fixed":
-        n = number(t.get("n"), "multi_turn.turns.n", integer=True, min=1)
-        turns = TurnLaw("fixed", float(n), n)
-    else:
-        mean = number(t.get("mean"), "multi_turn.turns.mean", min=1)
-        turns = TurnLaw(
-            str(law), mean, number(t.get("max"), "multi_turn.turns.max", integer=True, min=1)
-        )
+    turns = turn_law_from(t)
     if lat.get("law", "lognormal") != "lognormal":
         raise ValueError(
             f"field multi_turn.tool_latency.law: expected 'lognormal', got {lat['law']!r}"
