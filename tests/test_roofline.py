@@ -15,7 +15,13 @@ from tests.reference.kv_loop import paged_reference
 
 @pytest.mark.parametrize(
     "name, billions",
-    [("qwen2.5-3b", 3.09), ("llama-3.2-3b", 3.21), ("qwen2.5-7b", 7.62), ("llama-3-8b", 8.03)],
+    [
+        ("qwen2.5-3b", 3.09),
+        ("llama-3.2-3b", 3.21),
+        ("qwen2.5-7b", 7.62),
+        ("llama-3-8b", 8.03),
+        ("r1-distill-qwen-1.5b", 1.78),  # model card: 1.78B
+    ],
 )
 def test_parameter_counts_match_model_cards(name, billions):
     assert get_model(name).n_params() / 1e9 == pytest.approx(billions, abs=0.01)
@@ -24,6 +30,8 @@ def test_parameter_counts_match_model_cards(name, billions):
 def test_kv_bytes_per_token_by_hand():
     # Qwen2.5-3B: 2 (K,V) * 36 layers * 2 KV heads * 128 dims * 2 bytes
     assert get_model("qwen2.5-3b").kv_bytes_per_token() == 36_864
+    # DeepSeek-R1-Distill-Qwen-1.5B: 2 * 28 layers * 2 KV heads * 128 dims * 2 bytes
+    assert get_model("r1-distill-qwen-1.5b").kv_bytes_per_token() == 28_672
 
 
 def test_roofline_coefficients_by_hand():
@@ -54,7 +62,7 @@ def test_more_memory_more_kv_blocks_and_tp_splits_weights():
     assert tp2.c_s == pytest.approx(tp1.c_s / 2)
     with pytest.raises(ValueError, match="unknown model"):
         roofline("gpt-5", "h100")
-    assert set(GPUS) == {"h100", "h200", "a100", "h20"} and len(MODELS) == 4
+    assert set(GPUS) == {"h100", "h200", "a100", "h20", "h800"} and len(MODELS) == 5
 
 
 def test_one_long_sample_bounds_the_step_under_kv_pressure():

@@ -86,6 +86,11 @@ MODELS: dict[str, ModelConfig] = {
     "qwen2.5-7b": ModelConfig("Qwen/Qwen2.5-7B", 3584, 28, 28, 4, 18944, 152064, False, True),
     # huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json (head dim 4096 / 32 = 128)
     "llama-3-8b": ModelConfig("meta-llama/Meta-Llama-3-8B", 4096, 32, 32, 8, 14336, 128256, False),
+    # huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/blob/main/config.json (the
+    # Qwen2.5-Math-1.5B architecture; AReaL's 1.5B runs, docs/PAPERS.md)
+    "r1-distill-qwen-1.5b": ModelConfig(
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 1536, 28, 12, 2, 8960, 151936, False, True
+    ),
 }
 
 GPUS: dict[str, Accelerator] = {
@@ -98,6 +103,11 @@ GPUS: dict[str, Accelerator] = {
     # NVIDIA HGX H20 (China-market Hopper), widely reported spec: 4.0 TB/s, 148 TFLOPS
     # bf16 dense, 96 GB HBM3 (no public NVIDIA datasheet; see docs/engine.md)
     "h20": Accelerator("H20 96GB", 4.0e12, 148e12, 96e9),
+    # NVIDIA H800 SXM5 (China-market Hopper, the H100's GH100 die): the H100 SXM5's
+    # 3.35 TB/s HBM3, 989 TFLOPS bf16 dense, 80 GB; NVLink cut to 400 GB/s (900 on the
+    # H100) and FP64 cut, neither in this table. Widely reported spec (e.g. philisun.com,
+    # "NVIDIA H800 vs H100"); no NVIDIA datasheet checked (docs/engine.md)
+    "h800": Accelerator("H800 SXM5 80GB", 3.35e12, 989e12, 80e9),
 }
 
 
