@@ -7,8 +7,8 @@ stability``); each grid's mechanism is read from its ``config.json``
 ``clip on, IS token``): ``mechanism = "clip-on/is-token"`` etc. One law is fitted per
 mechanism. All grids must share the step count ``T``.
 
-Split: ``seed`` (even seeds fit, odd held out) or ``lr`` (alternate learning rates,
-sorted: even index fit). Held-out numbers per mechanism and pooled: classification
+Split: ``seed`` (even seeds fit, odd held out; or the seeds ``fit_seeds`` names fit, every
+other seed held out) or ``lr`` (alternate learning rates, sorted: even index fit). Held-out numbers per mechanism and pooled: classification
 agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
 MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
 law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
@@ -175,12 +175,27 @@ def drift_test(df: pl.DataFrame, drift_fits: dict | None = None) -> dict:
     }
 
 
-def split(df: pl.DataFrame, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``(fit, held_out)`` (module docstring); raises GridError with a single value."""
+def split(
+    df: pl.DataFrame, by: str, fit_seeds: tuple[int, ...] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(fit, held_out)`` (module docstring): with ``fit_seeds`` (``by == "seed"`` only)
+    the rows of those seeds fit and every other row is held out. Raises GridError with a
+    single value, or when ``fit_seeds`` leaves either half of ``df`` empty."""
     values = sorted(df[by].unique().to_list())
     if len(values) < 2:
         raise GridError(f"split by {by}: a single {by} ({values}); need two or more")
-    mask = pl.col(by).is_in(values[0::2])
+    if fit_seeds is None:
+        mask = pl.col(by).is_in(values[0::2])
+    else:
+        if by != "seed":
+            raise GridError(f"fit seeds {list(fit_seeds)} need the seed split, not {by}")
+        fit = sorted(set(values) & set(fit_seeds))
+        if not fit or len(fit) == len(values):
+            raise GridError(
+                f"fit seeds {sorted(fit_seeds)} against the grid's seeds {values}: "
+                "need at least one seed on each side"
+            )
+        mask = pl.col(by).is_in(fit)
     return df.filter(mask), df.filter(~mask)
 
 
@@ -255,15 +270,21 @@ def law_summary(fit: HorizonFit) -> dict:
 
 
 def horizon_study(
-    df: pl.DataFrame, by: str = "seed", n_boot: int = 100, law: str = "pooled"
+    df: pl.DataFrame,
+    by: str = "seed",
+    n_boot: int = 100,
+    law: str = "pooled",
+    fit_seeds: tuple[int, ...] | None = None,
 ) -> tuple[dict, pl.DataFrame]:
     """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
     exponents with their seed intervals), :func:`fit_mechanisms` (``law``); with the
     ``drift`` law also :func:`drift_test` (``summary["drift_test"]``). Returns
     ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
-    split value)."""
+    split value, ``fit_seeds`` leaving a mechanism's fit or held-out half empty: :func:`split`)."""
     summary: dict = {"split": by, "law": law, "mechanisms": {}}
-    halves = {m: split(p, by) for (m,), p in df.group_by("mechanism")}
+    if fit_seeds is not None:
+        summary["fit_seeds"] = sorted(fit_seeds)
+    halves = {m: split(p, by, fit_seeds) for (m,), p in df.group_by("mechanism")}
     fit_all = pl.concat([h[0] for h in halves.values()])
     half_fits = fit_mechanisms(fit_all, n_boot, law)
     all_fits = fit_mechanisms(df, n_boot, law)

@@ -58,3 +58,30 @@ def test_the_grid_warm_start_uses_the_shared_cache_unless_no_cache(
     res = CliRunner().invoke(main, ["real", "stability", *flag, "--out", str(tmp_path / "g")])
     assert isinstance(res.exception, Stop), res.output
     assert seen == [tmp_path / "cache" if uses_cache else None]
+
+
+def test_seed_offset_runs_new_seeds_not_reruns_of_the_first_ones(tmp_path, spec):
+    from rolloutlab.real.runners.stability import GridConfig, grid_points
+
+    args = ["--seeds", "2", "--seed-offset", "4", "--S", "1,2", "--lr", "1e-3"]
+    res = CliRunner().invoke(main, ["real", "stability", *args, "--out", str(tmp_path)])
+    assert isinstance(res.exception, Stop), res.output
+    assert (spec["seeds"], spec["seed_offset"]) == (2, 4)
+    grid = GridConfig(S_values=(1, 2), lrs=(1e-3,), seeds=2, seed_offset=4)
+    assert sorted({p["seed"] for p in grid_points(grid)}) == [4, 5]
+    assert len(grid_points(grid)) == 4
+    assert grid.run_config(2, 1e-3, 5).sync.seed == 5
+
+
+def test_a_grid_without_seed_offset_keeps_its_old_spec(tmp_path, spec):
+    """Folders grown before --seed-offset existed still resume (same spec hash)."""
+    res = CliRunner().invoke(main, ["real", "stability", "--out", str(tmp_path)])
+    assert isinstance(res.exception, Stop), res.output
+    assert "seed_offset" not in spec and spec["seeds"] == 3
+
+
+def test_a_negative_seed_offset_is_refused_by_the_grid():
+    from rolloutlab.real.runners.stability import GridConfig
+
+    with pytest.raises(ValueError, match="seed_offset >= 0"):
+        GridConfig(seed_offset=-1)

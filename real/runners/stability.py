@@ -55,23 +55,38 @@ class GridConfig:
     lrs: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
     """Learning rates."""
     seeds: int = 3
-    """Seeds per (S, lr): run seeds 0..seeds-1 (prompts, sampling, minibatch order)."""
+    """Seeds per (S, lr): run seeds ``seed_offset .. seed_offset+seeds-1`` (prompts, sampling,
+    minibatch order)."""
     mode: str = "interval"
     """``interval`` or ``bounded``."""
     jobs: int = 2
     """Runs at a time."""
     base: AsyncConfig = dataclasses.field(default_factory=AsyncConfig)
     """Settings of every run (steps, batch, controller, warm start...); pipeline, lr and seed are set per run."""
+    seed_offset: int = 0
+    """First seed (>= 0): a later grid with ``seed_offset=4, seeds=4`` adds seeds 4..7 to a
+    grid of seeds 0..3 (new runs, not reruns)."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("interval", "bounded") or self.seeds < 1 or self.jobs < 1:
+        if (
+            self.mode not in ("interval", "bounded")
+            or self.seeds < 1
+            or self.jobs < 1
+            or self.seed_offset < 0
+        ):
             raise ValueError(
-                f"GridConfig: need mode interval|bounded, seeds >= 1, jobs >= 1; got {self}"
+                "GridConfig: need mode interval|bounded, seeds >= 1, jobs >= 1, "
+                f"seed_offset >= 0; got {self}"
             )
         if not self.S_values or not self.lrs or min(self.S_values) < 0 or not min(self.lrs) > 0:
             raise ValueError(
                 f"GridConfig: need S >= 0 and lr > 0 lists, got S={self.S_values}, lr={self.lrs}"
             )
+
+    @property
+    def seed_values(self) -> range:
+        """The seeds of every (S, lr): ``seed_offset .. seed_offset + seeds - 1``."""
+        return range(self.seed_offset, self.seed_offset + self.seeds)
 
     def run_config(self, S: int, lr: float, seed: int) -> AsyncConfig:
         """The :class:`AsyncConfig` of one grid point (stops at collapse)."""
@@ -181,7 +196,7 @@ def grid_points(grid: GridConfig) -> list[dict]:
         {"S": S, "lr": lr, "seed": seed}
         for S in grid.S_values
         for lr in grid.lrs
-        for seed in range(grid.seeds)
+        for seed in grid.seed_values
     ]
 
 
@@ -191,7 +206,7 @@ def run_grid(grid: GridConfig, out: str | Path, progress: bool = False) -> pl.Da
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     prepare_warm_start(out, grid.base)
-    points = [(S, lr, seed) for S in grid.S_values for lr in grid.lrs for seed in range(grid.seeds)]
+    points = [(S, lr, seed) for S in grid.S_values for lr in grid.lrs for seed in grid.seed_values]
     args = [(out, S, lr, seed, grid.run_config(S, lr, seed)) for S, lr, seed in points]
     with cf.ProcessPoolExecutor(grid.jobs, mp_context=mp.get_context("spawn")) as ex:
         rows = list(

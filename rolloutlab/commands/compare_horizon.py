@@ -9,8 +9,11 @@ from pathlib import Path
 import click
 
 from rolloutlab.commands.common import OUT_DIR, claimed, fail
-from rolloutlab.commands.types import STEPS
+from rolloutlab.commands.types import NON_NEGATIVE_INT, STEPS, CommaList
 from rolloutlab.sim.trace import strict_json
+
+SEED_LIST = CommaList(NON_NEGATIVE_INT)
+"""``--fit-seeds``: distinct seeds >= 0, comma-separated."""
 
 
 @click.command("horizon")
@@ -30,6 +33,13 @@ from rolloutlab.sim.trace import strict_json
     default="seed",
     show_default=True,
     help="Hold out odd seeds, or alternate learning rates.",
+)
+@click.option(
+    "--fit-seeds",
+    type=SEED_LIST,
+    default=None,
+    help="With --split seed: the seeds the law is fitted on (comma-separated, >= 0); every "
+    "other seed is held out [default: even seeds fit, odd held out].",
 )
 @click.option("--steps", type=STEPS, default=None, help="T per run [default: config.json].")
 @click.option(
@@ -51,7 +61,13 @@ from rolloutlab.sim.trace import strict_json
 )
 @OUT_DIR
 def horizon(
-    grids: tuple[Path, ...], split: str, steps, bootstrap: int, law: str, out_dir: Path
+    grids: tuple[Path, ...],
+    split: str,
+    fit_seeds: list[int] | None,
+    steps,
+    bootstrap: int,
+    law: str,
+    out_dir: Path,
 ) -> None:
     """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
 
@@ -68,17 +84,24 @@ def horizon(
         mechanism_of,
         read_grids,
     )
+    from rolloutlab.analysis.horizon_compare import split as split_rows
     from rolloutlab.analysis.horizon_plot import horizon_figure
     from rolloutlab.analysis.mechanism_metrics import mechanism_metrics
     from rolloutlab.sim.scenario.provenance import write_config
 
+    if fit_seeds is not None and split != "seed":
+        raise click.BadParameter("needs --split seed", param_hint="--fit-seeds")
     try:
         df = read_grids(list(grids), steps)
+        seeds = None if fit_seeds is None else tuple(fit_seeds)
+        if seeds is not None:  # refuse a split that empties a half before --out is claimed
+            for (_,), rows in df.group_by("mechanism"):
+                split_rows(rows, "seed", seeds)
     except GridError as exc:
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
         try:
-            summary, held = horizon_study(df, split, bootstrap, law)
+            summary, held = horizon_study(df, split, bootstrap, law, seeds)
             laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
             paths: dict[str, list[Path]] = {}
             for g in grids:
@@ -89,7 +112,12 @@ def horizon(
         summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
         held.write_csv(out_dir / "horizon_points.csv")
         strict_json.write_json(out_dir / "horizon_summary.json", summary)
-        horizon_figure(held, laws, df, out_dir / "horizon.png", f"fit on half the {split}s")
+        title = (
+            f"fit on half the {split}s"
+            if seeds is None
+            else "fit on seeds " + ",".join(map(str, sorted(seeds)))
+        )
+        horizon_figure(held, laws, df, out_dir / "horizon.png", title)
         write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
         if signals is not None:
             signals.write_csv(out_dir / "mechanism_metrics.csv")

@@ -60,6 +60,13 @@ from rolloutlab.real.rundir.config import (
     "--seeds", default=3, show_default=True, type=SEED_COUNT, help="Seeds per (S, lr): 0..N-1."
 )
 @click.option(
+    "--seed-offset",
+    default=0,
+    show_default=True,
+    type=NON_NEGATIVE_INT,
+    help="First seed (>= 0): run seeds K..K+N-1, e.g. --seed-offset 4 --seeds 4 adds seeds 4-7.",
+)
+@click.option(
     "--steps", default=100, show_default=True, type=STEPS, help="Learner steps T per run."
 )
 @click.option(
@@ -103,6 +110,7 @@ def stability_cmd(
     S_values: list[int],
     lrs: list[float],
     seeds: int,
+    seed_offset: int,
     steps: int,
     prompts: int,
     controller: str,
@@ -162,10 +170,13 @@ def stability_cmd(
             mode,
             jobs,
             AsyncConfig(sync=sync, collapse=detector),
+            seed_offset,
         )
     except (ValueError, ConfigError) as exc:
         fail(exc)
     spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))  # jobs: not a result
+    if not seed_offset:
+        del spec["seed_offset"]  # grids from before --seed-offset keep their spec (--resume)
     executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -179,7 +190,8 @@ def stability_cmd(
         steps,
         {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s, **describe_executor(opts)},
         out_dir,
-        f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, {seeds} seeds",
+        f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, seeds "
+        f"{grid.seed_values.start}..{grid.seed_values.stop - 1}",
     )
     df.write_csv(out_dir / "stability.csv")  # every point, failed ones with status/error
     echo_table(
