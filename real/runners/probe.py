@@ -1,0 +1,58 @@
+"""A per-step machine-speed probe: the CPU time of a small fixed workload.
+
+On a shared machine the process CPU time of the *same* work drifts with the other
+processes' load (caches, the sibling hyperthread, memory bandwidth), so ``--clock cpu``
+does not remove load entirely (docs/multi_turn.md "Predicted against measured"). The
+runners time this fixed workload once a step, outside the step's timed phases, and log
+it in ``learner.jsonl`` as ``timing_s/probe`` (process CPU seconds) and
+``timing_s/probe_wall`` (wall seconds); ``compare idle --clock probe``
+(:func:`rolloutlab.analysis.run_input.on_probe_clock`) divides each step's CPU times by
+``probe / median probe over the fit steps``.
+
+The workload is deterministic in work: ``PROBE_REPEATS`` products of a fixed
+``(PROBE_ROWS, PROBE_DIM)`` float32 tensor with a fixed ``(PROBE_DIM, PROBE_DIM)`` matrix,
+each followed by a ``tanh`` (a small-matmul-plus-elementwise mix like a tiny model's
+decode step), on the thread count the run set with ``torch.set_num_threads``. It takes
+about 10-20 ms of CPU on one thread of the 2-core development machine.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+PROBE_ROWS = 32
+"""Rows of the probe's activation tensor."""
+PROBE_DIM = 128
+"""Width of the probe's activation tensor and side of its square weight matrix."""
+PROBE_REPEATS = 400
+"""Matmul + tanh pairs per probe (fixed: the probe's work never changes)."""
+
+
+class SpeedProbe:
+    """The fixed workload, its tensors built once (seeded, so every run's are identical).
+
+    :meth:`measure` runs it and returns ``(cpu_s, wall_s)``: the process CPU seconds
+    (``time.process_time``) and wall seconds (``time.perf_counter``) it took.
+    """
+
+    def __init__(self) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self._x = torch.randn(PROBE_ROWS, PROBE_DIM, generator=gen)
+        self._w = torch.randn(PROBE_DIM, PROBE_DIM, generator=gen) / PROBE_DIM**0.5
+
+    def measure(self) -> tuple[float, float]:
+        """Run the workload once; returns ``(cpu_s, wall_s)``, both in seconds."""
+        x, w = self._x, self._w
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        with torch.no_grad():
+            for _ in range(PROBE_REPEATS):
+                x = torch.tanh(x @ w)
+        return time.process_time() - cpu0, time.perf_counter() - wall0
+
+    def record(self) -> dict[str, float]:
+        """Run the workload once; returns the ``learner.jsonl`` fields
+        ``{"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}``."""
+        cpu_s, wall_s = self.measure()
+        return {"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}
