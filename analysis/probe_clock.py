@@ -32,21 +32,21 @@ PROBE_FIELD = "timing_s/probe"
 """The ``learner.jsonl`` field with each step's probe CPU seconds (real/runners/probe.py)."""
 
 
-def probe_times(run_dir: str | Path, n_steps: int) -> np.ndarray:
-    """``(n_steps,)`` probe CPU seconds per step from the run's ``learner.jsonl``.
+def probe_times(run_dir: str | Path, n_steps: int, field: str = PROBE_FIELD) -> np.ndarray:
+    """``(n_steps,)`` probe CPU seconds per step: ``field`` of the run's ``learner.jsonl``.
 
     Raises :class:`RunInputError` naming the file and :data:`PROBE_FIELD` when the file is
     missing, has another number of rows than the run has steps, or a row lacks the field or
     holds a value that is not a positive finite number."""
     path = Path(run_dir) / "learner.jsonl"
     rows = read_rows(path) if path.exists() else []
-    vals = [r.get(PROBE_FIELD) for r in rows]
+    vals = [r.get(field) for r in rows]
     ok = len(rows) == n_steps and all(
         isinstance(v, int | float) and np.isfinite(v) and v > 0 for v in vals
     )
     if not ok:
         raise RunInputError(
-            f"{path}: field {PROBE_FIELD} missing or not a positive number on some step (a "
+            f"{path}: field {field} missing or not a positive number on some step (a "
             "run from before the probe was recorded): use --clock cpu or rerun it"
         )
     return np.array(vals, float)
@@ -91,15 +91,17 @@ def busy_map(
     return np.array(knots), np.array(mapped), idle
 
 
-def on_probe_clock(run: RunData, fit_steps: int | None = None) -> RunData:
+def on_probe_clock(run: RunData, fit_steps: int | None = None, field: str = PROBE_FIELD) -> RunData:
     """``run`` on the probe clock (module docstring). ``fit_steps``: the steps whose median
-    probe is the reference speed (default: the first half, as ``compare idle``).
+    probe is the reference speed (default: the first half, as ``compare idle``); ``field``:
+    the ``learner.jsonl`` field timed (another fixed-work timing, e.g. ``cpu_sync_s``).
 
     Raises :class:`RunInputError` naming ``learner.jsonl`` and the field when the probe or
     CPU fields are missing, and as :func:`analysis.run_input.on_cpu_clock` for a run whose
     generation is not on this process's CPU."""
     n = run.steps.height
-    f = speed_factors(probe_times(run.path, n), n // 2 if fit_steps is None else fit_steps)
+    probe = probe_times(run.path, n, field)
+    f = speed_factors(probe, n // 2 if fit_steps is None else fit_steps)
     on_cpu_clock(run)  # the same checks: engine on this CPU, CPU fields present
     gen_cpu = cpu_phases(run.path, n)["cpu_gen_s"]
     gen_wall = run.steps["gen_time"].to_numpy()

@@ -164,7 +164,7 @@ class AsyncRun(SyncRun):
 
     def step(self, step: int) -> dict[str, Any]:
         """Learner step ``step`` (module docstring); returns the learner.jsonl row."""
-        probe = self.probe.record()  # the learner process's speed (probe.py)
+        probe = self.probe.record(self.learner.model)  # the learner process's speed (probe.py)
         self._dispatch()
         results, version, pull_s = self.generator.receive(step)
         t_recv = self.clock()

@@ -28,6 +28,8 @@ PROBE_DIM = 128
 """Width of the probe's activation tensor and side of its square weight matrix."""
 PROBE_REPEATS = 400
 """Matmul + tanh pairs per probe (fixed: the probe's work never changes)."""
+MODEL_ROWS, MODEL_TOKENS, MODEL_REPEATS = 16, 16, 2
+"""The model probe: forwards of a fixed ``(16, 16)`` id tensor, twice (about 10 ms)."""
 
 
 class SpeedProbe:
@@ -51,8 +53,20 @@ class SpeedProbe:
                 x = torch.tanh(x @ w)
         return time.process_time() - cpu0, time.perf_counter() - wall0
 
-    def record(self) -> dict[str, float]:
+    def record(self, model: torch.nn.Module | None = None) -> dict[str, float]:
         """Run the workload once; returns the ``learner.jsonl`` fields
-        ``{"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}``."""
+        ``{"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}``, plus, given the
+        run's policy ``model`` (called as ``model(ids)``), ``"timing_s/probe_model"``: the
+        CPU seconds of ``MODEL_REPEATS`` forwards of fixed token ids
+        ``(MODEL_ROWS, MODEL_TOKENS)`` (the same work whatever the weights)."""
         cpu_s, wall_s = self.measure()
-        return {"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}
+        out = {"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}
+        if model is not None:
+            vocab = int(model.cfg.vocab_size) if hasattr(model, "cfg") else 2
+            ids = torch.arange(MODEL_ROWS * MODEL_TOKENS).reshape(MODEL_ROWS, MODEL_TOKENS) % vocab
+            cpu0 = time.process_time()
+            with torch.no_grad():
+                for _ in range(MODEL_REPEATS):
+                    model(ids)
+            out["timing_s/probe_model"] = time.process_time() - cpu0
+        return out

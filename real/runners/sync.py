@@ -226,7 +226,7 @@ class SyncRun:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
             )
-        probe = self.probe.record()
+        probe = self.probe.record(self.learner.model)
         t_start, cpu = self.clock(), [time.process_time()]
         problems, reqs, results, ds = self._generate(step, G)
         t_gen = self.clock()
