@@ -2,8 +2,9 @@
 
 On a shared machine the process CPU time of fixed work drifts with the other processes'
 load (docs/multi_turn.md "Predicted against measured"), so ``--clock cpu`` leaves the
-drift in. The real runners time a fixed workload once a step (``timing_s/probe`` in
-``learner.jsonl``, :mod:`rolloutlab.real.runners.probe`); this clock divides each step's
+drift in. The real runners time fixed workloads once a step (``timing_s/probe_model`` and
+``timing_s/probe`` in ``learner.jsonl``, :mod:`rolloutlab.real.runners.probe`); this clock
+divides each step's
 generation CPU seconds by the step's speed factor ``f = probe / median(probe over the
 fit steps)``, giving "reference-speed seconds": the CPU time the step would have taken at
 the fit steps' median machine speed.
@@ -28,8 +29,10 @@ import polars as pl
 from rolloutlab.analysis.run_input import RunData, RunInputError, cpu_phases, on_cpu_clock
 from rolloutlab.sim.trace.jsonl import read_rows
 
-PROBE_FIELD = "timing_s/probe"
-"""The ``learner.jsonl`` field with each step's probe CPU seconds (real/runners/probe.py)."""
+PROBE_FIELD = "timing_s/probe_model"
+"""The ``learner.jsonl`` field the clock uses: each step's CPU seconds of fixed forwards of
+the policy model (real/runners/probe.py). It tracks the drift of the runs' CPU time better
+than the small matmul probe ``timing_s/probe`` (docs/multi_turn.md)."""
 
 
 def probe_times(run_dir: str | Path, n_steps: int, field: str = PROBE_FIELD) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.probe_clock import busy_map, on_probe_clock, speed_factors
+from rolloutlab.analysis.probe_clock import PROBE_FIELD, busy_map, on_probe_clock, speed_factors
 from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.sim.trace.turns import TURN_SCHEMA
 
@@ -23,7 +23,7 @@ def _write_log(run_dir, cpu_gen_s, probe_s):
     """learner.jsonl with per-step generation CPU seconds and probe seconds."""
     rows = [
         {"step": t, "cpu_gen_s": float(c), "cpu_train_s": 0.0, "cpu_sync_s": 0.0}
-        | ({} if p is None else {"timing_s/probe": p})
+        | ({} if p is None else {PROBE_FIELD: p})
         for t, (c, p) in enumerate(zip(cpu_gen_s, probe_s, strict=True))
     ]
     (run_dir / "learner.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -128,7 +128,7 @@ def test_a_run_without_a_usable_probe_is_refused_naming_file_and_field(tmp_path,
         on_probe_clock(load_run(run_dir), 2)
     args = ["compare", "idle", "--real", str(run_dir), "--clock", "probe", "--fit-steps", "2"]
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "learner.jsonl: field timing_s/probe" in res.output
+    assert res.exit_code == 2 and f"learner.jsonl: field {PROBE_FIELD} missing" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 

@@ -3,17 +3,20 @@
 On a shared machine the process CPU time of the *same* work drifts with the other
 processes' load (caches, the sibling hyperthread, memory bandwidth), so ``--clock cpu``
 does not remove load entirely (docs/multi_turn.md "Predicted against measured"). The
-runners time this fixed workload once a step, outside the step's timed phases, and log
-it in ``learner.jsonl`` as ``timing_s/probe`` (process CPU seconds) and
-``timing_s/probe_wall`` (wall seconds); ``compare idle --clock probe``
-(:func:`rolloutlab.analysis.run_input.on_probe_clock`) divides each step's CPU times by
-``probe / median probe over the fit steps``.
+runners time two fixed workloads once a step, outside the step's timed phases (before
+the step's clock starts), on the thread count the run set with ``torch.set_num_threads``,
+and log them in ``learner.jsonl``:
 
-The workload is deterministic in work: ``PROBE_REPEATS`` products of a fixed
-``(PROBE_ROWS, PROBE_DIM)`` float32 tensor with a fixed ``(PROBE_DIM, PROBE_DIM)`` matrix,
-each followed by a ``tanh`` (a small-matmul-plus-elementwise mix like a tiny model's
-decode step), on the thread count the run set with ``torch.set_num_threads``. It takes
-about 10-20 ms of CPU on one thread of the 2-core development machine.
+- ``timing_s/probe_model``: process CPU seconds of ``MODEL_REPEATS`` forwards of the
+  run's policy model on fixed token ids ``(MODEL_ROWS, MODEL_TOKENS)`` (about 10 ms; the
+  same work whatever the weights). ``compare idle --clock probe``
+  (:func:`rolloutlab.analysis.probe_clock.on_probe_clock`) divides each step's CPU times
+  by ``probe / median probe over the fit steps``;
+- ``timing_s/probe`` (CPU) and ``timing_s/probe_wall`` (wall): ``PROBE_REPEATS``
+  products of a fixed ``(PROBE_ROWS, PROBE_DIM)`` float32 tensor with a fixed
+  ``(PROBE_DIM, PROBE_DIM)`` matrix, each followed by a ``tanh`` (about 13 ms). Its
+  working set (64 KiB) stays in the core's caches, and it tracks the runs' CPU drift
+  less well than the model probe (docs/multi_turn.md); kept for that comparison.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def compare() -> None:
     help="Measured times on the wall clock, or each step's generation rescaled to its "
     "process CPU time (learner.jsonl cpu_gen_s; runs generating on this process's CPU: "
     "torch, or vLLM on CPU), which another process's load does not stretch; probe: the "
-    "CPU time over the step's speed probe (timing_s/probe) relative to the fit steps' "
+    "CPU time over the step's speed probe (timing_s/probe_model) relative to the fit steps' "
     "median, tool sleeps kept on the wall clock.",
 )
 @OUT_DIR
