@@ -26,7 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.analysis.run_input import RunData, RunInputError, cpu_phases, on_cpu_clock
+from rolloutlab.analysis.run_input import (
+    RunData,
+    RunInputError,
+    cpu_phases,
+    on_cpu_clock,
+    rescaled_rollouts,
+)
 from rolloutlab.sim.trace.jsonl import read_rows
 
 PROBE_FIELD = "timing_s/probe_model"
@@ -109,24 +115,9 @@ def on_probe_clock(run: RunData, fit_steps: int | None = None, field: str = PROB
     gen_cpu = cpu_phases(run.path, n)["cpu_gen_s"]
     gen_wall = run.steps["gen_time"].to_numpy()
     if run.turns is None:  # all busy: the CPU clock's map over f
-        return _rescaled(run, gen_cpu / gen_wall / f, gen_cpu / f)
+        rollouts, steps = rescaled_rollouts(run, gen_cpu / gen_wall / f, gen_cpu / f)
+        return dataclasses.replace(run, rollouts=rollouts, steps=steps)
     return _turns_on_probe_clock(run, gen_cpu, gen_wall, f)
-
-
-def _rescaled(run: RunData, rate: np.ndarray, gen_time: np.ndarray) -> RunData:
-    """Single-turn: times from each step's first submit times ``rate[step]``."""
-    scale = pl.DataFrame({"step": run.steps["step"], "_r": rate})
-    t0 = pl.col("t_submit").min().over("step")
-    rollouts = (
-        run.rollouts.join(scale, on="step", how="left")
-        .with_columns(
-            (t0 + (pl.col(c) - t0) * pl.col("_r")).alias(c)
-            for c in ("t_submit", "t_first_token", "t_finish")
-        )
-        .drop("_r")
-    )
-    steps = run.steps.with_columns(pl.Series("gen_time", gen_time))
-    return dataclasses.replace(run, rollouts=rollouts, steps=steps)
 
 
 def _turns_on_probe_clock(
