@@ -75,11 +75,12 @@ class IdleCompareConfig:
     ``lognormal`` (:class:`~calibration.fits.prompt_lengths.PromptLognormalLengths`)."""
     clock: str = "wall"
     """The measured times compared: ``wall``, or ``cpu`` (the run put on its process CPU
-    clock by :func:`analysis.run_input.on_cpu_clock` before the comparison)."""
+    clock by :func:`analysis.run_input.on_cpu_clock` before the comparison), or ``probe``
+    (that clock over each step's speed probe, :func:`analysis.probe_clock.on_probe_clock`)."""
 
     def __post_init__(self) -> None:
-        if self.clock not in ("wall", "cpu"):
-            raise ValueError(f"clock must be 'wall' or 'cpu', got {self.clock!r}")
+        if self.clock not in ("wall", "cpu", "probe"):
+            raise ValueError(f"clock must be 'wall', 'cpu' or 'probe', got {self.clock!r}")
         if self.length_model not in ("empirical", "lognormal"):
             raise ValueError(
                 f"length model must be 'empirical' or 'lognormal', got {self.length_model!r}"

@@ -227,6 +227,25 @@ def cpu_phases(run_dir: str | Path, n_steps: int) -> dict[str, np.ndarray]:
     return {n: np.array([r[n] for r in rows], float) for n in CPU_PHASES}
 
 
+def rescaled_rollouts(
+    run: RunData, rate: np.ndarray, gen_time: np.ndarray
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(rollouts, steps)`` of ``run`` with each step's rollout times from its first
+    submit multiplied by ``rate[i]`` and its ``gen_time`` set to ``gen_time[i]`` (both
+    ``(n_steps,)``, in step-table order)."""
+    scale = pl.DataFrame({"step": run.steps["step"], "_scale": rate})
+    t0 = pl.col("t_submit").min().over("step")
+    rollouts = (
+        run.rollouts.join(scale, on="step", how="left")
+        .with_columns(
+            (t0 + (pl.col(c) - t0) * pl.col("_scale")).alias(c)
+            for c in ("t_submit", "t_first_token", "t_finish")
+        )
+        .drop("_scale")
+    )
+    return rollouts, run.steps.with_columns(pl.Series("gen_time", gen_time))
+
+
 def on_cpu_clock(run: RunData) -> RunData:
     """``run`` with each step's rollout times on the process CPU clock: times from the
     step's first submit scaled by the step's ``cpu_gen_s / gen_time`` (the generation
@@ -250,19 +269,9 @@ def on_cpu_clock(run: RunData) -> RunData:
                 f"{'' if info else ' without an engine.json'}: use --clock wall"
             )
     gen_cpu = cpu_phases(run.path, run.steps.height)["cpu_gen_s"]
-    scale = pl.DataFrame(
-        {"step": run.steps["step"], "_scale": gen_cpu / run.steps["gen_time"].to_numpy()}
-    )
-    t0 = pl.col("t_submit").min().over("step")
-    rollouts = (
-        run.rollouts.join(scale, on="step", how="left")
-        .with_columns(
-            (t0 + (pl.col(c) - t0) * pl.col("_scale")).alias(c)
-            for c in ("t_submit", "t_first_token", "t_finish")
-        )
-        .drop("_scale")
-    )
-    steps = run.steps.with_columns(pl.Series("gen_time", gen_cpu))
+    rate = gen_cpu / run.steps["gen_time"].to_numpy()
+    scale = pl.DataFrame({"step": run.steps["step"], "_scale": rate})
+    rollouts, steps = rescaled_rollouts(run, rate, gen_cpu)
     turns = run.turns
     if turns is not None:  # same map, the tool's wall-clock sleeps included (docs/multi_turn.md)
         t0s = run.rollouts.group_by("step").agg(pl.col("t_submit").min().alias("_t0"))

@@ -43,6 +43,9 @@ def test_every_consumed_rollout_is_at_most_S_max_stale_and_versions_are_filled(
     assert summary["dropped"] == 0 and 0 <= summary["generator_idle_frac"] <= 1
     assert read(tmp_path / "steps.parquet", "steps")["grad_cosine"][1:].is_not_null().all()
     assert json.loads((tmp_path / "collapse.json").read_text())["pipeline"] == spec
+    learner = [json.loads(x) for x in (tmp_path / "learner.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in learner] == list(range(5))  # the speed probe, every step
+    assert all(r["timing_s/probe"] > 0 for r in learner)
 
 
 def test_the_learning_aware_controller_runs_in_the_async_loop_and_sees_rewards(tmp_path):

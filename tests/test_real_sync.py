@@ -53,6 +53,10 @@ def test_a_tiny_run_writes_valid_traces_that_the_sim_metrics_read(tmp_path, spec
         2,
     ]
     assert checkpoint.latest(tmp_path).name == "step_000003"
+    learner = [json.loads(x) for x in (tmp_path / "learner.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in learner] == [0, 1, 2]  # the speed probe, every step
+    assert all(r["timing_s/probe"] > 0 and r["timing_s/probe_wall"] > 0 for r in learner)
+    assert all(r["timing_s/probe_model"] > 0 for r in learner)
 
 
 class SpyController(StaticG):

@@ -164,6 +164,7 @@ class AsyncRun(SyncRun):
 
     def step(self, step: int) -> dict[str, Any]:
         """Learner step ``step`` (module docstring); returns the learner.jsonl row."""
+        probe = self.probe.record(self.learner.model)  # the learner process's speed (probe.py)
         self._dispatch()
         results, version, pull_s = self.generator.receive(step)
         t_recv = self.clock()
@@ -221,6 +222,7 @@ class AsyncRun(SyncRun):
             "wait_s": None if self._t_prev_end is None else t_recv - self._t_prev_end,
             "collapse": fired,
             **sampling,
+            **probe,
         }
         if stats is not None:
             extra.update(

@@ -55,6 +55,7 @@ from rolloutlab.real.rundir.trace_rows import (
 )
 from rolloutlab.real.rundir.turn_rows import append_turns, write_turns_parquet
 from rolloutlab.real.runners import collapse
+from rolloutlab.real.runners.probe import SpeedProbe
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
 from rolloutlab.real.runners.scoring import score_groups
 from rolloutlab.real.tasks.evaluate import evaluate
@@ -94,6 +95,7 @@ class SyncRun:
         self.cfg, self.out, self.run_id = cfg, Path(out_dir), run_id
         self.ops = cfg.task_ops
         torch.set_num_threads(cfg.torch_threads)
+        self.probe = SpeedProbe()  # timed once a step, outside its phases (probe.py)
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "numerics.json").exists():  # the machine that started the run
             strict_json.write_json(self.out / "numerics.json", numerics.describe())
@@ -224,6 +226,7 @@ class SyncRun:
             raise ConfigError(
                 f"step {step}: controller proposed G={G} > engine capacity {cfg.capacity}"
             )
+        probe = self.probe.record(self.learner.model)
         t_start, cpu = self.clock(), [time.process_time()]
         problems, reqs, results, ds = self._generate(step, G)
         t_gen = self.clock()
@@ -254,6 +257,7 @@ class SyncRun:
         extra.update(
             cpu_gen_s=cpu[1] - cpu[0], cpu_train_s=cpu[2] - cpu[1], cpu_sync_s=cpu[3] - cpu[2]
         )
+        extra.update(probe)
         correct = [self.ops.correct(problems[r.request_id // G], r.response_ids) for r in results]
         self.writer.append_step(
             rollout_rows(self.run_id, step, G, results, self.next_prompt_id, rewards, correct),

@@ -63,12 +63,14 @@ def compare() -> None:
 )
 @click.option(
     "--clock",
-    type=click.Choice(["wall", "cpu"]),
+    type=click.Choice(["wall", "cpu", "probe"]),
     default="wall",
     show_default=True,
     help="Measured times on the wall clock, or each step's generation rescaled to its "
     "process CPU time (learner.jsonl cpu_gen_s; runs generating on this process's CPU: "
-    "torch, or vLLM on CPU), which another process's load does not stretch.",
+    "torch, or vLLM on CPU), which another process's load does not stretch; probe: the "
+    "CPU time over the step's speed probe (timing_s/probe_model) relative to the fit steps' "
+    "median, tool sleeps kept on the wall clock.",
 )
 @OUT_DIR
 def idle(
@@ -82,6 +84,7 @@ def idle(
     """
     from rolloutlab.analysis.compare_outputs import write_idle_outputs
     from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
+    from rolloutlab.analysis.probe_clock import on_probe_clock
     from rolloutlab.analysis.run_input import RunInputError, load_run, on_cpu_clock
     from rolloutlab.sim.trace.schema import TraceError
 
@@ -92,6 +95,8 @@ def idle(
         run = load_run(real_dir, capacity=capacity)
         if clock == "cpu":
             run = on_cpu_clock(run)
+        elif clock == "probe":
+            run = on_probe_clock(run, fit_steps)
     except (RunInputError, TraceError, ValueError) as exc:
         fail(exc)
     with claimed(out_dir, "compare-idle"):
