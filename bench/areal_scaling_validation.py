@@ -178,7 +178,10 @@ def main() -> None:
     LENGTHS, ICC, KV_CACHE = args.lengths, args.icc, not args.no_kv_cache
     if args.steps < 2:
         ap.error("--steps: need >= 2 (the first step is warm-up)")
-    seeds = [int(x) for x in args.seeds.split(",")]
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: need comma-separated integers, got {args.seeds!r}")
     lines = [
         "| curve | GPUs (rollout:trainer) | published s/step | simulated s/step "
         "| error, calibrated on the default point | error %, calibrated on each point |",

@@ -286,7 +286,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.versions < 2:
         ap.error("--versions: need >= 2 (the first version is warm-up)")
-    seeds = [int(x) for x in args.seeds.split(",")]
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: need comma-separated integers, got {args.seeds!r}")
     IMBALANCE, SP = args.dp_imbalance, args.sp
     BATCHING, CONCURRENCY = args.batching, args.concurrency
     if args.iter_overhead_ms is not None:
