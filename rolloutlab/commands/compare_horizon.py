@@ -101,6 +101,10 @@ def horizon(
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
         try:
+            click.echo(  # the fits and refits take a minute or two: say so first
+                f"compare horizon: fitting {df.height} runs, {bootstrap} bootstrap refits ...",
+                err=True,
+            )
             summary, held = horizon_study(df, split, bootstrap, law, seeds)
             laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
             paths: dict[str, list[Path]] = {}
@@ -175,3 +179,4 @@ def horizon(
             f"{d['dof']} dof, p = {d['p_value']:.3g}, AIC difference {d['aic_difference']:+.2f}; "
             "D = " + ", ".join(f"{m} {v:.2f}" for m, v in d["drift"].items())
         )
+    click.echo(f"-> {out_dir}")
