@@ -35,6 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from rolloutlab.analysis.learning_heldout import eval_rows, measured_heldout, predicted_heldout
 from rolloutlab.analysis.learning_resim import (
     resimulate,
     resimulated_rows,
@@ -53,6 +54,9 @@ from rolloutlab.sim.trace import schema as trace
 
 WINDOW = 10
 """Steps in the trailing reward mean of :func:`sim.models.learning.time_to_target`."""
+
+TARGETS = ("train", "heldout")
+"""What ``--target-accuracy`` scores: the trailing training reward, or held-out accuracy."""
 
 
 def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
@@ -163,6 +167,26 @@ def _step_at(steps: pl.DataFrame, t: float | None) -> int | None:
     return int(steps.sort("t_end")["t_end"].search_sorted(t)) + 1
 
 
+def _heldout(fit, run_dir, measured, predicted, curve, target, draws, seed) -> tuple:
+    """The held-out variant of one run's row (:mod:`analysis.learning_heldout`): measured
+    (time, steps), the drawn steps to target, the mean-field time, and the figure's
+    (measured, predicted) evaluation points."""
+    evals = eval_rows(run_dir).filter(pl.col("step") < curve.G.size)
+    m, m_step = measured_heldout(evals, measured, target)
+    at = evals.filter(pl.col("step") >= 0)["step"].to_numpy()
+    drawn, median = predicted_heldout(_params(fit), _beta(fit), curve, at, target, draws, seed)
+    t_pred, mf_acc = predicted["t_end"].to_numpy(), predicted["reward_mean"].to_numpy()[at]
+    mf_hit = np.flatnonzero(mf_acc >= target - 1e-12)
+    mf = float(t_pred[at[mf_hit[0]]]) if mf_hit.size else None
+    t_meas = measured.sort("step")["t_end"].to_numpy()
+    pair = (
+        pl.DataFrame({"step": at, "t_end": t_meas[at], "reward_mean": evals.filter(
+            pl.col("step") >= 0)["accuracy"].to_numpy()}),
+        pl.DataFrame({"step": at, "t_end": t_pred[at], "reward_mean": median}),
+    )  # fmt: skip
+    return m, m_step, drawn, mf, pair
+
+
 def compare_learning(
     fit_dir: Path | list[Path],
     run_dirs: list[Path],
@@ -172,6 +196,7 @@ def compare_learning(
     seed: int = 0,
     clock: str = "wall",
     resim_draws: int = 0,
+    target_on: str = "train",
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
     """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
     ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
@@ -194,10 +219,19 @@ def compare_learning(
     (:mod:`analysis.learning_resim`, that many draws; columns ``resim_*``). The predicted time to target is
     the median over the draws (None when more than half never reach it).
 
+    ``target_on``: ``"train"`` scores the trailing training reward (module docstring);
+    ``"heldout"`` the runs' held-out evaluations (:mod:`analysis.learning_heldout`: the
+    first evaluation at or above the target, predicted by the drawn runs' population pass
+    rate at the same steps; the curves then hold evaluation points, ``reward_mean`` their
+    accuracy).
+
     Raises: ValueError (``RunDataError``, ``ProgressError``) naming a run that cannot be
-    read, runs of different tasks, a target outside (0, 1], an unknown model or clock, or
-    (clock cpu) a run without the CPU fields.
+    read (with ``heldout``: its ``eval.jsonl``), runs of different tasks, a target outside
+    (0, 1], an unknown model, clock or ``target_on``, or (clock cpu) a run without the CPU
+    fields.
     """
+    if target_on not in TARGETS:
+        raise ValueError(f"target_on: expected one of {TARGETS}, got {target_on!r}")
     if not 0 < target <= 1:
         raise ValueError(f"--target-accuracy must be in (0, 1], got {target}")
     fit_dirs = [fit_dir] if isinstance(fit_dir, str | Path) else list(fit_dir)
@@ -221,8 +255,14 @@ def compare_learning(
         predicted = predict(fit, curve, cost)
         curves[Path(d).name] = (measured, predicted)
         t_pred = predicted["t_end"].to_numpy()
-        m = time_to_target(measured, target, WINDOW)
-        drawn = first_passage(fit, curve, target, draws, seed)
+        if target_on == "heldout":
+            m, m_step, drawn, mf, curves[Path(d).name] = _heldout(
+                fit, d, measured, predicted, curve, target, draws, seed
+            )
+        else:
+            m = time_to_target(measured, target, WINDOW)
+            m_step, mf = _step_at(measured, m), time_to_target(predicted, target, WINDOW)
+            drawn = first_passage(fit, curve, target, draws, seed)
         p_step = _median(drawn)
         p = None if p_step is None else float(t_pred[p_step - 1])
         reached = drawn[~np.isnan(drawn)].astype(int)
@@ -243,11 +283,11 @@ def compare_learning(
                 "rel_error": None if m is None or p is None else (p - m) / m,
                 "seed": seed_,
                 "group": label,
-                "measured_steps_to_target": _step_at(measured, m),
+                "measured_steps_to_target": m_step,
                 "predicted_steps_to_target": p_step,
                 "predicted_sd_s": float(np.std(t_pred[reached - 1])) if reached.size > 1 else None,
                 "predicted_reached_frac": reached.size / draws,
-                "mean_field_time_to_target_s": time_to_target(predicted, target, WINDOW),
+                "mean_field_time_to_target_s": mf,
                 **resim,
             }
         )
@@ -278,7 +318,7 @@ def compare_learning(
         *(["resim_time_to_target_s", "resim_steps_to_target", "resim_mean_G"] if resim_draws else []),
     )  # fmt: skip
     extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "clock": clock,
-             "draws": draws, "draw_seed": seed}  # fmt: skip
+             "draws": draws, "draw_seed": seed, "target_on": target_on}  # fmt: skip
     return table, groups, curves, {**fit, **extra}
 
 
@@ -287,9 +327,13 @@ def comparison_figure(
     target: float,
     path: str | Path,
     clock: str = "wall",
+    target_on: str = "train",
 ) -> None:
     """One panel per run (up to 5 a row): measured and predicted reward (trailing mean of :data:`WINDOW`
-    steps) against the ``clock`` (:data:`CLOCKS`, s), the target dashed. Writes ``path``."""
+    steps; with ``target_on="heldout"`` the evaluation points as they are: measured accuracy
+    and the drawn runs' median population pass rate) against the ``clock`` (:data:`CLOCKS`,
+    s), the target dashed. Writes ``path``."""
+    window = 1 if target_on == "heldout" else WINDOW
     n = len(curves)
     ncol = min(n, 5)
     nrow = -(-n // ncol)
@@ -298,13 +342,15 @@ def comparison_figure(
     )
     for ax, (name, (meas, pred)) in zip(axes.flat, curves.items()):
         for df, label in ((meas, "measured"), (pred, "predicted")):
-            y = df["reward_mean"].rolling_mean(WINDOW, min_samples=WINDOW)
+            y = df["reward_mean"].rolling_mean(window, min_samples=window)
             ax.plot(df["t_end"], y, label=label)
         ax.axhline(target, ls="--", color="grey", lw=1)
         ax.set(title=name, xlabel="wall clock (s)" if clock == "wall" else "CPU time (s)")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    axes[0][0].set_ylabel(f"reward, trailing mean of {WINDOW}")
+    axes[0][0].set_ylabel(
+        "held-out accuracy" if target_on == "heldout" else f"reward, trailing mean of {WINDOW}"
+    )
     axes[0][0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -16,6 +16,7 @@ within the run (the reversal is not drawn).
 from __future__ import annotations
 
 import numpy as np
+from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
 from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
 from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
 from scipy import special
@@ -33,8 +34,39 @@ def draw_rewards(
     rng: np.random.Generator,
 ) -> np.ndarray:
     """(draws, T) mean reward per step of ``draws`` runs at per-step G, lr, B (T,) each,
-    p0 ~ Beta(a, b). Raises ValueError when the model collapses within T steps at
-    these lr (horizon or on-policy boundary of :class:`LearningModel`)."""
+    p0 ~ Beta(a, b): the first array of :func:`draw_paths`. Raises ValueError when the
+    model collapses within T steps at these lr (horizon or on-policy boundary of
+    :class:`LearningModel`)."""
+    return draw_paths(params, a, b, G, lr, B, dynamic_sampling, draws, rng)[0]
+
+
+def population_pass_rate(a: float, b: float, theta: np.ndarray) -> np.ndarray:
+    """Mean pass rate over the prompt population, ``E_{p0 ~ Beta(a, b)} sigmoid(logit p0 +
+    theta)``, of every shift in ``theta`` (any shape; same shape out): what a held-out
+    evaluation with one sampled answer per problem estimates (``eval.jsonl`` ``accuracy``,
+    real/tasks/evaluate.py). Quadrature of :func:`calibration.fits.beta_grid.beta_logit_grid`."""
+    u, w = beta_logit_grid(a, b)
+    th = np.asarray(theta, float)
+    return (special.expit(th[..., None] + u) * w).sum(axis=-1)
+
+
+def draw_paths(
+    params: LearningParams,
+    a: float,
+    b: float,
+    G: np.ndarray,
+    lr: np.ndarray,
+    B: np.ndarray,
+    dynamic_sampling: bool,
+    draws: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(reward, theta)``, (draws, T) each, of ``draws`` runs at per-step G, lr, B (T,)
+    each, p0 ~ Beta(a, b): ``reward[:, t]`` the mean reward of step t's rollouts,
+    ``theta[:, t]`` the shift (logit units) after step t's update, i.e. of the policy a
+    held-out evaluation logged at step t sees (:func:`population_pass_rate` turns it into
+    that evaluation's expected accuracy). Raises ValueError when the model collapses
+    within T steps at these lr (horizon or on-policy boundary of :class:`LearningModel`)."""
     probe = LearningModel(params)  # collapse depends on lr and steps only, not the signal
     for t, v in enumerate(lr):
         probe.apply_signal(np.zeros(1), float(v), None, t, 1, np.ones(1))
@@ -43,6 +75,7 @@ def draw_rewards(
     T = len(G)
     theta = np.zeros(draws)
     out = np.empty((draws, T))
+    shifts = np.empty((draws, T))
     gain = params.kappa * np.asarray(lr, float) / params.lr_ref
     for t in range(T):
         g, n = int(G[t]), int(B[t])
@@ -58,4 +91,5 @@ def draw_rewards(
                 drive, n_inf, params.b_noise, noise_multiplier(rng, n_inf, params.b_noise)
             )
         theta = saturating_shift(theta, drive, params.theta_max)
-    return out
+        shifts[:, t] = theta
+    return out, shifts

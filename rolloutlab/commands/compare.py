@@ -281,6 +281,14 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     help="N > 0: also predict every adaptive run with its controller re-simulated "
     "(N drawn runs; columns resim_*), not only from the G it chose",
 )
+@click.option(
+    "--target-on",
+    type=click.Choice(["train", "heldout"]),
+    default="train",
+    show_default=True,
+    help="what --target-accuracy scores: the trailing training reward (10 steps), or the "
+    "runs' held-out evaluations (eval.jsonl accuracy; docs/learning.md §5)",
+)
 def learning(
     fit_dirs: tuple[Path, ...],
     real_dirs: tuple[Path, ...],
@@ -290,6 +298,7 @@ def learning(
     draws: int,
     seed: int,
     resim_draws: int,
+    target_on: str,
     out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
@@ -312,12 +321,15 @@ def learning(
                     seed,
                     clock,
                     resim_draws,
+                    target_on,
                 )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
         table.write_csv(out_dir / "learning_comparison.csv")
         groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
-        comparison_figure(curves, target_accuracy, out_dir / "learning_comparison.png", clock)
+        comparison_figure(
+            curves, target_accuracy, out_dir / "learning_comparison.png", clock, target_on
+        )
         strict_json.write_json(out_dir / "fit.json", fit, default=float)
         write_config(
             out_dir / "config.json",
@@ -331,6 +343,7 @@ def learning(
                 "draws": draws,
                 "seed": seed,
                 "resimulate": resim_draws,
+                "target_on": target_on,
             },
         )
     echo_table(table)

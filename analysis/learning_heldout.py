@@ -1,0 +1,93 @@
+"""Time to a *held-out* accuracy target, measured and predicted (``rolloutlab compare
+learning --target-on heldout``; docs/learning.md §5).
+
+The training-reward target (:func:`sim.models.learning.time_to_target`, a trailing mean of
+``reward_mean``) is a first passage of a noisy statistic: a run whose steps hold few
+rollouts crosses a target near its plateau early by noise, and its prompt stream's hard
+stretches move it. A held-out evaluation scores the *policy* on a fixed problem set (one
+sampled answer per problem, fixed seeds, real/tasks/evaluate.py), which is what a verl
+user's ``val-core`` target measures:
+
+- **measured**: the first evaluation (``eval.jsonl`` row, ``step`` >= 0) whose
+  ``accuracy`` >= target; steps to target = its ``step`` + 1, time = the run's clock at the
+  end of that step (the CPU clock leaves evaluations out, so every setting is charged its
+  training steps only);
+- **predicted**: runs drawn from the fitted law
+  (:func:`calibration.fits.learning_draws.draw_paths`), each scored at the *same*
+  evaluation steps by its population pass rate
+  (:func:`calibration.fits.learning_draws.population_pass_rate`): the first such step at
+  or above the target; the prediction is the median over the draws. **Simplification**:
+  the evaluation's own sampling error (about ``sqrt(p (1 - p) / n_eval)``, 0.03 at 256
+  problems, correlated over time because the problems and seeds are fixed) is not drawn.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rolloutlab.calibration.fits.learning_draws import draw_paths, population_pass_rate
+from rolloutlab.calibration.readers.run_curve import RunCurve, RunDataError
+from rolloutlab.sim.models.learning import LearningParams
+
+
+def eval_rows(run_dir: Path) -> pl.DataFrame:
+    """``step`` (int, >= 0: the evaluation after that step; -1 = before training) and
+    ``accuracy`` of the run's ``eval.jsonl``, sorted by step. Raises RunDataError naming
+    the file, line and field when it is missing or a row lacks a field."""
+    path = Path(run_dir) / "eval.jsonl"
+    if not path.exists():
+        raise RunDataError(f"{path}: no such file: --target-on heldout needs the run's evaluations")
+    rows = []
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        for field in ("step", "accuracy"):
+            if not isinstance(row.get(field), int | float) or isinstance(row.get(field), bool):
+                raise RunDataError(f"{path}: line {no}: field {field!r} missing or not a number")
+        rows.append({"step": int(row["step"]), "accuracy": float(row["accuracy"])})
+    if not any(r["step"] >= 0 for r in rows):
+        raise RunDataError(f"{path}: no evaluation after a training step (step >= 0)")
+    return pl.DataFrame(rows).unique("step", keep="last").sort("step")
+
+
+def measured_heldout(evals: pl.DataFrame, steps: pl.DataFrame, target: float) -> tuple:
+    """``(time_s, steps_to_target)`` of the first evaluation at step >= 0 with accuracy >=
+    ``target`` (module docstring), ``steps`` the run's steps table on the chosen clock;
+    ``(None, None)`` if none."""
+    hit = evals.filter((pl.col("step") >= 0) & (pl.col("accuracy") >= target - 1e-12))
+    if hit.height == 0:
+        return None, None
+    e = int(hit["step"][0])
+    t_end = steps.sort("step")["t_end"].to_numpy()
+    if e >= t_end.size:
+        return None, None
+    return float(t_end[e]), e + 1
+
+
+def predicted_heldout(
+    params: LearningParams,
+    beta: tuple[float, float],
+    curve: RunCurve,
+    eval_steps: np.ndarray,
+    target: float,
+    draws: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, median_curve)``: (draws,) steps to target (counted from 1, NaN = never) of
+    runs drawn at ``curve``'s G, lr and B, scored at ``eval_steps`` (k,) (>= 0, < T), and
+    the (k,) median population pass rate over the draws at those steps (module
+    docstring). Raises ValueError when the law collapses within the run."""
+    B = np.array([c.size for c in curve.counts])
+    _, theta = draw_paths(
+        params, *beta, curve.G, curve.lr, B, curve.dynamic_sampling, draws,
+        np.random.default_rng(seed),
+    )  # fmt: skip
+    e = np.asarray(eval_steps, int)
+    acc = population_pass_rate(*beta, theta[:, e])  # (draws, k)
+    hit = acc >= target - 1e-12
+    first = np.where(hit.any(axis=1), e[hit.argmax(axis=1)] + 1.0, np.nan)
+    return first, np.median(acc, axis=0)

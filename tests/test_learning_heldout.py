@@ -1,0 +1,113 @@
+"""Held-out time to target (`compare learning --target-on heldout`,
+analysis/learning_heldout.py) and the drawn shift paths behind it."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rolloutlab.analysis.learning_compare import compare_learning
+from rolloutlab.analysis.learning_heldout import eval_rows, measured_heldout
+from rolloutlab.calibration.fits.learning_draws import (
+    draw_paths,
+    draw_rewards,
+    population_pass_rate,
+)
+from rolloutlab.calibration.readers.run_curve import RunDataError
+from rolloutlab.sim.models.learning import LearningParams
+from scipy import special
+
+from rolloutlab.cli import main
+from tests.test_compare_learning import _write
+
+
+@given(
+    a=st.floats(0.2, 5.0), b=st.floats(0.2, 5.0), lo=st.floats(-4.0, 4.0), d=st.floats(0.01, 3.0)
+)
+@settings(max_examples=40, deadline=None)
+def test_population_pass_rate_is_the_beta_mean_at_zero_and_rises_with_the_shift(a, b, lo, d):
+    p = population_pass_rate(a, b, np.array([0.0, lo, lo + d]))
+    assert p[0] == pytest.approx(a / (a + b), abs=2e-3)
+    assert 0.0 < p[1] < p[2] < 1.0
+
+
+def test_population_pass_rate_matches_monte_carlo():
+    rng = np.random.default_rng(3)
+    p0 = rng.beta(0.7, 1.9, 400_000)
+    mc = special.expit(special.logit(p0) + 1.3).mean()
+    assert population_pass_rate(0.7, 1.9, 1.3) == pytest.approx(mc, abs=2e-3)
+
+
+@given(seed=st.integers(0, 10_000), b_noise=st.sampled_from([0.0, 5.0, 100.0]))
+@settings(max_examples=20, deadline=None)
+def test_drawn_shifts_never_fall_and_rewards_match_draw_rewards(seed, b_noise):
+    """On-policy drive is >= 0 (signals >= 0, the noise a positive Gamma), so the shift of
+    every drawn run is non-decreasing; the rewards are draw_rewards' for the same rng."""
+    T = 30
+    params = LearningParams(kappa=0.5, lr_ref=1e-6, b_noise=b_noise, advantage="std")
+    args = (np.full(T, 8), np.full(T, 1e-6), np.full(T, 4), False, 16)
+    reward, theta = draw_paths(params, 0.8, 1.2, *args, np.random.default_rng(seed))
+    assert theta.shape == reward.shape == (16, T)
+    assert np.all(np.diff(theta, axis=1) >= -1e-12) and np.all(theta >= 0)
+    again = draw_rewards(params, 0.8, 1.2, *args, np.random.default_rng(seed))
+    np.testing.assert_array_equal(reward, again)
+
+
+def _evals(d, acc_by_step):
+    rows = [{"step": -1, "t_s": 0.0, "accuracy": 0.1}]
+    rows += [{"step": s, "t_s": float(s), "accuracy": a} for s, a in acc_by_step]
+    (d / "eval.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_measured_heldout_by_hand(tmp_path):
+    _evals(tmp_path, [(9, 0.30), (19, 0.42), (29, 0.39), (39, 0.50)])
+    steps = pl.DataFrame({"step": np.arange(40), "t_end": 2.0 * np.arange(1, 41)})
+    ev = eval_rows(tmp_path)
+    assert ev["step"].to_list() == [-1, 9, 19, 29, 39]
+    assert measured_heldout(ev, steps, 0.40) == (40.0, 20)  # step 19 ends at 2 x 20 s
+    assert measured_heldout(ev, steps, 0.45) == (80.0, 40)
+    assert measured_heldout(ev, steps, 0.60) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "line, field",
+    [('{"step": 3}', "accuracy"), ('{"accuracy": 0.4}', "step"), ('{"step": 3, "accuracy": "x"}', "accuracy")],
+)
+def test_a_bad_eval_row_names_file_line_and_field(tmp_path, line, field):
+    (tmp_path / "eval.jsonl").write_text('{"step": -1, "accuracy": 0.1}\n' + line + "\n")
+    with pytest.raises(RunDataError, match=rf"eval.jsonl: line 2: field '{field}'"):
+        eval_rows(tmp_path)
+
+
+def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
+    """Two settings fit the noise law; the measured crossing is the first evaluation at or
+    above the target, and the prediction is scored at the same evaluation steps."""
+    _write(tmp_path / "g4", 4, 0)
+    _write(tmp_path / "g16", 16, 1)
+    for name in ("g4", "g16"):
+        _evals(tmp_path / name, [(9, 0.4), (19, 0.55), (29, 0.75), (39, 0.8)])
+    table, _, curves, fit = compare_learning(
+        [tmp_path / "g4", tmp_path / "g16"], [tmp_path / "g4", tmp_path / "g16"], 0.7,
+        "linear", 30, clock="cpu", target_on="heldout",
+    )  # fmt: skip
+    assert fit["target_on"] == "heldout" and fit["fit"]["settings"] == [
+        {"G": 4, "B": 16}, {"G": 16, "B": 16}
+    ]  # fmt: skip
+    assert table["measured_steps_to_target"].to_list() == [30, 30]
+    pred = table["predicted_steps_to_target"].to_list()
+    assert all(p is None or p in (10, 20, 30, 40) for p in pred)  # evaluation steps only
+    measured, predicted = curves["g4"]
+    assert measured["step"].to_list() == predicted["step"].to_list() == [9, 19, 29, 39]
+    assert np.all(np.diff(predicted["reward_mean"].to_numpy()) >= -1e-12)
+    base = ["compare", "learning", "--learning-model", "linear", "--draws", "5", "--clock", "cpu",
+            "--fit", str(tmp_path / "g4"), "--fit", str(tmp_path / "g16"),
+            "--real", str(tmp_path / "g4"), "--target-accuracy", "0.7"]  # fmt: skip
+    res = CliRunner().invoke(main, [*base, "--target-on", "heldout", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["target_on"] == "heldout"
+    (tmp_path / "g4" / "eval.jsonl").write_text('{"step": -1, "t_s": 0.0, "accuracy": 0.1}\n')
+    res = CliRunner().invoke(main, [*base, "--target-on", "heldout", "--out", str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "no evaluation after a training step" in res.output
