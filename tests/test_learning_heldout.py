@@ -108,6 +108,44 @@ def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
     res = CliRunner().invoke(main, [*base, "--target-on", "heldout", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "o" / "config.json").read_text())["target_on"] == "heldout"
+    directions = pl.read_csv(tmp_path / "o" / "learning_directions.csv")
+    assert directions.height == 0 and "agree" in directions.columns  # one real run: no pair
     (tmp_path / "g4" / "eval.jsonl").write_text('{"step": -1, "t_s": 0.0, "accuracy": 0.1}\n')
     res = CliRunner().invoke(main, [*base, "--target-on", "heldout", "--out", str(tmp_path / "o2")])
     assert res.exit_code == 2 and "no evaluation after a training step" in res.output
+
+
+def _runs(rows):
+    return pl.DataFrame(
+        rows, schema=["G", "B", "measured_steps_to_target", "predicted_steps_to_target"], orient="row"
+    )
+
+
+def test_direction_table_by_hand():
+    from rolloutlab.analysis.learning_directions import DIRECTION_COLUMNS, direction_table
+
+    runs = _runs([
+        (4, 4, 60, 50), (4, 4, 70, 50), (4, 4, 80, 50),   # mean 70, sd 10
+        (8, 4, 40, 45), (8, 4, 50, 45), (8, 4, None, None),  # mean 45 (2 reached), sd 7.07
+        (4, 8, 68, 49), (4, 8, 72, 49),                   # mean 70, sd 2.83
+    ])  # fmt: skip
+    t = direction_table(runs)
+    assert t.columns == DIRECTION_COLUMNS and t.height == 2
+    g = t.filter(pl.col("axis") == "G").row(0, named=True)
+    assert (g["fixed"], g["low"], g["high"]) == ("B=4", 4, 8)
+    assert g["measured_change"] == pytest.approx(-25.0)
+    assert g["measured_se"] == pytest.approx(np.sqrt(100 / 3 + 50 / 2))
+    assert g["predicted_change"] == pytest.approx(-5.0)
+    assert g["resolved"] and g["agree"]  # 25 >= 2 x 7.64
+    b = t.filter(pl.col("axis") == "B").row(0, named=True)
+    assert (b["fixed"], b["measured_change"], b["predicted_change"]) == ("G=4", 0.0, -1.0)
+    assert not b["resolved"] and not b["agree"]
+
+
+def test_direction_table_needs_its_columns_and_is_empty_for_one_setting():
+    from rolloutlab.analysis.learning_directions import direction_table
+
+    assert direction_table(_runs([(4, 4, 10, 12), (4, 4, 14, 12)])).height == 0
+    with pytest.raises(KeyError, match="'B'"):
+        direction_table(pl.DataFrame({"G": [4], "measured_steps_to_target": [1],
+                                      "predicted_steps_to_target": [1]}))  # fmt: skip

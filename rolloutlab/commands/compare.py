@@ -304,9 +304,12 @@ def learning(
     """Calibrate the learning and cost models on --fit, predict every --real run's reward
     curve and time to target; DIR/learning_comparison.csv (per run),
     learning_comparison_by_controller.csv (runs of one controller and settings over their
-    seeds: measured mean +- sd beside the predicted mean), .png and fit.json."""
+    seeds: measured mean +- sd beside the predicted mean), learning_directions.csv (steps to
+    target along G and B, measured against predicted; analysis/learning_directions.py),
+    .png and fit.json."""
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
+    from rolloutlab.analysis.learning_directions import directions_of
     from rolloutlab.sim.scenario.provenance import write_config
 
     with claimed(out_dir, "compare-learning"):
@@ -327,6 +330,8 @@ def learning(
             raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
         table.write_csv(out_dir / "learning_comparison.csv")
         groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
+        directions = directions_of(table, list(real_dirs))
+        directions.write_csv(out_dir / "learning_directions.csv")
         comparison_figure(
             curves, target_accuracy, out_dir / "learning_comparison.png", clock, target_on
         )
@@ -348,6 +353,8 @@ def learning(
         )
     echo_table(table)
     echo_table(groups)
+    if directions.height:
+        echo_table(directions)
     click.echo(f"-> {out_dir}")
 
 
