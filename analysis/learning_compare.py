@@ -35,7 +35,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-from rolloutlab.analysis.learning_heldout import eval_rows, measured_heldout, predicted_heldout
+from rolloutlab.analysis.learning_heldout import (
+    eval_rows,
+    eval_size,
+    measured_heldout,
+    predicted_heldout,
+)
 from rolloutlab.analysis.learning_resim import (
     resimulate,
     resimulated_rows,
@@ -174,7 +179,9 @@ def _heldout(fit, run_dir, measured, predicted, curve, target, draws, seed) -> t
     evals = eval_rows(run_dir).filter(pl.col("step") < curve.G.size)
     m, m_step = measured_heldout(evals, measured, target)
     at = evals.filter(pl.col("step") >= 0)["step"].to_numpy()
-    drawn, median = predicted_heldout(_params(fit), _beta(fit), curve, at, target, draws, seed)
+    drawn, median = predicted_heldout(
+        _params(fit), _beta(fit), curve, at, target, draws, seed, eval_size(run_dir)
+    )
     t_pred, mf_acc = predicted["t_end"].to_numpy(), predicted["reward_mean"].to_numpy()[at]
     mf_hit = np.flatnonzero(mf_acc >= target - 1e-12)
     mf = float(t_pred[at[mf_hit[0]]]) if mf_hit.size else None

@@ -149,3 +149,23 @@ def test_direction_table_needs_its_columns_and_is_empty_for_one_setting():
     with pytest.raises(KeyError, match="'B'"):
         direction_table(pl.DataFrame({"G": [4], "measured_steps_to_target": [1],
                                       "predicted_steps_to_target": [1]}))  # fmt: skip
+
+
+def test_evaluation_noise_makes_a_flat_curve_cross_earlier():
+    """A law that sits just under the target never reaches it as a population pass rate,
+    but a 64-problem evaluation's sampling error crosses it (the first passage the
+    measured statistic is); n_eval < 1 is refused."""
+    from rolloutlab.analysis.learning_heldout import predicted_heldout
+    from rolloutlab.calibration.readers.run_curve import RunCurve
+
+    T = 60
+    curve = RunCurve(np.full(T, 8), np.full(T, 1e-6), [np.zeros(4, int)] * T, False)
+    params = LearningParams(kappa=1e-4, lr_ref=1e-6)  # barely moves from the Beta mean 0.4
+    at = np.arange(9, T, 10)
+    exact, _ = predicted_heldout(params, (2.0, 3.0), curve, at, 0.42, 100, 0)
+    noisy, median = predicted_heldout(params, (2.0, 3.0), curve, at, 0.42, 100, 0, n_eval=64)
+    assert np.isnan(exact).all()
+    assert np.mean(~np.isnan(noisy)) > 0.5 and set(noisy[~np.isnan(noisy)]) <= set(at + 1.0)
+    assert median == pytest.approx(0.4, abs=0.01)
+    with pytest.raises(ValueError, match="n_eval"):
+        predicted_heldout(params, (2.0, 3.0), curve, at, 0.42, 10, 0, n_eval=0)
