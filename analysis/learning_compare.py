@@ -10,11 +10,10 @@ with what it measured:
   driven by the run's own per-step G, B and lr (for an adaptive controller: the G it
   actually chose, not a re-simulated controller: **simplification**); the mean-field
   curve (:func:`calibration.fits.learning_fit.mean_field_curve`) is drawn in the figure;
-- **step time**: ``t_step = c0 + c1 * B * G`` (s), ``c1`` = the fit run's generation +
-  training time over its rollouts, ``c0`` = its mean ``sync_time`` plus its time between
-  steps (evaluations, checkpoints) per step (**modelling choice**: cost linear in
-  rollouts; one G in a static fit run cannot separate a per-step intercept of generation
-  from its slope). ``clock="cpu"`` takes the process CPU time of each step's phases
+- **step time**: ``t_step = c0 + c1 * (B * G)^p`` (s; :mod:`analysis.step_cost`: ``p`` = 1
+  and ``c1`` the fit runs' generation + training time over their rollouts when they hold
+  one rollout count, ``c1`` and ``p`` a log-log least-squares fit across two or more).
+  ``clock="cpu"`` takes the process CPU time of each step's phases
   (learner.jsonl) instead of wall time: on a shared machine the wall clock of identical
   work varies with the load, which no model of the run can predict;
 - **time to target**: :func:`sim.models.learning.time_to_target` (first step where the trailing
@@ -50,6 +49,7 @@ from rolloutlab.analysis.learning_resim import (
 from rolloutlab.analysis.learning_seeds import group_labels, group_table, ranks
 from rolloutlab.analysis.real_progress import load_runs
 from rolloutlab.analysis.run_input import CLOCKS, cpu_phases
+from rolloutlab.analysis.step_cost import Cost, pooled_cost, step_clock
 from rolloutlab.calibration.fits.learning_draws import draw_rewards
 from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.fits.learning_noise_fit import fit_noise_law, settings
@@ -88,34 +88,6 @@ def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
     )
 
 
-def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
-    """``(c0, c1)`` of ``t_step = c0 + c1 * B * G`` from a run's steps table (module
-    docstring): ``c1`` = total generation + training time over total rollouts, ``c0`` =
-    mean sync time + the time between steps per step, so the run's own clock is
-    reproduced at its last step."""
-    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
-    busy = (steps["gen_time"] + steps["train_time"]).to_numpy()
-    c1 = float(busy.sum() / rollouts.sum())
-    span = (steps["t_end"] - steps["t_start"]).to_numpy()
-    between = (float(steps["t_end"][-1]) - float(span.sum())) / steps.height
-    return float(steps["sync_time"].mean()) + max(between, 0.0), c1
-
-
-def pooled_cost(steps: list[pl.DataFrame], curves: list[RunCurve]) -> tuple[float, float]:
-    """``(c0, c1)`` over several fit runs: the mean of their :func:`cost_model`; when the
-    runs' steps hold two or more rollout counts B G, ``c1`` and a generation + training
-    intercept (added to ``c0``) are the least-squares line of the per-step busy time on the
-    rollouts (a per-step intercept is identified only across rollout counts)."""
-    costs = [cost_model(s, c) for s, c in zip(steps, curves, strict=True)]
-    c0, c1 = float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs]))
-    x = np.concatenate([[k.size * g for k, g in zip(c.counts, c.G, strict=True)] for c in curves])
-    if np.unique(x).size < 2:
-        return c0, c1
-    y = np.concatenate([(s["gen_time"] + s["train_time"]).to_numpy() for s in steps])
-    slope, intercept = np.polyfit(x.astype(float), y, 1)
-    return c0 + max(float(intercept), 0.0), float(slope)
-
-
 def _beta(fit: dict) -> tuple[float, float]:
     a, b = fit["fit"]["init_pass_rate"]["spec"].split(":")[1].split(",")
     return float(a), float(b)
@@ -125,7 +97,7 @@ def _params(fit: dict) -> LearningParams:
     return LearningParams.from_dict(fit)
 
 
-def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFrame:
+def predict(fit: dict, curve: RunCurve, cost: Cost) -> pl.DataFrame:
     """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
     settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure)."""
     p = _params(fit)
@@ -135,12 +107,6 @@ def predict(fit: dict, curve: RunCurve, cost: tuple[float, float]) -> pl.DataFra
     return pl.DataFrame(
         {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}
     )
-
-
-def step_clock(curve: RunCurve, cost: tuple[float, float]) -> np.ndarray:
-    """Predicted ``t_end`` (T,) in s: cumulative ``c0 + c1 * B * G``."""
-    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
-    return np.cumsum(cost[0] + cost[1] * rollouts)
 
 
 def first_passage(fit: dict, curve: RunCurve, target: float, draws: int, seed: int) -> np.ndarray:
@@ -324,7 +290,8 @@ def compare_learning(
         "predicted_reached_frac", "mean_field_time_to_target_s",
         *(["resim_time_to_target_s", "resim_steps_to_target", "resim_mean_G"] if resim_draws else []),
     )  # fmt: skip
-    extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "clock": clock,
+    extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "cost_exponent": cost[2],
+             "clock": clock,
              "draws": draws, "draw_seed": seed, "target_on": target_on}  # fmt: skip
     return table, groups, curves, {**fit, **extra}
 

@@ -82,7 +82,7 @@ def run_settings(run_dirs: list[Path]) -> pl.DataFrame:
     that cannot be read."""
     rows = []
     for d in run_dirs:
-        (G, B), = settings([read_run(d)])
+        ((G, B),) = settings([read_run(d)])
         rows.append({"run": Path(d).name, "G": G, "B": B})
     return pl.DataFrame(rows, schema={"run": pl.String, "G": pl.Int64, "B": pl.Int64})
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from rolloutlab.analysis.step_cost import Cost, busy_time
 from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
@@ -47,7 +48,7 @@ def resimulate(
     config: dict,
     curve: RunCurve,
     lengths: list[np.ndarray],
-    cost: tuple[float, float],
+    cost: Cost,
     draws: int,
     seed: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +72,7 @@ def resimulate(
             rewards = (np.arange(G)[None, :] < k[:, None]).astype(float)  # (n, G)
             pool = lengths[min(t, len(lengths) - 1)]
             lens = rng.choice(pool, size=(n, G))
-            gen = cost[1] * n * G
+            gen = float(busy_time(cost, n * G))
             observe_step(ctl, lens, rewards=rewards, gen_time_s=gen,
                          step_time_s=cost[0] + gen, prompt_ids=ids)  # fmt: skip
             sig = (k / G) * (1 - k / G)

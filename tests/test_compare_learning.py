@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.analysis.learning_compare import compare_learning, cost_model
+from rolloutlab.analysis.learning_compare import compare_learning
+from rolloutlab.analysis.step_cost import cost_model
 from rolloutlab.calibration.fits.learning_fit import simulate_curve
 from rolloutlab.calibration.readers.run_curve import read_run
 from rolloutlab.sim.trace import schema as trace

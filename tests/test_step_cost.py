@@ -1,0 +1,42 @@
+"""The per-step cost of `compare learning` (analysis/step_cost.py): a power law in the
+step's rollouts when the fit runs hold two or more rollout counts."""
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rolloutlab.analysis.step_cost import busy_time, pooled_cost, step_clock
+from rolloutlab.calibration.readers.run_curve import RunCurve
+
+
+def _run(G, B, T, busy, sync=0.01):
+    curve = RunCurve(np.full(T, G), np.full(T, 1e-6), [np.zeros(B, int)] * T, False)
+    span = busy + sync
+    t_end = np.cumsum(np.full(T, span))
+    steps = pl.DataFrame({"step": np.arange(T), "t_start": t_end - span, "t_end": t_end,
+                          "gen_time": np.full(T, busy / 2), "train_time": np.full(T, busy / 2),
+                          "sync_time": np.full(T, sync)})  # fmt: skip
+    return steps, curve
+
+
+def test_two_rollout_counts_recover_the_power_law():
+    c1, p = 0.003, 1.12
+    a = _run(4, 4, 20, c1 * 16**p)
+    b = _run(16, 16, 20, c1 * 256**p)
+    c0, c1_hat, p_hat = pooled_cost([a[0], b[0]], [a[1], b[1]])
+    assert (c0, c1_hat, p_hat) == pytest.approx((0.01, c1, p), rel=1e-9)
+    clock = step_clock(a[1], (c0, c1_hat, p_hat))
+    assert clock == pytest.approx(a[0]["t_end"].to_numpy())  # reproduces the fit run's clock
+
+
+def test_one_rollout_count_is_linear_through_zero():
+    a = _run(8, 8, 10, 0.2)
+    assert pooled_cost([a[0]], [a[1]]) == pytest.approx((0.01, 0.2 / 64, 1.0))
+
+
+@given(
+    c1=st.floats(1e-5, 1.0), p=st.floats(0.5, 2.0), x=st.integers(1, 4096), dx=st.integers(1, 4096)
+)
+def test_busy_time_rises_with_rollouts(c1, p, x, dx):
+    assert 0 < busy_time((0.0, c1, p), x) < busy_time((0.0, c1, p), x + dx)
