@@ -7,7 +7,7 @@ rollouts.
 - one rollout count in the fit runs: ``p = 1`` and ``c1`` = their generation + training
   time over their rollouts (one count cannot separate a per-step intercept from a slope);
 - two or more: ``c1`` and ``p`` by least squares of ``log busy = log c1 + p log(B G)``
-  over every step (busy = generation + training). **Modelling choice**, measured: a
+  through the mean busy time (generation + training) of each rollout count. **Modelling choice**, measured: a
   straight line with its intercept clipped at zero (this module's first form) priced the
   graph-walk grid's 16-rollout steps 41 % above their 0.048 CPU s (its free intercept was
   negative), because the cost grows faster than the rollouts (the training batch pads to
@@ -47,16 +47,19 @@ def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
 def pooled_cost(steps: list[pl.DataFrame], curves: list[RunCurve]) -> Cost:
     """``(c0, c1, p)`` over several fit runs (module docstring): ``c0`` the mean of their
     :func:`cost_model` intercepts; one rollout count: ``c1`` the mean of their slopes and
-    ``p = 1``; two or more: the log-log least-squares ``c1``, ``p`` over the steps whose
-    busy time is positive."""
+    ``p = 1``; two or more: the log-log least-squares ``c1``, ``p`` through each rollout
+    count's *mean* busy time (a fit to the steps' logs would fit their geometric mean,
+    which priced the grid's fit runs 5-10 % under their own clock)."""
     costs = [cost_model(s, c) for s, c in zip(steps, curves, strict=True)]
     c0, c1 = float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs]))
     x = np.concatenate([[k.size * g for k, g in zip(c.counts, c.G, strict=True)] for c in curves])
     y = np.concatenate([(s["gen_time"] + s["train_time"]).to_numpy() for s in steps])
-    ok = y > 0
-    if np.unique(x[ok]).size < 2:
+    counts = np.unique(x)
+    mean = np.array([y[x == v].mean() for v in counts])  # arithmetic: the clock sums steps
+    ok = mean > 0
+    if ok.sum() < 2:
         return c0, c1, 1.0
-    p, log_c1 = np.polyfit(np.log(x[ok].astype(float)), np.log(y[ok]), 1)
+    p, log_c1 = np.polyfit(np.log(counts[ok].astype(float)), np.log(mean[ok]), 1)
     return c0, float(np.exp(log_c1)), float(p)
 
 

@@ -40,3 +40,14 @@ def test_one_rollout_count_is_linear_through_zero():
 )
 def test_busy_time_rises_with_rollouts(c1, p, x, dx):
     assert 0 < busy_time((0.0, c1, p), x) < busy_time((0.0, c1, p), x + dx)
+
+
+def test_the_power_law_goes_through_each_count_s_mean_not_its_geometric_mean():
+    """Steps of one count that alternate 0.02 / 0.06 s cost 0.04 s on average: the clock
+    sums them, so the fit must reproduce 0.04, not their geometric mean 0.035."""
+    a = _run(4, 4, 20, 0.0)
+    a = (a[0].with_columns(pl.Series("gen_time", np.tile([0.02, 0.06], 10))), a[1])
+    b = _run(16, 16, 20, 0.9)
+    _, c1, p = pooled_cost([a[0], b[0]], [a[1], b[1]])
+    assert busy_time((0.0, c1, p), 16) == pytest.approx(0.04)
+    assert busy_time((0.0, c1, p), 256) == pytest.approx(0.9)
