@@ -74,7 +74,11 @@ def test_measured_heldout_by_hand(tmp_path):
 
 @pytest.mark.parametrize(
     "line, field",
-    [('{"step": 3}', "accuracy"), ('{"accuracy": 0.4}', "step"), ('{"step": 3, "accuracy": "x"}', "accuracy")],
+    [
+        ('{"step": 3}', "accuracy"),
+        ('{"accuracy": 0.4}', "step"),
+        ('{"step": 3, "accuracy": "x"}', "accuracy"),
+    ],
 )
 def test_a_bad_eval_row_names_file_line_and_field(tmp_path, line, field):
     (tmp_path / "eval.jsonl").write_text('{"step": -1, "accuracy": 0.1}\n' + line + "\n")
@@ -117,7 +121,9 @@ def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
 
 def _runs(rows):
     return pl.DataFrame(
-        rows, schema=["G", "B", "measured_steps_to_target", "predicted_steps_to_target"], orient="row"
+        rows,
+        schema=["G", "B", "measured_steps_to_target", "predicted_steps_to_target"],
+        orient="row",
     )
 
 

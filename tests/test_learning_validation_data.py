@@ -64,7 +64,9 @@ def test_heldout_validation_directions_follow_from_the_comparison(target):
     from rolloutlab.analysis.learning_directions import direction_table
 
     runs = pl.read_csv(HELDOUT / "runs.csv").group_by("run").agg(pl.col("G", "B").first())
-    table = pl.read_csv(HELDOUT / f"target_{target}" / "learning_comparison.csv").join(runs, on="run")
+    table = pl.read_csv(HELDOUT / f"target_{target}" / "learning_comparison.csv").join(
+        runs, on="run"
+    )
     bundled = pl.read_csv(HELDOUT / f"target_{target}" / "learning_directions.csv")
     again = direction_table(table)
     assert bundled.height == again.height == 12
