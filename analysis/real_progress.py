@@ -23,10 +23,21 @@ class ProgressError(ValueError):
     """A run directory that cannot be compared; the message names it."""
 
 
-def _jsonl(path: Path) -> list[dict]:
+def _jsonl(path: Path, fields: tuple[str, ...] = ()) -> list[dict]:
+    """The rows of a run's JSONL log, each holding ``fields``. Raises ProgressError naming
+    the file and line of a row that is not JSON or lacks a field, or a missing file."""
     if not path.exists():
         raise ProgressError(f"{path.parent}: no {path.name} (not a finished real run)")
-    return read_rows(path)
+    try:
+        rows = read_rows(path)
+    except ValueError as exc:
+        raise ProgressError(str(exc)) from None
+    lines = [no for no, x in enumerate(path.read_text().splitlines(), 1) if x.strip()]
+    for no, row in zip(lines, rows, strict=True):
+        missing = [f for f in fields if not isinstance(row, dict) or f not in row]
+        if missing:
+            raise ProgressError(f"{path}: line {no}: field {missing[0]!r} missing")
+    return rows
 
 
 def load_runs(run_dirs: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -61,7 +72,7 @@ def load_runs(run_dirs: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
         )
         evals += [
             {"run": name, "step": r["step"], "t_s": r["t_s"], "accuracy": r["accuracy"]}
-            for r in _jsonl(d / "eval.jsonl")
+            for r in _jsonl(d / "eval.jsonl", ("step", "t_s", "accuracy"))
         ]
         steps += [
             {
@@ -71,7 +82,7 @@ def load_runs(run_dirs: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
                 "G": r["G"],
                 "reward_mean": r["reward_mean"],
             }
-            for r in _jsonl(d / "learner.jsonl")
+            for r in _jsonl(d / "learner.jsonl", ("step", "G", "reward_mean"))
         ]
     runs_df = pl.DataFrame(runs)
     tasks = runs_df["task"].unique().to_list()

@@ -12,8 +12,10 @@ runs ``rolloutlab compare learning`` on them exactly as §5 does: fit on the (4,
     python bench/learning_law_validation.py --target 0.35 --out runs/ll2_check
 
 The rebuilt rollouts carry no lengths or times (response lengths 1, times 0): the
-learning comparison reads only the groups' correctness, the learning rate, the CPU
-seconds and the evaluations. Expect the fit to take about 5 minutes on 2 cores; the
+learning comparison reads only the groups' correctness, the learning rate, whether the
+loss averaged over the informative groups only (``dynamic_sampling``, true for every
+``real sync`` run here: it drops the uniform groups from the loss), the CPU seconds and
+the evaluations. Expect the fit to take about 5 minutes on 2 cores; the
 output directory's ``learning_comparison_by_controller.csv`` is the README's table.
 """
 
@@ -69,7 +71,8 @@ def rebuild(run: str, steps: pl.DataFrame, evals: pl.DataFrame, out: Path) -> Pa
         for e in evals.sort("step").iter_rows(named=True)
     ))  # fmt: skip
     cfg = {"task_name": "graph-walk", "controller": f"static:{G}", "prompts": B, "seed": seed,
-           "eval_size": int(evals["eval_size"][0]), "dynamic_sampling": False,
+           "eval_size": int(evals["eval_size"][0]),
+           "dynamic_sampling": bool(first["dynamic_sampling"]),
            "learner": {"lr": float(first["lr"])}}  # fmt: skip
     (d / "config.json").write_text(json.dumps({"kind": "real-sync", "config": cfg}))
     return d

@@ -175,3 +175,26 @@ def test_evaluation_noise_makes_a_flat_curve_cross_earlier():
     assert median == pytest.approx(0.4, abs=0.01)
     with pytest.raises(ValueError, match="n_eval"):
         predicted_heldout(params, (2.0, 3.0), curve, at, 0.42, 10, 0, n_eval=0)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"step": -1, "t_s": 0.0, "accuracy": 0.1}\n\n{"step": 9, "t_s": 1.0}\n',
+         r"eval.jsonl: line 3: field 'accuracy' missing"),
+        ('{"step": -1, "t_s": 0.0, "accuracy": 0.1}\n{"step": 9,\n',
+         r"eval.jsonl: line 2: not JSON"),
+    ],
+)  # fmt: skip
+def test_compare_learning_names_the_eval_line_that_is_bad(tmp_path, text, message):
+    _write(tmp_path / "g4", 4, 0)
+    _write(tmp_path / "g16", 16, 1)
+    (tmp_path / "g16" / "eval.jsonl").write_text(text)
+    res = CliRunner().invoke(main, ["compare", "learning", "--fit", str(tmp_path / "g4"),
+                                    "--real", str(tmp_path / "g16"), "--target-accuracy", "0.7",
+                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2 and res.exception is not None
+    assert len([ln for ln in res.output.splitlines() if "line" in ln]) >= 1
+    import re
+
+    assert re.search(message, res.output.replace("\n", " ")), res.output

@@ -233,7 +233,8 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     "--target-accuracy",
     required=True,
     type=finite(0.0, 1.0, min_open=True),
-    help="Target training reward (trailing mean of 10 steps) in (0, 1].",
+    help="Target in (0, 1]: a training reward (trailing mean of 10 steps), or with "
+    "--target-on heldout a held-out accuracy.",
 )
 @click.option(
     "--out",

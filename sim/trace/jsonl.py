@@ -20,8 +20,15 @@ def read_rows(path: str | os.PathLike) -> list[dict]:
     """The JSON objects of a JSONL log (``learner.jsonl``, ``eval.jsonl``), one per non-blank
     line, in file order. Raises OSError when the file cannot be read and ValueError on a
     line that is not JSON (callers that tolerate a torn last line cut it first,
-    :func:`truncate_jsonl`)."""
-    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    :func:`truncate_jsonl`); the ValueError names the file and line."""
+    rows = []
+    for no, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise ValueError(f"{path}: line {no}: not JSON ({exc})") from None
+    return rows
 
 
 def append_durably(path: str | os.PathLike, text: str) -> None:
