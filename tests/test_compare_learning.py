@@ -20,7 +20,7 @@ COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_
            "predicted_reached_frac", "mean_field_time_to_target_s"]  # fmt: skip
 
 
-def _write(d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40):
+def write_synthetic_run(d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40):
     """A real-run directory (trace v2 with `correct`, learner/eval JSONL, config) whose
     group counts come from the learning model itself; every step takes 1 s."""
     curve = simulate_curve(2.0, 0.8, 0.6, G=G, B=16, T=T, lr=1e-6, seed=seed, dynamic_sampling=True)
@@ -49,9 +49,9 @@ def _write(d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=
 
 
 def test_the_fit_run_predicts_its_own_clock_and_runs_are_ranked(tmp_path):
-    _write(tmp_path / "fit", 8, 0)
-    _write(tmp_path / "g4", 4, 1)
-    _write(tmp_path / "g16", 16, 2)
+    write_synthetic_run(tmp_path / "fit", 8, 0)
+    write_synthetic_run(tmp_path / "g4", 4, 1)
+    write_synthetic_run(tmp_path / "g16", 16, 2)
     c0, c1 = cost_model(
         trace.read(tmp_path / "fit" / "steps.parquet", "steps"), read_run(tmp_path / "fit")
     )
@@ -69,9 +69,9 @@ def test_the_fit_run_predicts_its_own_clock_and_runs_are_ranked(tmp_path):
 
 
 def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
-    _write(tmp_path / "fit", 8, 0)
-    _write(tmp_path / "other", 4, 1, task="digit-chain")
-    _write(tmp_path / "g4", 4, 1)
+    write_synthetic_run(tmp_path / "fit", 8, 0)
+    write_synthetic_run(tmp_path / "other", 4, 1, task="digit-chain")
+    write_synthetic_run(tmp_path / "g4", 4, 1)
     base = ["compare", "learning", "--learning-model", "linear", "--draws", "5", "--fit",
             str(tmp_path / "fit"), "--out"]  # fmt: skip
     res = CliRunner().invoke(main, [*base, str(tmp_path / "o1"), "--real", str(tmp_path / "g4"),
@@ -100,8 +100,8 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
 
 def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
     for name, G, seed in (("a0", 8, 0), ("a1", 8, 1), ("b0", 4, 0), ("b1", 4, 1)):
-        _write(tmp_path / name, G, seed, T=20)
-    _write(tmp_path / "c0", 8, 2, lr=2e-6, T=20)  # static:8 with another lr: its own group
+        write_synthetic_run(tmp_path / name, G, seed, T=20)
+    write_synthetic_run(tmp_path / "c0", 8, 2, lr=2e-6, T=20)  # static:8 with another lr: its own group
     dirs = [tmp_path / n for n in ("a0", "b0", "a1", "b1", "c0")]
     fit_on = [dirs[0], dirs[2]]  # both static:8 seeds, fitted jointly
     table, groups, _, fit = compare_learning(fit_on, dirs, 0.7, "linear", 10, clock="cpu")
@@ -120,7 +120,7 @@ def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
     assert g["measured_sd_s"] == pytest.approx(meas.std(ddof=1))
     assert (a["measured_steps_to_target"].to_numpy() * 0.13) == pytest.approx(meas)
     # a run without the CPU fields is refused by name
-    _write(tmp_path / "old", 8, 3, cpu=False, T=20)
+    write_synthetic_run(tmp_path / "old", 8, 3, cpu=False, T=20)
     with pytest.raises(ValueError, match="old.*cpu_gen_s"):
         compare_learning(dirs[0], [tmp_path / "old"], 0.7, "linear", 2, clock="cpu")
 
@@ -154,9 +154,9 @@ def test_group_table_by_hand():
 def test_resimulated_controller_chooses_its_own_G(tmp_path):
     """--resimulate: an adaptive run is predicted with its controller choosing G in the
     drawn runs (static runs get no resim_* values); LAGC at its defaults moves G."""
-    _write(tmp_path / "fit", 8, 0, T=20)
-    _write(tmp_path / "ad", 8, 1, controller="lagc", T=20)
-    _write(tmp_path / "st", 4, 2, T=20)
+    write_synthetic_run(tmp_path / "fit", 8, 0, T=20)
+    write_synthetic_run(tmp_path / "ad", 8, 1, controller="lagc", T=20)
+    write_synthetic_run(tmp_path / "st", 4, 2, T=20)
     table, groups, _, _ = compare_learning(
         tmp_path / "fit", [tmp_path / "ad", tmp_path / "st"], 0.7, "linear", 5, resim_draws=3
     )

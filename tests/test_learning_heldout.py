@@ -21,7 +21,7 @@ from rolloutlab.sim.models.learning import LearningParams
 from scipy import special
 
 from rolloutlab.cli import main
-from tests.test_compare_learning import _write
+from tests.test_compare_learning import write_synthetic_run
 
 
 @given(
@@ -89,8 +89,8 @@ def test_a_bad_eval_row_names_file_line_and_field(tmp_path, line, field):
 def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
     """Two settings fit the noise law; the measured crossing is the first evaluation at or
     above the target, and the prediction is scored at the same evaluation steps."""
-    _write(tmp_path / "g4", 4, 0)
-    _write(tmp_path / "g16", 16, 1)
+    write_synthetic_run(tmp_path / "g4", 4, 0)
+    write_synthetic_run(tmp_path / "g16", 16, 1)
     for name in ("g4", "g16"):
         _evals(tmp_path / name, [(9, 0.4), (19, 0.55), (29, 0.75), (39, 0.8)])
     table, _, curves, fit = compare_learning(
@@ -187,8 +187,8 @@ def test_evaluation_noise_makes_a_flat_curve_cross_earlier():
     ],
 )  # fmt: skip
 def test_compare_learning_names_the_eval_line_that_is_bad(tmp_path, text, message):
-    _write(tmp_path / "g4", 4, 0)
-    _write(tmp_path / "g16", 16, 1)
+    write_synthetic_run(tmp_path / "g4", 4, 0)
+    write_synthetic_run(tmp_path / "g16", 16, 1)
     (tmp_path / "g16" / "eval.jsonl").write_text(text)
     res = CliRunner().invoke(main, ["compare", "learning", "--fit", str(tmp_path / "g4"),
                                     "--real", str(tmp_path / "g16"), "--target-accuracy", "0.7",
