@@ -101,7 +101,9 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
 def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
     for name, G, seed in (("a0", 8, 0), ("a1", 8, 1), ("b0", 4, 0), ("b1", 4, 1)):
         write_synthetic_run(tmp_path / name, G, seed, T=20)
-    write_synthetic_run(tmp_path / "c0", 8, 2, lr=2e-6, T=20)  # static:8 with another lr: its own group
+    write_synthetic_run(
+        tmp_path / "c0", 8, 2, lr=2e-6, T=20
+    )  # static:8 with another lr: its own group
     dirs = [tmp_path / n for n in ("a0", "b0", "a1", "b1", "c0")]
     fit_on = [dirs[0], dirs[2]]  # both static:8 seeds, fitted jointly
     table, groups, _, fit = compare_learning(fit_on, dirs, 0.7, "linear", 10, clock="cpu")
