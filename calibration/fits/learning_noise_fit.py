@@ -116,9 +116,9 @@ def fit_noise_law(
     mean-field optima (b_noise ~ 0; from the beta-binomial fit of the first ``init_steps``
     steps at kappa 1 and 0.05), moved along its ridge ``kappa / (1 + b_noise / n)`` to
     b_noise 10, 30 and 300, the best kept; the runs are put in a canonical order first, so
-    the result does not depend on the order they are given in (it did: 21 against 32.6
-    informative samples on the §5 grid, 0.7 log-likelihood apart). No standard errors (the
-    observed information costs minutes here; the seed spread is the check).
+    the result does not depend on the order they are given in (it did, in the last digits:
+    L-BFGS-B's finite differences see a sum taken in another order). No standard errors
+    (the observed information costs minutes here; the seed spread is the check).
 
     Raises ValueError (one line) when the runs hold fewer than two settings, naming it.
     """
