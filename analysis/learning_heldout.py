@@ -112,3 +112,18 @@ def eval_size(run_dir: Path) -> int | None:
         return None
     n = json.loads(path.read_text()).get("config", {}).get("eval_size")
     return int(n) if isinstance(n, int) and n >= 1 else None
+
+
+def started_above(run_dirs: list[Path], target: float) -> list[str]:
+    """One note per run whose evaluation before training (``step`` -1) is already at or
+    above ``target``: its measured time still counts from the first evaluation after a
+    step (module docstring), so the target says nothing about its learning."""
+    notes = []
+    for d in run_dirs:
+        start = eval_rows(d).filter(pl.col("step") == -1)["accuracy"]
+        if start.len() and float(start[0]) >= target - 1e-12:
+            notes.append(
+                f"note: {Path(d).name} starts at held-out accuracy {float(start[0]):.3f} >= "
+                f"target {target} before training: choose a higher target"
+            )
+    return notes

@@ -198,3 +198,18 @@ def test_compare_learning_names_the_eval_line_that_is_bad(tmp_path, text, messag
     import re
 
     assert re.search(message, res.output.replace("\n", " ")), res.output
+
+
+def test_a_run_that_starts_above_the_target_is_noted(tmp_path):
+    from rolloutlab.analysis.learning_heldout import started_above
+
+    for name, start in (("low", 0.1), ("high", 0.5)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "eval.jsonl").write_text(
+            json.dumps({"step": -1, "t_s": 0.0, "accuracy": start})
+            + "\n"
+            + json.dumps({"step": 9, "t_s": 1.0, "accuracy": 0.6})
+            + "\n"
+        )
+    notes = started_above([tmp_path / "low", tmp_path / "high"], 0.4)
+    assert len(notes) == 1 and "high starts at held-out accuracy 0.500 >= target 0.4" in notes[0]

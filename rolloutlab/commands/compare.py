@@ -311,6 +311,7 @@ def learning(
 
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
     from rolloutlab.analysis.learning_directions import directions_of
+    from rolloutlab.analysis.learning_heldout import started_above
     from rolloutlab.sim.scenario.provenance import write_config
 
     with claimed(out_dir, "compare-learning"):
@@ -356,6 +357,11 @@ def learning(
     echo_table(groups)
     if directions.height:
         echo_table(directions)
+    else:
+        click.echo("learning_directions.csv: no two settings are neighbours along G or B", err=True)
+    if target_on == "heldout":
+        for line in started_above(list(real_dirs), target_accuracy):
+            click.echo(line, err=True)
     click.echo(f"-> {out_dir}")
 
 
