@@ -87,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--target must be in (0, 1], got {args.target}")
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
+    try:
+        args.out.mkdir(parents=True)
+    except OSError as exc:
+        ap.error(f"--out {args.out}: cannot create it ({exc.strerror})")
     runs, evals = pl.read_csv(DATA / "runs.csv"), pl.read_csv(DATA / "evals.csv")
     dirs = {
         name: rebuild(name, g.sort("step"), evals.filter(pl.col("run") == name), args.out / "runs")
