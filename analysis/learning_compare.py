@@ -102,7 +102,7 @@ def predict(fit: dict, curve: RunCurve, cost: Cost) -> pl.DataFrame:
     settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure)."""
     p = _params(fit)
     reward = mean_field_curve(
-        p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max, p.b_noise, p.advantage
+        p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max, p.b_noise, p.advantage, p.rho
     )
     return pl.DataFrame(
         {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}

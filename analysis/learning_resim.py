@@ -23,7 +23,12 @@ from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.models.learning import LearningParams, saturating_shift
-from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
+from rolloutlab.sim.models.learning_noise import (
+    effective_samples,
+    noise_multiplier,
+    noisy_drive,
+    step_signal,
+)
 from rolloutlab.sim.trace import schema as trace
 from scipy import special
 
@@ -85,7 +90,7 @@ def resimulate(
                 / kept
             )
             if params.b_noise > 0:  # the noise term (sim.models.learning_noise)
-                n_inf = G * (sig > 0).sum()
+                n_inf = effective_samples((sig > 0).sum(), G, params.rho)
                 x = noise_multiplier(rng, n_inf, params.b_noise)
                 drive = float(noisy_drive(drive, n_inf, params.b_noise, x))
             theta = float(saturating_shift(theta, drive, params.theta_max))

@@ -6,8 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.learning_noise import (
+    design_effect,
+    effective_samples,
     efficiency,
     expected_group_signal,
+    informative_samples,
     noise_multiplier,
     noisy_drive,
     step_signal,
@@ -141,3 +144,55 @@ def test_simulator_tracker_draws_noise_per_seed_and_per_mini_batch():
     old = reward_config("beta:1,1", None, {"kappa": 2.0})  # a pre-noise block: no spread
     a = RewardTracker(old, seed=1, lr=1e-6, batch_size=8).learn(groups, 0)
     assert a == RewardTracker(old, seed=2, lr=1e-6, batch_size=8).learn(groups, 0)
+
+
+def test_design_effect_by_hand_and_its_limits():
+    # Kish: a group of 5 at rho 0.25 counts 5 / (1 + 4 * 0.25) = 2.5 samples
+    assert design_effect(5, 0.25) == pytest.approx(2.0)
+    assert effective_samples(3, 5, 0.25) == pytest.approx(7.5)
+    assert effective_samples(3, 5, 0.0) == pytest.approx(15.0)  # every response
+    assert effective_samples(3, 5, 1.0) == pytest.approx(3.0)  # every prompt once
+    # informative groups only: the homogeneous third group adds nothing
+    var = [step_signal_var(g) for g in GROUPS]
+    assert informative_samples(var, [4, 4, 4], 0.5) == pytest.approx(2 * 4 / 2.5)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="rho"):
+            design_effect(4, bad)
+
+
+def step_signal_var(rewards):
+    return float(np.var(rewards))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 5), st.integers(0, 4), st.floats(0.0, 1.0), st.floats(0.0, 1.0)
+)  # fmt: skip
+def test_at_equal_rollouts_more_prompts_never_count_fewer_samples(i, j, rho, rho2):
+    """B G fixed: halving G (doubling B) never lowers the effective samples, and a larger
+    rho never raises them."""
+    G = 2 ** (j + 1)
+    B = 2**i
+    small, big = effective_samples(2 * B, G / 2, rho), effective_samples(B, G, rho)
+    assert small >= big - 1e-9
+    lo, hi = sorted((rho, rho2))
+    assert effective_samples(B, G, hi) <= effective_samples(B, G, lo) + 1e-9
+    assert B - 1e-9 <= effective_samples(B, G, hi) <= B * G + 1e-9
+
+
+def test_rho_in_params_reads_old_blocks_and_slows_big_groups():
+    old = {"kappa": 1.0, "b_noise": 10.0, "advantage": "std"}
+    assert LearningParams.from_dict(old).rho == 0.0
+    p = LearningParams.from_dict(old | {"rho": 0.5})
+    assert LearningParams.from_dict(p.to_dict()) == p
+    with pytest.raises(ValueError, match="rho"):
+        LearningParams(kappa=1.0, rho=1.2)
+    # the same 16 informative responses: 4 groups of 4 beat 2 groups of 8 at rho > 0; the
+    # model's mean drive over seeds is the mean-field drive times n_eff / (n_eff + b_noise)
+    p = LearningParams(kappa=1.0, b_noise=10.0, rho=0.5)
+    for (n, G), deff in (((4, 4), 2.5), ((2, 8), 4.5)):
+        groups = [np.array([1.0] + [0.0] * (G - 1))] * n
+        mf = _step(LearningParams(kappa=1.0), groups, B=n)
+        mean = np.mean([_step(p, groups, seed=s, B=n) for s in range(3000)])
+        n_eff = 16 / deff
+        assert mean / mf == pytest.approx(n_eff / (n_eff + 10.0), rel=0.08)

@@ -10,6 +10,7 @@ from rolloutlab.calibration.fits.learning_noise_fit import (
     cumulative,
     fit_noise_law,
     replay_terms,
+    rho_identified,
     settings,
 )
 from rolloutlab.calibration.readers.run_curve import RunCurve
@@ -85,3 +86,29 @@ def test_the_fit_does_not_depend_on_the_order_of_its_runs():
     for k in ("kappa", "b_noise"):
         assert a[k] == b[k]
     assert a["fit"]["loglik"] == b["fit"]["loglik"]
+
+
+def test_rho_is_fitted_only_where_the_settings_identify_it():
+    assert not rho_identified([(4, 4), (16, 16)])  # two settings: two gains, three constants
+    assert not rho_identified([(4, 4), (4, 8), (4, 16)])  # one G: rho rescales b_noise
+    assert rho_identified([(4, 4), (16, 4), (4, 16)])
+    true = LearningParams(kappa=1.0, b_noise=20.0, advantage="std", rho=0.5)
+    two = [_run(true, G, 8, 12, G) for G in (2, 8)]
+    fit = fit_noise_law(two, model="linear")
+    assert fit["rho"] == 0.0 and fit["fit"]["rho_fitted"] is False
+
+
+def test_fit_recovers_the_design_effect_on_an_l_shaped_grid():
+    """Runs drawn with rho = 0.6 at (2, 4), (16, 4) and (2, 32): the fit finds rho well
+    above 0 and a better likelihood than rho = 0; drawn with rho = 0, it stays near 0."""
+    out = {}
+    for rho in (0.6, 0.0):
+        true = LearningParams(kappa=2.0, b_noise=60.0, advantage="std", rho=rho)
+        runs = [_run(true, G, B, 40, 100 * G + B + s) for G, B in ((2, 4), (16, 4), (2, 32))
+                for s in range(2)]  # fmt: skip
+        out[rho] = fit_noise_law(runs, model="linear")
+    hi, lo = out[0.6], out[0.0]
+    assert hi["fit"]["rho_fitted"] and hi["fit"]["loglik"] >= hi["fit"]["loglik_rho_0"]
+    assert hi["rho"] > 0.25
+    assert lo["rho"] < hi["rho"] - 0.2
+    assert LearningParams.from_dict(hi).rho == hi["rho"]

@@ -7,7 +7,8 @@ Each draw is :func:`calibration.fits.learning_fit.simulate_counts` (fresh prompt
 counts, the model updated with the drawn groups' signals), vectorised over draws: per
 step the drive ``kappa (lr / lr_ref) sum_i g_i / n`` (``g_i`` = ``s_i = k_i/G (1 - k_i/G)``,
 or ``sqrt(s_i)`` for the std advantage; n = B, or the informative count with dynamic
-sampling), with the noise term of :mod:`sim.models.learning_noise` when ``b_noise > 0``, moves every draw's theta through
+sampling), with the noise term of :mod:`sim.models.learning_noise` when ``b_noise > 0`` (its ``n``
+the effective samples of the informative groups, design effect ``rho``), moves every draw's theta through
 :func:`sim.models.learning.saturating_shift`. On-policy only (staleness 0, the synchronous runs
 this compares), and refused where :class:`sim.models.learning.LearningModel` would collapse
 within the run (the reversal is not drawn).
@@ -18,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
 from rolloutlab.sim.models.learning import LearningModel, LearningParams, saturating_shift
-from rolloutlab.sim.models.learning_noise import noise_multiplier, noisy_drive, step_signal
+from rolloutlab.sim.models.learning_noise import (
+    effective_samples,
+    noise_multiplier,
+    noisy_drive,
+    step_signal,
+)
 from scipy import special
 
 
@@ -86,7 +92,7 @@ def draw_paths(
         kept = np.maximum((var > 0).sum(axis=1), 1) if dynamic_sampling else n
         drive = gain[t] * step_signal(var, params.advantage).sum(axis=1) / kept
         if params.b_noise > 0:  # noise term (sim.models.learning_noise), one draw each
-            n_inf = g * (var > 0).sum(axis=1)
+            n_inf = effective_samples((var > 0).sum(axis=1), g, params.rho)
             drive = noisy_drive(
                 drive, n_inf, params.b_noise, noise_multiplier(rng, n_inf, params.b_noise)
             )

@@ -110,16 +110,17 @@ def mean_field_curve(
     theta_max: float = math.inf,
     b_noise: float = 0.0,
     advantage: str = "mean",
+    rho: float = 0.0,
 ):
     """Closed-loop prediction (T,) of the mean pass rate: the model driven by its own
     expected signal ``E[p (1 - p)] (1 - 1/G)`` per trained group (over the B groups, or over
     the expected kept ones ``max(B E[1 - p^G - (1 - p)^G], 1)`` with dynamic sampling),
     p0 ~ Beta(a, b): :func:`calibration.fits.reward_curve_fit.expected_curve` at the run's G, lr, B
-    (with the noise law's expected share when ``b_noise > 0``)."""
+    (with the noise law's expected share when ``b_noise > 0``, design effect ``rho``)."""
     B = np.array([c.size for c in curve.counts])
     return expected_curve(
         a, b, kappa, curve.lr, curve.G, lr_ref, curve.dynamic_sampling, B, theta_max,
-        b_noise, advantage,
+        b_noise, advantage, rho,
     )  # fmt: skip
 
 

@@ -6,7 +6,8 @@ kappa = 1, ``g_t = (lr_t / lr_ref) (1 / n_t^loss) sum_i signal_i`` (the trained 
 loss is over the kept groups with dynamic sampling, as the real learner averages it), and
 the informative samples ``n_t`` (responses of the groups with both rewards). With the
 noise term at its expectation, ``theta_t = kappa sum_{s<t} g_s / (1 + b_noise / n_s)``
-(or its saturating form). ``(a, b, kappa, b_noise[, theta_max])`` maximise the likelihood
+(or its saturating form); ``n_t`` counts a group of G as ``G / (1 + (G - 1) rho)`` samples
+(the design effect). ``(a, b, kappa, b_noise[, theta_max][, rho])`` maximise the likelihood
 of every group's count ``k ~ Binomial(G, sigmoid(logit p0 + theta_t))``,
 ``p0 ~ Beta(a, b)`` shared by all runs (one task, one warm start recipe). The noise's
 random part is not in the likelihood (its path is unobserved); it is checked by the
@@ -27,7 +28,12 @@ from rolloutlab.calibration.fits.learning_fit import MODELS, correct_count_pmf, 
 from rolloutlab.calibration.fits.passrate_fit import fit_beta_binomial
 from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.models.learning import LearningParams
-from rolloutlab.sim.models.learning_noise import efficiency, step_signal
+from rolloutlab.sim.models.learning_noise import (
+    design_effect,
+    effective_samples,
+    efficiency,
+    step_signal,
+)
 from scipy import optimize, special
 
 
@@ -52,18 +58,28 @@ def require_settings(curves: list[RunCurve]) -> list[tuple[int, int]]:
     return found
 
 
-def replay_terms(curve: RunCurve, lr_ref: float, advantage: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(g, n)`` (T,) each: the kappa = 1 infinite-batch drive of every step and its
-    informative samples (module docstring)."""
+def replay_groups(curve: RunCurve, lr_ref: float, advantage: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, m)`` (T,) each: the kappa = 1 infinite-batch drive of every step and its count
+    of informative groups (module docstring)."""
     T = len(curve.G)
-    g, n = np.zeros(T), np.zeros(T)
+    g, m = np.zeros(T), np.zeros(T)
     for t, (G, lr, k) in enumerate(zip(curve.G, curve.lr, curve.counts, strict=True)):
         var = (k / G) * (1 - k / G)
         informative = var > 0
         denom = max(int(informative.sum()), 1) if curve.dynamic_sampling else k.size
         g[t] = (lr / lr_ref) * float(step_signal(var, advantage).sum()) / denom
-        n[t] = float(G) * int(informative.sum())
-    return g, n
+        m[t] = int(informative.sum())
+    return g, m
+
+
+def replay_terms(
+    curve: RunCurve, lr_ref: float, advantage: str, rho: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, n)`` (T,) each: the kappa = 1 infinite-batch drive of every step and its
+    effective informative samples at design effect ``rho`` (:func:`replay_groups`;
+    :func:`sim.models.learning_noise.effective_samples`)."""
+    g, m = replay_groups(curve, lr_ref, advantage)
+    return g, effective_samples(m, curve.G, rho)
 
 
 def cumulative(g: np.ndarray, n: np.ndarray, b_noise: float) -> np.ndarray:
@@ -73,32 +89,42 @@ def cumulative(g: np.ndarray, n: np.ndarray, b_noise: float) -> np.ndarray:
 
 
 def _data(curves: list[RunCurve], lr_ref: float, advantage: str) -> list[tuple]:
-    """Per run and group size: (row indices, G, count histogram), with the run's (g, n)."""
+    """Per run: its (g, m, G per step) and, per group size, (row indices, G, count
+    histogram)."""
     out = []
     for c in curves:
-        g, n = replay_terms(c, lr_ref, advantage)
+        g, m = replay_groups(c, lr_ref, advantage)
         per_G = []
         for G in np.unique(c.G):
             rows = np.flatnonzero(c.G == G)
             h = np.stack([np.bincount(c.counts[t], minlength=G + 1) for t in rows])
             per_G.append((rows, int(G), h))
-        out.append((g, n, per_G))
+        out.append((g, m, np.asarray(c.G, float), per_G))
     return out
 
 
-def _nll(x: np.ndarray, data: list[tuple]) -> float:
-    """Negative log likelihood at (log a, log b, log kappa, log b_noise[, log theta_max])."""
+def _nll(x: np.ndarray, data: list[tuple], capped: bool) -> float:
+    """Negative log likelihood at (log a, log b, log kappa, log b_noise[, log theta_max]
+    when ``capped``[, rho]): rho = 0 when x has no further entry."""
     a, b, kappa, b_noise = np.exp(x[:4])
-    cap = math.exp(x[4]) if len(x) > 4 else math.inf
+    cap = math.exp(x[4]) if capped else math.inf
+    rho = float(np.clip(x[4 + capped], 0.0, 1.0)) if len(x) > 4 + capped else 0.0
     lp0, w = beta_logit_grid(a, b)
     nll = 0.0
-    for g, n, per_G in data:
-        theta = shift(cumulative(g, n, b_noise), kappa, cap)
+    for g, m, Gt, per_G in data:
+        theta = shift(cumulative(g, effective_samples(m, Gt, rho), b_noise), kappa, cap)
         for rows, G, h in per_G:
             p = special.expit(lp0[None, :] + theta[rows][:, None])
             pk = np.einsum("tqj,q->tj", correct_count_pmf(G, p), w)
             nll -= float((h * np.log(np.maximum(pk, 1e-300))).sum())
     return nll
+
+
+def rho_identified(found: list[tuple[int, int]]) -> bool:
+    """Whether runs at the (G, B) settings ``found`` identify the design effect rho: three or
+    more settings with two or more G. With two settings, ``kappa / (1 + b_noise / n)`` takes
+    two values for three unknowns; with one G, rho only rescales b_noise."""
+    return len(found) >= 3 and len({G for G, _ in found}) >= 2
 
 
 def _canonical(c: RunCurve) -> tuple:
@@ -110,8 +136,10 @@ def _canonical(c: RunCurve) -> tuple:
 def fit_noise_law(
     curves: list[RunCurve], model: str = "saturating", advantage: str = "std", init_steps: int = 3
 ) -> dict:
-    """Fit ``(a, b, kappa, b_noise[, theta_max])`` on runs at >= 2 (G, B) settings (module
-    docstring). Returns the ``learning`` block without provenance (LearningParams fields,
+    """Fit ``(a, b, kappa, b_noise[, theta_max][, rho])`` on runs at >= 2 (G, B) settings
+    (module docstring; rho, the design effect of :mod:`sim.models.learning_noise`, only
+    where :func:`rho_identified`, else 0; fitted from the rho = 0 optimum and from 0.3,
+    bounded to [0, 1]). Returns the ``learning`` block without provenance (LearningParams fields,
     ``b_noise`` in informative samples, plus ``fit``). Started from the better of two
     mean-field optima (b_noise ~ 0; from the beta-binomial fit of the first ``init_steps``
     steps at kappa 1 and 0.05), moved along its ridge ``kappa / (1 + b_noise / n)`` to
@@ -136,8 +164,10 @@ def fit_noise_law(
     cap = [math.log(3.0)] if model == "saturating" else []
     tiny = math.log(1e-9)  # b_noise ~ 0: the mean-field law
 
+    capped = bool(cap)
+
     def mean_field(x):
-        return _nll(np.r_[x[:3], tiny, x[3:]], data)
+        return _nll(np.r_[x[:3], tiny, x[3:]], data, capped)
 
     mf = min(  # two gains to start from: the surface has shallow local optima
         (
@@ -149,20 +179,35 @@ def fit_noise_law(
         ),
         key=lambda r: r.fun,
     )  # fmt: skip
-    n_mean = float(np.mean([np.mean(d[1][d[1] > 0]) for d in data if np.any(d[1] > 0)]))
+    n_all = np.concatenate([m * Gt for _, m, Gt, _ in data])
+    n_mean = float(n_all[n_all > 0].mean()) if np.any(n_all > 0) else 1.0
     starts = [  # the mean-field gain is kappa / (1 + b_noise / n): start on that ridge
         np.r_[mf.x[:2], mf.x[2] + math.log1p(bn / max(n_mean, 1.0)), math.log(bn), mf.x[3:]]
         for bn in (10.0, 30.0, 300.0)
     ]
     best = min(
-        (optimize.minimize(lambda x: _nll(x, data), s0, method="L-BFGS-B") for s0 in starts),
+        (optimize.minimize(_nll, s0, (data, capped), method="L-BFGS-B") for s0 in starts),
         key=lambda r: r.fun,
     )
     if best.fun > mf.fun:  # the noise law nests the mean-field one
         best = optimize.OptimizeResult(x=np.r_[mf.x[:3], tiny, mf.x[3:]], fun=mf.fun,
                                        success=mf.success)  # fmt: skip
+    no_rho = best
+    design = rho_identified(found)
+    if design:  # from the rho = 0 optimum, and from rho 0.3 with b_noise / deff at the median G
+        g_med = float(np.median([G for G, _ in found]))
+        bounds = [(None, None)] * len(best.x) + [(0.0, 1.0)]
+        starts = [np.r_[best.x, 0.0], np.r_[best.x, 0.0]]
+        starts[1][3] -= math.log(float(design_effect(g_med, 0.3)))
+        starts[1][-1] = 0.3
+        best = min(
+            (optimize.minimize(_nll, s0, (data, capped), method="L-BFGS-B", bounds=bounds)
+             for s0 in starts),
+            key=lambda r: r.fun,
+        )  # fmt: skip
     a, b, kappa, b_noise = (float(v) for v in np.exp(best.x[:4]))
     theta_max = float(np.exp(best.x[4])) if cap else None
+    rho = float(best.x[-1]) if design else 0.0
     b_noise = b_noise if b_noise > 1e-6 else 0.0
     return {
         "kappa": kappa,
@@ -171,14 +216,18 @@ def fit_noise_law(
         "reversal": LearningParams.reversal,
         "theta_max": theta_max,
         "b_noise": b_noise,
+        "rho": rho,
         "advantage": advantage,
         "fit": {
             "model": model,
             "method": "MLE of (a, b, kappa, b_noise"
             + (", theta_max" if cap else "")
+            + (", rho" if design else "")
             + ") on every group's count of every run; theta = shift of the replayed drive "
-            "times 1 / (1 + b_noise / n)",
+            "times 1 / (1 + b_noise / n), n = informative groups x G / (1 + (G - 1) rho)",
+            "rho_fitted": design,
             "loglik": -float(best.fun),
+            "loglik_rho_0": -float(no_rho.fun),
             "loglik_mean_field": -float(mf.fun),
             "converged": bool(best.success),
             "init_pass_rate": {"spec": f"beta:{a:.4g},{b:.4g}", "mean": a / (a + b)},

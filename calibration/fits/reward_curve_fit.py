@@ -29,6 +29,7 @@ from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
 from rolloutlab.calibration.readers.verl_tb import VerlLogError, read_run
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.learning_noise import (
+    effective_samples,
     efficiency,
     expected_group_signal,
     informative_share,
@@ -50,12 +51,12 @@ dispersion measured here for a Qwen2.5 model (**modelling choice**)."""
 
 def _moments(
     a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf,
-    b_noise=0.0, advantage="mean",
+    b_noise=0.0, advantage="mean", rho=0.0,
 ):  # fmt: skip
     """(E p_t, E p_t^2), each (T,), along the mean-field recursion (module docstring).
     ``b_noise > 0`` (needs ``prompts``): each step's signal times the noise law's expected
-    share ``1 / (1 + b_noise / n)`` at the expected informative samples ``n = B G E[1 - p^G
-    - (1 - p)^G]`` (:mod:`sim.models.learning_noise`; the share at the mean n, a
+    share ``1 / (1 + b_noise / n)`` at the expected effective samples ``n = B E[1 - p^G
+    - (1 - p)^G] G / (1 + (G - 1) rho)`` (:mod:`sim.models.learning_noise`; the share at the mean n, a
     **simplification**: E[1/(1 + b/n)] <= 1/(1 + b/E n) by concavity, so slightly fast)."""
     if not (a > 0 and b > 0):
         raise ValueError(f"Beta(a, b): expected a, b > 0, got {a}, {b}")
@@ -73,24 +74,21 @@ def _moments(
         if dynamic_sampling:  # the loss is over the kept (informative) share of the batch
             signal /= max(share, float(floor[t]))
         if b_noise > 0:
-            signal *= float(
-                efficiency(
-                    float(prompts[t] if np.ndim(prompts) else prompts) * G[t] * share, b_noise
-                )
-            )
+            groups = float(prompts[t] if np.ndim(prompts) else prompts) * share
+            signal *= float(efficiency(effective_samples(groups, G[t], rho), b_noise))
         model.apply_signal(np.array([signal]), float(lr[t]), None, t, 1)
     return m1, m2
 
 
 def expected_curve(
     a, b, kappa, lr, G, lr_ref, dynamic_sampling=False, prompts=None, theta_max=math.inf,
-    b_noise=0.0, advantage="mean",
+    b_noise=0.0, advantage="mean", rho=0.0,
 ) -> np.ndarray:  # fmt: skip
     """Mean pass rate (T,) before each step's update under the mean-field recursion
     (module docstring). ``lr``: (T,) per step; ``G``, ``prompts`` (B): scalar or (T,);
     ``theta_max``: the shift's capacity (:class:`LearningParams`; inf = linear);
-    ``b_noise``, ``advantage``: the noise law's (:class:`LearningParams`; b_noise > 0 needs
-    ``prompts``).
+    ``b_noise``, ``advantage``, ``rho``: the noise law's (:class:`LearningParams`; b_noise > 0
+    needs ``prompts``).
 
     With ``dynamic_sampling`` only informative groups are trained and the loss is over
     them: the step's signal is divided by the kept share ``E[1 - p^G - (1 - p)^G]``
@@ -101,7 +99,7 @@ def expected_curve(
     if b_noise > 0 and prompts is None:
         raise ValueError("expected_curve: b_noise > 0 needs prompts (B)")
     return _moments(
-        a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts, theta_max, b_noise, advantage
+        a, b, kappa, lr, G, lr_ref, dynamic_sampling, prompts, theta_max, b_noise, advantage, rho
     )[0]
 
 

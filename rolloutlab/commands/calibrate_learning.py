@@ -273,7 +273,9 @@ def calibrate_learning(
         return
     click.echo(
         f"wrote {out}: kappa {block['kappa']:.4g}, b_noise {block['b_noise']:.4g} informative "
-        f"samples at lr_ref {block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; "
+        f"samples, rho {block['rho']:.3g}"
+        f"{'' if f['rho_fitted'] else ' (not fitted: needs 3+ settings with 2+ G)'} at lr_ref "
+        f"{block['lr_ref']:g}; initial {f['init_pass_rate']['spec']}; "
         f"{f['runs']} runs at {len(f['settings'])} (G, B) settings"
     )
 

@@ -71,12 +71,17 @@ class LearningParams:
     groups): a step's drive is ``D X / (1 + b_noise / n)``, ``E X = 1``, ``sd X = sqrt(b_noise / n)``, for
     ``n`` informative samples (:mod:`sim.models.learning_noise`, McCandlish et al. 2018).
     0 (the default, and every block written before the noise term) is the mean-field law."""
+    rho: float = 0.0
+    """Intra-prompt correlation in [0, 1] of the per-sample gradient: a group of G responses
+    counts ``G / (1 + (G - 1) rho)`` samples in the noise term's ``n`` (Kish's design
+    effect, :func:`learning_noise.design_effect`). 0 (the default, and every block written
+    before this term) counts every response; used only when ``b_noise > 0``."""
     advantage: str = "mean"
     """``mean`` (advantage ``r - rbar``, signal ``s_i``) or ``std`` (GRPO's group-std
     normalised advantage, signal ``sqrt(s_i)``; :func:`learning_noise.step_signal`)."""
 
     def __post_init__(self) -> None:
-        skip = ("kappa", "b_noise", "advantage")
+        skip = ("kappa", "b_noise", "advantage", "rho")
         bad = {k: v for k, v in asdict(self).items() if k not in skip and not v > 0}
         if not (math.isfinite(self.kappa) and self.kappa >= 0):
             bad["kappa"] = self.kappa
@@ -84,8 +89,12 @@ class LearningParams:
             bad["b_noise"] = self.b_noise
         if self.advantage not in ADVANTAGES:
             bad["advantage"] = self.advantage
+        if not 0 <= self.rho <= 1:
+            bad["rho"] = self.rho
         if bad:
-            raise ValueError(f"LearningParams: expected kappa >= 0 and others > 0, got {bad}")
+            raise ValueError(
+                f"LearningParams: expected kappa >= 0, rho in [0, 1] and others > 0, got {bad}"
+            )
 
     def to_dict(self) -> dict:
         """The fields as a strict-JSON dict (``theta_max`` None when infinite), the inverse
@@ -250,7 +259,7 @@ class LearningModel:
         d = self.params.kappa * (lr / self.params.lr_ref) * float((g * f).sum()) / batch_size
         if noisy:  # the mean-field law is the b_noise = 0 limit: its arithmetic is untouched
             rng = np.random.default_rng([self.seed, NOISE_STREAM, self.updates])
-            n_inf = informative_samples(sig, samples)
+            n_inf = informative_samples(sig, samples, self.params.rho)
             x = noise_multiplier(rng, n_inf, self.params.b_noise)
             d = float(noisy_drive(d, n_inf, self.params.b_noise, x))
         self.updates += 1

@@ -19,6 +19,13 @@ rewards differ; a homogeneous group has zero advantage and adds nothing), so
   normal (**modelling choice**): a step never moves backwards, so the saturating shift
   (whose backward steps grow exponentially) stays finite; its mean and sd are the normal's.
 - ``b_noise = 0`` or ``n -> inf`` gives ``D = mu``: the mean-field law exactly.
+- ``n`` counts *effective* samples: the G responses of one prompt are not independent
+  draws of the population gradient (they share the prompt), so a group of G counts
+  ``G / (1 + (G - 1) rho)`` (Kish's design effect of cluster sampling, Kish 1965 "Survey
+  Sampling" §5.4; docs/PAPERS.md §3), ``rho`` in [0, 1] the intra-prompt correlation of
+  the per-sample gradient along the shift. ``rho = 0`` counts every response (the law
+  before this term), ``rho = 1`` counts prompts. With rho > 0, at equal rollouts B G more
+  prompts beat bigger groups, as the real runs of docs/learning.md §5 do.
 
 ``g_i``: the group's signal along the shift. With Bernoulli rewards the score of a response
 along theta is ``r - p``; the GRPO advantage ``A_j = r_j - rbar`` (Dr. GRPO, no std) gives
@@ -47,13 +54,31 @@ def step_signal(var, advantage: str = "mean") -> np.ndarray:
     return v if advantage == "mean" else np.sqrt(v)
 
 
-def informative_samples(var, samples) -> float:
-    """Responses in the informative groups: ``sum_i samples_i [var_i > 0]`` (samples, e.g.
-    G_i; ``var`` and ``samples`` (n,))."""
+def design_effect(G, rho: float) -> np.ndarray:
+    """Kish's design effect ``1 + (G - 1) rho`` of a group of ``G`` >= 1 responses (any
+    shape) whose gradients correlate ``rho`` in [0, 1] (module docstring): the group counts
+    as ``G / design_effect`` independent samples. Raises ValueError on rho outside [0, 1]."""
+    if not 0 <= rho <= 1:
+        raise ValueError(f"rho: expected in [0, 1], got {rho}")
+    return 1 + (np.asarray(G, float) - 1) * rho
+
+
+def effective_samples(groups, G, rho: float = 0.0) -> np.ndarray:
+    """Effective samples of ``groups`` informative groups of ``G`` responses each (any
+    shapes; broadcast): ``groups G / (1 + (G - 1) rho)`` (module docstring). ``rho = 0``
+    is the responses' count. Raises ValueError as :func:`design_effect`."""
+    G = np.asarray(G, float)
+    return np.asarray(groups, float) * G / design_effect(G, rho)
+
+
+def informative_samples(var, samples, rho: float = 0.0) -> float:
+    """Effective samples in the informative groups: ``sum_i samples_i / (1 + (samples_i -
+    1) rho) [var_i > 0]`` (samples, e.g. G_i; ``var`` and ``samples`` (n,); rho = 0: the
+    responses in them). Raises ValueError on mismatched shapes or rho outside [0, 1]."""
     v, s = np.asarray(var, float), np.asarray(samples, float)
     if v.shape != s.shape:
         raise ValueError(f"samples: expected shape {v.shape}, got {s.shape}")
-    return float(s[v > 0].sum())
+    return float(effective_samples(1.0, s[v > 0], rho).sum())
 
 
 def efficiency(n, b_noise: float) -> np.ndarray:
