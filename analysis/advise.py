@@ -31,6 +31,7 @@ from typing import Any
 import optuna
 import polars as pl
 from rolloutlab.analysis.advise_eval import METRIC_KEYS, SETTING_KEYS
+from rolloutlab.sim.models.rewards import check_updates
 
 DIRECTIONS = ("minimize", "minimize", "maximize")
 """Objectives: time (s), straggler rate, collapse margin."""
@@ -38,7 +39,11 @@ DIRECTIONS = ("minimize", "minimize", "maximize")
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """The choices per setting (each a non-empty tuple; :data:`SETTING_KEYS`)."""
+    """The choices per setting (each a non-empty tuple without repeats; :data:`SETTING_KEYS`).
+
+    Raises ValueError on an empty or repeated choice list, and (:func:`check_updates`,
+    naming ``--updates-per-batch``) on an ``updates_per_batch`` K that is not an int >= 1
+    dividing every ``prompts`` B: every K is searched with every B."""
 
     controller: tuple[str, ...]
     prompts: tuple[int, ...]
@@ -46,6 +51,9 @@ class SearchSpace:
     max_num_seqs: tuple[int, ...]
     pipeline: tuple[str, ...]
     lr: tuple[float, ...]
+    updates_per_batch: tuple[int, ...] = (1,)
+    """K optimizer updates per rollout batch (verl's ``train_batch_size /
+    ppo_mini_batch_size``; :attr:`sim.pipelines.sync.RunConfig.updates_per_batch`)."""
     split: tuple[str, ...] = ()
     """``R:T`` GPU splits (``--gpus N --splits``; the split sets the workers), or none."""
 
@@ -61,6 +69,9 @@ class SearchSpace:
                 raise ValueError(f"advise search space: no choices for {key}")
             if len(set(values)) != len(values):
                 raise ValueError(f"advise search space: duplicated {key} choices {list(values)}")
+        for k in self.updates_per_batch:
+            for b in self.prompts:
+                check_updates(k, b)
 
     def size(self) -> int:
         """Number of distinct settings."""

@@ -2,7 +2,8 @@
 target reward (or time per step), straggler rate and collapse margin.
 
 A setting is a dict ``{"controller", "prompts", "workers", "max_num_seqs", "pipeline",
-"lr"}``. It runs :func:`sim.studies.compare.run_comparison` on the SimPy engine (every pipeline,
+"lr", "updates_per_batch"}`` (``updates_per_batch``: K optimizer updates per rollout batch,
+:attr:`sim.pipelines.sync.RunConfig.updates_per_batch`; 1 when absent). It runs :func:`sim.studies.compare.run_comparison` on the SimPy engine (every pipeline,
 KV cache included) for ``steps`` learner steps with one seed, and reads:
 
 - ``time_to_target_s``: first time the trailing-mean reward reaches the target
@@ -13,11 +14,14 @@ KV cache included) for ``steps`` learner steps with one seed, and reads:
   docs/metrics.md);
 - ``collapse_margin``: ``eta_max(S, T) / eta(lr)``, the closed-form stability boundary
   of the staleness paper's two-constraint rule (PAPERS.md §2,
-  :func:`sim.models.staleness.predict_eta_max`) at the pipeline's update span (its maximum
-  staleness ``S_max`` plus one: an update consuming a rollout ``S_max`` versions old moves
-  the policy ``S_max + 1`` updates from the rollout's behaviour policy, the rule the
-  simulator's learning model collapses by) and the run's ``T`` steps, over the surrogate learning rate the learning model maps ``lr`` to
-  (:meth:`sim.models.learning.LearningModel.eta`). Above 1: no collapse predicted.
+  :func:`sim.models.staleness.predict_eta_max`) at the setting's update span ``S_max + K``
+  (an update consuming a rollout ``S_max`` versions old moves the policy ``S_max + 1``
+  updates from the rollout's behaviour policy, and with K updates per batch mini-batch
+  ``j`` trains ``j`` more updates off-policy, so the batch's last update spans
+  ``S_max + K``: the rule the simulator's learning model collapses by) and the run's
+  ``K T`` optimizer updates, over the surrogate learning rate the learning model maps
+  ``lr`` to (:meth:`sim.models.learning.LearningModel.eta`). Above 1: no collapse
+  predicted.
 """
 
 from __future__ import annotations
@@ -37,7 +41,15 @@ from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.studies.compare import run_comparison
 
-SETTING_KEYS = ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "lr")
+SETTING_KEYS = (
+    "controller",
+    "prompts",
+    "workers",
+    "max_num_seqs",
+    "pipeline",
+    "lr",
+    "updates_per_batch",
+)
 """The searched settings, in table order."""
 
 METRIC_KEYS = (
@@ -94,11 +106,14 @@ HORIZON_COLUMNS = ("horizon_steps", "horizon_lo", "horizon_hi")
 def with_horizon(
     table: pl.DataFrame, fit: HorizonFit, learning: LearningParams | None
 ) -> pl.DataFrame:
-    """``table`` (one row per trial, ``pipeline`` and ``lr`` columns) with
-    :data:`HORIZON_COLUMNS`: :func:`collapse_horizon` of each row (learner steps)."""
+    """``table`` (one row per trial, ``pipeline`` and ``lr`` columns, and
+    ``updates_per_batch``, K, where searched: 1 without the column) with
+    :data:`HORIZON_COLUMNS` (float, learner steps): :func:`collapse_horizon` of each row at
+    its update span ``S_max + K``."""
+    ks = table["updates_per_batch"] if "updates_per_batch" in table.columns else [1] * table.height
     rows = [
-        collapse_horizon(fit, float(lr), parse_pipeline(p).max_staleness, learning)
-        for p, lr in zip(table["pipeline"], table["lr"])
+        collapse_horizon(fit, float(lr), parse_pipeline(p).max_staleness, learning, int(k))
+        for p, lr, k in zip(table["pipeline"], table["lr"], ks)
     ]
     cols = list(zip(*rows)) if rows else [[], [], []]
     return table.with_columns(
@@ -116,13 +131,16 @@ def evaluate(
     dataset_size: int | None = None,
     placement: Callable[[Scenario, str], Scenario] | None = None,
 ) -> dict[str, Any]:
-    """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS`.
+    """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS` (seconds;
+    rates in [0, 1]; the margin dimensionless, at the setting's span ``S_max + K`` and
+    ``K * steps`` updates, ``K = setting["updates_per_batch"]``, 1 when absent).
 
     ``dataset_size``: as :class:`sim.pipelines.sync.RunConfig`'s (``--dataset-size``).
     ``placement(scenario, split)``: the scenario on a setting's ``split`` (``R:T``;
     :func:`sim.scenario.placement.apply_split`), which sets its workers.
     Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
-    spec, B or workers < 1): the executor records it as a failed trial."""
+    spec, B or workers < 1, a K that does not divide B,
+    :func:`sim.models.rewards.check_updates`): the executor records it as a failed trial."""
     sc = dataclasses.replace(
         scenario,
         engine=dataclasses.replace(
@@ -140,6 +158,7 @@ def evaluate(
         seed=seed,
         lr=float(setting["lr"]),
         rewards=rewards,
+        updates_per_batch=int(setting.get("updates_per_batch", 1)),
     )
     summary, _, _ = run_comparison(
         sc, [setting["controller"]], cfg, pipelines=[pipe], engine="simpy", target=target
@@ -152,5 +171,7 @@ def evaluate(
         "time_per_step_s": row["wall_clock_s"] / steps,
         "wall_clock_s": row["wall_clock_s"],
         "straggler_rate": row["straggler_rate"],
-        "collapse_margin": collapse_margin(cfg.lr, pipe.max_staleness, steps, learning),
+        "collapse_margin": collapse_margin(
+            cfg.lr, pipe.max_staleness, steps, learning, cfg.updates_per_batch
+        ),
     }

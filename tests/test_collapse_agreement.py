@@ -1,13 +1,15 @@
 """Issue 28 item 3: ``advise``'s collapse margin and the simulated collapse agree on every
-pipeline kind. Each run is a real simulation (``run_comparison``, SimPy engine); the
-collapse is the learning model's, read from the summary's ``t_collapse``. The learning
-rates sit 10 % either side of the margin's boundary (margin 1.1 and 0.9)."""
+pipeline kind, with K = 1, 2 and 4 optimizer updates per rollout batch. Each run is a real
+simulation (``run_comparison``, SimPy engine); the collapse is the learning model's, read
+from the summary's ``t_collapse``; the margin is the one advise prices a setting with
+(:func:`analysis.advise_eval.evaluate`). The learning rates sit 10 % either side of the
+margin's boundary (margin 1.1 and 0.9)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from rolloutlab.analysis.advise_eval import collapse_margin
+from rolloutlab.analysis.advise_eval import collapse_margin, evaluate
 from rolloutlab.sim.models.learning import LearningParams
 from rolloutlab.sim.models.passrate import BetaPassRate
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, reward_config
@@ -22,8 +24,8 @@ T, B = 12, 8
 
 
 def simulate(scenario: str, spec: str, margin: float, K: int = 1) -> tuple[dict, float]:
-    """The summary row of a T-step run of ``spec`` at the lr whose margin is ``margin``,
-    and that margin as advise computes it."""
+    """The summary row of a T-step run of ``spec`` with K updates per batch at the lr whose
+    margin is ``margin``, and the margin advise prices that setting with (``evaluate``)."""
     sc = load_scenario(scenario)
     rewards = reward_config(None, sc.pass_rate, sc.learning)
     assert rewards is not None and rewards.learning is not None
@@ -32,11 +34,20 @@ def simulate(scenario: str, spec: str, margin: float, K: int = 1) -> tuple[dict,
     lr = 1e-6 * at_ref / margin  # the margin is proportional to 1 / lr
     cfg = RunConfig(steps=T, prompts=B, seed=0, lr=lr, rewards=rewards, updates_per_batch=K)
     summary, _, _ = run_comparison(sc, ["static:4"], cfg, pipelines=[pipe])
-    got = collapse_margin(lr, pipe.max_staleness, T, rewards.learning, updates=K)
-    return summary.row(0, named=True), got
+    setting = {
+        "controller": "static:4",
+        "prompts": B,
+        "workers": sc.engine.n_workers,
+        "max_num_seqs": sc.engine.max_num_seqs,
+        "pipeline": spec,
+        "lr": lr,
+        "updates_per_batch": K,
+    }
+    priced = evaluate(setting, sc, rewards, T, target=None)
+    return summary.row(0, named=True), priced["collapse_margin"]
 
 
-@pytest.mark.parametrize("K", [1, 2])
+@pytest.mark.parametrize("K", [1, 2, 4])
 @pytest.mark.parametrize("margin", [0.9, 1.1])
 @pytest.mark.parametrize("spec", KINDS)
 def test_margin_below_one_exactly_where_the_simulated_run_collapses(spec, margin, K):
