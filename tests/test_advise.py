@@ -5,6 +5,7 @@ its tables and figure (bad input: one line, exit 2, nothing written)."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import polars as pl
@@ -108,6 +109,34 @@ def test_collapse_margin_below_one_exactly_when_the_learning_model_collapses(s_m
     assert model.collapsed == (margin < 1.0), (margin, model.t_collapse)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    s_max=st.integers(0, 12),
+    T=st.integers(1, 2000),
+    K=st.integers(1, 32),
+    log_lr=st.floats(-8.0, -4.0),
+)
+def test_collapse_margin_never_rises_with_more_updates_per_batch(s_max, T, K, log_lr):
+    # One more update per batch: the last mini-batch trains one more update off-policy (span
+    # S_max + K + 1) and the run applies T more updates: the margin can only fall.
+    lr, p = 10.0**log_lr, LearningParams(kappa=1.0)
+    assert collapse_margin(lr, s_max, T, p, K + 1) <= collapse_margin(lr, s_max, T, p, K)
+
+
+def test_search_space_refuses_a_k_that_does_not_divide_every_prompt_batch():
+    space = {**SPACE.__dict__, "prompts": (4, 8)}
+    assert (
+        SearchSpace(**{**space, "updates_per_batch": (1, 2, 4)}).size()
+        == 3 * SearchSpace(**space).size()
+    )
+    for ks, words in [((8,), "--updates-per-batch 8: must divide the prompt batch B = 4"),
+                      ((3,), "--updates-per-batch 3: must divide"),
+                      ((0,), "--updates-per-batch: expected an int >= 1"),
+                      ((2, 2), "duplicated updates_per_batch")]:  # fmt: skip
+        with pytest.raises(ValueError, match=words):
+            SearchSpace(**{**space, "updates_per_batch": ks})
+
+
 TINY = (
     "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
     "--pipelines sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
@@ -124,6 +153,30 @@ def test_advise_command_writes_tables_and_figure(tmp_path):
     assert pareto["feasible"].all() and set(pareto["trial"]) <= set(trials["trial"])
     assert (out / "advise.png").stat().st_size > 10_000
     assert "best:" in res.output
+    assert trials["updates_per_batch"].unique().to_list() == [1]  # the default: K = 1 only
+
+
+def test_advise_searches_updates_per_batch(tmp_path):
+    # The space is K x lr = 4 settings; 12 trials price each. K = 2 keeps the wall clock
+    # (the same tokens through the learner) and lowers the margin (span S_max + 2, 2 T updates).
+    out = tmp_path / "adv"
+    args = ["advise", "--controllers", "static:4", "--prompts", "4", "--workers", "1",
+            "--max-num-seqs", "64", "--pipelines", "bounded:2", "--lr", "1e-6,4e-6",
+            "--updates-per-batch", "1,2", "--steps", "10", "--trials", "12", "--batch", "4",
+            "--seed", "1", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    trials = pl.read_csv(out / "trials.csv")
+    got = trials.unique(["updates_per_batch", "lr"]).sort("updates_per_batch", "lr")
+    assert got.height == 4, got  # 12 trials over 4 settings: each one tried
+    for r in got.iter_rows(named=True):  # bounded:2: S_max = 2, span 2 + K, K T updates
+        want = collapse_margin(r["lr"], 2, 10, None, r["updates_per_batch"])
+        assert r["collapse_margin"] == pytest.approx(want)
+    k1, k2 = (got.filter(pl.col("updates_per_batch") == k) for k in (1, 2))
+    assert (k2["collapse_margin"] < k1["collapse_margin"]).all()
+    assert k2["wall_clock_s"].to_list() == k1["wall_clock_s"].to_list()
+    assert "updates_per_batch" in res.output
+    assert json.loads((out / "config.json").read_text())["space"]["updates_per_batch"] == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -132,6 +185,11 @@ def test_advise_command_writes_tables_and_figure(tmp_path):
         (["--accelerators", "1", "--workers", "2,4"], "--accelerators 1: no --workers choice fits"),
         (["--pipelines", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
         (["--lr", "0.1,2"], "--lr"),
+        (["--updates-per-batch", "0"], "'--updates-per-batch': item '0'"),
+        (["--updates-per-batch", "1,-2"], "'--updates-per-batch': item '-2'"),
+        (["--updates-per-batch", "1.5"], "'--updates-per-batch': item '1.5'"),
+        (["--updates-per-batch", "8"], "--updates-per-batch 8: must divide the prompt batch B = 4"),
+        (["--updates-per-batch", "1,3"], "--updates-per-batch 3: must divide"),
     ],
 )
 def test_advise_bad_input(tmp_path, extra, message):

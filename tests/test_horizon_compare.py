@@ -138,6 +138,13 @@ def test_advise_horizon_is_the_law_at_the_span_and_eta():
     )
     assert all(c in table.columns for c in HORIZON_COLUMNS)
     assert table["horizon_steps"][1] <= table["horizon_steps"][0] + 1  # staler: not later
+    with_k = with_horizon(  # K = 2 on sync: span 0 + 2, the span of bounded:1 with K = 1
+        pl.DataFrame({"pipeline": ["sync"], "lr": [1e-6], "updates_per_batch": [2]}), fit, None
+    )
+    assert with_k["horizon_steps"][0] == pytest.approx(med)
+    assert collapse_horizon(fit, 1e-6, 1, None, updates=2)[0] == pytest.approx(
+        float(fit.law.median(3, 0.01))
+    )
 
 
 def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):

@@ -1,5 +1,6 @@
-"""``rolloutlab advise``: search G policy, B, workers, max_num_seqs, pipeline and learning
-rate for the fastest setting without stragglers or a predicted collapse (Optuna,
+"""``rolloutlab advise``: search G policy, B, workers, max_num_seqs, pipeline, learning
+rate and optimizer updates per rollout batch (K) for the fastest setting without
+stragglers or a predicted collapse (Optuna,
 :mod:`rolloutlab.analysis.advise`), its trials priced in parallel by a grid executor."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rolloutlab.commands.executor import ExecutorError
 from rolloutlab.commands.grid_options import describe_executor, executor_from, executor_options
 from rolloutlab.commands.learning_options import describe_rewards
 from rolloutlab.commands.scenario import config_head, load_run, run_options, scenario_options
-from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, STEPS
+from rolloutlab.commands.types import MAX_PROMPTS, MAX_WORKERS, POSITIVE_INT, STEPS, CommaList
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.spec import parse_pipeline
@@ -66,6 +67,14 @@ def _list(name: str, default: str, what: str):
 @_list("--max-num-seqs", "256,1024", "vLLM max_num_seqs per worker to search.")
 @_list("--pipelines", "sync,one-step-off,bounded:2,bounded:4", "Pipelines (and S) to search.")
 @_list("--lr", "5e-7,1e-6,2e-6,4e-6", "Learning rates to search.")
+@click.option(
+    "--updates-per-batch",
+    type=CommaList(POSITIVE_INT),
+    default="1",
+    show_default=True,
+    help="Optimizer updates per rollout batch K to search (mini-batches of B/K prompts, "
+    "verl's train_batch_size / ppo_mini_batch_size); each must divide every --prompts.",
+)
 @click.option(
     "--steps",
     type=STEPS,
@@ -128,15 +137,16 @@ def _list(name: str, default: str, what: str):
 )
 @click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
 def advise(
-    prompts, workers, max_num_seqs, pipelines, lr, steps, trials, batch, seed, out, gpus, splits,
-    horizon_path,
+    prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, steps, trials, batch, seed,
+    out, gpus, splits, horizon_path,
     **opts,
 ):  # fmt: skip
     """Search the settings for the fastest one that is safe (stragglers, collapse).
 
     Searches for the setting with the smallest predicted time to the target reward
     (time per step when the scenario has no learning model) whose straggler rate and
-    collapse margin stay within bounds.
+    collapse margin stay within bounds. With --updates-per-batch K the margin counts the
+    K - 1 updates a batch's last mini-batch trains off-policy (span S_max + K).
 
     Writes OUT/trials.csv (every trial), pareto.csv (feasible trials not beaten on time,
     straggler rate and collapse margin together), advise.png and config.json; prints the
@@ -168,6 +178,7 @@ def advise(
             ),
             pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
             lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
+            updates_per_batch=tuple(updates_per_batch),
             split=split,
         )
         constraints = Constraints(
