@@ -156,6 +156,7 @@ def evaluate(
         steps=steps,
         prompts=int(setting["prompts"]),
         seed=seed,
+        dataset_size=dataset_size,
         lr=float(setting["lr"]),
         rewards=rewards,
         updates_per_batch=int(setting.get("updates_per_batch", 1)),

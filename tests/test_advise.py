@@ -4,6 +4,7 @@ its tables and figure (bad input: one line, exit 2, nothing written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -195,3 +196,30 @@ def test_advise_searches_updates_per_batch(tmp_path):
 def test_advise_bad_input(tmp_path, extra, message):
     res = CliRunner().invoke(main, [*TINY, *extra, "--out", str(tmp_path / "o")])
     assert_refused(res, message, tmp_path / "o")
+
+
+def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
+    # --dataset-size 8 with B = 8: the same 8 prompts every step, as `sim --dataset-size 8`.
+    from rolloutlab.analysis.advise_eval import evaluate
+    from rolloutlab.sim.models.rewards import reward_config
+    from rolloutlab.sim.pipelines.spec import parse_pipeline
+    from rolloutlab.sim.pipelines.sync import RunConfig
+    from rolloutlab.sim.scenario.scenario import load_scenario
+    from rolloutlab.sim.studies.compare import run_comparison
+
+    sc = load_scenario("longcot")
+    rewards = reward_config(None, sc.pass_rate, sc.learning)
+    setting = {"controller": "static:4", "prompts": 8, "workers": 1, "max_num_seqs": 256,
+               "pipeline": "sync", "lr": 2e-6, "updates_per_batch": 2}  # fmt: skip
+    got = evaluate(setting, sc, rewards, 10, 0.9, dataset_size=8)
+    cfg = RunConfig(
+        steps=10, prompts=8, lr=2e-6, rewards=rewards, dataset_size=8, updates_per_batch=2
+    )
+    engine = dataclasses.replace(sc.engine, n_workers=1, max_num_seqs=256)
+    pipes = [parse_pipeline("sync")]
+    summary, _, _ = run_comparison(
+        dataclasses.replace(sc, engine=engine), ["static:4"], cfg, pipelines=pipes, target=0.9
+    )
+    row = summary.row(0, named=True)
+    assert got["wall_clock_s"] == row["wall_clock_s"]
+    assert got["wall_clock_s"] != evaluate(setting, sc, rewards, 10, 0.9)["wall_clock_s"]
