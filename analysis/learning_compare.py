@@ -170,6 +170,7 @@ def compare_learning(
     clock: str = "wall",
     resim_draws: int = 0,
     target_on: str = "train",
+    cost_dirs: list[Path] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
     """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
     ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
@@ -191,6 +192,12 @@ def compare_learning(
     adaptive (not ``static:``) run is also predicted with its controller re-simulated
     (:mod:`analysis.learning_resim`, that many draws; columns ``resim_*``). The predicted time to target is
     the median over the draws (None when more than half never reach it).
+
+    ``cost_dirs``: runs whose steps price the step cost instead of the fit runs' (the law
+    is still fitted on ``fit_dir``): runs made on the machine, and in the machine state,
+    of the runs predicted. A CPU clock is not portable between sessions of a shared
+    machine (docs/learning.md §5: the same settings ran 30-50 % cheaper per step in a
+    later session), so a law fitted on older runs is priced with newer ones.
 
     ``target_on``: ``"train"`` scores the trailing training reward (module docstring);
     ``"heldout"`` the runs' held-out evaluations (:mod:`analysis.learning_heldout`: the
@@ -216,7 +223,8 @@ def compare_learning(
         fit = fit_noise_law(fit_curves, model=model, advantage="std")
     else:
         fit = fit_learning(fit_curves, model=model)
-    cost = pooled_cost([_steps(d, clock) for d in fit_dirs], fit_curves)
+    priced = list(cost_dirs) if cost_dirs else fit_dirs
+    cost = pooled_cost([_steps(d, clock) for d in priced], [read_run(d) for d in priced])
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     rows, curves = [], {}
     controllers = runs["controller"].to_list()[len(fit_dirs) :]
@@ -292,7 +300,8 @@ def compare_learning(
     )  # fmt: skip
     extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "cost_exponent": cost[2],
              "clock": clock,
-             "draws": draws, "draw_seed": seed, "target_on": target_on}  # fmt: skip
+             "draws": draws, "draw_seed": seed, "target_on": target_on,
+             "cost_runs": [str(d) for d in priced]}  # fmt: skip
     return table, groups, curves, {**fit, **extra}
 
 

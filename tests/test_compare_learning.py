@@ -20,9 +20,12 @@ COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_
            "predicted_reached_frac", "mean_field_time_to_target_s"]  # fmt: skip
 
 
-def write_synthetic_run(d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40):
+def write_synthetic_run(
+    d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40, cpu_scale=1.0
+):
     """A real-run directory (trace v2 with `correct`, learner/eval JSONL, config) whose
-    group counts come from the learning model itself; every step takes 1 s."""
+    group counts come from the learning model itself; every step takes 1 s (wall) and
+    ``cpu_scale`` x (0.01 G + 0.05) CPU s."""
     curve = simulate_curve(2.0, 0.8, 0.6, G=G, B=16, T=T, lr=1e-6, seed=seed, dynamic_sampling=True)
     d.mkdir()
     rows, steps, learner = [], [], []
@@ -38,7 +41,8 @@ def write_synthetic_run(d, G, seed, task="graph-walk", controller=None, lr=1e-6,
                           train_time=0.4, sync_time=0.1, lr=1e-6, reward_mean=acc,
                           controller_state="{}"))  # fmt: skip
         learner.append({"step": t, "t_s": t + 1.0, "G": G, "reward_mean": acc}
-                       | ({"cpu_gen_s": 0.01 * G, "cpu_train_s": 0.0, "cpu_sync_s": 0.05} if cpu else {}))  # fmt: skip
+                       | ({"cpu_gen_s": 0.01 * G * cpu_scale, "cpu_train_s": 0.0,
+                           "cpu_sync_s": 0.05 * cpu_scale} if cpu else {}))  # fmt: skip
     trace.write_parquet(pl.DataFrame(rows, schema=trace.ROLLOUT_SCHEMA), d / "rollouts.parquet", "rollouts")  # fmt: skip
     trace.write_parquet(pl.DataFrame(steps, schema=trace.STEP_SCHEMA), d / "steps.parquet", "steps")
     cfg = {"task_name": task, "controller": controller or f"static:{G}", "seed": seed,
@@ -125,6 +129,34 @@ def test_seeds_of_one_controller_form_one_group_and_the_cpu_clock(tmp_path):
     write_synthetic_run(tmp_path / "old", 8, 3, cpu=False, T=20)
     with pytest.raises(ValueError, match="old.*cpu_gen_s"):
         compare_learning(dirs[0], [tmp_path / "old"], 0.7, "linear", 2, clock="cpu")
+
+
+def test_cost_from_other_runs_prices_the_steps_with_their_clock(tmp_path):
+    """--cost-from: the law is fitted on --fit, the step cost on the given runs (a machine
+    twice as slow doubles every predicted CPU time, steps unchanged); a cost run without
+    the CPU fields is refused by name, by the CLI in one line."""
+    write_synthetic_run(tmp_path / "fit", 8, 0, T=20)
+    write_synthetic_run(tmp_path / "slow", 8, 0, T=20, cpu_scale=2.0)
+    write_synthetic_run(tmp_path / "g4", 4, 1, T=20)
+    args = (tmp_path / "fit", [tmp_path / "g4"], 0.7, "linear", 10)
+    base, _, _, f0 = compare_learning(*args, clock="cpu")
+    slow, _, _, f1 = compare_learning(*args, clock="cpu", cost_dirs=[tmp_path / "slow"])
+    assert f1["cost_runs"] == [str(tmp_path / "slow")] and f0["cost_runs"] == [
+        str(tmp_path / "fit")
+    ]
+    assert f1["kappa"] == f0["kappa"]  # the law is the --fit runs'
+    assert f1["cost_c1_s_per_rollout"] == pytest.approx(2 * f0["cost_c1_s_per_rollout"])
+    assert (
+        base["predicted_steps_to_target"].to_list() == slow["predicted_steps_to_target"].to_list()
+    )
+    t0, t1 = base["predicted_time_to_target_s"][0], slow["predicted_time_to_target_s"][0]
+    assert t0 is not None and t1 == pytest.approx(2 * t0)
+    write_synthetic_run(tmp_path / "old", 8, 3, cpu=False, T=20)
+    r = CliRunner().invoke(main, ["compare", "learning", "--fit", str(tmp_path / "fit"),
+                                  "--real", str(tmp_path / "g4"), "--cost-from", str(tmp_path / "old"),
+                                  "--clock", "cpu", "--target-accuracy", "0.7", "--draws", "5",
+                                  "--out", str(tmp_path / "o")])  # fmt: skip
+    assert r.exit_code == 2 and "old" in r.output and "cpu_gen_s" in r.output
 
 
 def test_group_table_by_hand():

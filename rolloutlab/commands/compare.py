@@ -290,6 +290,15 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     help="what --target-accuracy scores: the trailing training reward (10 steps), or the "
     "runs' held-out evaluations (eval.jsonl accuracy; docs/learning.md §5)",
 )
+@click.option(
+    "--cost-from",
+    "cost_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Runs whose steps price the step cost instead of the --fit runs' (repeat): runs "
+    "made on the machine, and in the machine state, of the --real runs (a CPU clock "
+    "moves between sessions of a shared machine; docs/learning.md §5)",
+)
 def learning(
     fit_dirs: tuple[Path, ...],
     real_dirs: tuple[Path, ...],
@@ -300,9 +309,10 @@ def learning(
     seed: int,
     resim_draws: int,
     target_on: str,
+    cost_dirs: tuple[Path, ...],
     out_dir: Path,
 ) -> None:
-    """Calibrate the learning and cost models on --fit, predict every --real run's reward
+    """Calibrate the learning and cost models on --fit (the cost on --cost-from if given), predict every --real run's reward
     curve and time to target; DIR/learning_comparison.csv (per run),
     learning_comparison_by_controller.csv (runs of one controller and settings over their
     seeds: measured mean +- sd beside the predicted mean), learning_directions.csv (steps to
@@ -327,6 +337,7 @@ def learning(
                     clock,
                     resim_draws,
                     target_on,
+                    list(cost_dirs),
                 )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
