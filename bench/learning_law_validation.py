@@ -1,15 +1,20 @@
 """Rerun the learning-law validation of docs/learning.md §5 from the bundled tables.
 
-The 45 graph-walk runs behind the README's learning-validation table take about 50 minutes
+The 75 graph-walk runs behind the README's learning-validation table take about 70 minutes
 to regenerate on 2 cores. Their per-step and per-evaluation tables are bundled in
 ``results/learning_law_heldout/`` (``runs.csv``, ``evals.csv``). This script rebuilds a
 minimal run directory per run from them (the trace tables ``compare learning`` reads:
 steps with the learning rate, one rollout row per sample with its correctness,
 ``learner.jsonl`` with the CPU seconds per phase, ``eval.jsonl``, ``config.json``) and
-runs ``rolloutlab compare learning`` on them exactly as §5 does: fit on the (4, 4) and
-(16, 16) runs, predict all 45, held-out target, CPU clock, saturating law.
+runs ``rolloutlab compare learning`` on them exactly as §5 does: fit the law on seeds 0-4
+of the (4, 4), (16, 4) and (4, 16) runs, price the step cost on seeds 5-9 of the same
+settings (run in the session of the predicted runs), predict the fresh seeds 5-9 of the
+other six settings; held-out target, CPU clock, saturating law.
 
-    python bench/learning_law_validation.py --target 0.35 --out runs/ll2_check
+    python bench/learning_law_validation.py --target 0.35 --out runs/ll3_check
+    # the first plan: corners, the 45 runs of seeds 0-4
+    python bench/learning_law_validation.py --fit-settings 4x4,16x16 --real-seeds 0-4 \
+        --cost-seeds fit --out DIR
 
 The rebuilt rollouts carry no lengths or times (response lengths 1, times 0): the
 learning comparison reads only the groups' correctness, the learning rate, whether the
@@ -78,13 +83,44 @@ def rebuild(run: str, steps: pl.DataFrame, evals: pl.DataFrame, out: Path) -> Pa
     return d
 
 
+def _seeds(text: str) -> set[int]:
+    """``"0-4"`` or ``"5,7,9"`` -> the seeds."""
+    if "-" in text:
+        lo, hi = (int(v) for v in text.split("-"))
+        return set(range(lo, hi + 1))
+    return {int(v) for v in text.split(",")}
+
+
+def _settings(text: str) -> set[tuple[int, int]]:
+    """``"4x4,16x4"`` -> {(G, B), ...}."""
+    return {(int(g), int(b)) for g, b in (v.split("x") for v in text.split(","))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target", type=float, default=0.35, help="held-out accuracy target")
     ap.add_argument("--out", type=Path, required=True, help="new directory for runs and outputs")
+    ap.add_argument(
+        "--fit-settings",
+        default="4x4,16x4,4x16",
+        help="GxB settings fitted on (default: the L, §5; 4x4,16x16: the corners)",
+    )
+    ap.add_argument("--fit-seeds", default="0-4", help="seeds of the fit runs (default 0-4)")
+    ap.add_argument("--real-seeds", default="5-9",
+                    help="seeds of the predicted runs (default 5-9, the fresh ones; 0-4: the "
+                         "first grid)")  # fmt: skip
+    ap.add_argument("--cost-seeds", default="5-9",
+                    help="seeds of the fit settings' runs that price the step cost (default "
+                         "5-9: run in the session of the fresh seeds; 'fit': the fit runs)")  # fmt: skip
     args = ap.parse_args(argv)
     if not 0 < args.target <= 1:
         ap.error(f"--target must be in (0, 1], got {args.target}")
+    try:
+        fit_set, fit_seeds = _settings(args.fit_settings), _seeds(args.fit_seeds)
+        real_seeds = _seeds(args.real_seeds)
+        cost_seeds = set() if args.cost_seeds == "fit" else _seeds(args.cost_seeds)
+    except ValueError:
+        ap.error("--fit-settings: GxB,GxB,...; --fit/--real/--cost-seeds: 0-4 or 5,7,9")
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
     try:
@@ -92,21 +128,28 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         ap.error(f"--out {args.out}: cannot create it ({exc.strerror})")
     runs, evals = pl.read_csv(DATA / "runs.csv"), pl.read_csv(DATA / "evals.csv")
+    key = {
+        r["run"]: ((r["G"], r["B"]), r["seed"]) for r in runs.unique("run").iter_rows(named=True)
+    }
+    fit_names = sorted(n for n, (gb, s) in key.items() if gb in fit_set and s in fit_seeds)
+    real_names = sorted(n for n, (gb, s) in key.items() if s in real_seeds)
+    cost_names = sorted(n for n, (gb, s) in key.items() if gb in fit_set and s in cost_seeds)
+    if not fit_names or not real_names or (cost_seeds and not cost_names):
+        ap.error(f"no bundled runs match: {len(fit_names)} fit, {len(real_names)} predicted, "
+                 f"{len(cost_names)} pricing")  # fmt: skip
     dirs = {
         name: rebuild(name, g.sort("step"), evals.filter(pl.col("run") == name), args.out / "runs")
         for (name,), g in runs.group_by("run", maintain_order=True)
+        if name in set(fit_names) | set(real_names) | set(cost_names)
     }
-    fit = [
-        a
-        for n in sorted(dirs)
-        if n.startswith(("g4_b4_", "g16_b16_"))
-        for a in ("--fit", str(dirs[n]))
-    ]
-    real = [a for n in sorted(dirs) for a in ("--real", str(dirs[n]))]
+    fit = [a for n in fit_names for a in ("--fit", str(dirs[n]))]
+    real = [a for n in real_names for a in ("--real", str(dirs[n]))]
+    real += [a for n in cost_names for a in ("--cost-from", str(dirs[n]))]
     cmd = [sys.executable, "-m", "rolloutlab", "compare", "learning", *fit, *real, "--target-accuracy", str(args.target),
            "--target-on", "heldout", "--clock", "cpu", "--learning-model", "saturating",
            "--out", str(args.out / "comparison")]  # fmt: skip
-    print("running: rolloutlab compare learning (10 --fit, 45 --real) ...", file=sys.stderr)
+    print(f"running: rolloutlab compare learning ({len(fit_names)} --fit, {len(real_names)} "
+          f"--real, {len(cost_names)} --cost-from) ...", file=sys.stderr)  # fmt: skip
     return subprocess.run(cmd, check=False).returncode
 
 

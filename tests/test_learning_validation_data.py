@@ -35,17 +35,28 @@ def test_fit_block_loads_as_the_noise_law():
 
 
 HELDOUT = DATA.parent / "learning_law_heldout"
+PLANS = {"corners": 45, "l_shape": 45}
+"""Comparison folder -> runs it predicts: the corners fit predicts seeds 0-4 of all nine
+settings, the L fit (seeds 0-4 of the L) the fresh seeds 5-9 of all nine (§5)."""
+CASES = [(plan, t) for plan in PLANS for t in ("0.35", "0.38")]
 
 
-@pytest.mark.parametrize("target", ["0.35", "0.38"])
-def test_heldout_validation_measured_columns_follow_from_the_bundled_tables(target):
+def test_bundled_grid_has_every_run_whole():
+    runs = pl.read_csv(HELDOUT / "runs.csv")
+    assert runs["run"].n_unique() == 90  # 9 settings x 10 seeds
+    assert runs.group_by("run").len()["len"].to_list() == [200] * 90
+    per = runs.unique("run").group_by("G", "B").len()
+    assert per.height == 9 and per["len"].to_list() == [10] * 9
+
+
+@pytest.mark.parametrize(("plan", "target"), CASES)
+def test_heldout_validation_measured_columns_follow_from_the_bundled_tables(plan, target):
     """results/learning_law_heldout (docs/learning.md §5): every run's measured steps and
     CPU time to the held-out target come from its evaluations and per-step CPU seconds."""
     runs = pl.read_csv(HELDOUT / "runs.csv")
     evals = pl.read_csv(HELDOUT / "evals.csv")
-    table = pl.read_csv(HELDOUT / f"target_{target}" / "learning_comparison.csv")
-    assert table.height == 45 and runs["run"].n_unique() == 45
-    assert runs.group_by("run").len()["len"].to_list() == [200] * 45
+    table = pl.read_csv(HELDOUT / plan / f"target_{target}" / "learning_comparison.csv")
+    assert table.height == PLANS[plan]
     for row in table.iter_rows(named=True):
         e = evals.filter((pl.col("run") == row["run"]) & (pl.col("step") >= 0)).sort("step")
         hit = e.filter(pl.col("accuracy") >= float(target) - 1e-9)
@@ -59,15 +70,14 @@ def test_heldout_validation_measured_columns_follow_from_the_bundled_tables(targ
         assert cpu == pytest.approx(row["measured_time_to_target_s"], abs=1e-3)
 
 
-@pytest.mark.parametrize("target", ["0.35", "0.38"])
-def test_heldout_validation_directions_follow_from_the_comparison(target):
+@pytest.mark.parametrize(("plan", "target"), CASES)
+def test_heldout_validation_directions_follow_from_the_comparison(plan, target):
     from rolloutlab.analysis.learning_directions import direction_table
 
     runs = pl.read_csv(HELDOUT / "runs.csv").group_by("run").agg(pl.col("G", "B").first())
-    table = pl.read_csv(HELDOUT / f"target_{target}" / "learning_comparison.csv").join(
-        runs, on="run"
-    )
-    bundled = pl.read_csv(HELDOUT / f"target_{target}" / "learning_directions.csv")
+    folder = HELDOUT / plan / f"target_{target}"
+    table = pl.read_csv(folder / "learning_comparison.csv").join(runs, on="run")
+    bundled = pl.read_csv(folder / "learning_directions.csv")
     again = direction_table(table)
     assert bundled.height == again.height == 12
     for col in ("measured_change", "measured_se", "predicted_change"):
@@ -75,13 +85,26 @@ def test_heldout_validation_directions_follow_from_the_comparison(target):
     assert bundled["agree"].to_list() == again["agree"].to_list()
 
 
-def test_heldout_fit_is_the_noise_law_on_the_two_corner_settings():
+@pytest.mark.parametrize(
+    ("plan", "settings", "rho_fitted"),
+    [("corners", [(4, 4), (16, 16)], False), ("l_shape", [(4, 4), (4, 16), (16, 4)], True)],
+)
+def test_heldout_fit_is_the_noise_law_on_its_declared_settings(plan, settings, rho_fitted):
     import json
 
     from rolloutlab.sim.models.learning import LearningParams
 
-    fit = json.loads((HELDOUT / "target_0.35" / "fit.json").read_text())
+    fit = json.loads((HELDOUT / plan / "target_0.35" / "fit.json").read_text())
     p = LearningParams.from_dict(fit)
     assert p.b_noise > 0 and p.advantage == "std" and p.theta_max is not None
-    assert fit["fit"]["settings"] == [{"G": 4, "B": 4}, {"G": 16, "B": 16}]
+    assert [(s["G"], s["B"]) for s in fit["fit"]["settings"]] == settings
     assert fit["fit"]["loglik"] > fit["fit"]["loglik_mean_field"]
+    assert fit["fit"].get("rho_fitted", False) is rho_fitted and (p.rho > 0) is rho_fitted
+    if rho_fitted:
+        assert fit["fit"]["loglik"] >= fit["fit"]["loglik_rho_0"]
+        # the law on seeds 0-4 of the L, the step cost on seeds 5-9 of it (--cost-from)
+        config = json.loads((HELDOUT / plan / "target_0.35" / "config.json").read_text())
+        names = {Path(r).name for r in config["fit_runs"]}
+        assert names == {f"g{g}_b{b}_s{s}" for g, b in settings for s in range(5)}
+        cost = {Path(r).name for r in fit["cost_runs"]}
+        assert cost == {f"g{g}_b{b}_s{s}" for g, b in settings for s in range(5, 10)}
