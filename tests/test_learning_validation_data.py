@@ -108,3 +108,25 @@ def test_heldout_fit_is_the_noise_law_on_its_declared_settings(plan, settings, r
         assert names == {f"g{g}_b{b}_s{s}" for g, b in settings for s in range(5)}
         cost = {Path(r).name for r in fit["cost_runs"]}
         assert cost == {f"g{g}_b{b}_s{s}" for g, b in settings for s in range(5, 10)}
+
+
+@pytest.mark.parametrize(("target", "over", "worst"), [(0.35, 4, 0.944), (0.38, 3, 0.538)])
+def test_two_five_seed_groups_of_one_setting_differ_as_docs_state(target, over, worst):
+    """docs/learning.md §5 "the noise floor": steps to the held-out target, mean of seeds
+    0-4 against seeds 5-9 of the same (G, B), from the bundled evaluations alone (a run that
+    never reaches the target is left out of its group's mean)."""
+    runs = pl.read_csv(HELDOUT / "runs.csv").unique("run").select("run", "G", "B", "seed")
+    evals = pl.read_csv(HELDOUT / "evals.csv").filter(
+        (pl.col("step") >= 0) & (pl.col("accuracy") >= target - 1e-9)
+    )
+    first = evals.group_by("run").agg((pl.col("step").min() + 1).alias("steps"))
+    t = first.join(runs, on="run").with_columns((pl.col("seed") >= 5).alias("fresh"))
+    m = (
+        t.group_by("G", "B", "fresh")
+        .agg(pl.col("steps").mean())
+        .pivot(on="fresh", index=["G", "B"], values="steps")
+    )
+    gap = (m["true"] / m["false"] - 1).to_numpy()
+    assert m.height == 9
+    assert int((np.abs(gap) > 0.25).sum()) == over
+    assert np.abs(gap).max() == pytest.approx(worst, abs=1e-3)
