@@ -115,28 +115,40 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.target <= 1:
         ap.error(f"--target must be in (0, 1], got {args.target}")
-    try:
-        fit_set, fit_seeds = _settings(args.fit_settings), _seeds(args.fit_seeds)
-        real_seeds = _seeds(args.real_seeds)
-        cost_seeds = set() if args.cost_seeds == "fit" else _seeds(args.cost_seeds)
-    except ValueError:
-        ap.error("--fit-settings: GxB,GxB,...; --fit/--real/--cost-seeds: 0-4 or 5,7,9")
+    parsed = {}
+    for opt, text, parse in (
+        ("--fit-settings", args.fit_settings, _settings),
+        ("--fit-seeds", args.fit_seeds, _seeds),
+        ("--real-seeds", args.real_seeds, _seeds),
+        ("--cost-seeds", args.cost_seeds, lambda t: set() if t == "fit" else _seeds(t)),
+    ):
+        try:
+            parsed[opt] = parse(text)
+        except ValueError:
+            form = "GxB,GxB,..." if opt == "--fit-settings" else "0-4 or 5,7,9"
+            ap.error(f"{opt} {text!r}: expected {form}")
+    fit_set, fit_seeds = parsed["--fit-settings"], parsed["--fit-seeds"]
+    real_seeds, cost_seeds = parsed["--real-seeds"], parsed["--cost-seeds"]
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
-    try:
-        args.out.mkdir(parents=True)
-    except OSError as exc:
-        ap.error(f"--out {args.out}: cannot create it ({exc.strerror})")
     runs, evals = pl.read_csv(DATA / "runs.csv"), pl.read_csv(DATA / "evals.csv")
     key = {
         r["run"]: ((r["G"], r["B"]), r["seed"]) for r in runs.unique("run").iter_rows(named=True)
     }
+    have_settings = sorted({gb for gb, _ in key.values()})
+    have_seeds = sorted({s for _, s in key.values()})
     fit_names = sorted(n for n, (gb, s) in key.items() if gb in fit_set and s in fit_seeds)
     real_names = sorted(n for n, (gb, s) in key.items() if s in real_seeds)
     cost_names = sorted(n for n, (gb, s) in key.items() if gb in fit_set and s in cost_seeds)
     if not fit_names or not real_names or (cost_seeds and not cost_names):
-        ap.error(f"no bundled runs match: {len(fit_names)} fit, {len(real_names)} predicted, "
-                 f"{len(cost_names)} pricing")  # fmt: skip
+        ap.error(f"no bundled runs match ({len(fit_names)} fit, {len(real_names)} predicted, "
+                 f"{len(cost_names)} pricing); bundled settings "
+                 f"{','.join(f'{g}x{b}' for g, b in have_settings)}, seeds "
+                 f"{have_seeds[0]}-{have_seeds[-1]}")  # fmt: skip
+    try:  # created only once the selection is valid: a refused call leaves nothing behind
+        args.out.mkdir(parents=True)
+    except OSError as exc:
+        ap.error(f"--out {args.out}: cannot create it ({exc.strerror})")
     dirs = {
         name: rebuild(name, g.sort("step"), evals.filter(pl.col("run") == name), args.out / "runs")
         for (name,), g in runs.group_by("run", maintain_order=True)

@@ -340,7 +340,8 @@ def learning(
                     list(cost_dirs),
                 )
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--fit/--real") from None
+            hint = "--fit/--real/--cost-from" if cost_dirs else "--fit/--real"
+            raise click.BadParameter(str(exc), param_hint=hint) from None
         table.write_csv(out_dir / "learning_comparison.csv")
         groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
         directions = directions_of(table, list(real_dirs))
