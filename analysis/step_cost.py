@@ -36,7 +36,7 @@ def cost_model(steps: pl.DataFrame, curve: RunCurve) -> tuple[float, float]:
     docstring): ``c1`` = total generation + training time over total rollouts, ``c0`` =
     mean sync time + the time between steps per step, so the run's own clock is
     reproduced at its last step."""
-    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
+    rollouts = rollouts_per_step(curve)
     busy = (steps["gen_time"] + steps["train_time"]).to_numpy()
     c1 = float(busy.sum() / rollouts.sum())
     span = (steps["t_end"] - steps["t_start"]).to_numpy()
@@ -52,7 +52,7 @@ def pooled_cost(steps: list[pl.DataFrame], curves: list[RunCurve]) -> Cost:
     which priced the grid's fit runs 5-10 % under their own clock)."""
     costs = [cost_model(s, c) for s, c in zip(steps, curves, strict=True)]
     c0, c1 = float(np.mean([c[0] for c in costs])), float(np.mean([c[1] for c in costs]))
-    x = np.concatenate([[k.size * g for k, g in zip(c.counts, c.G, strict=True)] for c in curves])
+    x = np.concatenate([rollouts_per_step(c) for c in curves])
     y = np.concatenate([(s["gen_time"] + s["train_time"]).to_numpy() for s in steps])
     counts = np.unique(x)
     mean = np.array([y[x == v].mean() for v in counts])  # arithmetic: the clock sums steps
@@ -65,5 +65,29 @@ def pooled_cost(steps: list[pl.DataFrame], curves: list[RunCurve]) -> Cost:
 
 def step_clock(curve: RunCurve, cost: Cost) -> np.ndarray:
     """Predicted ``t_end`` (T,) in s: cumulative ``c0 + c1 * (B G)^p`` at ``curve``'s steps."""
-    rollouts = np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
-    return np.cumsum(cost[0] + busy_time(cost, rollouts))
+    return np.cumsum(cost[0] + busy_time(cost, rollouts_per_step(curve)))
+
+
+def rollouts_per_step(curve: RunCurve) -> np.ndarray:
+    """(T,) rollouts ``B G`` of each step of a run (its trained groups times their G)."""
+    return np.array([c.size * g for c, g in zip(curve.counts, curve.G, strict=True)])
+
+
+def extrapolation_notes(
+    cost_curves: dict[str, RunCurve], real_curves: dict[str, RunCurve]
+) -> list[str]:
+    """One stderr line per predicted run whose steps use more rollouts than any step the
+    cost was fitted on (``{name: curve}`` each), and a first line naming the fitted range;
+    [] when none. Priced there, the cost law is an extrapolation: on graph-walk, a law
+    fitted on 16-64 rollouts a step priced 256 at 0.46 CPU s against 0.74 measured
+    (docs/learning.md §5)."""
+    fitted = np.concatenate([rollouts_per_step(c) for c in cost_curves.values()])
+    top = int(fitted.max()) if fitted.size else 0
+    over = {n: int(rollouts_per_step(c).max()) for n, c in real_curves.items()}
+    over = {n: r for n, r in over.items() if r > top}
+    if not over:
+        return []
+    head = (f"note: the step cost is fitted on {int(fitted.min())}-{top} rollouts a step; "
+            f"{len(over)} --real run(s) go beyond, priced by extrapolation "
+            "(give --cost-from runs that span them; docs/learning.md §5)")  # fmt: skip
+    return [head] + [f"note:   {n}: up to {r} rollouts a step" for n, r in sorted(over.items())]

@@ -157,6 +157,15 @@ def test_cost_from_other_runs_prices_the_steps_with_their_clock(tmp_path):
                                   "--clock", "cpu", "--target-accuracy", "0.7", "--draws", "5",
                                   "--out", str(tmp_path / "o")])  # fmt: skip
     assert r.exit_code == 2 and "old" in r.output and "cpu_gen_s" in r.output
+    # a --real run beyond the cost runs' rollouts (G = 16 x 16 against 8 x 16) is noted
+    write_synthetic_run(tmp_path / "g16", 16, 4, T=20)
+    for real, noted in (("g4", False), ("g16", True)):
+        r = CliRunner().invoke(main, ["compare", "learning", "--fit", str(tmp_path / "fit"),
+                                      "--real", str(tmp_path / real), "--target-accuracy", "0.7",
+                                      "--draws", "5", "--out", str(tmp_path / f"x_{real}")])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        assert ("priced by extrapolation" in r.output) is noted
+        assert ("g16: up to 256 rollouts a step" in r.output) is noted
 
 
 def test_group_table_by_hand():

@@ -6,7 +6,13 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rolloutlab.analysis.step_cost import busy_time, pooled_cost, step_clock
+from rolloutlab.analysis.step_cost import (
+    busy_time,
+    extrapolation_notes,
+    pooled_cost,
+    rollouts_per_step,
+    step_clock,
+)
 from rolloutlab.calibration.readers.run_curve import RunCurve
 
 
@@ -51,3 +57,16 @@ def test_the_power_law_goes_through_each_count_s_mean_not_its_geometric_mean():
     _, c1, p = pooled_cost([a[0], b[0]], [a[1], b[1]])
     assert busy_time((0.0, c1, p), 16) == pytest.approx(0.04)
     assert busy_time((0.0, c1, p), 256) == pytest.approx(0.9)
+
+
+def test_runs_beyond_the_fitted_rollouts_are_named_as_extrapolated():
+    _, l16 = _run(4, 4, 3, 0.1)
+    _, l64 = _run(16, 4, 3, 0.1)
+    _, big = _run(16, 16, 3, 0.1)
+    _, mid = _run(8, 8, 3, 0.1)
+    assert rollouts_per_step(big).tolist() == [256] * 3
+    cost = {"a": l16, "b": l64}
+    assert extrapolation_notes(cost, {"mid": mid}) == []  # 64 rollouts: inside 16-64
+    notes = extrapolation_notes(cost, {"mid": mid, "g16_b16": big})
+    assert len(notes) == 2 and "16-64 rollouts" in notes[0] and "1 --real run(s)" in notes[0]
+    assert "g16_b16: up to 256" in notes[1]

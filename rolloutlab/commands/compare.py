@@ -322,6 +322,8 @@ def learning(
     from rolloutlab.analysis.learning_compare import compare_learning, comparison_figure
     from rolloutlab.analysis.learning_directions import directions_of
     from rolloutlab.analysis.learning_heldout import started_above
+    from rolloutlab.analysis.step_cost import extrapolation_notes
+    from rolloutlab.calibration.readers.run_curve import read_run
     from rolloutlab.sim.scenario.provenance import write_config
 
     with claimed(out_dir, "compare-learning"):
@@ -374,6 +376,11 @@ def learning(
     if target_on == "heldout":
         for line in started_above(list(real_dirs), target_accuracy):
             click.echo(line, err=True)
+    priced = list(cost_dirs) or list(fit_dirs)
+    for line in extrapolation_notes(
+        {str(d): read_run(d) for d in priced}, {Path(d).name: read_run(d) for d in real_dirs}
+    ):
+        click.echo(line, err=True)
     click.echo(f"-> {out_dir}")
 
 
