@@ -224,7 +224,8 @@ def compare_learning(
     else:
         fit = fit_learning(fit_curves, model=model)
     priced = list(cost_dirs) if cost_dirs else fit_dirs
-    cost = pooled_cost([_steps(d, clock) for d in priced], [read_run(d) for d in priced])
+    priced_curves = [read_run(d) for d in cost_dirs] if cost_dirs else fit_curves
+    cost = pooled_cost([_steps(d, clock) for d in priced], priced_curves)
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     rows, curves = [], {}
     controllers = runs["controller"].to_list()[len(fit_dirs) :]

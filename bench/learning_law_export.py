@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="run directories of `real sync`")
     ap.add_argument("--data", type=Path, default=DATA, help="folder of runs.csv and evals.csv")
     args = ap.parse_args(argv)
+    for name in ("runs.csv", "evals.csv"):
+        if not (args.data / name).is_file():
+            ap.error(f"--data {args.data}: no {name} (the folder of the bundled tables)")
     old_runs, old_evals = pl.read_csv(args.data / "runs.csv"), pl.read_csv(args.data / "evals.csv")
     have = set(old_runs["run"].unique())
     try:

@@ -1,15 +1,16 @@
 """Rerun the learning-law validation of docs/learning.md §5 from the bundled tables.
 
-The 75 graph-walk runs behind the README's learning-validation table take about 70 minutes
-to regenerate on 2 cores. Their per-step and per-evaluation tables are bundled in
+The 90 graph-walk runs behind the README's learning-validation table took 75 minutes to
+run on 2 cores (two sessions). Their per-step and per-evaluation tables are bundled in
 ``results/learning_law_heldout/`` (``runs.csv``, ``evals.csv``). This script rebuilds a
 minimal run directory per run from them (the trace tables ``compare learning`` reads:
 steps with the learning rate, one rollout row per sample with its correctness,
 ``learner.jsonl`` with the CPU seconds per phase, ``eval.jsonl``, ``config.json``) and
 runs ``rolloutlab compare learning`` on them exactly as §5 does: fit the law on seeds 0-4
 of the (4, 4), (16, 4) and (4, 16) runs, price the step cost on seeds 5-9 of the same
-settings (run in the session of the predicted runs), predict the fresh seeds 5-9 of the
-other six settings; held-out target, CPU clock, saturating law.
+settings (run in the session of the predicted runs), predict the fresh seeds 5-9 of all
+nine settings (the six outside the L are the test); held-out target, CPU clock, saturating
+law.
 
     python bench/learning_law_validation.py --target 0.35 --out runs/ll3_check
     # the first plan: corners, the 45 runs of seeds 0-4
@@ -20,7 +21,7 @@ The rebuilt rollouts carry no lengths or times (response lengths 1, times 0): th
 learning comparison reads only the groups' correctness, the learning rate, whether the
 loss averaged over the informative groups only (``dynamic_sampling``, true for every
 ``real sync`` run here: it drops the uniform groups from the loss), the CPU seconds and
-the evaluations. Expect the fit to take about 5 minutes on 2 cores; the
+the evaluations. Expect 12-20 minutes on 2 cores (the fit and 45 predictions); the
 output directory's ``learning_comparison_by_controller.csv`` is the README's table.
 """
 
