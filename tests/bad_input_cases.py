@@ -335,7 +335,7 @@ FILES += [
     ("groups-above-cap", "calibrate groups {t}/above_cap.jsonl --out {t}/x.json", "above_cap.jsonl: line 2: field 'response_length': length 513 above the response cap 512"),
     ("groups-negative-length", "validate groups {t}/neg_len.jsonl --fit-steps 2 --out {t}/o", "neg_len.jsonl: line 1: field 'response_length': length -4 is not an integer >= 1"),
     ("groups-console-log", "calibrate groups {t}/console.jsonl --out {t}/x.json", "console.jsonl: line 1: not valid JSON"),
-    ("groups-tensorboard-file", "calibrate groups {r}/tests/data/verl_tb/q3b_fsdp_base --out {t}/x.json", "a folder without rollouts.parquet or {step}.jsonl"),
+    ("groups-tensorboard-file", "calibrate groups {r}/tests/data/verl_tb/q3b_fsdp_base --out {t}/x.json", "a folder without rollouts.parquet, {step}.jsonl"),
 ]  # fmt: skip
 
 FILES += [

@@ -9,6 +9,10 @@ Layouts (chosen per file from its first record):
 * verl's rollout dumps (``trainer.rollout_data_dir``: ``{step}.jsonl``, one record per
   sample ``{"input": prompt text, "output": response text, "score": .., "step": ..}``):
   grouped by the prompt text; a prompt sampled twice in one step merges into one group;
+* group-per-line length logs (``packed_lengths_step_{N}.jsonl``, one file per step,
+  one line per group: ``output`` the group's lengths, ``input`` the prompt's tokens,
+  ``local_index`` the prompt within a rank; :mod:`calibration.readers.packed_lengths`),
+  read as written, a file or a folder of them;
 * the project's own rollout trace (``rollouts.parquet``/``rollouts.jsonl``, schema
   :data:`sim.trace.schema.ROLLOUT_SCHEMA`), read with :func:`sim.trace.schema.read` (aborted rollouts
   left out; ``finish_reason == "length"`` is a censored length).
@@ -44,6 +48,7 @@ from rolloutlab.calibration.readers.grouped_records import (
     LengthCounter,
     read_records,
 )
+from rolloutlab.calibration.readers.packed_lengths import packed_files, packed_step, read_packed
 from rolloutlab.sim.trace import schema as sim_trace
 
 __all__ = [
@@ -212,20 +217,24 @@ DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
 
 def files_of(path: Path) -> list[Path]:
     """The files one path argument stands for: the file itself, a run folder's
-    ``rollouts.parquet``, or the ``{step}.jsonl`` files of a verl rollout dump folder in
-    step order. Raises GroupedDataError naming the path when none applies."""
+    ``rollouts.parquet``, the ``{step}.jsonl`` files of a verl rollout dump folder or the
+    ``packed_lengths_step_{N}.jsonl`` files of a group-per-line log folder, in step order.
+    Raises GroupedDataError naming the path when none applies."""
     if path.is_dir():
         if (path / "rollouts.parquet").is_file():
             return [path / "rollouts.parquet"]
+        if packed := packed_files(path):
+            return packed
         dump = sorted(
             (int(m.group(1)), f) for f in path.iterdir() if (m := DUMP_FILE.match(f.name))
         )
         if dump:
             return [f for _, f in dump]
         raise GroupedDataError(
-            f"{path}: a folder without rollouts.parquet or {{step}}.jsonl rollout dumps; give "
-            "a per-sample file (.jsonl, .csv, .parquet), a run folder holding "
-            "rollouts.parquet or a verl trainer.rollout_data_dir"
+            f"{path}: a folder without rollouts.parquet, {{step}}.jsonl rollout dumps or "
+            "packed_lengths_step_N.jsonl logs; give a per-sample file (.jsonl, .csv, .parquet), "
+            "a run folder holding rollouts.parquet, a verl trainer.rollout_data_dir or a "
+            "folder of packed_lengths_step_N.jsonl files"
         )
     if not path.is_file():
         raise GroupedDataError(f"{path}: no such file")
@@ -293,6 +302,8 @@ def read_grouped(
         for path in files_of(Path(p)):
             if is_rollout_trace(path):
                 df = _read_rollouts(path)
+            elif packed_step(path) is not None:
+                df = pl.DataFrame(read_packed(path)[0], schema_overrides=_SCHEMA)
             else:
                 got = _read_log(path, names, counter, need_lengths)
                 df, checks = (
