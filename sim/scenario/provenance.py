@@ -8,7 +8,9 @@ The one way a run records its provenance: every command's ``config.json`` (throu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -34,9 +36,40 @@ LIBRARIES = (
 )
 
 
+@functools.cache  # why: one git call per process, not one per config written
+def source_commit() -> str | None:
+    """The git commit of the rolloutlab source this process runs (12 hex digits, with
+    ``+dirty`` when tracked files differ from it); None outside a git checkout (an
+    installed wheel) or without git."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head or None
+
+
 def library_versions() -> dict[str, str | None]:
-    """Installed version of each library in :data:`LIBRARIES` (None when absent)."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    """Installed version of each library in :data:`LIBRARIES` (None when absent), and
+    ``commit``: the rolloutlab source's (:func:`source_commit`)."""
+    out: dict[str, str | None] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "commit": source_commit(),
+    }
     for name in LIBRARIES:
         try:
             out[name] = metadata.version(name)

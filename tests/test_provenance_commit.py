@@ -1,0 +1,29 @@
+"""``versions.commit`` in every config.json: the rolloutlab source commit a result came from."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from rolloutlab.sim.scenario import provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_commit_is_the_checkouts_head():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    got = provenance.library_versions()["commit"]
+    assert got is not None and got.removesuffix("+dirty") == head[:12]
+
+
+def test_no_git_means_no_commit_and_no_error(monkeypatch):
+    def no_git(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    provenance.source_commit.cache_clear()
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    try:
+        assert provenance.library_versions()["commit"] is None
+    finally:
+        provenance.source_commit.cache_clear()
