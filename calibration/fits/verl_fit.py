@@ -38,6 +38,7 @@ from rolloutlab.calibration.fits.lengths_fit import (
 )
 from rolloutlab.calibration.readers.verl_tb import LENGTH_TAGS, VerlLogError, require
 from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.step_phases import RewardLatency
 
 GEN_TAG = "timing_s/gen"
 TRAIN_TAGS = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
@@ -68,6 +69,16 @@ class VerlFitConfig:
     """Intra-class correlation of log lengths (:mod:`calibration.fits.icc`)."""
     fit_prefill: bool = False
     """Fit ``prefill_s_per_token`` too (not identified by step totals; 0 otherwise)."""
+    reward_latency: RewardLatency = field(
+        default_factory=lambda: RewardLatency("uniform", 1.0, 40.0)
+    )
+    """Shape of the per-rollout reward latency law, scaled by the fit (the recipe's
+    ``reward/gsm8k.py`` sleeps ``random.uniform(1, 40)`` s per sample)."""
+    reward_workers: int = 256
+    """Reward requests served at once (verl ``RayAsyncRewardAgent`` ``max_concurrency``)."""
+    reward_overlap: str | None = None
+    """``after`` / ``learner`` / ``generation``; ``None`` = read from the tags
+    (:func:`calibration.fits.phase_fit.fit_reward_phase`)."""
 
 
 @dataclass(frozen=True)

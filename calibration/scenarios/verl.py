@@ -13,6 +13,12 @@ from pathlib import Path
 import numpy as np
 from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, step_features, to_cost
 from rolloutlab.calibration.fits.lengths_fit import fit_run, split_sigma
+from rolloutlab.calibration.fits.phase_fit import (
+    explained_share,
+    fit_step_phases,
+    phase_table,
+    step_baselines,
+)
 from rolloutlab.calibration.fits.verl_fit import (
     PROMPT_TAG,
     SYNC_TAG,
@@ -103,6 +109,22 @@ def calibrate_verl(
     prompt_tokens = int(
         round(float(np.median(np.concatenate([r[2].table[PROMPT_TAG].to_numpy() for r in runs]))))
     )
+    phases, phase_report = fit_step_phases(
+        [r[2].table for r in runs],
+        B_logged * cfg.group_size,
+        cfg.reward_latency,
+        cfg.reward_workers,
+        cfg.reward_overlap,
+        cfg.seed,
+    )
+    baselines = step_baselines([r[2].table for r in runs])
+    shares = {}
+    for run_name, _, data in runs:
+        rows = phase_table(data.table)
+        shares[run_name] = {
+            "phases": [asdict(r) for r in rows],
+            "explained_share": explained_share(rows),
+        }
     engine = replace(cfg.engine, n_workers=workers or cfg.engine.n_workers)
     dflt = {"prompts": prompts or B_logged, **(defaults or {})}
     return calibration_dict(
@@ -134,6 +156,9 @@ def calibrate_verl(
                 "seed": cfg.seed,
                 "fit_prefill": cfg.fit_prefill,
                 "scaled": {"prompts": dflt["prompts"], "n_workers": engine.n_workers},
+                "reward_latency_shape": asdict(cfg.reward_latency),
+                "reward_workers": cfg.reward_workers,
+                "reward_overlap": cfg.reward_overlap or "read from the log",
             },
         },
         fit={
@@ -142,5 +167,9 @@ def calibrate_verl(
             "learner": asdict(learner),
             "steps_used": len(fits),
             "runs": per_run,
+            "phases": shares,
+            "step_phases": phase_report,
+            "step_baselines": baselines,
         },
+        step_phases=None if phases is None else phases.to_dict(),
     )

@@ -50,9 +50,11 @@ def calibration_dict(
     defaults: dict,
     provenance: dict,
     fit: dict,
+    step_phases: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble a calibration dict (format ``rolloutlab.calibration``, current version);
-    ``provenance`` gains ``rolloutlab_version``. Raises :class:`sim.scenario.scenario.CalibrationError`
+    ``provenance`` gains ``rolloutlab_version``; ``step_phases`` (a
+    :meth:`sim.models.step_phases.StepPhases.to_dict` block) is written when given. Raises :class:`sim.scenario.scenario.CalibrationError`
     if ``sim`` could not load it."""
     d = {
         "format": FORMAT,
@@ -66,6 +68,8 @@ def calibration_dict(
         "provenance": {**provenance, "rolloutlab_version": rolloutlab_version()},
         "fit": fit,
     }
+    if step_phases is not None:
+        d["step_phases"] = step_phases
     scenario_from_dict(d, f"<calibration {name!r}>")
     return d
 

@@ -82,17 +82,28 @@ def validate_runs(
 
 
 def _simulate(draw, B: int, cfg: VerlFitConfig, cost) -> float:
-    """Mean simulated makespan (s) of one logged step over ``cfg.replicates`` draws."""
-    spans = []
+    """Mean simulated generation time (s) of one logged step over ``cfg.replicates`` draws."""
+    return simulate_step(draw, B, cfg, cost, cfg.engine, cfg.max_response_length)[0]
+
+
+def simulate_step(
+    draw, B: int, cfg: VerlFitConfig, cost, engine, cap: int
+) -> tuple[float, np.ndarray]:
+    """``(generation time (s), finish times (B * G,) of the first draw)`` of one logged
+    step: the mean makespan over ``cfg.replicates`` length draws (keyed on
+    ``(cfg.seed + 1, step, r)``) plus ``cost.gen_overhead_s``."""
+    spans, t_fin = [], None
     for r in range(cfg.replicates):
         L = draw_step_lengths(
             draw,
             cfg.icc,
             B,
             cfg.group_size,
-            cfg.max_response_length,
+            cap,
             np.random.default_rng([cfg.seed + 1, draw.step, r]),
         )
-        batch = generate(L, np.full(B, draw.prompt_tokens), cost, cfg.engine)
+        batch = generate(L, np.full(B, draw.prompt_tokens), cost, engine)
         spans.append(float(np.max(batch.t_finish)))
-    return float(np.mean(spans)) + cost.gen_overhead_s
+        if t_fin is None:
+            t_fin = np.asarray(batch.t_finish, dtype=np.float64)
+    return float(np.mean(spans)) + cost.gen_overhead_s, t_fin

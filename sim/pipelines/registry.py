@@ -115,6 +115,16 @@ def runner_for(pipeline: PipelineConfig, engine: str = "simpy") -> Runner:
     return kinds[pipeline.kind]
 
 
+def check_step_phases(scenario: Scenario, pipeline: PipelineConfig) -> None:
+    """Raise ValueError when ``scenario`` has step phases (reward, periodic) and
+    ``pipeline`` is not the synchronous one: only that pipeline prices them."""
+    if scenario.step_phases is not None and pipeline.kind != "sync":
+        raise ValueError(
+            f"{scenario.name}: the step_phases block (reward and periodic phases) is priced "
+            f"by the synchronous pipeline only; {pipeline.spec} would leave it out"
+        )
+
+
 def simulate(
     scenario: Scenario,
     controller: Controller,
@@ -133,7 +143,7 @@ def simulate(
     :class:`sim.trace.stream.RolloutSink`), the asynchronous ones and multi-turn runs write
     their table when the run ends.
 
-    Raises: ValueError as :func:`runner_for` and
+    Raises: ValueError as :func:`runner_for`, :func:`check_step_phases` and
     :func:`sim.pipelines.multi_turn.check_multi_turn`, and as the runner does (a controller
     proposing G < 1, an ``async:S`` queue below B, dynamic sampling with ``async:S``);
     RuntimeError when an asynchronous learner can never fill a batch;
@@ -141,6 +151,7 @@ def simulate(
     """
     pipeline = pipeline if pipeline is not None else PipelineConfig()
     check_multi_turn(scenario, [pipeline], engine)
+    check_step_phases(scenario, pipeline)
     runner = runner_for(pipeline, engine)
     log = UpdateLog()
     if rollout_path is None:

@@ -40,6 +40,7 @@ from rolloutlab.sim.models.dynamics import step_lengths
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_updates
+from rolloutlab.sim.models.step_phases import extra_step_s
 from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
@@ -177,11 +178,14 @@ def step_record(
     controller: Controller,
     rewards: dict | None = None,
     sync_parts: tuple[float, float, float] | None = None,
+    phases: tuple[float, float] | None = None,
 ) -> dict:
     """The step-table row of one learner step as a dict (sim: no KL or gradients);
     ``rewards``: the reward columns (:func:`sim.models.reward_metrics.step_reward_columns`),
     null when ``None``; ``sync_parts``: ``(pause, drain, transfer)`` seconds of the
-    weight sync (:mod:`sim.pipelines.weight_sync`), by default ``(0, 0, sync_time)``. A list of rows becomes a table with
+    weight sync (:mod:`sim.pipelines.weight_sync`), by default ``(0, 0, sync_time)``;
+    ``phases``: ``(reward wait, periodic)`` seconds (:mod:`sim.models.step_phases`), null
+    when ``None``. A list of rows becomes a table with
     ``pl.DataFrame(rows, schema=STEP_SCHEMA)``."""
     return {
         "run_id": run_id,
@@ -204,6 +208,11 @@ def step_record(
                 ("sync_pause_s", "sync_drain_s", "sync_transfer_s"),
                 map(float, sync_parts or (0.0, 0.0, sync_time)),
             )
+        ),
+        **(
+            {}
+            if phases is None
+            else {"reward_wait_s": float(phases[0]), "periodic_s": float(phases[1])}
         ),
     }
 
@@ -290,6 +299,12 @@ def _sync_process(
             )
             train_time = scenario.cost.learner_step_s(tokens)
             yield env.timeout(train_time)
+        phases = None
+        if scenario.step_phases is not None:
+            t_fin = np.concatenate([r[2].t_finish for r in rounds]) - t_start  # (n_generated,)
+            phases = extra_step_s(scenario.step_phases, t, cfg.seed, t_fin, gen_time, train_time)
+            yield env.timeout(phases[0] + phases[1])
+        if col.kept:
             sync_time = scenario.cost.weight_sync_s()
             yield env.timeout(sync_time)
         reward_cols = _finish_rounds(rounds, G, col, tracker, t) if tracker.enabled else None
@@ -321,7 +336,7 @@ def _sync_process(
         steps.append(
             step_record(
                 cfg.run_id, t, t_start, env.now, gen_time, train_time, sync_time, cfg.lr,
-                controller, reward_cols,
+                controller, reward_cols, phases=phases,
             )
         )  # fmt: skip
         if on_step is not None:

@@ -39,6 +39,7 @@ from rolloutlab.sim.engine.fastpath import block_times, step_times
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.models.reward_metrics import step_reward_columns
 from rolloutlab.sim.models.rewards import RewardTracker
+from rolloutlab.sim.models.step_phases import extra_step_s
 from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, PromptStream
 from rolloutlab.sim.pipelines.sync import group_rows
@@ -82,7 +83,8 @@ def run_sync_fast(
     B = cfg.prompts
     tracker = RewardTracker(cfg.rewards, cfg.seed, cfg.lr, B, cfg.updates_per_batch, log)
     sink = RolloutSink(rollout_path)
-    cols: dict[str, list] = {k: [] for k in _STEP_COLUMNS}
+    phase_cols = ("reward_wait_s", "periodic_s") if scenario.step_phases is not None else ()
+    cols: dict[str, list] = {k: [] for k in _STEP_COLUMNS + phase_cols}
     reward_rows: list[dict] = []
     state = FastState(t_now=0.0, rr=0, stream=PromptStream(cfg.dataset_size))
     step, pending, pending_rows = 0, [], 0  # per-block columns not yet in a frame
@@ -191,12 +193,17 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
     tokens = lengths.sum(axis=(1, 2)) + B * G * scenario.prompt_tokens  # (T,)
     train = np.asarray(cost.learner_step_s(tokens.astype(np.float64)), dtype=np.float64)  # (T,)
     sync = cost.weight_sync_s()
-    # sequential sums, as the SimPy clock adds them: t_end_i = ((t_start_i + gen_i) + train_i) + sync;
+    phases = _block_phases(scenario, cfg.seed, ts, t_fin, gen, train)  # (T, 2) | None
+    # sequential sums, as the SimPy clock adds them: t_end_i = ((t_start_i + gen_i) + train_i) + sync
+    # (with step phases: (((t_start_i + gen_i) + train_i) + phases_i) + sync);
     # np.cumsum is a strict left-to-right accumulate, so interleaving gives the same floats
-    terms = np.empty(3 * T + 1)
-    terms[0], terms[1::3], terms[2::3], terms[3::3] = state.t_now, gen, train, sync
+    k = 3 if phases is None else 4
+    terms = np.empty(k * T + 1)
+    terms[0], terms[1::k], terms[2::k], terms[k::k] = state.t_now, gen, train, sync
+    if phases is not None:
+        terms[3::k] = phases.sum(axis=1)
     clock = np.cumsum(terms)
-    t_start, t_end = clock[:-1:3], clock[3::3]
+    t_start, t_end = clock[:-1:k], clock[k::k]
     state.t_now = float(t_end[-1])
     correct, reward_rows = None, []
     if tracker.enabled and tracker.model is None:  # pass rates fixed: one draw for the block
@@ -245,8 +252,26 @@ def _block_step(scenario, controller, cfg, tracker, state, step, G, T, open_loop
             ),
         )
     )
+    if phases is not None:
+        step_cols["reward_wait_s"] = phases[:, 0].tolist()
+        step_cols["periodic_s"] = phases[:, 1].tolist()
     block = _block_columns(ts, ids, G, lengths, worker, t_start, t_first, t_fin, correct)
     return step_cols, [block], reward_rows, T * B * G
+
+
+def _block_phases(scenario, seed, ts, t_fin, gen, train) -> np.ndarray | None:
+    """``(T, 2)`` reward wait and periodic seconds of steps ``ts`` (``None`` without
+    step phases); ``t_fin`` ``(T, n)`` finish times from each step's start."""
+    if scenario.step_phases is None:
+        return None
+    return np.array(
+        [
+            extra_step_s(
+                scenario.step_phases, int(t), seed, t_fin[i], float(gen[i]), float(train[i])
+            )
+            for i, t in enumerate(ts)
+        ]
+    ).reshape(len(ts), 2)
 
 
 def rounds_step(scenario, controller, cfg, tracker, state, t, G):
@@ -259,6 +284,7 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
     t_start = now = state.t_now
     blocks, kept_rewards, all_rewards, all_lengths, all_ids = [], [], [], [], []
     wasted, n_rows = 0.0, 0
+    finishes: list[np.ndarray] = []  # (n * G,) absolute finish times per round
     while n := col.next_count():
         ids = state.stream.take(n)
         lengths = draw_lengths(scenario, cfg.seed, np.array([t]), ids[None], G)[0]  # (n, G)
@@ -291,6 +317,7 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
         all_rewards.append(rewards)
         all_lengths.append(lengths)
         all_ids.append(ids)
+        finishes.append(now + t_fin)
         now = now + float(t_fin.max())
         if cost.gen_overhead_s > 0:
             now = now + cost.gen_overhead_s
@@ -299,9 +326,19 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
     if col.kept:  # nothing kept (abort): no update, no sync
         tokens = sum(int(b["response_tokens"].sum()) for b in blocks) + col.kept * G * P
         train = float(cost.learner_step_s(float(tokens)))
+    phases = None
+    if scenario.step_phases is not None:
+        t_fin_all = np.concatenate(finishes) - t_start  # (n_generated,)
+        phases = extra_step_s(scenario.step_phases, t, cfg.seed, t_fin_all, gen, train)
+    if col.kept:
         sync = cost.weight_sync_s()
-        now = (now + train) + sync
+        now = now + train
+        if phases is not None:
+            now = now + (phases[0] + phases[1])
+        now = now + sync
         tracker.learn(kept_rewards, t)
+    elif phases is not None:
+        now = now + (phases[0] + phases[1])
     state.t_now = now
     rewards = np.concatenate(all_rewards)
     reward_cols = step_reward_columns(rewards, col.kept, col.rounds, wasted, col.abort)
@@ -333,6 +370,8 @@ def rounds_step(scenario, controller, cfg, tracker, state, t, G):
             ),
         )
     )
+    if phases is not None:
+        step_cols["reward_wait_s"], step_cols["periodic_s"] = [phases[0]], [phases[1]]
     return step_cols, blocks, [reward_cols], n_rows
 
 

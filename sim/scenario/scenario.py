@@ -41,6 +41,7 @@ from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.models.passrate import parse_pass_rate
+from rolloutlab.sim.models.step_phases import StepPhases
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from rolloutlab.sim.models.turns import MultiTurn, multi_turn_from
 from rolloutlab.sim.trace.field_checks import number, reject_constant
@@ -74,6 +75,9 @@ class Scenario:
     """The ``learning`` block (learning-progress parameters), or ``None``."""
     multi_turn: MultiTurn | None = None
     """Multi-turn tool-using rollouts (:mod:`sim.models.turns`), or ``None`` (one turn)."""
+    step_phases: StepPhases | None = None
+    """Reward and periodic phases of a step (:mod:`sim.models.step_phases`), or ``None``
+    (a step is generation, learner and weight sync only)."""
 
 
 def _block_from(d: dict, key: str, path: str) -> dict[str, Any] | None:
@@ -262,7 +266,21 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
         pass_rate=_block_from(d, "pass_rate", path),
         learning=_block_from(d, "learning", path),
         multi_turn=_multi_turn(d, path),
+        step_phases=_step_phases(d, path),
     )
+
+
+def _step_phases(d: dict, path: str) -> StepPhases | None:
+    """The optional ``step_phases`` block; :class:`CalibrationError` naming the field."""
+    block = d.get("step_phases")
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise CalibrationError(f"{path}: field 'step_phases' must be an object")
+    try:
+        return StepPhases.from_dict(block)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"{path}: field 'step_phases': {exc}") from None
 
 
 def _multi_turn(d: dict, path: str) -> MultiTurn | None:

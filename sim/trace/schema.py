@@ -92,6 +92,9 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     # optional, nullable (sim.pipelines.long_round): tail batching's route=F
     "routed_prompts": pl.Int64,  # prompts routed to the long round while the step ran
     "route_reason": pl.String,  # JSON: F and each routed prompt's n, mean, threshold
+    # optional, nullable (sim.models.step_phases): null without step phases
+    "reward_wait_s": pl.Float64,  # s, rewards not hidden by the learner + advantage (verl timing_s/adv)
+    "periodic_s": pl.Float64,  # s, validation and checkpoint run on this step
 }
 
 V2_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -113,6 +116,8 @@ V2_COLUMNS: dict[str, tuple[str, ...]] = {
         "cut_len_bias",
         "routed_prompts",
         "route_reason",
+        "reward_wait_s",
+        "periodic_s",
     ),
 }
 """Columns added by schema version 2 (nullable): a table without them (a version-1 file)
