@@ -155,3 +155,10 @@ def test_step_metrics_equal_the_per_step_definitions(table):
         assert row["straggler_ratio"] == pytest.approx(ratio) and row["straggler"] == (ratio > tau)
         assert row["response_length/clip_ratio"] == pytest.approx(float(np.mean(L == 120)))
         assert row["response_tokens"] == L.sum() and row["group_size"] == s["group_size"].max()
+        groups = [g["response_tokens"].to_numpy() for _, g in s.group_by("prompt_id")]
+        straggling = [
+            (g.max() > 0 and np.median(g) == 0)
+            or (np.median(g) > 0 and g.max() / np.median(g) > tau)
+            for g in groups
+        ]
+        assert row["group_straggler_share"] == pytest.approx(float(np.mean(straggling)))

@@ -165,6 +165,23 @@ class RunFit:
     fit_steps: list[int]
 
 
+def first_steps(data: StepData, k: int | None) -> StepData:
+    """``data`` cut to its first ``k`` usable steps (all if ``k`` is None); the later
+    steps count as dropped. Raises ValueError if ``k < 2``."""
+    if k is None:
+        return data
+    sl = fit_steps_of(data, k)
+    return StepData(
+        steps=data.steps[sl],
+        n=data.n[sl],
+        fits=data.fits[sl],
+        draws=data.draws[sl],
+        gen_s=data.gen_s[sl],
+        table=data.table[sl],
+        dropped_steps=sorted(data.dropped_steps + [int(s) for s in data.steps[sl.stop :]]),
+    )
+
+
 def fit_steps_of(data: StepData, k: int | None) -> slice:
     """The first ``k`` usable steps (all if ``k`` is None). Raises ValueError if ``k < 2``."""
     if k is not None and k < 2:

@@ -26,6 +26,7 @@ from rolloutlab.calibration.fits.verl_fit import (
     TRAIN_TAGS,
     StepData,
     VerlFitConfig,
+    first_steps,
     step_data,
 )
 from rolloutlab.calibration.readers.verl_tb import event_files, read_run, require
@@ -56,14 +57,17 @@ def calibrate_verl(
     prompts: int | None = None,
     workers: int | None = None,
     defaults: dict | None = None,
+    fit_steps: int | None = None,
 ) -> dict:
     """Fit the pooled runs and return a calibration dict (see :mod:`sim.scenario.scenario`).
 
     ``prompts``/``workers`` scale the simulated cluster (default: the logged ``B`` and
     ``cfg.engine.n_workers``); ``defaults`` go to the scenario's ``defaults``
-    (``prompts`` is always set). Raises VerlLogError / ValueError on bad input.
+    (``prompts`` is always set); ``fit_steps``: fit each run's first ``K`` usable steps
+    only (the later ones stay unseen, for a within-run hold-out). Raises VerlLogError /
+    ValueError on bad input.
     """
-    runs = load_runs(run_dirs, cfg)
+    runs = [(n, f, first_steps(d, fit_steps)) for n, f, d in load_runs(run_dirs, cfg)]
     fits, feats, gens, train, tokens, sync, per_run = [], [], [], [], [], [], []
     B_logged = int(np.median(np.concatenate([r[2].n for r in runs]))) // cfg.group_size
     for run_name, files, data in runs:
@@ -146,6 +150,7 @@ def calibrate_verl(
             "kind": "verl-tb",
             "sources": [source_entry(f) for _, fs, _ in runs for f in fs],
             "runs": [r[0] for r in runs],
+            "fit_steps": fit_steps,
             "assumptions": {
                 "group_size": cfg.group_size,
                 "logged_prompts": B_logged,

@@ -72,11 +72,16 @@ def predict_step(
 
 
 def heldout_steps(
-    scenario: Scenario, run_dirs: list[str], cfg: VerlFitConfig, progress=None
+    scenario: Scenario,
+    run_dirs: list[str],
+    cfg: VerlFitConfig,
+    after_step: int = 0,
+    progress=None,
 ) -> pl.DataFrame:
     """One row per scored step of each run: ``run, step, measured_s, model_s, constant_s,
     linear_s, persistence_s, periodic`` and the model's parts (``gen_s, learner_s,
-    reward_wait_s, periodic_s, sync_s``).
+    reward_wait_s, periodic_s, sync_s``). Only logged steps above ``after_step`` are
+    scored (a within-run hold-out: the steps the calibration fitted are skipped).
 
     Raises ValueError when the calibration has no ``fit.step_baselines`` (not written by
     ``calibrate verl-tb``) or a run has no step with ``timing_s/step``;
@@ -108,6 +113,9 @@ def heldout_steps(
             y = step_s[i]
             if y is None or not np.isfinite(y) or y <= 0:
                 prev = None
+                continue
+            if draw.step <= after_step:
+                prev = float(y)
                 continue
             pred, parts = predict_step(scenario, draw, B, float(table[TOKENS_TAG][i]), cfg)
             rows.append(

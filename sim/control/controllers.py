@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from rolloutlab.sim.trace.metrics import straggler_ratio
+from rolloutlab.sim.trace.metrics import READINGS, straggler_reading
 
 
 def _check_lengths(lengths: Sequence[Sequence[int]]) -> None:
@@ -143,6 +143,14 @@ class SAGC:
     length grows during training SAGC alone does not see it; the budget does. Also, a
     raise of G is refused when the predicted step time at the new G exceeds the budget
     (:meth:`predicted_step_s`). None (default): SAGC as in the paper, lengths only."""
+    reading: str = "step"
+    """Straggler reading: ``"step"`` (the paper's: ``S_t = 1[max/median > tau]`` over all
+    the step's rollouts) or ``"group"`` (``S_t = 1`` when the group straggler share, the
+    share of groups whose own max/median exceeds ``tau``, exceeds :attr:`level`;
+    :func:`sim.trace.metrics.straggler_reading`). The step reading saturates once
+    ``B x G`` is in the thousands (every step is a straggler); the group one does not."""
+    level: float = 0.5
+    """Group reading only: the share of straggling groups above which ``S_t = 1``."""
     seed: int = 0
     """Seed of the Thompson-sampling RNG (numpy PCG64)."""
     name: str = "sagc"
@@ -183,6 +191,10 @@ class SAGC:
             raise ValueError(f"SAGC: prior must be positive, got {self.prior}")
         if self.forget not in ("chosen", "to_prior"):
             raise ValueError(f"SAGC: forget must be 'chosen' or 'to_prior', got {self.forget!r}")
+        if self.reading not in READINGS:
+            raise ValueError(f"SAGC: reading must be one of {READINGS}, got {self.reading!r}")
+        if not (0.0 <= self.level < 1.0):
+            raise ValueError(f"SAGC: level must be in [0, 1), got {self.level}")
         self.candidates = tuple(cands)
         self.alpha = {g: float(self.prior[0]) for g in cands}
         self.beta = {g: float(self.prior[1]) for g in cands}
@@ -292,14 +304,14 @@ class SAGC:
         That G is the common group size of ``lengths`` when it is a candidate (so an
         asynchronous pipeline that consumes a batch several proposals after proposing it
         credits the right G), else the last proposed G (e.g. groups trimmed by DAPO's
-        dynamic sampling). ``S_t = 1`` when ``max/median > tau``, or, with a
+        dynamic sampling). ``S_t = 1`` when ``max/median > tau`` (the group reading: when
+        the group straggler share exceeds ``level``, :attr:`reading`), or, with a
         ``step_time_budget_s``, when the step's time (``step_time_s``, else
         ``gen_time_s``; seconds) exceeds it; times are ignored without a budget.
         """
         _check_lengths(lengths)
-        ratio = straggler_ratio(lengths)
-        s_t = 1 if ratio > self.tau else 0
-        crossed = ["tau"] if s_t else []
+        ratio, s_t = straggler_reading(lengths, self.tau, self.reading, self.level)
+        crossed = [("tau" if self.reading == "step" else "level")] if s_t else []
         t = None
         if self.step_time_budget_s is not None:
             t = step_time_s if step_time_s is not None else gen_time_s
@@ -319,8 +331,9 @@ class SAGC:
             "observed": {
                 "G": g,
                 "S_t": s_t,
-                "ratio": round(float(ratio), 6),
+                ("ratio" if self.reading == "step" else "group_share"): round(float(ratio), 6),
                 "tau": self.tau,
+                **({"level": self.level} if self.reading == "group" else {}),
                 "step_s": None if t is None else float(t),
                 "crossed": crossed,
             },

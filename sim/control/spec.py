@@ -19,7 +19,7 @@ from rolloutlab.sim.control.options import finite_float, split_options, strict_i
 from rolloutlab.sim.control.plugins import build_external
 
 _SAGC_INT = ("radius", "init_G", "G_min")
-_SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s")
+_SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s", "level")
 _LAGC_FLOAT = ("pop_gamma", "prompt_decay", "length_gamma", "c_max")
 
 
@@ -98,6 +98,6 @@ def _option(kind: str, key: str, val: str) -> dict[str, Any]:
         return {key: strict_int(val)}
     if key in _SAGC_FLOAT or (kind == "lagc" and key in _LAGC_FLOAT):
         return {key: finite_float(val)}
-    if key == "forget" or (kind == "lagc" and key == "signal"):
+    if key in ("forget", "reading") or (kind == "lagc" and key == "signal"):
         return {key: val}
     raise ValueError(f"unknown {kind.upper()} option")

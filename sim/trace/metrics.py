@@ -46,9 +46,52 @@ def straggler_ratio(lengths: np.ndarray | Sequence[float] | Sequence[Sequence[fl
     return float(flat.max() / med)
 
 
-def group_straggler_ratio(lengths: Sequence[Sequence[float]]) -> np.ndarray:
-    """Per-group variant: ``max / median`` within each prompt's group, shape ``(n_prompts,)``."""
+def group_straggler_ratio(lengths: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """Per-group variant: ``max / median`` within each prompt's group, shape ``(n_prompts,)``.
+
+    ``lengths``: ``(n_prompts, G)`` array (vectorised) or a ragged list of groups.
+    Raises ValueError as :func:`straggler_ratio` for a group (no lengths, a negative
+    length, a zero median)."""
+    if not isinstance(lengths, np.ndarray) and len({len(g) for g in lengths}) == 1:
+        lengths = np.asarray(lengths, dtype=float)  # equal groups: one vectorised pass
+    if isinstance(lengths, np.ndarray) and lengths.ndim == 2 and lengths.shape[1] > 0:
+        L = lengths.astype(float)
+        med = np.median(L, axis=1)  # (n_prompts,)
+        if (L < 0).any() or (med <= 0).any():
+            raise ValueError("group_straggler_ratio: a negative length or a zero group median")
+        return L.max(axis=1) / med
     return np.array([straggler_ratio(g) for g in lengths])
+
+
+def group_straggler_share(
+    lengths: Sequence[Sequence[float]] | np.ndarray, tau: float = DEFAULT_TAU
+) -> float:
+    """Group straggler share: the fraction of a step's groups whose own ``max/median``
+    exceeds ``tau`` (docs/metrics.md). Unlike :func:`straggler_ratio`, whose maximum over
+    ``B x G`` lengths passes any ``tau`` once ``B x G`` is in the thousands, it stays
+    between 0 and 1 and grows with ``G`` at any ``B``."""
+    return float(np.mean(group_straggler_ratio(lengths) > tau))
+
+
+READINGS = ("step", "group")
+"""Straggler readings: ``step`` = :func:`straggler_ratio` against ``tau``; ``group`` =
+:func:`group_straggler_share` against ``level``."""
+
+
+def straggler_reading(
+    lengths, tau: float, reading: str = "step", level: float = 0.5
+) -> tuple[float, int]:
+    """``(value, S_t)`` of one step: ``step`` reading: value = :func:`straggler_ratio`,
+    ``S_t = 1[value > tau]`` (PAPERS.md §1); ``group`` reading: value =
+    :func:`group_straggler_share` at ``tau``, ``S_t = 1[value > level]``.
+    Raises ValueError for another reading."""
+    if reading == "step":
+        value = straggler_ratio(lengths)
+        return value, int(value > tau)
+    if reading == "group":
+        value = group_straggler_share(lengths, tau)
+        return value, int(value > level)
+    raise ValueError(f"straggler reading must be one of {READINGS}, got {reading!r}")
 
 
 def straggler_event(lengths, tau: float = DEFAULT_TAU) -> bool:
@@ -102,7 +145,7 @@ def step_metrics(
     Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
     device_idle_s, straggler_ratio, straggler, response_length/mean,
     response_length/max, response_length/min, response_length/clip_ratio,
-    response_tokens``, over the rollouts the step trained on (rows with
+    response_tokens, group_straggler_share``, over the rollouts the step trained on (rows with
     ``finish_reason == "abort"`` are left out). Definitions in docs/metrics.md:
     - makespan: ``max(t_finish) - min(t_submit)`` over the step's rollouts;
     - slot idle fraction: :func:`slot_idle_fraction` of ``t_finish - min(t_submit)``;
@@ -110,7 +153,10 @@ def step_metrics(
       union of ``[t_first_token_i, t_finish_i]`` over the rollouts run on worker ``w``
       (a sequence is running from its first token to its last); workers with no
       rollout count as idle for the whole makespan when ``n_workers`` is given;
-    - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``.
+    - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``;
+    - group straggler share: the share of the step's groups (``prompt_id``) whose own
+      ``max/median`` exceeds ``tau`` (:func:`group_straggler_share`; a group with a zero
+      median and a positive max counts as straggling).
     """
     rollouts = consumed(rollouts)
     if rollouts.height == 0:
@@ -134,6 +180,20 @@ def step_metrics(
         L.median().alias("median"),
         pl.col("worker").n_unique().alias("workers_used"),
     )
+    groups = (
+        rollouts.group_by("step", "prompt_id")
+        .agg(
+            # a zero median straggles when its max is positive (ratio inf), an all-zero
+            # group does not (polars orders NaN above every number, so it is spelled out)
+            pl.when(L.median() > 0)
+            .then(L.max() / L.median() > tau)
+            .otherwise(L.max() > 0)
+            .alias("straggling")
+        )
+        .group_by("step")
+        .agg(pl.col("straggling").mean().alias("group_straggler_share"))
+    )
+    per_step = per_step.join(groups, on="step")
     span = pl.col("t1") - pl.col("t0")
     idle = _worker_idle(rollouts).join(
         per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")), on="step"
@@ -177,6 +237,7 @@ def step_metrics(
             "response_length/min",
             "response_length/clip_ratio",
             pl.col("response_tokens").cast(pl.Int64),
+            pl.col("group_straggler_share").cast(pl.Float64),
         )
     )
 
