@@ -38,8 +38,9 @@ class CopulaLengths:
     each of ``T`` steps (tokens, >= 1, <= the cap)."""
     steps: tuple[int, ...]
     """``(T,)`` ascending steps the rows hold (the model's step numbering)."""
-    rho: float
-    """Between-prompt share of normal-score variance, in ``[0, 1]``."""
+    rho: float | tuple[float, ...]
+    """Between-prompt share of normal-score variance, in ``[0, 1]``: one value, or one per
+    row of ``quantiles`` (a correlation that moves with the step)."""
     max_response_length: int
     """Cap in tokens."""
 
@@ -47,7 +48,10 @@ class CopulaLengths:
         q = np.asarray(self.quantiles)
         if q.ndim != 2 or q.shape[0] != len(self.steps) or q.shape[1] < 1:
             raise ValueError(f"CopulaLengths: quantiles {q.shape} against {len(self.steps)} steps")
-        if not 0.0 <= self.rho <= 1.0:
+        rho = np.asarray(self.rho, dtype=np.float64)
+        if rho.ndim > 1 or (rho.ndim == 1 and rho.size != q.shape[0]):
+            raise ValueError(f"CopulaLengths: {rho.size} rho values for {q.shape[0]} rows")
+        if np.any(rho < 0.0) or np.any(rho > 1.0):
             raise ValueError(f"CopulaLengths: rho {self.rho} outside [0, 1]")
         if q.min() < 1 or q.max() > self.max_response_length:
             raise ValueError("CopulaLengths: quantiles outside [1, max_response_length]")
@@ -62,9 +66,13 @@ class CopulaLengths:
     def _lengths(self, z: np.ndarray, e: np.ndarray, step) -> np.ndarray:
         """``Q_t(Phi(sqrt(rho) z + sqrt(1 - rho) e))``; ``z`` (..., 1), ``e`` (..., G)."""
         q = np.asarray(self.quantiles)
-        u = ndtr(np.sqrt(self.rho) * z + np.sqrt(1.0 - self.rho) * e)
+        row = self.row(step)
+        rho = np.asarray(self.rho, dtype=np.float64)
+        if rho.ndim == 1:
+            rho = rho[row]  # scalar or (..., 1), as the step: each prompt's step's rho
+        u = ndtr(np.sqrt(rho) * z + np.sqrt(1.0 - rho) * e)
         k = np.minimum((u * q.shape[1]).astype(np.int64), q.shape[1] - 1)
-        return q[self.row(step), k].astype(np.int64)
+        return q[row, k].astype(np.int64)
 
     def sample(self, rng: np.random.Generator, n_prompts: int, G: int, step: int = 0) -> np.ndarray:
         """``(n_prompts, G)`` lengths of fresh prompts at ``step`` from ``rng``; sample

@@ -1,0 +1,123 @@
+"""Run the forecast's evaluation plan (docs/per_sample.md, "Forecasting later steps").
+
+Per-sample runs (tests/data/groups): graph-walk and digit-chain seeds 0-3 (K = 100, the
+other three seeds give the floor) and real_sync (K = 20, no floor); the public verl
+TensorBoard runs (K = 50, forecast response_length/mean and /max). Writes, under --out:
+``cells_<run>.csv``, ``makespan_<run>.csv``, ``verl_<run>.csv`` and ``summary.md``.
+About 10-15 minutes on one shared core.
+
+    python bench/forecast_validation.py --out runs/forecast
+    python bench/forecast_validation.py --out runs/forecast_verl --only verl
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from rolloutlab.calibration.readers.grouped import read_grouped
+from rolloutlab.calibration.readers.verl_tb import read_run
+from rolloutlab.calibration.validation.forecast import (
+    RULES,
+    ForecastConfig,
+    cell_errors,
+    forecast_aggregates,
+    forecast_groups,
+    makespan_errors,
+    meets_target,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUPS = ROOT / "tests" / "data" / "groups"
+TB_DEFAULT = ROOT.parent / "shared" / "data" / "verl_async_reward_grpo_tb" / "raw"
+
+TASKS = {
+    "graph_walk": ((4.0, 12.0, 16.0, 20.0), 100),
+    "digit_chain": ((1.5, 2.0, 2.5, 3.0), 100),
+}
+"""Task -> (taus, K) of the plan; seeds 0-3 each."""
+
+SEED_DIRS = {0: "{task}", 1: "{task}_seed1", 2: "{task}_seed2", 3: "{task}_seed3"}
+
+
+def _fmt(v: float) -> str:
+    return "-" if v != v else f"{v:.3f}"
+
+
+def per_sample(out: Path, lines: list[str]) -> None:
+    """The per-sample runs of the plan; appends markdown table rows to ``lines``."""
+    lines += [
+        "| run | K | scored cells | forecast | persistence | linear | static | floor | "
+        "cells within target | makespan MAE (tokens): forecast / persistence / linear / static |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    runs = []
+    for task, (taus, K) in TASKS.items():
+        paths = {s: GROUPS / d.format(task=task) / "samples.parquet" for s, d in SEED_DIRS.items()}
+        traces = {s: read_grouped([p]) for s, p in paths.items()}
+        for s in traces:
+            others = [traces[o] for o in traces if o != s]
+            runs.append((f"{task}_s{s}", traces[s], taus, K, others))
+    runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), (2.5, 3.0, 4.0), 20, []))
+    for name, trace, taus, K, others in runs:
+        cells, span = forecast_groups(trace, ForecastConfig(fit_steps=K, taus=taus), others)
+        cells.write_csv(out / f"cells_{name}.csv")
+        span.write_csv(out / f"makespan_{name}.csv")
+        e, m = cell_errors(cells), makespan_errors(span)
+        ok, n = meets_target(cells)
+        lines.append(
+            f"| {name} | {K} | {n} | "
+            + " | ".join(_fmt(e[r]) for r in RULES)
+            + f" | {_fmt(e.get('floor', float('nan')))} | {ok} of {n} | "
+            + " / ".join(f"{m[r]:.1f}" for r in RULES)
+            + " |"
+        )
+        print(lines[-1], flush=True)
+
+
+def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024) -> None:
+    """The verl TensorBoard runs of the plan; appends markdown table rows to ``lines``."""
+    lines += [
+        "",
+        "| verl run | mean MAE (tokens): forecast / persistence / linear / static | "
+        "max MAE (tokens): forecast / persistence / linear / static |",
+        "|---|---|---|",
+    ]
+    for run in sorted(p for p in tb_dir.iterdir() if p.is_dir()):
+        rows = forecast_aggregates(read_run(run), K, cap)
+        rows.write_csv(out / f"verl_{run.name}.csv")
+        cols = []
+        for metric in ("mean", "max"):
+            err = [
+                float(np.mean(np.abs(rows[f"{metric}_{r}"] - rows[f"{metric}_meas"])))
+                for r in RULES
+            ]
+            cols.append(" / ".join(f"{v:.1f}" for v in err))
+        lines.append(f"| {run.name} | {cols[0]} | {cols[1]} |")
+        print(lines[-1], flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path, help="folder for the CSVs and summary.md")
+    ap.add_argument("--tb-dir", type=Path, default=TB_DEFAULT, help="verl TensorBoard run folders")
+    ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
+    args = ap.parse_args(argv)
+    if args.out.exists() and any(args.out.iterdir()):
+        ap.error(f"--out {args.out} is not empty; results are never overwritten")
+    if args.only != "groups" and not args.tb_dir.is_dir():
+        ap.error(f"--tb-dir {args.tb_dir}: no such folder (give the verl TensorBoard runs)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    lines = ["Mean absolute error of P(max/median > tau) over the scored cells (held-out steps)", ""]
+    if args.only != "verl":
+        per_sample(args.out, lines)
+    if args.only != "groups":
+        verl(args.out, args.tb_dir, lines)
+    (args.out / "summary.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The forecast's check on steps it never saw: fit a run's first ``K`` steps with the
+drifting length model (:mod:`calibration.fits.drift_fit`), forecast the later steps'
+straggler probability ``P(max/median > tau)`` per ``G`` and the step's makespan, and put
+three naive rules and the run-to-run floor beside it (the plan: ``docs/per_sample.md``,
+"Forecasting later steps").
+
+Naive rules, from the fit steps' own measured values only:
+
+* ``persistence`` — the mean over the last :data:`PERSIST_STEPS` fit steps, carried forward;
+* ``linear`` — an OLS line in the step over the model's window, extrapolated (P clipped
+  to ``[0, 1]``);
+* ``static`` — the drift model with every slope zero, fitted on all ``K`` steps.
+
+The makespan of a step is its longest response at the logged ``B`` and ``G`` (tokens): a
+log holds no clock, and a synchronous step decodes until its longest response ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from rolloutlab.calibration.fits.drift_fit import fit_drift, summarise_aggregates, summarise_groups
+from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_step
+from rolloutlab.calibration.readers.grouped import GroupedTrace
+from rolloutlab.calibration.validation.measure import padded, step_ratio, subsample
+
+PERSIST_STEPS = 10
+"""Fit steps averaged by the persistence rule."""
+
+INFORMATIVE = (0.05, 0.95)
+"""A (G, tau) cell is scored only where the measured held-out P lies in this range."""
+
+RULES = ("forecast", "persistence", "linear", "static")
+"""Predictors compared, the model first."""
+
+
+@dataclass(frozen=True)
+class ForecastConfig:
+    """One forecast check."""
+
+    fit_steps: int
+    """``K``: the first ``K`` logged steps are fitted, the rest forecast."""
+    taus: tuple[float, ...]
+    """Straggler thresholds (> 1)."""
+    window: int | None = None
+    """Fit steps the drifting lines use (the last ones); None: ``K // 2``."""
+    draws: int = 200
+    """Subsamples per measured step and G."""
+    reps: int = 200
+    """Simulated steps per forecast step."""
+    seed: int = 0
+    """Seed of subsamples and draws."""
+
+    def span(self) -> int:
+        """The window in steps (at least 2)."""
+        return max(self.window or self.fit_steps // 2, 2)
+
+
+def per_step_p(
+    mats: list[np.ndarray], B: int, G_max: int, taus, draws: int, seed: int
+) -> np.ndarray:
+    """``(T, G_max, n_tau)`` measured ``P(max/median > tau)`` of each step, ``B`` groups of
+    ``G`` samples subsampled without replacement ``draws`` times (:func:`measure.subsample`)."""
+    out = np.zeros((len(mats), G_max, len(taus)))
+    for g in range(1, G_max + 1):
+        rng = np.random.default_rng([seed, B, g])
+        for i, m in enumerate(mats):
+            r = step_ratio(subsample(rng, m, B, g, draws))
+            out[i, g - 1] = [(r > t).mean() for t in taus]
+    return out
+
+
+def model_p(model, steps, B: int, G_max: int, G_log: int, taus, reps: int, seed: int):
+    """``((T, G_max, n_tau) P(straggler), (T,) median step max)`` of ``reps`` simulated
+    steps of ``B`` prompts per step (common random numbers across G: the first ``G``
+    columns of one ``G_log`` draw)."""
+    rng = np.random.default_rng(seed)
+    p = np.zeros((len(steps), G_max, len(taus)))
+    span = np.zeros(len(steps))
+    for i, s in enumerate(steps):
+        x = model.sample(rng, B * reps, G_log, s).reshape(reps, B, G_log)  # (reps, B, G)
+        for g in range(G_max):
+            r = step_ratio(x[:, :, : g + 1])
+            p[i, g] = [(r > t).mean() for t in taus]
+        span[i] = np.median(x.reshape(reps, -1).max(axis=1))
+    return p, span
+
+
+def naive(series: np.ndarray, fit_t: np.ndarray, new_t: np.ndarray, window: int, clip=None):
+    """``{"persistence", "linear"}`` forecasts at ``new_t`` of a per-step ``series``
+    (``(K, ...)`` over ``fit_t``): the mean of the last :data:`PERSIST_STEPS` values, and
+    an OLS line over the last ``window`` values (``clip``: (lo, hi) bounds or None)."""
+    persist = np.broadcast_to(series[-PERSIST_STEPS:].mean(axis=0), (len(new_t),) + series.shape[1:])
+    t, y = fit_t[-window:].astype(float), series[-window:].reshape(min(window, len(series)), -1)
+    slope, icpt = np.polyfit(t, y, 1)
+    lin = (icpt[None] + slope[None] * new_t[:, None].astype(float)).reshape(
+        (len(new_t),) + series.shape[1:]
+    )
+    if clip is not None:
+        lin = np.clip(lin, *clip)
+    return {"persistence": np.array(persist), "linear": lin}
+
+
+def forecast_groups(
+    trace: GroupedTrace, cfg: ForecastConfig, others: list[GroupedTrace] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Forecast check of one per-sample run (module docstring).
+
+    Returns ``(cells, makespan)``: ``cells`` one row per (G, tau) — ``G, B, tau,
+    p_meas, p_meas_se`` (over held-out steps), ``p_forecast, p_persistence, p_linear,
+    p_static`` (held-out means), ``floor`` (``|p_meas - mean of the other runs' p|`` on
+    the same steps; null without ``others``), ``scored`` (p_meas in :data:`INFORMATIVE`);
+    ``makespan`` one row per held-out step — ``step, makespan_meas`` and each rule's
+    forecast (tokens). Raises ValueError when ``fit_steps`` leaves fewer than 2 fit or
+    1 held-out step.
+    """
+    steps = trace.steps()
+    K = cfg.fit_steps
+    if not 2 <= K < len(steps):
+        raise ValueError(f"--fit-steps {K}: needs 2 <= K < {len(steps)} logged steps")
+    groups = trace.groups("length")
+    mats = [padded(g) for g in groups]
+    B = min(len(g) for g in groups)
+    G_log = trace.typical_group_size()
+    cap = trace.known_cap()
+    summary = summarise_groups(
+        steps[:K], groups[:K], cap or int(trace.samples["length"].max()), censor=cap is not None
+    )
+    window = cfg.span()
+    drift = fit_drift(summary, window)
+    held = np.asarray(steps[K:])
+    fit_t = np.asarray(steps[:K])
+    meas = per_step_p(mats, B, G_log, cfg.taus, cfg.draws, cfg.seed)  # (T, G, tau)
+    span_meas = np.array([np.nanmax(m[:B]) for m in mats])
+    pred, span = {}, {}
+    for name, model in (("forecast", drift), ("static", drift.static(summary))):
+        pred[name], span[name] = model_p(
+            model.lengths_model(list(held)), held, B, G_log, G_log, cfg.taus, cfg.reps, cfg.seed + 1
+        )
+    for name, v in naive(meas[:K], fit_t, held, window, (0.0, 1.0)).items():
+        pred[name] = v
+    for name, v in naive(span_meas[:K], fit_t, held, window).items():
+        span[name] = v
+    floor = None
+    if others:
+        other_p = [
+            per_step_p(
+                [padded(o.groups("length")[o.steps().index(s)]) for s in held],
+                B, G_log, cfg.taus, cfg.draws, cfg.seed,
+            ).mean(axis=0)
+            for o in others
+        ]
+        floor = np.abs(meas[K:].mean(axis=0) - np.mean(other_p, axis=0))
+    rows = []
+    p_meas = meas[K:].mean(axis=0)
+    se = meas[K:].std(axis=0, ddof=1) / np.sqrt(len(held)) if len(held) > 1 else 0 * p_meas
+    for g in range(G_log):
+        for j, tau in enumerate(cfg.taus):
+            row = {"G": g + 1, "B": B, "tau": tau, "p_meas": p_meas[g, j], "p_meas_se": se[g, j]}
+            row |= {f"p_{r}": float(pred[r][:, g, j].mean()) for r in RULES}
+            row["floor"] = None if floor is None else float(floor[g, j])
+            row["scored"] = bool(INFORMATIVE[0] <= p_meas[g, j] <= INFORMATIVE[1])
+            rows.append(row)
+    cells = pl.DataFrame(rows, schema_overrides={"floor": pl.Float64})
+    makespan = pl.DataFrame(
+        {"step": held, "makespan_meas": span_meas[K:]}
+        | {f"makespan_{r}": np.asarray(span[r], dtype=np.float64) for r in RULES}
+    )
+    return cells, makespan
+
+
+def cell_errors(cells: pl.DataFrame) -> dict[str, float]:
+    """Mean absolute error of each rule (and the floor) over the scored cells (NaN when
+    none is scored)."""
+    s = cells.filter(pl.col("scored"))
+    out = {r: float((s[f"p_{r}"] - s["p_meas"]).abs().mean()) if s.height else float("nan") for r in RULES}
+    if s.height and s["floor"].null_count() == 0:
+        out["floor"] = float(s["floor"].mean())
+    return out
+
+
+def meets_target(cells: pl.DataFrame) -> tuple[int, int]:
+    """``(cells meeting, cells scored)`` of ``|error| <= max(0.10, floor + 2 SE)``
+    (ERRATA's decided target; floor 0 without other runs)."""
+    s = cells.filter(pl.col("scored"))
+    floor = s["floor"].fill_null(0.0)
+    target = np.maximum(0.10, floor.to_numpy() + 2 * s["p_meas_se"].to_numpy())
+    err = (s["p_forecast"] - s["p_meas"]).abs().to_numpy()
+    return int((err <= target).sum()), s.height
+
+
+def makespan_errors(makespan: pl.DataFrame) -> dict[str, float]:
+    """Mean absolute error of each rule's makespan forecast over held-out steps (tokens)."""
+    return {r: float((makespan[f"makespan_{r}"] - makespan["makespan_meas"]).abs().mean()) for r in RULES}
+
+
+def forecast_aggregates(table: pl.DataFrame, fit_steps: int, cap: int, window: int | None = None):
+    """Forecast verl's ``response_length/mean`` and ``/max`` after step ``fit_steps`` from
+    the steps up to it (module docstring; ``table``: a verl TensorBoard step table with
+    ``step``, ``response_length/{mean,max,min,clip_ratio}``, ``prompt_length/mean``,
+    ``perf/total_num_tokens``, rows with a null among them left out). ``n`` per step (the
+    responses) is ``total_num_tokens / (response mean + prompt mean)``.
+
+    Returns one row per held-out step: ``step``, ``mean_meas``, ``max_meas`` and
+    ``{mean,max}_{rule}`` for each of :data:`RULES`. Raises ValueError with fewer than 2
+    fit steps or no held-out step."""
+    tags = ["response_length/mean", "response_length/max", "response_length/min",
+            "response_length/clip_ratio", "prompt_length/mean", "perf/total_num_tokens"]
+    t = table.drop_nulls(subset=tags).sort("step")
+    fit, held = t.filter(pl.col("step") <= fit_steps), t.filter(pl.col("step") > fit_steps)
+    if fit.height < 2 or held.height == 0:
+        raise ValueError(f"fit steps {fit.height}, held-out steps {held.height}: need >= 2 and >= 1")
+    n_all = np.rint(t["perf/total_num_tokens"] / (t["response_length/mean"] + t["prompt_length/mean"]))
+    n = int(np.median(n_all.to_numpy()))
+    fits = [
+        fit_step(StepLengthStats(int(r["step"]), r["response_length/mean"], r["response_length/max"],
+                                 r["response_length/min"], r["response_length/clip_ratio"], n, cap))
+        for r in fit.iter_rows(named=True)
+    ]
+    fit_t, new_t = fit["step"].to_numpy(), held["step"].to_numpy()
+    summary = summarise_aggregates(list(fit_t), [f.mu for f in fits], [f.sigma for f in fits], cap)
+    span = max(window or fit_steps // 2, 2)
+    out = {"step": new_t}
+    for metric in ("mean", "max"):
+        out[f"{metric}_meas"] = held[f"response_length/{metric}"].to_numpy()
+    drift = fit_drift(summary, span)
+    out["mean_forecast"], out["max_forecast"] = drift.aggregates(new_t, n)
+    for metric in ("mean", "max"):
+        series = fit[f"response_length/{metric}"].to_numpy()
+        for name, v in naive(series, fit_t, new_t, span).items():
+            out[f"{metric}_{name}"] = v
+        out[f"{metric}_static"] = np.full(len(new_t), series.mean())
+    return pl.DataFrame(out)
