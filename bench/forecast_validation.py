@@ -16,7 +16,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 from rolloutlab.calibration.readers.grouped import read_grouped
 from rolloutlab.calibration.readers.verl_tb import read_run
 from rolloutlab.calibration.validation.forecast import (
@@ -26,6 +25,7 @@ from rolloutlab.calibration.validation.forecast import (
     forecast_aggregates,
     forecast_groups,
     makespan_errors,
+    measured,
     meets_target,
 )
 
@@ -57,12 +57,16 @@ def per_sample(out: Path, lines: list[str]) -> None:
     for task, (taus, K) in TASKS.items():
         paths = {s: GROUPS / d.format(task=task) / "samples.parquet" for s, d in SEED_DIRS.items()}
         traces = {s: read_grouped([p]) for s, p in paths.items()}
+        cfg = ForecastConfig(fit_steps=K, taus=taus)
+        meas = {s: measured(t, cfg) for s, t in traces.items()}
         for s in traces:
-            others = [traces[o] for o in traces if o != s]
-            runs.append((f"{task}_s{s}", traces[s], taus, K, others))
-    runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), (2.5, 3.0, 4.0), 20, []))
-    for name, trace, taus, K, others in runs:
-        cells, span = forecast_groups(trace, ForecastConfig(fit_steps=K, taus=taus), others)
+            others = [(traces[o], meas[o]) for o in traces if o != s]
+            runs.append((f"{task}_s{s}", traces[s], cfg, others, meas[s]))
+    cfg = ForecastConfig(fit_steps=20, taus=(2.5, 3.0, 4.0))
+    runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), cfg, [], None))
+    for name, trace, cfg, others, meas_run in runs:
+        cells, span = forecast_groups(trace, cfg, others, meas_run)
+        K = cfg.fit_steps
         cells.write_csv(out / f"cells_{name}.csv")
         span.write_csv(out / f"makespan_{name}.csv")
         e, m = cell_errors(cells), makespan_errors(span)
@@ -91,8 +95,7 @@ def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024
         cols = []
         for metric in ("mean", "max"):
             err = [
-                float(np.mean(np.abs(rows[f"{metric}_{r}"] - rows[f"{metric}_meas"])))
-                for r in RULES
+                float((rows[f"{metric}_{r}"] - rows[f"{metric}_meas"]).abs().mean()) for r in RULES
             ]
             cols.append(" / ".join(f"{v:.1f}" for v in err))
         lines.append(f"| {run.name} | {cols[0]} | {cols[1]} |")
@@ -110,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only != "groups" and not args.tb_dir.is_dir():
         ap.error(f"--tb-dir {args.tb_dir}: no such folder (give the verl TensorBoard runs)")
     args.out.mkdir(parents=True, exist_ok=True)
-    lines = ["Mean absolute error of P(max/median > tau) over the scored cells (held-out steps)", ""]
+    lines = [
+        "Mean absolute error of P(max/median > tau) over the scored cells (held-out steps)",
+        "",
+    ]
     if args.only != "verl":
         per_sample(args.out, lines)
     if args.only != "groups":

@@ -92,7 +92,9 @@ def naive(series: np.ndarray, fit_t: np.ndarray, new_t: np.ndarray, window: int,
     """``{"persistence", "linear"}`` forecasts at ``new_t`` of a per-step ``series``
     (``(K, ...)`` over ``fit_t``): the mean of the last :data:`PERSIST_STEPS` values, and
     an OLS line over the last ``window`` values (``clip``: (lo, hi) bounds or None)."""
-    persist = np.broadcast_to(series[-PERSIST_STEPS:].mean(axis=0), (len(new_t),) + series.shape[1:])
+    persist = np.broadcast_to(
+        series[-PERSIST_STEPS:].mean(axis=0), (len(new_t),) + series.shape[1:]
+    )
     t, y = fit_t[-window:].astype(float), series[-window:].reshape(min(window, len(series)), -1)
     slope, icpt = np.polyfit(t, y, 1)
     lin = (icpt[None] + slope[None] * new_t[:, None].astype(float)).reshape(
@@ -103,8 +105,20 @@ def naive(series: np.ndarray, fit_t: np.ndarray, new_t: np.ndarray, window: int,
     return {"persistence": np.array(persist), "linear": lin}
 
 
+def measured(trace: GroupedTrace, cfg: ForecastConfig) -> np.ndarray:
+    """``(T, G_logged, n_tau)`` :func:`per_step_p` of every step of ``trace`` at its
+    logged ``B`` (the fewest groups of a step) and ``G = 1..G_logged``."""
+    groups = trace.groups("length")
+    B = min(len(g) for g in groups)
+    mats = [padded(g) for g in groups]
+    return per_step_p(mats, B, trace.typical_group_size(), cfg.taus, cfg.draws, cfg.seed)
+
+
 def forecast_groups(
-    trace: GroupedTrace, cfg: ForecastConfig, others: list[GroupedTrace] = ()
+    trace: GroupedTrace,
+    cfg: ForecastConfig,
+    others: list[tuple[GroupedTrace, np.ndarray]] = (),
+    meas: np.ndarray | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Forecast check of one per-sample run (module docstring).
 
@@ -113,7 +127,9 @@ def forecast_groups(
     p_static`` (held-out means), ``floor`` (``|p_meas - mean of the other runs' p|`` on
     the same steps; null without ``others``), ``scored`` (p_meas in :data:`INFORMATIVE`);
     ``makespan`` one row per held-out step — ``step, makespan_meas`` and each rule's
-    forecast (tokens). Raises ValueError when ``fit_steps`` leaves fewer than 2 fit or
+    forecast (tokens). ``others``: other runs of the configuration with their
+    :func:`measured` arrays (the floor); ``meas``: this run's :func:`measured`, if known.
+    Raises ValueError when ``fit_steps`` leaves fewer than 2 fit or
     1 held-out step.
     """
     steps = trace.steps()
@@ -132,7 +148,8 @@ def forecast_groups(
     drift = fit_drift(summary, window)
     held = np.asarray(steps[K:])
     fit_t = np.asarray(steps[:K])
-    meas = per_step_p(mats, B, G_log, cfg.taus, cfg.draws, cfg.seed)  # (T, G, tau)
+    if meas is None:
+        meas = measured(trace, cfg)  # (T, G, tau)
     span_meas = np.array([np.nanmax(m[:B]) for m in mats])
     pred, span = {}, {}
     for name, model in (("forecast", drift), ("static", drift.static(summary))):
@@ -145,13 +162,7 @@ def forecast_groups(
         span[name] = v
     floor = None
     if others:
-        other_p = [
-            per_step_p(
-                [padded(o.groups("length")[o.steps().index(s)]) for s in held],
-                B, G_log, cfg.taus, cfg.draws, cfg.seed,
-            ).mean(axis=0)
-            for o in others
-        ]
+        other_p = [m[[o.steps().index(s) for s in held]].mean(axis=0) for o, m in others]
         floor = np.abs(meas[K:].mean(axis=0) - np.mean(other_p, axis=0))
     rows = []
     p_meas = meas[K:].mean(axis=0)
@@ -175,7 +186,10 @@ def cell_errors(cells: pl.DataFrame) -> dict[str, float]:
     """Mean absolute error of each rule (and the floor) over the scored cells (NaN when
     none is scored)."""
     s = cells.filter(pl.col("scored"))
-    out = {r: float((s[f"p_{r}"] - s["p_meas"]).abs().mean()) if s.height else float("nan") for r in RULES}
+    out = {
+        r: float((s[f"p_{r}"] - s["p_meas"]).abs().mean()) if s.height else float("nan")
+        for r in RULES
+    }
     if s.height and s["floor"].null_count() == 0:
         out["floor"] = float(s["floor"].mean())
     return out
@@ -193,7 +207,10 @@ def meets_target(cells: pl.DataFrame) -> tuple[int, int]:
 
 def makespan_errors(makespan: pl.DataFrame) -> dict[str, float]:
     """Mean absolute error of each rule's makespan forecast over held-out steps (tokens)."""
-    return {r: float((makespan[f"makespan_{r}"] - makespan["makespan_meas"]).abs().mean()) for r in RULES}
+    return {
+        r: float((makespan[f"makespan_{r}"] - makespan["makespan_meas"]).abs().mean())
+        for r in RULES
+    }
 
 
 def forecast_aggregates(table: pl.DataFrame, fit_steps: int, cap: int, window: int | None = None):
@@ -206,17 +223,36 @@ def forecast_aggregates(table: pl.DataFrame, fit_steps: int, cap: int, window: i
     Returns one row per held-out step: ``step``, ``mean_meas``, ``max_meas`` and
     ``{mean,max}_{rule}`` for each of :data:`RULES`. Raises ValueError with fewer than 2
     fit steps or no held-out step."""
-    tags = ["response_length/mean", "response_length/max", "response_length/min",
-            "response_length/clip_ratio", "prompt_length/mean", "perf/total_num_tokens"]
+    tags = [
+        "response_length/mean",
+        "response_length/max",
+        "response_length/min",
+        "response_length/clip_ratio",
+        "prompt_length/mean",
+        "perf/total_num_tokens",
+    ]
     t = table.drop_nulls(subset=tags).sort("step")
     fit, held = t.filter(pl.col("step") <= fit_steps), t.filter(pl.col("step") > fit_steps)
     if fit.height < 2 or held.height == 0:
-        raise ValueError(f"fit steps {fit.height}, held-out steps {held.height}: need >= 2 and >= 1")
-    n_all = np.rint(t["perf/total_num_tokens"] / (t["response_length/mean"] + t["prompt_length/mean"]))
+        raise ValueError(
+            f"fit steps {fit.height}, held-out steps {held.height}: need >= 2 and >= 1"
+        )
+    n_all = np.rint(
+        t["perf/total_num_tokens"] / (t["response_length/mean"] + t["prompt_length/mean"])
+    )
     n = int(np.median(n_all.to_numpy()))
     fits = [
-        fit_step(StepLengthStats(int(r["step"]), r["response_length/mean"], r["response_length/max"],
-                                 r["response_length/min"], r["response_length/clip_ratio"], n, cap))
+        fit_step(
+            StepLengthStats(
+                int(r["step"]),
+                r["response_length/mean"],
+                r["response_length/max"],
+                r["response_length/min"],
+                r["response_length/clip_ratio"],
+                n,
+                cap,
+            )
+        )
         for r in fit.iter_rows(named=True)
     ]
     fit_t, new_t = fit["step"].to_numpy(), held["step"].to_numpy()
