@@ -50,6 +50,12 @@ def test_step_quantiles_by_hand():
     assert summarise_groups([7], [[np.array([1, 2])]], cap=4, censor=False).censored.sum() == 0
 
 
+def test_default_rows_are_each_steps_sorted_lengths():
+    groups = [[np.array([9, 3, 5]), np.array([1, 7, 2])], [np.array([4, 4, 8]), np.array([6, 2, 2])]]
+    s = summarise_groups([0, 1], groups, cap=100)
+    assert np.exp(s.log_q).round().tolist() == [[1, 2, 3, 5, 7, 9], [2, 2, 4, 4, 6, 8]]
+
+
 def test_identical_groups_have_rho_one_and_mixed_rho_zero_or_below():
     same = [np.array([5, 5, 5]), np.array([9, 9, 9]), np.array([2, 2, 2])]
     mixed = [np.array([2, 9, 5]), np.array([9, 2, 5]), np.array([5, 9, 2])]

@@ -52,6 +52,8 @@ class ForecastConfig:
     """Simulated steps per forecast step."""
     seed: int = 0
     """Seed of subsamples and draws."""
+    cap: int | None = None
+    """Response cap (tokens) when the log states none (lengths at it are censored)."""
 
     def span(self) -> int:
         """The window in steps (at least 2)."""
@@ -140,7 +142,7 @@ def forecast_groups(
     mats = [padded(g) for g in groups]
     B = min(len(g) for g in groups)
     G_log = trace.typical_group_size()
-    cap = trace.known_cap()
+    cap = trace.known_cap() or cfg.cap
     summary = summarise_groups(
         steps[:K], groups[:K], cap or int(trace.samples["length"].max()), censor=cap is not None
     )
@@ -180,6 +182,25 @@ def forecast_groups(
         | {f"makespan_{r}": np.asarray(span[r], dtype=np.float64) for r in RULES}
     )
     return cells, makespan
+
+
+def forecast_runs(
+    trace: GroupedTrace, others: list[GroupedTrace], cfg: ForecastConfig
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`forecast_groups` of ``trace`` with ``others`` (runs of the same
+    configuration, each measured once on the held-out steps) as the floor. Raises
+    ValueError when another run lacks a held-out step or logs another G."""
+    held = trace.steps()[cfg.fit_steps :]
+    for o in others:
+        missing = sorted(set(held) - set(o.steps()))
+        if missing:
+            raise ValueError(f"another run lacks held-out step {missing[0]} (the floor needs it)")
+        if o.typical_group_size() != trace.typical_group_size():
+            raise ValueError(
+                f"another run logs G = {o.typical_group_size()}, this run "
+                f"{trace.typical_group_size()} (the floor needs one configuration)"
+            )
+    return forecast_groups(trace, cfg, [(o, measured(o, cfg)) for o in others])
 
 
 def cell_errors(cells: pl.DataFrame) -> dict[str, float]:
