@@ -43,7 +43,6 @@ from rolloutlab.calibration.fits.transfer import normal_score_icc
 from rolloutlab.sim.models.copula_lengths import CopulaLengths
 from scipy import optimize, special
 
-
 MIN_SCALE = 1e-3
 """Smallest residual scale of a level's line (log tokens): a lattice quantile that never
 moves has zero spread, which the likelihood would otherwise chase to minus infinity."""
