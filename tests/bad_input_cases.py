@@ -358,3 +358,15 @@ FILES += [
     ("transfer-metrics-format", f"{TR} --target-metrics {{t}}/m.txt", "m.txt: line 1: field 'step': not a metrics file"),
     ("transfer-metrics-no-transfer", f"validate groups {GROUPS} --fit-steps 38 --target-metrics {{t}}/m_gap.jsonl --out {{t}}/o", "--target-metrics: needs --transfer aggregates"),
 ]  # fmt: skip
+
+FILES += [
+    # a new user's trial (issue 43)
+    ("groups-length-as-text", "calibrate groups {t}/len_texts.jsonl --out {t}/x.json", "len_texts.jsonl: line 1: field 'response_lengths': '100' is a text; a length field holds numbers"),
+    ("groups-length-1e300", "calibrate groups {t}/len_1e300.jsonl --out {t}/x.json", "len_1e300.jsonl: line 2: field 'response_length': length 1e+300 above 10,000,000 tokens"),
+    ("groups-length-int-huge", "validate groups {t}/len_int_huge.jsonl --fit-steps 2 --out {t}/o", "len_int_huge.jsonl: line 2: field 'response_length': length 12345678901234567890 above 10,000,000 tokens"),
+    ("groups-length-1e12", "calibrate groups {t}/len_1e12.jsonl --out {t}/x.json", "len_1e12.jsonl: line 2: field 'response_length': length 1e+12 above 10,000,000 tokens"),
+    ("groups-length-mixed", "calibrate groups {t}/mixed_len.jsonl --out {t}/x.json", "mixed_len.jsonl: line 2: field 'response': a number (40) where line 1 holds a text"),
+    ("groups-cap-1e300", "calibrate groups {t}/cap_1e300.jsonl --out {t}/x.json", "cap_1e300.jsonl: line 1: field 'max_response_length': cap 1e+300 above 10,000,000 tokens"),
+    ("verl-not-a-verl-config", "sim --verl-config {r}/sim/data/gsm8k.json --out {t}/o", "gsm8k.json: not a verl trainer config: no data, actor_rollout_ref, trainer or algorithm block"),
+    ("from-verl-not-a-verl-config", "scenario from-verl {r}/sim/data/gsm8k.json --out {t}/x.json", "not a verl trainer config"),
+]  # fmt: skip

@@ -189,3 +189,19 @@ def build(t: Path) -> None:
         '{"step": 0, "uid": "a", "index": 7, "response_length": 5}\n'
         '{"step": 0, "uid": "b", "index": 7, "response_length": 9}\n'
     )
+    # a new user's trial (issue 43): numbers as texts, lengths beyond any model's context
+    (t / "len_texts.jsonl").write_text(
+        '{"step": 0, "uid": "a", "response_lengths": ["100", "x"]}\n'
+    )
+    for name, value in (("len_1e300", "1e300"), ("len_int_huge", "12345678901234567890"),
+                        ("len_1e12", "1e12")):  # fmt: skip
+        (t / f"{name}.jsonl").write_text(
+            '{"step": 0, "uid": "a", "response_length": 7}\n'
+            f'{{"step": 0, "uid": "a", "response_length": {value}}}\n'
+        )
+    (t / "mixed_len.jsonl").write_text(
+        '{"step": 0, "uid": "a", "response": "a text"}\n{"step": 0, "uid": "a", "response": 40}\n'
+    )
+    (t / "cap_1e300.jsonl").write_text(
+        '{"step": 0, "uid": "a", "response_length": 7, "max_response_length": 1e300}\n'
+    )

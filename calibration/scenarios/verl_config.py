@@ -23,6 +23,10 @@ hydra are not composed: only the file's own fields are read), and dotted keys
 | ``async_training.*`` (present) / a top-level ``rollout`` block | pipeline ``async:S`` / ``one-step-off`` (else ``sync``, colocated) |
 | ``async_training.staleness_threshold``, ``.trigger_parameter_sync_step``, ``.partial_rollout`` | ``threshold=F``, ``sync_every=K``, ``sync=abort`` / ``drain`` |
 | ``algorithm.filter_groups.enable``, ``.max_num_gen_batches``; ``data.gen_batch_size`` | ``--dynamic-sampling``, ``--max-gen-batches``, ``--gen-batch-factor`` |
+| ``actor_rollout_ref.rollout.max_num_batched_tokens``, ``.enable_chunked_prefill`` | ``engine.max_num_batched_tokens``, ``engine.chunked_prefill`` |
+| ``actor_rollout_ref.rollout.gpu_memory_utilization`` | ``engine.gpu_memory_utilization``: the roofline's KV cache (with ``--gpu``) |
+| ``actor_rollout_ref.rollout.mode`` | dispatch: ``sync`` -> ``group``, ``async`` -> ``least_loaded`` (:data:`ROLLOUT_DISPATCH`) |
+| ``actor_rollout_ref.actor.optim.lr`` | learning rate (``defaults.lr``: the learning gain, the staleness margin) |
 | ``trainer.total_training_steps`` | learner steps |
 """
 
@@ -69,8 +73,9 @@ class VerlMapping:
     """Simulator settings by name: ``prompts``, ``group_size``, ``max_response_length``,
     ``max_prompt_length``, ``workers``, ``tp``, ``model`` (a :data:`sim.models.hardware.MODELS`
     key), ``max_num_seqs``, ``pipeline`` (a ``--pipeline`` spec), ``placement``,
-    ``dynamic_sampling``, ``max_gen_batches``, ``gen_batch_factor``, ``steps``; only
-    those the file gives."""
+    ``dynamic_sampling``, ``max_gen_batches``, ``gen_batch_factor``, ``steps``,
+    ``max_num_batched_tokens``, ``chunked_prefill``, ``gpu_memory_utilization``,
+    ``dispatch``, ``lr``; only those the file gives."""
     rows: list[Mapped]
     """The fields used, in table order."""
     ignored: list[str]
@@ -91,6 +96,10 @@ def _model_key(model_path: str) -> str | None:
 def _size(model_path: str) -> str:
     m = re.search(r"(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", str(model_path).rsplit("/", 1)[-1])
     return f"{m.group(1)}B parameters" if m else "size not in the name"
+
+
+_YAML12_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+"""A float as OmegaConf (YAML 1.2) reads it; PyYAML (YAML 1.1) needs a dot (``1.0e-6``)."""
 
 
 class _Reader:
@@ -117,6 +126,8 @@ class _Reader:
         )
         if kind is float and isinstance(v, int) and not isinstance(v, bool):
             v, ok = float(v), True
+        if kind is float and isinstance(v, str) and _YAML12_FLOAT.fullmatch(v.strip()):
+            v, ok = float(v), True  # 1e-6: a float to verl's OmegaConf, a string to PyYAML
         if not ok or (kind is float and not math.isfinite(v)):
             raise VerlConfigError(f"{self.path}: field {key}: expected {kind.__name__}, got {v!r}")
         if minimum is not None and v < minimum:
@@ -133,10 +144,42 @@ class _Reader:
         self.missing += [k for k in keys if self.flat.get(k) is None]
 
 
+VERL_BLOCKS = (
+    "data",
+    "actor_rollout_ref",
+    "trainer",
+    "algorithm",
+    "critic",
+    "reward_model",
+    "custom_reward_function",
+    "rollout",
+    "async_training",
+    "ray_init",
+    "ray_kwargs",
+)
+"""Top-level blocks of verl's trainer configs (``ppo_trainer.yaml``, the one-step-off and
+fully-async recipes); a file with none of them is not a verl config."""
+
+
+def check_verl(flat: dict[str, Any], path: str) -> None:
+    """Raise :class:`VerlConfigError` naming the file when none of its fields lies in a
+    :data:`VERL_BLOCKS` block (a calibration JSON, another tool's config: mapping it would
+    run the default scenario as if it were the user's run)."""
+    tops = sorted({k.split(".", 1)[0] for k in flat})
+    if not any(t in VERL_BLOCKS for t in tops):
+        found = ", ".join(tops[:8]) + (", ..." if len(tops) > 8 else "")
+        raise VerlConfigError(
+            f"{path}: not a verl trainer config: no data, actor_rollout_ref, trainer or "
+            f"algorithm block (its top-level fields: {found or 'none'})"
+        )
+
+
 def map_config(flat: dict[str, Any], path: str = "<config>") -> VerlMapping:
     """The simulator meaning of the flat verl fields ``flat`` (:func:`read_flat`).
-    Raises :class:`VerlConfigError` naming the file and field for a value of the wrong
-    type or range, or GPUs that TP does not divide."""
+    Raises :class:`VerlConfigError` naming the file and field for a file that is not a
+    verl config (:func:`check_verl`), a value of the wrong type or range, or GPUs that TP
+    does not divide."""
+    check_verl(flat, path)
     r, s = _Reader(flat, path), {}
     async_mode = any(k.startswith("async_training.") for k in flat)
     split = any(k in flat for k in ("rollout.nnodes", "rollout.n_gpus_per_node"))
@@ -187,6 +230,7 @@ def map_config(flat: dict[str, Any], path: str = "<config>") -> VerlMapping:
     _cluster(r, s, mode)
     _pipeline(r, s, mode)
     _dynamic(r, s)
+    _engine_and_learner(r, s)
     if (T := r.get("trainer.total_training_steps", int)) is not None and T >= 1:
         s["steps"] = T
         r.row("trainer.total_training_steps", "learner steps")
@@ -287,6 +331,57 @@ def _dynamic(r: _Reader, s: dict[str, Any]) -> None:
         r.row("data.gen_batch_size", "--gen-batch-factor", f"{gen} / B {B}")
 
 
+ROLLOUT_DISPATCH = {"sync": "group", "async": "least_loaded"}
+"""verl ``actor_rollout_ref.rollout.mode`` -> the simulator's dispatch rule: ``sync``
+(SPMD) splits the batch into equal chunks of prompts, one per vLLM replica, each prompt
+sampled ``n`` times there (a group on one worker); ``async`` (agent loop) sends every
+request to the server with the fewest requests in flight (verl's
+``AsyncLLMServerManager``, least-requests load balancing)."""
+
+
+def _engine_and_learner(r: _Reader, s: dict[str, Any]) -> None:
+    """Token budget, chunked prefill, KV memory share, rollout mode, learning rate."""
+    rol = "actor_rollout_ref.rollout."
+    if (budget := r.get(rol + "max_num_batched_tokens", int, 1)) is not None:
+        s["max_num_batched_tokens"] = budget
+        r.row(
+            rol + "max_num_batched_tokens", "engine.max_num_batched_tokens", "tokens per iteration"
+        )
+    if (chunked := r.get(rol + "enable_chunked_prefill", bool)) is not None:
+        s["chunked_prefill"] = chunked
+        r.row(
+            rol + "enable_chunked_prefill",
+            "engine.chunked_prefill",
+            "with a token budget: long prefills split across iterations",
+        )
+    if (util := r.get(rol + "gpu_memory_utilization", float)) is not None:
+        if not 0.0 < util <= 1.0:
+            raise VerlConfigError(
+                f"{r.path}: field {rol}gpu_memory_utilization: must be in (0, 1], got {util!r}"
+            )
+        s["gpu_memory_utilization"] = util
+        r.row(
+            rol + "gpu_memory_utilization",
+            "engine.gpu_memory_utilization",
+            "KV cache of the roofline (with --gpu)",
+        )
+    if (mode := r.flat.get(rol + "mode")) is not None:
+        if mode not in ROLLOUT_DISPATCH:
+            raise VerlConfigError(
+                f"{r.path}: field {rol}mode: expected one of {', '.join(ROLLOUT_DISPATCH)}, "
+                f"got {mode!r}"
+            )
+        s["dispatch"] = ROLLOUT_DISPATCH[mode]
+        how = "a prompt's group on one replica" if mode == "sync" else "least requests in flight"
+        r.row(rol + "mode", f"dispatch {ROLLOUT_DISPATCH[mode]}", how)
+    lr_key = "actor_rollout_ref.actor.optim.lr"
+    if (lr := r.get(lr_key, float)) is not None:
+        if lr <= 0:
+            raise VerlConfigError(f"{r.path}: field {lr_key}: must be > 0, got {lr!r}")
+        s["lr"] = lr
+        r.row(lr_key, "learning rate", "learning gain lr / lr_ref; staleness margin")
+
+
 def load(path: str | Path) -> VerlMapping:
     """:func:`map_config` of :func:`read_flat` of ``path``."""
     return map_config(read_flat(path), str(path))
@@ -295,9 +390,11 @@ def load(path: str | Path) -> VerlMapping:
 def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
     """A copy of the calibration dict ``d`` (a scenario's JSON, :mod:`sim.scenario`) with
     the cluster and caps of ``m``: ``engine.n_workers`` (generation workers),
-    ``engine.max_num_seqs``, ``lengths.max_response_length`` (the scenario's length model,
-    clipped there), ``prompt_tokens`` (at most the prompt cap), ``defaults.prompts`` and
-    ``defaults.steps``; ``provenance.verl_config`` records the file, its mode and
+    ``engine.max_num_seqs``, ``.max_num_batched_tokens``, ``.chunked_prefill``,
+    ``.gpu_memory_utilization``, ``.dispatch`` (from the rollout mode),
+    ``lengths.max_response_length`` (the scenario's length model, clipped there),
+    ``prompt_tokens`` (at most the prompt cap), ``defaults.prompts``, ``defaults.steps``
+    and ``defaults.lr`` (the actor's learning rate); ``provenance.verl_config`` records the file, its mode and
     settings. The length model, cost and pass rates stay the scenario's."""
     import copy
 
@@ -308,6 +405,11 @@ def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
     for key, target, name in (
         ("workers", engine, "n_workers"),
         ("max_num_seqs", engine, "max_num_seqs"),
+        ("max_num_batched_tokens", engine, "max_num_batched_tokens"),
+        ("chunked_prefill", engine, "chunked_prefill"),
+        ("gpu_memory_utilization", engine, "gpu_memory_utilization"),
+        ("dispatch", engine, "dispatch"),
+        ("lr", defaults, "lr"),
         ("max_response_length", lengths, "max_response_length"),
         ("prompts", defaults, "prompts"),
         ("steps", defaults, "steps"),

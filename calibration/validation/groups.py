@@ -284,6 +284,7 @@ def validate_groups(
     on. Raises GroupedDataError on the input errors of
     :func:`check_validation_input` / :func:`check_held_out` or ``--prompts`` above the
     logged B."""
+    trace = trace.censored_at(cfg.cap)  # lengths at the stated cap are censored there
     if held_out is None:
         G = check_validation_input(trace, cfg.fit_steps, cfg.taus)
         held = trace.steps()[cfg.fit_steps :]

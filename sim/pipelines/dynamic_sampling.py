@@ -3,7 +3,8 @@
 DAPO (Yu et al. 2025, arXiv 2503.14476, §3.2 "Dynamic Sampling") over-samples and keeps
 only groups whose rewards are not all equal, until the batch holds B of them; verl's
 ``RayDAPOTrainer`` generates ``gen_batch_size`` prompts per round and stops after
-``max_num_gen_batches`` rounds (0 = unlimited) with an error. Here, per learner step:
+``max_num_gen_batches`` rounds (0 = unlimited) with an error. Here, per learner step
+(``max_gen_batches`` defaults to the DAPO recipe's 10, :data:`DEFAULT_MAX_GEN_BATCHES`):
 
 1. round 1 generates ``ceil(F B)`` prompts (``F`` = :attr:`DynamicSampling.gen_batch_factor`);
 2. informative groups are kept in prompt order until ``B`` are kept (never more: the
@@ -29,9 +30,17 @@ import numpy as np
 from rolloutlab.sim.models.reward_metrics import informative
 
 REFILLS = ("batch", "missing")
-MAX_ROUNDS = 100_000
-"""Rounds one step may take with ``max_gen_batches = 0`` before the run is declared
-hopeless (every pass rate 0 or 1, or G = 1: no group can ever be informative)."""
+DEFAULT_MAX_GEN_BATCHES = 10
+"""Rounds per step unless told otherwise: verl's DAPO recipe
+(``recipe/dapo/run_dapo_qwen2.5_32b.sh``: ``max_num_gen_batches=10``, three times B
+generated per round). A step that keeps fewer than B in 10 rounds is recorded as
+aborted; verl's own default (0, unlimited) lets a run with no informative group spin
+forever."""
+MAX_ROUNDS = 1_000
+"""Rounds one step may take with ``max_gen_batches = 0`` (unlimited) before the run is
+declared hopeless: 100 times the recipe's cap, so the groups' informative probability
+is below about 1/1000 (every pass rate near 0 or 1, or G = 1); the simulated rounds
+are kept in memory, and 100,000 of them took minutes and gigabytes."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,9 @@ class DynamicSampling:
     gen_batch_factor: float = 1.0
     """``F >= 1``: prompts generated per round, as a multiple of B (verl
     ``data.gen_batch_size / data.train_batch_size``)."""
-    max_gen_batches: int = 0
-    """Rounds allowed per step; 0 = unlimited (verl ``algorithm.filter_groups.max_num_gen_batches``)."""
+    max_gen_batches: int = DEFAULT_MAX_GEN_BATCHES
+    """Rounds allowed per step (verl ``algorithm.filter_groups.max_num_gen_batches``);
+    0 = unlimited up to :data:`MAX_ROUNDS`; default :data:`DEFAULT_MAX_GEN_BATCHES`."""
     refill: str = "batch"
     """``batch``: each round ``ceil(F B)`` prompts; ``missing``: later rounds only ``B - kept``."""
 
@@ -108,8 +118,10 @@ class Collector:
             return 0
         if self.rounds >= MAX_ROUNDS:
             raise RuntimeError(
-                f"dynamic sampling: {MAX_ROUNDS} generation rounds without {self.B} "
-                "informative groups (pass rates all 0 or 1, or G = 1?); set --max-gen-batches"
+                f"dynamic sampling: {MAX_ROUNDS} generation rounds kept {self.kept} of "
+                f"{self.B} informative groups (pass rates all near 0 or 1, or G = 1?); "
+                f"give --max-gen-batches K (verl's DAPO recipe: {DEFAULT_MAX_GEN_BATCHES}) to "
+                "record such steps as aborted instead"
             )
         if self.rounds and self.ds.refill == "missing":
             return self.B - self.kept

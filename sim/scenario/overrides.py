@@ -30,8 +30,8 @@ def apply_overrides(
     - ``workers``: generation workers (engine replicas);
     - ``model`` + ``gpu`` (+ ``tp``): roofline decode/prefill cost of that model on that
       accelerator (:mod:`sim.models.roofline`), keeping the scenario's learner and sync terms;
-      ``kv_cache`` (default on with the SimPy engine): KV blocks from the GPU memory
-      (preemption);
+      ``kv_cache`` (default on with the SimPy engine): KV blocks from the share
+      ``engine.gpu_memory_utilization`` of the GPU memory (preemption);
     - ``drift``: the ServeGen long-reasoning length model with that drift over steps
       (:mod:`sim.models.dynamics`), same cap;
     - ``dispatch``: the engine's dispatch rule (:mod:`sim.engine.dispatch`; default: the
@@ -72,7 +72,7 @@ def apply_overrides(
                 "--engine fast has no KV cache model: add --no-kv-cache to simulate "
                 "without KV pressure, or use --engine simpy"
             )
-        roof = roofline(model, gpu, tp=tp)
+        roof = roofline(model, gpu, tp=tp, gpu_memory_utilization=sc.engine.gpu_memory_utilization)
         kv = roof.kv_blocks() if engine == "simpy" and kv_cache is not False else None
         sc = dataclasses.replace(
             sc,

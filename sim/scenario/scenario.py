@@ -31,6 +31,7 @@ quality). Bundled scenarios live in ``sim/data/*.json`` and are listed by
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
@@ -191,11 +192,13 @@ _DEFAULT_CHECKS = {
     "tau": (float, lambda v: v > 1.0, "a number > 1"),
     "delta": (float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
     "target_reward": (float, lambda v: 0.0 <= v <= 1.0, "a reward in [0, 1]"),
+    "lr": (float, lambda v: 0.0 < v < math.inf, "a finite learning rate > 0"),
 }
 
 
 def _defaults_from(d: Any, path: str) -> dict[str, Any]:
-    """Check the ``defaults`` block (suggested prompts, steps, SAGC tau and delta)."""
+    """Check the ``defaults`` block (suggested prompts, steps, SAGC tau and delta, target
+    reward, the learner's learning rate ``lr``)."""
     if not isinstance(d, dict):
         raise CalibrationError(
             f"{path}: field 'defaults' must be an object, got {type(d).__name__}"
