@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.calibration.readers.grouped import GroupedTrace
+from rolloutlab.calibration.readers.grouped import GroupedDataError, GroupedTrace
 from rolloutlab.calibration.validation.groups import (
     COLUMNS,
     ValidationConfig,
@@ -109,3 +109,11 @@ def test_fit_data_window_keeps_the_last_steps():
     lengths, cens, at = fit_data(trace, 4, 2)
     assert at == [2, 2, 3, 3] and len(lengths) == len(cens) == 4
     assert fit_data(trace, 4, None)[2] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_no_fit_steps_without_a_held_out_run_is_one_line():
+    trace = synthetic(0.3, 0.3, fit_steps=4, held=2, B=2, G=2)
+    with pytest.raises(
+        GroupedDataError, match=r"line \d+: --fit-steps: required without a held-out"
+    ):
+        validate_groups(trace, ValidationConfig(fit_steps=None, taus=(2.0,), draws=5, reps=2))

@@ -135,16 +135,16 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
     def resid(x):
         return predict_gen_s(features, x * scale) / gen_s - 1.0
 
-    best = None
-    for x0 in (
+    starts = (
         np.full(5, 1.0),
         np.array([4.0, 0, 0, 0, 1.0]),
         np.array([0, 4.0, 0, 0, 1.0]),
         np.array([0, 0, 4.0, 0, 1.0]),
-    ):
-        res = optimize.least_squares(resid, x0, bounds=(0, np.inf), x_scale=1.0)
-        if best is None or res.cost < best.cost:
-            best = res
+    )
+    best = min(
+        (optimize.least_squares(resid, x0, bounds=(0, np.inf), x_scale=1.0) for x0 in starts),
+        key=lambda res: res.cost,
+    )
     theta = best.x * scale
     J = best.jac
     dof = max(len(gen_s) - 5, 1)
@@ -152,11 +152,9 @@ def fit_decode(features: np.ndarray, gen_s: np.ndarray, fit_prefill: bool = Fals
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(scale > 0, np.sqrt(np.abs(np.diag(cov))) / np.abs(best.x), 0.0)
     mape = float(np.mean(np.abs(resid(best.x))))
-    return DecodeFit(
-        theta=tuple(float(v) for v in theta),
-        mape=mape,
-        rel_se=tuple(float(v) if np.isfinite(v) else float("inf") for v in rel),
-    )
+    a, b, c, p, o = (float(v) for v in theta)
+    se_a, se_b, se_c, se_p, se_o = (float(v) if np.isfinite(v) else float("inf") for v in rel)
+    return DecodeFit(theta=(a, b, c, p, o), mape=mape, rel_se=(se_a, se_b, se_c, se_p, se_o))
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def fit_groups(
     check_law(law, 1.0)
     censored = censored or [np.zeros(len(g), dtype=bool) for g in groups]
     steps = np.zeros(len(groups)) if steps is None else np.asarray(steps, dtype=np.float64)
-    drift = (np.ptp(steps) > 0) if drift is None else drift
+    drift = bool(np.ptp(steps) > 0) if drift is None else drift
     nll = _Likelihood(groups, censored, steps, law)
     logs = [np.log(np.asarray(g, dtype=np.float64)) for g in groups]
     means = np.array([x.mean() for x in logs])

@@ -150,7 +150,9 @@ def fit_coupling(correct: list[np.ndarray], lengths: list[np.ndarray]) -> dict:
     res = optimize.minimize_scalar(
         lambda c: conditional_nll(c, groups), bounds=(-20, 20), method="bounded"
     )
-    var = float(observed_covariance(lambda v: conditional_nll(float(v[0]), groups), [res.x])[0, 0])
+    var = float(
+        observed_covariance(lambda v: conditional_nll(float(v[0]), groups), np.array([res.x]))[0, 0]
+    )
     return {
         **out,
         "coupling": float(res.x),

@@ -111,7 +111,7 @@ def fit_grid(timings: list[CellTiming]) -> GridFit:
         b_s=float(theta[1]),
         c_s=float(theta[2]),
         prefill_s_per_token=float(theta[3]),
-        gen_overhead_s=float(max(np.median(overhead), 0.0)) if overhead else 0.0,
+        gen_overhead_s=max(float(np.median(overhead)), 0.0) if overhead else 0.0,
         decode_mape=float(np.mean(np.abs(rel[0::2]))),
         prefill_mape=float(np.mean(np.abs(rel[1::2]))),
         decode_max_rel_err=float(np.max(np.abs(rel[0::2]))),

@@ -54,7 +54,7 @@ from rolloutlab.calibration.validation.measure import (
     subsample,
 )
 from rolloutlab.calibration.validation.transfer import transfer_models
-from rolloutlab.sim.models.lengths import EmpiricalLengths, LognormalLengths
+from rolloutlab.sim.models.lengths import EmpiricalLengths, LengthModel, LognormalLengths
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from scipy import stats
 
@@ -131,14 +131,16 @@ def check_taus(taus) -> None:
         raise GroupedDataError(f"--tau: expected values > 1, got {bad}")
 
 
-def check_validation_input(trace: GroupedTrace, fit_steps: int, taus) -> int:
+def check_validation_input(trace: GroupedTrace, fit_steps: int | None, taus) -> int:
     """The logged G (the most common group size, :meth:`GroupedTrace.typical_group_size`;
     groups may differ in size) after the input checks of ``validate groups``. Raises
-    GroupedDataError (file, line, field) on one step only, K >= steps, or a tau <= 1."""
+    GroupedDataError (file, line, field) on one step only, no K, K >= steps, or a tau <= 1."""
     G = trace.typical_group_size()
     steps = trace.steps()
     first = trace.samples.row(0, named=True)
     where = f"{first['source']}: line {first['line']}"
+    if fit_steps is None:
+        raise GroupedDataError(f"{where}: --fit-steps: required without a held-out run")
     if len(steps) < 2:
         raise GroupedDataError(f"{where}: field 'step': one step only ({steps[0]}); need >= 2")
     if fit_steps >= len(steps):
@@ -185,6 +187,10 @@ class ValidationConfig:
     (:class:`sim.models.stepped_lengths.SteppedEmpiricalLengths`), which at step ``t`` draws
     from the ``W`` fit steps around ``t``."""
 
+    def steps_to_fit(self, trace: GroupedTrace) -> int:
+        """K, with None read as every step of ``trace``."""
+        return len(trace.steps()) if self.fit_steps is None else self.fit_steps
+
     def model_suffix(self, law: str = "normal") -> str:
         """``""`` with the defaults, else ``_<law>`` (the fitted law, also when chosen by
         ``auto``) and/or ``_w<window>``: the models' names say what was fitted."""
@@ -201,7 +207,7 @@ def fit_data(trace: GroupedTrace, fit_steps: int, window: int | None) -> tuple[l
     if window:
         first = trace.steps()[max(fit_steps - window, 0)]
         keep = [i for i, s in enumerate(at) if s >= first]
-        flat, cens, at = ([x[i] for i in keep] for x in (flat, cens, at))
+        flat, cens, at = [flat[i] for i in keep], [cens[i] for i in keep], [at[i] for i in keep]
     return flat, cens, at
 
 
@@ -219,8 +225,10 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
     fitted within-group law (``t(df=..)`` with its degrees of freedom; with ``auto``
     followed by every law's AIC, ``[AIC normal .., gumbel .., t ..]``), or the model's
     kind for the others."""
-    flat, cens, at = fit_data(trace, cfg.fit_steps, cfg.fit_window)
+    fit_steps = cfg.steps_to_fit(trace)
+    flat, cens, at = fit_data(trace, fit_steps, cfg.fit_window)
     step0 = min(at)
+    out: dict[str, tuple[LengthModel, int, int, str]]
     if cfg.length_model == "empirical":
         sfx = f"_w{cfg.fit_window}" if cfg.fit_window else ""
         full = [i for i, g in enumerate(flat) if len(g) >= G]  # drawn without replacement
@@ -245,7 +253,7 @@ def models_for(trace: GroupedTrace, cfg: ValidationConfig, G: int, cap: int) -> 
         total = float(np.hypot(hier.sigma_prompt, hier.sigma_within))
         steps = trace.steps()
         first = steps.index(step0)
-        tb = tb_stats_model(trace, cfg.fit_steps, cap, first)
+        tb = tb_stats_model(trace, fit_steps, cap, first)
         out[f"tb_stats_icc{sfx}"] = (tb, G, step0, "normal")
         no_within = LognormalLengths(hier.mu0, total, 0.0, cap, hier.mu_growth_per_step)
         out[f"no_within{sfx}"] = (no_within, G, step0, "normal")
@@ -304,7 +312,7 @@ def validate_groups(
     if cfg.transfer:
         target = _target(held_out or trace, held)
         opts = (cfg.transfer, cfg.target_metrics, B, cfg.draws, cfg.seed)
-        models = transfer_models(trace, cfg.fit_steps, target, cap, G, opts)
+        models = transfer_models(trace, cfg.steps_to_fit(trace), target, cap, G, opts)
     else:
         models = models_for(trace, cfg, G, cap)
     rows = []

@@ -348,13 +348,13 @@ def measure(
                 ]
             finally:
                 rec.close()
-            grid = [merge_repeats([g[j] for g, _ in reps]) for j in range(len(cells))]
+            cell_runs = [merge_repeats([g[j] for g, _ in reps]) for j in range(len(cells))]
             run = merge_repeats([r for _, r in reps])
             steps = run["steps"]
             progress(
                 f"{st.name}: {len(steps['step_s'])} steps, {sum(steps['preempted'])} "
                 f"preemptions, makespan {sum(steps['step_s']):.3f} s"
             )
-            out["settings"][st.name] = {"setting": asdict(st), "grid": grid, "run": run}
+            out["settings"][st.name] = {"setting": asdict(st), "grid": cell_runs, "run": run}
             del engine, llm, rec
     return out

@@ -24,9 +24,15 @@ The module imports neither vllm nor torch at import time, so it can be named fro
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class WeightSyncExtension:
     """Mixed into vLLM's worker; every name is prefixed ``rolloutlab_`` to avoid clashes."""
+
+    # The worker's own attribute, read by the methods below; annotated only (a class
+    # attribute would clash with the worker's in vLLM's check).
+    model_runner: Any
 
     def rolloutlab_load_weights(self, named_tensors: list) -> int:
         """Load ``[(hf_name, tensor), ...]`` (CPU or GPU tensors, any float dtype) into the

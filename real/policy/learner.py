@@ -157,7 +157,7 @@ class Learner:
         before = self._flat_params()
         order = torch.randperm(batch.ids.shape[0], generator=generator)
         parts: list[LossParts] = []
-        self._entropy: list[float] = []
+        self._entropy = []
         norms: list[float] = []
         for chunk in order.chunk(min(self.cfg.minibatches, len(order))):
             parts.append(self._step(batch, chunk))

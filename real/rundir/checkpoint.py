@@ -104,10 +104,17 @@ def load(path: Path) -> tuple[LlamaLM, dict[str, Any], dict[str, Any]]:
 
 def global_rngs() -> dict[str, list]:
     """numpy's and Python's global RNG states as JSON-able lists (``numpy_rng``, ``python_rng``)."""
-    np_state = np.random.get_state()
+    np_state = np.random.get_state(legacy=False)  # stored in the legacy tuple's order
     py_state = random.getstate()
+    mt = np_state["state"]
     return {
-        "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+        "numpy_rng": [
+            np_state["bit_generator"],
+            mt["key"].tolist(),
+            mt["pos"],
+            np_state["has_gauss"],
+            np_state["gauss"],
+        ],
         "python_rng": [py_state[0], list(py_state[1]), py_state[2]],
     }
 

@@ -96,9 +96,10 @@ def record_resume(out: Path, entry: dict[str, Any]) -> None:
 
 
 def _lookup(d: dict[str, Any], dotted: str) -> Any:
+    value: Any = d
     for part in dotted.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
-    return d
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def _store(d: dict[str, Any], dotted: str, value: Any) -> None:

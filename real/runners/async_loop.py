@@ -97,7 +97,7 @@ class AsyncRun(SyncRun):
         self.acfg, self.pc = acfg, acfg.pipeline_config
         self.detector = CollapseDetector(acfg.collapse)
         self.pending_G: list[int] = []
-        if self.start_step > 0:
+        if self.resumed_from is not None:  # (checkpoints are written after step 1 on)
             state = json.loads((self.resumed_from / "state.json").read_text())
             self.detector.load_state_dict(state["collapse"])
             self.pending_G = list(state["pending_G"])  # G of batches in flight at the checkpoint

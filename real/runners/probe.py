@@ -65,7 +65,8 @@ class SpeedProbe:
         cpu_s, wall_s = self.measure()
         out = {"timing_s/probe": cpu_s, "timing_s/probe_wall": wall_s}
         if model is not None:
-            vocab = int(model.cfg.vocab_size) if hasattr(model, "cfg") else 2
+            cfg = getattr(model, "cfg", None)  # the project's LlamaLM carries its config
+            vocab = int(cfg.vocab_size) if cfg is not None else 2
             ids = torch.arange(MODEL_ROWS * MODEL_TOKENS).reshape(MODEL_ROWS, MODEL_TOKENS) % vocab
             cpu0 = time.process_time()
             with torch.no_grad():

@@ -32,7 +32,7 @@ def informative(rewards: np.ndarray) -> np.ndarray:
 
 
 def step_reward_columns(
-    groups: Sequence[np.ndarray],
+    groups: Sequence[np.ndarray] | np.ndarray,
     kept: int,
     rounds: int = 1,
     wasted_rollout_s: float = 0.0,
