@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck venv clean bench lock
+.PHONY: demo test typecheck lint-imports link-tree venv clean bench lock
 
 # Install: a pinned uv resolves against requirements/cpu-lock.txt (every package pinned, torch
 # the CPU wheel of the machine's find-links folder, torchvision/torchaudio/torchcodec excluded:
@@ -42,16 +42,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(MAKE) typecheck
-	$(BIN)/python -m pytest -x -p no:cacheprovider
+	$(MAKE) typecheck lint-imports
+	$(BIN)/python -m pytest -x -p no:cacheprovider --durations=25
 
-# mypy on rolloutlab.sim (config in pyproject.toml); sim/ is linked under its import name,
-# which mypy cannot derive from setuptools' package-dir.
-typecheck: $(STAMP)
-	mkdir -p build/typecheck/rolloutlab
-	touch build/typecheck/rolloutlab/__init__.py
-	ln -sfn $(CURDIR)/sim build/typecheck/rolloutlab/sim
+# mypy and import-linter (config in pyproject.toml) find modules by folder, so they read the
+# package through build/typecheck: sim/, real/, ... linked under their import names, laid out
+# from pyproject's package-dir by tools/link_tree.py (docs/layout.md).
+link-tree: $(STAMP)
+	$(BIN)/python tools/link_tree.py build/typecheck
+
+typecheck: $(STAMP) link-tree
 	$(BIN)/mypy
+
+# lint-imports puts its working folder first on sys.path: run it inside the link tree.
+lint-imports: $(STAMP) link-tree
+	cd build/typecheck && $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_speed.py

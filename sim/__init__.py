@@ -1,6 +1,7 @@
 """rolloutlab.sim: the base layer (no torch, vllm, click or plotting).
 
-Sub-packages by role; each layer imports only the layers below it (tests/test_imports.py):
+Sub-packages by role; each layer imports only the layers below it (import-linter's
+contracts in pyproject.toml):
 
 - :mod:`sim.trace` (layer 0): the trace schema, its writers, strict JSON, metrics;
 - :mod:`sim.models` (1): response lengths, cost and roofline, pass rates, rewards, learning,

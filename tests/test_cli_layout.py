@@ -1,5 +1,6 @@
-"""The CLI in one place: every command listed, no torch for help, the import rules kept,
-no private name imported across modules (cycles: tests/test_imports.py)."""
+"""The CLI in one place: every command listed, no torch for help,
+no private name imported across modules (cycles: tests/test_imports.py; the import rules:
+pyproject's import-linter contracts, tests/test_import_contracts.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,36 +79,6 @@ def test_the_simulator_commands_help_imports_no_plotting():
         [["sim"], ["sweep"], ["stability"], ["advise"], ["scenario", "from-verl"]]
     )
     assert loaded == {"torch": False, "vllm": False, "seaborn": False}
-
-
-def _imports(path: Path) -> set[str]:
-    """Every dotted prefix of the modules imported anywhere in ``path`` (``a.b.c`` gives
-    ``a``, ``a.b`` and ``a.b.c``)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    parts = [n.split(".") for n in names]
-    return {".".join(p[:i]) for p in parts for i in range(1, len(p) + 1)}
-
-
-@pytest.mark.parametrize(
-    "folder, forbidden",
-    [
-        ("sim", {"click", "matplotlib", "seaborn", "torch", "vllm", "ray", "optuna"}),
-        ("calibration", {"click", "rolloutlab.real", "torch"}),
-        ("real", {"click", "rolloutlab.calibration", "rolloutlab.analysis"}),
-    ],
-)
-def test_package_import_rules(folder, forbidden):
-    bad = {
-        str(p.relative_to(ROOT)): sorted(_imports(p) & forbidden)
-        for p in (ROOT / folder).rglob("*.py")
-        if _imports(p) & forbidden
-    }
-    assert bad == {}
 
 
 def test_no_private_name_is_imported_from_another_module():

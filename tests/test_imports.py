@@ -1,5 +1,7 @@
 """The package's import graph, read from the source with ``ast``: no cycle anywhere.
-(Private names imported across modules: tests/test_cli_layout.py.)"""
+(The layers and forbidden imports: pyproject's import-linter contracts,
+tests/test_import_contracts.py; private names imported across modules:
+tests/test_cli_layout.py.)"""
 
 from __future__ import annotations
 
@@ -90,66 +92,12 @@ def test_no_import_cycle():
         raise AssertionError("import cycle: " + " -> ".join(exc.args[1])) from None
 
 
-# Top packages and what each may import (DESIGN.md, "Packages and who may import whom"):
-# sim is the base; real and calibration stand on it; analysis on calibration, real and sim;
-# the CLI (commands, cli) on everything.
-TOP_ALLOWED = {
-    "sim": {"sim"},
-    "testing": {"testing", "sim"},
-    "real": {"real", "sim"},
-    "calibration": {"calibration", "sim"},
-    "analysis": {"analysis", "calibration", "real", "sim"},
-}
-# Inside sim, sub-packages by role, each layer importing only the layers below it:
-# trace < models < engine, control < scenario < pipelines < studies.
-SIM_LAYER = {
-    "trace": 0,
-    "models": 1,
-    "engine": 2,
-    "control": 2,
-    "scenario": 3,
-    "pipelines": 4,
-    "studies": 5,
-}
-
-
-def _top(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
-
-
-def test_top_packages_import_one_way():
-    bad = [
-        f"{m} -> {d}"
-        for m, deps in import_graph().items()
-        if _top(m) in TOP_ALLOWED
-        for d in deps
-        if _top(d) not in TOP_ALLOWED[_top(m)]
-    ]
-    assert not bad, "imports against the layering:\n" + "\n".join(sorted(bad))
-
-
-def test_every_sim_module_sits_in_a_role_package():
-    loose = [
-        m
-        for m in import_graph()
-        if m.startswith("rolloutlab.sim.") and m.split(".")[2] not in SIM_LAYER
-    ]
-    assert not loose, f"sim modules outside the role packages {sorted(SIM_LAYER)}: {loose}"
-
-
-def test_sim_layers_point_down():
-    graph = import_graph()
-    bad = []
-    for m, deps in graph.items():
-        if not m.startswith("rolloutlab.sim.") or m.count(".") < 3:
-            continue
-        own = m.split(".")[2]
-        for d in deps:
-            other = d.split(".")[2] if d.startswith("rolloutlab.sim.") else None
-            if other is not None and other != own and SIM_LAYER[other] >= SIM_LAYER[own]:
-                bad.append(f"{m} -> {d}")
-    assert not bad, "upward or sideways arrows inside sim/:\n" + "\n".join(sorted(bad))
+def sim_roles() -> list[str]:
+    """The role sub-packages of sim, from the layers contract in pyproject.toml (import-linter
+    checks that they point down and that every sim module sits in one)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (sim,) = [c for c in contracts["contracts"] if c.get("containers") == ["rolloutlab.sim"]]
+    return [role.strip() for layer in sim["layers"] for role in layer.split("|")]
 
 
 def test_the_product_never_imports_the_reference_loops():
@@ -176,7 +124,9 @@ def _imported_names(path: Path) -> set[str]:
 def test_each_role_package_exports_its_interface():
     import importlib
 
-    for role in SIM_LAYER:
+    roles = sim_roles()
+    assert "models" in roles and "studies" in roles
+    for role in roles:
         package = importlib.import_module(f"rolloutlab.sim.{role}")
         assert package.__doc__ and package.__all__, role
         for name in package.__all__:
