@@ -216,15 +216,17 @@ def fit_reward_phase(
         )
     if shape.mean_s() <= 0:
         raise ValueError(f"reward fit: the assumed latency law {shape} has mean 0")
-    unit = np.mean(
-        [
-            reward_finish_s(
-                np.zeros(n_rollouts),
-                shape.sample(np.random.default_rng([seed, 0x5EED, r]), n_rollouts),
-                workers,
-            )
-            for r in range(replicates)
-        ]
+    unit = float(
+        np.mean(
+            [
+                reward_finish_s(
+                    np.zeros(n_rollouts),
+                    shape.sample(np.random.default_rng([seed, 0x5EED, r]), n_rollouts),
+                    workers,
+                )
+                for r in range(replicates)
+            ]
+        )
     )
     med = float(np.median(window))
     k = med / unit

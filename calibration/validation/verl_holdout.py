@@ -92,7 +92,8 @@ def simulate_step(
     """``(generation time (s), finish times (B * G,) of the first draw)`` of one logged
     step: the mean makespan over ``cfg.replicates`` length draws (keyed on
     ``(cfg.seed + 1, step, r)``) plus ``cost.gen_overhead_s``."""
-    spans, t_fin = [], None
+    spans: list[float] = []
+    t_fin = np.empty(0)
     for r in range(cfg.replicates):
         L = draw_step_lengths(
             draw,
@@ -104,6 +105,6 @@ def simulate_step(
         )
         batch = generate(L, np.full(B, draw.prompt_tokens), cost, engine)
         spans.append(float(np.max(batch.t_finish)))
-        if t_fin is None:
+        if r == 0:
             t_fin = np.asarray(batch.t_finish, dtype=np.float64)
     return float(np.mean(spans)) + cost.gen_overhead_s, t_fin
