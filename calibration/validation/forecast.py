@@ -17,6 +17,7 @@ log holds no clock, and a synchronous step decodes until its longest response en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +120,7 @@ def measured(trace: GroupedTrace, cfg: ForecastConfig) -> np.ndarray:
 def forecast_groups(
     trace: GroupedTrace,
     cfg: ForecastConfig,
-    others: list[tuple[GroupedTrace, np.ndarray]] = (),
+    others: Sequence[tuple[GroupedTrace, np.ndarray]] = (),
     meas: np.ndarray | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Forecast check of one per-sample run (module docstring).
