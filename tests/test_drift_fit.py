@@ -51,7 +51,10 @@ def test_step_quantiles_by_hand():
 
 
 def test_default_rows_are_each_steps_sorted_lengths():
-    groups = [[np.array([9, 3, 5]), np.array([1, 7, 2])], [np.array([4, 4, 8]), np.array([6, 2, 2])]]
+    groups = [
+        [np.array([9, 3, 5]), np.array([1, 7, 2])],
+        [np.array([4, 4, 8]), np.array([6, 2, 2])],
+    ]
     s = summarise_groups([0, 1], groups, cap=100)
     assert np.exp(s.log_q).round().tolist() == [[1, 2, 3, 5, 7, 9], [2, 2, 4, 4, 6, 8]]
 
