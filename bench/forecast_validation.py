@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 from rolloutlab.calibration.readers.grouped import read_grouped
 from rolloutlab.calibration.readers.verl_tb import read_run
 from rolloutlab.calibration.validation.forecast import (
@@ -46,6 +47,31 @@ def _fmt(v: float) -> str:
     return "-" if v != v else f"{v:.3f}"
 
 
+def group_line(group: str, errors: dict[str, dict[str, float]], unit: str = "") -> str:
+    """One markdown row of the plan's pass rule over a group of runs: ``errors`` maps a
+    run to each rule's error; the best naive rule is the one with the least mean error
+    over the runs; the margin is its mean error less the forecast's (positive: the
+    forecast wins), with the smallest and largest per-run margin and the runs won."""
+    runs = list(errors)
+    mean = {r: float(np.mean([errors[x][r] for x in runs])) for r in RULES}
+    best = min(RULES[1:], key=lambda r: mean[r])
+    margins = [errors[x][best] - errors[x]["forecast"] for x in runs]
+    won = sum(m > 0 for m in margins)
+    verdict = "passes" if mean["forecast"] < mean[best] else "does not pass"
+    return (
+        f"| {group} | {len(runs)} | {mean['forecast']:.3f}{unit} | {best} {mean[best]:.3f}{unit} | "
+        f"{mean[best] - mean['forecast']:+.3f} ({min(margins):+.3f} to {max(margins):+.3f}) | "
+        f"{won} of {len(runs)} | {verdict} |"
+    )
+
+
+GROUP_HEADER = [
+    "",
+    "| group | runs | forecast | best naive rule | margin (per-run range) | runs won | pass rule |",
+    "|---|---|---|---|---|---|---|",
+]
+
+
 def per_sample(out: Path, lines: list[str]) -> None:
     """The per-sample runs of the plan; appends markdown table rows to ``lines``."""
     lines += [
@@ -64,12 +90,15 @@ def per_sample(out: Path, lines: list[str]) -> None:
             runs.append((f"{task}_s{s}", traces[s], cfg, others, meas[s]))
     cfg = ForecastConfig(fit_steps=20, taus=(2.5, 3.0, 4.0))
     runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), cfg, [], None))
+    p_err: dict[str, dict] = {}
+    span_err: dict[str, dict] = {}
     for name, trace, cfg, others, meas_run in runs:
         cells, span = forecast_groups(trace, cfg, others, meas_run)
         K = cfg.fit_steps
         cells.write_csv(out / f"cells_{name}.csv")
         span.write_csv(out / f"makespan_{name}.csv")
         e, m = cell_errors(cells), makespan_errors(span)
+        p_err[name], span_err[name] = e, m
         ok, n = meets_target(cells)
         lines.append(
             f"| {name} | {K} | {n} | "
@@ -79,6 +108,11 @@ def per_sample(out: Path, lines: list[str]) -> None:
             + " |"
         )
         print(lines[-1], flush=True)
+    lines += GROUP_HEADER
+    for group in ("graph_walk", "digit_chain", "real_sync"):
+        names = [r for r in p_err if r.startswith(group)]
+        lines.append(group_line(f"{group}: P(straggler)", {r: p_err[r] for r in names}))
+        lines.append(group_line(f"{group}: makespan", {r: span_err[r] for r in names}, " tok"))
 
 
 def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024) -> None:
@@ -89,17 +123,23 @@ def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024
         "max MAE (tokens): forecast / persistence / linear / static |",
         "|---|---|---|",
     ]
+    by_metric: dict[str, dict] = {"mean": {}, "max": {}}
     for run in sorted(p for p in tb_dir.iterdir() if p.is_dir()):
         rows = forecast_aggregates(read_run(run), K, cap)
         rows.write_csv(out / f"verl_{run.name}.csv")
         cols = []
         for metric in ("mean", "max"):
-            err = [
-                float((rows[f"{metric}_{r}"] - rows[f"{metric}_meas"]).abs().mean()) for r in RULES
-            ]
-            cols.append(" / ".join(f"{v:.1f}" for v in err))
+            err = {
+                r: float((rows[f"{metric}_{r}"] - rows[f"{metric}_meas"]).abs().mean())
+                for r in RULES
+            }
+            by_metric[metric][run.name] = err
+            cols.append(" / ".join(f"{err[r]:.1f}" for r in RULES))
         lines.append(f"| {run.name} | {cols[0]} | {cols[1]} |")
         print(lines[-1], flush=True)
+    lines += GROUP_HEADER
+    for metric, errors in by_metric.items():
+        lines.append(group_line(f"verl response_length/{metric}", errors, " tok"))
 
 
 def main(argv: list[str] | None = None) -> int:
