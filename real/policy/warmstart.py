@@ -179,3 +179,23 @@ def cached_warm_start(
     if entry is not None:
         _copy_dir(out, entry)
     return model
+
+
+def initial_policy(
+    run_dir: Path,
+    model: str,
+    ops: TaskOps,
+    cfg: WarmStartConfig,
+    exclude: frozenset[str],
+    cache_dir: Path | None = None,
+) -> LlamaLM:
+    """The policy a run starts from (and its KL reference): the tiny model's
+    :func:`cached_warm_start`, or the pretrained SmolLM2 (:func:`real.policy.smollm2.load_policy`,
+    no warm start) when ``model`` is ``smollm2-135m``."""
+    from rolloutlab.real.policy import smollm2
+
+    if model == smollm2.MODEL_NAME:
+        return smollm2.load_policy()
+    from rolloutlab.real.policy.model import load_config
+
+    return cached_warm_start(run_dir, load_config(), ops, cfg, exclude, cache_dir)

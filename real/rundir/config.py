@@ -6,12 +6,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from rolloutlab.real.tasks.arithmetic import ArithmeticConfig
 from rolloutlab.real.tasks.digit_chain import TaskConfig
 from rolloutlab.real.tasks.graph_walk import WalkConfig
-from rolloutlab.real.tasks.registry import TASKS, TaskOps, task_ops
+from rolloutlab.real.tasks.registry import CHAT_TASKS, TASKS, TaskOps, task_ops
 
 MODES = ("continuous", "static")
 """Batching modes of the rollout engine (:mod:`real.engines.torch_engine`)."""
+MODELS = ("tiny", "smollm2-135m")
+"""Policies of a real run (``--model``): the random-init tiny Llama with a supervised warm
+start (:mod:`real.policy.warmstart`), or SmolLM2-135M-Instruct (:mod:`real.policy.smollm2`)."""
 IS_MODES = ("off", "token", "sequence")
 """Importance-sampling corrections of the GRPO loss (:func:`real.policy.grpo.grpo_loss`)."""
 
@@ -49,6 +53,11 @@ class LearnerConfig:
     ``sequence`` (:func:`real.policy.grpo.is_weights`)."""
     is_cap: float = 2.0
     """Truncation of the importance weights (> 0; TIS's ``C``)."""
+    trainable_layers: int = 0
+    """Train only the last this many decoder layers and the final norm (0: every
+    parameter). The frozen layers then keep no activations for the backward pass and
+    the optimiser state covers the trained ones only; the token embedding (tied to the
+    output layer in SmolLM2) stays frozen."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,9 @@ class SyncConfig:
     """torch intra-op threads. 1 by default: on the 2-vCPU dev machine two threads ran a
     warm-start step in anywhere from 0.09 to 1.0 s (OpenMP spinning against the other
     vCPU's load), one thread a steady 0.15 s."""
+    model: str = "tiny"
+    """Policy (:data:`MODELS`): ``tiny`` (warm-started from random weights) or
+    ``smollm2-135m`` (pretrained; only with the ``arithmetic`` task)."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """Optimiser and objective."""
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -136,7 +148,9 @@ class SyncConfig:
     walk: WalkConfig = field(default_factory=WalkConfig)
     """Problem distribution of ``graph-walk``."""
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
-    """Supervised warm start (cached in the run directory)."""
+    """Supervised warm start (cached in the run directory; the tiny model only)."""
+    arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+    """Problem distribution and reward of ``arithmetic``."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -172,6 +186,18 @@ class SyncConfig:
             )
         if not self.tau > 1:
             raise ConfigError(f"tau must be > 1, got {self.tau}")
+        if self.model not in MODELS:
+            raise ConfigError(f"model must be one of {MODELS} (--model), got {self.model!r}")
+        if (self.model == "tiny") == (self.task_name in CHAT_TASKS):
+            raise ConfigError(
+                f"task {self.task_name} does not run on model {self.model}: the "
+                f"{', '.join(CHAT_TASKS)} task needs a chat model (--model smollm2-135m), "
+                "the others the tiny model's vocabulary (--model tiny)"
+            )
+        if self.learner.trainable_layers < 0:
+            raise ConfigError(
+                f"learner.trainable_layers must be >= 0 (0 = all), got {self.learner.trainable_layers}"
+            )
         if self.engine not in ("torch", "vllm"):
             raise ConfigError(f"engine must be 'torch' or 'vllm', got {self.engine!r}")
         if self.task_name == "lookup" and self.engine != "torch":
@@ -188,7 +214,7 @@ class SyncConfig:
     @property
     def task_ops(self) -> TaskOps:
         """The selected task's functions (:func:`real.tasks.registry.task_ops`)."""
-        return task_ops(self.task_name, self.task, self.walk)
+        return task_ops(self.task_name, self.task, self.walk, self.arithmetic)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable)."""
@@ -206,6 +232,7 @@ class SyncConfig:
             "task": TaskConfig,
             "walk": WalkConfig,
             "warm_start": WarmStartConfig,
+            "arithmetic": ArithmeticConfig,
         }
         kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
         return cls(**kw)

@@ -38,7 +38,6 @@ import numpy as np
 import polars as pl
 import torch
 from rolloutlab.real.engines.factory import run_and_close
-from rolloutlab.real.policy.model import load_config
 from rolloutlab.real.rundir import folder as rundir
 from rolloutlab.real.rundir.async_config import AsyncConfig
 from rolloutlab.real.rundir.config import ConfigError
@@ -107,7 +106,7 @@ class AsyncRun(SyncRun):
         self.weights = SharedWeights(self.learner.model.state_dict(), self.start_step)
         t0 = time.perf_counter() - self.clock()
         spec = GeneratorSpec(
-            load_config(),
+            self.learner.model.cfg,
             self.cfg.capacity,
             self.cfg.engine_mode,
             t0,

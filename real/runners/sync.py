@@ -39,8 +39,7 @@ from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, 
 from rolloutlab.real.policy import numerics
 from rolloutlab.real.policy.grpo import group_advantages, informative_groups
 from rolloutlab.real.policy.learner import Learner, pack
-from rolloutlab.real.policy.model import load_config
-from rolloutlab.real.policy.warmstart import cached_warm_start
+from rolloutlab.real.policy.warmstart import initial_policy
 from rolloutlab.real.rundir import checkpoint
 from rolloutlab.real.rundir import folder as rundir
 from rolloutlab.real.rundir.config import ConfigError, SyncConfig
@@ -106,8 +105,8 @@ class SyncRun:
         self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
         self.start_step, clock_offset = 0, 0.0
         self.next_prompt_id = 0  # the prompt stream: refill rounds take the next prompts
-        reference = cached_warm_start(
-            self.out, load_config(), self.ops, cfg.warm_start, self.exclude, cache_dir
+        reference = initial_policy(
+            self.out, cfg.model, self.ops, cfg.warm_start, self.exclude, cache_dir
         )
         policy = copy.deepcopy(reference)
         ckpt, self.repaired = (

@@ -5,6 +5,7 @@
 | ``digit-chain`` | :mod:`real.tasks.digit_chain` | two formats (``n + 3`` or ``4 n + 3`` tokens): at most ~3.5x |
 | ``graph-walk`` | :mod:`real.tasks.graph_walk` | a sampled search: one walk can be 10x another |
 | ``lookup`` | :mod:`real.tasks.lookup` | multi-turn: 1..3 tool calls, each with a lognormal latency |
+| ``arithmetic`` | :mod:`real.tasks.arithmetic` | a pretrained chat model's replies (``--model smollm2-135m`` only) |
 
 A :class:`TaskOps` holds the task's functions bound to the run's task settings; the loops
 (:mod:`real.runners.sync`, :mod:`real.runners.async_loop`), the warm start and the evaluation use only it.
@@ -17,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rolloutlab.real.tasks import digit_chain, lookup
+from rolloutlab.real.tasks import arithmetic, digit_chain, lookup
 from rolloutlab.real.tasks import graph_walk as walk_task
 from rolloutlab.real.tasks.digit_chain import TaskConfig
 from rolloutlab.real.tasks.graph_walk import WalkConfig
 
-TASKS = ("digit-chain", "graph-walk", "lookup")
+TASKS = ("digit-chain", "graph-walk", "lookup", "arithmetic")
 """Task names accepted by ``--task``."""
 
 
@@ -58,11 +59,45 @@ def _digit_solutions(cfg: TaskConfig) -> Callable:
     return solutions
 
 
-def task_ops(name: str, digit_cfg: TaskConfig, walk_cfg: WalkConfig) -> TaskOps:
+CHAT_TASKS = ("arithmetic",)
+"""Tasks told in natural language through a pretrained model's chat template (the others
+use the tiny model's fixed vocabulary, :mod:`real.tasks.tokenizer`)."""
+
+
+def _arithmetic_ops(cfg: arithmetic.ArithmeticConfig) -> TaskOps:
+    from rolloutlab.real.policy import smollm2
+    from rolloutlab.real.tasks.tokenizer import EOS_ID
+
+    tokenizer = smollm2.load_tokenizer()
+    smollm2.check_token_ids(tokenizer)
+    grader = arithmetic.Grader(tokenizer, cfg)
+    return TaskOps(
+        "arithmetic",
+        cfg,
+        lambda rng, size, exclude: arithmetic.sample_problems(rng, cfg, tokenizer, size, exclude),
+        lambda size: arithmetic.heldout_problems(cfg, tokenizer, size),
+        grader.reward,
+        grader.correct,
+        lambda rng, problems: [grader.solution_ids(p, EOS_ID) for p in problems],
+        lambda problems, responses: {"answer_share": grader.answer_share(list(responses))},
+    )
+
+
+def task_ops(
+    name: str,
+    digit_cfg: TaskConfig,
+    walk_cfg: WalkConfig,
+    arith_cfg: arithmetic.ArithmeticConfig | None = None,
+) -> TaskOps:
     """The :class:`TaskOps` of task ``name`` with its settings.
 
-    Raises: ValueError naming an unknown task.
+    ``arithmetic`` loads SmolLM2's tokenizer (:func:`real.policy.smollm2.load_tokenizer`,
+    converting the model on first use).
+    Raises: ValueError naming an unknown task; for ``arithmetic``, what
+    :func:`real.policy.smollm2.ensure_model` raises.
     """
+    if name == "arithmetic":
+        return _arithmetic_ops(arith_cfg or arithmetic.ArithmeticConfig())
     if name == "digit-chain":
         return TaskOps(
             name,
