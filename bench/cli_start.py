@@ -31,7 +31,7 @@ from pathlib import Path
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-import rolloutlab.commands.sim as cmd
+import rolloutlab.commands.simulate.sim as cmd
 from rolloutlab.cli import main
 inner = {"s": 0.0}
 run = cmd.run_comparison

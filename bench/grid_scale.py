@@ -26,8 +26,8 @@ import time
 from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
 from rolloutlab.sim.studies.sweep import grid, run_point
 
-from rolloutlab.commands.executor import LocalExecutor, RayExecutor
-from rolloutlab.commands.grid_store import GridStore
+from rolloutlab.commands.grid.executor import LocalExecutor, RayExecutor
+from rolloutlab.commands.grid.store import GridStore
 
 SPECS = ["static:4", "static:8", "static:16", "sagc"]
 

@@ -1,5 +1,5 @@
 """The ``rolloutlab`` console script: the group of the commands in
-:mod:`rolloutlab.commands` (one module per command group), holding no logic.
+:mod:`rolloutlab.commands` (a sub-package per command group), holding no logic.
 
 Subcommands are imported lazily, and no command module imports torch at import time, so
 ``rolloutlab --help`` and ``rolloutlab sim`` never import torch and ``rolloutlab real``
@@ -14,18 +14,18 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS = {
-    "sim": "rolloutlab.commands.sim:sim",
-    "scenario": "rolloutlab.commands.verl:scenario",
-    "sweep": "rolloutlab.commands.sweep:sweep",
-    "stability": "rolloutlab.commands.stability:stability",
-    "calibrate": "rolloutlab.commands.calibrate:calibrate",
-    "validate": "rolloutlab.commands.validate:validate",
-    "real": "rolloutlab.commands.real:real",
-    "compare": "rolloutlab.commands.compare:compare",
-    "report": "rolloutlab.commands.compare:report",
-    "check-controller": "rolloutlab.commands.check_controller:check_controller",
-    "advise": "rolloutlab.commands.advise:advise",
-    "tail-study": "rolloutlab.commands.tail_study:tail_study",
+    "sim": "rolloutlab.commands.simulate.sim:sim",
+    "scenario": "rolloutlab.commands.simulate.verl:scenario",
+    "sweep": "rolloutlab.commands.grid.sweep:sweep",
+    "stability": "rolloutlab.commands.grid.stability:stability",
+    "calibrate": "rolloutlab.commands.calibrate.group:calibrate",
+    "validate": "rolloutlab.commands.compare.validate:validate",
+    "real": "rolloutlab.commands.real.group:real",
+    "compare": "rolloutlab.commands.compare.group:compare",
+    "report": "rolloutlab.commands.compare.group:report",
+    "check-controller": "rolloutlab.commands.simulate.check_controller:check_controller",
+    "advise": "rolloutlab.commands.grid.advise:advise",
+    "tail-study": "rolloutlab.commands.simulate.tail_study:tail_study",
 }
 
 HELP = {

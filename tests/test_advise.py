@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.advise import Constraints, SearchSpace, search
-from rolloutlab.analysis.advise_eval import collapse_margin
+from rolloutlab.analysis.advise.evaluate import collapse_margin
+from rolloutlab.analysis.advise.search import Constraints, SearchSpace, search
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 
@@ -200,7 +200,7 @@ def test_advise_bad_input(tmp_path, extra, message):
 
 def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     # --dataset-size 8 with B = 8: the same 8 prompts every step, as `sim --dataset-size 8`.
-    from rolloutlab.analysis.advise_eval import evaluate
+    from rolloutlab.analysis.advise.evaluate import evaluate
     from rolloutlab.sim.models.rewards import reward_config
     from rolloutlab.sim.pipelines.spec import parse_pipeline
     from rolloutlab.sim.pipelines.sync import RunConfig

@@ -2,14 +2,14 @@
 pipeline kind, with K = 1, 2 and 4 optimizer updates per rollout batch. Each run is a real
 simulation (``run_comparison``, SimPy engine); the collapse is the learning model's, read
 from the summary's ``t_collapse``; the margin is the one advise prices a setting with
-(:func:`analysis.advise_eval.evaluate`). The learning rates sit 10 % either side of the
+(:func:`analysis.advise.evaluate.evaluate`). The learning rates sit 10 % either side of the
 margin's boundary (margin 1.1 and 0.9)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from rolloutlab.analysis.advise_eval import collapse_margin, evaluate
+from rolloutlab.analysis.advise.evaluate import collapse_margin, evaluate
 from rolloutlab.sim.models.learning import LearningParams
 from rolloutlab.sim.models.passrate import BetaPassRate
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, reward_config

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.analysis.collapse_compare import (
+from rolloutlab.analysis.collapse.compare import (
     GridError,
     agreement,
     fit_collapse,

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.finish_fit import finish_features, fit_finish_times
-from rolloutlab.analysis.idle_compare import IdleCompareConfig, compare_idle
-from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
+from rolloutlab.analysis.idle.compare import IdleCompareConfig, compare_idle
+from rolloutlab.analysis.idle.finish_fit import finish_features, fit_finish_times
+from rolloutlab.analysis.inputs.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_lognormal
 from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.models.cost import LinearCost
@@ -221,7 +221,7 @@ def _write_cpu_log(run_dir, cpu_gen_s):
 
 
 def test_the_cpu_clock_gives_a_loaded_step_its_unloaded_length_back(tmp_path):
-    from rolloutlab.analysis.run_input import on_cpu_clock
+    from rolloutlab.analysis.inputs.run_input import on_cpu_clock
 
     quiet = load_run(write_run(tmp_path / "quiet", [4] * 4))
     loaded_dir = write_run(tmp_path / "loaded", [4] * 4, slow={2: 3.0})
@@ -234,7 +234,7 @@ def test_the_cpu_clock_gives_a_loaded_step_its_unloaded_length_back(tmp_path):
 
 
 def test_the_cpu_clock_needs_the_cpu_fields_and_generation_on_this_cpu(tmp_path):
-    from rolloutlab.analysis.run_input import on_cpu_clock
+    from rolloutlab.analysis.inputs.run_input import on_cpu_clock
 
     run_dir = write_run(tmp_path / "r", [4] * 4)
     with pytest.raises(RunInputError, match="cpu_gen_s.*missing"):

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.analysis.learning_compare import compare_learning
-from rolloutlab.analysis.step_cost import cost_model
+from rolloutlab.analysis.learning.compare import compare_learning
+from rolloutlab.analysis.learning.step_cost import cost_model
 from rolloutlab.calibration.fits.learning_fit import simulate_curve
 from rolloutlab.calibration.readers.run_curve import read_run
 from rolloutlab.sim.trace import schema as trace
@@ -169,7 +169,7 @@ def test_cost_from_other_runs_prices_the_steps_with_their_clock(tmp_path):
 
 
 def test_group_table_by_hand():
-    from rolloutlab.analysis.learning_seeds import GROUP_COLUMNS, group_table
+    from rolloutlab.analysis.learning.seeds import GROUP_COLUMNS, group_table
 
     runs = pl.DataFrame(
         {

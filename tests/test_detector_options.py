@@ -1,5 +1,5 @@
 """The collapse detector's options (issue 34) are declared once
-(rolloutlab/commands/detector_options.py) and shared by ``real async`` and ``real stability``;
+(rolloutlab/commands/real/detector_options.py) and shared by ``real async`` and ``real stability``;
 on ``real async`` they reach the run's config.json and its detector."""
 
 import json
@@ -12,13 +12,13 @@ pytest.importorskip("torch")
 from rolloutlab.real.runners.collapse import CollapseConfig
 
 from rolloutlab.cli import main
-from rolloutlab.commands.detector_options import (
+from rolloutlab.commands.real.detector_options import (
     DETECTOR_FIELDS,
     DETECTOR_OPTIONS,
     detector_config,
 )
-from rolloutlab.commands.real import async_cmd
-from rolloutlab.commands.real_stability import stability_cmd
+from rolloutlab.commands.real.group import async_cmd
+from rolloutlab.commands.real.stability import stability_cmd
 from tests.test_real_loss_options import TINY
 
 

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
-from rolloutlab.commands.executor import LocalExecutor, RayExecutor
-from rolloutlab.commands.grid_options import run_points
-from rolloutlab.commands.grid_store import GridStore
+from rolloutlab.commands.grid.executor import LocalExecutor, RayExecutor
+from rolloutlab.commands.grid.options import run_points
+from rolloutlab.commands.grid.store import GridStore
 from tests.cli_helpers import assert_refused, invoke_on
 
 ray = pytest.importorskip("ray")

@@ -11,9 +11,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutlab.commands.executor import LocalExecutor, Outcome
-from rolloutlab.commands.grid_options import run_points
-from rolloutlab.commands.grid_store import GridStore, spec_hash
+from rolloutlab.commands.grid.executor import LocalExecutor, Outcome
+from rolloutlab.commands.grid.options import run_points
+from rolloutlab.commands.grid.store import GridStore, spec_hash
 
 floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none())
 rows = st.lists(

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.analysis.advise_eval import HORIZON_COLUMNS, collapse_horizon, with_horizon
-from rolloutlab.analysis.horizon_compare import (
+from rolloutlab.analysis.advise.evaluate import HORIZON_COLUMNS, collapse_horizon, with_horizon
+from rolloutlab.analysis.collapse.horizon import (
     fit_mechanisms,
     grid_horizon,
     mechanism_of,
@@ -67,7 +67,7 @@ def test_compare_horizon_fits_each_mechanism_and_predicts_held_out_seeds(tmp_pat
 
 
 def test_the_pooled_law_shares_the_horizon_and_separates_the_per_step_constant(tmp_path):
-    from rolloutlab.analysis.horizon_compare import fit_mechanisms
+    from rolloutlab.analysis.collapse.horizon import fit_mechanisms
 
     stale = HorizonLaw(R=0.02, a=1.0, C=5e-4, c=1.0, k=4.0, sigma=0.3)  # only C differs
     a = write_grid(tmp_path / "on", TRUE, 60, True, "token", 1)
@@ -148,7 +148,7 @@ def test_advise_horizon_is_the_law_at_the_span_and_eta():
 
 
 def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
-    from rolloutlab.analysis.mechanism_metrics import mechanism_metrics
+    from rolloutlab.analysis.collapse.mechanism_metrics import mechanism_metrics
 
     run = tmp_path / "g" / "runs" / "S4_lr0.001_seed0"
     run.mkdir(parents=True)
@@ -169,7 +169,7 @@ def test_mechanism_metrics_read_the_signals_up_to_the_collapse(tmp_path):
 
 
 def test_a_synchronous_run_shared_by_mechanisms_counts_once():
-    from rolloutlab.analysis.horizon_compare import distinct_runs
+    from rolloutlab.analysis.collapse.horizon import distinct_runs
 
     rows = pl.DataFrame(
         {"mechanism": ["on", "off", "on", "off", "off"], "S": [1, 1, 4, 4, 1],
@@ -182,7 +182,7 @@ def test_a_synchronous_run_shared_by_mechanisms_counts_once():
 
 
 def test_the_class_ceiling_is_the_majority_of_each_held_out_cell():
-    from rolloutlab.analysis.horizon_compare import class_ceiling
+    from rolloutlab.analysis.collapse.horizon import class_ceiling
 
     held = pl.DataFrame(
         {"mechanism": ["m"] * 5, "S": [4, 4, 4, 1, 1], "lr": [1e-3] * 5,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.horizon_compare import drift_test, fit_mechanisms, read_grids
+from rolloutlab.analysis.collapse.horizon import drift_test, fit_mechanisms, read_grids
 from rolloutlab.sim.models.horizon import fit_from_dict, fit_horizon_groups
 
 from tests.test_horizon_compare import compare_horizon, write_grid

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from rolloutlab.analysis.collapse_compare import GridError
-from rolloutlab.analysis.horizon_compare import split
+from rolloutlab.analysis.collapse.compare import GridError
+from rolloutlab.analysis.collapse.horizon import split
 
 from tests.test_horizon_compare import compare_horizon, write_grid
 from tests.test_horizon_law import TRUE

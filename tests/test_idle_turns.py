@@ -1,9 +1,9 @@
-"""Multi-turn steps of ``compare idle`` (analysis/idle_turns.py)."""
+"""Multi-turn steps of ``compare idle`` (analysis/idle/turns.py)."""
 
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.analysis.idle_turns import (
+from rolloutlab.analysis.idle.turns import (
     StepTurns,
     TurnDraws,
     fit_turn_cost,
@@ -13,7 +13,7 @@ from rolloutlab.analysis.idle_turns import (
     turn_schedules,
     zero_latency_fit,
 )
-from rolloutlab.analysis.run_input import StepLayout
+from rolloutlab.analysis.inputs.run_input import StepLayout
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.turns import MultiTurn, ToolLatency, TurnLaw

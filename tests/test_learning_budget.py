@@ -1,9 +1,9 @@
-"""The learning-budget study (analysis/learning_budget.py, `rolloutlab compare learning-budget`)."""
+"""The learning-budget study (analysis/learning/budget.py, `rolloutlab compare learning-budget`)."""
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.analysis.learning_budget import budget_study, budget_summary
+from rolloutlab.analysis.learning.budget import budget_study, budget_summary
 from rolloutlab.sim.models.learning import LearningParams
 
 from rolloutlab.cli import main

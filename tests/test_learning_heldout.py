@@ -1,5 +1,5 @@
 """Held-out time to target (`compare learning --target-on heldout`,
-analysis/learning_heldout.py) and the drawn shift paths behind it."""
+analysis/learning/heldout.py) and the drawn shift paths behind it."""
 
 import json
 
@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.learning_compare import compare_learning
-from rolloutlab.analysis.learning_heldout import eval_rows, measured_heldout
+from rolloutlab.analysis.learning.compare import compare_learning
+from rolloutlab.analysis.learning.heldout import eval_rows, measured_heldout
 from rolloutlab.calibration.fits.learning_draws import (
     draw_paths,
     draw_rewards,
@@ -128,7 +128,7 @@ def _runs(rows):
 
 
 def test_direction_table_by_hand():
-    from rolloutlab.analysis.learning_directions import DIRECTION_COLUMNS, direction_table
+    from rolloutlab.analysis.learning.directions import DIRECTION_COLUMNS, direction_table
 
     runs = _runs([
         (4, 4, 60, 50), (4, 4, 70, 50), (4, 4, 80, 50),   # mean 70, sd 10
@@ -149,7 +149,7 @@ def test_direction_table_by_hand():
 
 
 def test_direction_table_needs_its_columns_and_is_empty_for_one_setting():
-    from rolloutlab.analysis.learning_directions import direction_table
+    from rolloutlab.analysis.learning.directions import direction_table
 
     assert direction_table(_runs([(4, 4, 10, 12), (4, 4, 14, 12)])).height == 0
     with pytest.raises(KeyError, match="'B'"):
@@ -161,7 +161,7 @@ def test_evaluation_noise_makes_a_flat_curve_cross_earlier():
     """A law that sits just under the target never reaches it as a population pass rate,
     but a 64-problem evaluation's sampling error crosses it (the first passage the
     measured statistic is); n_eval < 1 is refused."""
-    from rolloutlab.analysis.learning_heldout import predicted_heldout
+    from rolloutlab.analysis.learning.heldout import predicted_heldout
     from rolloutlab.calibration.readers.run_curve import RunCurve
 
     T = 60
@@ -201,7 +201,7 @@ def test_compare_learning_names_the_eval_line_that_is_bad(tmp_path, text, messag
 
 
 def test_a_run_that_starts_above_the_target_is_noted(tmp_path):
-    from rolloutlab.analysis.learning_heldout import started_above
+    from rolloutlab.analysis.learning.heldout import started_above
 
     for name, start in (("low", 0.1), ("high", 0.5)):
         (tmp_path / name).mkdir()

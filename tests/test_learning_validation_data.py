@@ -72,7 +72,7 @@ def test_heldout_validation_measured_columns_follow_from_the_bundled_tables(plan
 
 @pytest.mark.parametrize(("plan", "target"), CASES)
 def test_heldout_validation_directions_follow_from_the_comparison(plan, target):
-    from rolloutlab.analysis.learning_directions import direction_table
+    from rolloutlab.analysis.learning.directions import direction_table
 
     runs = pl.read_csv(HELDOUT / "runs.csv").group_by("run").agg(pl.col("G", "B").first())
     folder = HELDOUT / plan / f"target_{target}"

@@ -1,4 +1,4 @@
-"""The shared option types (rolloutlab/commands/types.py) and output-folder ownership
+"""The shared option types (rolloutlab/commands/options/types.py) and output-folder ownership
 (``claimed``): what they accept and refuse, and that a failed command leaves no folder."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlab.commands.common import BadInput, RunFailed, claimed
-from rolloutlab.commands.types import POSITIVE, PROBABILITY, CommaList, finite
+from rolloutlab.commands.options.common import BadInput, RunFailed, claimed
+from rolloutlab.commands.options.types import POSITIVE, PROBABILITY, CommaList, finite
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))
@@ -87,7 +87,7 @@ def test_claimed_refuses_another_commands_folder(tmp_path):
 
 
 def test_a_glob_over_a_runs_folder_skips_its_other_files(capsys):
-    from rolloutlab.commands.calibrate import run_dir_args
+    from rolloutlab.commands.calibrate.group import run_dir_args
 
     runs = run_dir_args(["tests/data/verl_tb/SOURCE.md", "tests/data/verl_tb/q3b_fsdp_base"])
     assert runs == ["tests/data/verl_tb/q3b_fsdp_base"]

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
-from rolloutlab.commands.common import OutDirError, claim_out_dir
+from rolloutlab.commands.options.common import OutDirError, claim_out_dir
 
 
 def test_claim_new_empty_and_same_command(tmp_path):

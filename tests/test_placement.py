@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.advise import Constraints, SearchSpace, search
+from rolloutlab.analysis.advise.search import Constraints, SearchSpace, search
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import TIMING_KEYS, Layout, learner_phases, weight_sync_s
 from rolloutlab.sim.scenario.placement import apply_split, check_memory, parse_phases, parse_split

@@ -1,4 +1,4 @@
-"""``compare idle --clock probe`` (analysis/probe_clock.py) and the runners' speed probe."""
+"""``compare idle --clock probe`` (analysis/idle/probe_clock.py) and the runners' speed probe."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.probe_clock import PROBE_FIELD, busy_map, on_probe_clock, speed_factors
-from rolloutlab.analysis.run_input import RunInputError, load_run, step_layouts
+from rolloutlab.analysis.idle.probe_clock import (
+    PROBE_FIELD,
+    busy_map,
+    on_probe_clock,
+    speed_factors,
+)
+from rolloutlab.analysis.inputs.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.sim.trace.turns import TURN_SCHEMA
 
 from rolloutlab.cli import main

@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 from rolloutlab.real.policy import learner
 
 from rolloutlab.cli import main
-from rolloutlab.commands.loss_options import LOSS_OPTIONS
-from rolloutlab.commands.real import async_cmd, sync
-from rolloutlab.commands.real_stability import stability_cmd
+from rolloutlab.commands.real.group import async_cmd, sync
+from rolloutlab.commands.real.loss_options import LOSS_OPTIONS
+from rolloutlab.commands.real.stability import stability_cmd
 
 TINY = [
     "--steps", "1", "--warm-start-steps", "0", "--prompts", "1", "--controller", "static:2",

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlab.cli import main
-from rolloutlab.commands import real_stability
+from rolloutlab.commands.real import stability as real_stability
 
 
 class Stop(Exception):

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.sched_compare import (
+from rolloutlab.analysis.scheduler.compare import (
     compare_measurement,
     compare_schedule,
     load_measurement,

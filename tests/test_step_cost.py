@@ -1,4 +1,4 @@
-"""The per-step cost of `compare learning` (analysis/step_cost.py): a power law in the
+"""The per-step cost of `compare learning` (analysis/learning/step_cost.py): a power law in the
 step's rollouts when the fit runs hold two or more rollout counts."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rolloutlab.analysis.step_cost import (
+from rolloutlab.analysis.learning.step_cost import (
     busy_time,
     extrapolation_notes,
     pooled_cost,

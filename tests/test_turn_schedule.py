@@ -1,11 +1,11 @@
-"""The iteration loop of analysis/turn_schedule.py against the SimPy multi-turn engine."""
+"""The iteration loop of analysis/idle/turn_schedule.py against the SimPy multi-turn engine."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.idle_turns import StepTurns, run_turns
-from rolloutlab.analysis.turn_schedule import turn_features
+from rolloutlab.analysis.idle.turn_schedule import turn_features
+from rolloutlab.analysis.idle.turns import StepTurns, run_turns
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.turns import MultiTurn, ToolLatency, TurnLaw

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.advise_eval import collapse_margin
+from rolloutlab.analysis.advise.evaluate import collapse_margin
 from rolloutlab.sim.models.learning import LearningParams
 from rolloutlab.sim.models.passrate import BetaPassRate
 from rolloutlab.sim.models.rewards import RewardConfig, RewardTracker, check_updates
@@ -92,7 +92,7 @@ def test_sim_refuses_k_that_does_not_divide_the_batch(tmp_path):
 def test_real_sync_takes_k_as_the_learners_minibatches(tmp_path):
     from rolloutlab.real.rundir.config import config_from_options
 
-    from rolloutlab.commands.real import real
+    from rolloutlab.commands.real.group import real
 
     sync = real.get_command(None, "sync")
     ctx = sync.make_context("sync", ["--out", str(tmp_path / "o"), "--updates-per-batch", "3"])

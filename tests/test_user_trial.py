@@ -97,7 +97,7 @@ def test_a_collapsed_sync_run_is_flagged_in_its_summary_and_on_the_console(tmp_p
     from rolloutlab.real.runners.collapse import outcome, replay
     from rolloutlab.sim.trace import strict_json
 
-    from rolloutlab.commands.real_run_options import collapse_summary, warn_collapse
+    from rolloutlab.commands.real.run_options import collapse_summary, warn_collapse
 
     # the step table of `real sync --lr 1e6 --steps 12` (default task): reward 0.383 before
     # the first update, 0 after it, no informative group left (no KL, no gradient)

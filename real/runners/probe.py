@@ -10,7 +10,7 @@ and log them in ``learner.jsonl``:
 - ``timing_s/probe_model``: process CPU seconds of ``MODEL_REPEATS`` forwards of the
   run's policy model on fixed token ids ``(MODEL_ROWS, MODEL_TOKENS)`` (about 10 ms; the
   same work whatever the weights). ``compare idle --clock probe``
-  (:func:`rolloutlab.analysis.probe_clock.on_probe_clock`) divides each step's CPU times
+  (:func:`rolloutlab.analysis.idle.probe_clock.on_probe_clock`) divides each step's CPU times
   by ``probe / median probe over the fit steps``;
 - ``timing_s/probe`` (CPU) and ``timing_s/probe_wall`` (wall): ``PROBE_REPEATS``
   products of a fixed ``(PROBE_ROWS, PROBE_DIM)`` float32 tensor with a fixed

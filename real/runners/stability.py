@@ -184,7 +184,7 @@ CSV_SCHEMA = {
 def run_point(point: dict, out: str | Path, grid: GridConfig) -> pl.DataFrame:
     """One grid point ``{"S", "lr", "seed"}`` run (or reused) under ``out`` (after
     :func:`prepare_warm_start`), as a one-row table of :data:`CSV_COLUMNS`: the unit an
-    executor runs (rolloutlab/commands/executor.py)."""
+    executor runs (rolloutlab/commands/grid/executor.py)."""
     S, lr, seed = int(point["S"]), float(point["lr"]), int(point["seed"])
     row = _one((Path(out), S, lr, seed, grid.run_config(S, lr, seed)))
     return pl.DataFrame([row], schema=CSV_SCHEMA).select(CSV_COLUMNS)

@@ -252,7 +252,7 @@ class SyncRun:
         t_end = self.clock()
         extra = sampling_record(rewards, keep, results, G, ds)
         # process CPU time (s) of the step's phases: a clock that the machine's load
-        # does not stretch (analysis.learning_compare's --clock cpu)
+        # does not stretch (analysis.learning.compare's --clock cpu)
         extra.update(
             cpu_gen_s=cpu[1] - cpu[0], cpu_train_s=cpu[2] - cpu[1], cpu_sync_s=cpu[3] - cpu[2]
         )

@@ -1,7 +1,7 @@
 """The length distribution of the digit-chain task's correct solutions (numbers).
 
 Used by ``rolloutlab real task-lengths`` to make docs/real_task.md's figure (drawn by
-:func:`analysis.plots.task_lengths_figure`). No torch.
+:func:`analysis.figures.plots.task_lengths_figure`). No torch.
 """
 
 from __future__ import annotations

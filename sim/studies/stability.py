@@ -1,6 +1,6 @@
 """Stability grids over (S, lr, seed) and boundary measurement by bisection, for the
 collapse model of :mod:`sim.models.staleness` (PAPERS.md §2); the phase diagram is drawn by
-:mod:`analysis.stability_plots`.
+:mod:`analysis.collapse.stability_plots`.
 """
 
 from __future__ import annotations

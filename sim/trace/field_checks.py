@@ -1,6 +1,6 @@
 """Typed checks of one field read from a file (calibration/scenario JSON, block files):
 the file readers' half of the validation layer (the command line's half is
-``rolloutlab.commands.types``). Each check returns the value or raises ``error`` with
+``rolloutlab.commands.options.types``). Each check returns the value or raises ``error`` with
 ``field <name>: expected <what>, got <value>``; the caller prefixes the file.
 
 JSON numbers only: a string, a boolean or ``null`` is not a number, and ``NaN`` /

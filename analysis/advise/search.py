@@ -1,0 +1,230 @@
+"""``rolloutlab advise``'s search: the fastest setting that keeps stragglers and collapse
+in bounds, with Optuna, and the Pareto table of what was tried.
+
+Search: a multi-objective Optuna study (minimise time, minimise straggler rate, maximise
+collapse margin) sampled by TPE with a ``constraints_func`` (Optuna's constrained
+MOTPE; Ozaki et al., "Multiobjective tree-structured Parzen estimator", JAIR 2022; the
+constraints given per trial with ``Trial.set_constraint``, which TPE and ``best_trials``
+read). Trials are asked in batches of
+``batch`` (``constant_liar`` keeps a batch's settings apart) and priced by ``run_batch``
+(the CLI hands that to a grid executor, so a batch runs in parallel, locally or on Ray).
+A setting already priced is not priced again: its earlier result is told for it.
+
+Constraints (Optuna: a trial is feasible when every value is <= 0):
+``straggler_rate - max_straggler_rate``, ``min_collapse_margin - collapse_margin`` and,
+where time to target is the objective, ``1`` when the run did not reach the target.
+The accelerator budget prunes the ``workers`` choices before the search (a setting over
+budget is never tried).
+
+The answer: the feasible trial with the smallest time (ties: lower straggler rate, then
+larger margin, then trial number). The Pareto table: the feasible trials no other feasible
+trial beats on all three objectives (``study.best_trials``, constraint-aware).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+import polars as pl
+from rolloutlab.analysis.advise.evaluate import METRIC_KEYS, SETTING_KEYS
+from rolloutlab.sim.models.rewards import check_updates
+
+DIRECTIONS = ("minimize", "minimize", "maximize")
+"""Objectives: time (s), straggler rate, collapse margin."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The choices per setting (each a non-empty tuple without repeats; :data:`SETTING_KEYS`).
+
+    Raises ValueError on an empty or repeated choice list, and (:func:`check_updates`,
+    naming ``--updates-per-batch``) on an ``updates_per_batch`` K that is not an int >= 1
+    dividing every ``prompts`` B: every K is searched with every B."""
+
+    controller: tuple[str, ...]
+    prompts: tuple[int, ...]
+    workers: tuple[int, ...]
+    max_num_seqs: tuple[int, ...]
+    pipeline: tuple[str, ...]
+    lr: tuple[float, ...]
+    updates_per_batch: tuple[int, ...] = (1,)
+    """K optimizer updates per rollout batch (verl's ``train_batch_size /
+    ppo_mini_batch_size``; :attr:`sim.pipelines.sync.RunConfig.updates_per_batch`)."""
+    split: tuple[str, ...] = ()
+    """``R:T`` GPU splits (``--gpus N --splits``; the split sets the workers), or none."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The searched settings: :data:`SETTING_KEYS`, and ``split`` when there are splits."""
+        return SETTING_KEYS + (("split",) if self.split else ())
+
+    def __post_init__(self) -> None:
+        for key in SETTING_KEYS:
+            values = getattr(self, key)
+            if not values:
+                raise ValueError(f"advise search space: no choices for {key}")
+            if len(set(values)) != len(values):
+                raise ValueError(f"advise search space: duplicated {key} choices {list(values)}")
+        for k in self.updates_per_batch:
+            for b in self.prompts:
+                check_updates(k, b)
+
+    def size(self) -> int:
+        """Number of distinct settings."""
+        n = 1
+        for key in self.keys:
+            n *= len(getattr(self, key))
+        return n
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """``max_straggler_rate`` in [0, 1]; ``min_collapse_margin`` > 0 (1: no collapse
+    predicted); ``accelerators``: generation accelerators allowed (workers x ``tp``), None
+    for no budget."""
+
+    max_straggler_rate: float = 0.5
+    min_collapse_margin: float = 1.0
+    accelerators: int | None = None
+    tp: int = 1
+
+    def prune(self, space: SearchSpace) -> SearchSpace:
+        """``space`` without worker counts over the budget. Raises ValueError when none fits."""
+        if self.accelerators is None:
+            return space
+        fit = tuple(w for w in space.workers if w * self.tp <= self.accelerators)
+        if not fit:
+            raise ValueError(
+                f"--accelerators {self.accelerators}: no --workers choice fits "
+                f"(workers x tp = {[w * self.tp for w in space.workers]})"
+            )
+        return SearchSpace(**{**space.__dict__, "workers": fit})
+
+
+def _objective_time(metrics: dict[str, Any], use_target: bool) -> float:
+    """The time objective: time to target (the run's wall clock when not reached: a
+    lower bound, and the trial is infeasible), else time per step."""
+    if not use_target:
+        return float(metrics["time_per_step_s"])
+    ttt = metrics["time_to_target_s"]
+    return float(metrics["wall_clock_s"] if ttt is None else ttt)
+
+
+CONSTRAINT_NAMES = ("straggler_rate", "collapse_margin", "reached_target")
+"""Names of the Optuna constraints (:meth:`optuna.trial.Trial.set_constraint`)."""
+
+
+def _constraints(metrics: dict[str, Any], c: Constraints, use_target: bool) -> list[float]:
+    return [
+        float(metrics["straggler_rate"]) - c.max_straggler_rate,
+        c.min_collapse_margin - float(metrics["collapse_margin"]),
+        1.0 if use_target and metrics["time_to_target_s"] is None else 0.0,
+    ]
+
+
+def search(
+    space: SearchSpace,
+    constraints: Constraints,
+    run_batch: Callable[[list[dict]], Sequence[dict | None]],
+    n_trials: int,
+    batch: int = 1,
+    seed: int = 0,
+    use_target: bool = True,
+) -> pl.DataFrame:
+    """Run the study (module docstring); returns one row per trial: ``trial``,
+    :data:`SETTING_KEYS`, :data:`METRIC_KEYS` (null for a failed setting), ``time_s`` (the
+    objective), ``feasible``, ``pareto``, ``best`` (exactly one true row unless no trial is
+    feasible), ``status`` and ``error``.
+
+    ``run_batch(settings)`` prices settings (dicts of :data:`SETTING_KEYS`) and returns one
+    metrics dict per setting (:data:`METRIC_KEYS`, with an ``error`` key instead for a
+    failed one). ``use_target``: time to target is the objective (else time per step).
+    Raises ValueError: ``n_trials`` or ``batch`` < 1.
+    """
+    if n_trials < 1 or batch < 1:
+        raise ValueError(f"advise: need --trials >= 1 and a batch >= 1, got {n_trials}, {batch}")
+    space = constraints.prune(space)
+    sampler = optuna.samplers.TPESampler(
+        seed=seed,
+        multivariate=True,
+        constant_liar=True,
+        n_startup_trials=min(10, n_trials),
+    )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=list(DIRECTIONS), sampler=sampler)
+    priced: dict[str, dict] = {}
+    rows: list[dict] = []
+    while len(rows) < n_trials:
+        trials = [study.ask() for _ in range(min(batch, n_trials - len(rows)))]
+        settings = [
+            {k: t.suggest_categorical(k, list(getattr(space, k))) for k in space.keys}
+            for t in trials
+        ]
+        keys = [json.dumps(s, sort_keys=True) for s in settings]
+        new = [s for k, s in dict(zip(keys, settings)).items() if k not in priced]
+        for s, m in zip(new, run_batch(new)):
+            priced[json.dumps(s, sort_keys=True)] = m or {"error": "no result"}
+        for t, s, k in zip(trials, settings, keys):
+            m = priced[k]
+            row = {"trial": t.number, **s, **{key: m.get(key) for key in METRIC_KEYS}}
+            if "error" in m:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+                rows.append(
+                    {
+                        **row,
+                        "time_s": None,
+                        "feasible": False,
+                        "status": "failed",
+                        "error": m["error"],
+                    }
+                )
+                continue
+            cons = _constraints(m, constraints, use_target)
+            for name, value in zip(CONSTRAINT_NAMES, cons):
+                t.set_constraint(name, value)
+            time_s = _objective_time(m, use_target)
+            study.tell(t, [time_s, float(m["straggler_rate"]), float(m["collapse_margin"])])
+            feasible = all(v <= 0 for v in cons)
+            rows.append(
+                {**row, "time_s": time_s, "feasible": feasible, "status": "ok", "error": None}
+            )
+    pareto = {t.number for t in study.best_trials}
+    df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        pl.col("trial").is_in(sorted(pareto)).and_(pl.col("feasible")).alias("pareto"),
+        *(pl.col(k).cast(pl.Float64) for k in METRIC_KEYS),
+        pl.col("time_s").cast(pl.Float64),
+        pl.col("error").cast(pl.String),
+    )
+    best = (
+        df.filter("feasible")
+        .sort(
+            "time_s",
+            "straggler_rate",
+            "collapse_margin",
+            "trial",
+            descending=[False, False, True, False],
+        )
+        .head(1)["trial"]
+        .to_list()
+    )
+    cols = ["trial", *space.keys, *METRIC_KEYS, "time_s", "feasible", "pareto"]
+    return df.with_columns(pl.col("trial").is_in(best).alias("best")).select(
+        *cols, "best", "status", "error"
+    )
+
+
+def pareto_table(trials: pl.DataFrame) -> pl.DataFrame:
+    """The Pareto rows of :func:`search`'s table, fastest first, one per distinct setting."""
+    return (
+        trials.filter("pareto")
+        .unique(
+            subset=[k for k in (*SETTING_KEYS, "split") if k in trials.columns],
+            keep="first",
+            maintain_order=True,
+        )
+        .sort("time_s", "trial")
+    )

@@ -1,0 +1,358 @@
+"""Fit the collapse-horizon law (:mod:`sim.models.horizon`) per mechanism on half of one or
+more measured stability grids, predict the other half (issue 34, ``compare horizon``).
+
+Grids: ``stability.csv`` folders (``rolloutlab real stability`` or ``rolloutlab
+stability``); each grid's mechanism is read from its ``config.json``
+(``grid.base.sync.learner.clip`` / ``is_mode``; a grid without them ran the default
+``clip on, IS token``): ``mechanism = "clip-on/is-token"`` etc. One law is fitted per
+mechanism. All grids must share the step count ``T``.
+
+Split: ``seed`` (even seeds fit, odd held out; or the seeds ``fit_seeds`` names fit, every
+other seed held out) or ``lr`` (alternate learning rates, sorted: even index fit). Held-out numbers per mechanism and pooled: classification
+agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
+MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
+law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
+numbers for a predictor that knows the held-out cell's fit seeds, i.e. what seed noise
+alone leaves; and the classification *ceiling* (:func:`class_ceiling`), what no predictor
+of the cell alone can beat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from rolloutlab.analysis.collapse.compare import GridError, agreement, grid_steps, read_grid
+from rolloutlab.sim.models.horizon import (
+    PAPER,
+    HorizonFit,
+    HorizonInputError,
+    fit_horizon,
+    fit_horizon_groups,
+    neg_log_likelihood,
+)
+from scipy import stats
+
+
+def mechanism_of(grid: Path) -> str:
+    """``clip-{on,off}/is-{off,token,sequence}`` from a grid's config.json (default when absent)."""
+    cfg = (grid if grid.is_dir() else grid.parent) / "config.json"
+    learner: dict = {}
+    if cfg.exists():
+        raw = json.loads(cfg.read_text())
+        learner = raw.get("grid", {}).get("base", {}).get("sync", {}).get("learner", {})
+    clip = "on" if learner.get("clip", True) else "off"
+    return f"clip-{clip}/is-{learner.get('is_mode', 'token')}"
+
+
+def detector_patience(grid: Path) -> int:
+    """The collapse detector's KL patience of a grid (``grid.base.collapse.kl_patience`` in
+    its config.json; 1 when absent: grids from before the option, and simulator grids)."""
+    cfg = (grid if grid.is_dir() else grid.parent) / "config.json"
+    raw = json.loads(cfg.read_text()) if cfg.exists() else {}
+    return int(raw.get("grid", {}).get("base", {}).get("collapse", {}).get("kl_patience", 1))
+
+
+def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
+    """One table of every grid's ok runs with ``mechanism`` and ``T`` columns.
+
+    Several grids may hold one mechanism (e.g. its S = 1, 4 runs and its S = 2, 8 runs).
+    ``floor``: the detector's KL patience (:func:`detector_patience`). Raises
+    :class:`GridError` naming the grid on an unreadable grid, when the grids mix step
+    counts (a horizon is measured against its run length) or detector patience, or when a
+    run (mechanism, S, lr, seed) is in two grids.
+    """
+    parts = []
+    for p in paths:
+        df = read_grid(p)
+        T = grid_steps(p, steps)
+        parts.append(
+            df.select("S", "lr", "seed", "collapsed", "t_collapse").with_columns(
+                pl.lit(mechanism_of(Path(p))).alias("mechanism"),
+                pl.lit(T).alias("T"),
+                pl.lit(detector_patience(Path(p))).alias("floor"),
+            )
+        )
+    Ts = sorted({int(d["T"][0]) for d in parts})
+    if len(Ts) > 1:
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: runs of different step counts mixed "
+            f"(T = {Ts}); compare grids of one T"
+        )
+    floors = sorted({int(d["floor"][0]) for d in parts})
+    if len(floors) > 1:
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: grids of different detector patience mixed "
+            f"({floors}); a collapse step is measured by its detector, compare one at a time"
+        )
+    df = pl.concat(parts)
+    keys = ["mechanism", "S", "lr", "seed"]
+    twice = df.filter(df.select(keys).is_duplicated())
+    if twice.height:  # why: grids of one mechanism may be split (S 1,4 then S 2,8), not overlap
+        r = twice.row(0, named=True)
+        raise GridError(
+            f"{', '.join(str(p) for p in paths)}: run {r['mechanism']} S={r['S']} "
+            f"lr={r['lr']:g} seed={r['seed']} is in two grids; give each run once"
+        )
+    return df
+
+
+def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    t = df["t_collapse"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    t = np.where(df["collapsed"].to_numpy(), t, np.nan)
+    return df["S"].to_numpy(), df["lr"].to_numpy(), t, df["T"].to_numpy()
+
+
+def _floor(df: pl.DataFrame) -> float:
+    """The runs' detector floor (:attr:`HorizonLaw.floor`; 1 without a ``floor`` column)."""
+    return float(df["floor"][0]) if "floor" in df.columns else 1.0
+
+
+def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
+    """:func:`sim.models.horizon.fit_horizon` on one mechanism's runs; raises GridError
+    (naming the mechanism) where the law cannot be fitted."""
+    try:
+        return fit_horizon(*_arrays(df), n_boot=n_boot, floor=_floor(df))
+    except HorizonInputError as exc:
+        raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
+
+
+LAWS = ("pooled", "separate", "drift")
+"""``compare horizon --law`` choices (:func:`fit_mechanisms`)."""
+
+
+def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> dict:
+    """``{mechanism: HorizonFit}``. ``law`` (:data:`LAWS`): ``separate`` fits each mechanism
+    alone (:func:`fit_mechanism`); ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups`
+    fit (shared horizon constants, a per-step constant ``C`` per mechanism); ``drift`` that
+    plus a stale drift multiplier ``D`` per mechanism (the horizon rate at ``S >= 2``).
+    Raises GridError naming the problem, ValueError on an unknown ``law``."""
+    if law not in LAWS:
+        raise ValueError(f"law {law!r}: not one of {LAWS}")
+    mechs = sorted(df["mechanism"].unique().to_list())
+    if law == "separate" or (law == "pooled" and len(mechs) == 1):
+        return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
+    group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
+    try:
+        fits = fit_horizon_groups(
+            *_arrays(df), group, n_boot=n_boot, drift=law == "drift", floor=_floor(df)
+        )
+    except HorizonInputError as exc:
+        raise GridError(f"mechanisms {mechs}: {exc}") from None
+    return dict(zip(mechs, fits))
+
+
+def log_likelihood(fits: dict, df: pl.DataFrame) -> float:
+    """Censored log-likelihood of ``df``'s runs under ``fits`` (``{mechanism: HorizonFit}``,
+    :func:`sim.models.horizon.neg_log_likelihood` summed over mechanisms)."""
+    return -sum(
+        neg_log_likelihood(fit.law, *_arrays(df.filter(pl.col("mechanism") == m)))
+        for m, fit in fits.items()
+    )
+
+
+def drift_test(df: pl.DataFrame, drift_fits: dict | None = None) -> dict:
+    """Likelihood-ratio test of the ``drift`` law against the nested ``pooled`` one (``D = 1``
+    for every mechanism), both fitted to all of ``df``'s runs: ``statistic`` ``2 (ll_drift -
+    ll_pooled)``, ``dof`` (one ``D`` per mechanism), ``p_value`` (chi-square, Wilks;
+    approximate with few runs), ``aic_drift - aic_pooled`` (< 0 favours the drift law) and
+    the fitted ``D`` per mechanism. ``drift_fits``: the drift law already fitted to ``df``
+    (None: fitted here). Raises GridError (:func:`fit_mechanisms`)."""
+    pooled = fit_mechanisms(df, 0, "pooled")
+    drift = fit_mechanisms(df, 0, "drift") if drift_fits is None else drift_fits
+    ll_p, ll_d = log_likelihood(pooled, df), log_likelihood(drift, df)
+    stat, dof = max(2.0 * (ll_d - ll_p), 0.0), len(drift)
+    return {
+        "ll_pooled": ll_p,
+        "ll_drift": ll_d,
+        "statistic": stat,
+        "dof": dof,
+        "p_value": float(stats.chi2.sf(stat, dof)),
+        "aic_difference": 2.0 * dof - stat,
+        "drift": {m: f.law.drift for m, f in drift.items()},
+    }
+
+
+def split(
+    df: pl.DataFrame, by: str, fit_seeds: tuple[int, ...] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(fit, held_out)`` (module docstring): with ``fit_seeds`` (``by == "seed"`` only)
+    the rows of those seeds fit and every other row is held out. Raises GridError with a
+    single value, or when ``fit_seeds`` leaves either half of ``df`` empty."""
+    values = sorted(df[by].unique().to_list())
+    if len(values) < 2:
+        raise GridError(f"split by {by}: a single {by} ({values}); need two or more")
+    if fit_seeds is None:
+        mask = pl.col(by).is_in(values[0::2])
+    else:
+        if by != "seed":
+            raise GridError(f"fit seeds {list(fit_seeds)} need the seed split, not {by}")
+        fit = sorted(set(values) & set(fit_seeds))
+        if not fit or len(fit) == len(values):
+            raise GridError(
+                f"fit seeds {sorted(fit_seeds)} against the grid's seeds {values}: "
+                "need at least one seed on each side"
+            )
+        mask = pl.col(by).is_in(fit)
+    return df.filter(mask), df.filter(~mask)
+
+
+def predict_rows(fit: HorizonFit, df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``p_collapse``, ``predicted_collapsed``, ``predicted_t`` (median) and its
+    bootstrap interval ``predicted_t_lo`` / ``_hi``."""
+    S, eta, _, T = _arrays(df)
+    med, lo, hi = fit.predict(S, eta)
+    p = fit.law.p_collapse(S, eta, T)
+    return df.with_columns(
+        pl.Series("p_collapse", p),
+        pl.Series("predicted_collapsed", p > 0.5),
+        pl.Series("predicted_t", med),
+        pl.Series("predicted_t_lo", lo),
+        pl.Series("predicted_t_hi", hi),
+    )
+
+
+def seed_floor(held: pl.DataFrame, fit_rows: pl.DataFrame) -> dict:
+    """What seed noise alone leaves: each held-out run predicted by the fit seeds of its
+    own cell. ``mdape``: median ``|t_seeds / t - 1|`` over held-out collapsed runs whose
+    cell had a collapse in the fit half (``t_seeds`` the median of those collapse steps);
+    ``agreement``: share of held-out runs whose class equals the fit seeds' majority
+    (a tie counts as collapsed). NaN where undefined."""
+    cells = fit_rows.group_by("mechanism", "S", "lr").agg(
+        pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_seeds"),
+        (pl.col("collapsed").cast(pl.Float64).mean() >= 0.5).alias("class_seeds"),
+    )
+    j = held.join(cells, on=["mechanism", "S", "lr"], how="inner")
+    c = j.filter(pl.col("collapsed") & pl.col("t_seeds").is_not_null())
+    return {
+        "mdape": float(((c["t_seeds"] / c["t_collapse"]) - 1).abs().median())
+        if c.height
+        else float("nan"),
+        "agreement": float((j["class_seeds"] == j["collapsed"]).mean())
+        if j.height
+        else float("nan"),
+    }
+
+
+def class_ceiling(held: pl.DataFrame) -> float:
+    """The best classification agreement *any* predictor of ``(mechanism, S, lr)`` alone can
+    reach on ``held``: per cell, the larger of its collapsed and survived held-out counts,
+    over all held-out runs (an upper bound, read off the held-out runs themselves, so never
+    a prediction). NaN on no rows."""
+    if not held.height:
+        return float("nan")
+    cells = held.group_by("mechanism", "S", "lr").agg(
+        pl.col("collapsed").sum().alias("c"), pl.len().alias("n")
+    )
+    best = cells.select(pl.max_horizontal("c", pl.col("n") - pl.col("c")).sum()).item()
+    return float(best / held.height)
+
+
+def held_out_numbers(pred: pl.DataFrame) -> dict:
+    """:func:`analysis.collapse.compare.agreement` of :func:`predict_rows` output (its
+    median ``predicted_t`` as the predicted collapse step)."""
+    return agreement(pred.rename({"predicted_t": "predicted_t_collapse"}))
+
+
+def law_summary(fit: HorizonFit) -> dict:
+    """The fitted constants with 16-84 % bootstrap intervals, and §2's exponents."""
+    out = {}
+    for name in ("R", "a", "C", "c", "k", "sigma", "drift"):
+        lo, hi = fit.interval(name)
+        out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
+    if fit.c_fixed:  # one stale S: c not fitted
+        out["c"] = {"value": PAPER["c"], "lo": float("nan"), "hi": float("nan"), "fixed": True}
+    out["paper"] = PAPER
+    out["runs"], out["collapsed"], out["bootstrap"] = fit.n_runs, fit.n_collapsed, len(fit.boot)
+    return out
+
+
+def horizon_study(
+    df: pl.DataFrame,
+    by: str = "seed",
+    n_boot: int = 100,
+    law: str = "pooled",
+    fit_seeds: tuple[int, ...] | None = None,
+) -> tuple[dict, pl.DataFrame]:
+    """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
+    exponents with their seed intervals), :func:`fit_mechanisms` (``law``); with the
+    ``drift`` law also :func:`drift_test` (``summary["drift_test"]``). Returns
+    ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
+    split value, ``fit_seeds`` leaving a mechanism's fit or held-out half empty: :func:`split`)."""
+    summary: dict = {"split": by, "law": law, "mechanisms": {}}
+    if fit_seeds is not None:
+        summary["fit_seeds"] = sorted(fit_seeds)
+    halves = {m: split(p, by, fit_seeds) for (m,), p in df.group_by("mechanism")}
+    fit_all = pl.concat([h[0] for h in halves.values()])
+    half_fits = fit_mechanisms(fit_all, n_boot, law)
+    all_fits = fit_mechanisms(df, n_boot, law)
+    if law == "drift":
+        summary["drift_test"] = drift_test(df, all_fits)
+    preds = []
+    for mech in sorted(halves):
+        fit_rows, held = halves[mech]
+        pred = predict_rows(half_fits[mech], held)
+        preds.append(pred)
+        summary["mechanisms"][mech] = {
+            "held_out": held_out_numbers(pred),
+            "seed_floor": seed_floor(held, fit_rows) if by == "seed" else None,
+            "law_half": law_summary(half_fits[mech]),
+            "law_all": law_summary(all_fits[mech]),
+        }
+    held_all = pl.concat(preds)
+    summary["held_out"] = held_out_numbers(held_all)
+    distinct = distinct_runs(held_all)
+    summary["held_out_distinct"] = held_out_numbers(distinct)
+    summary["class_ceiling"] = class_ceiling(held_all)
+    summary["class_ceiling_distinct"] = class_ceiling(distinct)
+    if by == "seed":
+        summary["seed_floor"] = seed_floor(held_all, fit_all)
+        summary["seed_floor_distinct"] = seed_floor(distinct, fit_all)
+    return summary, held_all
+
+
+def distinct_runs(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with each synchronous run (``S <= 1``) counted once across mechanisms: rows
+    of equal ``S, lr, seed`` and outcome (``collapsed``, ``t_collapse``) are one run there
+    (**modelling choice**, docs/staleness.md: at ``S <= 1`` with one minibatch per step the
+    ratio is 1, so every clip / IS setting takes the same step, and a mechanism grid's
+    ``S = 1`` runs may be one grid's copied in). Stale rows are kept as they are."""
+    keys = ["S", "lr", "seed", "collapsed", "t_collapse"]
+    sync = rows.filter(pl.col("S") <= 1).unique(keys, keep="first", maintain_order=True)
+    return pl.concat([sync, rows.filter(pl.col("S") > 1)])
+
+
+def grid_horizon(
+    df: pl.DataFrame, T: int, n_boot: int = 30
+) -> tuple[HorizonFit | None, pl.DataFrame | None, str]:
+    """The horizon law fitted to one grid (``rolloutlab stability``'s rows: ``S, lr, seed,
+    collapsed, t_collapse``) and a per-(S, lr) table: ``runs``, ``collapsed_share``,
+    ``t_measured`` (median over collapsed runs), ``t_predicted`` with ``t_lo`` / ``t_hi``
+    (16-84 % seed bootstrap) and ``p_collapse``. ``(None, None, why)`` where no law can be
+    fitted (one S, one lr, no collapse)."""
+    runs = df.with_columns(pl.lit(T).alias("T"))
+    try:
+        fit = fit_horizon(*_arrays(runs), n_boot=n_boot)
+    except HorizonInputError as exc:
+        return None, None, f"no horizon law: {exc}"
+    cells = (
+        runs.group_by("S", "lr")
+        .agg(
+            pl.len().alias("runs"),
+            pl.col("collapsed").cast(pl.Float64).mean().alias("collapsed_share"),
+            pl.col("t_collapse").filter(pl.col("collapsed")).median().alias("t_measured"),
+        )
+        .sort("S", "lr")
+    )
+    S, eta = cells["S"].to_numpy(), cells["lr"].to_numpy()
+    med, lo, hi = fit.predict(S, eta)
+    table = cells.with_columns(
+        pl.Series("t_predicted", med),
+        pl.Series("t_lo", lo),
+        pl.Series("t_hi", hi),
+        pl.Series("p_collapse", fit.law.p_collapse(S, eta, T)),
+    )
+    a, c = fit.law.a, fit.law.c
+    return fit, table, f"horizon law: t ~ eta^-{a:.2f} (horizon), stale boundary (S-1)^{c:.2f} eta"

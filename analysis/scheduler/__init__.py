@@ -1,0 +1,2 @@
+"""``compare scheduler``: the simulator's paged engine against vLLM's own scheduler
+(:mod:`.compare`)."""

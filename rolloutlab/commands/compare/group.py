@@ -1,0 +1,389 @@
+"""``rolloutlab compare`` (predicted against measured) and ``rolloutlab report`` (HTML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rolloutlab.commands.compare.horizon import horizon
+from rolloutlab.commands.compare.learning_budget import learning_budget
+from rolloutlab.commands.compare.scheduler import scheduler
+from rolloutlab.commands.options.common import OUT_DIR, claimed, echo_table, fail, real_option
+from rolloutlab.commands.options.types import STEPS, finite
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.progress import phase
+
+
+@click.group()
+def compare() -> None:
+    """Put the simulator's predictions next to a real run's measurements."""
+
+
+@compare.command()
+@real_option(
+    "Run directory with rollouts/steps traces and config.json (rolloutlab real sync).",
+    file_okay=False,
+)
+@click.option(
+    "--fit-steps",
+    type=click.IntRange(min=2),
+    default=None,
+    help="K: calibrate on steps 0..K-1, predict the rest [default: half the steps].",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Length draws per step for the 'drawn' prediction.",
+)
+@click.option(
+    "--length-model",
+    type=click.Choice(["empirical", "lognormal"]),
+    default="empirical",
+    show_default=True,
+    help="Length model of the 'drawn' prediction: observed groups "
+    "resampled by prompt length, or a per-prompt lognormal.",
+)
+@click.option(
+    "--capacity",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Engine slots per worker [default: the run's config].",
+)
+@click.option(
+    "--tau",
+    type=finite(1.0, min_open=True),
+    default=None,
+    help="Straggler threshold on max/median length, > 1 [default: the run's].",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed (>= 0)."
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu", "probe"]),
+    default="wall",
+    show_default=True,
+    help="Measured times on the wall clock, or each step's generation rescaled to its "
+    "process CPU time (learner.jsonl cpu_gen_s; runs generating on this process's CPU: "
+    "torch, or vLLM on CPU), which another process's load does not stretch; probe: the "
+    "CPU time over the step's speed probe (timing_s/probe_model) relative to the fit steps' "
+    "median, tool sleeps kept on the wall clock.",
+)
+@OUT_DIR
+def idle(
+    real_dir: Path, fit_steps, draws, length_model, capacity, tau, seed, clock, out_dir: Path
+) -> None:
+    """Generation makespan, slot idle fraction and stragglers: simulated against measured.
+
+    Writes OUT/idle_comparison.csv (per step; predicted_* = the 'drawn' prediction),
+    idle_summary.csv/.json, idle_scatter.png, idle_timeseries.png, replay_rollouts.parquet
+    and config.json.
+    """
+    from rolloutlab.analysis.figures.compare_outputs import write_idle_outputs
+    from rolloutlab.analysis.idle.compare import IdleCompareConfig, compare_idle
+    from rolloutlab.analysis.idle.probe_clock import on_probe_clock
+    from rolloutlab.analysis.inputs.run_input import RunInputError, load_run, on_cpu_clock
+    from rolloutlab.sim.trace.schema import TraceError
+
+    cfg = IdleCompareConfig(
+        fit_steps=fit_steps, draws=draws, seed=seed, tau=tau, length_model=length_model, clock=clock
+    )
+    try:
+        run = load_run(real_dir, capacity=capacity)
+        if clock == "cpu":
+            run = on_cpu_clock(run)
+        elif clock == "probe":
+            run = on_probe_clock(run, fit_steps)
+    except (RunInputError, TraceError, ValueError) as exc:
+        fail(exc)
+    with claimed(out_dir, "compare-idle"):
+        try:
+            with phase(f"compare idle: {draws} draws over {run.steps.height} steps"):
+                res = compare_idle(run, cfg)
+        except (RunInputError, TraceError, ValueError) as exc:
+            fail(exc)
+        name = write_idle_outputs(run, res, cfg, out_dir)
+    click.echo(
+        f"{name}: fit on steps 0..{res.fit_steps - 1}, {res.summary['held_out_steps'][0]} held-out steps"
+    )
+    echo_table(res.summary)
+    click.echo(f"-> {out_dir}")
+
+
+@compare.command()
+@real_option(
+    "Measured stability grid: a directory with stability.csv (+ config.json), or the CSV.",
+    exists=True,
+)
+@click.option(
+    "--sim",
+    "sim_dir",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Simulated grid (rolloutlab stability --out DIR), for its scaling checks.",
+)
+@click.option(
+    "--steps",
+    type=STEPS,
+    default=None,
+    help="Learner steps T per real run [default: the real grid's config.json].",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["lr", "seed"]),
+    default="lr",
+    show_default=True,
+    help="Hold out alternate learning rates, or odd seeds.",
+)
+@click.option(
+    "--max-evals",
+    type=click.IntRange(min=10),
+    default=300,
+    show_default=True,
+    help="Model-grid evaluations of the fit.",
+)
+@OUT_DIR
+def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_dir: Path) -> None:
+    """Fit the collapse model on part of a measured stability grid and predict the rest.
+
+    Writes OUT/collapse_points.csv (held-out runs, measured and predicted),
+    collapse_scaling.csv (per S: S*eta_collapse and M_collapse*S*eta from the real grid,
+    the fitted model and the simulated grid), collapse_summary.json, collapse.png, config.json.
+    """
+    from rolloutlab.analysis.collapse.compare import GridError, grid_steps
+    from rolloutlab.analysis.figures.compare_outputs import collapse_study, write_collapse_outputs
+
+    try:
+        T = grid_steps(real_dir, steps)
+    except GridError as exc:
+        fail(exc)
+    with claimed(out_dir, "compare-collapse"):
+        try:
+            study = collapse_study(real_dir, sim_dir, T, split, max_evals)
+        except GridError as exc:
+            fail(exc)
+        write_collapse_outputs(study, out_dir, f"{real_dir.name}: fit on half the {split} values")
+    summary, fit, table = study.summary, study.fit, study.scaling
+    h = summary["held_out"]
+    click.echo(
+        f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
+        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs collapsed on both sides"
+    )
+    click.echo(
+        "fitted: "
+        + ", ".join(
+            f"{k}={getattr(fit.params, k):.4g}"
+            for k in ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")
+        )
+    )
+    echo_table(table)
+    click.echo(f"-> {out_dir}")
+
+
+@click.command()
+@click.argument(
+    "studies",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+@OUT_DIR
+def report(studies: tuple[Path, ...], out_dir: Path) -> None:
+    """One self-contained HTML page per study directory (figures embedded)."""
+    from rolloutlab.analysis.figures.report import ReportError, page_names, write_reports
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    try:
+        page_names(list(studies))
+    except ReportError as exc:
+        fail(exc)
+    with claimed(out_dir, "report"):
+        try:
+            paths = write_reports(list(studies), out_dir)
+        except ReportError as exc:
+            fail(exc)
+        write_config(
+            out_dir / "config.json", {"command": "report", "studies": [str(s) for s in studies]}
+        )
+    for path in paths:
+        click.echo(f"wrote {path}")
+
+
+@compare.command("learning")
+@click.option(
+    "--fit",
+    "fit_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The real run the models are fitted on (repeat for several seeds of one setting: a joint fit).",
+)
+@click.option(
+    "--real",
+    "real_dirs",
+    required=True,
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a real run to predict (repeat the option)",
+)
+@click.option(
+    "--target-accuracy",
+    required=True,
+    type=finite(0.0, 1.0, min_open=True),
+    help="Target in (0, 1]: a training reward (trailing mean of 10 steps), or with "
+    "--target-on heldout a held-out accuracy.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier compare learning output).",
+)
+@click.option(
+    "--learning-model",
+    type=click.Choice(["saturating", "linear"]),
+    default="saturating",
+    show_default=True,
+    help="shape of the learning shift (docs/learning.md §2): saturating at a fitted capacity, "
+    "or the simulator's default linear one",
+)
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="time = wall clock, or the runs' process CPU time per step (learner.jsonl "
+    "cpu_*_s; not stretched by a loaded machine)",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="runs drawn from the fitted model per prediction (time to target = their median)",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the drawn runs (>= 0).",
+)
+@click.option(
+    "--resimulate",
+    "resim_draws",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="N > 0: also predict every adaptive run with its controller re-simulated "
+    "(N drawn runs; columns resim_*), not only from the G it chose",
+)
+@click.option(
+    "--target-on",
+    type=click.Choice(["train", "heldout"]),
+    default="train",
+    show_default=True,
+    help="what --target-accuracy scores: the trailing training reward (10 steps), or the "
+    "runs' held-out evaluations (eval.jsonl accuracy; docs/learning.md §5)",
+)
+@click.option(
+    "--cost-from",
+    "cost_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Runs whose steps price the step cost instead of the --fit runs' (repeat): runs "
+    "made on the machine, and in the machine state, of the --real runs (a CPU clock "
+    "moves between sessions of a shared machine; docs/learning.md §5)",
+)
+def learning(
+    fit_dirs: tuple[Path, ...],
+    real_dirs: tuple[Path, ...],
+    target_accuracy: float,
+    learning_model: str,
+    clock: str,
+    draws: int,
+    seed: int,
+    resim_draws: int,
+    target_on: str,
+    cost_dirs: tuple[Path, ...],
+    out_dir: Path,
+) -> None:
+    """Calibrate the learning and cost models on --fit (the cost on --cost-from if given), predict every --real run's reward
+    curve and time to target; DIR/learning_comparison.csv (per run),
+    learning_comparison_by_controller.csv (runs of one controller and settings over their
+    seeds: measured mean +- sd beside the predicted mean), learning_directions.csv (steps to
+    target along G and B, measured against predicted; analysis/learning/directions.py),
+    .png and fit.json."""
+
+    from rolloutlab.analysis.learning.compare import compare_learning, comparison_figure
+    from rolloutlab.analysis.learning.directions import directions_of
+    from rolloutlab.analysis.learning.heldout import started_above
+    from rolloutlab.analysis.learning.step_cost import extrapolation_notes
+    from rolloutlab.calibration.readers.run_curve import read_run
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    with claimed(out_dir, "compare-learning"):
+        try:
+            with phase("compare learning: fitting and predicting"):
+                table, groups, curves, fit = compare_learning(
+                    list(fit_dirs),
+                    list(real_dirs),
+                    target_accuracy,
+                    learning_model,
+                    draws,
+                    seed,
+                    clock,
+                    resim_draws,
+                    target_on,
+                    list(cost_dirs),
+                )
+        except ValueError as exc:
+            hint = "--fit/--real/--cost-from" if cost_dirs else "--fit/--real"
+            raise click.BadParameter(str(exc), param_hint=hint) from None
+        table.write_csv(out_dir / "learning_comparison.csv")
+        groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
+        directions = directions_of(table, list(real_dirs))
+        directions.write_csv(out_dir / "learning_directions.csv")
+        comparison_figure(
+            curves, target_accuracy, out_dir / "learning_comparison.png", clock, target_on
+        )
+        strict_json.write_json(out_dir / "fit.json", fit, default=float)
+        write_config(
+            out_dir / "config.json",
+            {
+                "kind": "compare-learning",
+                "fit_runs": [str(d) for d in fit_dirs],
+                "real_runs": [str(d) for d in real_dirs],
+                "target_accuracy": target_accuracy,
+                "learning_model": learning_model,
+                "clock": clock,
+                "draws": draws,
+                "seed": seed,
+                "resimulate": resim_draws,
+                "target_on": target_on,
+            },
+        )
+    echo_table(table)
+    echo_table(groups)
+    if directions.height:
+        echo_table(directions)
+    else:
+        click.echo("learning_directions.csv: no two settings are neighbours along G or B", err=True)
+    if target_on == "heldout":
+        for line in started_above(list(real_dirs), target_accuracy):
+            click.echo(line, err=True)
+    priced = list(cost_dirs) or list(fit_dirs)
+    for line in extrapolation_notes(
+        {str(d): read_run(d) for d in priced}, {Path(d).name: read_run(d) for d in real_dirs}
+    ):
+        click.echo(line, err=True)
+    click.echo(f"-> {out_dir}")
+
+
+compare.add_command(scheduler)
+compare.add_command(learning_budget)
+compare.add_command(horizon)

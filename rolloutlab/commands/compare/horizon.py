@@ -1,0 +1,182 @@
+"""``rolloutlab compare horizon``: the collapse-horizon law fitted per mechanism on half of
+measured stability grids, predicting the other half (wiring only:
+:mod:`analysis.collapse.horizon` fits, :mod:`analysis.collapse.horizon_plot` draws)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rolloutlab.commands.options.common import OUT_DIR, claimed, fail
+from rolloutlab.commands.options.types import NON_NEGATIVE_INT, STEPS, CommaList
+from rolloutlab.sim.trace import strict_json
+
+SEED_LIST = CommaList(NON_NEGATIVE_INT)
+"""``--fit-seeds``: distinct seeds >= 0, comma-separated."""
+
+
+@click.command("horizon")
+@click.option(
+    "--real",
+    "grids",
+    required=True,
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Stability grid (folder with stability.csv + config.json); repeat for one grid per "
+    "mechanism (clip / IS setting, read from each config.json), or several per mechanism "
+    "(e.g. its S 1,4 and its S 2,8 grid; no run twice).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["seed", "lr"]),
+    default="seed",
+    show_default=True,
+    help="Hold out odd seeds, or alternate learning rates.",
+)
+@click.option(
+    "--fit-seeds",
+    type=SEED_LIST,
+    default=None,
+    help="With --split seed: the seeds the law is fitted on (comma-separated, >= 0); every "
+    "other seed is held out [default: even seeds fit, odd held out].",
+)
+@click.option("--steps", type=STEPS, default=None, help="T per run [default: config.json].")
+@click.option(
+    "--bootstrap",
+    type=click.IntRange(min=0, max=10_000),
+    default=100,
+    show_default=True,
+    help="Bootstrap refits over seeds for the intervals (0: none).",
+)
+@click.option(
+    "--law",
+    type=click.Choice(["pooled", "separate", "drift"]),
+    default="pooled",
+    show_default=True,
+    help="One fit over all mechanisms sharing the horizon constants, each with its own "
+    "per-step constant C; or one independent fit per mechanism; or drift: pooled plus a "
+    "per-mechanism multiplier D of the horizon (drift) rate at S >= 2, with a "
+    "likelihood-ratio test against pooled.",
+)
+@OUT_DIR
+def horizon(
+    grids: tuple[Path, ...],
+    split: str,
+    fit_seeds: list[int] | None,
+    steps,
+    bootstrap: int,
+    law: str,
+    out_dir: Path,
+) -> None:
+    """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
+
+    Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
+    interval), OUT/horizon_summary.json (agreement, MdAPE, seed floor, fitted exponents
+    with intervals against PAPERS.md §2), OUT/horizon.png, OUT/config.json and, when the
+    grids keep their run folders, OUT/mechanism_metrics.csv (per run: KL to the behaviour
+    policy, entropy, grad norm, clip fraction, engine-learner gap up to the collapse).
+    """
+    from rolloutlab.analysis.collapse.compare import GridError
+    from rolloutlab.analysis.collapse.horizon import (
+        fit_mechanisms,
+        horizon_study,
+        mechanism_of,
+        read_grids,
+    )
+    from rolloutlab.analysis.collapse.horizon import split as split_rows
+    from rolloutlab.analysis.collapse.horizon_plot import horizon_figure
+    from rolloutlab.analysis.collapse.mechanism_metrics import mechanism_metrics
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    if fit_seeds is not None and split != "seed":
+        raise click.BadParameter("needs --split seed", param_hint="--fit-seeds")
+    try:
+        df = read_grids(list(grids), steps)
+        seeds = None if fit_seeds is None else tuple(fit_seeds)
+        if seeds is not None:  # refuse a split that empties a half before --out is claimed
+            for (_,), rows in df.group_by("mechanism"):
+                split_rows(rows, "seed", seeds)
+    except GridError as exc:
+        fail(exc)
+    with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
+        try:
+            click.echo(  # the fits and refits take a minute or two: say so first
+                f"compare horizon: fitting {df.height} runs, {bootstrap} bootstrap refits ...",
+                err=True,
+            )
+            summary, held = horizon_study(df, split, bootstrap, law, seeds)
+            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
+            paths: dict[str, list[Path]] = {}
+            for g in grids:
+                paths.setdefault(mechanism_of(g), []).append(Path(g))
+            signals = mechanism_metrics(df, paths)
+        except GridError as exc:
+            fail(exc)
+        summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
+        held.write_csv(out_dir / "horizon_points.csv")
+        strict_json.write_json(out_dir / "horizon_summary.json", summary)
+        title = (
+            f"fit on half the {split}s"
+            if seeds is None
+            else "fit on seeds " + ",".join(map(str, sorted(seeds)))
+        )
+        horizon_figure(held, laws, df, out_dir / "horizon.png", title)
+        write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
+        if signals is not None:
+            signals.write_csv(out_dir / "mechanism_metrics.csv")
+    h = summary["held_out"]
+    click.echo(
+        f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
+        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs "
+        "collapsed on both sides"
+        + (
+            f" (seed floor: agreement {summary['seed_floor']['agreement']:.3f}, MdAPE "
+            f"{summary['seed_floor']['mdape']:.3f})"
+            if "seed_floor" in summary
+            else ""
+        )
+    )
+    click.echo(
+        f"classification ceiling (best any per-cell predictor can do on these held-out runs): "
+        f"{summary['class_ceiling']:.3f}"
+    )
+    d = summary["held_out_distinct"]
+    click.echo(
+        f"counting each S <= 1 run once across mechanisms: {d['points']} runs, agreement "
+        f"{d['agreement']:.3f}, MdAPE {d['t_collapse_mdape']:.3f} ({d['both_collapsed']})"
+        + (
+            f" (seed floor: {summary['seed_floor_distinct']['agreement']:.3f}, "
+            f"{summary['seed_floor_distinct']['mdape']:.3f}; ceiling "
+            f"{summary['class_ceiling_distinct']:.3f})"
+            if "seed_floor_distinct" in summary
+            else ""
+        )
+    )
+    for mech, m in summary["mechanisms"].items():
+        law = m["law_all"]
+        floor = m["seed_floor"]
+        click.echo(
+            f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
+            f"{m['held_out']['t_collapse_mdape']:.3f}"
+            + (
+                f" (seed floor {floor['agreement']:.3f}, {floor['mdape']:.3f})"
+                if floor is not None
+                else ""
+            )
+            + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
+            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = "
+            + (
+                "1 (held: one stale S)"
+                if law["c"].get("fixed")
+                else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+            )
+        )
+    if "drift_test" in summary:
+        d = summary["drift_test"]
+        click.echo(
+            f"drift law vs pooled (all runs): likelihood ratio {d['statistic']:.2f} on "
+            f"{d['dof']} dof, p = {d['p_value']:.3g}, AIC difference {d['aic_difference']:+.2f}; "
+            "D = " + ", ".join(f"{m} {v:.2f}" for m, v in d["drift"].items())
+        )
+    click.echo(f"-> {out_dir}")

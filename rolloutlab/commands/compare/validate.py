@@ -1,0 +1,71 @@
+"""``rolloutlab validate ...``: the simulator's predictions against held-out real steps.
+
+Every bad input ends in one line naming the file and tag/field, exit code 2, and no
+output folder left behind.
+"""
+
+from __future__ import annotations
+
+import click
+
+from rolloutlab.calibration.validation.verl_holdout import validate_runs
+from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
+from rolloutlab.commands.calibrate.groups import validate_groups_cmd
+from rolloutlab.commands.compare.replay import replay_cmd
+from rolloutlab.commands.compare.run_spread import run_spread_cmd
+from rolloutlab.commands.options.common import claimed, echo_table, fail
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
+
+
+@click.group()
+def validate() -> None:
+    """Check the simulator's predictions against held-out real steps."""
+
+
+@validate.command("verl-tb")
+@click.argument("run_dirs", nargs=-1, required=True)
+@click.option(
+    "--fit-steps",
+    "-k",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Fit on the first K usable steps.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for validation.csv and config.json (new, or an earlier validate verl-tb output).",
+)
+@verl_options
+def validate_verl_tb(
+    run_dirs,
+    fit_steps,
+    out,
+    **logged,
+):
+    """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
+    cfg = verl_config(**logged)
+    runs = run_dir_args(run_dirs)
+    with claimed(out, "validate-verl-tb") as out_dir:
+        try:
+            with progress_bar(total=len(runs), desc="validate", unit="run") as bar:
+                table = validate_runs(runs, fit_steps, cfg, progress=lambda _: bar.update())
+        except BAD_INPUT as exc:
+            fail(exc)
+        tmp = out_dir / ".validation.csv.tmp"
+        table.write_csv(tmp, float_precision=4)
+        tmp.replace(out_dir / "validation.csv")
+        write_config(
+            out_dir / "config.json",
+            {"command": "validate-verl-tb", "runs": runs, "fit_steps": fit_steps, **logged},
+        )
+    echo_table(table, cols=None, precision=4, dtypes=True, width=None)
+    click.echo(f"wrote {out_dir / 'validation.csv'}")
+
+
+validate.add_command(validate_groups_cmd)
+validate.add_command(run_spread_cmd)
+validate.add_command(replay_cmd)

@@ -1,0 +1,301 @@
+"""``rolloutlab advise``: search G policy, B, workers, max_num_seqs, pipeline, learning
+rate and optimizer updates per rollout batch (K) for the fastest setting without
+stragglers or a predicted collapse (Optuna,
+:mod:`rolloutlab.analysis.advise.search`), its trials priced in parallel by a grid executor."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import click
+import polars as pl
+
+from rolloutlab.analysis.advise.evaluate import HORIZON_COLUMNS, evaluate, with_horizon
+from rolloutlab.analysis.advise.search import Constraints, SearchSpace, pareto_table, search
+from rolloutlab.commands.grid.executor import ExecutorError
+from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
+from rolloutlab.commands.options.common import claim, echo_table, fail, parse_list
+from rolloutlab.commands.options.learning import describe_rewards
+from rolloutlab.commands.options.scenario import (
+    config_head,
+    load_run,
+    run_options,
+    scenario_options,
+)
+from rolloutlab.commands.options.types import (
+    MAX_PROMPTS,
+    MAX_WORKERS,
+    POSITIVE_INT,
+    STEPS,
+    CommaList,
+)
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.pipelines.spec import parse_pipeline
+from rolloutlab.sim.scenario.placement import check_memory, parse_split, place
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.trace.progress import progress_bar
+
+
+def _bounded(limit: int) -> tuple:
+    """``(check, expected)`` of :func:`parse_list` for integers in [1, ``limit``]."""
+    return (lambda v: 1 <= v <= limit), f"integers in [1, {limit}]"
+
+
+def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]:
+    """``--splits`` checked against ``--gpus`` (each one a valid split of them, the model
+    fitting its GPUs), or ``()`` without them. Raises ValueError naming the option."""
+    if not (gpus or splits):
+        return ()
+    if not (gpus and splits):
+        raise ValueError("--gpus and --splits go together")
+    if not (opts.get("model") and opts.get("gpu")):
+        raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
+    if opts.get("accelerators") is not None:
+        raise ValueError("--gpus sets the GPU budget; leave out --accelerators")
+    out = tuple(p.strip() for p in splits.split(",") if p.strip())
+    tp = opts.get("tp") or 1
+    for spec in out:
+        check_memory(parse_split(gpus, spec, tp), get_model(opts["model"]), get_gpu(opts["gpu"]))
+    return out
+
+
+def _place(sc, spec: str, args: tuple):
+    """The scenario on split ``spec`` (``args``: gpus, tp, model, gpu names)."""
+    return place(sc, spec, *args)
+
+
+def _list(name: str, default: str, what: str):
+    return click.option(name, default=default, show_default=True, help=what)
+
+
+@click.command()
+@scenario_options
+@_list("--prompts", "16,32,64", "Prompt batches B to search.")
+@_list("--workers", "1,2,4", "Generation worker counts to search.")
+@_list("--max-num-seqs", "256,1024", "vLLM max_num_seqs per worker to search.")
+@_list("--pipelines", "sync,one-step-off,bounded:2,bounded:4", "Pipelines (and S) to search.")
+@_list("--lr", "5e-7,1e-6,2e-6,4e-6", "Learning rates to search.")
+@click.option(
+    "--updates-per-batch",
+    type=CommaList(POSITIVE_INT),
+    default="1",
+    show_default=True,
+    help="Optimizer updates per rollout batch K to search (mini-batches of B/K prompts, "
+    "verl's train_batch_size / ppo_mini_batch_size); each must divide every --prompts.",
+)
+@click.option(
+    "--steps",
+    type=STEPS,
+    default=60,
+    show_default=True,
+    help="Learner steps simulated per trial.",
+)
+@click.option(
+    "--trials", type=click.IntRange(min=1), default=100, show_default=True, help="Optuna trials."
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Trials asked (and priced in parallel) at a time.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the sampler and of every simulated run.",
+)
+@click.option(
+    "--max-straggler-rate",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Largest acceptable share of straggler steps, in [0, 1].",
+)
+@click.option(
+    "--min-collapse-margin",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="eta_max / eta; 1 = at the predicted boundary.",
+)
+@click.option(
+    "--horizon",
+    "horizon_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="horizon.json of a `rolloutlab stability` grid: report each trial's predicted "
+    "collapse step with its seed interval (horizon law, docs/staleness.md).",
+)
+@click.option(
+    "--accelerators",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Budget of generation accelerators (workers x --tp).",
+)
+@run_options
+@executor_options
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="With --splits and --model/--gpu: search how these GPUs split between rollout "
+    "and training (the split sets the workers; docs/pipelines.md).",
+)
+@click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
+def advise(
+    prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, steps, trials, batch, seed,
+    out, gpus, splits, horizon_path,
+    **opts,
+):  # fmt: skip
+    """Search the settings for the fastest one that is safe (stragglers, collapse).
+
+    Searches for the setting with the smallest predicted time to the target reward
+    (time per step when the scenario has no learning model) whose straggler rate and
+    collapse margin stay within bounds. With --updates-per-batch K the margin counts the
+    K - 1 updates a batch's last mini-batch trains off-policy (span S_max + K).
+
+    Writes OUT/trials.csv (every trial), pareto.csv (feasible trials not beaten on time,
+    straggler rate and collapse margin together), advise.png and config.json; prints the
+    Pareto table and the chosen setting.
+    """
+    sc, rewards, dynamic, target = load_run(opts, engine="simpy")
+    horizon = None
+    if horizon_path is not None:
+        from rolloutlab.sim.models.horizon import HorizonInputError, fit_from_dict
+
+        try:
+            horizon = fit_from_dict(json.loads(horizon_path.read_text()))
+        except (ValueError, HorizonInputError) as exc:
+            fail(ValueError(f"{horizon_path}: {exc}"))
+    try:
+        if dynamic is not None:
+            raise ValueError("--dynamic-sampling: not searched by advise")
+        for spec in pipelines.split(","):
+            parse_pipeline(spec)
+        split = _splits(gpus, splits, opts)
+        space = SearchSpace(
+            controller=tuple(split_specs(opts["controllers"])),
+            prompts=tuple(parse_list("--prompts", prompts, int, *_bounded(MAX_PROMPTS))),
+            workers=(1,)  # a placeholder: each split sets its workers
+            if split
+            else tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
+            max_num_seqs=tuple(
+                parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
+            ),
+            pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
+            lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
+            updates_per_batch=tuple(updates_per_batch),
+            split=split,
+        )
+        constraints = Constraints(
+            opts["max_straggler_rate"],
+            opts["min_collapse_margin"],
+            opts["accelerators"],
+            opts["tp"],
+        )
+        constraints.prune(space)
+        if opts["dataset_size"] is not None and opts["dataset_size"] < max(space.prompts):
+            raise ValueError(f"--dataset-size {opts['dataset_size']}: below the largest --prompts")
+    except ValueError as exc:
+        fail(exc)
+    use_target = rewards is not None and rewards.learns and target is not None
+    executor = executor_from(opts)
+    try:
+        executor.check()
+    except ExecutorError as exc:
+        fail(exc)
+    out_dir = claim(out, "advise")
+    placement = None
+    if space.split:
+        args = (gpus, opts["tp"] or 1, opts["model"], opts["gpu"])
+        placement = functools.partial(_place, args=args)
+    fn = functools.partial(
+        evaluate,
+        placement=placement,
+        scenario=sc,
+        rewards=rewards,
+        steps=steps,
+        target=target,
+        seed=seed,
+        dataset_size=opts["dataset_size"],
+    )
+
+    def run_batch(settings: list[dict]) -> list[dict | None]:
+        results: list[dict | None] = [None] * len(settings)
+
+        def keep(o) -> None:
+            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
+
+        executor.run(fn, list(enumerate(settings)), keep)
+        bar.update(len(settings))
+        return results
+
+    bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
+    try:
+        table = search(space, constraints, run_batch, trials, batch, seed, use_target)
+    finally:
+        bar.close()
+        executor.close()
+    if space.split:  # the split sets the workers: show them (rollout GPUs / tp)
+        tp = opts["tp"] or 1
+        table = table.with_columns(
+            (pl.col("split").str.split(":").list.first().cast(pl.Int64) // tp).alias("workers")
+        )
+    if horizon is not None:
+        table = with_horizon(table, horizon, rewards.learning if rewards is not None else None)
+    pareto = pareto_table(table)
+    table.write_csv(out_dir / "trials.csv")
+    pareto.write_csv(out_dir / "pareto.csv")
+    label = "time to target reward (s)" if use_target else "time per step (s)"
+    from rolloutlab.analysis.advise.plots import advise_figure  # seaborn: not for --help
+
+    advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
+    write_config(
+        out_dir / "config.json",
+        {
+            **config_head("advise", sc, "simpy", opts),
+            "space": {k: list(getattr(space, k)) for k in space.keys},
+            "constraints": constraints.__dict__,
+            "objective": "time_to_target_s" if use_target else "time_per_step_s",
+            "steps": steps,
+            "dataset_size": opts["dataset_size"],
+            "trials": trials,
+            "batch": batch,
+            "seed": seed,
+            **describe_rewards(rewards, dynamic, target),
+            **describe_executor(opts),
+        },
+    )
+    click.echo(
+        f"scenario {sc.name}: {trials} trials over {space.size()} settings, objective "
+        f"{'time_to_target_s (reward ' + str(target) + ')' if use_target else 'time_per_step_s'}; "
+        f"straggler rate <= {constraints.max_straggler_rate}, collapse margin >= "
+        f"{constraints.min_collapse_margin}"
+    )
+    echo_table(
+        pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
+            *space.keys,
+            "time_s",
+            "straggler_rate",
+            "collapse_margin",
+            *(HORIZON_COLUMNS if horizon is not None else ()),
+            "wall_clock_s",
+            "best",
+        ),
+        rows=50,
+        cols=20,
+    )
+    best = table.filter("best")
+    if best.height:
+        b = best.row(0, named=True)
+        click.echo(
+            "best: " + " ".join(f"{k}={b[k]}" for k in space.keys) + f" time_s={b['time_s']:.0f}"
+        )
+    else:
+        click.echo("best: none (no trial met the constraints; see trials.csv)")
+    click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")

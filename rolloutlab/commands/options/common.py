@@ -1,0 +1,359 @@
+"""What every command shares: list options (``--prompts 16,64``), claiming an output
+folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
+
+A run's provenance (``config.json`` with library versions) is written by
+:func:`rolloutlab.sim.scenario.provenance.write_config`, which real runs use too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+import polars as pl
+
+from rolloutlab.sim.trace.progress import progress_bar
+
+OUT_DIR = click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output directory (new, or an earlier output of the same command, which it replaces).",
+)
+"""``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
+
+STEP_CLOCK = click.option(
+    "--clock",
+    type=click.Choice(["cpu", "wall"]),
+    default="cpu",
+    show_default=True,
+    help="Step times of a vLLM scheduler measurement: the engine process's CPU time, or wall time.",
+)
+"""``--clock cpu|wall`` (``compare scheduler``, ``calibrate vllm-steps``)."""
+
+
+def real_option(help: str, **path: Any):
+    """The required ``--real PATH`` option (passed as ``real_dir``, a :class:`~pathlib.Path`);
+    ``path`` goes to :class:`click.Path` (e.g. ``exists=True`` or ``file_okay=False``)."""
+    return click.option(
+        "--real", "real_dir", required=True, type=click.Path(path_type=Path, **path), help=help
+    )
+
+
+def calibration_out(ctx: click.Context, param: click.Parameter, value: str | None):
+    """Click callback of a ``--out FILE`` that receives a whole calibration JSON: refuses
+    (exit 2, at parse time, before any work) a folder, an existing file that is not a
+    calibration JSON, or an unwritable folder (:func:`calibration.scenarios.writer.check_replaceable`)."""
+    from rolloutlab.calibration.scenarios.writer import OutputError, check_replaceable
+
+    if value is None:
+        return value
+    try:
+        check_replaceable(value)
+    except OutputError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
+CALIBRATION_OUT = click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=calibration_out,
+    help="Calibration JSON to write (new, or an existing calibration it replaces).",
+)
+"""``--out FILE`` of a command that writes a whole calibration JSON (:func:`calibration_out`)."""
+
+
+def cost_from_option(help: str):
+    """``--cost-from NAME|FILE`` (default: the bundled ``gsm8k`` scenario): the scenario
+    whose cost model (and more, as ``help`` says) a calibration command reuses."""
+    return click.option("--cost-from", default="gsm8k", show_default=True, help=help)
+
+
+class OutDirError(ValueError):
+    """The output directory holds another run's files or cannot be created; the message
+    names it."""
+
+
+class BadInput(click.ClickException):
+    """One-line error for bad input (an option, file, row or field), exit code 2 like
+    click's own usage errors: the project's bad-input convention."""
+
+    exit_code = 2
+
+
+class RunFailed(click.ClickException):
+    """One-line error for a run that failed for another reason than its input (a missing
+    engine package, a generator that died, a simulation that cannot go on), exit code 1."""
+
+    exit_code = 1
+
+
+def fail(exc: Exception) -> NoReturn:
+    """Raise ``exc``'s message as a one-line click error: :class:`RunFailed` (exit 1) when
+    ``exc`` is a :class:`RuntimeError` (the project's type for a run that fails, e.g.
+    ``EngineUnavailable``, ``GeneratorDied``), else :class:`BadInput` (exit 2; input
+    errors are :class:`ValueError` subclasses naming the option, file, row or field)."""
+    if isinstance(exc, RuntimeError):
+        raise RunFailed(str(exc)) from None
+    raise BadInput(str(exc)) from None
+
+
+def parse_list(
+    option: str,
+    text: str,
+    cast: Callable[[str], Any],
+    check: Callable[[Any], bool] = lambda v: True,
+    expected: str = "",
+) -> list:
+    """``"1,2, 4"`` -> ``[cast("1"), cast("2"), cast("4")]`` (empty items skipped); for a
+    new option prefer the click type :class:`rolloutlab.commands.options.types.CommaList` (finite,
+    ranged, unique items).
+
+    Raises :class:`click.BadParameter` naming ``option`` (exit 2) on an empty list, an
+    item ``cast`` refuses, or values failing ``check`` (the message says ``expected``).
+    """
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise click.BadParameter(
+            f"expected a comma-separated list, got {text!r}", param_hint=option
+        )
+    try:
+        values = [cast(x) for x in items]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected a list of numbers, got {text!r}", param_hint=option
+        ) from None
+    bad = [v for v in values if not check(v)]
+    if bad:
+        raise click.BadParameter(f"expected {expected}, got {bad}", param_hint=option)
+    return values
+
+
+def int_list(name: str):
+    """A click callback parsing a comma-separated list of ints (None stays None); a bad
+    item raises :class:`click.BadParameter` naming ``name``."""
+
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return [int(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(
+                f"expected comma-separated integers, got {value!r}", param_hint=name
+            ) from None
+
+    return parse
+
+
+def owner_of(path: Path) -> str | None:
+    """The command that wrote ``path/config.json`` (its ``command`` or ``kind`` field), or
+    None when there is no such file or it names none."""
+    cfg = path / "config.json"
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    return (data.get("command") or data.get("kind")) if isinstance(data, dict) else None
+
+
+def claim_out_dir(path: str | Path, command: str) -> Path:
+    """Create ``path`` for the results of ``command``, or reuse it if it is empty or holds
+    an earlier result of the same command (which the new one replaces).
+
+    Call it after every input check and before any long run, so a refused command leaves
+    no folder behind. Raises: :class:`OutDirError` if ``path`` is a file, or a non-empty
+    directory whose ``config.json`` was written by another command (or is missing), e.g.
+    a real run's directory: nothing is written then.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutDirError(f"{p}: --out must be a directory, found a file")
+    if p.is_dir() and any(p.iterdir()):
+        owner = owner_of(p)
+        if owner != command:
+            what = (
+                f"the results of `{owner}`"
+                if owner
+                else "other files (no config.json of this command)"
+            )
+            raise OutDirError(f"{p}: already holds {what}; choose another --out or remove it")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutDirError(f"{p}: cannot create --out ({exc.strerror})") from None
+    return p
+
+
+def claim(out: str | Path, command: str) -> Path:
+    """:func:`claim_out_dir`, its refusal raised as :class:`BadInput` (exit 2)."""
+    try:
+        return claim_out_dir(out, command)
+    except OutDirError as exc:
+        fail(exc)
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet: what
+    creating ``path`` would create and what to remove to undo it (None: it exists)."""
+    path = Path(path).absolute()
+    if path.exists():
+        return None
+    top = path
+    while not top.parent.exists():
+        top = top.parent
+    return top
+
+
+def check_creatable(path: str | Path, folder: bool = True) -> None:
+    """Refuse (:class:`BadInput`, exit 2, before any work) an output ``path`` that cannot
+    be made: with ``folder``, ``path`` is an existing file; in any case its nearest
+    existing ancestor (``path`` itself for an existing folder) is not a writable folder
+    (a file in the way, no permission)."""
+    p = Path(path).absolute()
+    if folder and p.exists() and not p.is_dir():
+        raise BadInput(f"{path}: --out must be a directory, found a file")
+    top = p if (folder and p.is_dir()) else p.parent
+    while not top.exists():
+        top = top.parent
+    if not top.is_dir() or not os.access(top, os.W_OK | os.X_OK):
+        raise BadInput(f"{path}: cannot write --out ({top} is not a writable folder)")
+
+
+def check_own_file(path: str | Path, is_ours: Callable[[Path], bool], what: str) -> None:
+    """Refuse (:class:`BadInput`, exit 2) an output file ``path`` that exists and is not
+    ``what`` this command writes (``is_ours(path)`` false), or that cannot be created
+    (:func:`check_creatable`): a command never overwrites a file it did not write."""
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{path}: is a folder; --out takes a file name")
+    if p.exists() and not is_ours(p):
+        raise BadInput(f"{path}: exists and is not {what}; refusing to overwrite it")
+    check_creatable(p, folder=False)
+
+
+def json_with_keys(*keys: str) -> Callable[[Path], bool]:
+    """``is_ours`` for :func:`check_own_file`: the file is a JSON object with ``keys``."""
+
+    def check(p: Path) -> bool:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(d, dict) and all(k in d for k in keys)
+
+    return check
+
+
+def is_png(p: Path) -> bool:
+    """``is_ours`` for a PNG output: the file starts with the PNG signature."""
+    try:
+        with open(p, "rb") as f:
+            return f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`OutDirError` naming ``path`` when no file can be created in it (a
+    read-only folder): checked before the work, not after it."""
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise OutDirError(f"{path}: cannot write in --out ({exc.strerror})") from None
+
+
+@contextmanager
+def claimed(out: str | Path, command: str) -> Iterator[Path]:
+    """Claim ``out`` for ``command`` (:func:`claim_out_dir`, then :func:`check_writable`)
+    around the work that writes it; yields the folder.
+
+    The one way a command owns its output folder: a refusal is :class:`BadInput` (exit 2,
+    nothing written); if the body fails (any error, Ctrl-C included) the folders this call
+    created are removed again, so a failed command leaves nothing behind (a folder that
+    existed before is left as it is); an ``OSError`` of the body (disk full, a file
+    removed under it) becomes :class:`RunFailed` (exit 1) naming it.
+    """
+    created = first_missing(Path(out))
+    try:
+        path = claim_out_dir(out, command)
+        check_writable(path)
+    except OutDirError as exc:
+        _undo(created)
+        fail(exc)
+    try:
+        yield path
+    except OSError as exc:
+        _undo(created)
+        where = exc.filename or path
+        raise RunFailed(f"{where}: cannot write the output ({exc.strerror or exc})") from None
+    except BaseException:
+        _undo(created)
+        raise
+
+
+def _undo(created: Path | None) -> None:
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+
+
+@contextmanager
+def progress(total: int, desc: str, unit: str) -> Iterator[Any]:
+    """A transient bar on a terminal, plain lines with the elapsed time otherwise
+    (:func:`sim.trace.progress.progress_bar`), around a long run; a ValueError or RuntimeError
+    raised inside goes through :func:`fail` (one line; exit 2 or 1)."""
+    bar = progress_bar(total=total, desc=desc, unit=unit)
+    try:
+        yield bar
+    except (ValueError, RuntimeError) as exc:
+        fail(exc)
+    finally:
+        bar.close()
+
+
+NO_WRAP = 65_535
+"""``echo_table``'s default width: the widest polars draws, so no cell is wrapped or cut."""
+
+
+def echo_table(
+    *tables: pl.DataFrame,
+    rows: int = -1,
+    cols: int | None = -1,
+    precision: int = 3,
+    dtypes: bool = False,
+    width: int | None = NO_WRAP,
+) -> None:
+    """Print each table with polars' formatting: up to ``rows`` rows and ``cols`` columns
+    (-1: all; None: polars' default), floats to ``precision`` decimals, no shape line,
+    column types only if ``dtypes``, lines up to ``width`` characters (None: polars'
+    default; the default :data:`NO_WRAP` never wraps a cell) and strings in full (a
+    controller spec such as ``sagc:tau=1.6,delta=0.2`` is never cut)."""
+    with pl.Config(
+        tbl_rows=rows,
+        tbl_cols=cols,
+        float_precision=precision,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=not dtypes,
+        tbl_width_chars=width,
+        fmt_str_lengths=1000,
+    ):
+        for df in tables:
+            click.echo(df)
+
+
+def format_summary(summary: dict) -> str:
+    """``k=v`` pairs on one line, floats to 4 significant digits (a real run's summary)."""
+    return " ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
+    )

@@ -1,0 +1,154 @@
+"""Click options and scenario loading shared by ``rolloutlab sim`` and ``rolloutlab sweep``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
+from rolloutlab.commands.options.common import fail
+from rolloutlab.commands.options.learning import learning_options, rewards_from_options
+from rolloutlab.sim.models.dynamics import DRIFTS
+from rolloutlab.sim.models.hardware import GPUS, MODELS
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+from rolloutlab.sim.scenario.overrides import apply_overrides
+from rolloutlab.sim.scenario.provenance import describe
+from rolloutlab.sim.scenario.scenario import (
+    DEFAULT_SCENARIO,
+    CalibrationError,
+    Scenario,
+    bundled_scenarios,
+    load_scenario,
+    scenario_from_dict,
+)
+
+OPTIONS = [
+    click.option(
+        "--calibration",
+        "calibration",
+        type=click.Path(dir_okay=False),
+        help="Calibration JSON (from `rolloutlab calibrate`); overrides --scenario.",
+    ),
+    click.option(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        show_default=True,
+        help=f"Bundled scenario: {', '.join(bundled_scenarios()) or '(none)'}.",
+    ),
+    click.option(
+        "--controllers",
+        default="static:4,static:8,static:16,sagc",
+        show_default=True,
+        help="Comma-separated controller specs: static:G, sagc[:key=value,...], "
+        "lagc[:key=value,...], path/to/file.py:Class[:key=value,...], module:Class[:...] "
+        "or an installed entry point (e.g. static:4,sagc:tau=15,delta=0.2,lagc; "
+        "docs/controllers.md).",
+    ),
+    click.option(
+        "--model",
+        type=click.Choice(sorted(MODELS)),
+        help="Roofline cost of this model "
+        "(replaces the scenario's decode/prefill coefficients; with --gpu).",
+    ),
+    click.option("--gpu", type=click.Choice(sorted(GPUS)), help="Accelerator for --model."),
+    click.option(
+        "--tp",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Tensor-parallel GPUs per worker (with --model/--gpu).",
+    ),
+    click.option(
+        "--kv-cache/--no-kv-cache",
+        default=None,
+        help="With --model/--gpu: KV blocks from GPU memory (preemption); default on with "
+        "--engine simpy; --engine fast has no KV model and needs --no-kv-cache.",
+    ),
+    click.option(
+        "--drift",
+        type=click.Choice(sorted(DRIFTS)),
+        help="Replace the length model by the "
+        "ServeGen long-reasoning model with this drift over steps.",
+    ),
+    click.option(
+        "--dataset-size",
+        type=click.IntRange(min=1),
+        help="Prompts in the dataset "
+        "(ids recur every epoch; default: fresh prompts). A recurring prompt keeps its "
+        "difficulty under lognormal and --drift lengths and its observed group under "
+        "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep.",
+    ),
+]
+
+
+def scenario_options(command):
+    """Decorate a click command with the shared scenario options (in help order)."""
+    for option in reversed(OPTIONS):
+        command = option(command)
+    return command
+
+
+def run_options(command):
+    """Decorate a click command with the options that end ``rolloutlab sim`` and
+    ``rolloutlab sweep``: the reward options (:func:`learning_options`), then ``--out``."""
+    command = click.option(
+        "--out", required=True, type=click.Path(file_okay=False), help="Output directory."
+    )(command)
+    return learning_options(command)
+
+
+def load_for(
+    calibration: str | None, scenario: str, verl: VerlMapping | None = None, **overrides: Any
+) -> Scenario:
+    """Load the calibration file (else the bundled ``scenario``), give it the cluster and
+    caps of the verl config ``verl`` (:func:`calibration.scenarios.verl_config.apply_to_calibration`)
+    and apply ``overrides``, the keywords of :func:`sim.scenario.overrides.apply_overrides`
+    (``engine``, ``workers``, ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
+    :class:`~rolloutlab.commands.options.common.BadInput` (exit 2) with the loader's or the
+    override's one-line message."""
+    try:
+        sc = load_scenario(calibration or scenario)
+        if verl is not None:
+            d = apply_to_calibration(sc.source, verl)
+            sc = scenario_from_dict(d, f"{calibration or scenario} + {verl.path}")
+        return apply_overrides(sc, **overrides)
+    except (CalibrationError, ValueError) as exc:
+        fail(exc)
+
+
+def load_run(
+    opts: dict[str, Any],
+    *,
+    engine: str,
+    workers: int | None = None,
+    verl: VerlMapping | None = None,
+) -> tuple[Scenario, RewardConfig | None, DynamicSampling | None, float | None]:
+    """The scenario (:func:`load_for`, with the verl config ``verl``) and the run's reward settings
+    (:func:`rewards_from_options`) from the keyword arguments click passes for
+    :func:`scenario_options` and :func:`run_options` (``opts``; other keys are ignored).
+
+    Returns ``(scenario, rewards, dynamic, target_reward)``. Raises
+    :class:`~rolloutlab.commands.options.common.BadInput` or :class:`click.UsageError` (exit 2, one
+    line, nothing written) as those two do.
+    """
+    overrides = {k: opts[k] for k in ("model", "gpu", "tp", "kv_cache", "drift")}
+    sc = load_for(
+        opts["calibration"], opts["scenario"], verl, engine=engine, workers=workers, **overrides
+    )
+    keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
+    return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))
+
+
+def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The first keys of a sim or sweep ``config.json``: the command, scenario name, engine
+    implementation, the ``--model --gpu --tp --drift`` overrides (from ``opts``, as in
+    :func:`load_run`) and a description of the scenario's length model."""
+    return {
+        "command": command,
+        "scenario": sc.name,
+        "engine_impl": engine,
+        **{k: opts[k] for k in ("model", "gpu", "tp", "drift")},
+        "lengths": describe(sc.lengths),
+    }

@@ -1,0 +1,335 @@
+"""``rolloutlab sim``: compare group-size controllers on one calibrated scenario."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+import polars as pl
+
+from rolloutlab.commands.options.common import claimed, echo_table, fail, progress
+from rolloutlab.commands.options.learning import describe_rewards
+from rolloutlab.commands.options.scenario import (
+    config_head,
+    load_run,
+    run_options,
+    scenario_options,
+)
+from rolloutlab.commands.options.types import PROMPTS, STEPS, WORKERS
+from rolloutlab.commands.simulate.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
+from rolloutlab.sim.control.controllers import split_specs
+from rolloutlab.sim.engine.spec_decode import parse_spec
+from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.learner_cost import SYNC_MODES as WEIGHT_SYNC_MODES
+from rolloutlab.sim.models.learner_cost import Network
+from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
+from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
+from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
+from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
+from rolloutlab.sim.scenario.placement import apply_split, parse_phases, parse_split
+from rolloutlab.sim.scenario.provenance import scenario_source, write_config
+from rolloutlab.sim.studies.compare import (
+    ASYNC_COLUMNS,
+    RUN_COLUMNS,
+    check_comparison,
+    run_comparison,
+    sagc_defaults,
+)
+from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+from rolloutlab.sim.trace.stream import streamed_rollouts
+from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
+from rolloutlab.sim.trace.turns import write_turns
+
+
+@click.command()
+@scenario_options
+@click.option("--steps", type=STEPS, help="Learner steps (default: scenario's).")
+@click.option("--prompts", type=PROMPTS, help="Prompt batch B (default: scenario's).")
+@click.option("--workers", type=WORKERS, help="Generation workers (default: scenario's).")
+@click.option(
+    "--pipeline",
+    "pipeline",
+    default="sync",
+    show_default=True,
+    help="Comma-separated pipelines: sync, one-step-off, interval:S, bounded:S, "
+    "partial:S[:chunk=T], oversample:R, groupover:N/K, async:S[:queue=N:full=block|drop_oldest:"
+    "threshold=F:sync_every=K:concurrency=N]; any takes :sync=MODE (docs/pipelines.md).",
+)
+@click.option(
+    "--sync-mode",
+    type=click.Choice(SYNC_MODES),
+    default=SYNC_MODES[0],
+    show_default=True,
+    help="Weight sync: swap weights between decode iterations (inflight, PipelineRL), "
+    "wait for in-flight rollouts (drain) or abort and resume them (abort). A pipeline's "
+    ":sync=MODE wins.",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(PLACEMENTS),
+    default="separate",
+    show_default=True,
+    help="Generation and learner on separate devices, or colocated and time-sliced.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["simpy", "fast"]),
+    default="simpy",
+    show_default=True,
+    help="SimPy engine (reference; KV pressure) or the vectorised fast path (sync only).",
+)
+@click.option(
+    "--dispatch",
+    help="Requests to workers: round_robin, least_loaded, group, shared (one queue, each "
+    "free slot takes the next request) or deferred:T (at most T waiting on a worker); "
+    "default: the scenario's (docs/pipelines.md).",
+)
+@click.option(
+    "--sandboxes",
+    type=click.IntRange(min=1, max=1_000_000),
+    help="Multi-turn scenarios: tool calls running at once (default: the scenario's; "
+    "docs/multi_turn.md).",
+)
+@click.option(
+    "--park",
+    is_flag=True,
+    help="RollPacker: oversample:R prompts left unfinished are re-run later as a "
+    "long-tail batch instead of lost (oversample pipelines only).",
+)
+@click.option(
+    "--spec",
+    "spec_decode",
+    metavar="K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]",
+    help="Speculative decoding on every worker: draft length K, acceptance ALPHA per token; "
+    "tail=N speculates only below N running sequences; draft=F drafter cost / target "
+    "iteration; drift=D, refresh=R acceptance decay with steps x lr (docs/engine.md). "
+    "Synchronous pipelines; with the KV cache model too (no token budget).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the prompt stream (>= 0); every controller sees the same prompts.",
+)
+@click.option(
+    "--updates-per-batch",
+    type=click.IntRange(min=1, max=100_000),
+    default=1,
+    show_default=True,
+    help="K optimizer updates per rollout batch (mini-batches of B/K prompts, verl's "
+    "train_batch_size / ppo_mini_batch_size); mini-batch j trains j updates off-policy. "
+    "Must divide --prompts.",
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="GPUs of the run (with --model/--gpu): --split R:T of them generate and train "
+    "(separate), or all do both (--placement colocated); sets the workers, learner and "
+    "sync costs (docs/pipelines.md, 'Placement and split').",
+)
+@click.option("--split", "split_spec", metavar="R:T", help="Rollout GPUs : trainer GPUs.")
+@click.option(
+    "--weight-sync",
+    type=click.Choice(WEIGHT_SYNC_MODES),
+    default="broadcast",
+    show_default=True,
+    help="With --gpus: weights sent to the replicas by a pipelined broadcast or one "
+    "replica after another.",
+)
+@click.option(
+    "--net-gbps",
+    type=float,
+    default=50.0,
+    show_default=True,
+    help="With --gpus: network bandwidth per GPU across nodes (GB/s).",
+)
+@click.option(
+    "--learner-phases",
+    metavar="P,P",
+    help="With --gpus: the learner phases charged per step, verl's timing keys "
+    "(old_log_prob, ref, update_actor; default all three). verl fully-async with rollout "
+    "log-probs and no KL runs update_actor only.",
+)
+@click.option(
+    "--figure/--no-figure",
+    default=True,
+    show_default=True,
+    help="Draw OUT/comparison.png (seaborn; about half of a 100-step run's time).",
+)
+@VERL_OPTION
+@run_options
+@click.pass_context
+def sim(
+    ctx,
+    steps,
+    prompts,
+    workers,
+    pipeline,
+    sync_mode,
+    placement,
+    engine,
+    dispatch,
+    sandboxes,
+    park,
+    spec_decode,
+    seed,
+    updates_per_batch,
+    gpus,
+    split_spec,
+    weight_sync,
+    net_gbps,
+    learner_phases,
+    figure,
+    out,
+    verl_config,
+    **opts,
+):
+    """Simulate GRPO under each controller and pipeline on the same prompt stream.
+
+    Writes OUT/summary.csv (one row per controller and pipeline), rollouts.parquet, steps.parquet,
+    comparison.png (unless --no-figure), config.json and, with --updates-per-batch K > 1,
+    updates.parquet (one row per optimizer update), and prints the comparison table.
+    """
+    verl = None
+    if verl_config:  # the file's settings, where the command line sets none
+        verl, params, overridden = merge_verl(ctx, verl_config)
+        steps, prompts, pipeline, placement = (params[k] for k in SET_BY_VERL)
+        opts.update({k: params[k] for k in opts})
+        echo_mapping(verl, overridden)
+    sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
+    try:
+        sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
+        if learner_phases is not None and not gpus:
+            raise ValueError("--learner-phases needs --gpus N (the learner is priced from it)")
+        if gpus or split_spec:
+            phases = parse_phases(learner_phases) if learner_phases is not None else None
+            sc = _placed(
+                sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases
+            )
+        cfg = RunConfig(
+            steps=steps or int(sc.defaults.get("steps", 300)),
+            prompts=prompts or int(sc.defaults.get("prompts", 64)),
+            seed=seed,
+            dataset_size=opts["dataset_size"],
+            rewards=rewards,
+            dynamic=dynamic,
+            updates_per_batch=updates_per_batch,
+        )
+        specs = split_specs(opts["controllers"])
+        pipes = [
+            parse_pipeline(p, placement, park, sync_mode=sync_mode)
+            for p in pipeline.split(",")
+            if p.strip()
+        ]
+        check_comparison(specs, pipes, engine, dynamic is not None)
+        if spec_decode:
+            sc = with_spec(sc, parse_spec(spec_decode, lr=cfg.lr, seed=seed), pipes)
+        check_multi_turn(sc, pipes, engine)
+        for p in pipes:
+            p.check_batch(cfg.prompts)
+    except ValueError as exc:
+        fail(exc)
+    with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
+        tau = float(sc.defaults.get("tau", DEFAULT_TAU))
+        with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
+
+            def on_step(spec: str, t: int, G: int) -> None:
+                bar.set_postfix_str(f"{spec} G={G}", refresh=False)
+                bar.update()
+
+            turns: list = []
+            updates: list = []
+            with streamed_rollouts(out_dir) as parts:
+                summary, _, steps_df = run_comparison(
+                    sc,
+                    specs,
+                    cfg,
+                    on_step,
+                    pipes,
+                    engine,
+                    target_reward,
+                    turns=turns,
+                    rollout_dir=parts,
+                    updates=updates,
+                )
+        summary.write_csv(out_dir / "summary.csv")
+        if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
+            write_turns(turns, out_dir / "turns.parquet")
+        if updates:  # --updates-per-batch K > 1: one row per optimizer update
+            pl.concat(updates).write_parquet(out_dir / "updates.parquet")
+        trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
+        if figure:
+            from rolloutlab.analysis.figures.plots import (
+                comparison_figure,  # why: seaborn costs ~1.5 s
+            )
+
+            rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
+            comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+        write_config(
+            out_dir / "config.json",
+            {
+                **config_head("sim", sc, engine, opts),
+                "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
+                **describe_rewards(rewards, dynamic, target_reward),
+                "controllers": specs,
+                "pipelines": [dataclasses.asdict(p) for p in pipes],
+                "sagc_defaults": sagc_defaults(sc),
+                "tau": tau,
+                "engine": dataclasses.asdict(sc.engine),
+                "cost": sc.cost.to_dict(),
+                "calibration": scenario_source(sc),
+                **({"verl_config": verl_record(verl)} if verl else {}),
+            },
+        )
+    click.echo(
+        f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
+        f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
+    )
+    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    if turns:
+        echo_table(summary.select("controller", "pipeline", *TURN_COLUMNS), rows=50)
+    if rewards is None:
+        click.echo(
+            f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
+            "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
+        )
+    if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
+        echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
+    figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
+    figure_file += " updates.parquet," if updates else ""
+    click.echo(
+        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
+    )
+
+
+def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases=None):
+    """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`), charging
+    ``phases`` (verl timing keys; all three when None). Raises ValueError naming the option
+    that is missing, conflicting or out of range."""
+    if not gpus:
+        raise ValueError("--split needs --gpus N")
+    if not (opts.get("model") and opts.get("gpu")):
+        raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
+    if workers:
+        raise ValueError("--gpus sets the workers (rollout GPUs / --tp); leave out --workers")
+    split = parse_split(gpus, split_spec, opts.get("tp") or 1, placement == "colocated")
+    net = Network(net_bytes_per_s=net_gbps * 1e9)
+    chosen = {} if phases is None else {"phases": phases}
+    model, gpu = get_model(opts["model"]), get_gpu(opts["gpu"])
+    return apply_split(sc, split, model, gpu, net, weight_sync, **chosen)
+
+
+SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
+"""The parameters of :func:`sim` (besides ``opts``) that ``--verl-config`` may set."""
+
+
+def _printed_columns(pipes, rewards: bool = False) -> list[str]:
+    """The summary columns worth printing: staleness columns only for asynchronous runs,
+    reward columns only for runs with rewards."""
+    cols = list(RUN_COLUMNS)
+    if any(p.kind != "sync" for p in pipes):
+        cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + list(ASYNC_COLUMNS)
+    return cols + list(LEARNING_COLUMNS) if rewards else cols
