@@ -55,3 +55,23 @@ def test_a_phase_without_a_count_says_when_it_starts_and_ends():
     start, end = out.getvalue().splitlines()
     assert start == "calibrate learning: fitting runs/x ..."
     assert end.startswith("calibrate learning: fitting runs/x: done, elapsed ")
+
+
+def test_a_run_that_ends_short_says_where_it_stopped_never_done():
+    """84 of 100 counted: the last line says 'stopped at', not 'done'; a run that stops
+    right after a printed line (5 of 9) still gets its closing line."""
+    out = io.StringIO()
+    bar = LineProgress(total=100, desc="sweep", unit="point", stream=out)
+    bar.update(84)
+    bar.close()
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("sweep: stopped at 84/100 point (84 %), elapsed ") and "done" not in last
+    out = io.StringIO()
+    bar = LineProgress(total=9, desc="validate", unit="step", stream=out)
+    for _ in range(5):
+        bar.update()  # a line at 5/9 (marks every ceil(9/10) = 1)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines[-2].startswith("validate: 5/9 step") and lines[-1].startswith(
+        "validate: stopped at 5/9 step"
+    )

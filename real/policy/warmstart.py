@@ -75,7 +75,13 @@ def warm_start_key(
         "warm_start": asdict(cfg),
         "heldout_sha256": held,
         "torch": torch.__version__,
-        "numerics": {k: numerics[k] for k in ("cpu_capability", "portable")},
+        # default numerics: MKL's GEMM dispatches on the CPU model, not only the vector
+        # ISA (AVX-512 Intel Xeon and AMD EPYC train different warm starts); portable
+        # numerics are the same on both, so their entries are shared
+        "numerics": {
+            k: numerics[k]
+            for k in ("cpu_capability", "portable", *(() if numerics["portable"] else ("cpu",)))
+        },
     }
 
 

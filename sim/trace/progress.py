@@ -26,7 +26,7 @@ class LineProgress:
     """tqdm's interface (``update``, ``set_postfix``, ``set_postfix_str``, ``close``,
     iteration, ``with``) printing ``desc: done/total unit (pct %), elapsed T s[, postfix]``
     lines to ``stream`` at each 1/:data:`LINES` of ``total`` (every :data:`EVERY` units
-    without one) and a last line at :meth:`close`."""
+    without one) and a last line at :meth:`close` (``done`` or ``stopped at``)."""
 
     def __init__(
         self,
@@ -53,7 +53,8 @@ class LineProgress:
         pct = f" ({100 * self.n / self.total:.0f} %)" if self.total else ""
         tail = f", {self.postfix}" if self.postfix else ""
         head = f"{self.desc}: " if self.desc else ""
-        what = "done, " if last or (self.total and self.n >= self.total) else ""
+        finished = self.n >= self.total if self.total else last
+        what = "done, " if finished else ("stopped at " if last else "")
         elapsed = time.monotonic() - self.t0
         self._shown = self.n
         print(
@@ -81,8 +82,11 @@ class LineProgress:
         self.postfix = s
 
     def close(self) -> None:
-        """The last line (once; none when nothing was counted since the last line)."""
-        if not self.closed and self.n != self._shown:
+        """The last line, once: ``done`` when the total was reached (none when the line
+        just printed said so), ``stopped at`` when it was not (always: a run that ends
+        short says where, even right after a line)."""
+        short = self.total is not None and 0 < self.total and self.n < self.total
+        if not self.closed and (self.n != self._shown or short):
             self._line(last=True)
         self.closed = True
 
