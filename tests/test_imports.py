@@ -152,7 +152,7 @@ def test_importing_one_module_does_not_import_its_siblings():
 
 
 ROLE_PACKAGES = {
-    "real": {"engines", "policy", "tasks", "runners", "rundir"},
+    "real": {"engines", "policy", "tasks", "runners", "rundir", "integrations"},
     "calibration": {"readers", "fits", "validation", "scenarios"},
 }
 
