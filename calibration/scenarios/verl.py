@@ -164,6 +164,7 @@ def calibrate_verl(
                 "reward_latency_shape": asdict(cfg.reward_latency),
                 "reward_workers": cfg.reward_workers,
                 "reward_overlap": cfg.reward_overlap or "read from the log",
+                "placement": "colocated",
             },
         },
         fit={

@@ -203,17 +203,19 @@ def reward_finish_s(arrival_s: np.ndarray, latency_s: np.ndarray, workers: int) 
     arr, lat = arrival_s[order], latency_s[order]
     if workers >= n:  # nobody queues
         return float(np.max(arr + lat))
-    # the first `workers` requests start on arrival; each later one on the earliest free server
-    free = list(arr[:workers] + lat[:workers])
+    # the first `workers` requests start on arrival; each later one on the earliest free
+    # server. Every server's last finish is its latest, so the makespan is the heap's max.
+    # (why heapreplace and two loops: one C call per request, ~10x the pop/push loop)
+    free = (arr[:workers] + lat[:workers]).tolist()
     heapq.heapify(free)
-    end = max(free)
-    for a, s in zip(arr[workers:].tolist(), lat[workers:].tolist()):
-        f = heapq.heappop(free)
-        e = (f if f > a else a) + s
-        heapq.heappush(free, e)
-        if e > end:
-            end = e
-    return float(end)
+    if arr[-1] == arr[0]:  # all at once (overlap after / learner)
+        a0 = float(arr[0])
+        for s in lat[workers:].tolist():
+            heapq.heapreplace(free, (free[0] if free[0] > a0 else a0) + s)
+    else:
+        for a, s in zip(arr[workers:].tolist(), lat[workers:].tolist()):
+            heapq.heapreplace(free, (free[0] if free[0] > a else a) + s)
+    return float(max(free))
 
 
 def reward_rng(seed: int, step: int) -> np.random.Generator:
