@@ -91,6 +91,7 @@ def calibrate_verl(
                 "run": run_name,
                 "steps_used": len(data.fits),
                 "steps_dropped": data.dropped_steps,
+                "last_fitted_step": int(data.steps[-1]),
                 "decode_mape": one.mape,
                 "decode_theta": list(one.theta),
                 "length_rms_z": lf.rms_z,
@@ -123,8 +124,8 @@ def calibrate_verl(
     )
     baselines = step_baselines([r[2].table for r in runs])
     shares = {}
-    for run_name, _, data in runs:
-        rows = phase_table(data.table)
+    for path, (run_name, _, _) in zip(run_dirs, runs):
+        rows = phase_table(read_run(path))  # every logged step, the ones the fits skip too
         shares[run_name] = {
             "phases": [asdict(r) for r in rows],
             "explained_share": explained_share(rows),

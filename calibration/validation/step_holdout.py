@@ -81,10 +81,12 @@ def heldout_steps(
     """One row per scored step of each run: ``run, step, measured_s, model_s, constant_s,
     linear_s, persistence_s, periodic`` and the model's parts (``gen_s, learner_s,
     reward_wait_s, periodic_s, sync_s``). Only logged steps above ``after_step`` are
-    scored (a within-run hold-out: the steps the calibration fitted are skipped).
+    scored, and of a run the calibration read only the steps after the last it fitted
+    (``calibrate verl-tb --fit-steps``): a within-run hold-out.
 
     Raises ValueError when the calibration has no ``fit.step_baselines`` (not written by
-    ``calibrate verl-tb``) or a run has no step with ``timing_s/step``;
+    ``calibrate verl-tb``), fitted every step of a given run, or a run has no step with
+    ``timing_s/step``;
     :class:`calibration.readers.verl_tb.VerlLogError` on bad logs.
     """
     base = scenario.source.get("fit", {}).get("step_baselines")
@@ -93,8 +95,17 @@ def heldout_steps(
             f"calibration {scenario.name!r} has no fit.step_baselines: "
             "make it with `rolloutlab calibrate verl-tb`"
         )
+    fitted = {r["run"]: r for r in scenario.source.get("fit", {}).get("runs", [])}
     rows = []
     for name, files, data in load_runs(run_dirs, cfg):
+        run_after = after_step
+        if name in fitted:  # a run the calibration read: only the steps it did not fit
+            if scenario.source.get("provenance", {}).get("fit_steps") is None:
+                raise ValueError(
+                    f"{files[0]}: the calibration fitted every step of run {name!r}, so "
+                    "nothing of it is held out (score another run, or calibrate with --fit-steps)"
+                )
+            run_after = max(after_step, int(fitted[name]["last_fitted_step"]))
         table = data.table
         if STEP_TAG not in table.columns:
             raise ValueError(f"{files[0]}: no {STEP_TAG!r} tag: nothing to score")
@@ -114,7 +125,7 @@ def heldout_steps(
             if y is None or not np.isfinite(y) or y <= 0:
                 prev = None
                 continue
-            if draw.step <= after_step:
+            if draw.step <= run_after:
                 prev = float(y)
                 continue
             pred, parts = predict_step(scenario, draw, B, float(table[TOKENS_TAG][i]), cfg)
@@ -162,4 +173,24 @@ def score(steps: pl.DataFrame) -> pl.DataFrame:
             )
     return pl.DataFrame(
         out, schema_overrides={"median_ape_plain": pl.Float64, "mape_plain": pl.Float64}
+    )
+
+
+def fit_config(scenario: Scenario) -> VerlFitConfig:
+    """The :class:`VerlFitConfig` a verl-tb calibration was made with (its
+    ``provenance.assumptions``: G, cap, ICC, draws, seed), for predicting other runs
+    the way it fitted its own. Raises ValueError for a calibration without them."""
+    a = scenario.source.get("provenance", {}).get("assumptions")
+    if not a or "group_size" not in a:
+        raise ValueError(
+            f"calibration {scenario.name!r}: no verl-tb assumptions (make it with "
+            "`rolloutlab calibrate verl-tb`)"
+        )
+    return VerlFitConfig(
+        group_size=int(a["group_size"]),
+        max_response_length=int(a["max_response_length"]),
+        engine=scenario.engine,
+        replicates=int(a["replicates"]),
+        seed=int(a["seed"]),
+        icc=float(a["icc"]),
     )

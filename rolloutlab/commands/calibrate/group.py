@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import polars as pl
 
 from rolloutlab.calibration.fits.verl_fit import VerlFitConfig
 from rolloutlab.calibration.readers.verl_tb import VerlLogError
@@ -20,7 +21,13 @@ from rolloutlab.commands.calibrate.groups import calibrate_groups_cmd
 from rolloutlab.commands.calibrate.learning import calibrate_learning, calibrate_pass_rate
 from rolloutlab.commands.calibrate.turns import calibrate_turns_cmd
 from rolloutlab.commands.calibrate.vllm import vllm_compare, vllm_grid, vllm_steps
-from rolloutlab.commands.options.common import CALIBRATION_OUT, BadInput, cost_from_option, fail
+from rolloutlab.commands.options.common import (
+    CALIBRATION_OUT,
+    BadInput,
+    cost_from_option,
+    echo_table,
+    fail,
+)
 from rolloutlab.commands.options.types import (
     POSITIVE_INT,
     PROBABILITY,
@@ -30,9 +37,10 @@ from rolloutlab.commands.options.types import (
     finite,
 )
 from rolloutlab.sim.engine.core import EngineConfig
+from rolloutlab.sim.models.step_phases import RewardLatency
 from rolloutlab.sim.scenario.scenario import CalibrationError
 
-BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError)
+BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError, BadInput)
 
 
 def run_dir_args(paths) -> list[str]:
@@ -58,9 +66,20 @@ def scenario_defaults(steps, tau, delta) -> dict:
 
 
 def verl_config(
-    *, group_size, max_response_length, gen_workers, max_num_seqs, fit_prefill, replicates, seed
+    *,
+    group_size,
+    max_response_length,
+    gen_workers,
+    max_num_seqs,
+    fit_prefill,
+    replicates,
+    seed,
+    reward_latency="uniform:1,40",
+    reward_workers=256,
+    reward_overlap=None,
 ) -> VerlFitConfig:
-    """The :class:`VerlFitConfig` of the options of :func:`verl_options` (by name)."""
+    """The :class:`VerlFitConfig` of the options of :func:`verl_options` (by name).
+    Raises BadInput for a bad ``--reward-latency``."""
     return VerlFitConfig(
         group_size=group_size,
         max_response_length=max_response_length,
@@ -68,7 +87,89 @@ def verl_config(
         fit_prefill=fit_prefill,
         replicates=replicates,
         seed=seed,
+        reward_latency=parse_reward_latency(reward_latency),
+        reward_workers=reward_workers,
+        reward_overlap=reward_overlap,
     )
+
+
+def parse_reward_latency(spec: str) -> RewardLatency:
+    """``constant:S``, ``uniform:A,B`` or ``lognormal:MEDIAN,SIGMA`` (seconds) as a
+    :class:`RewardLatency`. Raises BadInput naming ``--reward-latency``."""
+    kind, _, args = spec.partition(":")
+    try:
+        vals = [float(v) for v in args.split(",")] if args else []
+        if len(vals) != (1 if kind == "constant" else 2):
+            raise ValueError("expected constant:S, uniform:A,B or lognormal:MEDIAN,SIGMA")
+        return RewardLatency(kind, *vals)
+    except ValueError as exc:
+        raise BadInput(f"--reward-latency {spec!r}: {exc}") from None
+
+
+def echo_assumptions(d: dict) -> None:
+    """Print, one line each, what a verl-tb calibration assumed where the log is silent
+    (they are stored under ``provenance.assumptions``)."""
+    a = d["provenance"]["assumptions"]
+    lat = a["reward_latency_shape"]
+    click.echo(
+        f"assumed (the log does not say; stored in provenance.assumptions): G = {a['group_size']} "
+        f"(--group-size), B = {a['logged_prompts']} (inferred: perf/total_num_tokens / "
+        f"(response + prompt length) / G), {a['logged_engine']['n_workers']} generation "
+        f"workers (--gen-workers), max_num_seqs {a['logged_engine']['max_num_seqs']}, "
+        f"placement {a['placement']}, reward latency shape {lat['kind']}({lat['a']:g}, "
+        f"{lat['b']:g}) s x fitted scale (--reward-latency), {a['reward_workers']} reward "
+        f"workers (--reward-workers), reward overlap {a['reward_overlap']}"
+    )
+
+
+def phase_rows(d: dict) -> pl.DataFrame:
+    """Every ``timing_s/*`` phase of every run of a verl-tb calibration, one row each."""
+    rows = []
+    for run, block in d["fit"]["phases"].items():
+        for r in block["phases"]:
+            rows.append({"run": run, **r})
+    return pl.DataFrame(rows).sort(["run", "share"], descending=[False, True])
+
+
+def echo_phases(d: dict) -> None:
+    """Print each phase's share of ``timing_s/step``, what prices it, the share the
+    calibration prices, the reward fit and the periodic phases."""
+    echo_table(
+        phase_rows(d).select(
+            "run", "phase", "kind", "steps_logged", "median_s", "share", "priced_by"
+        ),
+        precision=3,
+    )
+    for run, block in d["fit"]["phases"].items():
+        unpriced = [
+            f"{r['phase']} {r['share']:.2%}"
+            for r in block["phases"]
+            if r["priced_by"] == "not priced" and r["share"] > 0
+        ]
+        click.echo(
+            f"{run}: the calibration prices {block['explained_share']:.2%} of timing_s/step"
+            + (f"; not priced: {', '.join(unpriced)}" if unpriced else "")
+        )
+    rep = d["fit"]["step_phases"]
+    r = rep.get("reward")
+    if r is not None:
+        click.echo(
+            f"reward phase: overlap {r['overlap']}"
+            f"{' (read from the log)' if r['overlap_read_from_log'] else ''}; "
+            + (
+                f"median window {r['window_median_s']:.1f} s (cv {r['window_cv']:.3f}) over "
+                f"{r['n_rollouts']} rollouts on {r['assumed_workers']} workers: fitted latency "
+                f"scale {r['scale']:.3f} x the assumed law"
+                if r["identified"]
+                else r["note"]
+            )
+        )
+    for p in rep.get("periodic", []):
+        off = sorted({s for steps in p["off_period_steps_by_run"] for s in steps})
+        click.echo(
+            f"periodic phase {p['name']}: every {p['every']} steps, {p['seconds']:.1f} s"
+            + (f" (also logged off the period at steps {off}: not priced)" if off else "")
+        )
 
 
 def scenario_default_options(f):
@@ -141,6 +242,27 @@ def verl_options(f):
             type=click.IntRange(min=0),
             help="Seed of the length draws (>= 0).",
         ),
+        click.option(
+            "--reward-latency",
+            default="uniform:1,40",
+            show_default=True,
+            help="Assumed shape of the per-rollout reward latency (s), scaled by the fit: "
+            "constant:S, uniform:A,B or lognormal:MEDIAN,SIGMA (default: the "
+            "async_reward_agent recipe's random.uniform(1, 40)).",
+        ),
+        click.option(
+            "--reward-workers",
+            default=256,
+            show_default=True,
+            type=POSITIVE_INT,
+            help="Reward requests served at once (verl RayAsyncRewardAgent max_concurrency).",
+        ),
+        click.option(
+            "--reward-overlap",
+            type=click.Choice(["after", "learner", "generation"]),
+            default=None,
+            help="When rewards run (docs/step_phases.md); default: read from the tags.",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -163,6 +285,13 @@ def calibrate() -> None:
     default=None,
     help="Simulated engine replicas (default: logged).",
 )
+@click.option(
+    "--fit-steps",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Fit each run's first K usable steps only (the rest stay held out for "
+    "`validate verl-tb --calibration`).",
+)
 @scenario_default_options
 @verl_options
 def calibrate_verl_tb(
@@ -171,14 +300,15 @@ def calibrate_verl_tb(
     name,
     prompts,
     workers,
+    fit_steps,
     steps,
     tau,
     delta,
     **logged,
 ):
     """Fit lengths and cost to verl TensorBoard runs (RUN_DIR holds events.out.tfevents.*)."""
-    cfg = verl_config(**logged)
     try:
+        cfg = verl_config(**logged)
         d = calibrate_verl(
             run_dir_args(run_dirs),
             cfg,
@@ -186,10 +316,13 @@ def calibrate_verl_tb(
             prompts=prompts,
             workers=workers,
             defaults=scenario_defaults(steps, tau, delta),
+            fit_steps=fit_steps,
         )
         write_json_atomic(d, out)
     except BAD_INPUT as exc:
         fail(exc)
+    echo_assumptions(d)
+    echo_phases(d)
     f = d["fit"]
     click.echo(
         f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "

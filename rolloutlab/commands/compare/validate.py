@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from rolloutlab.calibration.validation.step_holdout import fit_config, heldout_steps, score
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
 from rolloutlab.commands.calibrate.groups import validate_groups_cmd
@@ -15,6 +16,7 @@ from rolloutlab.commands.compare.replay import replay_cmd
 from rolloutlab.commands.compare.run_spread import run_spread_cmd
 from rolloutlab.commands.options.common import claimed, echo_table, fail
 from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.trace.progress import progress_bar
 
 
@@ -39,14 +41,27 @@ def validate() -> None:
     type=click.Path(file_okay=False),
     help="Folder for validation.csv and config.json (new, or an earlier validate verl-tb output).",
 )
+@click.option(
+    "--calibration",
+    "calibration",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Score the whole step (every phase) of RUN_DIRS with this verl-tb calibration "
+    "(runs it never read, or the steps after its --fit-steps) beside the constant, linear "
+    "and persistence rules; writes steps.csv and validation.csv.",
+)
 @verl_options
 def validate_verl_tb(
     run_dirs,
     fit_steps,
     out,
+    calibration,
     **logged,
 ):
-    """Fit on each run's first K steps, predict timing_s/gen of the later steps."""
+    """Fit on each run's first K steps, predict timing_s/gen of the later steps; with
+    --calibration, predict each held-out step whole (docs/step_phases.md)."""
+    if calibration is not None:
+        return _validate_whole_step(run_dirs, calibration, out)
     cfg = verl_config(**logged)
     runs = run_dir_args(run_dirs)
     with claimed(out, "validate-verl-tb") as out_dir:
@@ -69,3 +84,37 @@ def validate_verl_tb(
 validate.add_command(validate_groups_cmd)
 validate.add_command(run_spread_cmd)
 validate.add_command(replay_cmd)
+
+
+def _validate_whole_step(run_dirs, calibration: str, out) -> None:
+    """``validate verl-tb --calibration``: the whole step of held-out runs, scored."""
+    runs = run_dir_args(run_dirs)
+    try:
+        sc = load_scenario(calibration)
+        cfg = fit_config(sc)
+    except BAD_INPUT as exc:
+        fail(exc)
+    with claimed(out, "validate-verl-tb") as out_dir:
+        try:
+            with progress_bar(total=len(runs), desc="validate", unit="run") as bar:
+                steps = heldout_steps(sc, runs, cfg, progress=lambda _: bar.update())
+        except BAD_INPUT as exc:
+            fail(exc)
+        table = score(steps)
+        for name, df in (("steps.csv", steps), ("validation.csv", table)):
+            tmp = out_dir / f".{name}.tmp"
+            df.write_csv(tmp, float_precision=4)
+            tmp.replace(out_dir / name)
+        write_config(
+            out_dir / "config.json",
+            {"command": "validate-verl-tb", "runs": runs, "calibration": calibration},
+        )
+    click.echo(
+        f"whole step (timing_s/step) of {', '.join(table['run'].unique(maintain_order=True))} "
+        f"predicted by {calibration} (runs it fitted: "
+        f"{', '.join(sc.source['provenance']['runs'])}); error = |pred / measured - 1|, "
+        "'_plain' = steps without a periodic phase; persistence reads the held-out run's "
+        "previous step"
+    )
+    echo_table(table, precision=4)
+    click.echo(f"wrote {out_dir / 'steps.csv'}, validation.csv, config.json")
