@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rolloutlab.analysis.advise.evaluate import collapse_margin
-from rolloutlab.analysis.advise.search import Constraints, SearchSpace, search
+from rolloutlab.analysis.advise.search import Constraints, SearchSpace, explain_infeasible, search
 from rolloutlab.sim.models.learning import LearningModel, LearningParams
 from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 
@@ -223,3 +223,43 @@ def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     row = summary.row(0, named=True)
     assert got["wall_clock_s"] == row["wall_clock_s"]
     assert got["wall_clock_s"] != evaluate(setting, sc, rewards, 10, 0.9)["wall_clock_s"]
+
+
+def test_gpu_hours_objective_prefers_fewer_gpus_where_time_prefers_more():
+    # lr 3: time 100/(3 w) + p; 4 workers are fastest, 1 worker uses the fewest GPU-hours
+    space = dataclasses.replace(SPACE, controller=("a",), prompts=(1,), lr=(3.0,))
+    c = Constraints(max_straggler_rate=1.0, min_collapse_margin=1.0)
+    price = lambda ss: [synthetic(s) for s in ss]
+    by_time = search(space, c, price, 12, seed=0, gpus=lambda s: s["workers"])
+    by_gpu = search(space, c, price, 12, seed=0, objective="gpu-hours", gpus=lambda s: s["workers"])
+    assert by_time.filter("best")["workers"].item() == 4
+    best = by_gpu.filter("best").row(0, named=True)
+    assert best["workers"] == 1
+    # time to target 100/3 + 1 s on 1 GPU
+    assert best["gpu_hours"] == pytest.approx((100 / 3 + 1) / 3600)
+    with pytest.raises(ValueError, match="objective"):
+        search(space, c, price, 2, objective="gpu-hours")
+
+
+def test_no_feasible_trial_names_the_constraint_and_the_closest():
+    c = Constraints(max_straggler_rate=0.05, min_collapse_margin=1.0)
+    table = search(SPACE, c, lambda ss: [synthetic(s) for s in ss], n_trials=20, seed=0)
+    assert not table["feasible"].any()
+    line, closest = explain_infeasible(table, c, use_target=True)
+    n_ok = table.filter(pl.col("status") == "ok").height
+    assert f"straggler_rate > 0.05 in {n_ok}" in line
+    # the smallest straggler rate is 0.1 (1 worker x 1 prompt): violation (0.1 - 0.05) / 0.05
+    assert closest["violation"][0] == pytest.approx(1.0)
+    assert closest.row(0, named=True)["workers"] * closest.row(0, named=True)["prompts"] == 1
+
+
+def test_run_scale_reads_the_calibration_and_says_where_from():
+    from rolloutlab.calibration.scenarios.run_scale import neighbourhood, run_scale
+    from rolloutlab.sim.scenario.scenario import load_scenario
+
+    scale = run_scale(load_scenario("gsm8k"))  # verl-tb calibration of 1024 prompts x G = 5
+    assert (scale.prompts, scale.group_size) == (1024, 5)
+    assert scale.sources["prompts"] == "logged" and scale.sources["group_size"] == "assumed"
+    around = neighbourhood(scale)
+    assert around["prompts"] == "512,1024,2048"
+    assert around["controllers"].split(",")[:3] == ["static:2", "static:5", "static:10"]

@@ -132,7 +132,8 @@ def rollout_tables(draw):
 def test_step_metrics_equal_the_per_step_definitions(table):
     """The vectorised table against the scalar definitions (docs/metrics.md), step by step."""
     df, n_workers, tau = table
-    got = step_metrics(df, tau=tau, n_workers=n_workers)
+    got = step_metrics(df, tau=tau, n_workers=n_workers, group_share=True)
+    assert "group_straggler_share" not in step_metrics(df, tau=tau).columns
     assert got["step"].to_list() == sorted(set(df["step"].to_list()))
     for row in got.iter_rows(named=True):
         s = df.filter(pl.col("step") == row["step"])

@@ -155,3 +155,25 @@ def test_kept_back_run_whole_step_meets_the_plan(sample_calibration):
     assert s["model"]["steps"] == 104
     assert s["model"]["median_ape"] <= 0.15
     assert s["model"]["mape"] < min(s["constant"]["mape"], s["linear"]["mape"])
+
+
+def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fitted_run(
+    tmp_path,
+):
+    from click.testing import CliRunner
+    from rolloutlab.cli import main
+
+    cal = tmp_path / "cal.json"
+    res = CliRunner().invoke(main, ["calibrate", "verl-tb", str(SAMPLE_RUN), "--out", str(cal)])
+    assert res.exit_code == 0, res.output
+    assert "assumed (the log does not say" in res.output and "G = 5" in res.output
+    for phase in ("adv", "update_actor", "testing", "save_checkpoint", "other"):
+        assert f" {phase} " in res.output
+    assert "prices 99.99% of timing_s/step" in res.output
+    assert "fitted latency scale" in res.output
+    out = tmp_path / "val"
+    res = CliRunner().invoke(
+        main, ["validate", "verl-tb", str(SAMPLE_RUN), "--calibration", str(cal), "--out", str(out)]
+    )
+    assert res.exit_code == 2 and "fitted every step" in res.output
+    assert not out.exists()

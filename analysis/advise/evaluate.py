@@ -4,7 +4,7 @@ target reward (or time per step), straggler rate and collapse margin.
 A setting is a dict ``{"controller", "prompts", "workers", "max_num_seqs", "pipeline",
 "lr", "updates_per_batch"}`` (``updates_per_batch``: K optimizer updates per rollout batch,
 :attr:`sim.pipelines.sync.RunConfig.updates_per_batch`; 1 when absent). It runs :func:`sim.studies.compare.run_comparison` on the SimPy engine (every pipeline,
-KV cache included) for ``steps`` learner steps with one seed, and reads:
+KV cache included; the synchronous pipeline on slot workers on the fast path, :func:`engine_for`) for ``steps`` learner steps with one seed, and reads:
 
 - ``time_to_target_s``: first time the trailing-mean reward reaches the target
   (:func:`sim.models.learning.time_to_target`, docs/learning.md); null when not reached;
@@ -121,6 +121,15 @@ def with_horizon(
     )
 
 
+def engine_for(scenario: Scenario, pipeline) -> str:
+    """``fast`` for the synchronous pipeline on slot workers with one-turn rollouts (the
+    fast path's tables equal the SimPy engine's to float rounding, ``tests/test_fastpath.py``;
+    at B x G in the thousands it prices a trial several times faster), else ``simpy``."""
+    if pipeline.kind == "sync" and not scenario.engine.paged and scenario.multi_turn is None:
+        return "fast"
+    return "simpy"
+
+
 def evaluate(
     setting: dict[str, Any],
     scenario: Scenario,
@@ -162,7 +171,12 @@ def evaluate(
         updates_per_batch=int(setting.get("updates_per_batch", 1)),
     )
     summary, _, _ = run_comparison(
-        sc, [setting["controller"]], cfg, pipelines=[pipe], engine="simpy", target=target
+        sc,
+        [setting["controller"]],
+        cfg,
+        pipelines=[pipe],
+        engine=engine_for(sc, pipe),
+        target=target,
     )
     row = summary.row(0, named=True)
     learning = rewards.learning if rewards is not None else None

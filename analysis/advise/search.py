@@ -114,6 +114,53 @@ def _objective_time(metrics: dict[str, Any], use_target: bool) -> float:
     return float(metrics["wall_clock_s"] if ttt is None else ttt)
 
 
+OBJECTIVES = ("time", "gpu-hours")
+"""What the search minimises: the time objective (s), or it times the setting's GPUs
+(GPU-hours = s x GPUs / 3600)."""
+
+
+def gpu_hours(time_s: float, gpus: int) -> float:
+    """``time_s * gpus / 3600``."""
+    return time_s * gpus / 3600.0
+
+
+def explain_infeasible(
+    trials: pl.DataFrame, constraints: Constraints, use_target: bool, n: int = 5
+) -> tuple[str, pl.DataFrame]:
+    """Why no trial of :func:`search`'s table is feasible: one line counting the priced
+    trials that break each constraint (and the failed ones), and the ``n`` closest
+    trials: smallest total relative violation
+    ``max(0, rate - max_rate) / max_rate + max(0, min_margin - margin) / min_margin``
+    (+1 for a target not reached)."""
+    ok = trials.filter(pl.col("status") == "ok")
+    rate = pl.col("straggler_rate")
+    margin = pl.col("collapse_margin")
+    max_rate = max(constraints.max_straggler_rate, 1e-9)
+    viol = (
+        (rate - constraints.max_straggler_rate).clip(lower_bound=0) / max_rate
+        + (constraints.min_collapse_margin - margin).clip(lower_bound=0)
+        / constraints.min_collapse_margin
+        + (pl.col("time_to_target_s").is_null() & pl.lit(use_target)).cast(pl.Float64)
+    )
+    counts = [
+        f"straggler_rate > {constraints.max_straggler_rate} in "
+        f"{ok.filter(rate > constraints.max_straggler_rate).height} (lowest "
+        f"{ok['straggler_rate'].min() if ok.height else float('nan'):.3f})",
+        f"collapse_margin < {constraints.min_collapse_margin} in "
+        f"{ok.filter(margin < constraints.min_collapse_margin).height}",
+    ]
+    if use_target:
+        counts.append(f"target not reached in {ok['time_to_target_s'].null_count()}")
+    failed = trials.height - ok.height
+    line = (
+        f"no trial met the constraints: of {ok.height} priced trials, "
+        + "; ".join(counts)
+        + (f"; {failed} trials failed (see trials.csv)" if failed else "")
+    )
+    closest = ok.with_columns(viol.alias("violation")).sort("violation", "time_s").head(n)
+    return line, closest
+
+
 CONSTRAINT_NAMES = ("straggler_rate", "collapse_margin", "reached_target")
 """Names of the Optuna constraints (:meth:`optuna.trial.Trial.set_constraint`)."""
 
@@ -134,6 +181,8 @@ def search(
     batch: int = 1,
     seed: int = 0,
     use_target: bool = True,
+    objective: str = "time",
+    gpus: Callable[[dict], int] | None = None,
 ) -> pl.DataFrame:
     """Run the study (module docstring); returns one row per trial: ``trial``,
     :data:`SETTING_KEYS`, :data:`METRIC_KEYS` (null for a failed setting), ``time_s`` (the
@@ -143,10 +192,17 @@ def search(
     ``run_batch(settings)`` prices settings (dicts of :data:`SETTING_KEYS`) and returns one
     metrics dict per setting (:data:`METRIC_KEYS`, with an ``error`` key instead for a
     failed one). ``use_target``: time to target is the objective (else time per step).
-    Raises ValueError: ``n_trials`` or ``batch`` < 1.
+    ``objective``: ``time``, or ``gpu-hours`` (the time objective times ``gpus(setting)``
+    / 3600; the table gains ``gpus`` and ``gpu_hours``, and the Pareto front and the
+    answer minimise GPU-hours). Raises ValueError: ``n_trials`` or ``batch`` < 1, an
+    unknown objective or ``gpu-hours`` without ``gpus``.
     """
     if n_trials < 1 or batch < 1:
         raise ValueError(f"advise: need --trials >= 1 and a batch >= 1, got {n_trials}, {batch}")
+    if objective not in OBJECTIVES or (objective == "gpu-hours" and gpus is None):
+        raise ValueError(
+            f"advise: objective must be one of {OBJECTIVES} (gpu-hours needs a GPU count)"
+        )
     space = constraints.prune(space)
     sampler = optuna.samplers.TPESampler(
         seed=seed,
@@ -187,7 +243,13 @@ def search(
             for name, value in zip(CONSTRAINT_NAMES, cons):
                 t.set_constraint(name, value)
             time_s = _objective_time(m, use_target)
-            study.tell(t, [time_s, float(m["straggler_rate"]), float(m["collapse_margin"])])
+            cost = time_s
+            if gpus is not None:
+                row["gpus"] = int(gpus(s))
+                row["gpu_hours"] = gpu_hours(time_s, row["gpus"])
+                if objective == "gpu-hours":
+                    cost = row["gpu_hours"]
+            study.tell(t, [cost, float(m["straggler_rate"]), float(m["collapse_margin"])])
             feasible = all(v <= 0 for v in cons)
             rows.append(
                 {**row, "time_s": time_s, "feasible": feasible, "status": "ok", "error": None}
@@ -199,10 +261,11 @@ def search(
         pl.col("time_s").cast(pl.Float64),
         pl.col("error").cast(pl.String),
     )
+    key = "gpu_hours" if objective == "gpu-hours" else "time_s"
     best = (
         df.filter("feasible")
         .sort(
-            "time_s",
+            key,
             "straggler_rate",
             "collapse_margin",
             "trial",
@@ -211,7 +274,8 @@ def search(
         .head(1)["trial"]
         .to_list()
     )
-    cols = ["trial", *space.keys, *METRIC_KEYS, "time_s", "feasible", "pareto"]
+    extra = [c for c in ("gpus", "gpu_hours") if c in df.columns]
+    cols = ["trial", *space.keys, *METRIC_KEYS, "time_s", *extra, "feasible", "pareto"]
     return df.with_columns(pl.col("trial").is_in(best).alias("best")).select(
         *cols, "best", "status", "error"
     )

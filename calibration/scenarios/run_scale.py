@@ -52,7 +52,8 @@ def run_scale(scenario: Scenario, default_group_size: int = 8) -> RunScale:
     else:
         G, sources["group_size"] = default_group_size, "default"
     W = int(scenario.engine.n_workers)
-    sources["workers"] = "assumed" if "logged_engine" in assumptions else "scenario"
+    logged_w = (assumptions.get("logged_engine") or {}).get("n_workers")
+    sources["workers"] = "assumed" if logged_w == W else "scenario"
     if "placement" in scenario.defaults:
         placement, sources["placement"] = str(scenario.defaults["placement"]), "scenario"
     elif "placement" in assumptions:

@@ -102,6 +102,8 @@ def straggler_event(lengths, tau: float = DEFAULT_TAU) -> bool:
 def _flatten(lengths) -> np.ndarray:
     if isinstance(lengths, np.ndarray):
         return lengths.astype(float).ravel()
+    if len(lengths) and len({len(g) if hasattr(g, "__len__") else -1 for g in lengths}) == 1:
+        return np.asarray(lengths, dtype=float).ravel()  # equal groups: one conversion
     parts = [np.atleast_1d(np.asarray(g, dtype=float)).ravel() for g in lengths]
     return np.concatenate(parts) if parts else np.zeros(0)
 
@@ -138,14 +140,17 @@ def busy_union_s(starts: np.ndarray, ends: np.ndarray) -> float:
 
 
 def step_metrics(
-    rollouts: pl.DataFrame, tau: float = DEFAULT_TAU, n_workers: int | None = None
+    rollouts: pl.DataFrame,
+    tau: float = DEFAULT_TAU,
+    n_workers: int | None = None,
+    group_share: bool = False,
 ) -> pl.DataFrame:
     """One row per step of a rollout table (schema: :data:`sim.trace.schema.ROLLOUT_SCHEMA`).
 
     Columns: ``step, n_rollouts, group_size, makespan_s, slot_idle_frac,
     device_idle_s, straggler_ratio, straggler, response_length/mean,
     response_length/max, response_length/min, response_length/clip_ratio,
-    response_tokens, group_straggler_share``, over the rollouts the step trained on (rows with
+    response_tokens`` (and ``group_straggler_share`` with ``group_share``), over the rollouts the step trained on (rows with
     ``finish_reason == "abort"`` are left out). Definitions in docs/metrics.md:
     - makespan: ``max(t_finish) - min(t_submit)`` over the step's rollouts;
     - slot idle fraction: :func:`slot_idle_fraction` of ``t_finish - min(t_submit)``;
@@ -154,7 +159,7 @@ def step_metrics(
       (a sequence is running from its first token to its last); workers with no
       rollout count as idle for the whole makespan when ``n_workers`` is given;
     - straggler ratio / event: :func:`straggler_ratio` of ``response_tokens`` vs ``tau``;
-    - group straggler share: the share of the step's groups (``prompt_id``) whose own
+    - group straggler share (``group_share=True``): the share of the step's groups (``prompt_id``) whose own
       ``max/median`` exceeds ``tau`` (:func:`group_straggler_share`; a group with a zero
       median and a positive max counts as straggling).
     """
@@ -180,7 +185,7 @@ def step_metrics(
         L.median().alias("median"),
         pl.col("worker").n_unique().alias("workers_used"),
     )
-    groups = (
+    share = (
         rollouts.group_by("step", "prompt_id")
         .agg(
             # a zero median straggles when its max is positive (ratio inf), an all-zero
@@ -193,7 +198,8 @@ def step_metrics(
         .group_by("step")
         .agg(pl.col("straggling").mean().alias("group_straggler_share"))
     )
-    per_step = per_step.join(groups, on="step")
+    if group_share:  # a group_by over (step, prompt): ~1/3 more time, so only when asked
+        per_step = per_step.join(share, on="step")
     span = pl.col("t1") - pl.col("t0")
     idle = _worker_idle(rollouts).join(
         per_step.select("step", (pl.col("t1") - pl.col("t0")).alias("span")), on="step"
@@ -237,7 +243,7 @@ def step_metrics(
             "response_length/min",
             "response_length/clip_ratio",
             pl.col("response_tokens").cast(pl.Int64),
-            pl.col("group_straggler_share").cast(pl.Float64),
+            *([pl.col("group_straggler_share").cast(pl.Float64)] if group_share else []),
         )
     )
 

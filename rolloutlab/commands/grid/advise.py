@@ -11,9 +11,18 @@ from pathlib import Path
 
 import click
 import polars as pl
+from click.core import ParameterSource
 
 from rolloutlab.analysis.advise.evaluate import HORIZON_COLUMNS, evaluate, with_horizon
-from rolloutlab.analysis.advise.search import Constraints, SearchSpace, pareto_table, search
+from rolloutlab.analysis.advise.search import (
+    OBJECTIVES,
+    Constraints,
+    SearchSpace,
+    explain_infeasible,
+    pareto_table,
+    search,
+)
+from rolloutlab.calibration.scenarios.run_scale import neighbourhood, run_scale
 from rolloutlab.commands.grid.executor import ExecutorError
 from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
 from rolloutlab.commands.options.common import claim, echo_table, fail, parse_list
@@ -65,6 +74,18 @@ def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]
 def _place(sc, spec: str, args: tuple):
     """The scenario on split ``spec`` (``args``: gpus, tp, model, gpu names)."""
     return place(sc, spec, *args)
+
+
+def _given(names: tuple[str, ...]) -> set[str]:
+    """The options among ``names`` given on the command line (not left at their default)."""
+    ctx = click.get_current_context()
+    return {n for n in names if ctx.get_parameter_source(n) != ParameterSource.DEFAULT}
+
+
+def _gpus(setting: dict, tp: int, total: int | None) -> int:
+    """GPUs a setting holds: ``total`` (``--gpus``) with a split, else workers x ``tp``
+    (colocated: the learner runs on the generation GPUs)."""
+    return int(total) if setting.get("split") and total else int(setting["workers"]) * tp
 
 
 def _list(name: str, default: str, what: str):
@@ -147,9 +168,16 @@ def _list(name: str, default: str, what: str):
     "and training (the split sets the workers; docs/pipelines.md).",
 )
 @click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
+@click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default="time",
+    show_default=True,
+    help="Minimise the time objective (s), or GPU-hours (it x the setting's GPUs / 3600).",
+)
 def advise(
     prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, steps, trials, batch, seed,
-    out, gpus, splits, horizon_path,
+    out, gpus, splits, horizon_path, objective,
     **opts,
 ):  # fmt: skip
     """Search the settings for the fastest one that is safe (stragglers, collapse).
@@ -164,6 +192,34 @@ def advise(
     Pareto table and the chosen setting.
     """
     sc, rewards, dynamic, target = load_run(opts, engine="simpy")
+    given = _given(("prompts", "workers", "max_num_seqs", "pipelines", "controllers"))
+    if opts.get("calibration"):  # around the calibrated run, unless the options say otherwise
+        scale = run_scale(sc)
+        around = neighbourhood(scale)
+        searched = {k: v for k, v in around.items() if k not in given}
+        click.echo(
+            f"searching around the calibrated run: B = {scale.prompts} "
+            f"({scale.sources['prompts']}), G = {scale.group_size} "
+            f"({scale.sources['group_size']}), {scale.workers} workers "
+            f"({scale.sources['workers']}), max_num_seqs {scale.max_num_seqs}, placement "
+            f"{scale.placement or 'colocated'} ({scale.sources['placement']}); "
+            + (
+                " ".join(f"--{k.replace('_', '-')} {v}" for k, v in searched.items())
+                if searched
+                else "every searched option given on the command line"
+            )
+        )
+        prompts = searched.get("prompts", prompts)
+        workers = searched.get("workers", workers)
+        max_num_seqs = searched.get("max_num_seqs", max_num_seqs)
+        pipelines = searched.get("pipelines", pipelines)
+        opts["controllers"] = searched.get("controllers", opts["controllers"])
+    if sc.step_phases is not None and "pipelines" not in given:
+        pipelines = "sync"
+        click.echo(
+            f"scenario {sc.name} has reward/periodic step phases, priced by the synchronous "
+            "pipeline only: --pipelines sync"
+        )
     horizon = None
     if horizon_path is not None:
         from rolloutlab.sim.models.horizon import HorizonInputError, fit_from_dict
@@ -176,7 +232,11 @@ def advise(
         if dynamic is not None:
             raise ValueError("--dynamic-sampling: not searched by advise")
         for spec in pipelines.split(","):
-            parse_pipeline(spec)
+            if parse_pipeline(spec).kind != "sync" and sc.step_phases is not None:
+                raise ValueError(
+                    f"--pipelines {spec}: scenario {sc.name}'s reward/periodic step phases "
+                    "are priced by the synchronous pipeline only (--pipelines sync)"
+                )
         split = _splits(gpus, splits, opts)
         space = SearchSpace(
             controller=tuple(split_specs(opts["controllers"])),
@@ -237,7 +297,17 @@ def advise(
 
     bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
     try:
-        table = search(space, constraints, run_batch, trials, batch, seed, use_target)
+        table = search(
+            space,
+            constraints,
+            run_batch,
+            trials,
+            batch,
+            seed,
+            use_target,
+            objective=objective,
+            gpus=functools.partial(_gpus, tp=opts["tp"] or 1, total=gpus),
+        )
     finally:
         bar.close()
         executor.close()
@@ -261,7 +331,8 @@ def advise(
             **config_head("advise", sc, "simpy", opts),
             "space": {k: list(getattr(space, k)) for k in space.keys},
             "constraints": constraints.__dict__,
-            "objective": "time_to_target_s" if use_target else "time_per_step_s",
+            "objective": ("gpu_hours of " if objective == "gpu-hours" else "")
+            + ("time_to_target_s" if use_target else "time_per_step_s"),
             "steps": steps,
             "dataset_size": opts["dataset_size"],
             "trials": trials,
@@ -281,6 +352,7 @@ def advise(
         pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
             *space.keys,
             "time_s",
+            *(("gpu_hours",) if objective == "gpu-hours" else ()),
             "straggler_rate",
             "collapse_margin",
             *(HORIZON_COLUMNS if horizon is not None else ()),
@@ -297,5 +369,14 @@ def advise(
             "best: " + " ".join(f"{k}={b[k]}" for k in space.keys) + f" time_s={b['time_s']:.0f}"
         )
     else:
-        click.echo("best: none (no trial met the constraints; see trials.csv)")
+        line, closest = explain_infeasible(table, constraints, use_target)
+        click.echo(f"best: none ({line})")
+        if closest.height:
+            click.echo("closest trials (smallest relative violation):")
+            echo_table(
+                closest.with_columns(
+                    pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)
+                ).select(*space.keys, "time_s", "straggler_rate", "collapse_margin", "violation"),
+                cols=20,
+            )
     click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")
