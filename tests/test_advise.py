@@ -200,7 +200,7 @@ def test_advise_bad_input(tmp_path, extra, message):
 
 def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     # --dataset-size 8 with B = 8: the same 8 prompts every step, as `sim --dataset-size 8`.
-    from rolloutlab.analysis.advise.evaluate import evaluate
+    from rolloutlab.analysis.advise.evaluate import engine_for, evaluate
     from rolloutlab.sim.models.rewards import reward_config
     from rolloutlab.sim.pipelines.spec import parse_pipeline
     from rolloutlab.sim.pipelines.sync import RunConfig
@@ -217,8 +217,9 @@ def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     )
     engine = dataclasses.replace(sc.engine, n_workers=1, max_num_seqs=256)
     pipes = [parse_pipeline("sync")]
-    summary, _, _ = run_comparison(
-        dataclasses.replace(sc, engine=engine), ["static:4"], cfg, pipelines=pipes, target=0.9
+    placed = dataclasses.replace(sc, engine=engine)
+    summary, _, _ = run_comparison(  # on the engine evaluate picks (fast path: sync, slots)
+        placed, ["static:4"], cfg, pipelines=pipes, engine=engine_for(placed, pipes[0]), target=0.9
     )
     row = summary.row(0, named=True)
     assert got["wall_clock_s"] == row["wall_clock_s"]
