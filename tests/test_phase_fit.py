@@ -161,6 +161,7 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     tmp_path,
 ):
     from click.testing import CliRunner
+
     from rolloutlab.cli import main
 
     cal = tmp_path / "cal.json"
