@@ -72,7 +72,7 @@ GROUP_HEADER = [
 ]
 
 
-def per_sample(out: Path, lines: list[str]) -> None:
+def per_sample(out: Path, lines: list[str], horizon: int | None = None) -> None:
     """The per-sample runs of the plan; appends markdown table rows to ``lines``."""
     lines += [
         "| run | K | scored cells | forecast | persistence | linear | static | floor | "
@@ -83,12 +83,12 @@ def per_sample(out: Path, lines: list[str]) -> None:
     for task, (taus, K) in TASKS.items():
         paths = {s: GROUPS / d.format(task=task) / "samples.parquet" for s, d in SEED_DIRS.items()}
         traces = {s: read_grouped([p]) for s, p in paths.items()}
-        cfg = ForecastConfig(fit_steps=K, taus=taus)
+        cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon)
         meas = {s: measured(t, cfg) for s, t in traces.items()}
         for s in traces:
             others = [(traces[o], meas[o]) for o in traces if o != s]
             runs.append((f"{task}_s{s}", traces[s], cfg, others, meas[s]))
-    cfg = ForecastConfig(fit_steps=20, taus=(2.5, 3.0, 4.0))
+    cfg = ForecastConfig(fit_steps=20, taus=(2.5, 3.0, 4.0), horizon=horizon)
     runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), cfg, [], None))
     p_err: dict[str, dict] = {}
     span_err: dict[str, dict] = {}
@@ -147,18 +147,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="folder for the CSVs and summary.md")
     ap.add_argument("--tb-dir", type=Path, default=TB_DEFAULT, help="verl TensorBoard run folders")
     ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
+    ap.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="per-sample runs: forecast only the first H steps after K (not the plan: all)",
+    )
     args = ap.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out} is not empty; results are never overwritten")
     if args.only != "groups" and not args.tb_dir.is_dir():
         ap.error(f"--tb-dir {args.tb_dir}: no such folder (give the verl TensorBoard runs)")
+    if args.horizon is not None and args.horizon < 1:
+        ap.error(f"--horizon {args.horizon}: needs an integer >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     lines = [
         "Mean absolute error of P(max/median > tau) over the scored cells (held-out steps)",
         "",
     ]
     if args.only != "verl":
-        per_sample(args.out, lines)
+        per_sample(args.out, lines, args.horizon)
     if args.only != "groups":
         verl(args.out, args.tb_dir, lines)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")

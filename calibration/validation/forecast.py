@@ -55,6 +55,8 @@ class ForecastConfig:
     """Seed of subsamples and draws."""
     cap: int | None = None
     """Response cap (tokens) when the log states none (lengths at it are censored)."""
+    horizon: int | None = None
+    """Forecast only the first ``horizon`` steps after ``K`` (None: every later step)."""
 
     def span(self) -> int:
         """The window in steps (at least 2)."""
@@ -149,7 +151,8 @@ def forecast_groups(
     )
     window = cfg.span()
     drift = fit_drift(summary, window)
-    held = np.asarray(steps[K:])
+    end = len(steps) if cfg.horizon is None else min(K + cfg.horizon, len(steps))
+    held = np.asarray(steps[K:end])
     fit_t = np.asarray(steps[:K])
     if meas is None:
         meas = measured(trace, cfg)  # (T, G, tau)
@@ -163,13 +166,13 @@ def forecast_groups(
         pred[name] = v
     for name, v in naive(span_meas[:K], fit_t, held, window).items():
         span[name] = v
+    p_meas = meas[K:end].mean(axis=0)  # (G, tau)
     floor = None
     if others:
         other_p = [m[[o.steps().index(s) for s in held]].mean(axis=0) for o, m in others]
-        floor = np.abs(meas[K:].mean(axis=0) - np.mean(other_p, axis=0))
+        floor = np.abs(p_meas - np.mean(other_p, axis=0))
     rows = []
-    p_meas = meas[K:].mean(axis=0)
-    se = meas[K:].std(axis=0, ddof=1) / np.sqrt(len(held)) if len(held) > 1 else 0 * p_meas
+    se = meas[K:end].std(axis=0, ddof=1) / np.sqrt(len(held)) if len(held) > 1 else 0 * p_meas
     for g in range(G_log):
         for j, tau in enumerate(cfg.taus):
             row = {"G": g + 1, "B": B, "tau": tau, "p_meas": p_meas[g, j], "p_meas_se": se[g, j]}
@@ -179,7 +182,7 @@ def forecast_groups(
             rows.append(row)
     cells = pl.DataFrame(rows, schema_overrides={"floor": pl.Float64})
     makespan = pl.DataFrame(
-        {"step": held, "makespan_meas": span_meas[K:]}
+        {"step": held, "makespan_meas": span_meas[K:end]}
         | {f"makespan_{r}": np.asarray(span[r], dtype=np.float64) for r in RULES}
     )
     return cells, makespan
@@ -191,7 +194,7 @@ def forecast_runs(
     """:func:`forecast_groups` of ``trace`` with ``others`` (runs of the same
     configuration, each measured once on the held-out steps) as the floor. Raises
     ValueError when another run lacks a held-out step or logs another G."""
-    held = trace.steps()[cfg.fit_steps :]
+    held = trace.steps()[cfg.fit_steps :][: cfg.horizon]
     for o in others:
         missing = sorted(set(held) - set(o.steps()))
         if missing:
