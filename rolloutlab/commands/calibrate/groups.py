@@ -14,6 +14,14 @@ import polars as pl
 from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, read_grouped
 from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
+from rolloutlab.calibration.validation.forecast import (
+    RULES,
+    ForecastConfig,
+    cell_errors,
+    forecast_runs,
+    makespan_errors,
+    meets_target,
+)
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig, validate_groups
 from rolloutlab.calibration.validation.run_spread import with_target
 from rolloutlab.calibration.validation.transfer import TRANSFERS
@@ -300,6 +308,18 @@ def calibrate_groups_cmd(
     default=None,
     help="Measured run's response_length/* per step (TensorBoard dir, .jsonl, .csv).",
 )
+@click.option(
+    "--forecast",
+    is_flag=True,
+    help="Forecast the steps after K with the drifting length model beside persistence, "
+    "linear trend and static fit; further FILEs are other runs of the configuration (floor).",
+)
+@click.option(
+    "--horizon",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --forecast: forecast only the first H steps after K (default: every later step).",
+)
 def validate_groups_cmd(
     files,
     fit_steps,
@@ -320,6 +340,8 @@ def validate_groups_cmd(
     from_step,
     transfer,
     target_metrics,
+    forecast,
+    horizon,
     **fields,
 ):
     """Fit on the first K steps (the last --fit-window of them when given); on the later
@@ -327,6 +349,19 @@ def validate_groups_cmd(
     tau) for every G up to the logged one (validation_groups.csv and
     validation_groups.png in --out)."""
     taus = tuple(tau)
+    if horizon is not None and not forecast:
+        raise BadInput("--horizon: needs --forecast")
+    if forecast:
+        if fit_steps is None or held_out or transfer or step_window or from_step is not None:
+            raise BadInput(
+                "--forecast: needs --fit-steps, and takes neither --held-out, --from-step, "
+                "--transfer nor --step-window"
+            )
+        cfg = ForecastConfig(
+            fit_steps, taus, fit_window, draws, reps, seed, max_response_length, horizon
+        )
+        _validate_forecast(files, tokenizer, max_response_length, fields, cfg, out)
+        return
     _check_step_window(length_model, step_window)
     if fit_steps is None and not held_out:
         raise BadInput("--fit-steps: required without --held-out")
@@ -399,3 +434,36 @@ def validate_groups_cmd(
         if t is not None and (uneven := t.group_sizes()) is not None:
             click.echo(f"note: {uneven}; G up to {t.typical_group_size()} (the most common)")
     click.echo(f"wrote {out_dir / 'validation_groups.csv'} (columns {', '.join(COLUMNS)}, ...)")
+
+
+def _validate_forecast(files, tokenizer, cap, fields, cfg: ForecastConfig, out) -> None:
+    """``validate groups --forecast``: the first FILE forecast, the others its floor."""
+    runs = [read_files([f], tokenizer, dict(fields)) for f in files]
+    for t in runs:
+        _check_cap(t, cap)
+    try:
+        cells, makespan = forecast_runs(runs[0], runs[1:], cfg)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    out_dir = write_table(
+        out,
+        "validate groups --forecast",
+        "forecast_cells.csv",
+        cells,
+        {"files": list(files), "length_unit": runs[0].length_unit, "config": cfg.__dict__},
+    )
+    makespan.write_csv(out_dir / "forecast_makespan.csv", float_precision=2)
+    err, span = cell_errors(cells), makespan_errors(makespan)
+    ok, n = meets_target(cells)
+    held = makespan["step"]
+    click.echo(
+        f"steps {held.min()}-{held.max()} forecast from the first "
+        f"{cfg.fit_steps}; mean |error| of P(max/median > tau) over {n} cells with measured P "
+        "in [0.05, 0.95]:"
+    )
+    for r in RULES:
+        click.echo(f"  {r:<12} {err[r]:.3f}   makespan {span[r]:.1f} tokens")
+    if "floor" in err:
+        click.echo(f"  {'floor':<12} {err['floor']:.3f}   (the other runs' mean)")
+    click.echo(f"cells within max(0.10, floor + 2 SE): {ok} of {n}")
+    click.echo(f"wrote {out_dir / 'forecast_cells.csv'}, {out_dir / 'forecast_makespan.csv'}")

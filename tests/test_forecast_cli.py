@@ -1,0 +1,99 @@
+"""``validate groups --forecast`` end to end on the group-per-line fixture."""
+
+import polars as pl
+from click.testing import CliRunner
+
+from rolloutlab.cli import main
+
+FIXTURE = "tests/data/packed_lengths"
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["validate", "groups", *args], catch_exceptions=False)
+
+
+def test_forecast_writes_every_rule_beside_the_measured_p(tmp_path):
+    out = tmp_path / "fc"
+    res = _run(
+        FIXTURE,
+        FIXTURE,
+        "--fit-steps",
+        "2",
+        "--tau",
+        "1.5,2",
+        "--forecast",
+        "--draws",
+        "10",
+        "--reps",
+        "10",
+        "--out",
+        str(out),
+    )
+    assert res.exit_code == 0, res.output
+    cells = pl.read_csv(out / "forecast_cells.csv")
+    assert cells.height == 4 * 2  # G = 1..4, two taus
+    for col in ("p_meas", "p_forecast", "p_persistence", "p_linear", "p_static", "floor"):
+        assert cells[col].is_between(0.0, 1.0).all()
+    assert cells["floor"].max() == 0.0  # the other run is the same log
+    span = pl.read_csv(out / "forecast_makespan.csv")
+    assert span["step"].to_list() == [3]
+    assert "persistence" in res.output and "floor" in res.output
+
+
+def test_forecast_without_fit_steps_is_one_line(tmp_path):
+    res = _run(FIXTURE, "--tau", "2", "--forecast", "--out", str(tmp_path / "x"))
+    assert res.exit_code == 2
+    assert "--forecast: needs --fit-steps" in res.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_forecast_with_all_steps_fitted_is_refused(tmp_path):
+    res = _run(
+        FIXTURE, "--fit-steps", "3", "--tau", "2", "--forecast", "--out", str(tmp_path / "x")
+    )
+    assert res.exit_code == 2
+    assert "--fit-steps 3: needs 2 <= K < 3" in res.output
+
+
+def test_horizon_needs_forecast_and_limits_the_steps(tmp_path):
+    res = _run(
+        FIXTURE, "--fit-steps", "2", "--tau", "2", "--horizon", "1", "--out", str(tmp_path / "x")
+    )
+    assert res.exit_code == 2
+    assert "--horizon: needs --forecast" in res.output
+    out = tmp_path / "h"
+    res = _run(
+        FIXTURE,
+        "--fit-steps",
+        "1",
+        "--tau",
+        "2",
+        "--forecast",
+        "--horizon",
+        "1",
+        "--draws",
+        "5",
+        "--reps",
+        "5",
+        "--out",
+        str(out),
+    )
+    assert res.exit_code == 2  # --fit-steps is at least 2 (click's range)
+    res = _run(
+        FIXTURE,
+        "--fit-steps",
+        "2",
+        "--tau",
+        "2",
+        "--forecast",
+        "--horizon",
+        "1",
+        "--draws",
+        "5",
+        "--reps",
+        "5",
+        "--out",
+        str(out),
+    )
+    assert res.exit_code == 0, res.output
+    assert pl.read_csv(out / "forecast_makespan.csv")["step"].to_list() == [3]
