@@ -264,3 +264,34 @@ def test_run_scale_reads_the_calibration_and_says_where_from():
     around = neighbourhood(scale)
     assert around["prompts"] == "512,1024,2048"
     assert around["controllers"].split(",")[:3] == ["static:2", "static:5", "static:10"]
+
+
+def test_group_reading_counts_steps_whose_share_of_straggling_groups_passes_the_level():
+    from rolloutlab.analysis.advise.evaluate import group_straggler_rate
+    from rolloutlab.sim.control.controllers import StaticG
+    from rolloutlab.sim.pipelines.registry import simulate
+    from rolloutlab.sim.pipelines.sync import RunConfig
+    from rolloutlab.sim.scenario.scenario import load_scenario
+    from rolloutlab.sim.trace.metrics import group_straggler_share
+
+    sc = load_scenario("longcot")
+    res = simulate(sc, StaticG(8), RunConfig(steps=4, prompts=16), engine="fast")
+    tau = float(sc.defaults["tau"])
+    shares = [
+        group_straggler_share(
+            [g["response_tokens"].to_list() for _, g in s.group_by("prompt_id")], tau
+        )
+        for _, s in res.rollouts.group_by("step")
+    ]
+    for level in (0.0, 0.05, 0.2):
+        want = np.mean([x > level for x in shares])
+        assert group_straggler_rate(res.rollouts, sc, level) == pytest.approx(want)
+
+
+def test_advise_takes_the_group_reading(tmp_path):
+    out = tmp_path / "adv"
+    res = CliRunner().invoke(main, [*TINY, "--straggler-level", "0.2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "group reading" in res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["straggler_reading"] == {"reading": "group", "level": 0.2}

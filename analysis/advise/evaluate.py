@@ -10,7 +10,8 @@ KV cache included; the synchronous pipeline on slot workers on the fast path, :f
   (:func:`sim.models.learning.time_to_target`, docs/learning.md); null when not reached;
 - ``time_per_step_s``: wall clock / steps (the objective when the scenario has no
   learning model);
-- ``straggler_rate``: share of steps with max/median length > tau (SAGC's definition,
+- ``straggler_rate``: share of steps with max/median length > tau (SAGC's definition;
+  with a ``straggler_level``, the share of steps whose group straggler share exceeds it,
   docs/metrics.md);
 - ``collapse_margin``: ``eta_max(S, T) / eta(lr)``, the closed-form stability boundary
   of the staleness paper's two-constraint rule (PAPERS.md §2,
@@ -40,6 +41,7 @@ from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.trace.metrics import DEFAULT_TAU, step_metrics
 
 SETTING_KEYS = (
     "controller",
@@ -130,6 +132,17 @@ def engine_for(scenario: Scenario, pipeline) -> str:
     return "simpy"
 
 
+def group_straggler_rate(rollouts, scenario: Scenario, level: float) -> float:
+    """Share of steps whose group straggler share (at the scenario's ``tau``) exceeds
+    ``level``: the straggler rate under the group reading
+    (:func:`sim.trace.metrics.straggler_reading`)."""
+    tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
+    if isinstance(rollouts, pl.LazyFrame):
+        rollouts = rollouts.collect()
+    share = step_metrics(rollouts, tau, group_share=True)["group_straggler_share"]
+    return float((share > level).mean())
+
+
 def evaluate(
     setting: dict[str, Any],
     scenario: Scenario,
@@ -139,6 +152,7 @@ def evaluate(
     seed: int = 0,
     dataset_size: int | None = None,
     placement: Callable[[Scenario, str], Scenario] | None = None,
+    straggler_level: float | None = None,
 ) -> dict[str, Any]:
     """Simulate ``setting`` (module docstring) and return :data:`METRIC_KEYS` (seconds;
     rates in [0, 1]; the margin dimensionless, at the setting's span ``S_max + K`` and
@@ -147,6 +161,8 @@ def evaluate(
     ``dataset_size``: as :class:`sim.pipelines.sync.RunConfig`'s (``--dataset-size``).
     ``placement(scenario, split)``: the scenario on a setting's ``split`` (``R:T``;
     :func:`sim.scenario.placement.apply_split`), which sets its workers.
+    ``straggler_level``: read stragglers per group (:func:`group_straggler_rate` at that
+    level) instead of over the whole step.
     Raises ValueError for a setting the simulator refuses (a bad controller or pipeline
     spec, B or workers < 1, a K that does not divide B,
     :func:`sim.models.rewards.check_updates`): the executor records it as a failed trial."""
@@ -170,7 +186,7 @@ def evaluate(
         rewards=rewards,
         updates_per_batch=int(setting.get("updates_per_batch", 1)),
     )
-    summary, _, _ = run_comparison(
+    summary, rollouts, _ = run_comparison(
         sc,
         [setting["controller"]],
         cfg,
@@ -185,7 +201,9 @@ def evaluate(
         "time_to_target_s": None if ttt is None else float(ttt),
         "time_per_step_s": row["wall_clock_s"] / steps,
         "wall_clock_s": row["wall_clock_s"],
-        "straggler_rate": row["straggler_rate"],
+        "straggler_rate": row["straggler_rate"]
+        if straggler_level is None
+        else group_straggler_rate(rollouts, sc, straggler_level),
         "collapse_margin": collapse_margin(
             cfg.lr, pipe.max_staleness, steps, learning, cfg.updates_per_batch
         ),

@@ -139,6 +139,14 @@ def _list(name: str, default: str, what: str):
     help="Largest acceptable share of straggler steps, in [0, 1].",
 )
 @click.option(
+    "--straggler-level",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=None,
+    help="Read stragglers per group: a step straggles when more than this share of its "
+    "groups has max/median > tau (meaningful at B x G in the thousands, where every step "
+    "passes tau; docs/controllers.md). Default: the step-level ratio.",
+)
+@click.option(
     "--min-collapse-margin",
     type=click.FloatRange(min=0, min_open=True),
     default=1.0,
@@ -283,6 +291,7 @@ def advise(
         target=target,
         seed=seed,
         dataset_size=opts["dataset_size"],
+        straggler_level=opts["straggler_level"],
     )
 
     def run_batch(settings: list[dict]) -> list[dict | None]:
@@ -331,6 +340,9 @@ def advise(
             **config_head("advise", sc, "simpy", opts),
             "space": {k: list(getattr(space, k)) for k in space.keys},
             "constraints": constraints.__dict__,
+            "straggler_reading": "step"
+            if opts["straggler_level"] is None
+            else {"reading": "group", "level": opts["straggler_level"]},
             "objective": ("gpu_hours of " if objective == "gpu-hours" else "")
             + ("time_to_target_s" if use_target else "time_per_step_s"),
             "steps": steps,
@@ -345,7 +357,13 @@ def advise(
     click.echo(
         f"scenario {sc.name}: {trials} trials over {space.size()} settings, objective "
         f"{'time_to_target_s (reward ' + str(target) + ')' if use_target else 'time_per_step_s'}; "
-        f"straggler rate <= {constraints.max_straggler_rate}, collapse margin >= "
+        f"straggler rate <= {constraints.max_straggler_rate}"
+        + (
+            f" (group reading: share of groups over tau > {opts['straggler_level']})"
+            if opts["straggler_level"] is not None
+            else ""
+        )
+        + ", collapse margin >= "
         f"{constraints.min_collapse_margin}"
     )
     echo_table(
