@@ -3,6 +3,8 @@ whole-step hold-out (calibration.fits.phase_fit, calibration.validation.step_hol
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -178,3 +180,12 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     )
     assert res.exit_code == 2 and "fitted every step" in res.output
     assert not out.exists()
+    sim = ["sim", "--calibration", str(cal), "--controllers", "static:5", "--prompts", "64"]
+    res = CliRunner().invoke(
+        main, [*sim, "--steps", "5", "--engine", "fast", "--no-figure", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "prices the step's reward and periodic phases" in res.output
+    # the fifth step runs validation (every 5): one in five steps pays it
+    testing = next(p for p in scenario_from_dict(json.loads(cal.read_text())).step_phases.periodic)
+    assert f"validation/checkpoint {testing.seconds / 5:.1f} s" in res.output

@@ -296,6 +296,14 @@ def sim(
             f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
             "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
         )
+    if sc.step_phases is not None and "reward_wait_s" in steps_df.columns:
+        click.echo(
+            f"scenario {sc.name} prices the step's reward and periodic phases "
+            "(docs/step_phases.md): mean per step "
+            f"reward wait + advantage {steps_df['reward_wait_s'].mean():.1f} s, "
+            f"validation/checkpoint {steps_df['periodic_s'].mean():.1f} s "
+            "(steps.parquet: reward_wait_s, periodic_s)"
+        )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
