@@ -189,3 +189,23 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     # the fifth step runs validation (every 5): one in five steps pays it
     testing = next(p for p in scenario_from_dict(json.loads(cal.read_text())).step_phases.periodic)
     assert f"validation/checkpoint {testing.seconds / 5:.1f} s" in res.output
+
+
+def test_part_shares_by_hand():
+    from rolloutlab.calibration.validation.step_holdout import part_shares
+
+    steps = pl.DataFrame(
+        {
+            "run": ["r", "r"],
+            "measured_s": [100.0, 300.0],
+            "model_s": [200.0, 200.0],
+            **{f"measured_{p}_s": [10.0, 30.0] for p in ("gen", "learner", "periodic")},
+            "measured_reward_wait_s": [70.0, 210.0],
+            **{f"{p}_s": [50.0, 50.0] for p in ("gen", "learner", "reward_wait", "periodic")},
+            "sync_s": [0.0, 0.0],
+        }
+    )
+    rows = {r["part"]: r for r in part_shares(steps).to_dicts()}
+    assert rows["gen"]["measured_s"] == 20.0 and rows["gen"]["measured_share"] == 0.1
+    assert rows["reward_wait"]["measured_share"] == 0.7
+    assert rows["learner"]["model_share"] == 0.25 and rows["sync"]["measured_s"] is None

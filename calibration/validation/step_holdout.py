@@ -129,6 +129,10 @@ def heldout_steps(
                 prev = float(y)
                 continue
             pred, parts = predict_step(scenario, draw, B, float(table[TOKENS_TAG][i]), cfg)
+            measured = {
+                f"measured_{part}_s": float(sum(_tag(table, t, i) for t in tags))
+                for part, tags in MEASURED_PARTS.items()
+            }
             rows.append(
                 {
                     "run": name,
@@ -140,6 +144,7 @@ def heldout_steps(
                     "persistence_s": prev,
                     "periodic": int(draw.step) in periodic_steps,
                     **{f"{k}_s": v for k, v in parts.items()},
+                    **measured,
                 }
             )
             prev = float(y)
@@ -148,6 +153,49 @@ def heldout_steps(
     if not rows:
         raise ValueError(f"{', '.join(run_dirs)}: no step has a positive {STEP_TAG!r}")
     return pl.DataFrame(rows)
+
+
+MEASURED_PARTS = {
+    "gen": ("gen",),
+    "learner": ("old_log_prob", "ref", "update_actor"),
+    "reward_wait": ("reward", "adv"),
+    "periodic": ("testing", "save_checkpoint"),
+}
+"""The model's parts and the verl phases (``timing_s/*``) each one prices; the weight
+sync has no tag of its own (verl times ``reshard`` inside ``gen``)."""
+
+
+def _tag(table: pl.DataFrame, name: str, i: int) -> float:
+    """``timing_s/name`` at row ``i`` (0 when not logged there)."""
+    col = f"timing_s/{name}"
+    if col not in table.columns or table[col][i] is None:
+        return 0.0
+    return float(table[col][i])
+
+
+def part_shares(steps: pl.DataFrame) -> pl.DataFrame:
+    """Per run and part of the step (:data:`MEASURED_PARTS` and ``sync``): the mean
+    seconds per scored step, measured and predicted, and each as a share of its step
+    (measured: of ``timing_s/step``; predicted: of the predicted step)."""
+    out = []
+    for (run,), g in steps.group_by("run", maintain_order=True):
+        total_m, total_p = float(g["measured_s"].sum()), float(g["model_s"].sum())
+        for part in (*MEASURED_PARTS, "sync"):
+            m = float(g[f"measured_{part}_s"].mean()) if part in MEASURED_PARTS else None
+            p = float(g[f"{part}_s"].mean())
+            out.append(
+                {
+                    "run": run,
+                    "part": part,
+                    "measured_s": m,
+                    "model_s": p,
+                    "measured_share": None if m is None else m * g.height / total_m,
+                    "model_share": p * g.height / total_p,
+                }
+            )
+    return pl.DataFrame(
+        out, schema_overrides={"measured_s": pl.Float64, "measured_share": pl.Float64}
+    )
 
 
 def score(steps: pl.DataFrame) -> pl.DataFrame:

@@ -36,9 +36,10 @@ from rolloutlab.commands.options.types import (
     WORKERS,
     finite,
 )
+from rolloutlab.sim.control.tau import choose_tau
 from rolloutlab.sim.engine.core import EngineConfig
 from rolloutlab.sim.models.step_phases import RewardLatency
-from rolloutlab.sim.scenario.scenario import CalibrationError
+from rolloutlab.sim.scenario.scenario import CalibrationError, scenario_from_dict
 
 BAD_INPUT = (VerlLogError, ServeGenError, CalibrationError, ValueError, OSError, BadInput)
 
@@ -119,6 +120,23 @@ def echo_assumptions(d: dict) -> None:
         f"placement {a['placement']}, reward latency shape {lat['kind']}({lat['a']:g}, "
         f"{lat['b']:g}) s x fitted scale (--reward-latency), {a['reward_workers']} reward "
         f"workers (--reward-workers), reward overlap {a['reward_overlap']}"
+    )
+
+
+def echo_tau(d: dict, delta: float = 0.3) -> None:
+    """Print SAGC's ``tau`` at which the run's own G and B give the straggler rate
+    ``delta``, under each reading (:func:`sim.control.tau.choose_tau`, from the fitted
+    length model, 8 drawn steps)."""
+    sc = scenario_from_dict(d)
+    a = d["provenance"]["assumptions"]
+    G, B = int(a["group_size"]), int(a["logged_prompts"])
+    if G < 2:
+        return
+    taus = {r: choose_tau(sc.lengths, G, B, delta, r, steps=8) for r in ("group", "step")}
+    click.echo(
+        f"SAGC tau at which G = {G}, B = {B} straggles at rate {delta}: group reading "
+        f"{taus['group']:.2f} (sagc:reading=group,tau={taus['group']:.2f},level={delta}), "
+        f"step reading {taus['step']:.2f} (docs/controllers.md, 'Straggler readings')"
     )
 
 
@@ -323,6 +341,7 @@ def calibrate_verl_tb(
         fail(exc)
     echo_assumptions(d)
     echo_phases(d)
+    echo_tau(d)
     f = d["fit"]
     click.echo(
         f"wrote {out}: {f['steps_used']} steps; decode MAPE {f['decode']['mape']:.3f}, "

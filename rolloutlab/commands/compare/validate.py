@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import click
 
-from rolloutlab.calibration.validation.step_holdout import fit_config, heldout_steps, score
+from rolloutlab.calibration.validation.step_holdout import (
+    fit_config,
+    heldout_steps,
+    part_shares,
+    score,
+)
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
 from rolloutlab.commands.calibrate.groups import validate_groups_cmd
@@ -117,4 +122,9 @@ def _validate_whole_step(run_dirs, calibration: str, out) -> None:
         "previous step"
     )
     echo_table(table, precision=4)
+    click.echo(
+        "every phase, mean s per scored step and share of the step (measured: verl's "
+        "timing_s/*; sync: timed inside gen by verl):"
+    )
+    echo_table(part_shares(steps), precision=3)
     click.echo(f"wrote {out_dir / 'steps.csv'}, validation.csv, config.json")
