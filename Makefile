@@ -43,7 +43,14 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/rolloutlab sim --controllers static:4,static:8,static:16,sagc,lagc --out runs/demo
 
+# The report pages are checked in headless Chromium (tests/test_report_pages.py): Debian's
+# `chromium` is installed here when missing and this is root on apt (about a minute); elsewhere
+# the test is skipped (failed under CI) and this says how to install it.
 test: $(STAMP)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "chromium is missing: the report page test will skip (install: apt-get install chromium, as root)"; fi
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(MAKE) typecheck lint-imports

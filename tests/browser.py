@@ -143,3 +143,11 @@ def screenshot(page: Path, png: Path, width: int = 1280, height: int = 900) -> P
     _run([f"--window-size={width},{height}", f"--screenshot={png.resolve()}",
           page.resolve().as_uri()], 120)  # fmt: skip
     return png
+
+
+if __name__ == "__main__":  # python -m tests.browser PAGE.html OUT.png: a first-screen screenshot
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m tests.browser PAGE.html OUT.png")
+    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2])))

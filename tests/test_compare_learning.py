@@ -88,8 +88,8 @@ def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):
     assert res.exit_code == 0, res.output
     page = next((tmp_path / "r").glob("*.html")).read_text()
     assert "compare-learning" in page and "learning_comparison.csv" in page
-    assert "predicted_time_to_target_s" in page and "data:image/png;base64," in page
-    assert "learning_comparison_by_controller.csv" in page and "measured_sd_s" in page
+    assert "predicted time to target (s)" in page and "data:image/png;base64," in page
+    assert "learning_comparison_by_controller.csv" in page and "measured sd (s)" in page
     for extra, msg in (
         (["--real", str(tmp_path / "other"), "--target-accuracy", "0.7"], "different tasks"),
         (

@@ -192,8 +192,14 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 )
 @OUT_DIR
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
-    """One self-contained HTML page per study directory (figures embedded)."""
-    from rolloutlab.analysis.figures.report import ReportError, page_names, write_reports
+    """One self-contained HTML page per study directory (figures embedded), its answer
+    first; each study's answer is printed too (100 columns)."""
+    from rolloutlab.analysis.figures.report import (
+        ReportError,
+        page_names,
+        printed_answer,
+        write_reports,
+    )
     from rolloutlab.sim.scenario.provenance import write_config
 
     try:
@@ -208,8 +214,11 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
         write_config(
             out_dir / "config.json", {"command": "report", "studies": [str(s) for s in studies]}
         )
-    for path in paths:
+    for study, path in zip(dict.fromkeys(studies), paths):
         click.echo(f"wrote {path}")
+        text = printed_answer(study)
+        if text:
+            click.echo(text + "\n")
 
 
 @compare.command("learning")

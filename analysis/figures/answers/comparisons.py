@@ -1,0 +1,256 @@
+"""The answers of the studies that compare settings: ``sim`` (controllers), ``sweep``
+(grid points), ``advise`` (searched settings), ``stability`` (staleness x learning rate).
+Each marks its best row where one is best."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from rolloutlab.analysis.figures import numbers as fmt
+from rolloutlab.analysis.figures.answers.base import Answer, best_flags, need_columns, read_table
+
+
+def sim_answer(study: Path, cfg: dict) -> Answer:
+    """``rolloutlab sim``: which controller reaches the target first (else: the shortest
+    wall clock), with each one's straggler rate and mean G."""
+    path = study / "summary.csv"
+    df = read_table(path)
+    need_columns(df, path, "controller", "wall_clock_s")
+    several_pipelines = "pipeline" in df.columns and df["pipeline"].n_unique() > 1
+    label = ["controller", "pipeline"] if several_pipelines else ["controller"]
+    target = cfg.get("target_reward")
+    has_ttt = "time_to_target_s" in df.columns and df["time_to_target_s"].is_not_null().any()
+    cols = [*label, *(["time_to_target_s"] if has_ttt else []), "wall_clock_s",
+            *(c for c in ("straggler_rate", "mean_G", "rollouts", "final_reward") if c in df.columns)]  # fmt: skip
+    table = df.select(cols)
+    key = "time_to_target_s" if has_ttt else "wall_clock_s"
+    best = best_flags(table[key].to_list())
+    names = [" ".join(str(r[c]) for c in label) for r in table.iter_rows(named=True)]
+    order = sorted((v, n) for v, n in zip(table[key].to_list(), names) if v is not None and v == v)
+    win_value, win = order[0]
+    row = table.row(names.index(win), named=True)
+    steps = df["steps"][0] if "steps" in df.columns else None
+    if has_ttt:
+        lead = f"{win} reaches reward {fmt.setting(target)} first: {fmt.duration(win_value)}"
+    else:
+        lead = (
+            f"No controller reached the target reward {fmt.setting(target)} in "
+            f"{fmt.number(steps)} steps; {win} has the shortest wall clock, "
+            f"{fmt.duration(win_value)}"
+            if target is not None
+            else f"{win} has the shortest wall clock: {fmt.duration(win_value)}"
+        )
+    if len(order) > 1:
+        second_value, second = order[1]
+        lead += (
+            f", {fmt.percent(1 - win_value / second_value)} % before {second} "
+            f"({fmt.duration(second_value)})"
+        )
+    if "straggler_rate" in row and "mean_G" in row:
+        lead += (
+            f"; its straggler rate is {fmt.percent(row['straggler_rate'])} % at a mean G of "
+            f"{fmt.number(row['mean_G'])}"
+        )
+    lead += "."
+    never = [n for v, n in zip(table[key].to_list(), names) if v is None or v != v]
+    if never and has_ttt:
+        lead += f" Never reached the target: {', '.join(never)}."
+    tau = cfg.get("tau")
+    notes = ["best: " + ("first to the target reward" if has_ttt else "shortest wall clock")]
+    if tau is not None:
+        notes.append(
+            f"straggler rate: share of steps with max/median length above tau = {fmt.setting(tau)}"
+        )
+    return Answer(
+        "Which group-size controller trains fastest, and how often does a straggler hold up a step?",
+        lead,
+        table,
+        best,
+        tuple(notes),
+    )
+
+
+def sweep_answer(study: Path, cfg: dict) -> Answer:
+    """``rolloutlab sweep``: the best grid point per controller (first to the target
+    where a run reached it, else the most tokens/s), mean over seeds."""
+    path = study / "means.csv"
+    df = read_table(path)
+    need_columns(df, path, "controller", "prompts", "workers", "wall_clock_s", "tokens_per_s")
+    has_ttt = "time_to_target_s" in df.columns and df["time_to_target_s"].is_not_null().any()
+    axes = [c for c in ("prompts", "workers", "max_num_seqs") if c in df.columns]
+    if has_ttt:
+        ranked = df.filter(pl.col("time_to_target_s").is_not_null()).sort("time_to_target_s")
+        criterion = "the shortest time to the target reward"
+    else:
+        ranked = df.sort("tokens_per_s", descending=True)
+        criterion = "the most tokens/s (no run reached the target reward)"
+    best_rows = ranked.unique("controller", keep="first", maintain_order=True)
+    extra = [c for c in ("wall_clock_s_sd", "straggler_rate", "mean_G", "seeds") if c in df.columns]
+    cols = ["controller", *axes, *(["time_to_target_s"] if has_ttt else []), "wall_clock_s",
+            "tokens_per_s", *extra]  # fmt: skip
+    table = best_rows.select(cols)
+    first = table.row(0, named=True)
+    where = ", ".join(f"{fmt.header(a)} = {fmt.number(first[a])}" for a in axes)
+    value = (
+        fmt.duration(first["time_to_target_s"])
+        if has_ttt
+        else f"{fmt.number(first['tokens_per_s'])} tokens/s"
+    )
+    lead = f"Best point: {first['controller']} at {where}: {value}"
+    if table.height > 1:
+        second = table.row(1, named=True)
+        other = (
+            fmt.duration(second["time_to_target_s"])
+            if has_ttt
+            else f"{fmt.number(second['tokens_per_s'])} tokens/s"
+        )
+        lead += f"; the next controller, {second['controller']}, at best {other}"
+    points = df.select(axes).unique().height
+    lead += f" ({points} grid points, mean over seeds)."
+    return Answer(
+        "Which grid point (prompt batch B, workers, max_num_seqs) suits each controller best?",
+        lead,
+        table,
+        tuple(i == 0 for i in range(table.height)),
+        (f"one row per controller: its point with {criterion}",),
+    )
+
+
+def advise_answer(study: Path, cfg: dict) -> Answer:
+    """``rolloutlab advise``: the recommended setting and the runner-up, with their
+    straggler and collapse margins and the time between them."""
+    path = study / "trials.csv"
+    df = read_table(path)
+    objective = cfg.get("objective", "time_to_target_s")
+    need_columns(df, path, "feasible", "best", objective, "straggler_rate", "collapse_margin")
+    settings = [c for c in ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "lr",
+                            "updates_per_batch") if c in df.columns]  # fmt: skip
+    space = cfg.get("space") or {}
+    searched = [c for c in settings if len(space.get(c, [None, None])) > 1]  # what was chosen
+    feasible = (
+        df.filter(pl.col("feasible") & pl.col(objective).is_not_null())
+        .unique(settings, keep="first", maintain_order=True)
+        .sort(objective)
+    )
+    cons = cfg.get("constraints", {}) or {}
+    max_rate, min_margin = cons.get("max_straggler_rate"), cons.get("min_collapse_margin")
+    cols = ["rank", *searched, objective, "straggler_rate", "collapse_margin"]
+    if feasible.height == 0:
+        table = df.sort(objective).head(2).with_columns(pl.lit(None).alias("rank")).select(cols)
+        return Answer(
+            "Which setting reaches the target reward fastest without stragglers or collapse?",
+            f"No trial met the constraints (straggler rate at most {fmt.percent(max_rate)} %, "
+            f"collapse margin at least {fmt.setting(min_margin)}); the two fastest trials "
+            "are shown.",
+            table,
+            (False, False),
+        )
+    top = feasible.head(2).with_row_index("rank", offset=1).select(cols)
+    rec = top.row(0, named=True)
+    desc = _setting(rec)
+    lead = (
+        f"Recommended: {desc}: {fmt.duration(rec[objective])} to reward "
+        f"{fmt.setting(cfg.get('target_reward'))}, straggler rate "
+        f"{fmt.percent(rec['straggler_rate'])} % (bound {fmt.percent(max_rate)} %), collapse "
+        f"margin {fmt.number(rec['collapse_margin'])} (needs {fmt.setting(min_margin)})."
+    )
+    if top.height > 1:
+        run = top.row(1, named=True)
+        lead += (
+            f" Runner-up: {_setting(run)}, {fmt.duration(run[objective])} "
+            f"({fmt.percent(run[objective] / rec[objective] - 1)} % slower)."
+        )
+    n = df.height
+    return Answer(
+        "Which setting reaches the target reward fastest without stragglers or collapse?",
+        lead,
+        top,
+        (True, False)[: top.height],
+        (
+            f"{feasible.height} of {n} trials met the constraints; margins: straggler rate "
+            f"against its bound, collapse margin = eta_max / eta (safe above "
+            f"{fmt.setting(min_margin)})",
+        ),
+    )
+
+
+def _setting(r: dict) -> str:
+    parts = [str(r["controller"])]
+    if "prompts" in r:
+        parts.append(f"B = {r['prompts']}")
+    if "workers" in r:
+        parts.append(f"{r['workers']} worker{'s' if r['workers'] != 1 else ''}")
+    if "pipeline" in r:
+        parts.append(str(r["pipeline"]))
+    if "lr" in r:
+        parts.append(f"lr {fmt.setting(r['lr'])}")
+    if r.get("updates_per_batch", 1) != 1:
+        parts.append(f"K = {r['updates_per_batch']}")
+    return ", ".join(parts)
+
+
+def stability_answer(study: Path, cfg: dict) -> Answer:
+    """``rolloutlab stability``: per staleness S, the largest learning rate at which no
+    seed collapsed and the smallest at which half of them did, beside the closed-form
+    eta_max."""
+    path = study / "stability.csv"
+    df = read_table(path)
+    need_columns(df, path, "S", "lr", "collapsed", "t_collapse")
+    cell = (
+        df.group_by("S", "lr")
+        .agg(
+            pl.col("collapsed").mean().alias("collapsed_share"),
+            pl.col("t_collapse").median().alias("median_t_collapse"),
+            *([pl.col("eta_max_pred").first()] if "eta_max_pred" in df.columns else []),
+        )
+        .sort("S", "lr")
+    )
+    rows = []
+    for (s,), g in cell.group_by("S", maintain_order=True):
+        safe = g.filter(pl.col("collapsed_share") == 0)["lr"].max()
+        half = g.filter(pl.col("collapsed_share") >= 0.5).sort("lr").head(1)
+        rows.append(
+            {
+                "S": s,
+                "largest_safe_lr": safe,
+                "collapse_lr": half["lr"][0] if half.height else None,
+                "median_t_collapse": half["median_t_collapse"][0] if half.height else None,
+                **({"eta_max_pred": g["eta_max_pred"][0]} if "eta_max_pred" in g.columns else {}),
+            }
+        )
+    table = pl.DataFrame(rows).sort("S")
+    seeds = df["seed"].n_unique() if "seed" in df.columns else None
+    steps = cfg.get("steps")
+    collapsing = table.filter(pl.col("collapse_lr").is_not_null())
+    if collapsing.height == 0:
+        lead = (
+            f"No setting collapsed: every S up to {fmt.number(table['S'].max())} is safe up to "
+            f"lr {fmt.setting(df['lr'].max())}"
+        )
+    else:
+        first = collapsing.row(0, named=True)
+        lead = (
+            f"Collapse sets in from lr {fmt.setting(first['collapse_lr'])} at S = {first['S']}"
+            + "".join(
+                f", {fmt.setting(r['collapse_lr'])} at S = {r['S']}"
+                for r in collapsing.iter_rows(named=True)
+                if r["S"] != first["S"]
+            )
+        )
+        stable = table.filter(pl.col("collapse_lr").is_null())["S"].to_list()
+        if stable:
+            lead += f"; S = {', '.join(map(str, stable))} never collapses in the grid"
+    lead += (
+        f" ({fmt.number(steps)} steps, {seeds} seeds per cell)." if steps else f" ({seeds} seeds)."
+    )
+    return Answer(
+        "At which staleness S and learning rate does asynchronous GRPO collapse?",
+        lead,
+        table,
+        (),
+        (
+            "largest safe lr: no seed collapsed; collapse lr: the smallest lr at which half "
+            "the seeds or more collapsed; eta max pred: the closed-form bound",
+        ),
+    )

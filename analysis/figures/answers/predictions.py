@@ -1,0 +1,321 @@
+"""The answers of the studies that put predictions beside measurements: ``compare
+idle|collapse|horizon|learning`` and ``validate groups|verl-tb|replay``. Each puts the
+model's error beside the naive rules' and the floor where the study measured them, and
+says which rows the fit never saw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from rolloutlab.analysis.figures import numbers as fmt
+from rolloutlab.analysis.figures.answers.base import (
+    Answer,
+    AnswerError,
+    best_flags,
+    field_of,
+    need_columns,
+    read_table,
+)
+from rolloutlab.analysis.inputs.run_input import read_object
+
+
+def _verdict(model: float, rules: dict[str, float], what: str) -> str:
+    """``beats`` / ``does not beat`` the best naive rule, in words (lower is better)."""
+    finite = {k: v for k, v in rules.items() if v is not None and v == v}
+    if not finite:
+        return ""
+    name, value = min(finite.items(), key=lambda kv: kv[1])
+    word = "beats" if model < value else "does not beat"
+    return f" It {word} the best naive rule ({name}, {fmt.percent(value)} % {what})."
+
+
+def idle_answer(study: Path, cfg: dict) -> Answer:
+    """``compare idle``: makespan and idle-fraction errors of the simulator on held-out
+    steps, beside the replay (measured lengths) and the constant rule."""
+    path = study / "idle_summary.json"
+    doc = read_object(path, AnswerError)
+    rows = [r for r in field_of(doc, path, "summary") if r.get("scope") == "all"]
+    if not rows:
+        raise AnswerError(f"{path}: no summary row with scope 'all'")
+    order = {"drawn": 0, "replay": 1, "constant": 2}
+    names = {"drawn": "simulator (drawn lengths)", "replay": "replay (measured lengths)",
+             "constant": "constant (naive rule)"}  # fmt: skip
+    table = pl.DataFrame(
+        [
+            {
+                "prediction": names.get(r["prediction"], r["prediction"]),
+                "held_out_steps": r["held_out_steps"],
+                "makespan_mdape": r["makespan_mdape"],
+                "idle_frac_mae": r["idle_mae"],
+                "straggler_agreement": r.get("straggler_agreement"),
+            }
+            for r in sorted(rows, key=lambda r: order.get(r["prediction"], 9))
+        ]
+    )
+    by = {r["prediction"]: r for r in rows}
+    drawn = by.get("drawn")
+    k, steps = doc.get("fit_steps"), doc.get("steps")
+    lead = (
+        f"Fitted on the first {k} steps, the simulator predicts the {drawn['held_out_steps']} "
+        f"unseen steps' generation makespan to a median {fmt.percent(drawn['makespan_mdape'])} % "
+        f"and the slot idle fraction to {fmt.percent(drawn['idle_mae'])} points."
+        if drawn
+        else f"{steps} steps, the first {k} fitted."
+    )
+    if drawn and "constant" in by:
+        lead += _verdict(
+            drawn["makespan_mdape"],
+            {"constant": by["constant"]["makespan_mdape"]},
+            "makespan MdAPE",
+        )
+    return Answer(
+        "How well does the simulator predict a real run's step makespan and idle slots?",
+        lead,
+        table,
+        (),
+        (
+            f"every row on unseen steps (after step {k}); replay uses the measured lengths, so "
+            "its error is the engine and cost model's alone; no run-to-run floor (one run)",
+        ),
+    )
+
+
+def collapse_answer(study: Path, cfg: dict) -> Answer:
+    """``compare collapse``: held-out classification agreement and collapse-step error."""
+    path = study / "collapse_summary.json"
+    doc = read_object(path, AnswerError)
+    h = field_of(doc, path, "held_out")
+    fit = doc.get("fit", {})
+    table = pl.DataFrame(
+        [
+            {
+                "runs": "held out (unseen)",
+                "points": h["points"],
+                "agreement": h["agreement"],
+                "t_collapse_mdape": h["t_collapse_mdape"],
+                "both_collapsed": h["both_collapsed"],
+            },
+            {
+                "runs": "fit half",
+                "points": doc.get("fit_points"),
+                "agreement": fit.get("fit_agreement"),
+                "t_collapse_mdape": None,
+                "both_collapsed": None,
+            },
+        ]  # fmt: skip
+    )
+    lead = (
+        f"Fitted on half the grid (split by {doc.get('split')}), the collapse model classifies "
+        f"{fmt.percent(h['agreement'])} % of the {h['points']} unseen runs correctly; where both "
+        f"collapse ({h['both_collapsed']} runs) its collapse step is off by a median "
+        f"{fmt.percent(h['t_collapse_mdape'])} %."
+    )
+    return Answer(
+        "Does the collapse model predict which unseen runs collapse, and when?",
+        lead,
+        table,
+        (),
+        (
+            "the study computes no naive rule and no seed floor: read the agreement against the "
+            "share of the majority class in the grid",
+        ),  # fmt: skip
+    )
+
+
+def horizon_answer(study: Path, cfg: dict) -> Answer:
+    """``compare horizon``: held-out agreement and collapse-step MdAPE of the horizon
+    law per mechanism, beside the seed floor and the classification ceiling."""
+    path = study / "horizon_summary.json"
+    doc = read_object(path, AnswerError)
+    h = field_of(doc, path, "held_out")
+    rows = [
+        {"predictor": "horizon law (all mechanisms)", "runs": h["points"],
+         "agreement": h["agreement"], "t_collapse_mdape": h["t_collapse_mdape"]},
+    ]  # fmt: skip
+    floor = doc.get("seed_floor")
+    if floor:
+        rows.append({"predictor": "seed floor (another seed of the cell)", "runs": h["points"],
+                     "agreement": floor["agreement"], "t_collapse_mdape": floor["mdape"]})  # fmt: skip
+    if "class_ceiling" in doc:
+        rows.append({"predictor": "ceiling (best per-cell classifier)", "runs": h["points"],
+                     "agreement": doc["class_ceiling"], "t_collapse_mdape": None})  # fmt: skip
+    mechanisms = doc.get("mechanisms", {})
+    if len(mechanisms) > 1:
+        for mech, m in mechanisms.items():
+            rows.append({"predictor": f"law: {mech}", "runs": m["held_out"]["points"],
+                         "agreement": m["held_out"]["agreement"],
+                         "t_collapse_mdape": m["held_out"]["t_collapse_mdape"]})  # fmt: skip
+    table = pl.DataFrame(rows)
+    lead = (
+        f"On {h['points']} unseen runs (fit on half the {doc.get('split')}s), the horizon law "
+        f"classifies {fmt.percent(h['agreement'])} % of runs correctly and predicts the collapse "
+        f"step to a median {fmt.percent(h['t_collapse_mdape'])} %"
+    )
+    if floor:
+        lead += (
+            f"; another seed of the same cell does {fmt.percent(floor['agreement'])} % and "
+            f"{fmt.percent(floor['mdape'])} %"
+        )
+    if "class_ceiling" in doc:
+        lead += f"; no per-cell classifier can pass {fmt.percent(doc['class_ceiling'])} %"
+    return Answer(
+        "Does the collapse-horizon law predict when unseen runs collapse?",
+        lead + ".",
+        table,
+        (),
+        ("all rows on the held-out runs; the study computes no naive rule beside the seed floor",),
+    )
+
+
+def learning_answer(study: Path, cfg: dict) -> Answer:
+    """``compare learning``: measured against predicted time to the target per run,
+    the fit runs marked, ranks side by side."""
+    path = study / "learning_comparison.csv"
+    df = read_table(path)
+    need_columns(df, path, "run", "controller", "measured_time_to_target_s",
+          "predicted_time_to_target_s", "rel_error", "measured_rank", "predicted_rank")  # fmt: skip
+    fit_runs = {Path(p).name for p in cfg.get("fit", []) or []}
+    table = df.select(
+        pl.when(pl.col("run").is_in(list(fit_runs))).then(pl.lit("fit")).otherwise(pl.lit("unseen")).alias("seen"),
+        "run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
+        "rel_error", "measured_rank", "predicted_rank",
+    )  # fmt: skip
+    unseen = table.filter(pl.col("seen") == "unseen")
+    errs = unseen["rel_error"].drop_nulls().abs()
+    agree = (unseen["measured_rank"] == unseen["predicted_rank"]).sum()
+    target = cfg.get("target_accuracy", cfg.get("target"))
+    lead = (
+        f"Time to accuracy {fmt.setting(target)} on {unseen.height} unseen runs: median "
+        f"|error| {fmt.percent(errs.median())} % (largest {fmt.percent(errs.max())} %); the "
+        f"predicted rank is the measured one for {agree} of {unseen.height}."
+        if errs.len()
+        else f"No unseen run has both a measured and a predicted time to accuracy {fmt.setting(target)}."
+    )
+    notes = ["fit: a run the learning and cost models were fitted on; unseen: predicted"]
+    by = study / "learning_comparison_by_controller.csv"
+    if by.exists():
+        notes.append("per controller over seeds (with the seed spread, the floor): below")
+    return Answer(
+        "How well does the learning model predict each run's time to the target?",
+        lead,
+        table,
+        (),
+        tuple(notes),
+    )
+
+
+def validate_groups_answer(study: Path, cfg: dict) -> Answer:
+    """``validate groups``: per model, the error of P(straggler) over the group sizes on
+    held-out steps, the baselines beside the hierarchical fit and the measurement's
+    standard error (the floor) beside both."""
+    path = study / "validation_groups.csv"
+    df = read_table(path)
+    need_columns(
+        df, path, "G", "tau", "model", "p_straggler_meas", "p_straggler_pred", "abs_error", "fit_G"
+    )
+    tau = df["tau"][0]
+    df = df.filter(pl.col("tau") == tau)
+    se = "p_straggler_meas_se" in df.columns
+    table = (
+        df.group_by("model", maintain_order=True)
+        .agg(
+            pl.col("fit_G").first(),
+            pl.len().alias("group_sizes"),
+            pl.col("abs_error").mean().alias("mean_abs_error_rate"),
+            pl.col("abs_error").max().alias("max_abs_error_rate"),
+            *([(pl.col("abs_error") <= 2 * pl.col("p_straggler_meas_se")).mean().alias("within_2_se_share"),
+               pl.col("p_straggler_meas_se").median().alias("median_se_rate")] if se else []),
+        )
+        .sort("mean_abs_error_rate")
+    )  # fmt: skip
+    best = table.row(0, named=True)
+    others = table.filter(pl.col("model") != best["model"])
+    g = df["G"]
+    lead = (
+        f"On held-out steps, {best['model']} (fitted at G = {best['fit_G']}) predicts "
+        f"P(max/median > {fmt.setting(tau)}) at G = {g.min()}-{g.max()} with a mean absolute "
+        f"error of {fmt.percent(best['mean_abs_error_rate'])} points"
+        + "".join(
+            f"{', against ' if i == 0 else ', '}{fmt.percent(r['mean_abs_error_rate'])} for {r['model']}"
+            for i, r in enumerate(others.iter_rows(named=True))
+        )
+        + (f"; the measurement's standard error is {fmt.percent(best['median_se_rate'])} points"
+           if se else "")
+        + "."
+    )  # fmt: skip
+    return Answer(
+        "From the first steps of a run, can the straggler probability at every G be predicted?",
+        lead,
+        table,
+        best_flags(table["mean_abs_error_rate"].to_list()),
+        (
+            "every error on steps the fit never saw; baselines: no_within (all spread between "
+            "prompts), tb_stats_icc (TensorBoard statistics split by the bundled ICC); rates "
+            "are P(max/median > tau) per step, the measured SE is the floor",
+        ),
+    )
+
+
+def validate_verl_answer(study: Path, cfg: dict) -> Answer:
+    """``validate verl-tb``: the simulator's generation-time MAPE on held-out steps
+    beside the constant and linear rules."""
+    path = study / "validation.csv"
+    df = read_table(path)
+    need_columns(
+        df, path, "run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"
+    )
+    table = df.select("run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear")
+    beats = int(
+        ((df["mape_sim"] < df["mape_constant"]) & (df["mape_sim"] < df["mape_linear"])).sum()
+    )
+    lead = (
+        f"On the unseen steps after the first {fmt.number(df['fit_steps'][0])}, the simulator's "
+        f"generation time is off by a median {fmt.percent(df['mape_sim'].median())} % (MAPE per run); "
+        f"it beats both naive rules (constant, linear) on {beats} of {df.height} runs."
+    )
+    return Answer(
+        "Fitted on a verl run's first steps, how well does the simulator predict the later steps' generation time?",
+        lead,
+        table,
+        tuple(
+            bool(r["mape_sim"] < min(r["mape_constant"], r["mape_linear"]))
+            for r in df.iter_rows(named=True)
+        ),
+        ("marked: the simulator beats both naive rules on that run; every error on unseen steps",),
+    )
+
+
+def validate_replay_answer(study: Path, cfg: dict) -> Answer:
+    """``validate replay``: per simulated controller, P(straggler) and the length idle
+    fraction predicted against measured on the real run's steps."""
+    path = study / "replay.csv"
+    df = read_table(path)
+    need_columns(df, path, "controller", "tau", "p_straggler_pred", "p_straggler_meas", "abs_error")
+    cols = ["controller", *(c for c in ("mean_G",) if c in df.columns), "p_straggler_meas",
+            "p_straggler_pred", "abs_error",
+            *(c for c in ("len_idle_meas", "len_idle_pred", "n_steps") if c in df.columns)]  # fmt: skip
+    table = df.select(cols).rename(
+        {"p_straggler_meas": "measured_rate", "p_straggler_pred": "predicted_rate",
+         "abs_error": "abs_error_rate", "len_idle_meas": "measured_idle_frac",
+         "len_idle_pred": "predicted_idle_frac"},
+        strict=False,
+    )  # fmt: skip
+    worst = df.sort("abs_error", descending=True).row(0, named=True)
+    lead = (
+        f"Over {df.height} controller{'s' if df.height > 1 else ''}, the simulated "
+        f"P(max/median > {fmt.setting(df['tau'][0])}) is off the measured one by at most "
+        f"{fmt.percent(worst['abs_error'])} points ({worst['controller']}: "
+        f"{fmt.percent(worst['p_straggler_pred'])} % predicted, "
+        f"{fmt.percent(worst['p_straggler_meas'])} % measured)."
+    )
+    return Answer(
+        "Does the simulator's controller see as many stragglers as the real run did?",
+        lead,
+        table,
+        (),
+        (
+            "rates are P(max/median > tau) per step; no naive rule and no run-to-run floor here "
+            "(validate run-spread measures the floor)",
+        ),  # fmt: skip
+    )
