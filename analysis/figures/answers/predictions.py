@@ -272,7 +272,14 @@ def validate_verl_answer(study: Path, cfg: dict) -> Answer:
     lead = (
         f"On the unseen steps after the first {fmt.number(df['fit_steps'][0])}, the simulator's "
         f"generation time is off by a median {fmt.percent(df['mape_sim'].median())} % (MAPE per run); "
-        f"it beats both naive rules (constant, linear) on {beats} of {df.height} runs."
+        f"it beats both naive rules (constant, linear) on {beats} of {df.height} runs"
+        + (
+            ""
+            if beats == df.height
+            else f" (median MAPE of the constant rule {fmt.percent(df['mape_constant'].median())} %,"
+            f" of the linear rule {fmt.percent(df['mape_linear'].median())} %)"
+        )
+        + "."
     )
     return Answer(
         "Fitted on a verl run's first steps, how well does the simulator predict the later steps' generation time?",
