@@ -209,3 +209,19 @@ def test_part_shares_by_hand():
     assert rows["gen"]["measured_s"] == 20.0 and rows["gen"]["measured_share"] == 0.1
     assert rows["reward_wait"]["measured_share"] == 0.7
     assert rows["learner"]["model_share"] == 0.25 and rows["sync"]["measured_s"] is None
+
+
+def test_a_log_without_a_step_time_still_calibrates_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from rolloutlab.cli import main
+    from tests.calib_helpers import verl_row, write_events
+
+    run = tmp_path / "run"
+    write_events(run, {s: verl_row(s) for s in range(1, 8)})  # no timing_s/step tag
+    cal = tmp_path / "cal.json"
+    res = CliRunner().invoke(main, ["calibrate", "verl-tb", str(run), "--out", str(cal)])
+    assert res.exit_code == 0, res.output
+    assert "no timing_s/step tag" in res.output
+    d = json.loads(cal.read_text())
+    assert d["fit"]["step_baselines"] is None and "step_phases" not in d

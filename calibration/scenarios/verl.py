@@ -14,6 +14,7 @@ import numpy as np
 from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, step_features, to_cost
 from rolloutlab.calibration.fits.lengths_fit import fit_run, split_sigma
 from rolloutlab.calibration.fits.phase_fit import (
+    STEP_TAG,
     explained_share,
     fit_step_phases,
     phase_table,
@@ -31,6 +32,8 @@ from rolloutlab.calibration.fits.verl_fit import (
 )
 from rolloutlab.calibration.readers.verl_tb import event_files, read_run, require
 from rolloutlab.calibration.scenarios.writer import calibration_dict, source_entry
+
+NO_STEP = "no timing_s/step tag: the step's phases cannot be shared out"
 
 
 def load_runs(run_dirs: list[str], cfg: VerlFitConfig) -> list[tuple[str, list[Path], StepData]]:
@@ -122,10 +125,15 @@ def calibrate_verl(
         cfg.reward_overlap,
         cfg.seed,
     )
-    baselines = step_baselines([r[2].table for r in runs])
+    timed = [r[2].table for r in runs if STEP_TAG in r[2].table.columns]
+    baselines = step_baselines(timed) if timed else None
     shares = {}
     for path, (run_name, _, _) in zip(run_dirs, runs):
-        rows = phase_table(read_run(path))  # every logged step, the ones the fits skip too
+        raw = read_run(path)  # every logged step, the ones the fits skip too
+        if STEP_TAG not in raw.columns:
+            shares[run_name] = {"phases": [], "explained_share": None, "note": NO_STEP}
+            continue
+        rows = phase_table(raw)
         shares[run_name] = {
             "phases": [asdict(r) for r in rows],
             "explained_share": explained_share(rows),

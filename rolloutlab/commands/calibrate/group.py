@@ -146,19 +146,24 @@ def phase_rows(d: dict) -> pl.DataFrame:
     for run, block in d["fit"]["phases"].items():
         for r in block["phases"]:
             rows.append({"run": run, **r})
+    if not rows:
+        return pl.DataFrame()
     return pl.DataFrame(rows).sort(["run", "share"], descending=[False, True])
 
 
 def echo_phases(d: dict) -> None:
     """Print each phase's share of ``timing_s/step``, what prices it, the share the
     calibration prices, the reward fit and the periodic phases."""
-    echo_table(
-        phase_rows(d).select(
-            "run", "phase", "kind", "steps_logged", "median_s", "share", "priced_by"
-        ),
-        precision=3,
-    )
+    rows = phase_rows(d)
+    if rows.height:
+        echo_table(
+            rows.select("run", "phase", "kind", "steps_logged", "median_s", "share", "priced_by"),
+            precision=3,
+        )
     for run, block in d["fit"]["phases"].items():
+        if block["explained_share"] is None:
+            click.echo(f"{run}: {block['note']}")
+            continue
         unpriced = [
             f"{r['phase']} {r['share']:.2%}"
             for r in block["phases"]
