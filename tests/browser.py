@@ -52,7 +52,17 @@ function measure(d) {
     answer_bottom_px: answer ? answer.getBoundingClientRect().bottom : null,
     best_marked: d.querySelectorAll('table.answer tr.best').length,
     details: d.querySelectorAll('details').length,
+    ...zoom(d),
   };
+}
+function zoom(d) {  // click the first figure: its width before and after, the page's after
+  const img = d.querySelector('figure img');
+  if (!img) return {zoom_ratio: null, zoomed_page_width_px: null};
+  const before = img.getBoundingClientRect().width;
+  img.click();
+  const after = img.getBoundingClientRect().width, page = d.documentElement.scrollWidth;
+  img.click();
+  return {zoom_ratio: after / before, zoomed_page_width_px: page};
 }
 for (const p of pages) {
   const f = document.createElement('iframe');
@@ -104,7 +114,9 @@ def measure_pages(pages: list[Path], timeout_s: float = 120) -> dict[Path, dict]
     ``empty_svgs``, ``figures_past_edge``, ``headline`` (text of ``.headline``),
     ``answer_rows`` (body rows of ``table.answer``), ``answer_bottom_px`` (its bottom edge
     from the top of the page: within 900 it is on the first screen), ``best_marked``
-    (rows ``tr.best`` of the answer) and ``details`` (folded sections).
+    (rows ``tr.best`` of the answer), ``details`` (folded sections), ``zoom_ratio`` (the
+    first figure's width after a click over its width before; None without a figure) and
+    ``zoomed_page_width_px`` (the page's width while it is zoomed).
     Raises RuntimeError when chromium is missing, fails or measures nothing."""
     urls = {p.resolve().as_uri(): p for p in pages}
     with tempfile.TemporaryDirectory(prefix="report-harness-") as tmp:

@@ -1,6 +1,6 @@
 """Every study kind's ``rolloutlab report`` page opened in headless Chromium at 1280 px:
 its answer (headline and table) on the first screen, figures decoded, nothing past the
-right edge, the configuration folded.
+right edge (a clicked figure grows inside its own box), the configuration folded.
 
 Slow (~40 s on 2 cores): ten study kinds are produced by the CLI itself, then one
 browser start measures all their pages. Without chromium the test is skipped, except
@@ -61,6 +61,8 @@ def test_the_first_screen_answers_and_nothing_runs_past_1280_px(pages, kind):
     assert m["broken_images"] == [] and m["figures_past_edge"] == 0, m
     assert m["images"] == len(list(study.glob("*.png"))), m  # every figure on the page
     assert m["details"] >= 1, m  # the configuration is folded
+    if m["images"]:  # a click shows the first figure larger, inside its own scrolling box
+        assert m["zoom_ratio"] >= 1.5 and m["zoomed_page_width_px"] <= 1280, m
 
 
 @pytest.mark.parametrize("kind", ["sim", "sweep", "advise"])
