@@ -19,7 +19,6 @@ COMMANDS = {
     "sweep": "rolloutlab.commands.grid.sweep:sweep",
     "stability": "rolloutlab.commands.grid.stability:stability",
     "calibrate": "rolloutlab.commands.calibrate.group:calibrate",
-    "validate": "rolloutlab.commands.compare.validate:validate",
     "real": "rolloutlab.commands.real.group:real",
     "compare": "rolloutlab.commands.compare.group:compare",
     "report": "rolloutlab.commands.compare.group:report",
@@ -32,7 +31,7 @@ HELP = {
     "advise": "Search the settings for the fastest one that is safe (stragglers, collapse).",
     "calibrate": "Fit a simulator scenario (calibration JSON) to real logs.",
     "check-controller": "Check a group-size controller against the contract the runners rely on.",
-    "compare": "Put the simulator's predictions next to a real run's measurements.",
+    "compare": "Put the simulator's predictions next to real measurements (held-out steps or runs).",
     "real": "Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers.",
     "report": "One self-contained HTML page per study directory (figures embedded).",
     "scenario": "Write a simulator scenario from another tool's config (verl).",
@@ -40,11 +39,15 @@ HELP = {
     "stability": "Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.",
     "sweep": "Run every controller on every grid point of the synchronous pipeline.",
     "tail-study": "Rank the tail fixes (SAGC, tail batching, partial rollouts, speculative decoding) by time to target.",
-    "validate": "Check the simulator's predictions against held-out real steps.",
 }
 """name -> the first line of its docstring, so ``rolloutlab --help`` imports no command
 module (importing them all took about 2.4 s; a test checks these lines against the
 docstrings). A command missing here is imported for its help."""
+
+
+DEPRECATED = {"validate": "compare"}
+"""old command name -> the command that replaced it: still accepted (a one-line note on
+stderr), not listed by ``--help``."""
 
 
 class LazyGroup(click.Group):
@@ -70,7 +73,16 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        """The click command ``name``, imported on first use; None for an unknown name."""
+        """The click command ``name``, imported on first use; None for an unknown name. A
+        :data:`DEPRECATED` name gives its replacement, with a note on stderr."""
+        if name in DEPRECATED:
+            new = DEPRECATED[name]
+            click.echo(
+                f"note: 'rolloutlab {name}' is deprecated, use 'rolloutlab {new}' "
+                "(same subcommands and options)",
+                err=True,
+            )
+            name = new
         target = COMMANDS.get(name)
         if target is None:
             return None

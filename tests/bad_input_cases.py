@@ -108,18 +108,18 @@ OPTIONS = [
     ("verl-prompts-0", f"{VERL} --prompts 0 --out {{t}}/x.json", "'--prompts'"),
     ("servegen-prompts-0", "calibrate servegen {t}/empty --prompts 0 --out {t}/x.json", "'--prompts'"),
     ("learning-dispersion-nan", "calibrate learning --verl-tb " + TB + " --dispersion nan --out {t}/x.json", "'--dispersion'"),
-    ("validate-fit-1", f"validate verl-tb {TB} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
-    ("validate-groups-fit-1", f"validate groups {GROUPS} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
-    ("validate-groups-tau", f"validate groups {GROUPS} --fit-steps 5 --tau 1 --out {{t}}/o", "--tau"),
-    ("validate-groups-no-k", f"validate groups {GROUPS} --out {{t}}/o", "--fit-steps: required without --held-out"),
-    ("validate-groups-from", f"validate groups {GROUPS} --fit-steps 5 --from-step 3 --out {{t}}/o", "--from-step: needs --held-out"),
-    ("validate-groups-from-late", f"validate groups {GROUPS} --held-out {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= --from-step 99"),
-    ("validate-groups-window-lognormal", f"validate groups {GROUPS} --fit-steps 5 --step-window 3 --out {{t}}/o", "--step-window: needs --length-model empirical"),
-    ("run-spread-one-run", f"validate run-spread {GROUPS} --out {{t}}/o", "need >= 2 runs"),
-    ("run-spread-tau", f"validate run-spread {GROUPS} {GROUPS} --tau 1 --out {{t}}/o", "'--tau'"),
-    ("run-spread-from-late", f"validate run-spread {GROUPS} {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= 99"),
+    ("validate-fit-1", f"compare verl-tb {TB} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
+    ("validate-groups-fit-1", f"compare groups {GROUPS} --fit-steps 1 --out {{t}}/o", "'--fit-steps'"),
+    ("validate-groups-tau", f"compare groups {GROUPS} --fit-steps 5 --tau 1 --out {{t}}/o", "--tau"),
+    ("validate-groups-no-k", f"compare groups {GROUPS} --out {{t}}/o", "--fit-steps: required without --held-out"),
+    ("validate-groups-from", f"compare groups {GROUPS} --fit-steps 5 --from-step 3 --out {{t}}/o", "--from-step: needs --held-out"),
+    ("validate-groups-from-late", f"compare groups {GROUPS} --held-out {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= --from-step 99"),
+    ("validate-groups-window-lognormal", f"compare groups {GROUPS} --fit-steps 5 --step-window 3 --out {{t}}/o", "--step-window: needs --length-model empirical"),
+    ("run-spread-one-run", f"compare run-spread {GROUPS} --out {{t}}/o", "need >= 2 runs"),
+    ("run-spread-tau", f"compare run-spread {GROUPS} {GROUPS} --tau 1 --out {{t}}/o", "'--tau'"),
+    ("run-spread-from-late", f"compare run-spread {GROUPS} {GROUPS} --from-step 99 --out {{t}}/o", "field 'step': no step >= 99"),
     ("calibrate-groups-window-lognormal", f"calibrate groups {GROUPS} --step-window 3 --out {{t}}/x.json", "--step-window: needs --length-model empirical"),
-    ("validate-groups-window-0", f"validate groups {GROUPS} --fit-steps 5 --length-model empirical --step-window 0 --out {{t}}/o", "'--step-window'"),
+    ("validate-groups-window-0", f"compare groups {GROUPS} --fit-steps 5 --length-model empirical --step-window 0 --out {{t}}/o", "'--step-window'"),
     # real
     ("real-lr-inf", f"{RS} --lr inf", "'--lr': 'inf' is not a finite number"),
     ("real-lr-nan", f"{RS} --lr nan", "'--lr'"),
@@ -220,8 +220,8 @@ FILES = [
     ("verl-missing-run", "calibrate verl-tb {t}/nope --out {t}/x.json", "nope"),
     ("verl-empty-run", "calibrate verl-tb {t}/empty --out {t}/x.json", "empty"),
     ("verl-garbage-events", "calibrate verl-tb {t}/tb_garbage --out {t}/x.json", "tb_garbage"),
-    ("validate-only-files", "validate verl-tb {t}/notes.txt --out {t}/o", "no run folder"),
-    ("validate-garbage-events", "validate verl-tb {t}/tb_garbage --out {t}/o", "tb_garbage"),
+    ("validate-only-files", "compare verl-tb {t}/notes.txt --out {t}/o", "no run folder"),
+    ("validate-garbage-events", "compare verl-tb {t}/tb_garbage --out {t}/o", "tb_garbage"),
     ("pass-rate-missing", "calibrate pass-rate {t}/nope.jsonl --out {t}/x.json", "nope.jsonl"),
     ("pass-rate-torn", "calibrate pass-rate {t}/scores.jsonl --out {t}/x.json", "scores.jsonl"),
     ("pass-rate-field", "calibrate pass-rate {t}/scores_nofield.jsonl --out {t}/x.json", "score"),
@@ -247,11 +247,11 @@ FILES = [
     ("groups-unclosed-quote-csv", "calibrate groups {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
     ("pass-rate-bad-csv", "calibrate pass-rate {t}/unclosed_quote.csv --out {t}/x.json", "unclosed_quote.csv: not a readable CSV file"),
     ("groups-not-utf8", "calibrate groups {t}/latin1.jsonl --out {t}/x.json", "latin1.jsonl: line 2: not UTF-8 text"),
-    ("run-spread-cut-parquet", "validate run-spread {t}/cut.parquet {t}/cut.parquet --out {t}/o", "cut.parquet: not a readable parquet file"),
-    ("validate-groups-cut-parquet", "validate groups {t}/cut.parquet --fit-steps 5 --out {t}/o", "cut.parquet: not a readable parquet file"),
+    ("run-spread-cut-parquet", "compare run-spread {t}/cut.parquet {t}/cut.parquet --out {t}/o", "cut.parquet: not a readable parquet file"),
+    ("validate-groups-cut-parquet", "compare groups {t}/cut.parquet --fit-steps 5 --out {t}/o", "cut.parquet: not a readable parquet file"),
     ("pass-rate-dup-idx", "calibrate pass-rate {t}/scores_dup.jsonl --out {t}/x.json", "line 3: field 'idx': prompt '0' of step 0 repeats line 1"),
     ("groups-empty-dir", "calibrate groups {t}/empty --out {t}/x.json", "a folder without rollouts.parquet"),
-    ("run-spread-empty-dir", "validate run-spread {t}/empty {t}/empty --out {t}/o", "a folder without rollouts.parquet"),
+    ("run-spread-empty-dir", "compare run-spread {t}/empty {t}/empty --out {t}/o", "a folder without rollouts.parquet"),
     ("advise-horizon-torn", "advise --horizon {t}/study_cfg/config.json --out {t}/o", "config.json: Expecting property name"),
     ("advise-horizon-not-a-law", "advise --horizon {t}/hz_oneS/config.json --out {t}/o", "not a horizon law"),
     ("advise-updates-zero", "advise --updates-per-batch 1,0 --out {t}/o", "'--updates-per-batch': item '0': 0 is not in the range x>=1"),
@@ -298,7 +298,7 @@ OUTPUTS = [
     ("verl-out-under-file", f"{VERL} --out {{t}}/a_file/x.json", "a_file"),
     ("groups-out-notes", f"calibrate groups {GROUPS} --out {{t}}/notes.txt", "refusing to overwrite"),
     ("pass-rate-out-notes", f"calibrate pass-rate {SCORES} --lengths-field response_chars --out {{t}}/notes.txt", "notes.txt"),
-    ("validate-out-other", f"validate verl-tb {TB} --out {{t}}/other_run", "already holds"),
+    ("validate-out-other", f"compare verl-tb {TB} --out {{t}}/other_run", "already holds"),
     ("real-out-other", f"{RS} --out {{t}}/other_run", "already holds"),
     ("real-resume-nothing", "real sync --resume --out {t}/empty", "nothing to resume"),
     ("real-resume-junk", "real sync --resume --out {t}/junk", "nothing to resume"),
@@ -330,40 +330,42 @@ CHECKPOINTS = [
 
 FILES += [
     # per-sample logs people have (issue 29)
-    ("groups-dump-empty-step", "validate groups {t}/verl_dump_gap --fit-steps 2 --out {t}/o", "3.jsonl: line 1: field 'step': step 3 has no samples"),
+    ("groups-dump-empty-step", "compare groups {t}/verl_dump_gap --fit-steps 2 --out {t}/o", "3.jsonl: line 1: field 'step': step 3 has no samples"),
     ("groups-ids-reused", "calibrate groups {t}/ids_reused.jsonl --out {t}/x.json", "ids_reused.jsonl: line 3: field 'index': id '0' names another prompt"),
     ("groups-above-cap", "calibrate groups {t}/above_cap.jsonl --out {t}/x.json", "above_cap.jsonl: line 2: field 'response_length': length 513 above the response cap 512"),
-    ("groups-negative-length", "validate groups {t}/neg_len.jsonl --fit-steps 2 --out {t}/o", "neg_len.jsonl: line 1: field 'response_length': length -4 is not an integer >= 1"),
+    ("groups-negative-length", "compare groups {t}/neg_len.jsonl --fit-steps 2 --out {t}/o", "neg_len.jsonl: line 1: field 'response_length': length -4 is not an integer >= 1"),
     ("groups-console-log", "calibrate groups {t}/console.jsonl --out {t}/x.json", "console.jsonl: line 1: not valid JSON"),
     ("groups-tensorboard-file", "calibrate groups {r}/tests/data/verl_tb/q3b_fsdp_base --out {t}/x.json", "a folder without rollouts.parquet, {step}.jsonl"),
 ]  # fmt: skip
 
 FILES += [
-    ("groups-above-option-cap", "validate groups {r}/tests/data/groups/real_sync --fit-steps 20 --max-response-length 40 --out {t}/o", "line 649: field 'length': length 43 above the response cap 40 of --max-response-length"),
+    ("groups-above-option-cap", "compare groups {r}/tests/data/groups/real_sync --fit-steps 20 --max-response-length 40 --out {t}/o", "line 649: field 'length': length 43 above the response cap 40 of --max-response-length"),
 ]  # fmt: skip
 
 FILES += [
-    ("replay-no-sim", "validate replay {r}/tests/data/groups/real_sync --sim {t}/empty --out {t}/o", "--sim: "),
-    ("replay-dump-gap", "validate replay {t}/verl_dump_gap --sim {r}/tests/data/groups/real_sync --out {t}/o", "step 3 has no samples"),
+    ("replay-no-sim", "compare replay {r}/tests/data/groups/real_sync --sim {t}/empty --out {t}/o", "--sim: "),
+    ("replay-dump-gap", "compare replay {t}/verl_dump_gap --sim {r}/tests/data/groups/real_sync --out {t}/o", "step 3 has no samples"),
 ]  # fmt: skip
 
 FILES += [
     ("groups-ambiguous-ids", "calibrate groups {t}/two_ids.jsonl --out {t}/x.json", "two_ids.jsonl: line 2: field 'index': groups the samples of step 0 otherwise than field 'uid'"),
 ]  # fmt: skip
 
-TR = f"validate groups {GROUPS} --fit-steps 38 --draws 2 --reps 2 --transfer aggregates --out {{t}}/o"
+TR = (
+    f"compare groups {GROUPS} --fit-steps 38 --draws 2 --reps 2 --transfer aggregates --out {{t}}/o"
+)
 FILES += [
     ("transfer-metrics-nan", f"{TR} --target-metrics {{t}}/m_nan.jsonl", "m_nan.jsonl: line 1: field 'response_length/mean': bad value nan"),
     ("transfer-metrics-gap", f"{TR} --target-metrics {{t}}/m_gap.jsonl", "m_gap.jsonl: line 1: field 'step': no record of step 39"),
     ("transfer-metrics-format", f"{TR} --target-metrics {{t}}/m.txt", "m.txt: line 1: field 'step': not a metrics file"),
-    ("transfer-metrics-no-transfer", f"validate groups {GROUPS} --fit-steps 38 --target-metrics {{t}}/m_gap.jsonl --out {{t}}/o", "--target-metrics: needs --transfer aggregates"),
+    ("transfer-metrics-no-transfer", f"compare groups {GROUPS} --fit-steps 38 --target-metrics {{t}}/m_gap.jsonl --out {{t}}/o", "--target-metrics: needs --transfer aggregates"),
 ]  # fmt: skip
 
 FILES += [
     # a new user's trial (issue 43)
     ("groups-length-as-text", "calibrate groups {t}/len_texts.jsonl --out {t}/x.json", "len_texts.jsonl: line 1: field 'response_lengths': '100' is a text; a length field holds numbers"),
     ("groups-length-1e300", "calibrate groups {t}/len_1e300.jsonl --out {t}/x.json", "len_1e300.jsonl: line 2: field 'response_length': length 1e+300 above 10,000,000 tokens"),
-    ("groups-length-int-huge", "validate groups {t}/len_int_huge.jsonl --fit-steps 2 --out {t}/o", "len_int_huge.jsonl: line 2: field 'response_length': length 12345678901234567890 above 10,000,000 tokens"),
+    ("groups-length-int-huge", "compare groups {t}/len_int_huge.jsonl --fit-steps 2 --out {t}/o", "len_int_huge.jsonl: line 2: field 'response_length': length 12345678901234567890 above 10,000,000 tokens"),
     ("groups-length-1e12", "calibrate groups {t}/len_1e12.jsonl --out {t}/x.json", "len_1e12.jsonl: line 2: field 'response_length': length 1e+12 above 10,000,000 tokens"),
     ("groups-length-mixed", "calibrate groups {t}/mixed_len.jsonl --out {t}/x.json", "mixed_len.jsonl: line 2: field 'response': a number (40) where line 1 holds a text"),
     ("groups-cap-1e300", "calibrate groups {t}/cap_1e300.jsonl --out {t}/x.json", "cap_1e300.jsonl: line 1: field 'max_response_length': cap 1e+300 above 10,000,000 tokens"),

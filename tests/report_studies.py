@@ -81,12 +81,12 @@ def compare_learning(d: Path) -> Path:
 
 
 def validate_groups(d: Path) -> Path:
-    _cli("validate", "groups", GROUPS, "--fit-steps", "5", "--out", str(d))
+    _cli("compare", "groups", GROUPS, "--fit-steps", "5", "--out", str(d))
     return d
 
 
 def validate_verl_tb(d: Path) -> Path:
-    _cli("validate", "verl-tb", VERL_TB, "--fit-steps", "80", "--out", str(d))
+    _cli("compare", "verl-tb", VERL_TB, "--fit-steps", "80", "--out", str(d))
     return d
 
 

@@ -44,7 +44,7 @@ def test_calibrate_verl_tb_writes_a_loadable_scenario(tmp_path):
 
 def test_validate_verl_tb_writes_one_row_per_run(tmp_path):
     r = _run(
-        "validate", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--replicates", 1, "--out", tmp_path
+        "compare", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--replicates", 1, "--out", tmp_path
     )
     assert r.exit_code == 0, r.output
     t = pl.read_csv(tmp_path / "validation.csv")
@@ -74,7 +74,7 @@ def test_nan_value_fails_validate_naming_tag_and_step(tmp_path):
     rows = {s: verl_row(s) for s in range(1, 8)}
     rows[5] = verl_row(5, timing_s__gen=float("nan"))
     write_events(tmp_path / "run", rows)
-    r = _run("validate", "verl-tb", tmp_path / "run", "--fit-steps", 3, "--out", tmp_path / "v")
+    r = _run("compare", "verl-tb", tmp_path / "run", "--fit-steps", 3, "--out", tmp_path / "v")
     assert r.exit_code == 2 and "'timing_s/gen' at step 5" in r.output
     assert not (tmp_path / "v" / "validation.csv").exists()
 

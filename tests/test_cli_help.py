@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rolloutlab.cli import COMMANDS, HELP, main
+from rolloutlab.cli import COMMANDS, DEPRECATED, HELP, main
 
 
 def _commands(cmd: click.Command, path: tuple[str, ...] = ()):
@@ -63,3 +63,21 @@ def test_group_help_lists_every_command():
     assert res.exit_code == 0
     for name in COMMANDS:
         assert f"  {name} " in res.output
+
+
+def test_a_deprecated_command_runs_its_replacement_with_a_note_on_stderr():
+    runner = CliRunner()
+    old = runner.invoke(main, ["validate", "run-spread", "--help"])
+    new = runner.invoke(main, ["compare", "run-spread", "--help"])
+    assert old.exit_code == new.exit_code == 0
+    assert old.stdout == new.stdout.replace("compare run-spread", "validate run-spread")
+    assert old.stderr.strip() == (
+        "note: 'rolloutlab validate' is deprecated, use 'rolloutlab compare' "
+        "(same subcommands and options)"
+    )
+    assert new.stderr == ""
+
+
+def test_a_deprecated_command_is_not_listed():
+    res = CliRunner().invoke(main, ["--help"])
+    assert DEPRECATED and not any(f"  {old} " in res.output for old in DEPRECATED)

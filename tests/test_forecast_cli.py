@@ -1,4 +1,4 @@
-"""``validate groups --forecast`` end to end on the group-per-line fixture."""
+"""``compare groups --forecast`` end to end on the group-per-line fixture."""
 
 import polars as pl
 from click.testing import CliRunner
@@ -9,7 +9,7 @@ FIXTURE = "tests/data/packed_lengths"
 
 
 def _run(*args):
-    return CliRunner().invoke(main, ["validate", "groups", *args], catch_exceptions=False)
+    return CliRunner().invoke(main, ["compare", "groups", *args], catch_exceptions=False)
 
 
 def test_forecast_writes_every_rule_beside_the_measured_p(tmp_path):

@@ -1,4 +1,4 @@
-"""``rolloutlab calibrate groups`` / ``validate groups`` on the fixtures, and bad input
+"""``rolloutlab calibrate groups`` / ``compare groups`` on the fixtures, and bad input
 (one line naming file, line and field; exit 2; nothing written)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_calibrate_groups_writes_loadable_scenarios(tmp_path):
 
 def test_validate_groups_writes_table_and_figure(tmp_path):
     out = tmp_path / "v"
-    args = ("validate", "groups", REAL, "--fit-steps", 30, "--tau", "2.5,4", "--out", out)
+    args = ("compare", "groups", REAL, "--fit-steps", 30, "--tau", "2.5,4", "--out", out)
     r = _run(*args, "--draws", 10, "--reps", 5, "--fit-group-size", 0)
     assert r.exit_code == 0, r.output
     t = pl.read_csv(out / "validation_groups.csv")
@@ -67,7 +67,7 @@ def test_held_out_run_and_step_window(tmp_path):
     fit, other = gw / "graph_walk" / "samples.parquet", gw / "graph_walk_seed1" / "samples.parquet"
     out = tmp_path / "x"
     r = _run(
-        *("validate", "groups", fit, "--held-out", other, "--from-step", 150, "--tau", "12"),
+        *("compare", "groups", fit, "--held-out", other, "--from-step", 150, "--tau", "12"),
         *("--length-model", "empirical", "--step-window", 30, "--out", out),
         *("--draws", 10, "--reps", 5, "--prompts", 8),
     )
@@ -131,10 +131,10 @@ BAD = {
         [],
         r"bad.jsonl: line 2: field 'response_lengths': length nan",
     ),
-    "one step": (_steps(1), ["validate"], r"bad.jsonl: line 1: field 'step': one step only"),
+    "one step": (_steps(1), ["compare"], r"bad.jsonl: line 1: field 'step': one step only"),
     "K >= steps": (
         _steps(3),
-        ["validate"],
+        ["compare"],
         r"bad.jsonl: line 1: field 'step': --fit-steps 3 >= the 3 steps",
     ),
 }
@@ -144,12 +144,12 @@ BAD = {
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, case):
     records, only, message = BAD[case]
     src = _write(tmp_path / "bad.jsonl", records)
-    for cmd in only or ["calibrate", "validate"]:
+    for cmd in only or ["calibrate", "compare"]:
         out = tmp_path / f"out-{cmd}"
         if cmd == "calibrate":
             r = _run("calibrate", "groups", src, "--out", out)
         else:
-            r = _run("validate", "groups", src, "--fit-steps", 3, "--out", out)
+            r = _run("compare", "groups", src, "--fit-steps", 3, "--out", out)
         assert r.exit_code == 2, (cmd, r.output)
         err = r.output.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("Error: "), r.output
@@ -164,7 +164,7 @@ def test_validate_accepts_unequal_group_sizes(tmp_path):
     recs[8] = {"step": 4, "uid": 0, "response_lengths": [4, 3]}
     src = _write(tmp_path / "rag.jsonl", recs)
     out = tmp_path / "v"
-    r = _run("validate", "groups", src, "--fit-steps", 3, "--draws", 5, "--reps", 5, "--out", out)
+    r = _run("compare", "groups", src, "--fit-steps", 3, "--draws", 5, "--reps", 5, "--out", out)
     assert r.exit_code == 0, r.output
     table = pl.read_csv(out / "validation_groups.csv")
     assert sorted(table["G"].unique()) == [1, 2, 3]
@@ -173,7 +173,7 @@ def test_validate_accepts_unequal_group_sizes(tmp_path):
 
 def test_tau_not_above_one_is_refused(tmp_path):
     out = tmp_path / "v"
-    r = _run("validate", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
+    r = _run("compare", "groups", REAL, "--fit-steps", 20, "--tau", "2,1", "--out", out)
     assert r.exit_code == 2
     assert r.output.strip().splitlines()[-1] == (
         "Error: Invalid value for '--tau': item '1': 1.0 is not in the range x>1.0."
@@ -205,7 +205,7 @@ def test_within_law_and_fit_window_options(tmp_path):
     """--within-law auto picks by AIC and names the fitted law; --fit-window fits the last
     W steps (the calibration says which steps; the scenario keeps the law)."""
     out = tmp_path / "v"
-    args = ("validate", "groups", REAL, "--fit-steps", 6, "--fit-window", 2, "--tau", "3")
+    args = ("compare", "groups", REAL, "--fit-steps", 6, "--fit-window", 2, "--tau", "3")
     r = _run(*args, "--within-law", "gumbel", "--draws", 5, "--reps", 3, "--out", out)
     assert r.exit_code == 0, r.output
     t = pl.read_csv(out / "validation_groups.csv")
@@ -234,7 +234,7 @@ def test_several_fit_runs_and_a_held_out_one_get_the_target_columns(tmp_path):
     runs = [_write(tmp_path / f"r{i}.jsonl", _steps(4)) for i in range(3)]
     out = tmp_path / "t"
     r = _run(
-        "validate", "groups", runs[0], runs[1], "--held-out", runs[2], "--tau", "1.1",
+        "compare", "groups", runs[0], runs[1], "--held-out", runs[2], "--tau", "1.1",
         "--length-model", "empirical", "--draws", 5, "--reps", 5, "--out", out,
     )  # fmt: skip
     assert r.exit_code == 0, r.output

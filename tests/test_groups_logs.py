@@ -69,7 +69,7 @@ def test_validate_and_calibrate_read_a_dump_folder(tmp_path):
     d = _verl_dump(tmp_path / "dump", steps=range(1, 7), B=3, G=4)
     r = CliRunner().invoke(
         main,
-        ["validate", "groups", str(d), "--fit-steps", "3", "--tau", "1.5", "--draws", "5",
+        ["compare", "groups", str(d), "--fit-steps", "3", "--tau", "1.5", "--draws", "5",
          "--reps", "5", "--length-model", "empirical", "--out", str(tmp_path / "v")],
     )  # fmt: skip
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""calibration.validation.replay / ``validate replay``: a simulated run's controllers
+"""calibration.validation.replay / ``compare replay``: a simulated run's controllers
 replayed against the per-sample log (predicted against measured straggler rate and
 length idle at the G each controller chose)."""
 
@@ -49,7 +49,7 @@ def test_replay_cli_writes_the_table(tmp_path):
     out = tmp_path / "r"
     r = CliRunner().invoke(
         main,
-        ["validate", "replay", str(REAL), "--sim", str(REAL), "--tau", "3", "--draws", "2",
+        ["compare", "replay", str(REAL), "--sim", str(REAL), "--tau", "3", "--draws", "2",
          "--out", str(out)],
     )  # fmt: skip
     assert r.exit_code == 0, r.output

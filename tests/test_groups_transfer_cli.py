@@ -1,4 +1,4 @@
-"""``validate groups --transfer``: the table on a real trace, the same predictions from
+"""``compare groups --transfer``: the table on a real trace, the same predictions from
 a metrics file as from the lengths it summarises, and the option checks."""
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ def metrics_of(path: Path, out: Path) -> Path:
 
 
 def test_transfer_aggregates_from_metrics_equals_from_lengths(tmp_path):
-    a = _run("validate", "groups", REAL, *FAST, "--transfer", "aggregates", "--out", tmp_path / "a")
+    a = _run("compare", "groups", REAL, *FAST, "--transfer", "aggregates", "--out", tmp_path / "a")
     assert a.exit_code == 0, a.output
     m = metrics_of(REAL, tmp_path / "m.jsonl")
     b = _run(
-        "validate", "groups", REAL, *FAST, "--transfer", "aggregates",
+        "compare", "groups", REAL, *FAST, "--transfer", "aggregates",
         "--target-metrics", m, "--out", tmp_path / "b",
     )  # fmt: skip
     assert b.exit_code == 0, b.output
@@ -55,7 +55,7 @@ def test_transfer_aggregates_from_metrics_equals_from_lengths(tmp_path):
 
 def test_transfer_marginal_on_a_held_out_run(tmp_path):
     r = _run(
-        "validate", "groups", REAL, "--held-out", REAL, "--from-step", "38",
+        "compare", "groups", REAL, "--held-out", REAL, "--from-step", "38",
         "--tau", "2", "--draws", "5", "--reps", "5", "--transfer", "marginal", "--out", tmp_path / "o",
     )  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -70,6 +70,6 @@ def test_transfer_option_checks(tmp_path):
         (("--transfer", "aggregates", "--fit-window", "5"), "--transfer: one FILE"),
         (("--transfer", "marginal", "--target-metrics", m), "--target-metrics: needs"),
     ):
-        r = _run("validate", "groups", REAL, *FAST, *extra, "--out", tmp_path / "o")
+        r = _run("compare", "groups", REAL, *FAST, *extra, "--out", tmp_path / "o")
         assert r.exit_code == 2 and words in r.output, r.output
         assert not (tmp_path / "o").exists()

@@ -1,5 +1,5 @@
 """Unequal group sizes (a prompt sampled in several rounds, filtered samples, dynamic-
-sampling regeneration) in ``validate groups`` and ``validate run-spread``: the
+sampling regeneration) in ``compare groups`` and ``compare run-spread``: the
 subsampling draws only from groups that hold G samples and never from a group's
 padding; the logged G is the most common group size."""
 

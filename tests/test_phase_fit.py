@@ -176,7 +176,7 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     assert "fitted latency scale" in res.output
     out = tmp_path / "val"
     res = CliRunner().invoke(
-        main, ["validate", "verl-tb", str(SAMPLE_RUN), "--calibration", str(cal), "--out", str(out)]
+        main, ["compare", "verl-tb", str(SAMPLE_RUN), "--calibration", str(cal), "--out", str(out)]
     )
     assert res.exit_code == 2 and "fitted every step" in res.output
     assert not out.exists()

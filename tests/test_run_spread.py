@@ -1,4 +1,4 @@
-"""calibration.validation.run_spread and ``validate run-spread``: the straggler probability of
+"""calibration.validation.run_spread and ``compare run-spread``: the straggler probability of
 several runs and each run's distance from the others' mean."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_cli_on_the_two_digit_chain_runs(tmp_path):
         DATA / "digit_chain_seed1" / "samples.parquet",
     ]
     out = tmp_path / "rs"
-    args = ["validate", "run-spread", *map(str, runs), "--tau", "2.5", "--from-step", "190"]
+    args = ["compare", "run-spread", *map(str, runs), "--tau", "2.5", "--from-step", "190"]
     r = CliRunner().invoke(main, [*args, "--draws", "5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     t = pl.read_csv(out / "run_spread.csv")
@@ -68,9 +68,7 @@ def test_cli_on_the_two_digit_chain_runs(tmp_path):
     # two runs: each is the other's mean, so their distances are equal
     a, b = (t.filter(pl.col("run") == i)["dev_from_others"].to_numpy() for i in (0, 1))
     assert np.allclose(a, b)
-    one = CliRunner().invoke(
-        main, ["validate", "run-spread", str(runs[0]), "--out", str(out / "x")]
-    )
+    one = CliRunner().invoke(main, ["compare", "run-spread", str(runs[0]), "--out", str(out / "x")])
     assert one.exit_code == 2 and "need >= 2 runs" in one.output and not (out / "x").exists()
 
 

@@ -1,6 +1,6 @@
 """sim.models.stepped_lengths: the step-indexed empirical model draws only from its window's
 groups, keeps common random numbers across G, and follows a drift that a pooled model
-misses (validate groups --held-out)."""
+misses (compare groups --held-out)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figure of ``validate groups``: measured and predicted P(straggler) against G."""
+"""Figure of ``compare groups``: measured and predicted P(straggler) against G."""
 
 from __future__ import annotations
 

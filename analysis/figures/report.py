@@ -7,7 +7,7 @@ study's tables folded, and at the bottom the configuration folded with its prove
 referenced: it opens offline. Numbers are written by :mod:`analysis.figures.numbers`.
 
 A study directory is any output of ``rolloutlab sim``, ``sweep``, ``advise``,
-``stability``, ``compare idle|collapse|horizon|learning``, ``validate groups|verl-tb``
+``stability``, ``compare idle|collapse|horizon|learning``, ``compare groups|verl-tb``
 (and, shown without an answer, any folder with a figure or one of :data:`TABLES`).
 """
 

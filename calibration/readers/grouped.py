@@ -172,7 +172,7 @@ class GroupedTrace:
 
     def typical_group_size(self) -> int:
         """The most common group size over every (step, prompt) (the larger on a tie): the
-        logged ``G`` of a trace whose groups may differ in size (``validate groups``
+        logged ``G`` of a trace whose groups may differ in size (``compare groups``
         measures G up to it on the groups that hold that many samples)."""
         sizes = self.samples.group_by("step", "prompt").len()["len"]
         counts = sizes.value_counts(sort=True)

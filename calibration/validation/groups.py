@@ -133,7 +133,7 @@ def check_taus(taus) -> None:
 
 def check_validation_input(trace: GroupedTrace, fit_steps: int | None, taus) -> int:
     """The logged G (the most common group size, :meth:`GroupedTrace.typical_group_size`;
-    groups may differ in size) after the input checks of ``validate groups``. Raises
+    groups may differ in size) after the input checks of ``compare groups``. Raises
     GroupedDataError (file, line, field) on one step only, no K, K >= steps, or a tau <= 1."""
     G = trace.typical_group_size()
     steps = trace.steps()

@@ -1,4 +1,4 @@
-"""The measured side of ``validate groups`` / ``run-spread`` / ``replay``: the straggler
+"""The measured side of ``compare groups`` / ``run-spread`` / ``replay``: the straggler
 ratio of a step (SAGC, PAPERS.md §1; :func:`sim.trace.metrics.straggler_ratio`,
 vectorised) and its expectation when each logged step is subsampled to ``B`` prompts of
 ``G`` samples without replacement (groups may differ in size: :func:`padded`)."""

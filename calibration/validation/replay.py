@@ -1,6 +1,6 @@
 """What a controller would have done on a logged run: a simulated run (``rolloutlab sim
 --calibration`` on a per-sample calibration, several controllers) replayed against the
-per-sample log it was calibrated on (``rolloutlab validate replay``).
+per-sample log it was calibrated on (``rolloutlab compare replay``).
 
 For each controller (``run_id`` of the simulated ``rollouts.parquet``) and each simulated
 step ``s`` with ``B_s`` prompts of ``G_s`` samples (SAGC's own choice of G at that step):

@@ -1,7 +1,7 @@
 """How far apart runs of one configuration are: the straggler probability measured on
 each run, and each run's distance from the mean of the others.
 
-``validate groups --held-out`` compares a model with one other run. Part of any such
+``compare groups --held-out`` compares a model with one other run. Part of any such
 error is not the model's: two runs of the same configuration (another seed, so other
 prompts and another learning trajectory) straggle differently at the same steps. This
 module measures that part. For runs ``r = 1..R`` (``R >= 2``) on their common steps
@@ -109,7 +109,7 @@ def with_target(
     draws: int = 200,
     seed: int = 0,
 ) -> pl.DataFrame:
-    """``validate groups --held-out`` rows (``table``, one per model, G and tau) with the
+    """``compare groups --held-out`` rows (``table``, one per model, G and tau) with the
     decided accuracy target of several runs of one configuration (docs/ERRATA, per-sample
     traces issue): ``floor`` is the held-out run's distance from the mean of the fit
     ``runs`` at that (B, G, tau) (:func:`run_spread` with the held-out run last),

@@ -1,4 +1,4 @@
-"""``validate groups --transfer``: the law of :mod:`calibration.fits.transfer` fitted and
+"""``compare groups --transfer``: the law of :mod:`calibration.fits.transfer` fitted and
 checked as one more model of the validation table.
 
 The dependence ``rho`` is fitted on the fit steps of the source trace (which has the

@@ -1,4 +1,4 @@
-"""``rolloutlab validate verl-tb``: out-of-sample check of the simulator on verl logs.
+"""``rolloutlab compare verl-tb``: out-of-sample check of the simulator on verl logs.
 
 For each run: fit the cost model on its first ``K`` usable steps
 (:func:`calibration.fits.verl_fit.fit_run_model`); for every later step draw lengths that

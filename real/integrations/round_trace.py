@@ -1,7 +1,7 @@
 """One step of a framework's GRPO loop as rolloutlab sees it: the controller observes it and
 it is appended to rolloutlab's trace (:mod:`sim.trace.schema`) through the project's
 :class:`~sim.trace.jsonl.TraceWriter`, so every reader of a ``rolloutlab real sync`` run
-(``validate groups``, ``calibrate groups``, the metrics) reads a framework's run the same way.
+(``compare groups``, ``calibrate groups``, the metrics) reads a framework's run the same way.
 
 A step here is one generation round: ``B`` prompts, ``G`` rollouts each, then the
 learner's update(s) on them. Policy version = learner version = step (synchronous).

@@ -8,7 +8,7 @@ step's sorted lengths are dealt out by that rank, so the rebuilt step holds exac
 logged lengths and ``rho`` only decides how they cluster into groups. A draw at ``(B,
 G)`` then takes ``B`` of the rebuilt groups and the first ``G`` samples of each — the
 subsampling of :func:`calibration.validation.measure.subsample`, so the model predicts
-what ``validate groups`` measures on a logged step. ``rho = 0`` deals the lengths at
+what ``compare groups`` measures on a logged step. ``rho = 0`` deals the lengths at
 random (subsampling a step's pooled lengths without replacement).
 
 This is a model of *logged* steps (it cannot draw a step that was not logged, nor more

@@ -6,7 +6,7 @@ per 20 steps 1, 0, 7, 7, 23, 19, 45, 19, 81, 50). :class:`sim.models.lengths.Emp
 pools every logged group, so a simulated run sees the run-average law at every step.
 :class:`SteppedEmpiricalLengths` draws, at simulated step ``t``, only from the logged
 groups of the steps around ``t``: a simulated run of the same length as the logged one
-follows its drift (``validate groups --held-out`` measures this against another run of
+follows its drift (``compare groups --held-out`` measures this against another run of
 the same configuration).
 
 Window at step ``t`` (steps counted from the first logged step, the model's step 0):

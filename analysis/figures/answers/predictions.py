@@ -1,5 +1,5 @@
 """The answers of the studies that put predictions beside measurements: ``compare
-idle|collapse|horizon|learning`` and ``validate groups|verl-tb|replay``. Each puts the
+idle|collapse|horizon|learning`` and ``compare groups|verl-tb|replay``. Each puts the
 model's error beside the naive rules' and the floor where the study measured them, and
 says which rows the fit never saw."""
 
@@ -206,7 +206,7 @@ def learning_answer(study: Path, cfg: dict) -> Answer:
 
 
 def validate_groups_answer(study: Path, cfg: dict) -> Answer:
-    """``validate groups``: per model, the error of P(straggler) over the group sizes on
+    """``compare groups``: per model, the error of P(straggler) over the group sizes on
     held-out steps, the baselines beside the hierarchical fit and the measurement's
     standard error (the floor) beside both."""
     path = study / "validation_groups.csv"
@@ -258,7 +258,7 @@ def validate_groups_answer(study: Path, cfg: dict) -> Answer:
 
 
 def validate_verl_answer(study: Path, cfg: dict) -> Answer:
-    """``validate verl-tb``: the simulator's generation-time MAPE on held-out steps
+    """``compare verl-tb``: the simulator's generation-time MAPE on held-out steps
     beside the constant and linear rules."""
     path = study / "validation.csv"
     df = read_table(path)
@@ -294,7 +294,7 @@ def validate_verl_answer(study: Path, cfg: dict) -> Answer:
 
 
 def validate_replay_answer(study: Path, cfg: dict) -> Answer:
-    """``validate replay``: per simulated controller, P(straggler) and the length idle
+    """``compare replay``: per simulated controller, P(straggler) and the length idle
     fraction predicted against measured on the real run's steps."""
     path = study / "replay.csv"
     df = read_table(path)
@@ -323,6 +323,6 @@ def validate_replay_answer(study: Path, cfg: dict) -> Answer:
         (),
         (
             "rates are P(max/median > tau) per step; no naive rule and no run-to-run floor here "
-            "(validate run-spread measures the floor)",
+            "(compare run-spread measures the floor)",
         ),  # fmt: skip
     )

@@ -313,7 +313,7 @@ def calibrate() -> None:
     type=click.IntRange(min=2),
     default=None,
     help="Fit each run's first K usable steps only (the rest stay held out for "
-    "`validate verl-tb --calibration`).",
+    "`compare verl-tb --calibration`).",
 )
 @scenario_default_options
 @verl_options

@@ -1,4 +1,4 @@
-"""``rolloutlab calibrate groups`` and ``rolloutlab validate groups``: grouped per-sample
+"""``rolloutlab calibrate groups`` and ``rolloutlab compare groups``: grouped per-sample
 traces in (wiring only; the work is in :mod:`calibration.readers.grouped`,
 :mod:`calibration.scenarios.groups`, :mod:`calibration.validation.groups`).
 
@@ -60,7 +60,7 @@ SUBSAMPLE_SEED_OPTION = click.option(
 
 
 def write_table(out, command: str, name: str, table: pl.DataFrame, config: dict):
-    """Claim the output folder ``out`` for ``command`` (``"validate replay"``), write
+    """Claim the output folder ``out`` for ``command`` (``"compare replay"``), write
     ``table`` as ``name`` (CSV) and ``config.json`` (``{"command": command, **config}``
     with provenance); returns the folder."""
     out_dir = claim(out, command)
@@ -437,7 +437,7 @@ def validate_groups_cmd(
 
 
 def _validate_forecast(files, tokenizer, cap, fields, cfg: ForecastConfig, out) -> None:
-    """``validate groups --forecast``: the first FILE forecast, the others its floor."""
+    """``compare groups --forecast``: the first FILE forecast, the others its floor."""
     runs = [read_files([f], tokenizer, dict(fields)) for f in files]
     for t in runs:
         _check_cap(t, cap)

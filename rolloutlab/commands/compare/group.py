@@ -1,4 +1,8 @@
-"""``rolloutlab compare`` (predicted against measured) and ``rolloutlab report`` (HTML)."""
+"""``rolloutlab compare`` (predicted against measured) and ``rolloutlab report`` (HTML).
+
+``compare`` is the one verb for a prediction held against a measurement, whether the
+measurement is a run's later steps, another run or a grid (``rolloutlab validate`` is
+its deprecated spelling, :mod:`rolloutlab.cli`)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,13 @@ from pathlib import Path
 
 import click
 
+from rolloutlab.commands.calibrate.groups import validate_groups_cmd
 from rolloutlab.commands.compare.horizon import horizon
 from rolloutlab.commands.compare.learning_budget import learning_budget
+from rolloutlab.commands.compare.replay import replay_cmd
+from rolloutlab.commands.compare.run_spread import run_spread_cmd
 from rolloutlab.commands.compare.scheduler import scheduler
+from rolloutlab.commands.compare.verl_tb import validate_verl_tb
 from rolloutlab.commands.options.common import OUT_DIR, claimed, echo_table, fail, real_option
 from rolloutlab.commands.options.types import STEPS, finite
 from rolloutlab.sim.trace import strict_json
@@ -17,7 +25,11 @@ from rolloutlab.sim.trace.progress import phase
 
 @click.group()
 def compare() -> None:
-    """Put the simulator's predictions next to a real run's measurements."""
+    """Put the simulator's predictions next to real measurements (held-out steps or runs).
+
+    Every subcommand fits or calibrates on one part of the measurements (a run's first
+    steps, some runs, half a grid) and predicts another. 'rolloutlab validate ...' is
+    the deprecated spelling of verl-tb, groups, run-spread and replay."""
 
 
 @compare.command()
@@ -396,3 +408,7 @@ def learning(
 compare.add_command(scheduler)
 compare.add_command(learning_budget)
 compare.add_command(horizon)
+compare.add_command(validate_verl_tb)
+compare.add_command(validate_groups_cmd)
+compare.add_command(run_spread_cmd)
+compare.add_command(replay_cmd)

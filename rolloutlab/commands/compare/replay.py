@@ -1,4 +1,4 @@
-"""``rolloutlab validate replay``: a simulated run's controllers replayed against the
+"""``rolloutlab compare replay``: a simulated run's controllers replayed against the
 per-sample log it was calibrated on (wiring only; the work is in
 :mod:`calibration.validation.replay`)."""
 

@@ -1,4 +1,4 @@
-"""``rolloutlab validate run-spread``: how far apart runs of one configuration straggle
+"""``rolloutlab compare run-spread``: how far apart runs of one configuration straggle
 (wiring only; the work is in :mod:`calibration.validation.run_spread`)."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""``rolloutlab validate ...``: the simulator's predictions against held-out real steps.
+"""``rolloutlab compare verl-tb``: the step-time model fitted on each verl run's first
+K steps, predicting the later steps' ``timing_s/gen`` (wiring only; the work is in
+:mod:`calibration.validation.verl_holdout`).
 
 Every bad input ends in one line naming the file and tag/field, exit code 2, and no
 output folder left behind.
@@ -16,21 +18,13 @@ from rolloutlab.calibration.validation.step_holdout import (
 )
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
-from rolloutlab.commands.calibrate.groups import validate_groups_cmd
-from rolloutlab.commands.compare.replay import replay_cmd
-from rolloutlab.commands.compare.run_spread import run_spread_cmd
 from rolloutlab.commands.options.common import claimed, echo_table, fail
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.trace.progress import progress_bar
 
 
-@click.group()
-def validate() -> None:
-    """Check the simulator's predictions against held-out real steps."""
-
-
-@validate.command("verl-tb")
+@click.command("verl-tb")
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option(
     "--fit-steps",
@@ -44,7 +38,7 @@ def validate() -> None:
     "--out",
     required=True,
     type=click.Path(file_okay=False),
-    help="Folder for validation.csv and config.json (new, or an earlier validate verl-tb output).",
+    help="Folder for validation.csv and config.json (new, or an earlier compare verl-tb output).",
 )
 @click.option(
     "--calibration",
@@ -86,13 +80,8 @@ def validate_verl_tb(
     click.echo(f"wrote {out_dir / 'validation.csv'}")
 
 
-validate.add_command(validate_groups_cmd)
-validate.add_command(run_spread_cmd)
-validate.add_command(replay_cmd)
-
-
 def _validate_whole_step(run_dirs, calibration: str, out) -> None:
-    """``validate verl-tb --calibration``: the whole step of held-out runs, scored."""
+    """``compare verl-tb --calibration``: the whole step of held-out runs, scored."""
     runs = run_dir_args(run_dirs)
     try:
         sc = load_scenario(calibration)
