@@ -33,7 +33,7 @@ HELP = {
     "check-controller": "Check a group-size controller against the contract the runners rely on.",
     "compare": "Put the simulator's predictions next to real measurements (held-out steps or runs).",
     "real": "Real GRPO runs (torch or vLLM engine) driven by the simulator's controllers.",
-    "report": "One self-contained HTML page per study directory (figures embedded).",
+    "report": "One self-contained HTML page per study directory, its answer first.",
     "scenario": "Write a simulator scenario from another tool's config (verl).",
     "sim": "Simulate GRPO under each controller and pipeline on the same prompt stream.",
     "stability": "Collapse phase diagram of asynchronous GRPO at staleness S and learning rate lr.",

@@ -204,8 +204,9 @@ def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_
 )
 @OUT_DIR
 def report(studies: tuple[Path, ...], out_dir: Path) -> None:
-    """One self-contained HTML page per study directory (figures embedded), its answer
-    first; each study's answer is printed too (100 columns)."""
+    """One self-contained HTML page per study directory, its answer first.
+
+    Figures are embedded; each study's answer is printed too (100 columns)."""
     from rolloutlab.analysis.figures.report import (
         ReportError,
         page_names,
