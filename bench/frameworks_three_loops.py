@@ -4,7 +4,7 @@ synchronous loop (``rolloutlab real sync``) beside TRL's ``GRPOTrainer`` driven 
 
 Per loop: G per step, the straggler rate (share of steps whose max/median response length
 exceeds tau), mean step and generation time; then the simulator's prediction of the
-straggler rate from each loop's own first half (``rolloutlab validate groups -k K``: the
+straggler rate from each loop's own first half (``rolloutlab compare groups -k K``: the
 length model fitted on steps 0..K-1, P(max/median > tau) predicted for the later steps at
 their G), beside the naive rule "the first half's rate" (persistence).
 
@@ -56,11 +56,11 @@ def summarise(trace_dir: Path, tau: float) -> dict:
 
 
 def predict(trace_dir: Path, out: Path, k: int, tau: float) -> dict:
-    """``validate groups -k K`` on the loop's trace: measured and predicted straggler
+    """``compare groups -k K`` on the loop's trace: measured and predicted straggler
     rate over the held-out steps at their G, and the first half's rate (persistence)."""
     res = CliRunner().invoke(
         cli,
-        ["validate", "groups", str(trace_dir / "rollouts.parquet"), "-k", str(k),
+        ["compare", "groups", str(trace_dir / "rollouts.parquet"), "-k", str(k),
          "--tau", str(tau), "--out", str(out)],
     )  # fmt: skip
     if res.exit_code != 0:

@@ -18,7 +18,7 @@ of any size are normalised within themselves). Two hooks suffice:
 
 verl's batch carries no per-rollout finish time, so the trace's ``t_first_token`` and
 ``t_finish`` are the step's generation end for every rollout (``config.json`` says
-``"rollout_times": "step"``): readers of lengths (``validate groups``, ``calibrate
+``"rollout_times": "step"``): readers of lengths (``compare groups``, ``calibrate
 groups``) read it fully; per-rollout idle (``compare idle``) does not apply.
 
 verl is imported only inside the functions that need it (the mixin is built by
