@@ -124,6 +124,14 @@ class SAGC:
     ``1/(1-gamma)`` = 50 observations, for non-stationary (growing) lengths."""
     prior: tuple[float, float] = (1.0, 1.0)
     """Beta prior ``(alpha0, beta0)``: uniform on the straggler probability."""
+    prior_p: tuple[float, ...] | None = None
+    """Prior straggler probability of each candidate G (ascending candidates, before
+    ``G_min``), e.g. a length model's forecast of ``P(max/median > tau)`` at each G:
+    candidate G starts at (and, with ``forget="to_prior"``, decays toward)
+    ``Beta(alpha0 + prior_n p_G, beta0 + prior_n (1 - p_G))``. None: ``prior`` for all."""
+    prior_n: float = 10.0
+    """Weight of ``prior_p`` in pseudo-steps (an effective memory of ``1/(1-gamma)`` = 50
+    observed steps outweighs 10)."""
     forget: str = "chosen"
     """``"chosen"``: ``alpha_G <- gamma alpha_G + S_t`` and ``beta_G <- gamma beta_G + 1 - S_t``
     for the chosen G only (PAPERS.md's natural form). ``"to_prior"``: in addition every
@@ -195,9 +203,23 @@ class SAGC:
             raise ValueError(f"SAGC: reading must be one of {READINGS}, got {self.reading!r}")
         if not (0.0 <= self.level < 1.0):
             raise ValueError(f"SAGC: level must be in [0, 1), got {self.level}")
+        a0, b0 = float(self.prior[0]), float(self.prior[1])
+        self._prior_ab = {g: (a0, b0) for g in cands}
+        if self.prior_p is not None:
+            given = sorted({int(g) for g in self.candidates})
+            if len(self.prior_p) != len(given) or not all(0 <= p <= 1 for p in self.prior_p):
+                raise ValueError(
+                    f"SAGC: prior_p needs one probability in [0, 1] per candidate {given}, "
+                    f"got {self.prior_p}"
+                )
+            if not self.prior_n > 0:
+                raise ValueError(f"SAGC: prior_n must be > 0, got {self.prior_n}")
+            for g, p in zip(given, self.prior_p, strict=True):
+                if g in self._prior_ab:
+                    self._prior_ab[g] = (a0 + self.prior_n * p, b0 + self.prior_n * (1 - p))
         self.candidates = tuple(cands)
-        self.alpha = {g: float(self.prior[0]) for g in cands}
-        self.beta = {g: float(self.prior[1]) for g in cands}
+        self.alpha = {g: self._prior_ab[g][0] for g in cands}
+        self.beta = {g: self._prior_ab[g][1] for g in cands}
         self.lam = 0.0
         start = self.init_G if self.init_G is not None else cands[(len(cands) - 1) // 2]
         if start not in cands:
@@ -339,8 +361,8 @@ class SAGC:
             },
         }
         if self.forget == "to_prior":
-            a0, b0 = self.prior
             for c in self.candidates:
+                a0, b0 = self._prior_ab[c]
                 self.alpha[c] = self.gamma * self.alpha[c] + (1 - self.gamma) * a0
                 self.beta[c] = self.gamma * self.beta[c] + (1 - self.gamma) * b0
             self.alpha[g] += s_t

@@ -19,7 +19,15 @@ from rolloutlab.sim.control.options import finite_float, split_options, strict_i
 from rolloutlab.sim.control.plugins import build_external
 
 _SAGC_INT = ("radius", "init_G", "G_min")
-_SAGC_FLOAT = ("tau", "delta", "eta_lambda", "gamma", "step_time_budget_s", "level")
+_SAGC_FLOAT = (
+    "tau",
+    "delta",
+    "eta_lambda",
+    "gamma",
+    "step_time_budget_s",
+    "level",
+    "prior_n",
+)
 _LAGC_FLOAT = ("pop_gamma", "prompt_decay", "length_gamma", "c_max")
 
 
@@ -28,7 +36,7 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
 
     ``static:G`` -> :class:`StaticG`; ``sagc`` or ``sagc:key=value,...`` -> :class:`SAGC`
     (keys: ``tau, delta, eta_lambda, gamma, radius, init_G, G_min, step_time_budget_s,
-    forget``; ``candidates=4/8/16``); ``lagc[:key=value,...]`` -> :class:`sim.control.lagc.LAGC`
+    forget, prior_n``; ``candidates=4/8/16``, ``prior_p=0.1/0.4/0.8``); ``lagc[:key=value,...]`` -> :class:`sim.control.lagc.LAGC`
     (the SAGC keys, for its straggler constraint, and ``signal, pop_gamma, prompt_decay,
     length_gamma, c_max, max_prompts``). ``sagc_defaults`` (e.g. a scenario's ``tau``)
     apply to SAGC and LAGC unless the spec overrides them. Anything else is an external
@@ -94,6 +102,8 @@ def _option(kind: str, key: str, val: str) -> dict[str, Any]:
     not a number where one is needed, or not finite)."""
     if key == "candidates":
         return {key: tuple(strict_int(v) for v in val.split("/"))}
+    if key == "prior_p":
+        return {key: tuple(finite_float(v) for v in val.split("/"))}
     if key in _SAGC_INT or (kind == "lagc" and key == "max_prompts"):
         return {key: strict_int(val)}
     if key in _SAGC_FLOAT or (kind == "lagc" and key in _LAGC_FLOAT):
