@@ -37,7 +37,8 @@ def forecast_prior(tau: float, step: int, fit_steps: int = 100) -> tuple[float, 
     """The pilot's forecast ``P(max/median > tau)`` at each candidate G at ``step``."""
     trace = read_grouped([PILOT])
     groups, steps = trace.groups("length"), trace.steps()
-    drift = fit_drift(summarise_groups(steps[:fit_steps], groups[:fit_steps], trace.known_cap()))
+    summary = summarise_groups(steps[:fit_steps], groups[:fit_steps], trace.known_cap())
+    drift = fit_drift(summary, fit_steps // 2)  # the forecast check's window, K // 2
     p, _ = model_p(drift.lengths_model([step]), [step], 16, 16, 16, (tau,), 400, 1)
     return tuple(round(float(p[0, g - 1, 0]), 3) for g in CANDIDATES)
 
