@@ -29,3 +29,19 @@ def test_no_git_means_no_commit_and_no_error(monkeypatch):
         assert provenance.library_versions()["commit"] is None
     finally:
         provenance.source_commit.cache_clear()
+
+
+def test_a_source_outside_a_checkout_records_no_commit(tmp_path, monkeypatch):
+    # an installed copy inside another git repository must not report that repository's commit
+    fake = tmp_path / "site-packages" / "rolloutlab" / "sim" / "scenario" / "provenance.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    provenance.source_commit.cache_clear()
+    monkeypatch.setattr(provenance, "__file__", str(fake))
+    try:
+        assert provenance.source_commit() is None
+    finally:
+        provenance.source_commit.cache_clear()

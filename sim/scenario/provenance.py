@@ -39,9 +39,11 @@ LIBRARIES = (
 @functools.cache  # why: one git call per process, not one per config written
 def source_commit() -> str | None:
     """The git commit of the rolloutlab source this process runs (12 hex digits, with
-    ``+dirty`` when tracked files differ from it); None outside a git checkout (an
-    installed wheel) or without git."""
+    ``+dirty`` when tracked files differ from it); None when the source is not the top of
+    a git checkout (an installed wheel, even inside another repository) or without git."""
     root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():  # why: git -C would report an enclosing repository's commit
+        return None
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
