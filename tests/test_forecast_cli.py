@@ -1,5 +1,7 @@
 """``compare groups --forecast`` end to end on the group-per-line fixture."""
 
+from pathlib import Path
+
 import polars as pl
 from click.testing import CliRunner
 
@@ -56,44 +58,18 @@ def test_forecast_with_all_steps_fitted_is_refused(tmp_path):
 
 
 def test_horizon_needs_forecast_and_limits_the_steps(tmp_path):
-    res = _run(
-        FIXTURE, "--fit-steps", "2", "--tau", "2", "--horizon", "1", "--out", str(tmp_path / "x")
-    )
+    res = _run(FIXTURE, *"--fit-steps 2 --tau 2 --horizon 1 --out".split(), str(tmp_path / "x"))
     assert res.exit_code == 2
     assert "--horizon: needs --forecast" in res.output
-    out = tmp_path / "h"
-    res = _run(
-        FIXTURE,
-        "--fit-steps",
-        "1",
-        "--tau",
-        "2",
-        "--forecast",
-        "--horizon",
-        "1",
-        "--draws",
-        "5",
-        "--reps",
-        "5",
-        "--out",
-        str(out),
-    )
-    assert res.exit_code == 2  # --fit-steps is at least 2 (click's range)
-    res = _run(
-        FIXTURE,
-        "--fit-steps",
-        "2",
-        "--tau",
-        "2",
-        "--forecast",
-        "--horizon",
-        "1",
-        "--draws",
-        "5",
-        "--reps",
-        "5",
-        "--out",
-        str(out),
-    )
-    assert res.exit_code == 0, res.output
-    assert pl.read_csv(out / "forecast_makespan.csv")["step"].to_list() == [3]
+    logs = tmp_path / "logs"  # the fixture's three steps and a fourth, a copy of the third
+    logs.mkdir()
+    for step in (1, 2, 3):
+        text = (Path(FIXTURE) / f"packed_lengths_step_{step}.jsonl").read_text()
+        (logs / f"packed_lengths_step_{step}.jsonl").write_text(text)
+    (logs / "packed_lengths_step_4.jsonl").write_text(text.replace('"step": 3', '"step": 4'))
+    fast = "--fit-steps 2 --tau 2 --forecast --draws 5 --reps 5".split()
+    for horizon, steps in ((["--horizon", "1"], [3]), ([], [3, 4])):
+        out = tmp_path / f"h{len(horizon)}"
+        res = _run(str(logs), *fast, *horizon, "--out", str(out))
+        assert res.exit_code == 0, res.output
+        assert pl.read_csv(out / "forecast_makespan.csv")["step"].to_list() == steps
