@@ -37,7 +37,7 @@ def idle_answer(study: Path, cfg: dict) -> Answer:
     doc = read_object(path, AnswerError)
     rows = [r for r in field_of(doc, path, "summary") if r.get("scope") == "all"]
     if not rows:
-        raise AnswerError(f"{path}: no summary row with scope 'all'")
+        raise AnswerError(f"{path}: malformed summary: no row with scope 'all'")
     order = {"drawn": 0, "replay": 1, "constant": 2}
     names = {"drawn": "simulator (drawn lengths)", "replay": "replay (measured lengths)",
              "constant": "constant (naive rule)"}  # fmt: skip
