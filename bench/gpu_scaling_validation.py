@@ -1,0 +1,112 @@
+"""The simulator beside the naive rules on every published step-time curve across GPU
+counts (``calibration/data/gpu_scaling.csv``), each calibrated on every point in turn.
+
+Every rule sees only the calibration point's published step time:
+
+- ``simulator``: one SimPy run per point, scaled by one factor so the calibration point
+  matches (``bench/areal_scaling_validation.py``'s :func:`errors`); verl's points are
+  :func:`verl_async_validation.simulate` at ``staleness_threshold`` 0.5 (the same
+  placement, pipeline and learner as that bench, uncalibrated), AReaL's
+  :func:`areal_scaling_validation.simulate` (its length model);
+- ``constant`` and ``tokens_per_gpu``: :mod:`calibration.validation.gpu_scaling`.
+
+A curve passes when every held-out point is within 20 % whichever point calibrates
+(docs/pipelines.md, "Step time across GPU counts").
+
+Usage: python bench/gpu_scaling_validation.py [--seeds 0] [--versions 5] [--steps 6]
+    [--data CSV] [--out runs/gpu_scaling]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import areal_scaling_validation as areal
+import verl_async_validation as verl
+from rolloutlab.calibration.validation.gpu_scaling import (
+    RULES,
+    Point,
+    ScalingDataError,
+    load,
+    rule_errors,
+    worst,
+)
+
+AREAL_MODELS = {"1.5B": "r1-distill-qwen-1.5b", "7B": "qwen2.5-7b"}
+"""AReaL curve -> the simulator's model (as ``bench/areal_scaling_validation.py``)."""
+VERL_THRESHOLD = 0.5
+"""verl's GPU curve runs at ``staleness_threshold`` 0.5."""
+
+
+def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps: int) -> float:
+    """Simulated steady-state seconds per step of point ``p``. Raises KeyError on a source
+    or curve this bench cannot simulate."""
+    if source == "verl-fully-async":
+        return verl.simulate(p.trainer_gpus, VERL_THRESHOLD, versions, seed)[0]
+    if source == "areal-v0.2":
+        return areal.simulate(AREAL_MODELS[curve], p.gpus, steps, seed)
+    raise KeyError(f"no simulator set-up for source {source!r}")
+
+
+def rows(curves: dict[tuple[str, str], list[Point]], seeds: list[int], versions: int, steps: int):
+    """Markdown rows: per curve, rule and calibration point, the errors (%) at every point
+    and the rule's worst held-out error over the curve; a last column says pass/fail."""
+    cache: dict[tuple[str, int], float] = {}
+    for (source, curve), pts in curves.items():
+        sims = []
+        for p in pts:
+            key = (source if source != "areal-v0.2" else curve, p.gpus)
+            if key not in cache:
+                runs = [simulated(source, curve, p, s, versions, steps) for s in seeds]
+                cache[key] = sum(runs) / len(runs)
+            sims.append(cache[key])
+        pubs = [p.step_s for p in pts]
+        table = {"simulator": [areal.errors(sims, pubs, c) for c in range(len(pts))]}
+        table |= {r: rule_errors(pts, r) for r in RULES}
+        for rule, errs in table.items():
+            w = worst(errs)
+            for c, cal in enumerate(pts):
+                each = " / ".join(
+                    f"{p.trainer_gpus}: {'cal.' if i == c else f'{100 * errs[c][i]:+.1f}'}"
+                    for i, p in enumerate(pts)
+                )
+                verdict = ("pass" if w <= 0.20 else "fail") if c == 0 else ""
+                yield (
+                    f"| {source} | {curve} | {rule} | {cal.trainer_gpus} | {each} "
+                    f"| {100 * w:.1f} % {verdict} |"
+                )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=None, help="table (default: the bundled one)")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
+    ap.add_argument("--versions", type=int, default=5, help="verl weight versions per run")
+    ap.add_argument("--steps", type=int, default=6, help="AReaL steps per run")
+    ap.add_argument("--out", default="runs/gpu_scaling", help="folder of table.md")
+    args = ap.parse_args()
+    if args.versions < 2 or args.steps < 2:
+        ap.error("--versions and --steps: need >= 2 (the first is warm-up)")
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: need comma-separated integers, got {args.seeds!r}")
+    try:
+        curves = load(args.data)
+    except ScalingDataError as e:
+        raise SystemExit(str(e)) from None
+    lines = [
+        "| source | curve | rule | calibrated on N | error % at trainer GPUs N = ... "
+        "| worst held-out (pass: <= 20 %) |",
+        "|---|---|---|---|---|---|",
+        *rows(curves, seeds, args.versions, args.steps),
+    ]
+    out = Path(args.out) / "table.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text(), end="")
+
+
+if __name__ == "__main__":
+    main()
