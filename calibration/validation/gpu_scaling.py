@@ -121,25 +121,3 @@ def worst(errors: list[list[float]]) -> float:
     return max(
         (abs(e) for c, row in enumerate(errors) for i, e in enumerate(row) if i != c), default=0.0
     )
-
-
-def table(curves: dict[tuple[str, str], list[Point]]) -> list[str]:
-    """Markdown rows: per curve and calibration point, each rule's errors (%) at every
-    point of the curve, and the rule's worst held-out error over the curve."""
-    lines = [
-        "| source | curve | calibrated on N | rule | error % at N = ... | worst held-out |",
-        "|---|---|---|---|---|---|",
-    ]
-    for (source, curve), pts in curves.items():
-        for rule in RULES:
-            errs = rule_errors(pts, rule)
-            for c, cal in enumerate(pts):
-                each = " / ".join(
-                    f"{p.trainer_gpus}: {'cal.' if i == c else f'{100 * errs[c][i]:+.1f}'}"
-                    for i, p in enumerate(pts)
-                )
-                lines.append(
-                    f"| {source} | {curve} | {cal.trainer_gpus} | {rule} | {each} "
-                    f"| {100 * worst(errs):.1f} % |"
-                )
-    return lines
