@@ -117,9 +117,9 @@ def with_horizon(
         collapse_horizon(fit, float(lr), parse_pipeline(p).max_staleness, learning, int(k))
         for p, lr, k in zip(table["pipeline"], table["lr"], ks)
     ]
-    cols = list(zip(*rows)) if rows else [[], [], []]
     return table.with_columns(
-        pl.Series(name, list(c), dtype=pl.Float64) for name, c in zip(HORIZON_COLUMNS, cols)
+        pl.Series(name, [r[i] for r in rows], dtype=pl.Float64)
+        for i, name in enumerate(HORIZON_COLUMNS)
     )
 
 

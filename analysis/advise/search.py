@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import polars as pl
 from rolloutlab.analysis.advise.evaluate import METRIC_KEYS, SETTING_KEYS
 from rolloutlab.sim.models.rewards import check_updates
 
-DIRECTIONS = ("minimize", "minimize", "maximize")
+DIRECTIONS: tuple[Literal["minimize", "maximize"], ...] = ("minimize", "minimize", "maximize")
 """Objectives: time (s), straggler rate, collapse margin."""
 
 

@@ -237,10 +237,9 @@ def fit_collapse(
 
     x0 = initial_guess(df, T, base)[[FITTED.index(n) for n in names]]
     k = len(names)
-    best = None
-    start = x0
-    for _ in range(3):  # why restarts: Nelder-Mead on a piecewise-constant loss stalls on plateaus
-        res = optimize.minimize(
+
+    def nelder_mead(start: np.ndarray) -> optimize.OptimizeResult:
+        return optimize.minimize(
             loss,
             start,
             method="Nelder-Mead",
@@ -251,9 +250,12 @@ def fit_collapse(
                 "initial_simplex": start + 0.3 * np.vstack([np.zeros(k), np.eye(k)]),
             },
         )
-        if best is None or res.fun < best.fun:
+
+    best = nelder_mead(x0)
+    for _ in range(2):  # why restarts: Nelder-Mead on a piecewise-constant loss stalls on plateaus
+        res = nelder_mead(best.x)
+        if res.fun < best.fun:
             best = res
-        start = best.x
     params = _params(best.x, base, names)
     agree = float((predict(params, df, T)["predicted_collapsed"] == df["collapsed"]).mean())
     return CollapseFit(params, float(best.fun), agree, n_eval, "fit" if sigma is None else "cosine")
@@ -318,14 +320,9 @@ def scaling_table(
     ]
     if sim is not None:
         parts.append(("sim", scaling_by_S(sim)))
-    out = None
-    for side, df in parts:
-        df = df.select(
-            "S",
-            *[
-                pl.col(c).alias(f"{side}_{c}")
-                for c in ("eta_collapse", "S_eta_collapse", "M_S_eta")
-            ],
-        )
-        out = df if out is None else out.join(df, on="S", how="full", coalesce=True)
+    cols = ("eta_collapse", "S_eta_collapse", "M_S_eta")
+    sides = [df.select("S", *[pl.col(c).alias(f"{side}_{c}") for c in cols]) for side, df in parts]
+    out = sides[0]
+    for df in sides[1:]:
+        out = out.join(df, on="S", how="full", coalesce=True)
     return out.sort("S")

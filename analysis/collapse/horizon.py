@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -99,7 +100,7 @@ def read_grids(paths: list[Path], steps: int | None = None) -> pl.DataFrame:
     return df
 
 
-def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, ...]:
+def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     t = df["t_collapse"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     t = np.where(df["collapsed"].to_numpy(), t, np.nan)
     return df["S"].to_numpy(), df["lr"].to_numpy(), t, df["T"].to_numpy()
@@ -258,7 +259,7 @@ def held_out_numbers(pred: pl.DataFrame) -> dict:
 
 def law_summary(fit: HorizonFit) -> dict:
     """The fitted constants with 16-84 % bootstrap intervals, and §2's exponents."""
-    out = {}
+    out: dict[str, Any] = {}
     for name in ("R", "a", "C", "c", "k", "sigma", "drift"):
         lo, hi = fit.interval(name)
         out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}

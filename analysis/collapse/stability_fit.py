@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -68,11 +69,13 @@ def _tc_slope(df: pl.DataFrame) -> float:
 def _bootstrap(df: pl.DataFrame, stat, reps: int, seed: int) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
     cells = [g for _, g in df.group_by(["S", "lr"], maintain_order=True)]
-    vals = []
-    for _ in range(reps):
-        sample = pl.concat([g[rng.integers(0, g.height, g.height)] for g in cells])
-        vals.append(stat(sample))
-    vals = np.array(vals, float)
+    vals = np.array(
+        [
+            stat(pl.concat([g[rng.integers(0, g.height, g.height)] for g in cells]))
+            for _ in range(reps)
+        ],
+        float,
+    )
     vals = vals[np.isfinite(vals)]
     return (
         (float(np.percentile(vals, 16)), float(np.percentile(vals, 84)))
@@ -86,7 +89,7 @@ def fit_laws(df: pl.DataFrame, reps: int = 200, seed: int = 0) -> dict:
     boot_16, boot_84, n}`` (``n``: points fitted), plus ``S_eta_max`` (``S * eta_max`` per S)."""
     t = eta_max_table(df)
     c = df.filter(pl.col("collapsed"))
-    out = {}
+    out: dict[str, Any] = {}
     for name, x, y, stat in (
         ("eta_max_vs_S", t["S"].to_numpy().astype(float), t["eta_max"].to_numpy(), _eta_slope),
         (

@@ -227,7 +227,7 @@ def _reward_panel(
 def task_lengths_figure(lengths: dict[str, np.ndarray], out: str | Path) -> None:
     """Histogram of both formats' lengths on one axis, saved to ``out`` (png)."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    bins = np.arange(0, max(int(x.max()) for x in lengths.values()) + 2)
+    bins = list(range(max(int(x.max()) for x in lengths.values()) + 2))
     for name, x in lengths.items():
         ax.hist(x, bins=bins, alpha=0.6, label=f"{name} scratchpad", density=True)
     ax.set_xlabel("response length of a correct solution (tokens, EOS included)")

@@ -81,17 +81,12 @@ def busy_map(
     last end."""
     order = np.argsort(starts, kind="stable")
     knots, mapped, idle = [t0], [t0], 0.0
-    cur_s = cur_e = None
-    merged: list[tuple[float, float]] = []
+    merged: list[tuple[float, float]] = []  # busy stretches, overlapping ones joined
     for s, e in zip(starts[order], ends[order], strict=True):
-        if cur_e is not None and s <= cur_e:
-            cur_e = max(cur_e, e)
-            continue
-        if cur_s is not None:
-            merged.append((cur_s, cur_e))
-        cur_s, cur_e = max(s, t0), max(e, t0)
-    if cur_s is not None:
-        merged.append((cur_s, cur_e))
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((max(s, t0), max(e, t0)))
     for s, e in merged:
         gap = s - knots[-1]
         idle += gap

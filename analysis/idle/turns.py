@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,8 +180,15 @@ def fit_turn_cost(
             StepLayout(lay.step, lay.lengths, lay.prompt_tokens, lay.finish_s - sched[lay.step][1])
             for lay in layouts
         ]
-        fit = fit_finish_times(idle, engine, features=lambda lay, s=sched: s[lay.step][0])
+        fit = fit_finish_times(idle, engine, features=_scheduled_features(sched))
     return best
+
+
+def _scheduled_features(
+    sched: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> Callable[[StepLayout], np.ndarray]:
+    """A layout's features under one round's schedule (bound here, not by the loop)."""
+    return lambda lay: sched[lay.step][0]
 
 
 def fitted_block(turns: pl.DataFrame, fit_step_ids: list[int]) -> MultiTurn:

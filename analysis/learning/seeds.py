@@ -122,7 +122,9 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
                 "predicted_mean_s": p,
                 "rel_error": err,
                 "seed_spread_rel": None if sd is None or not m else sd / m,
-                "error_within_spread": None if err is None or sd is None else abs(p - m) < sd,
+                "error_within_spread": (
+                    None if m is None or p is None or sd is None else abs(p - m) < sd
+                ),
                 "measured_steps_mean": _mean(ok["measured_steps_to_target"].to_list()),
                 "predicted_steps_mean": _mean(
                     [v for v in ok["predicted_steps_to_target"].to_list() if v is not None]

@@ -31,6 +31,7 @@ import numpy as np
 import simpy
 from rolloutlab.calibration.fits.vllm_steps import fit_step_cost
 from rolloutlab.sim.engine.core import Engine, EngineConfig
+from rolloutlab.sim.engine.paged_worker import PagedWorker
 from rolloutlab.sim.models.cost import ConstantCost, LinearCost
 
 CLOCKS = {"cpu": "step_cpu_s", "wall": "step_s"}
@@ -102,6 +103,8 @@ def simulate(requests: dict, config: EngineConfig, cost: LinearCost) -> dict:
     )
     env.run(until=batch.done)
     worker = engine.workers[0]
+    if not isinstance(worker, PagedWorker):  # (kv_blocks is set: the engine builds paged ones)
+        raise TypeError(f"scheduler comparison: a paged worker expected, got {type(worker)}")
     return {
         "t_first": batch.t_first_token.copy(),
         "t_finish": batch.t_finish.copy(),

@@ -77,7 +77,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_json(path: str | Path, obj: Any, *, indent: int = 2, default: Any = None) -> Path:
-    """Write ``obj`` as strict, indented JSON (:func:`dumps`) plus a newline to ``path``,
-    atomically (:func:`write_atomic`)."""
+def write_json(path: str | Path, obj: Any, *, indent: int | None = 2, default: Any = None) -> Path:
+    """Write ``obj`` as strict, indented JSON (:func:`dumps`; ``indent=None``: one line)
+    plus a newline to ``path``, atomically (:func:`write_atomic`)."""
     return write_atomic(path, dumps(obj, indent=indent, default=default) + "\n")

@@ -154,7 +154,7 @@ def horizon(
         )
     )
     for mech, m in summary["mechanisms"].items():
-        law = m["law_all"]
+        fitted = m["law_all"]
         floor = m["seed_floor"]
         click.echo(
             f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
@@ -164,12 +164,12 @@ def horizon(
                 if floor is not None
                 else ""
             )
-            + f"; eta exponent a = {law['a']['value']:.2f} [{law['a']['lo']:.2f}, "
-            f"{law['a']['hi']:.2f}] (paper 1), S exponent c = "
+            + f"; eta exponent a = {fitted['a']['value']:.2f} [{fitted['a']['lo']:.2f}, "
+            f"{fitted['a']['hi']:.2f}] (paper 1), S exponent c = "
             + (
                 "1 (held: one stale S)"
-                if law["c"].get("fixed")
-                else f"{law['c']['value']:.2f} [{law['c']['lo']:.2f}, {law['c']['hi']:.2f}] (paper 1)"
+                if fitted["c"].get("fixed")
+                else f"{fitted['c']['value']:.2f} [{fitted['c']['lo']:.2f}, {fitted['c']['hi']:.2f}] (paper 1)"
             )
         )
     if "drift_test" in summary:

@@ -55,7 +55,7 @@ def scheduler(
     if (measured is None) == (not measure):
         fail(ValueError("give one of --measured FILE or --measure"))
     with claimed(out_dir, "compare-scheduler"):
-        if measure:
+        if measured is None:  # --measure (checked above: exactly one of the two)
             from rolloutlab.real.engines.vllm_sched_probe import measure as run_probe
 
             try:

@@ -130,7 +130,7 @@ def stability(
     from rolloutlab.analysis.collapse.horizon import grid_horizon
 
     fit, table, note = grid_horizon(ok, T)
-    if fit is not None:
+    if fit is not None and table is not None:  # (both None where no law can be fitted)
         strict_json.write_json(out_dir / "horizon.json", fit_to_dict(fit))
         table.write_csv(out_dir / "horizon.csv")
         click.echo(

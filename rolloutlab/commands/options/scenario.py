@@ -137,8 +137,16 @@ def load_run(
     sc = load_for(
         opts["calibration"], opts["scenario"], verl, engine=engine, workers=workers, **overrides
     )
-    keys = ("pass_rate", "dynamic_sampling", "gen_batch_factor", "max_gen_batches", "refill")
-    return (sc, *rewards_from_options(sc, *(opts[k] for k in keys), opts["target_reward"]))
+    rewards = rewards_from_options(
+        sc,
+        opts["pass_rate"],
+        opts["dynamic_sampling"],
+        opts["gen_batch_factor"],
+        opts["max_gen_batches"],
+        opts["refill"],
+        opts["target_reward"],
+    )
+    return (sc, *rewards)
 
 
 def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -> dict[str, Any]:

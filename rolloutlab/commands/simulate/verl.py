@@ -8,6 +8,7 @@ the command line win over the file, and the mapping is printed.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -82,7 +83,7 @@ def _row(m: VerlMapping, field: str) -> Any:
     return next((r.value for r in m.rows if r.field == field), None)
 
 
-def echo_mapping(m: VerlMapping, overridden: list[str] = ()) -> None:
+def echo_mapping(m: VerlMapping, overridden: Sequence[str] = ()) -> None:
     """Print the mapping (verl field, value, simulator setting, note), the meaningful
     fields the file leaves unset, and every field it ignored."""
     click.echo(f"verl config {m.path} ({m.mode}):")
