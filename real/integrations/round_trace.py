@@ -33,6 +33,25 @@ class TraceDirError(ValueError):
     """The trace directory cannot be used as asked; nothing in it was changed."""
 
 
+@dataclass(frozen=True)
+class Generation:
+    """What a round's generation produced, recorded when it returned (times: s on the run
+    clock; lists ``(B x G,)`` in group order)."""
+
+    t_end: float
+    """When generation returned (the trace's ``gen_time`` ends here)."""
+    prompt_tokens: list[int]
+    """Prompt lengths (tokens)."""
+    response_tokens: list[int]
+    """Response lengths (tokens, EOS included)."""
+    t_first_token: list[float]
+    """When each rollout's first token was produced."""
+    t_finish: list[float]
+    """When each rollout's last token was produced."""
+    finish_reason: list[str]
+    """``"stop"`` (end of sequence) or ``"length"`` (hit the cap)."""
+
+
 @dataclass
 class RoundRecord:
     """One generation round, filled while it runs (times: s on the run clock).
@@ -48,18 +67,8 @@ class RoundRecord:
     """``(B,)`` ids of the round's prompts (the dataset row index)."""
     t_start: float
     """When the round's generation was requested."""
-    t_gen_end: float | None = None
-    """When generation returned (the trace's ``gen_time`` ends here)."""
-    prompt_tokens: list[int] | None = None
-    """``(B x G,)`` prompt lengths (tokens)."""
-    response_tokens: list[int] | None = None
-    """``(B x G,)`` response lengths (tokens, EOS included)."""
-    t_first_token: list[float] | None = None
-    """``(B x G,)`` when each rollout's first token was produced."""
-    t_finish: list[float] | None = None
-    """``(B x G,)`` when each rollout's last token was produced."""
-    finish_reason: list[str] | None = None
-    """``(B x G,)`` ``"stop"`` (end of sequence) or ``"length"`` (hit the cap)."""
+    generation: Generation | None = None
+    """Set when generation returns."""
     rewards: list[float] | None = None
     """``(B x G,)`` the reward the advantages were computed from (weighted sum of reward functions)."""
 
@@ -72,8 +81,12 @@ class RoundRecord:
         G = self.G
         return [list(values[p * G : (p + 1) * G]) for p in range(self.B)]
 
-    def check(self) -> None:
-        """Raise ValueError naming the field when the round is not complete."""
+    def generated(self) -> Generation:
+        """The round's :class:`Generation`. Raises ValueError naming the field when the
+        round is not complete (no generation recorded, or a list not of ``B x G`` values)."""
+        gen = self.generation
+        if gen is None:
+            raise ValueError(f"step {self.step}: generation not recorded")
         n = self.B * self.G
         for name in (
             "prompt_tokens",
@@ -82,19 +95,17 @@ class RoundRecord:
             "t_finish",
             "finish_reason",
         ):
-            got = getattr(self, name)
-            if got is None or len(got) != n:
+            got = len(getattr(gen, name))
+            if got != n:
                 raise ValueError(
-                    f"step {self.step}: {name} holds {None if got is None else len(got)} values; "
-                    f"expected B x G = {n}"
+                    f"step {self.step}: {name} holds {got} values; expected B x G = {n}"
                 )
-        if self.t_gen_end is None:
-            raise ValueError(f"step {self.step}: generation end time not recorded")
+        return gen
 
 
 def rollout_frame(run_id: str, rec: RoundRecord) -> pl.DataFrame:
     """The round's rollout rows (trace schema), one per rollout in group order."""
-    rec.check()
+    gen = rec.generated()
     n, G = rec.B * rec.G, rec.G
     return pl.DataFrame(
         {
@@ -105,13 +116,13 @@ def rollout_frame(run_id: str, rec: RoundRecord) -> pl.DataFrame:
             "group_size": [G] * n,
             "policy_version": [rec.step] * n,
             "learner_version": [rec.step] * n,
-            "prompt_tokens": rec.prompt_tokens,
-            "response_tokens": rec.response_tokens,
-            "finish_reason": rec.finish_reason,
+            "prompt_tokens": gen.prompt_tokens,
+            "response_tokens": gen.response_tokens,
+            "finish_reason": gen.finish_reason,
             "worker": [0] * n,
             "t_submit": [rec.t_start] * n,
-            "t_first_token": rec.t_first_token,
-            "t_finish": rec.t_finish,
+            "t_first_token": gen.t_first_token,
+            "t_finish": gen.t_finish,
             "reward": [None] * n if rec.rewards is None else [float(r) for r in rec.rewards],
         },
         schema={k: ROLLOUT_SCHEMA[k] for k in ROLLOUT_COLUMNS},
@@ -128,15 +139,16 @@ def step_frame(
     kl: float | None = None,
     grad_norm: float | None = None,
 ) -> pl.DataFrame:
-    """The round's step row: generation from ``t_start`` to ``t_gen_end``, the learner
-    (scoring, log-probs, update) from there to ``t_end``, no weight sync (one model)."""
+    """The round's step row: generation from ``t_start`` to the generation's end, the
+    learner (scoring, log-probs, update) from there to ``t_end``, no weight sync (one model)."""
+    t_gen_end = rec.generated().t_end
     row = {
         "run_id": run_id,
         "step": rec.step,
         "t_start": rec.t_start,
         "t_end": t_end,
-        "gen_time": rec.t_gen_end - rec.t_start,
-        "train_time": t_end - rec.t_gen_end,
+        "gen_time": t_gen_end - rec.t_start,
+        "train_time": t_end - t_gen_end,
         "sync_time": 0.0,
         "lr": lr,
         "reward_mean": None if rec.rewards is None else float(np.nanmean(rec.rewards)),
@@ -153,12 +165,13 @@ def step_metrics(rec: RoundRecord, tau: float) -> dict[str, float]:
     ``rolloutlab/straggler_ratio`` (max/median response length, :func:`sim.trace.metrics.straggler_ratio`),
     ``rolloutlab/straggler_event`` (1 when that ratio exceeds ``tau``), and
     ``rolloutlab/gen_makespan_s`` (first request to last rollout finished)."""
-    ratio = straggler_ratio(np.asarray(rec.response_tokens, dtype=float))
+    gen = rec.generated()
+    ratio = straggler_ratio(np.asarray(gen.response_tokens, dtype=float))
     return {
         "rolloutlab/group_size": float(rec.G),
         "rolloutlab/straggler_ratio": float(ratio),
         "rolloutlab/straggler_event": float(ratio > tau),
-        "rolloutlab/gen_makespan_s": float(max(rec.t_finish) - rec.t_start),
+        "rolloutlab/gen_makespan_s": float(max(gen.t_finish) - rec.t_start),
     }
 
 
@@ -215,18 +228,18 @@ class RoundTrace:
         """The controller observes the finished step (lengths ``(B, G)``, rewards, prompt
         ids, finish reasons, generation/learner/step times), then its rows are appended.
         Returns :func:`step_metrics` for the framework's log."""
-        if self.writer is None:
+        if self.writer is None or self.run_id is None:
             raise RuntimeError("RoundTrace.finish before open")
-        rec.check()
+        gen = rec.generated()
         observe_step(
             self.controller,
-            rec.grouped(rec.response_tokens),
+            rec.grouped(gen.response_tokens),
             rewards=None if rec.rewards is None else np.asarray(rec.grouped(rec.rewards)),
             prompt_ids=np.asarray(rec.prompt_ids, dtype=np.int64),
-            gen_time_s=rec.t_gen_end - rec.t_start,
+            gen_time_s=gen.t_end - rec.t_start,
             step_time_s=t_end - rec.t_start,
-            finish_reasons=rec.grouped(rec.finish_reason),
-            learner_time_s=t_end - rec.t_gen_end,
+            finish_reasons=rec.grouped(gen.finish_reason),
+            learner_time_s=t_end - gen.t_end,
             wall_clock_s=t_end,
         )
         self.writer.append_step(

@@ -46,7 +46,7 @@ from typing import Any
 
 from rolloutlab.real.integrations.frameworks import WRITTEN_FOR, require
 from rolloutlab.real.integrations.group_rules import check_candidates, check_group_size
-from rolloutlab.real.integrations.round_trace import RoundRecord, RoundTrace
+from rolloutlab.real.integrations.round_trace import Generation, RoundRecord, RoundTrace
 from rolloutlab.sim.control.observation import propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU
@@ -279,7 +279,7 @@ class GroupSizeGRPOTrainer(GRPOTrainer):
             )
         finally:
             handle.remove()
-        rec.t_gen_end = self._clock()
+        t_gen_end = self._clock()
         lengths = [len(c) for c in completion_ids]
         if lengths and max(lengths) > len(ticks):
             raise RuntimeError(
@@ -287,11 +287,14 @@ class GroupSizeGRPOTrainer(GRPOTrainer):
                 f"of {max(lengths)} tokens; the generation path is not transformers.generate"
             )
         eos = set(self.eos_token_ids)
-        rec.prompt_tokens = [len(p) for p in prompt_ids]
-        rec.response_tokens = lengths
-        rec.t_first_token = [ticks[0]] * len(lengths)
-        rec.t_finish = [ticks[n - 1] for n in lengths]
-        rec.finish_reason = ["stop" if c and c[-1] in eos else "length" for c in completion_ids]
+        rec.generation = Generation(
+            t_end=t_gen_end,
+            prompt_tokens=[len(p) for p in prompt_ids],
+            response_tokens=lengths,
+            t_first_token=[ticks[0]] * len(lengths),
+            t_finish=[ticks[n - 1] for n in lengths],
+            finish_reason=["stop" if c and c[-1] in eos else "length" for c in completion_ids],
+        )
         return completion_ids, logprobs
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
