@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import TypeGuard
 
 MISSING = "–"
 
@@ -160,7 +161,8 @@ def cell(column: str, value, unit: str | None = None) -> str:
     return number(value)
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
+    """A finite int or float (not a bool)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -176,7 +178,9 @@ def text_table(
     that do not fit are left out and named on a last line."""
     marked = list(marked or [False] * len(rows))
     lead = 2 if any(marked) else 0
-    widths, heads, used = [], [], lead
+    widths: list[int] = []
+    heads: list[list[str]] = []
+    used = lead
     for i, col in enumerate(columns):
         cells = [r[i] for r in rows]
         longest_word = max(len(w) for w in col.split()) if col.strip() else 1

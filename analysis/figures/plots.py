@@ -205,8 +205,9 @@ def _reward_panel(
         return
     ax.axhline(target, color="k", ls="--", lw=1, label=f"target = {target:g}")
     end = float(df["wall_clock_h"].max())
-    if reached and all(v is not None for v in reached.values()):
-        last = max(reached.values())
+    times = [v for v in reached.values() if v is not None]
+    if reached and len(times) == len(reached):  # every controller reached the target
+        last = max(times)
         cut = 1.3 * last
         if cut < 0.8 * end:  # why: a cut that hides little is no summary
             ax.set_xlim(0, cut)

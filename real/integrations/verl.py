@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from rolloutlab.real.integrations.frameworks import require
 from rolloutlab.real.integrations.group_rules import check_group_size
-from rolloutlab.real.integrations.round_trace import RoundRecord
+from rolloutlab.real.integrations.round_trace import Generation, RoundRecord
 from rolloutlab.sim.control.observation import propose_step
 
 
@@ -84,12 +84,14 @@ def round_from_batch(
         G=G,
         prompt_ids=list(prompt_ids) if prompt_ids is not None else list(range(len(uids))),
         t_start=t_start,
-        t_gen_end=t_gen_end,
-        prompt_tokens=(total - resp).tolist(),
-        response_tokens=resp.tolist(),
-        t_first_token=[t_gen_end] * n,
-        t_finish=[t_gen_end] * n,
-        finish_reason=["length" if r >= width else "stop" for r in resp],
+        generation=Generation(
+            t_end=t_gen_end,
+            prompt_tokens=(total - resp).tolist(),
+            response_tokens=resp.tolist(),
+            t_first_token=[t_gen_end] * n,
+            t_finish=[t_gen_end] * n,
+            finish_reason=["length" if r >= width else "stop" for r in resp],
+        ),
         rewards=scores,
     )
 
