@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, step_features, to_cost
@@ -127,7 +128,7 @@ def calibrate_verl(
     )
     timed = [r[2].table for r in runs if STEP_TAG in r[2].table.columns]
     baselines = step_baselines(timed) if timed else None
-    shares = {}
+    shares: dict[str, dict[str, Any]] = {}
     for path, (run_name, _, _) in zip(run_dirs, runs):
         raw = read_run(path)  # every logged step, the ones the fits skip too
         if STEP_TAG not in raw.columns:
