@@ -30,7 +30,7 @@ from click.testing import CliRunner
 from rolloutlab.real.integrations.task_data import digit_chain_dataset, make_digit_chain_reward
 from rolloutlab.real.integrations.trl import GroupSizeGRPOTrainer
 from rolloutlab.real.policy.warmstart import default_cache_dir
-from rolloutlab.real.rundir.config import SyncConfig
+from rolloutlab.real.rundir.config import SyncConfig, WarmStartConfig
 from rolloutlab.real.runners.sync import run_sync
 from rolloutlab.real.tasks.hf_tokenizer import task_tokenizer
 from rolloutlab.sim.trace.metrics import straggler_ratio
@@ -80,6 +80,7 @@ def rolloutlab_loop(out: Path, args) -> Path:
         eval_every=10_000,
         eval_size=16,
         checkpoint_every=10_000,
+        warm_start=WarmStartConfig(steps=args.warm_start_steps),
     )
     run_sync(cfg, out, progress=False, cache_dir=default_cache_dir())
     return out
@@ -133,6 +134,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-group-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tau", type=float, default=2.0)
+    p.add_argument("--warm-start-steps", type=int, default=350)
     args = p.parse_args(argv)
     if args.out.exists():
         p.error(f"--out {args.out} exists; choose a new folder")
