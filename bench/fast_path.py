@@ -25,7 +25,8 @@ from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dynamics import servegen_lengths
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
 from rolloutlab.sim.pipelines.sync_fast import run_sync_fast
-from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 
 def rate(run, sc, cfg, repeats: int = 3) -> float:

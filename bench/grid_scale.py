@@ -23,7 +23,8 @@ import functools
 import tempfile
 import time
 
-from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO
+from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.studies.sweep import grid, run_point
 
 from rolloutlab.commands.grid.executor import LocalExecutor, RayExecutor

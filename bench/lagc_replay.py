@@ -28,7 +28,8 @@ from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
 from rolloutlab.sim.models.dynamics import prompt_ids_for
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
-from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO
+from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.studies.compare import sagc_defaults
 from rolloutlab.sim.trace.metrics import DEFAULT_TAU, straggler_ratio
 

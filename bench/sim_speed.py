@@ -17,7 +17,8 @@ import time
 import simpy
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.pipelines.sync import RunConfig, run_sync
-from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO
+from rolloutlab.sim.scenario.scenario import load_scenario
 
 
 def bare_timeouts_per_s(n: int = 500_000) -> float:

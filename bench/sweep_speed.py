@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 
-from rolloutlab.sim.scenario.scenario import DEFAULT_SCENARIO, load_scenario
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO
+from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.studies.sweep import grid, run_sweep
 
 SPECS = ["static:4", "static:8", "static:16", "sagc"]

@@ -140,7 +140,7 @@ def test_search_space_refuses_a_k_that_does_not_divide_every_prompt_batch():
 
 TINY = (
     "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-    "--pipelines sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
+    "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
 ).split()
 
 
@@ -162,7 +162,7 @@ def test_advise_searches_updates_per_batch(tmp_path):
     # (the same tokens through the learner) and lowers the margin (span S_max + 2, 2 T updates).
     out = tmp_path / "adv"
     args = ["advise", "--controllers", "static:4", "--prompts", "4", "--workers", "1",
-            "--max-num-seqs", "64", "--pipelines", "bounded:2", "--lr", "1e-6,4e-6",
+            "--max-num-seqs", "64", "--pipeline", "bounded:2", "--lr", "1e-6,4e-6",
             "--updates-per-batch", "1,2", "--steps", "10", "--trials", "12", "--batch", "4",
             "--seed", "1", "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(main, args)
@@ -184,7 +184,7 @@ def test_advise_searches_updates_per_batch(tmp_path):
     "extra, message",
     [
         (["--accelerators", "1", "--workers", "2,4"], "--accelerators 1: no --workers choice fits"),
-        (["--pipelines", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
+        (["--pipeline", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
         (["--lr", "0.1,2"], "--lr"),
         (["--updates-per-batch", "0"], "'--updates-per-batch': item '0'"),
         (["--updates-per-batch", "1,-2"], "'--updates-per-batch': item '-2'"),

@@ -151,7 +151,7 @@ def test_ray_options_need_the_ray_executor(tmp_path, calibration_file):
 def test_advise_on_ray_tries_the_same_trials_as_locally(tmp_path):
     tiny = (
         "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-        "--pipelines sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
+        "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
     ).split()
     runner = CliRunner()
     for name, extra in (("local", []), ("ray", ["--executor", "ray", "--max-parallel", "2"])):

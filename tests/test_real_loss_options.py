@@ -18,7 +18,7 @@ from rolloutlab.commands.real.stability import stability_cmd
 
 TINY = [
     "--steps", "1", "--warm-start-steps", "0", "--prompts", "1", "--controller", "static:2",
-    "--eval-size", "1", "--eval-every", "1", "--max-response-tokens", "8", "--no-cache", "--quiet",
+    "--eval-size", "1", "--eval-every", "1", "--max-response-length", "8", "--no-cache", "--quiet",
 ]  # fmt: skip
 
 

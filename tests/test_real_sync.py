@@ -221,7 +221,7 @@ def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
         "--quiet",
         "--eval-size",
         "4",
-        "--max-response-tokens",
+        "--max-response-length",
         "24",
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}

@@ -81,7 +81,7 @@ def test_the_cli_uses_the_shared_cache_unless_no_cache(tmp_path, monkeypatch):
         "2",
         "--eval-size",
         "4",
-        "--max-response-tokens",
+        "--max-response-length",
         "16",
         "--quiet",
     ]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from rolloutlab.sim.engine.spec_decode import SpecDecode
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.studies.tail import Arm, default_arms, rank, run_tail_study, straggler_wait_s
 
@@ -48,8 +48,8 @@ def test_straggler_wait_is_the_padding_of_each_step():
 
 
 def test_study_runs_every_arm_and_speculation_removes_wait():
-    spec = SpecDecode(k=3, alpha=0.8)
-    arms = [a for a in default_arms(4, spec, 8) if a.name != "SAGC"]
+    speculative = SpeculativeDecoding(k=3, alpha=0.8)
+    arms = [a for a in default_arms(4, speculative, 8) if a.name != "SAGC"]
     assert [a.name for a in arms][0] == "static G=4"
     table, runs = run_tail_study(wide(slots=64), RunConfig(steps=3, prompts=4), arms, [0, 1], None)
     assert runs.height == 2 * len(arms) and table.height == len(arms)
@@ -63,7 +63,7 @@ def test_study_runs_every_arm_and_speculation_removes_wait():
 
 
 def test_speculation_on_an_async_arm_is_refused_before_any_run():
-    bad = [Arm("x", "static:4", "partial:1", spec=SpecDecode(k=2, alpha=0.5))]
+    bad = [Arm("x", "static:4", "partial:1", speculative=SpeculativeDecoding(k=2, alpha=0.5))]
     with pytest.raises(ValueError, match="sync pipelines only"):
         run_tail_study(wide(), RunConfig(steps=2, prompts=4), bad, [0], None)
 

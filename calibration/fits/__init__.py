@@ -3,5 +3,5 @@
 :mod:`.prompt_lengths`, :mod:`.icc`), pass rates (:mod:`.passrate_fit`, :mod:`.beta_grid`) and
 learning progress (:mod:`.learning_fit`, :mod:`.reward_curve_fit`, :mod:`.learning_draws`,
 :mod:`.verl_learning`); a whole verl run at once (:mod:`.verl_fit`); speculative
-decoding's acceptance drift (:mod:`.spec_drift`).
+decoding's acceptance drift (:mod:`.speculative_drift`).
 """

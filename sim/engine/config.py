@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, parse_dispatch
-from rolloutlab.sim.engine.spec_decode import SpecDecode
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding
 
 DISPATCH = ("round_robin", "least_loaded", "group", "shared", "deferred:T")
 """Dispatch rules: the first three assign a worker at submit (:mod:`sim.engine.schedule`), the
@@ -57,10 +57,10 @@ class EngineConfig:
     """Paged engine, prefix caching: a group mate recomputes its cached prompt's partial
     last block, as vLLM v1 does (it hits full blocks only). Off (the default, what the
     unpaged engine and the fast path model): a cached prompt costs no prefill."""
-    spec: SpecDecode | None = None
-    """Speculative decoding on every worker (:mod:`sim.engine.spec_decode`); synchronous
+    speculative: SpeculativeDecoding | None = None
+    """Speculative decoding on every worker (:mod:`sim.engine.speculative`); synchronous
     pipelines only, on the slot engine, the fast path or with KV blocks
-    (:mod:`sim.engine.spec_paged_lane`); not with a token budget or held dispatch."""
+    (:mod:`sim.engine.speculative_paged_lane`); not with a token budget or held dispatch."""
 
     def __post_init__(self) -> None:
         if self.n_workers < 1 or self.max_num_seqs < 1:
@@ -85,7 +85,7 @@ class EngineConfig:
                 f"must be >= max_num_seqs ({self.max_num_seqs})"
             )
 
-        if self.spec is not None:
+        if self.speculative is not None:
             if (
                 self.max_num_batched_tokens is not None
                 or parse_dispatch(self.dispatch)[0] in HELD_DISPATCH
@@ -95,7 +95,7 @@ class EngineConfig:
                     "(max_num_batched_tokens) or shared/deferred dispatch "
                     "(--dispatch group|round_robin|least_loaded)"
                 )
-            self.spec.check_batch(self.max_num_seqs)
+            self.speculative.check_batch(self.max_num_seqs)
 
     @property
     def paged(self) -> bool:

@@ -20,8 +20,8 @@ from rolloutlab.sim.engine.dispatch import HELD_DISPATCH, HeldQueue, parse_dispa
 from rolloutlab.sim.engine.paged_worker import PagedWorker
 from rolloutlab.sim.engine.schedule import assign_workers
 from rolloutlab.sim.engine.slot_worker import Worker
-from rolloutlab.sim.engine.spec_paged_worker import SpecPagedWorker
-from rolloutlab.sim.engine.spec_worker import SpecWorker
+from rolloutlab.sim.engine.speculative_paged_worker import SpeculativePagedWorker
+from rolloutlab.sim.engine.speculative_worker import SpeculativeWorker
 from rolloutlab.sim.engine.worker import EngineWorker
 from rolloutlab.sim.models.cost import LinearCost
 
@@ -37,8 +37,8 @@ class Engine:
     def __init__(self, env: simpy.Environment, cost: LinearCost, config: EngineConfig):
         self.env, self.cost, self.config = env, cost, config
         worker_cls: type[EngineWorker]
-        if config.spec is not None:
-            worker_cls = SpecPagedWorker if config.paged else SpecWorker
+        if config.speculative is not None:
+            worker_cls = SpeculativePagedWorker if config.paged else SpeculativeWorker
         else:
             worker_cls = PagedWorker if config.paged else Worker
         self.workers: list[EngineWorker] = [
@@ -66,7 +66,7 @@ class Engine:
         ``exclusive``: see :class:`Batch` (ignored by ``shared`` / ``deferred:T``
         dispatch, which hold requests here: :mod:`sim.engine.dispatch`). ``step``: the
         learner step the requests belong to (per-step draws of speculative decoding,
-        :mod:`sim.engine.spec_decode`). Raises RuntimeError if
+        :mod:`sim.engine.speculative`). Raises RuntimeError if
         an exclusive batch is still running on a worker that receives a request.
         """
         batch = Batch(self.env, prompt_keys, prompt_tokens, response_tokens, on_finish, exclusive)

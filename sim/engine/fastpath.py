@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.engine.schedule import assign_workers, slot_starts
-from rolloutlab.sim.engine.spec_lane import spec_lane
+from rolloutlab.sim.engine.speculative_lane import speculative_lane
 from rolloutlab.sim.models.cost import LinearCost
 
 
@@ -142,8 +142,8 @@ def step_times(
 
     Args: ``lengths`` (n_prompts, G) tokens; ``prompt_tokens`` (n_prompts,); ``rr`` the
     dispatcher's round-robin position; ``step`` the learner step (speculative decoding's
-    draws, ``config.spec``: each worker's share is timed by
-    :func:`sim.engine.spec_lane.spec_lane`, as the SimPy engine does). Returns ``(worker, t_first, t_finish, rr')`` with
+    draws, ``config.speculative``: each worker's share is timed by
+    :func:`sim.engine.speculative_lane.speculative_lane`, as the SimPy engine does). Returns ``(worker, t_first, t_finish, rr')`` with
     flat (n_prompts * G,) arrays. Raises ValueError for a paged config (KV pressure:
     use the SimPy engine).
     """
@@ -158,12 +158,12 @@ def step_times(
     L = lengths.ravel()
     P = np.repeat(np.asarray(prompt_tokens, dtype=np.int64), G)
     t_first, t_fin = np.empty(L.size), np.empty(L.size)
-    if config.spec is not None:
+    if config.speculative is not None:
         for w in np.unique(worker).tolist():
             idx = np.flatnonzero(worker == w)
-            lane = spec_lane(
+            lane = speculative_lane(
                 L[idx], P[idx], keys[idx], cost, config.max_num_seqs, config.prefix_caching,
-                config.spec, step=step, worker=w,
+                config.speculative, step=step, worker=w,
             )  # fmt: skip
             t_first[idx], t_fin[idx] = lane.t_first, lane.t_finish
         return worker, t_first, t_fin, rr
@@ -215,7 +215,7 @@ def block_times(
     rrs = rr + np.arange(T) * advance  # (T,) position at each step's submit (modulo W)
     rr_out = int(assign_workers(keys, config, int(rrs[-1]))[1])
     if (
-        W == 1 and n <= config.max_num_seqs and config.spec is None
+        W == 1 and n <= config.max_num_seqs and config.speculative is None
     ):  # lanes are steps, already of equal size
         tokens = np.asarray(prompt_tokens, dtype=np.int64)
         pre = np.full(T, float(tokens.sum()) * (1 if config.prefix_caching else G))
@@ -228,7 +228,10 @@ def block_times(
             rr_out,
         )
     worker, _ = assign_workers(keys, config, rrs)  # (T, n)
-    if config.spec is not None or np.bincount(worker[0], minlength=W).max() > config.max_num_seqs:
+    if (
+        config.speculative is not None
+        or np.bincount(worker[0], minlength=W).max() > config.max_num_seqs
+    ):
         out = [
             step_times(lengths[s], prompt_tokens, cost, config, int(rrs[s]), step + s)[1:3]
             for s in range(T)

@@ -13,7 +13,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "lengths": "LengthModel LognormalLengths EmpiricalLengths finish_reasons",
         "stepped_lengths": "SteppedEmpiricalLengths",
-        "dynamics": "GroupLengths Drift step_lengths",
+        "dynamics": "GroupLengths step_lengths",
+        "drift": "Drift",
         "cost": "LinearCost ConstantCost",
         "roofline": "RooflineConfig roofline roofline_cost",
         "hardware": "ModelConfig Accelerator get_model get_gpu",

@@ -195,8 +195,10 @@ def learner_phases(
     }
 
 
-SYNC_MODES = ("broadcast", "bucketed")
-"""How weights reach the rollout replicas (:func:`weight_sync_s`)."""
+WEIGHT_TRANSFERS = ("broadcast", "bucketed")
+"""How weights reach the rollout replicas (:func:`weight_sync_s`; `--weight-sync`): one
+pipelined broadcast, or bucket by bucket. Distinct from a pipeline's sync mode
+(:data:`sim.pipelines.spec.SYNC_MODES`: when the swap happens)."""
 
 
 def weight_sync_s(
@@ -213,8 +215,8 @@ def weight_sync_s(
     pipelined, ``(S + (R-1) c)/bw + (S/c + R - 1) alpha``; ``bucketed``: one replica after
     another, ``R (S/bw + (S/c) alpha)`` (module docstring). Raises ValueError on a zero,
     negative or NaN bandwidth, bucket or size, ``replicas < 1`` or an unknown mode."""
-    if mode not in SYNC_MODES:
-        raise ValueError(f"weight sync: mode must be one of {SYNC_MODES}, got {mode!r}")
+    if mode not in WEIGHT_TRANSFERS:
+        raise ValueError(f"weight sync: mode must be one of {WEIGHT_TRANSFERS}, got {mode!r}")
     for name, v in (("bandwidth", bw_bytes_per_s), ("bucket size", bucket_bytes)):
         if not (math.isfinite(v) and v > 0):
             raise ValueError(f"weight sync: {name} must be a positive finite number, got {v}")

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from rolloutlab.sim.models.reward_metrics import informative
+from rolloutlab.sim.pipelines.spec import REFILLS
 
-REFILLS = ("batch", "missing")
 DEFAULT_MAX_GEN_BATCHES = 10
 """Rounds per step unless told otherwise: verl's DAPO recipe
 (``recipe/dapo/run_dapo_qwen2.5_32b.sh``: ``max_num_gen_batches=10``, three times B

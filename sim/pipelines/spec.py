@@ -56,6 +56,9 @@ SYNC_MODES = ("inflight", "drain", "abort")
 """Weight-sync modes (:mod:`sim.pipelines.weight_sync`); the first is the default."""
 FULL_POLICIES = ("drop_oldest", "block")
 """What the ``async`` rollout queue does when full; the first (verl's) is the default."""
+REFILLS = ("batch", "missing")
+"""What DAPO dynamic sampling generates in its later rounds (:mod:`sim.pipelines.dynamic_sampling`):
+a whole generation batch, or only the prompts still missing; the first is the default."""
 
 
 @dataclass(frozen=True)

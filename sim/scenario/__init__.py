@@ -11,7 +11,8 @@ from rolloutlab.sim import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "scenario": "Scenario CalibrationError load_scenario bundled_scenarios scenario_from_dict",
+        "scenario": "Scenario CalibrationError load_scenario scenario_from_dict",
+        "bundled": "bundled_scenarios DEFAULT_SCENARIO",
         "overrides": "apply_overrides",
         "provenance": "write_config library_versions",
     },

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from rolloutlab.sim.engine.dispatch import is_held
-from rolloutlab.sim.engine.spec_decode import SpecDecode
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding
 from rolloutlab.sim.models.dynamics import servegen_lengths
 from rolloutlab.sim.models.roofline import roofline, roofline_cost
 from rolloutlab.sim.scenario.scenario import Scenario
@@ -86,8 +86,10 @@ def apply_overrides(
     return sc
 
 
-def with_spec(sc: Scenario, spec: SpecDecode, pipelines: Sequence) -> Scenario:
-    """``sc`` with speculative decoding on every worker (:mod:`sim.engine.spec_decode`).
+def with_speculative(
+    sc: Scenario, speculative: SpeculativeDecoding, pipelines: Sequence
+) -> Scenario:
+    """``sc`` with speculative decoding on every worker (:mod:`sim.engine.speculative`).
 
     Raises ValueError when a pipeline is not synchronous (the speculating worker times one
     step's share at a time) or the engine cannot speculate (KV blocks, token budget,
@@ -96,9 +98,11 @@ def with_spec(sc: Scenario, spec: SpecDecode, pipelines: Sequence) -> Scenario:
     bad = [p.spec for p in pipelines if p.kind != "sync"]
     if bad:
         raise ValueError(
-            f"--spec: speculative decoding is modelled for sync pipelines only, not {bad}"
+            f"--speculative: speculative decoding is modelled for sync pipelines only, not {bad}"
         )
     try:
-        return dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, spec=spec))
+        return dataclasses.replace(
+            sc, engine=dataclasses.replace(sc.engine, speculative=speculative)
+        )
     except ValueError as exc:
-        raise ValueError(f"--spec: {exc}") from None
+        raise ValueError(f"--speculative: {exc}") from None

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import Accelerator, ModelConfig, get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import (
-    SYNC_MODES,
     TIMING_KEYS,
+    WEIGHT_TRANSFERS,
     Layout,
     LearnerEfficiency,
     Network,
@@ -162,8 +162,8 @@ def apply_split(
     Raises ValueError on ``tokens_at <= 0``, as :meth:`Imbalance.factor`, as
     :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
-    if sync not in SYNC_MODES:
-        raise ValueError(f"--weight-sync: must be one of {SYNC_MODES}, got {sync!r}")
+    if sync not in WEIGHT_TRANSFERS:
+        raise ValueError(f"--weight-sync: must be one of {WEIGHT_TRANSFERS}, got {sync!r}")
     if not set(phases) <= set(TIMING_KEYS[:3]):
         raise ValueError(f"learner phases must be among {TIMING_KEYS[:3]}, got {phases}")
     if not tokens_at > 0:

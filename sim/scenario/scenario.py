@@ -45,11 +45,11 @@ from rolloutlab.sim.models.passrate import parse_pass_rate
 from rolloutlab.sim.models.step_phases import StepPhases
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from rolloutlab.sim.models.turns import MultiTurn, multi_turn_from
+from rolloutlab.sim.scenario.bundled import bundled_scenarios
 from rolloutlab.sim.trace.field_checks import number, reject_constant
 
 FORMAT = "rolloutlab.calibration"
 VERSION = 1
-DEFAULT_SCENARIO = "longcot"
 
 
 class CalibrationError(ValueError):
@@ -323,11 +323,3 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
     except ValueError as exc:
         raise CalibrationError(f"{path}: {exc}") from None
     return scenario_from_dict(data, path)
-
-
-def bundled_scenarios() -> list[str]:
-    """Names of the scenarios shipped in ``sim/data``."""
-    folder = resources.files("rolloutlab.sim").joinpath("data")
-    if not folder.is_dir():
-        return []
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))

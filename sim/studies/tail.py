@@ -6,7 +6,7 @@ compared").
 Each arm is one :func:`sim.studies.compare.run_comparison` run (same seed, same prompt
 stream, same lengths: counter-based draws) of a controller spec and a pipeline, with
 speculative decoding on the engine for the two speculative arms
-(:func:`sim.scenario.overrides.with_spec`). Per arm and seed it records the time to
+(:func:`sim.scenario.overrides.with_speculative`). Per arm and seed it records the time to
 target (s; NaN if never reached), the wall clock, the rollout-seconds spent waiting for a
 step's last rollout (:func:`straggler_wait_s`) and the length bias of what was trained on
 (``len_consumed_over_generated``); the table gives their mean and spread over seeds, the
@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
-from rolloutlab.sim.engine.spec_decode import SpecDecode
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
-from rolloutlab.sim.scenario.overrides import with_spec
+from rolloutlab.sim.scenario.overrides import with_speculative
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.studies.compare import run_comparison
 from rolloutlab.sim.trace.metrics import consumed
@@ -38,16 +38,16 @@ class Arm:
     """Controller spec (``static:8``, ``sagc``)."""
     pipeline: str = "sync"
     """Pipeline spec (:func:`sim.pipelines.spec.parse_pipeline`)."""
-    spec: SpecDecode | None = None
+    speculative: SpeculativeDecoding | None = None
     """Speculative decoding on every worker, or None."""
     park: bool = False
     """``--park``: cut prompts re-run later in a long round (``oversample:R`` only)."""
 
 
-def default_arms(G: int, spec: SpecDecode, tail_below: int) -> list[Arm]:
+def default_arms(G: int, speculative: SpeculativeDecoding, tail_below: int) -> list[Arm]:
     """The study's arms at group size ``G``: static G (baseline), SAGC, tail batching
     (``oversample:1.25:group=ceil(1.5 G)/G``, with and without a long round for the cut
-    prompts), partial rollouts (``partial:1``), ``spec`` on every step and only below
+    prompts), partial rollouts (``partial:1``), ``speculative`` on every step and only below
     ``tail_below`` running sequences."""
     n = -(-3 * G // 2)
     tb = f"oversample:1.25:group={n}/{G}"
@@ -57,11 +57,15 @@ def default_arms(G: int, spec: SpecDecode, tail_below: int) -> list[Arm]:
         Arm("tail batching (drop)", f"static:{G}", tb),
         Arm("tail batching + long round", f"static:{G}", tb, park=True),
         Arm("partial rollouts", f"static:{G}", "partial:1"),
-        Arm("spec decoding, all steps", f"static:{G}", spec=replace(spec, tail_below=None)),
+        Arm(
+            "spec decoding, all steps",
+            f"static:{G}",
+            speculative=replace(speculative, tail_below=None),
+        ),
         Arm(
             f"spec decoding, tail < {tail_below}",
             f"static:{G}",
-            spec=replace(spec, tail_below=tail_below),
+            speculative=replace(speculative, tail_below=tail_below),
         ),
     ]
 
@@ -95,12 +99,16 @@ def run_tail_study(
     """
     pipes = {a.name: parse_pipeline(a.pipeline, park=a.park) for a in arms}
     for a in arms:  # every check before the first run
-        if a.spec is not None:
-            with_spec(scenario, a.spec, [pipes[a.name]])
+        if a.speculative is not None:
+            with_speculative(scenario, a.speculative, [pipes[a.name]])
     rows = []
     for seed in seeds:
         for a in arms:
-            sc = scenario if a.spec is None else with_spec(scenario, a.spec, [pipes[a.name]])
+            sc = (
+                scenario
+                if a.speculative is None
+                else with_speculative(scenario, a.speculative, [pipes[a.name]])
+            )
             run_cfg = replace(cfg, seed=seed)
             summary, rollouts, _ = run_comparison(
                 sc, [a.controller], run_cfg, None, [pipes[a.name]], "simpy", target

@@ -25,7 +25,13 @@ from rolloutlab.analysis.advise.search import (
 from rolloutlab.calibration.scenarios.run_scale import neighbourhood, run_scale
 from rolloutlab.commands.grid.executor import ExecutorError
 from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
-from rolloutlab.commands.options.common import claim, echo_table, fail, parse_list
+from rolloutlab.commands.options.common import (
+    claim,
+    echo_table,
+    fail,
+    parse_list,
+    renamed_option,
+)
 from rolloutlab.commands.options.learning import describe_rewards
 from rolloutlab.commands.options.scenario import (
     config_head,
@@ -76,6 +82,10 @@ def _place(sc, spec: str, args: tuple):
     return place(sc, spec, *args)
 
 
+_OPTION = {"pipelines": "pipeline"}
+"""Searched settings whose option is not the key's spelling."""
+
+
 def _given(names: tuple[str, ...]) -> set[str]:
     """The options among ``names`` given on the command line (not left at their default)."""
     ctx = click.get_current_context()
@@ -88,8 +98,9 @@ def _gpus(setting: dict, tp: int, total: int | None) -> int:
     return int(total) if setting.get("split") and total else int(setting["workers"]) * tp
 
 
-def _list(name: str, default: str, what: str):
-    return click.option(name, default=default, show_default=True, help=what)
+def _list(name: str, default: str, what: str, dest: str | None = None):
+    decls = (name,) if dest is None else (name, dest)
+    return click.option(*decls, default=default, show_default=True, help=what)
 
 
 @click.command()
@@ -97,7 +108,13 @@ def _list(name: str, default: str, what: str):
 @_list("--prompts", "16,32,64", "Prompt batches B to search.")
 @_list("--workers", "1,2,4", "Generation worker counts to search.")
 @_list("--max-num-seqs", "256,1024", "vLLM max_num_seqs per worker to search.")
-@_list("--pipelines", "sync,one-step-off,bounded:2,bounded:4", "Pipelines (and S) to search.")
+@_list(
+    "--pipeline",
+    "sync,one-step-off,bounded:2,bounded:4",
+    "Pipelines (and S) to search.",
+    "pipelines",
+)
+@renamed_option("--pipelines", "--pipeline", "pipelines")
 @_list("--lr", "5e-7,1e-6,2e-6,4e-6", "Learning rates to search.")
 @click.option(
     "--updates-per-batch",
@@ -212,7 +229,9 @@ def advise(
             f"({scale.sources['workers']}), max_num_seqs {scale.max_num_seqs}, placement "
             f"{scale.placement or 'colocated'} ({scale.sources['placement']}); "
             + (
-                " ".join(f"--{k.replace('_', '-')} {v}" for k, v in searched.items())
+                " ".join(
+                    f"--{_OPTION.get(k, k.replace('_', '-'))} {v}" for k, v in searched.items()
+                )
                 if searched
                 else "every searched option given on the command line"
             )
@@ -226,7 +245,7 @@ def advise(
         pipelines = "sync"
         click.echo(
             f"scenario {sc.name} has reward/periodic step phases, priced by the synchronous "
-            "pipeline only: --pipelines sync"
+            "pipeline only: --pipeline sync"
         )
     horizon = None
     if horizon_path is not None:
@@ -242,8 +261,8 @@ def advise(
         for spec in pipelines.split(","):
             if parse_pipeline(spec).kind != "sync" and sc.step_phases is not None:
                 raise ValueError(
-                    f"--pipelines {spec}: scenario {sc.name}'s reward/periodic step phases "
-                    "are priced by the synchronous pipeline only (--pipelines sync)"
+                    f"--pipeline {spec}: scenario {sc.name}'s reward/periodic step phases "
+                    "are priced by the synchronous pipeline only (--pipeline sync)"
                 )
         split = _splits(gpus, splits, opts)
         space = SearchSpace(

@@ -14,12 +14,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import polars as pl
 
 from rolloutlab.sim.trace.progress import progress_bar
+
+if TYPE_CHECKING:
+    import polars as pl
 
 OUT_DIR = click.option(
     "--out",
@@ -339,6 +341,8 @@ def echo_table(
     column types only if ``dtypes``, lines up to ``width`` characters (None: polars'
     default; the default :data:`NO_WRAP` never wraps a cell) and strings in full (a
     controller spec such as ``sagc:tau=1.6,delta=0.2`` is never cut)."""
+    import polars as pl  # why: --help needs no polars (0.3 s)
+
     with pl.Config(
         tbl_rows=rows,
         tbl_cols=cols,
@@ -356,4 +360,14 @@ def format_summary(summary: dict) -> str:
     """``k=v`` pairs on one line, floats to 4 significant digits (a real run's summary)."""
     return " ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
+    )
+
+
+def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
+    """A hidden option ``old`` (a command's earlier spelling of ``new``) that fills the
+    same parameter ``dest``: it still works, with one deprecation line on stderr
+    (click's own), and ``--help`` shows only ``new``. ``kwargs`` (``type``, ``metavar``)
+    are ``new``'s, so both spellings check the value alike."""
+    return click.option(
+        old, dest, hidden=True, deprecated=f"use {new}", help=f"Old spelling of {new}.", **kwargs
     )

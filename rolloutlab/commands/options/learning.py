@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROBABILITY, finite
-from rolloutlab.sim.models.rewards import RewardConfig, reward_config
-from rolloutlab.sim.pipelines.dynamic_sampling import REFILLS, DynamicSampling
-from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.studies.compare import check_target
+from rolloutlab.sim.pipelines.spec import REFILLS
+
+if TYPE_CHECKING:
+    from rolloutlab.sim.models.rewards import RewardConfig
+    from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+    from rolloutlab.sim.scenario.scenario import Scenario
 
 _OPTIONS = (
     click.option(
@@ -84,6 +86,11 @@ def rewards_from_options(
     field), a dynamic-sampling setting without ``--dynamic-sampling``, dynamic sampling
     or a target without any pass-rate model, a target outside [0, 1] or NaN.
     """
+    # why here: the reward models import numpy, which --help does not need
+    from rolloutlab.sim.models.rewards import reward_config
+    from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+    from rolloutlab.sim.studies.compare import check_target
+
     try:
         rewards = reward_config(pass_rate, sc.pass_rate, sc.learning)
         check_target(target_reward)

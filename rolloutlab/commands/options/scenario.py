@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
 from rolloutlab.commands.options.common import fail
 from rolloutlab.commands.options.learning import learning_options, rewards_from_options
-from rolloutlab.sim.models.dynamics import DRIFTS
+from rolloutlab.sim.models.drift import DRIFTS
 from rolloutlab.sim.models.hardware import GPUS, MODELS
-from rolloutlab.sim.models.rewards import RewardConfig
-from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
-from rolloutlab.sim.scenario.overrides import apply_overrides
-from rolloutlab.sim.scenario.provenance import describe
-from rolloutlab.sim.scenario.scenario import (
-    DEFAULT_SCENARIO,
-    CalibrationError,
-    Scenario,
-    bundled_scenarios,
-    load_scenario,
-    scenario_from_dict,
-)
+from rolloutlab.sim.scenario.bundled import DEFAULT_SCENARIO, bundled_scenarios
+
+if TYPE_CHECKING:
+    from rolloutlab.sim.models.rewards import RewardConfig
+    from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
+    from rolloutlab.sim.scenario.scenario import Scenario
 
 OPTIONS = [
     click.option(
@@ -108,6 +102,10 @@ def load_for(
     (``engine``, ``workers``, ``model``, ``gpu``, ``tp``, ``kv_cache``, ``drift``). Raises
     :class:`~rolloutlab.commands.options.common.BadInput` (exit 2) with the loader's or the
     override's one-line message."""
+    # why here: the scenario's models import numpy, which --help does not need
+    from rolloutlab.sim.scenario.overrides import apply_overrides
+    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario, scenario_from_dict
+
     try:
         sc = load_scenario(calibration or scenario)
         if verl is not None:
@@ -153,6 +151,8 @@ def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -
     """The first keys of a sim or sweep ``config.json``: the command, scenario name, engine
     implementation, the ``--model --gpu --tp --drift`` overrides (from ``opts``, as in
     :func:`load_run`) and a description of the scenario's length model."""
+    from rolloutlab.sim.scenario.provenance import describe
+
     return {
         "command": command,
         "scenario": sc.name,

@@ -19,6 +19,7 @@ from rolloutlab.commands.options.common import (
     first_missing,
     format_summary,
     is_png,
+    renamed_option,
 )
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
@@ -197,11 +198,15 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     help="Held-out problems (>= 1).",
 )
 @click.option(
-    "--max-response-tokens",
+    "--max-response-length",
+    "max_response_tokens",
     default=SyncConfig.max_response_tokens,
     show_default=True,
     type=POSITIVE_INT,
     help="Response cap (tokens, >= 1).",
+)
+@renamed_option(
+    "--max-response-tokens", "--max-response-length", "max_response_tokens", type=POSITIVE_INT
 )
 @click.option(
     "--tau",

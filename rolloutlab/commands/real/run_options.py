@@ -19,6 +19,7 @@ from rolloutlab.commands.options.common import (
     echo_table,
     fail,
     json_with_keys,
+    renamed_option,
 )
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.rundir.config import (
@@ -174,13 +175,14 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     help="Prompt batch B per step (>= 1).",
 )
 @click.option(
-    "--G",
+    "--group-size",
     "g_max",
     default=16,
     show_default=True,
     type=click.IntRange(min=4),
     help="Samples drawn per prompt (>= 4); the spread is reported at G = 4, 8, 16 up to it.",
 )
+@renamed_option("--G", "--group-size", "g_max", type=click.IntRange(min=4))
 @click.option(
     "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
 )

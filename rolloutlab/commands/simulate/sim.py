@@ -1,13 +1,22 @@
-"""``rolloutlab sim``: compare group-size controllers on one calibrated scenario."""
+"""``rolloutlab sim``: compare group-size controllers on one calibrated scenario.
+
+Only what the options need is imported with the module: the simulator (numpy, polars)
+is imported when the command runs, so ``rolloutlab sim --help`` imports neither.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
 import click
-import polars as pl
 
-from rolloutlab.commands.options.common import claimed, echo_table, fail, progress
+from rolloutlab.commands.options.common import (
+    claimed,
+    echo_table,
+    fail,
+    progress,
+    renamed_option,
+)
 from rolloutlab.commands.options.learning import describe_rewards
 from rolloutlab.commands.options.scenario import (
     config_head,
@@ -17,30 +26,13 @@ from rolloutlab.commands.options.scenario import (
 )
 from rolloutlab.commands.options.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.simulate.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
-from rolloutlab.sim.control.controllers import split_specs
-from rolloutlab.sim.engine.spec_decode import parse_spec
 from rolloutlab.sim.models.hardware import get_gpu, get_model
-from rolloutlab.sim.models.learner_cost import SYNC_MODES as WEIGHT_SYNC_MODES
-from rolloutlab.sim.models.learner_cost import Network
-from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS, LEARNING_COLUMNS
-from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
+from rolloutlab.sim.models.learner_cost import WEIGHT_TRANSFERS, Network
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
-from rolloutlab.sim.pipelines.sync import RunConfig
-from rolloutlab.sim.scenario.overrides import apply_overrides, with_spec
-from rolloutlab.sim.scenario.placement import apply_split, parse_phases, parse_split
-from rolloutlab.sim.scenario.provenance import scenario_source, write_config
-from rolloutlab.sim.studies.compare import (
-    ASYNC_COLUMNS,
-    RUN_COLUMNS,
-    check_comparison,
-    run_comparison,
-    sagc_defaults,
-)
-from rolloutlab.sim.trace import schema as trace
-from rolloutlab.sim.trace.metrics import DEFAULT_TAU
-from rolloutlab.sim.trace.stream import streamed_rollouts
-from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
-from rolloutlab.sim.trace.turns import write_turns
+
+SPECULATIVE = "K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]"
+"""``--speculative``'s syntax (:data:`sim.engine.speculative.SPECULATIVE_SYNTAX`, written
+out so that ``--help`` imports no numpy; a test holds the two equal)."""
 
 
 @click.command()
@@ -99,14 +91,15 @@ from rolloutlab.sim.trace.turns import write_turns
     "long-tail batch instead of lost (oversample pipelines only).",
 )
 @click.option(
-    "--spec",
-    "spec_decode",
-    metavar="K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]",
+    "--speculative",
+    "speculative",
+    metavar=SPECULATIVE,
     help="Speculative decoding on every worker: draft length K, acceptance ALPHA per token; "
     "tail=N speculates only below N running sequences; draft=F drafter cost / target "
     "iteration; drift=D, refresh=R acceptance decay with steps x lr (docs/engine.md). "
     "Synchronous pipelines; with the KV cache model too (no token budget).",
 )
+@renamed_option("--spec", "--speculative", "speculative", metavar=SPECULATIVE)
 @click.option(
     "--seed",
     default=0,
@@ -133,7 +126,7 @@ from rolloutlab.sim.trace.turns import write_turns
 @click.option("--split", "split_spec", metavar="R:T", help="Rollout GPUs : trainer GPUs.")
 @click.option(
     "--weight-sync",
-    type=click.Choice(WEIGHT_SYNC_MODES),
+    type=click.Choice(WEIGHT_TRANSFERS),
     default="broadcast",
     show_default=True,
     help="With --gpus: weights sent to the replicas by a pipelined broadcast or one "
@@ -174,7 +167,7 @@ def sim(
     dispatch,
     sandboxes,
     park,
-    spec_decode,
+    speculative,
     seed,
     updates_per_batch,
     gpus,
@@ -193,6 +186,23 @@ def sim(
     comparison.png (unless --no-figure), config.json and, with --updates-per-batch K > 1,
     updates.parquet (one row per optimizer update), and prints the comparison table.
     """
+    import polars as pl
+
+    from rolloutlab.sim.control.controllers import split_specs
+    from rolloutlab.sim.engine.speculative import parse_speculative
+    from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS
+    from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
+    from rolloutlab.sim.pipelines.sync import RunConfig
+    from rolloutlab.sim.scenario.overrides import apply_overrides, with_speculative
+    from rolloutlab.sim.scenario.placement import parse_phases
+    from rolloutlab.sim.scenario.provenance import scenario_source, write_config
+    from rolloutlab.sim.studies.compare import check_comparison, run_comparison, sagc_defaults
+    from rolloutlab.sim.trace import schema as trace
+    from rolloutlab.sim.trace.metrics import DEFAULT_TAU
+    from rolloutlab.sim.trace.stream import streamed_rollouts
+    from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
+    from rolloutlab.sim.trace.turns import write_turns
+
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
         verl, params, overridden = merge_verl(ctx, verl_config)
@@ -225,8 +235,8 @@ def sim(
             if p.strip()
         ]
         check_comparison(specs, pipes, engine, dynamic is not None)
-        if spec_decode:
-            sc = with_spec(sc, parse_spec(spec_decode, lr=cfg.lr, seed=seed), pipes)
+        if speculative:
+            sc = with_speculative(sc, parse_speculative(speculative, lr=cfg.lr, seed=seed), pipes)
         check_multi_turn(sc, pipes, engine)
         for p in pipes:
             p.check_batch(cfg.prompts)
@@ -317,6 +327,8 @@ def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, worker
     """The scenario on ``--gpus`` (:func:`sim.scenario.placement.apply_split`), charging
     ``phases`` (verl timing keys; all three when None). Raises ValueError naming the option
     that is missing, conflicting or out of range."""
+    from rolloutlab.sim.scenario.placement import apply_split, parse_split
+
     if not gpus:
         raise ValueError("--split needs --gpus N")
     if not (opts.get("model") and opts.get("gpu")):
@@ -337,6 +349,9 @@ SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
 def _printed_columns(pipes, rewards: bool = False) -> list[str]:
     """The summary columns worth printing: staleness columns only for asynchronous runs,
     reward columns only for runs with rewards."""
+    from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
+    from rolloutlab.sim.studies.compare import ASYNC_COLUMNS, RUN_COLUMNS
+
     cols = list(RUN_COLUMNS)
     if any(p.kind != "sync" for p in pipes):
         cols = [c for c in cols if c not in ("gen_time_s", "rollouts")] + list(ASYNC_COLUMNS)

@@ -6,10 +6,16 @@ import dataclasses
 
 import click
 
-from rolloutlab.commands.options.common import claimed, echo_table, fail, progress
+from rolloutlab.commands.options.common import (
+    claimed,
+    echo_table,
+    fail,
+    progress,
+    renamed_option,
+)
 from rolloutlab.commands.options.scenario import OPTIONS, config_head, load_run, run_options
 from rolloutlab.commands.options.types import PROMPTS, STEPS
-from rolloutlab.sim.engine.spec_decode import SPEC_SYNTAX, parse_spec
+from rolloutlab.sim.engine.speculative import SPECULATIVE_SYNTAX, parse_speculative
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.provenance import scenario_source, write_config
 from rolloutlab.sim.studies.tail import default_arms, run_tail_study
@@ -38,13 +44,14 @@ def _scenario_options(command):
     help="G of the static arms (SAGC chooses its own).",
 )
 @click.option(
-    "--spec",
-    "spec_text",
+    "--speculative",
+    "speculative_text",
     default="4:0.7",
     show_default=True,
-    metavar=SPEC_SYNTAX,
+    metavar=SPECULATIVE_SYNTAX,
     help="Speculative decoding of the two speculative arms (tail= is set by --tail).",
 )
+@renamed_option("--spec", "--speculative", "speculative_text", metavar=SPECULATIVE_SYNTAX)
 @click.option(
     "--tail",
     "tail_below",
@@ -61,7 +68,7 @@ def _scenario_options(command):
     help="Seeds 0..N-1 (prompt stream, lengths, acceptance draws); the table gives the spread.",
 )
 @run_options
-def tail_study(steps, prompts, G, spec_text, tail_below, seeds, out, **opts):
+def tail_study(steps, prompts, G, speculative_text, tail_below, seeds, out, **opts):
     """Rank the tail fixes (SAGC, tail batching, partial rollouts, speculative decoding) by time to target.
 
     Writes OUT/tail_study.csv (one row per arm, ranked), runs.csv (one row per arm and
@@ -78,10 +85,10 @@ def tail_study(steps, prompts, G, spec_text, tail_below, seeds, out, **opts):
             dataset_size=opts["dataset_size"],
             rewards=rewards,
         )
-        spec = parse_spec(spec_text, lr=cfg.lr)
-        spec.check_batch(sc.engine.max_num_seqs)
-        dataclasses.replace(spec, tail_below=tail_below).check_batch(sc.engine.max_num_seqs)
-        arms = default_arms(G, spec, tail_below)
+        speculative = parse_speculative(speculative_text, lr=cfg.lr)
+        speculative.check_batch(sc.engine.max_num_seqs)
+        dataclasses.replace(speculative, tail_below=tail_below).check_batch(sc.engine.max_num_seqs)
+        arms = default_arms(G, speculative, tail_below)
     except ValueError as exc:
         fail(exc)
     with claimed(out, "tail-study") as out_dir:
@@ -97,7 +104,10 @@ def tail_study(steps, prompts, G, spec_text, tail_below, seeds, out, **opts):
                 **config_head("tail-study", sc, "simpy", opts),
                 "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None)),
                 "arms": [
-                    {**dataclasses.asdict(a), "spec": a.spec and dataclasses.asdict(a.spec)}
+                    {
+                        **dataclasses.asdict(a),
+                        "speculative": a.speculative and dataclasses.asdict(a.speculative),
+                    }
                     for a in arms
                 ],
                 "seeds": seeds,

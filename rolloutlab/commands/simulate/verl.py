@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-import polars as pl
 
 from rolloutlab.calibration.scenarios.verl_config import (
     VerlConfigError,
@@ -86,6 +85,8 @@ def _row(m: VerlMapping, field: str) -> Any:
 def echo_mapping(m: VerlMapping, overridden: Sequence[str] = ()) -> None:
     """Print the mapping (verl field, value, simulator setting, note), the meaningful
     fields the file leaves unset, and every field it ignored."""
+    import polars as pl  # why: --help needs no polars
+
     click.echo(f"verl config {m.path} ({m.mode}):")
     echo_table(
         pl.DataFrame(

@@ -23,7 +23,7 @@ Acceptance drifts with the policy (the drafter was fitted to an older policy):
 drafter was last refreshed (every ``refresh_every`` steps; 0 = never); ``drift_scale``
 (default infinite: constant ``alpha``) is the one number to fit to measured acceptance
 (the drift law ``steps x learning rate`` follows docs/PAPERS.md sec. 2, ``||drift|| = O(T eta)``).
-The scheduling with speculation is :mod:`sim.engine.spec_lane`.
+The scheduling with speculation is :mod:`sim.engine.speculative_lane`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from rolloutlab.sim.models.cost import LinearCost
 
 
 @dataclass(frozen=True)
-class SpecDecode:
+class SpeculativeDecoding:
     """Speculative decoding settings of every worker. Raises ValueError when out of range."""
 
     k: int
@@ -165,10 +165,10 @@ def verify_steps(
     return steps, drawn
 
 
-SPEC_SYNTAX = "K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]"
-"""What :func:`parse_spec` reads (``--spec``)."""
+SPECULATIVE_SYNTAX = "K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]"
+"""What :func:`parse_speculative` reads (``--speculative``)."""
 
-_SPEC_KEYS = {
+_SPECULATIVE_KEYS = {
     "tail": "tail_below",
     "draft": "draft_cost",
     "drift": "drift_scale",
@@ -176,24 +176,24 @@ _SPEC_KEYS = {
 }
 
 
-def parse_spec(text: str, lr: float = 0.0, seed: int = 0) -> SpecDecode:
-    """:class:`SpecDecode` from ``K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]``
+def parse_speculative(text: str, lr: float = 0.0, seed: int = 0) -> SpeculativeDecoding:
+    """:class:`SpeculativeDecoding` from ``K:ALPHA[:tail=N][:draft=F][:drift=D][:refresh=R]``
     (e.g. ``4:0.7:tail=32``), with the run's ``lr`` and ``seed``. Raises ValueError naming
     the part that is wrong."""
     parts = text.strip().split(":")
     if len(parts) < 2:
-        raise ValueError(f"--spec {text!r}: expected {SPEC_SYNTAX}")
+        raise ValueError(f"--speculative {text!r}: expected {SPECULATIVE_SYNTAX}")
     try:
         kw: dict = {"k": int(parts[0]), "alpha": float(parts[1])}
         for part in parts[2:]:
             name, sep, value = part.partition("=")
-            if not sep or name not in _SPEC_KEYS:
+            if not sep or name not in _SPECULATIVE_KEYS:
                 raise ValueError(f"unknown part {part!r}")
-            field = _SPEC_KEYS[name]
+            field = _SPECULATIVE_KEYS[name]
             kw[field] = int(value) if field in ("tail_below", "refresh_every") else float(value)
     except ValueError as exc:
-        raise ValueError(f"--spec {text!r}: {exc} (expected {SPEC_SYNTAX})") from None
+        raise ValueError(f"--speculative {text!r}: {exc} (expected {SPECULATIVE_SYNTAX})") from None
     try:
-        return SpecDecode(**kw, lr=lr, seed=seed)
+        return SpeculativeDecoding(**kw, lr=lr, seed=seed)
     except ValueError as exc:
-        raise ValueError(f"--spec {text!r}: {exc}") from None
+        raise ValueError(f"--speculative {text!r}: {exc}") from None

@@ -3,7 +3,7 @@ KV blocks for the tokens a verify step writes, preemption by recompute.
 
 The rules are those of :class:`sim.engine.paged_worker.PagedWorker` without a token budget
 (:mod:`tests.reference.kv_loop`), run one iteration at a time because a verify step's
-tokens are drawn (:func:`sim.engine.spec_decode.step_tokens`), so no closed form between
+tokens are drawn (:func:`sim.engine.speculative.step_tokens`), so no closed form between
 events. At each boundary:
 
 1. every producing sequence, in admission order, gets the blocks it needs for this
@@ -31,9 +31,9 @@ its prompt is held prefills only its own generated tokens (none for a fresh one)
 the cache after their last user (an LRU free queue) and a preempted sequence's surviving
 own blocks; with prefix caching and preemption this lane is the more pessimistic.
 
-Tail-only switch, draws and cost as :mod:`sim.engine.spec_lane`: one generator per
+Tail-only switch, draws and cost as :mod:`sim.engine.speculative_lane`: one generator per
 (seed, step, worker), a verify iteration priced by
-:meth:`~sim.engine.spec_decode.SpecDecode.verify_cost`, speculation on from the first
+:meth:`~sim.engine.speculative.SpeculativeDecoding.verify_cost`, speculation on from the first
 boundary with nothing queued and fewer than ``tail_below`` sequences running.
 """
 
@@ -43,13 +43,13 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from rolloutlab.sim.engine.spec_decode import SpecDecode, step_tokens
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding, step_tokens
 from rolloutlab.sim.models.cost import LinearCost
 
 
 @dataclass
 class PagedLaneTimes:
-    """What :func:`spec_paged_lane` returns; arrays are (n,) in the share's FIFO order."""
+    """What :func:`speculative_paged_lane` returns; arrays are (n,) in the share's FIFO order."""
 
     t_first: np.ndarray
     """Seconds from the lane's start to each request's first token."""
@@ -65,13 +65,13 @@ class PagedLaneTimes:
     """Most KV blocks in use at once."""
 
 
-def lookahead(spec: SpecDecode) -> int:
+def lookahead(speculative: SpeculativeDecoding) -> int:
     """Slots a verifying sequence reserves beyond its ``k`` drafts: ``k`` for a draft model
     (``draft_cost > 0``, vLLM's ``num_lookahead_tokens``), 0 for n-gram drafting."""
-    return spec.k if spec.draft_cost > 0 else 0
+    return speculative.k if speculative.draft_cost > 0 else 0
 
 
-def spec_paged_lane(
+def speculative_paged_lane(
     L: np.ndarray,
     P: np.ndarray,
     keys: np.ndarray,
@@ -80,7 +80,7 @@ def spec_paged_lane(
     kv_blocks: int,
     block_size: int,
     prefix_caching: bool,
-    spec: SpecDecode,
+    speculative: SpeculativeDecoding,
     step: int = 0,
     worker: int = 0,
 ) -> PagedLaneTimes:
@@ -94,10 +94,10 @@ def spec_paged_lane(
     """
     L = np.asarray(L, dtype=np.int64)
     if L.size == 0 or (L < 1).any():
-        raise ValueError("spec_paged_lane: need at least one request, each of >= 1 tokens")
+        raise ValueError("speculative_paged_lane: need at least one request, each of >= 1 tokens")
     Pl = np.asarray(P, dtype=np.int64).tolist()
     Ll, keyl, Bk = L.tolist(), np.asarray(keys).tolist(), block_size
-    reserve = spec.k + lookahead(spec)
+    reserve = speculative.k + lookahead(speculative)
     for i, (p, n_tok) in enumerate(zip(Pl, Ll, strict=True)):
         if -(-(p + n_tok - 1 + reserve) // Bk) > kv_blocks:
             raise ValueError(
@@ -106,9 +106,9 @@ def spec_paged_lane(
                 f"has {kv_blocks}"
             )
     n_req = len(Ll)
-    rng = np.random.default_rng([spec.seed, step, worker])
-    k, alpha = spec.k, spec.alpha_at(step)
-    vcost = spec.verify_cost(cost)
+    rng = np.random.default_rng([speculative.seed, step, worker])
+    k, alpha = speculative.k, speculative.alpha_at(step)
+    vcost = speculative.verify_cost(cost)
     out = PagedLaneTimes(
         np.full(n_req, np.nan), np.full(n_req, np.nan), np.zeros(n_req, dtype=np.int64),
         np.zeros(n_req, dtype=np.int64), np.zeros(n_req, dtype=np.int64), 0,
@@ -120,7 +120,7 @@ def spec_paged_lane(
     waiting: deque[int] = deque(range(n_req))
     running: list[int] = []  # admission order
     used, t = 0, 0.0
-    speculating = spec.tail_below is None
+    speculating = speculative.tail_below is None
 
     def release(i: int) -> None:
         nonlocal used
@@ -133,7 +133,7 @@ def spec_paged_lane(
                 used -= sh[i]
 
     while waiting or running:
-        if not speculating and not waiting and len(running) < spec.tail_below:  # type: ignore[operator]
+        if not speculating and not waiting and len(running) < speculative.tail_below:  # type: ignore[operator]
             speculating = True
         extra = reserve if speculating else 0
         preempted, fresh = False, []

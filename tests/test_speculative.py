@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.engine.core import EngineConfig, generate
 from rolloutlab.sim.engine.fastpath import step_times
-from rolloutlab.sim.engine.spec_decode import SpecDecode, verify_steps
-from rolloutlab.sim.engine.spec_lane import spec_lane
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding, verify_steps
+from rolloutlab.sim.engine.speculative_lane import speculative_lane
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.roofline import roofline, roofline_cost
 
@@ -42,11 +42,13 @@ def test_engine_accepts_leviathan_tokens_per_verify_step(k, alpha, seed, tail):
     standard errors (sd from the exact step distribution, n = verify steps drawn)."""
     rng = np.random.default_rng(seed)
     L = rng.integers(50, 600, size=(16, 4))
-    spec = SpecDecode(k=k, alpha=alpha, tail_below=tail, seed=seed)
-    batch = generate(L, np.full(16, 100), COST, EngineConfig(max_num_seqs=64, spec=spec))
+    speculative = SpeculativeDecoding(k=k, alpha=alpha, tail_below=tail, seed=seed)
+    batch = generate(
+        L, np.full(16, 100), COST, EngineConfig(max_num_seqs=64, speculative=speculative)
+    )
     n = int(batch.spec_steps.sum())
     mean, var = tokens_moments(k, alpha)
-    assert math.isclose(mean, spec.expected_tokens(), rel_tol=1e-12)
+    assert math.isclose(mean, speculative.expected_tokens(), rel_tol=1e-12)
     assert abs(batch.spec_drawn.sum() / n - mean) <= 5 * math.sqrt(var / n) + 1e-12
     # each sequence's steps cover its tokens, and only the last step is cut
     if tail is None:  # every sequence speculates after its first token
@@ -77,9 +79,9 @@ def test_never_speculating_is_the_plain_engine(lengths, mns, prefix):
     L = np.asarray(lengths[:n]).reshape(-1, 2)
     P = np.arange(len(L)) * 7 + 3
     plain = generate(L, P, COST, EngineConfig(max_num_seqs=mns, prefix_caching=prefix))
-    lane = spec_lane(
+    lane = speculative_lane(
         L.ravel(), np.repeat(P, 2), np.repeat(np.arange(len(L)), 2), COST, mns, prefix,
-        SpecDecode(k=3, alpha=0.6, tail_below=1),
+        SpeculativeDecoding(k=3, alpha=0.6, tail_below=1),
     )  # fmt: skip
     np.testing.assert_allclose(lane.t_finish, plain.t_finish, rtol=1e-12)
     np.testing.assert_allclose(lane.t_first, plain.t_first_token, rtol=1e-12)
@@ -93,8 +95,10 @@ def test_zero_acceptance_free_verify_is_the_plain_engine():
     L = np.random.default_rng(2).integers(1, 400, size=(12, 4))
     P = np.full(12, 50)
     plain = generate(L, P, cost, EngineConfig(max_num_seqs=20))
-    spec = generate(L, P, cost, EngineConfig(max_num_seqs=20, spec=SpecDecode(k=4, alpha=0.0)))
-    np.testing.assert_allclose(spec.t_finish, plain.t_finish, rtol=1e-12)
+    speculative = generate(
+        L, P, cost, EngineConfig(max_num_seqs=20, speculative=SpeculativeDecoding(k=4, alpha=0.0))
+    )
+    np.testing.assert_allclose(speculative.t_finish, plain.t_finish, rtol=1e-12)
 
 
 @pytest.mark.parametrize("tail", [None, 16])
@@ -103,7 +107,9 @@ def test_simpy_and_fast_path_agree(tail):
     L = np.random.default_rng(3).integers(1, 2000, size=(24, 4))
     P = np.full(24, 80)
     cfg = EngineConfig(
-        n_workers=3, max_num_seqs=20, spec=SpecDecode(k=3, alpha=0.7, tail_below=tail)
+        n_workers=3,
+        max_num_seqs=20,
+        speculative=SpeculativeDecoding(k=3, alpha=0.7, tail_below=tail),
     )
     batch = generate(L, P, COST, cfg)
     _, t_first, t_fin, _ = step_times(L, P, COST, cfg)
@@ -126,18 +132,20 @@ def test_simpy_and_fast_path_agree(tail):
 def test_gain_shrinks_as_the_batch_grows(n1, dn, ctx, k, alpha):
     """The verify step does k+1 tokens of matmul work per sequence: the predicted speed-up
     never rises with the running batch (same context per sequence)."""
-    spec = SpecDecode(k=k, alpha=alpha)
+    speculative = SpeculativeDecoding(k=k, alpha=alpha)
     n2 = n1 + dn
-    assert spec.speedup(COST, n2, n2 * ctx) <= spec.speedup(COST, n1, n1 * ctx) * (1 + 1e-12)
+    assert speculative.speedup(COST, n2, n2 * ctx) <= speculative.speedup(COST, n1, n1 * ctx) * (
+        1 + 1e-12
+    )
 
 
 def test_acceptance_drifts_with_steps_times_lr_and_resets_at_refresh():
-    spec = SpecDecode(k=4, alpha=0.8, drift_scale=1e-3, refresh_every=10, lr=1e-5)
-    a = [spec.alpha_at(t) for t in range(21)]
+    speculative = SpeculativeDecoding(k=4, alpha=0.8, drift_scale=1e-3, refresh_every=10, lr=1e-5)
+    a = [speculative.alpha_at(t) for t in range(21)]
     assert a[0] == a[10] == a[20] == 0.8
     assert all(x > y for x, y in zip(a[:10], a[1:10]))
     assert math.isclose(a[5], 0.8 * math.exp(-5e-5 / 1e-3))
-    assert SpecDecode(k=4, alpha=0.8).alpha_at(1000) == 0.8  # no drift by default
+    assert SpeculativeDecoding(k=4, alpha=0.8).alpha_at(1000) == 0.8  # no drift by default
 
 
 @pytest.mark.parametrize(
@@ -151,25 +159,31 @@ def test_acceptance_drifts_with_steps_times_lr_and_resets_at_refresh():
 )
 def test_bad_settings(kwargs, words):
     with pytest.raises(ValueError, match=words.replace("[", r"\[").replace(")", r"\)")):
-        SpecDecode(**kwargs)
+        SpeculativeDecoding(**kwargs)
 
 
 def test_engine_refuses_what_it_cannot_do():
-    spec = SpecDecode(k=2, alpha=0.5, tail_below=300)
+    speculative = SpeculativeDecoding(k=2, alpha=0.5, tail_below=300)
     with pytest.raises(ValueError, match="above the batch"):
-        EngineConfig(max_num_seqs=256, spec=spec)
+        EngineConfig(max_num_seqs=256, speculative=speculative)
     with pytest.raises(ValueError, match="not modelled with a token budget"):
-        EngineConfig(kv_blocks=1000, max_num_batched_tokens=512, spec=SpecDecode(k=2, alpha=0.5))
-    assert EngineConfig(kv_blocks=1000, spec=SpecDecode(k=2, alpha=0.5)).paged  # paged lane
+        EngineConfig(
+            kv_blocks=1000,
+            max_num_batched_tokens=512,
+            speculative=SpeculativeDecoding(k=2, alpha=0.5),
+        )
+    assert EngineConfig(
+        kv_blocks=1000, speculative=SpeculativeDecoding(k=2, alpha=0.5)
+    ).paged  # paged lane
     with pytest.raises(ValueError, match="not modelled"):
-        EngineConfig(dispatch="shared", spec=SpecDecode(k=2, alpha=0.5))
+        EngineConfig(dispatch="shared", speculative=SpeculativeDecoding(k=2, alpha=0.5))
 
 
 def test_drift_fit_recovers_the_law_from_engine_draws():
     """Verify steps drawn by the engine's sampler at known acceptance; the fit gets
     alpha0 and the drift scale back."""
-    from rolloutlab.calibration.fits.spec_drift import fit_acceptance_drift
-    from rolloutlab.sim.engine.spec_decode import step_tokens
+    from rolloutlab.calibration.fits.speculative_drift import fit_acceptance_drift
+    from rolloutlab.sim.engine.speculative import step_tokens
 
     rng = np.random.default_rng(5)
     k, alpha0, scale = 4, 0.8, 2e-3

@@ -1,10 +1,10 @@
-"""Fit of speculative decoding's acceptance drift (:mod:`sim.engine.spec_decode`) to
+"""Fit of speculative decoding's acceptance drift (:mod:`sim.engine.speculative`) to
 measured tokens per verify step.
 
 Model: ``alpha(d) = alpha0 exp(-d / drift_scale)``, ``d`` = learner steps since the drafter
 was refreshed times the learning rate, and ``E[T] = (1 - alpha^(k+1)) / (1 - alpha)``
 tokens per verify step (Leviathan et al. 2023, eq. 1). Input: per measurement the drift
-``d``, the verify steps counted and the tokens they emitted (vLLM's ``spec_decode``
+``d``, the verify steps counted and the tokens they emitted (vLLM's ``speculative``
 counters: ``num_drafts`` and ``num_drafts + num_accepted_tokens``). Weighted least squares
 on the mean tokens per step (weights: the steps counted), ``scipy.optimize.least_squares``
 with ``alpha0`` in [0, 1) and ``log drift_scale`` free.

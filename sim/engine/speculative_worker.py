@@ -1,8 +1,8 @@
 """The SimPy worker with speculative decoding: a :class:`sim.engine.slot_worker.Worker`
-whose synchronous (exclusive) shares are timed by :func:`sim.engine.spec_lane.spec_lane`.
+whose synchronous (exclusive) shares are timed by :func:`sim.engine.speculative_lane.speculative_lane`.
 
 Only exclusive batches (the synchronous pipelines) are modelled: the tail switch and the
-acceptance draws are defined over one step's share (:mod:`sim.engine.spec_lane`), so a
+acceptance draws are defined over one step's share (:mod:`sim.engine.speculative_lane`), so a
 streaming request (asynchronous pipelines, held dispatch) raises RuntimeError; the CLI
 refuses those combinations before running (one line, exit 2).
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 from rolloutlab.sim.engine.slot_worker import Worker
-from rolloutlab.sim.engine.spec_lane import spec_lane
+from rolloutlab.sim.engine.speculative_lane import speculative_lane
 from rolloutlab.sim.engine.worker import Segment
 
-__all__ = ["SpecWorker", "key_codes"]
+__all__ = ["SpeculativeWorker", "key_codes"]
 
 
-class SpecWorker(Worker):
-    """A slot worker that speculates (``config.spec``, :class:`sim.engine.spec_decode.SpecDecode`)."""
+class SpeculativeWorker(Worker):
+    """A slot worker that speculates (``config.speculative``, :class:`sim.engine.speculative.SpeculativeDecoding`)."""
 
     def _begin_segment(self) -> Segment:
         raise RuntimeError(
@@ -26,19 +26,19 @@ class SpecWorker(Worker):
         )
 
     def _run_exclusive(self):
-        """Time the whole FIFO share with :func:`spec_lane` (learner step: the first
+        """Time the whole FIFO share with :func:`speculative_lane` (learner step: the first
         batch's ``step``); yield once at the end."""
-        spec = self.config.spec
-        assert spec is not None
+        speculative = self.config.speculative
+        assert speculative is not None
         chunks = [(b, idx_list[pos:]) for b, _, idx_list, pos in self.waiting]
         self.waiting.clear()
         self.n_waiting = 0
         L = np.concatenate([b.response_tokens[i] for b, i in chunks])
         P = np.concatenate([b.prompt_tokens[i] for b, i in chunks])
         keys = [(id(b), b.keys_[j]) for b, i in chunks for j in i]
-        lane = spec_lane(
+        lane = speculative_lane(
             L, P, key_codes(keys), self.cost,
-            self.config.max_num_seqs, self.config.prefix_caching, spec,
+            self.config.max_num_seqs, self.config.prefix_caching, speculative,
             step=chunks[0][0].step, worker=self.index,
         )  # fmt: skip
         now, pos, finished = self.env.now, 0, []

@@ -1,25 +1,25 @@
 """The paged SimPy worker with speculative decoding: a :class:`sim.engine.paged_worker.PagedWorker`
-whose synchronous (exclusive) shares are run by :func:`sim.engine.spec_paged_lane.spec_paged_lane`
+whose synchronous (exclusive) shares are run by :func:`sim.engine.speculative_paged_lane.speculative_paged_lane`
 (KV blocks for the tokens a verify step writes, preemption under speculation).
 
-As :class:`sim.engine.spec_worker.SpecWorker`: exclusive batches only (a streaming request
+As :class:`sim.engine.speculative_worker.SpeculativeWorker`: exclusive batches only (a streaming request
 raises RuntimeError; the CLI refuses asynchronous pipelines and held dispatch with
-``--spec`` before running), and no token budget (``max_num_batched_tokens``), which
-:class:`sim.engine.config.EngineConfig` refuses with ``spec``.
+``--speculative`` before running), and no token budget (``max_num_batched_tokens``), which
+:class:`sim.engine.config.EngineConfig` refuses with ``speculative``.
 """
 
 from __future__ import annotations
 
 from rolloutlab.sim.engine.paged_worker import PagedWorker
-from rolloutlab.sim.engine.spec_paged_lane import spec_paged_lane
-from rolloutlab.sim.engine.spec_worker import key_codes
+from rolloutlab.sim.engine.speculative_paged_lane import speculative_paged_lane
+from rolloutlab.sim.engine.speculative_worker import key_codes
 from rolloutlab.sim.engine.worker import Segment
 
-__all__ = ["SpecPagedWorker"]
+__all__ = ["SpeculativePagedWorker"]
 
 
-class SpecPagedWorker(PagedWorker):
-    """A paged worker that speculates (``config.spec``, ``config.kv_blocks`` set)."""
+class SpeculativePagedWorker(PagedWorker):
+    """A paged worker that speculates (``config.speculative``, ``config.kv_blocks`` set)."""
 
     def _begin_segment(self) -> Segment | None:
         raise RuntimeError(
@@ -27,17 +27,17 @@ class SpecPagedWorker(PagedWorker):
         )
 
     def _run_exclusive(self):
-        """Run the whole FIFO queue with :func:`spec_paged_lane` (learner step: the first
+        """Run the whole FIFO queue with :func:`speculative_paged_lane` (learner step: the first
         request's batch ``step``); yield once at the end."""
-        spec, cfg = self.config.spec, self.config
-        assert spec is not None and cfg.kv_blocks is not None
+        speculative, cfg = self.config.speculative, self.config
+        assert speculative is not None and cfg.kv_blocks is not None
         reqs = list(self.waiting)
         self.waiting.clear()
         self.left.clear()
-        lane = spec_paged_lane(
+        lane = speculative_paged_lane(
             [r.L for r in reqs], [r.P for r in reqs], key_codes([r.key for r in reqs]),
             self.cost, cfg.max_num_seqs, cfg.kv_blocks, cfg.block_size, cfg.prefix_caching,
-            spec, step=reqs[0].batch.step, worker=self.index,
+            speculative, step=reqs[0].batch.step, worker=self.index,
         )  # fmt: skip
         now, finished = self.env.now, []
         for j, r in enumerate(reqs):

@@ -8,11 +8,11 @@ Prints, as ``key=value`` lines: whether the speculative engine started (else the
 error), the wall and process-CPU time of each (median of ``--repeats`` after a warm-up),
 vLLM's own speculation counters (drafts, draft tokens, accepted tokens, accepted per
 position), the mean tokens per verify step, the per-token acceptance ``alpha`` that gives
-that mean under the simulator's law (:mod:`sim.engine.spec_decode`, Leviathan et al. 2023
+that mean under the simulator's law (:mod:`sim.engine.speculative`, Leviathan et al. 2023
 eq. 1) and the simulator's predicted speed-up at this batch when a verify step costs what a
 decode step does (the overhead-bound limit of a tiny model on CPU; an upper bound).
 
-Usage: python bench/vllm_spec_probe.py [--k 4] [--repeats 3] [--out runs/vllm_spec/probe.json]
+Usage: python bench/vllm_speculative_probe.py [--k 4] [--repeats 3] [--out runs/vllm_spec/probe.json]
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def spec_counters(llm) -> dict:
     for m in llm.get_metrics():
         if m.name == "vllm:iteration_tokens_total" and hasattr(m, "count"):
             out["engine_steps"] = m.count  # one observation per engine step
-        if m.name.startswith("vllm:spec_decode"):
+        if m.name.startswith("vllm:speculative"):
             key = m.name.removeprefix("vllm:spec_decode_")
             out[key] = getattr(m, "value", None) if not hasattr(m, "values") else list(m.values)
     return out

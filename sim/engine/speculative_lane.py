@@ -1,10 +1,10 @@
-"""One worker's synchronous share with speculative decoding (:mod:`sim.engine.spec_decode`),
+"""One worker's synchronous share with speculative decoding (:mod:`sim.engine.speculative`),
 slot scheduling as :class:`sim.engine.slot_worker.Worker` (no KV pressure).
 
 Requests enter ``max_num_seqs`` slots first in, first out; the admitting iteration prefills
 (a prompt already prefilled on this worker is free with prefix caching) and emits the first
 token. A speculating sequence then needs ``V`` verify steps for its remaining ``r`` tokens
-(drawn per step, :func:`sim.engine.spec_decode.verify_steps`), so it finishes ``V``
+(drawn per step, :func:`sim.engine.speculative.verify_steps`), so it finishes ``V``
 iterations later; its context grows ``r / V`` tokens per iteration on average (the cost uses
 that mean rate; exact when every step emits the same count). With ``tail_below`` the worker
 decodes plainly (one token per iteration) until, at a boundary with nothing queued, fewer
@@ -15,9 +15,9 @@ happens once.
 Between batch changes the running set is fixed: ``m`` iterations from context ``X`` with
 rate sum ``R`` cost ``m t_1 + c R m (m - 1) / 2``, ``t_1`` the first iteration
 (:meth:`sim.models.cost.LinearCost.segment_from_s` with ``R`` as the growth), priced by
-:meth:`~sim.engine.spec_decode.SpecDecode.verify_cost` while speculating. Draws come from one
+:meth:`~sim.engine.speculative.SpeculativeDecoding.verify_cost` while speculating. Draws come from one
 generator per (seed, step, worker), consumed in FIFO order, so the SimPy worker
-(:class:`sim.engine.spec_worker.SpecWorker`) and the fast path (:mod:`sim.engine.fastpath`)
+(:class:`sim.engine.speculative_worker.SpeculativeWorker`) and the fast path (:mod:`sim.engine.fastpath`)
 give the same times.
 """
 
@@ -26,13 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from rolloutlab.sim.engine.spec_decode import SpecDecode, verify_steps
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding, verify_steps
 from rolloutlab.sim.models.cost import LinearCost
 
 
 @dataclass
 class LaneTimes:
-    """What :func:`spec_lane` returns; arrays are (n,) in the share's FIFO order."""
+    """What :func:`speculative_lane` returns; arrays are (n,) in the share's FIFO order."""
 
     t_first: np.ndarray
     """Seconds from the lane's start to each request's first token."""
@@ -44,14 +44,14 @@ class LaneTimes:
     """Tokens emitted by those verify steps before the cut at the request's end."""
 
 
-def spec_lane(
+def speculative_lane(
     L: np.ndarray,
     P: np.ndarray,
     keys: np.ndarray,
     cost: LinearCost,
     max_num_seqs: int,
     prefix_caching: bool,
-    spec: SpecDecode,
+    speculative: SpeculativeDecoding,
     step: int = 0,
     worker: int = 0,
 ) -> LaneTimes:
@@ -60,17 +60,17 @@ def spec_lane(
     (module doc). Raises ValueError for an empty share or a length < 1."""
     L = np.asarray(L, dtype=np.int64)
     if L.size == 0 or (L < 1).any():
-        raise ValueError("spec_lane: need at least one request, each of >= 1 tokens")
+        raise ValueError("speculative_lane: need at least one request, each of >= 1 tokens")
     P = np.asarray(P, dtype=np.float64)
     keys = np.asarray(keys).tolist()
     n_req = len(L)
-    rng = np.random.default_rng([spec.seed, step, worker])
-    k, alpha = spec.k, spec.alpha_at(step)
-    vcost = spec.verify_cost(cost)
+    rng = np.random.default_rng([speculative.seed, step, worker])
+    k, alpha = speculative.k, speculative.alpha_at(step)
+    vcost = speculative.verify_cost(cost)
     t_first, t_fin = np.empty(n_req), np.empty(n_req)
     spec_steps = np.zeros(n_req, dtype=np.int64)
     drawn = np.zeros(n_req, dtype=np.int64)
-    speculating = spec.tail_below is None
+    speculating = speculative.tail_below is None
     idx = np.zeros(0, dtype=np.int64)  # running requests
     fin = np.zeros(0, dtype=np.int64)  # iteration at which each ends
     rate = np.zeros(0)  # context tokens added per iteration
@@ -97,7 +97,7 @@ def spec_lane(
             fin = np.concatenate((fin, it + V.astype(np.int64)))
             rate = np.concatenate((rate, r))
             base = np.concatenate((base, P[new] - r * it))
-        if not speculating and nxt == n_req and idx.size < spec.tail_below:  # type: ignore[operator]
+        if not speculating and nxt == n_req and idx.size < speculative.tail_below:  # type: ignore[operator]
             done_tokens = it - (fin - L[idx])  # plain: one token per iteration since admission
             s, d = verify_steps(rng, L[idx] - done_tokens, k, alpha)
             spec_steps[idx], drawn[idx] = s, d

@@ -1,4 +1,4 @@
-"""Speculative decoding in the paged engine (issue 32 item 1, :mod:`sim.engine.spec_paged_lane`):
+"""Speculative decoding in the paged engine (issue 32 item 1, :mod:`sim.engine.speculative_paged_lane`):
 the paged engine as the never-speculating limit (preemptions included), Leviathan's
 tokens per verify step, and the KV blocks a verify step reserves."""
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.engine.core import EngineConfig, generate
-from rolloutlab.sim.engine.spec_decode import SpecDecode
+from rolloutlab.sim.engine.speculative import SpeculativeDecoding
 
-from tests.test_spec_decode import COST, tokens_moments
+from tests.test_speculative import COST, tokens_moments
 
 
 @settings(max_examples=25, deadline=None)
@@ -39,7 +39,12 @@ def test_never_speculating_is_the_paged_engine(lengths, mns, extra, bs, caching)
     mns = max(mns, L.size) if caching else mns
     base = dict(max_num_seqs=mns, kv_blocks=kv, block_size=bs, prefix_caching=caching)
     plain = generate(L, P, COST, EngineConfig(**base))
-    lane = generate(L, P, COST, EngineConfig(**base, spec=SpecDecode(k=3, alpha=0.6, tail_below=1)))
+    lane = generate(
+        L,
+        P,
+        COST,
+        EngineConfig(**base, speculative=SpeculativeDecoding(k=3, alpha=0.6, tail_below=1)),
+    )
     np.testing.assert_allclose(lane.t_finish, plain.t_finish, rtol=1e-9)
     np.testing.assert_allclose(lane.t_first_token, plain.t_first_token, rtol=1e-9)
     assert (lane.preemptions == plain.preemptions).all()
@@ -60,8 +65,10 @@ def test_paged_engine_accepts_leviathan_tokens_per_verify_step(k, alpha, seed, t
     blocks are ever in use than the cache holds."""
     rng = np.random.default_rng(seed)
     L = rng.integers(20, 300, size=(6, 4))
-    spec = SpecDecode(k=k, alpha=alpha, tail_below=tail, draft_cost=draft, seed=seed)
-    cfg = EngineConfig(max_num_seqs=16, kv_blocks=90, block_size=8, spec=spec)
+    speculative = SpeculativeDecoding(
+        k=k, alpha=alpha, tail_below=tail, draft_cost=draft, seed=seed
+    )
+    cfg = EngineConfig(max_num_seqs=16, kv_blocks=90, block_size=8, speculative=speculative)
     batch = generate(L, np.full(6, 40), COST, cfg)
     n = int(batch.spec_steps.sum())
     mean, var = tokens_moments(k, alpha)
@@ -72,8 +79,10 @@ def test_paged_engine_accepts_leviathan_tokens_per_verify_step(k, alpha, seed, t
 def _two(k: int, draft: float, kv: int):
     """Two requests of prompt 1 + 10 tokens, block size 1, every draft rejected (T = 1):
     plainly each needs 10 blocks at most (P + L - 1)."""
-    spec = SpecDecode(k=k, alpha=0.0, draft_cost=draft)
-    cfg = EngineConfig(max_num_seqs=2, kv_blocks=kv, block_size=1, prefix_caching=False, spec=spec)
+    speculative = SpeculativeDecoding(k=k, alpha=0.0, draft_cost=draft)
+    cfg = EngineConfig(
+        max_num_seqs=2, kv_blocks=kv, block_size=1, prefix_caching=False, speculative=speculative
+    )
     return generate(np.array([[10, 10]]), np.array([1]), COST, cfg)
 
 
