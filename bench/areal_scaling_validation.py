@@ -1,4 +1,4 @@
-"""Issue 31 item 3, second source: the simulator against AReaL's published step times
+"""Second source: the simulator against AReaL's published step times
 over GPU count.
 
 AReaL's tutorial (docs/PAPERS.md §4, "Validation against AReaL"; inclusionAI/AReaL

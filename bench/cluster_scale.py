@@ -5,12 +5,12 @@ streamed to parquet, summaries read back lazily) on the fast synchronous path, Q
 on H100, TP 8 per replica, G = 16, ``B = 8 x replicas`` (the same load per replica at
 every size: 1,024 prompts at 128 replicas), for ``--steps`` steps (default 1,000:
 16.4 M rollouts at 128 replicas), at 128 replicas first and then at each smaller size,
-then issue 31's 64-worker run (64 replicas, B = 256: 4.1 M rollouts, 2.85 GiB peak
+then the 64-worker run (64 replicas, B = 256: 4.1 M rollouts, 2.85 GiB peak
 before rollouts were streamed), the baseline of the ratios.
 
 Prints one line per run: GPUs, B, rollouts, wall seconds, the ratio to the 64-worker
 B = 256 run and the process's peak RSS so far (``resource.getrusage``; the first line's
-is the 1,024-GPU run's own peak, the later ones can only be higher). Issue 31's bound:
+is the 1,024-GPU run's own peak, the later ones can only be higher). The bound:
 peak RSS < 1 GiB at 1,024 GPUs. Results in bench/RESULTS.md.
 
 Usage: python bench/cluster_scale.py [--steps 1000] [--runs 128:1024,64:512,32:256,16:128,64:256]

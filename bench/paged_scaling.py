@@ -1,7 +1,7 @@
 """How the paged-KV engine's run time grows with the number of requests, as a ratio in
 one process.
 
-Workload (issue 13 item 8; the side-by-side comparison with Vidur): Llama-3-8B
+Workload (the side-by-side comparison with Vidur): Llama-3-8B
 (``llama-3-8b``) on one A100-80GB SXM (``a100``) with the roofline cost of
 :mod:`sim.models.roofline` (defaults: ``gpu_memory_utilization`` 0.9, 16-token blocks, so
 26,674 KV blocks); one replica, ``max_num_seqs`` 256, no token budget, prefix caching on

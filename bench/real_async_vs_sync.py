@@ -1,4 +1,4 @@
-"""Asynchronous vs synchronous real GRPO on the same step budget (issue 6, acceptance 1).
+"""Asynchronous vs synchronous real GRPO on the same step budget.
 
 Runs ``real sync`` and ``real async`` with each pipeline given, same settings and seed,
 one after the other in this process's machine, all loading one warm start (trained once

@@ -3,7 +3,7 @@
 Measures (1) simulated rollouts per second of the synchronous pipeline on the default
 bundled scenario (static G=8, the scenario's prompt batch) and (2) bare SimPy timeout
 events per second (one process yielding ``env.timeout(1)``), and prints as its last
-line ``rollouts_per_event=<(1)/(2)>``. Target (issue 2): at least 0.3. The ratio is
+line ``rollouts_per_event=<(1)/(2)>``. Target: at least 0.3. The ratio is
 machine-independent to first order; record results in bench/RESULTS.md.
 
 Usage: python bench/sim_speed.py [--steps N] [--scenario NAME]

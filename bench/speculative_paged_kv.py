@@ -1,4 +1,4 @@
-"""Speculative decoding under KV pressure in the paged engine (issue 32 item 1): preemptions
+"""Speculative decoding under KV pressure in the paged engine: preemptions
 and step time, plain against n-gram and draft-model speculation.
 
 One synchronous step per seed on one paged worker (:mod:`sim.engine.speculative_paged_lane`):

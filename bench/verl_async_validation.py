@@ -1,4 +1,4 @@
-"""Issue 31 item 3: the simulator against verl fully-async's published step times.
+"""The simulator against verl fully-async's published step times.
 
 Two published curves (docs/PAPERS.md, "verl fully-async recipe"; Qwen2.5-Math-7B on H20,
 DAPO, n = 16, 28K max response, rollout TP 4, ``require_batches = 4`` x

@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 17): ``(id, arguments, words the one-line error must hold)``.
+"""The bad-input corpus: ``(id, arguments, words the one-line error must hold)``.
 
 Arguments are one string split on spaces; ``{t}`` is the case's folder (holding the files
 of tests/bad_input_files.py), ``{r}`` the repository root, ``{run}`` a copy of a finished
@@ -234,7 +234,7 @@ FILES = [
     ("progress-empty", "real progress {t}/empty --out {t}/o", "empty"),
     ("collapse-grid", "compare collapse --real {t}/grid.csv --steps 10 --out {t}/o", "grid.csv"),
     ("learning-fit-missing", "compare learning --fit {t}/nope --real {t}/empty --target-accuracy 0.5 --out {t}/o", "nope"),
-    # a new user's trial (issue 30)
+    # a new user's trial
     ("groups-garbage-parquet", "calibrate groups {t}/garbage.parquet --out {t}/x.json", "garbage.parquet: not a readable parquet file"),
     ("groups-cut-parquet", "calibrate groups {t}/cut.parquet --out {t}/x.json", "cut.parquet: not a readable parquet file"),
     ("sim-updates-nan", "sim --updates-per-batch nan --out {t}/o", "'nan' is not a valid integer"),
@@ -329,7 +329,7 @@ CHECKPOINTS = [
 """Cases on a copy of a finished tiny real run, damaged by ``DAMAGE[id]`` first."""
 
 FILES += [
-    # per-sample logs people have (issue 29)
+    # per-sample logs people have
     ("groups-dump-empty-step", "compare groups {t}/verl_dump_gap --fit-steps 2 --out {t}/o", "3.jsonl: line 1: field 'step': step 3 has no samples"),
     ("groups-ids-reused", "calibrate groups {t}/ids_reused.jsonl --out {t}/x.json", "ids_reused.jsonl: line 3: field 'index': id '0' names another prompt"),
     ("groups-above-cap", "calibrate groups {t}/above_cap.jsonl --out {t}/x.json", "above_cap.jsonl: line 2: field 'response_length': length 513 above the response cap 512"),
@@ -362,7 +362,7 @@ FILES += [
 ]  # fmt: skip
 
 FILES += [
-    # a new user's trial (issue 43)
+    # a new user's trial
     ("groups-length-as-text", "calibrate groups {t}/len_texts.jsonl --out {t}/x.json", "len_texts.jsonl: line 1: field 'response_lengths': '100' is a text; a length field holds numbers"),
     ("groups-length-1e300", "calibrate groups {t}/len_1e300.jsonl --out {t}/x.json", "len_1e300.jsonl: line 2: field 'response_length': length 1e+300 above 10,000,000 tokens"),
     ("groups-length-int-huge", "compare groups {t}/len_int_huge.jsonl --fit-steps 2 --out {t}/o", "len_int_huge.jsonl: line 2: field 'response_length': length 12345678901234567890 above 10,000,000 tokens"),

@@ -115,7 +115,7 @@ def build(t: Path) -> None:
         "study_coll": {"collapse_scaling.csv": "a\n1\n", "collapse_summary.json": '{"held_out": 3}'},
         "study_none": {"notes.txt": "x"},
         "a/same": {"summary.csv": "a\n1\n"},
-        # horizon law (issue 34): one S; two grids of different step counts
+        # horizon law: one S; two grids of different step counts
         "hz_oneS": {"config.json": '{"steps": 10}', "stability.csv": HZ_ONE_S},
         "hz_T10": {"config.json": '{"steps": 10}', "stability.csv": HZ_TWO},
         "hz_T20": {"config.json": '{"steps": 20}', "stability.csv": HZ_TWO},
@@ -127,7 +127,7 @@ def build(t: Path) -> None:
             (d / f).write_text(text)
     grid = t / "grid.csv"
     grid.write_text("S,lr\n1,0.1\n")
-    # user trial (issue 30): damaged parquet, a simulator's folder, an unfinished grid
+    # user trial: damaged parquet, a simulator's folder, an unfinished grid
     (t / "garbage.parquet").write_bytes(b"PAR1 not a parquet file")
     (t / "tokens_as_id.jsonl").write_text(
         "".join(
@@ -156,7 +156,7 @@ def build(t: Path) -> None:
     (t / "verl_type.yaml").write_text("data:\n  train_batch_size: many\n")
     tp = "trainer: {nnodes: 1, n_gpus_per_node: 6}\nactor_rollout_ref.rollout.tensor_model_parallel_size: 4\n"
     (t / "verl_tp.yaml").write_text(tp)
-    # per-sample logs people have (issue 29): verl rollout dumps and recipe logs
+    # per-sample logs people have: verl rollout dumps and recipe logs
     dump = t / "verl_dump_gap"  # verl trainer.rollout_data_dir with an empty step file
     dump.mkdir()
     for s in (1, 2):
@@ -189,7 +189,7 @@ def build(t: Path) -> None:
         '{"step": 0, "uid": "a", "index": 7, "response_length": 5}\n'
         '{"step": 0, "uid": "b", "index": 7, "response_length": 9}\n'
     )
-    # a new user's trial (issue 43): numbers as texts, lengths beyond any model's context
+    # a new user's trial: numbers as texts, lengths beyond any model's context
     (t / "len_texts.jsonl").write_text(
         '{"step": 0, "uid": "a", "response_lengths": ["100", "x"]}\n'
     )

@@ -1,5 +1,5 @@
 """bench/areal_scaling_validation.py: the length model fitted to AReaL's logged statistics
-and the one-scale calibration error (issue 31 item 3)."""
+and the one-scale calibration error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 17): every case exits 2 with one ``Error:`` line naming the
+"""The bad-input corpus: every case exits 2 with one ``Error:`` line naming the
 option, file or field, prints no traceback, and changes, adds or leaves behind nothing.
 
 In-process through click's CliRunner (tests/bad_input_cases.py holds the cases,

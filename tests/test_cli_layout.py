@@ -82,7 +82,7 @@ def test_every_group_help_lists_its_subcommands_and_imports_no_torch():
 
 
 def test_the_simulator_commands_help_imports_no_plotting():
-    """Figures import seaborn (seconds) when they are drawn, not for ``--help`` (issue 30)."""
+    """Figures import seaborn (seconds) when they are drawn, not for ``--help``."""
     _, loaded = _help_run(
         [["sim"], ["sweep"], ["stability"], ["advise"], ["scenario", "from-verl"]]
     )

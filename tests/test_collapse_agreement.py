@@ -1,4 +1,4 @@
-"""Issue 28 item 3: ``advise``'s collapse margin and the simulated collapse agree on every
+"""``advise``'s collapse margin and the simulated collapse agree on every
 pipeline kind, with K = 1, 2 and 4 optimizer updates per rollout batch. Each run is a real
 simulation (``run_comparison``, SimPy engine); the collapse is the learning model's, read
 from the summary's ``t_collapse``; the margin is the one advise prices a setting with

@@ -1,4 +1,4 @@
-"""The collapse detector's hysteresis (issue 34, real.runners.collapse): an isolated spike of
+"""The collapse detector's hysteresis (real.runners.collapse): an isolated spike of
 KL, importance ratio or entropy does not fire; a sustained excursion does, at its
 ``patience``-th step, and ``failure`` names the signal."""
 

@@ -1,4 +1,4 @@
-"""rolloutlab.testing (issue 19 items 3-5): the kit passes the built-in controllers and
+"""rolloutlab.testing: the kit passes the built-in controllers and
 the worked example, and fails -- naming the property, with the smallest failing example
 -- the two deliberately broken controllers of tests/data/controllers/."""
 

@@ -1,5 +1,5 @@
-"""Controllers from outside the package (issue 19 item 1) and the option checks of a
-controller spec (issue 17: nan/inf/out of range): one-line errors naming the spec, the
+"""Controllers from outside the package and the option checks of a
+controller spec (nan/inf/out of range): one-line errors naming the spec, the
 file, the class, the option or the missing method; exit 2 and nothing written."""
 
 from __future__ import annotations

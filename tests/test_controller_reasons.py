@@ -1,4 +1,4 @@
-"""Controllers explain themselves (issue 32 item 4): every step row carries the reason of
+"""Controllers explain themselves: every step row carries the reason of
 the decision, and SAGC with a step-time budget refuses raises predicted over budget."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_budget_state_round_trips():
     copy.load_state_dict(json.loads(json.dumps(ctl.state_dict())))
     assert copy.step_s == ctl.step_s
     assert [copy.propose() for _ in range(5)] == [ctl.propose() for _ in range(5)]
-    assert "step_s" not in SAGC().state_dict()  # no budget: the state is as before
+    assert "step_s" not in SAGC().state_dict()  # no budget: no step_s in the state
 
 
 def test_step_tables_carry_the_reason():

@@ -1,4 +1,4 @@
-"""SAGC and StaticG: the properties issue 2 asks for, and state round trips."""
+"""SAGC and StaticG: their properties and state round trips."""
 
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def test_parse_controller_options():
     assert parse_controller("static:4").name == "static:4"
 
 
-# -- issue 13 item 9: resume; issue 12 item 7: floor and step-time budget --------------
+# -- resume; floor and step-time budget ------------------------------------------------
 
 
 def _step(ctl, rng: np.random.Generator, budgeted: bool) -> None:
@@ -293,7 +293,7 @@ def test_sagc_with_a_budget_reacts_to_step_time_growth_that_max_over_median_miss
     assert late.count(4) >= 0.6 * len(late), late
 
 
-# -- issue 19 item 4: the built-ins through the kit a user's controller is checked with --
+# -- the built-ins through the kit a user's controller is checked with -----------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The collapse detector's options (issue 34) are declared once
+"""The collapse detector's options are declared once
 (rolloutlab/commands/real/detector_options.py) and shared by ``real async`` and ``real stability``;
 on ``real async`` they reach the run's config.json and its detector."""
 

@@ -1,4 +1,4 @@
-"""Per-sample logs as other tools write them (issue 29): verl's rollout dump folder
+"""Per-sample logs as other tools write them: verl's rollout dump folder
 (``trainer.rollout_data_dir``, ``{step}.jsonl`` with input/output/score/step and the reward's
 extra infos), a recipe's per-step JSONL (uid, index, response length, reward, finish
 reason), TRL/OpenRLHF-style prompt/completion records; prompt identity from an id field,

@@ -1,4 +1,4 @@
-"""The loss's mechanism switches (issue 34, real.policy.grpo): PPO clip on/off and the
+"""The loss's mechanism switches (real.policy.grpo): PPO clip on/off and the
 importance-sampling correction off / token / sequence, truncated at ``is_cap``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``compare horizon``, ``stability``'s and ``advise``'s predicted horizons (issue 34):
+"""``compare horizon``, ``stability``'s and ``advise``'s predicted horizons:
 per-mechanism fits on half a grid, seeds as intervals, bad grids refused."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The horizon law's stale drift multiplier D (issue 34): a mechanism moves the horizon of
+"""The horizon law's stale drift multiplier D: a mechanism moves the horizon of
 stale runs (S >= 2) only, the fit recovers D by likelihood, and the likelihood-ratio test
 against the pooled law (D = 1) separates data drawn with and without it."""
 

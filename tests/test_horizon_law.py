@@ -1,4 +1,4 @@
-"""The collapse-horizon law (issue 34, sim.models.horizon): its two limits are PAPERS.md §2's
+"""The collapse-horizon law (sim.models.horizon): its two limits are PAPERS.md §2's
 constraints, censored runs count, the fit recovers known constants from synthetic seeds."""
 
 from __future__ import annotations

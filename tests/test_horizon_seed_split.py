@@ -1,4 +1,4 @@
-"""``compare horizon --fit-seeds`` (issue 34): a seed split named before the results are
+"""``compare horizon --fit-seeds``: a seed split named before the results are
 seen (e.g. fit on 0,2,4,6 of seeds 0..7, or keep an old fit half and predict new seeds)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""LAGC (issue 12 item 7) and its model: formulas against independent closed forms,
+"""LAGC and its model: formulas against independent closed forms,
 controller invariants, state round trips, and the choices it must make."""
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def test_rewards_shaped_unlike_lengths_are_refused_before_any_update():
     assert math.isfinite(ctl.utilities()[8])
 
 
-# -- issue 19 item 4: LAGC through the kit a user's controller is checked with ----------
+# -- LAGC through the kit a user's controller is checked with --------------------------
 
 
 @pytest.mark.parametrize("spec", ["lagc", "lagc:signal=informative,max_prompts=4"])

@@ -1,5 +1,5 @@
-"""Tail batching's routing of prompts predicted long (issue 32 item 3,
-:mod:`sim.pipelines.long_round`): never before a prompt has been seen finishing, only
+"""Tail batching's routing of prompts predicted long
+(:mod:`sim.pipelines.long_round`): never before a prompt has been seen finishing, only
 above ``F`` times the mean length seen, reported per step; off, nothing changes."""
 
 from __future__ import annotations

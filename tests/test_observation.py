@@ -60,7 +60,7 @@ def test_propose_step_passes_prompt_ids_only_to_controllers_that_declare_them():
     assert propose_step(StaticG(2), ids) == 2  # plain propose(): no keyword
 
 
-# -- issue 19 item 2: the versioned observation ----------------------------------------
+# -- the versioned observation ----------------------------------------------------------
 
 
 class Whole(StaticG):

@@ -1,4 +1,4 @@
-"""Progress when stderr is not a terminal (issue 30, item 3): plain lines at each tenth
+"""Progress when stderr is not a terminal: plain lines at each tenth
 of the work with the elapsed time, no carriage returns; nothing when disabled."""
 
 from __future__ import annotations

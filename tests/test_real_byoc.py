@@ -1,4 +1,4 @@
-"""A user's controller in the real loops (issue 19): the worked example runs in
+"""A user's controller in the real loops: the worked example runs in
 `real sync` and resumes; a file controller sees the version-2 observation fields."""
 
 from __future__ import annotations

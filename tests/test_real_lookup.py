@@ -1,4 +1,4 @@
-"""The lookup task (multi-turn, issue 33 item 3): tool calls park a sequence in the torch
+"""The lookup task (multi-turn): tool calls park a sequence in the torch
 engine, the tool's output joins the context off the loss mask, and a real run writes a
 turns table that ``calibrate turns`` fits."""
 

@@ -1,5 +1,5 @@
-"""``--clip``, ``--is-mode``, ``--is-cap`` on ``rolloutlab real sync`` / ``real async``
-(issue 34): recorded in config.json and passed to the learner's loss; bad values refused."""
+"""``--clip``, ``--is-mode``, ``--is-cap`` on ``rolloutlab real sync`` / ``real async``:
+recorded in config.json and passed to the learner's loss; bad values refused."""
 
 import json
 

@@ -1,5 +1,5 @@
-"""``rolloutlab real stability``'s detector and loss options reach the grid's run config
-(issue 34): checked on the grid spec handed to the grid store, before any run starts."""
+"""``rolloutlab real stability``'s detector and loss options reach the grid's run config:
+checked on the grid spec handed to the grid store, before any run starts."""
 
 import pytest
 from click.testing import CliRunner

@@ -1,4 +1,4 @@
-"""Speculative decoding in the engine (issue 32 item 1): the acceptance process against
+"""Speculative decoding in the engine: the acceptance process against
 Leviathan et al.'s expectation, the plain engine as the limit, SimPy = fast path, the
 batch-size dependence of the gain, and bad settings."""
 

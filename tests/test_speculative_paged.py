@@ -1,4 +1,4 @@
-"""Speculative decoding in the paged engine (issue 32 item 1, :mod:`sim.engine.speculative_paged_lane`):
+"""Speculative decoding in the paged engine (:mod:`sim.engine.speculative_paged_lane`):
 the paged engine as the never-speculating limit (preemptions included), Leviathan's
 tokens per verify step, and the KV blocks a verify step reserves."""
 

@@ -1,4 +1,4 @@
-"""Tail batching (issue 32 item 3): ``oversample:R:group=N/K`` over-provisions prompts and
+"""Tail batching: ``oversample:R:group=N/K`` over-provisions prompts and
 responses in one step and cuts the slowest of both; the step table says what was cut."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tail-fix study (issue 32 item 5): ranking and the straggler wait, on hand-made runs
+"""The tail-fix study: ranking and the straggler wait, on hand-made runs
 and on a small simulated one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a new user's trial found (issue 30, item 2) that needs a run first, not a static
+"""What a new user's trial found that needs a run first, not a static
 bad file (those are in tests/bad_input_cases.py): an interrupted grid rerun without
 ``--resume``, a user controller's exception, a controller without ``candidates``,
 duplicated prompt ids, upper bounds on sizes, and a collapsed real run.
@@ -38,7 +38,7 @@ def test_an_interrupted_grid_rerun_without_resume_is_refused_and_kept(tmp_path):
     res = runner.invoke(main, [*STABILITY, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
     assert (out / "grid.jsonl").read_text().splitlines(keepends=True)[:3] == lines[:3]
-    # a finished grid may be run again into its folder (it is replaced, as before)
+    # a finished grid may be run again into its folder (it is replaced)
     assert runner.invoke(main, [*STABILITY, "--out", str(out)]).exit_code == 0
 
 

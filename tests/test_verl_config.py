@@ -1,4 +1,4 @@
-"""A verl trainer config in (issue 30, item 4): verl's own example configs
+"""A verl trainer config in: verl's own example configs
 (tests/data/verl_config, SOURCE.md) mapped field by field, every other field listed as
 ignored, and ``rolloutlab sim --verl-config`` / ``rolloutlab scenario from-verl`` running
 on them."""

@@ -1,5 +1,5 @@
 """Fit the collapse-horizon law (:mod:`sim.models.horizon`) per mechanism on half of one or
-more measured stability grids, predict the other half (issue 34, ``compare horizon``).
+more measured stability grids, predict the other half (``compare horizon``).
 
 Grids: ``stability.csv`` folders (``rolloutlab real stability`` or ``rolloutlab
 stability``); each grid's mechanism is read from its ``config.json``

@@ -1,4 +1,4 @@
-"""Per-run mechanism signals of a real stability grid (issue 34): what each run's learner
+"""Per-run mechanism signals of a real stability grid: what each run's learner
 logged, under verl's names, up to its collapse step (``compare horizon`` writes them as
 ``mechanism_metrics.csv`` when the grids keep their run folders).
 

@@ -1,5 +1,5 @@
 """Does the learning law move steps-to-target the way the runs do, in G and in B?
-(``learning_directions.csv`` of ``rolloutlab compare learning``; issue 28 item 5,
+(``learning_directions.csv`` of ``rolloutlab compare learning``,
 docs/learning.md §5).
 
 Per (G, B) setting the measured steps to target are averaged over the seeds that reached

@@ -39,7 +39,7 @@ CLOCKS = {"cpu": "step_cpu_s", "wall": "step_s"}
 machine the wall time also holds the time other processes had the cores, which neither
 the timing grid nor the simulator can know) or the wall time."""
 TARGETS = {"count_rel": 0.02, "time_mdape": 0.05}
-"""Issue 26's targets: iterations and preemptions within 2 %, makespan and finish MdAPE
+"""The targets: iterations and preemptions within 2 %, makespan and finish MdAPE
 within 5 %."""
 COLUMNS = (
     "setting",

@@ -11,7 +11,7 @@
 - KL to a reference with the ``k3`` estimator ``exp(q - p) - (q - p) - 1``,
   ``p = logp``, ``q = logp_ref`` (Schulman 2020, "Approximating KL divergence"; GRPO eq. 4).
 - DAPO soft overlong punishment (eq. 13) and dynamic-sampling group filter (eq. 11).
-- Mechanism switches (issue 34, :func:`grpo_loss`): the PPO ratio clip on/off and the
+- Mechanism switches (:func:`grpo_loss`): the PPO ratio clip on/off and the
   importance-sampling correction of the behaviour/learner gap ``off``, ``token`` or
   ``sequence`` (truncated at ``is_cap``: TIS, Yao et al. 2025 "Your efficient RL framework
   secretly brings you off-policy RL"; verl's ``rollout_is`` token/sequence levels).

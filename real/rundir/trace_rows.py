@@ -91,7 +91,7 @@ def finish_reason_rows(results: Sequence[RolloutResult], G: int) -> list[list[st
 
 
 def mechanism_metrics(stats: Any) -> dict[str, float]:
-    """The collapse-mechanism metrics of one update under verl's names (issue 34):
+    """The collapse-mechanism metrics of one update under verl's names:
     ``actor/entropy`` (nats), ``actor/ppo_kl`` (k1 KL to the behaviour policy),
     ``actor/grad_norm`` (before clipping), ``actor/pg_clipfrac`` (share of tokens PPO's
     clip acts on, or would with the clip off), ``actor/kl_ref`` (k3 KL to the warm start),

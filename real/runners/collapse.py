@@ -18,7 +18,7 @@ the failure):
    run whose policy stopped producing correct answers before the reward criterion's
    patience ran out.
 
-Hysteresis (issue 34): the KL, ratio and entropy criteria follow a Schmitt trigger. A
+Hysteresis: the KL, ratio and entropy criteria follow a Schmitt trigger. A
 signal *enters* its excursion at the first step beyond its bound and *leaves* it only
 when it falls back past ``release`` times the bound (``release = 1``: no hysteresis); the
 criterion fires once the excursion has lasted ``kl_patience`` steps with an update. So a

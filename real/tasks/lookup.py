@@ -1,4 +1,4 @@
-"""The lookup task: a multi-turn task whose answer needs a tool (issue 33 item 3).
+"""The lookup task: a multi-turn task whose answer needs a tool.
 
 A problem is a hidden table (a digit for each tag ``a..p``, not in the prompt) and 1 to
 ``max_queries`` query tags. The prompt names the queries; the model looks each one up by

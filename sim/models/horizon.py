@@ -1,5 +1,5 @@
 """The collapse-horizon law: time to collapse as a function of staleness S and learning
-rate eta, fitted to censored runs, with bootstrap intervals over seeds (issue 34).
+rate eta, fitted to censored runs, with bootstrap intervals over seeds.
 
 Source: PAPERS.md §2 (Song et al., 2026). A run is stable only under two constraints: a
 per-step one, ``S eta <~ C_safe`` (the stale-rollout bias ``O(S eta)`` must stay below a
@@ -16,7 +16,7 @@ sum sets the median collapse step::
 ``g`` is 1 at ``S = 1`` and the *stale drift multiplier* ``D`` at ``S >= 2`` (1 unless
 fitted: :func:`fit_horizon_groups` with ``drift=True`` fits one ``D`` per mechanism, so a
 clip / IS setting can speed or slow the cumulative drift of stale runs; §2 has ``D = 1``,
-the horizon ``t eta = R`` whatever S — a **modelling choice** of issue 34's mechanism
+the horizon ``t eta = R`` whatever S — a **modelling choice** of the mechanism
 covariate). ``t_0`` is the earliest step a collapse can be seen at: 1, and 2 for ``S >= 2``
 (in the sync-interval mode step 1 trains on fresh rollouts; the first stale update is step
 2) — a **modelling choice** — and no earlier than the detector's KL patience ``floor`` (an

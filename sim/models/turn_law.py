@@ -79,7 +79,7 @@ class TurnLaw:
             return np.asarray(self.values, dtype=np.int64)[order][i]
         if self.mean == self.min:
             return np.full(u.shape, self.min, dtype=np.int64)
-        # P(N > k0 + j) = (1 - p)^(j + 1); min 1: 1 / mean as before, bit for bit
+        # P(N > k0 + j) = (1 - p)^(j + 1); min 1: exactly 1 / mean
         p = 1.0 / (self.mean if self.min == 1 else self.mean - self.min + 1.0)
         n = self.min + np.floor(np.log(u) / np.log1p(-p)).astype(np.int64)
         return np.minimum(n, self.max)

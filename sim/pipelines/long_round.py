@@ -1,4 +1,4 @@
-"""Tail batching's long round (RollPacker, issue 32): which prompts a batch dispatches.
+"""Tail batching's long round (RollPacker): which prompts a batch dispatches.
 
 The batch-serial pipelines (:mod:`sim.pipelines.async_pipeline`) take prompt ids from a
 stream ``0, 1, 2, ...`` (modulo ``dataset_size`` when set: prompts recur every epoch).

@@ -1,4 +1,4 @@
-"""The collapse detector's options (issue 34), declared once for ``rolloutlab real async``
+"""The collapse detector's options, declared once for ``rolloutlab real async``
 and ``real stability``: ``--kl-max``, ``--detector-patience``, ``--release``,
 ``--entropy-frac``. They set :class:`real.runners.collapse.CollapseConfig`'s ``kl_max``,
 ``kl_patience``, ``release`` and ``entropy_frac`` (:func:`detector_config`); click refuses a

@@ -1,4 +1,4 @@
-"""The GRPO loss's mechanism options (issue 34), declared once for ``rolloutlab real sync``,
+"""The GRPO loss's mechanism options, declared once for ``rolloutlab real sync``,
 ``real async`` and ``real stability``: ``--clip on|off``, ``--is-mode off|token|sequence``,
 ``--is-cap X``. They set :class:`real.rundir.config.LearnerConfig`'s ``clip`` (a bool:
 ``--clip on`` is True), ``is_mode`` and ``is_cap`` (:func:`real.policy.grpo.grpo_loss`);
