@@ -37,7 +37,7 @@ from rolloutlab.real.engines.factory import factory_for, run_and_close
 from rolloutlab.real.engines.sampling import SamplingParams
 from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.policy import numerics
-from rolloutlab.real.policy.grpo import group_advantages, informative_groups
+from rolloutlab.real.policy.grpo import group_advantages, informative_groups, overlong_penalty
 from rolloutlab.real.policy.learner import Learner, pack
 from rolloutlab.real.policy.warmstart import initial_policy
 from rolloutlab.real.rundir import checkpoint
@@ -56,7 +56,6 @@ from rolloutlab.real.rundir.turn_rows import append_turns, write_turns_parquet
 from rolloutlab.real.runners import collapse
 from rolloutlab.real.runners.probe import SpeedProbe
 from rolloutlab.real.runners.refill import RefillOutcome, run_rounds, sampling_record
-from rolloutlab.real.runners.scoring import score_groups
 from rolloutlab.real.tasks.evaluate import evaluate
 from rolloutlab.sim.control.observation import observe_step, propose_step
 from rolloutlab.sim.control.spec import parse_controller
@@ -65,6 +64,31 @@ from rolloutlab.sim.trace.jsonl import TraceWriter, append_durably, read_rows, t
 from rolloutlab.sim.trace.progress import progress_bar
 
 EXTRA_LOGS = ("learner.jsonl", "eval.jsonl", "engine_requests.jsonl", "turns.jsonl")
+
+
+def score_groups(
+    ops: Any, cfg: Any, problems: list, results: list[RolloutResult], G: int
+) -> tuple[torch.Tensor, list[list[int]]]:
+    """Rewards ``(B, G)`` (float64) and response lengths ``(B, G)`` (tokens) of ``results``,
+    ordered prompt by prompt, ``G`` per prompt (``len(results) == len(problems) * G``).
+
+    ``ops.reward(problem, response_ids)`` is the task reward; ``cfg.max_response_tokens``
+    and ``cfg.overlong_cache`` set the overlong penalty. Raises ValueError when the
+    results do not hold ``G`` rollouts for every problem.
+    """
+    if len(results) != len(problems) * G:
+        raise ValueError(f"{len(results)} rollouts for {len(problems)} prompts x G = {G}")
+    groups = [results[p * G : (p + 1) * G] for p in range(len(problems))]
+    rewards = torch.tensor(
+        [[ops.reward(problems[p], r.response_ids) for r in g] for p, g in enumerate(groups)],
+        dtype=torch.float64,
+    )  # (B, G)
+    lengths = [[len(r.response_ids) for r in g] for g in groups]
+    if cfg.overlong_cache:
+        rewards = rewards + overlong_penalty(
+            torch.tensor(lengths), cfg.max_response_tokens, cfg.overlong_cache
+        )
+    return rewards, lengths
 
 
 def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
@@ -278,7 +302,7 @@ class SyncRun:
     def _score(
         self, problems: list, results: list[RolloutResult], G: int
     ) -> tuple[torch.Tensor, list[list[int]]]:
-        """Rewards ``(B, G)`` and lengths ``(B, G)`` (:func:`real.runners.scoring.score_groups`)."""
+        """Rewards ``(B, G)`` and lengths ``(B, G)`` (:func:`score_groups`)."""
         return score_groups(self.ops, self.cfg, problems, results, G)
 
     @staticmethod

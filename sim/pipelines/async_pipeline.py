@@ -72,7 +72,7 @@ from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig, columns_to_rollouts
 from rolloutlab.sim.pipelines.weight_sync import Resumer, after_sync, submit_batch, weight_sync
 from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.trace.cuts import with_cut_columns
+from rolloutlab.sim.trace.metrics import with_cut_columns
 from rolloutlab.sim.trace.schema import STEP_SCHEMA
 
 MAX_DROPS_PER_STEP = 1000
