@@ -33,7 +33,7 @@ def simulate(scenario: str, spec: str, margin: float, K: int = 1) -> tuple[dict,
     at_ref = collapse_margin(1e-6, pipe.max_staleness, T, rewards.learning, updates=K)
     lr = 1e-6 * at_ref / margin  # the margin is proportional to 1 / lr
     cfg = RunConfig(steps=T, prompts=B, seed=0, lr=lr, rewards=rewards, updates_per_batch=K)
-    summary, _, _ = run_comparison(sc, ["static:4"], cfg, pipelines=[pipe])
+    summary = run_comparison(sc, ["static:4"], cfg, pipelines=[pipe]).summary
     setting = {
         "controller": "static:4",
         "prompts": B,

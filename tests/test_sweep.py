@@ -55,9 +55,9 @@ def test_each_sweep_row_is_the_single_comparison_of_its_point(tiny_scenario):
             sc.engine, n_workers=p["workers"], max_num_seqs=p["max_num_seqs"]
         ),
     )
-    summary, _, _ = run_comparison(
+    summary = run_comparison(
         one, SPECS, RunConfig(steps=6, prompts=p["prompts"], seed=p["seed"]), engine="fast"
-    )
+    ).summary
     row = runs.filter(*(pl.col(a) == v for a, v in p.items())).drop(AXES)
     assert row.to_dicts() == summary.to_dicts()
 

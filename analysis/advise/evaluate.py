@@ -186,7 +186,7 @@ def evaluate(
         rewards=rewards,
         updates_per_batch=int(setting.get("updates_per_batch", 1)),
     )
-    summary, rollouts, _ = run_comparison(
+    result = run_comparison(
         sc,
         [setting["controller"]],
         cfg,
@@ -194,6 +194,7 @@ def evaluate(
         engine=engine_for(sc, pipe),
         target=target,
     )
+    summary, rollouts = result.summary, result.rollouts
     row = summary.row(0, named=True)
     learning = rewards.learning if rewards is not None else None
     ttt = row.get("time_to_target_s")

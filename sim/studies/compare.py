@@ -8,7 +8,7 @@ samples of each prompt (:mod:`sim.pipelines.sync`); the summary row of each run 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,24 @@ def check_comparison(
         raise ValueError("--dynamic-sampling does not combine with an async:S pipeline")
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`run_comparison` returns: the summary and the trace tables of every run,
+    and what only some runs produce."""
+
+    summary: pl.DataFrame
+    """One row per (controller spec, pipeline) (:func:`summary_columns`)."""
+    rollouts: pl.DataFrame | pl.LazyFrame
+    """Every run's rollout rows (trace schema; lazy when streamed to ``rollout_dir``)."""
+    steps: pl.DataFrame
+    """Every run's step rows (trace schema)."""
+    turns: list[pl.DataFrame] = field(default_factory=list)
+    """Multi-turn scenarios: each run's turns table (empty otherwise)."""
+    updates: list[pl.DataFrame] = field(default_factory=list)
+    """With ``updates_per_batch`` K > 1: each run's optimizer updates
+    (:data:`sim.models.update_log.UPDATE_SCHEMA`, K rows per learner step; empty otherwise)."""
+
+
 def run_comparison(
     scenario: Scenario,
     specs: Sequence[str],
@@ -135,28 +153,25 @@ def run_comparison(
     pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
     engine: str = "simpy",
     target: float | None = None,
-    turns: list[pl.DataFrame] | None = None,
     rollout_dir: Path | None = None,
-    updates: list[pl.DataFrame] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame | pl.LazyFrame, pl.DataFrame]:
+) -> Comparison:
     """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
     for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
     vectorised fast path (``engine="fast"``, no KV pressure).
 
-    Returns ``(summary, rollouts, steps)``: ``summary`` has one row per (spec, pipeline)
+    Returns a :class:`Comparison`: ``summary`` has one row per (spec, pipeline)
     with :func:`summary_columns` (with rewards: ``informative_frac, final_reward,
     time_to_target_s`` at reward ``target``, :func:`sim.models.reward_metrics.learning_summary`); the trace tables hold every run, ``run_id`` = the spec
     (``spec@pipeline`` when several pipelines are given). Each run is
     :func:`sim.pipelines.registry.simulate` (which runner serves which pipeline: there).
     With a ``multi_turn`` scenario the summary also has
-    :data:`sim.trace.turn_metrics.TURN_COLUMNS` and each run's turns table is appended to
-    ``turns`` when given.
+    :data:`sim.trace.turn_metrics.TURN_COLUMNS` and each run's turns table is in
+    ``turns``.
     ``rollout_dir`` (an existing folder): each run's rollouts go to
     ``part-NNNN.parquet`` there as it runs, the summaries read them back lazily and
     ``rollouts`` is a lazy scan of the parts in run order (memory: a block of steps, not
     the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
-    ``updates``: with ``cfg.updates_per_batch`` K > 1, each run's optimizer updates
-    (:data:`sim.models.update_log.UPDATE_SCHEMA`, K rows per learner step) are appended.
+    With ``cfg.updates_per_batch`` K > 1, each run's optimizer updates are in ``updates``.
     Raises ValueError as :func:`check_comparison` and
     :func:`sim.pipelines.multi_turn.check_multi_turn`.
     """
@@ -167,6 +182,8 @@ def run_comparison(
     rows: list[dict] = []
     all_rollouts: list = []
     all_steps: list = []
+    turns: list[pl.DataFrame] = []
+    updates: list[pl.DataFrame] = []
     for pipe in pipelines:
         controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
         for spec, ctl in zip(specs, controllers):
@@ -198,9 +215,9 @@ def run_comparison(
                     ),
                 }
             )
-            if turns is not None and result.turns is not None:
+            if result.turns is not None:
                 turns.append(result.turns)
-            if updates is not None and cfg.updates_per_batch > 1 and result.log is not None:
+            if cfg.updates_per_batch > 1 and result.log is not None:
                 updates.append(result.log.table(run_id))
             all_rollouts.append(rollouts)
             all_steps.append(steps)
@@ -213,4 +230,6 @@ def run_comparison(
         )
     if cfg.dynamic is not None:
         summary = summary.with_columns(pl.col(c).cast(pl.Float64) for c in DYNAMIC_SAMPLING_COLUMNS)
-    return summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps)
+    return Comparison(
+        summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps), turns, updates
+    )

@@ -89,7 +89,7 @@ def run_point(
         rewards=rewards,
         dynamic=dynamic,
     )
-    summary, _, _ = run_comparison(sc, specs, cfg, engine=engine, target=target)
+    summary = run_comparison(sc, specs, cfg, engine=engine, target=target).summary
     return summary.select(
         *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *summary_columns(cfg)
     )

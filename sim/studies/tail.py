@@ -110,9 +110,8 @@ def run_tail_study(
                 else with_speculative(scenario, a.speculative, [pipes[a.name]])
             )
             run_cfg = replace(cfg, seed=seed)
-            summary, rollouts, _ = run_comparison(
-                sc, [a.controller], run_cfg, None, [pipes[a.name]], "simpy", target
-            )
+            c = run_comparison(sc, [a.controller], run_cfg, None, [pipes[a.name]], "simpy", target)
+            summary, rollouts = c.summary, c.rollouts
             s = summary.row(0, named=True)
             rows.append(
                 {

@@ -250,21 +250,12 @@ def sim(
                 bar.set_postfix_str(f"{spec} G={G}", refresh=False)
                 bar.update()
 
-            turns: list = []
-            updates: list = []
             with streamed_rollouts(out_dir) as parts:
-                summary, _, steps_df = run_comparison(
-                    sc,
-                    specs,
-                    cfg,
-                    on_step,
-                    pipes,
-                    engine,
-                    target_reward,
-                    turns=turns,
-                    rollout_dir=parts,
-                    updates=updates,
+                result = run_comparison(
+                    sc, specs, cfg, on_step, pipes, engine, target_reward, rollout_dir=parts
                 )
+        summary, steps_df = result.summary, result.steps
+        turns, updates = result.turns, result.updates
         summary.write_csv(out_dir / "summary.csv")
         if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
             write_turns(turns, out_dir / "turns.parquet")
