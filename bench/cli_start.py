@@ -31,17 +31,17 @@ from pathlib import Path
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-import rolloutlab.commands.simulate.sim as cmd
+import rolloutlab.sim.studies.compare as study  # the command imports it from here when it runs
 from rolloutlab.cli import main
 inner = {"s": 0.0}
-run = cmd.run_comparison
+run = study.run_comparison
 def timed(*a, **k):
     t = time.perf_counter()
     try:
         return run(*a, **k)
     finally:
         inner["s"] += time.perf_counter() - t
-cmd.run_comparison = timed
+study.run_comparison = timed
 try:
     main(sys.argv[1:], standalone_mode=False)
 finally:
