@@ -44,6 +44,7 @@ from rolloutlab.sim.models.step_phases import extra_step_s
 from rolloutlab.sim.models.update_log import UpdateLog
 from rolloutlab.sim.pipelines.dynamic_sampling import Collector, DynamicSampling, PromptStream
 from rolloutlab.sim.pipelines.multi_turn import MultiTurnRun
+from rolloutlab.sim.scenario.defaults import ScenarioDefaults
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace.schema import STEP_SCHEMA, empty, frame
 from rolloutlab.sim.trace.stream import ColumnSpool, RolloutSink
@@ -53,9 +54,9 @@ from rolloutlab.sim.trace.stream import ColumnSpool, RolloutSink
 class RunConfig:
     """One simulated training run."""
 
-    steps: int = 300
+    steps: int = ScenarioDefaults.steps
     """Learner steps T."""
-    prompts: int = 64
+    prompts: int = ScenarioDefaults.prompts
     """Prompt batch B (prompts per step)."""
     seed: int = 0
     """Seed of the prompt/length stream (the controller has its own)."""

@@ -13,6 +13,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "scenario": "Scenario CalibrationError load_scenario scenario_from_dict",
         "bundled": "bundled_scenarios DEFAULT_SCENARIO",
+        "defaults": "ScenarioDefaults",
         "overrides": "apply_overrides",
         "provenance": "write_config library_versions",
     },

@@ -46,6 +46,7 @@ from rolloutlab.sim.models.step_phases import StepPhases
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from rolloutlab.sim.models.turns import MultiTurn, multi_turn_from
 from rolloutlab.sim.scenario.bundled import bundled_scenarios
+from rolloutlab.sim.scenario.defaults import ScenarioDefaults
 from rolloutlab.sim.trace.field_checks import number, reject_constant
 
 FORMAT = "rolloutlab.calibration"
@@ -67,7 +68,8 @@ class Scenario:
     cost: LinearCost
     engine: EngineConfig
     defaults: dict[str, Any] = field(default_factory=dict)
-    """Suggested ``prompts``, ``steps``, ``tau`` for this scenario."""
+    """Suggested ``prompts``, ``steps``, ``tau`` for this scenario (typed, with the
+    package's fallbacks: :attr:`run_defaults`)."""
     source: dict[str, Any] = field(default_factory=dict)
     """The raw JSON (provenance and fit quality included), for ``config.json``."""
     pass_rate: dict[str, Any] | None = None
@@ -79,6 +81,11 @@ class Scenario:
     step_phases: StepPhases | None = None
     """Reward and periodic phases of a step (:mod:`sim.models.step_phases`), or ``None``
     (a step is generation, learner and weight sync only)."""
+
+    @property
+    def run_defaults(self) -> ScenarioDefaults:
+        """:attr:`defaults` typed, a missing key taking the package's default."""
+        return ScenarioDefaults.of(self.defaults)
 
 
 def _block_from(d: dict, key: str, path: str) -> dict[str, Any] | None:

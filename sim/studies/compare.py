@@ -25,7 +25,7 @@ from rolloutlab.sim.pipelines.registry import runner_for, simulate
 from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.trace.metrics import DEFAULT_TAU, pipeline_summary, run_summary
+from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS, turn_summary
 
 RUN_COLUMNS = (
@@ -178,7 +178,7 @@ def run_comparison(
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
     check_multi_turn(scenario, pipelines, engine)
     check_target(target)
-    tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
+    tau = scenario.run_defaults.tau
     rows: list[dict] = []
     all_rollouts: list = []
     all_steps: list = []

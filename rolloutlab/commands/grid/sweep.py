@@ -110,14 +110,14 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
         check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
         check_multi_turn(sc, [PipelineConfig()], engine)
         points = grid(
-            prompts or [int(sc.defaults.get("prompts", 64))],
+            prompts or [sc.run_defaults.prompts],
             workers or [sc.engine.n_workers],
             max_num_seqs or [sc.engine.max_num_seqs],
             seeds,
         )
     except ValueError as exc:
         fail(exc)
-    n_steps = steps or int(sc.defaults.get("steps", 300))
+    n_steps = steps or sc.run_defaults.steps
     config = {
         **config_head("sweep", sc, engine, opts),
         "steps": n_steps,

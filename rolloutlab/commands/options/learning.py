@@ -121,7 +121,7 @@ def rewards_from_options(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if target_reward is None and rewards is not None:
-        target_reward = sc.defaults.get("target_reward")
+        target_reward = sc.run_defaults.target_reward
     return rewards, dynamic, target_reward
 
 

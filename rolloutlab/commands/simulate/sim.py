@@ -198,7 +198,6 @@ def sim(
     from rolloutlab.sim.scenario.provenance import scenario_source, write_config
     from rolloutlab.sim.studies.compare import check_comparison, run_comparison, sagc_defaults
     from rolloutlab.sim.trace import schema as trace
-    from rolloutlab.sim.trace.metrics import DEFAULT_TAU
     from rolloutlab.sim.trace.stream import streamed_rollouts
     from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
     from rolloutlab.sim.trace.turns import write_turns
@@ -220,8 +219,8 @@ def sim(
                 sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases
             )
         cfg = RunConfig(
-            steps=steps or int(sc.defaults.get("steps", 300)),
-            prompts=prompts or int(sc.defaults.get("prompts", 64)),
+            steps=steps or sc.run_defaults.steps,
+            prompts=prompts or sc.run_defaults.prompts,
             seed=seed,
             dataset_size=opts["dataset_size"],
             rewards=rewards,
@@ -243,7 +242,7 @@ def sim(
     except ValueError as exc:
         fail(exc)
     with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
-        tau = float(sc.defaults.get("tau", DEFAULT_TAU))
+        tau = sc.run_defaults.tau
         with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
 
             def on_step(spec: str, t: int, G: int) -> None:

@@ -80,8 +80,8 @@ def tail_study(steps, prompts, G, speculative_text, tail_below, seeds, out, **op
         if dynamic is not None:
             raise ValueError("--dynamic-sampling: the tail study compares plain steps")
         cfg = RunConfig(
-            steps=steps or int(sc.defaults.get("steps", 300)),
-            prompts=prompts or int(sc.defaults.get("prompts", 64)),
+            steps=steps or sc.run_defaults.steps,
+            prompts=prompts or sc.run_defaults.prompts,
             dataset_size=opts["dataset_size"],
             rewards=rewards,
         )
