@@ -8,7 +8,7 @@ of the multi-turn run over that per rollout of the single-turn run (a later turn
 one-request batch and a SimPy process for its tool call, so it costs more than a turn 0
 submitted with its whole step).
 
-    python bench/multi_turn_speed.py [--steps 20] [--G 8] [--repeats 5]
+    python bench/multi_turn_speed.py [--steps 20] [--group-size 8] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ def main() -> None:
     """Parse arguments, run both, print ``key=value`` lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--G", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     sc = load_scenario("agentic_tools")
     cfg = RunConfig(steps=args.steps, prompts=int(sc.defaults["prompts"]))
     runs = {}
     for scenario in (dataclasses.replace(sc, multi_turn=None), sc):  # warm-up (imports, caches)
-        simulate(scenario, parse_controller(f"static:{args.G}"), dataclasses.replace(cfg, steps=1))
+        simulate(scenario, parse_controller(f"static:{args.group_size}"), dataclasses.replace(cfg, steps=1))
     for name, scenario in (("single", dataclasses.replace(sc, multi_turn=None)), ("multi", sc)):
         walls = []
         for _ in range(args.repeats):  # best of: the machine may be shared
             t0 = time.perf_counter()
-            res = simulate(scenario, parse_controller(f"static:{args.G}"), cfg)
+            res = simulate(scenario, parse_controller(f"static:{args.group_size}"), cfg)
             walls.append(time.perf_counter() - t0)
         wall = min(walls)
         turns = res.turns.height if res.turns is not None else res.rollouts.height
