@@ -34,7 +34,11 @@ def main() -> None:
     cfg = RunConfig(steps=args.steps, prompts=int(sc.defaults["prompts"]))
     runs = {}
     for scenario in (dataclasses.replace(sc, multi_turn=None), sc):  # warm-up (imports, caches)
-        simulate(scenario, parse_controller(f"static:{args.group_size}"), dataclasses.replace(cfg, steps=1))
+        simulate(
+            scenario,
+            parse_controller(f"static:{args.group_size}"),
+            dataclasses.replace(cfg, steps=1),
+        )
     for name, scenario in (("single", dataclasses.replace(sc, multi_turn=None)), ("multi", sc)):
         walls = []
         for _ in range(args.repeats):  # best of: the machine may be shared

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from rolloutlab.sim.trace.progress import progress_bar
 
@@ -365,9 +366,18 @@ def format_summary(summary: dict) -> str:
 
 def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
     """A hidden option ``old`` (a command's earlier spelling of ``new``) that fills the
-    same parameter ``dest``: it still works, with one deprecation line on stderr
-    (click's own), and ``--help`` shows only ``new``. ``kwargs`` (``type``, ``metavar``)
-    are ``new``'s, so both spellings check the value alike."""
+    same parameter ``dest``: it still works, with one line on stderr
+    (``note: OLD is deprecated, use NEW``), and ``--help`` shows only ``new``. ``kwargs``
+    (``type``, ``metavar``) are ``new``'s, so both spellings check the value alike."""
+
+    def note(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if (
+            value is not None
+            and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE
+        ):
+            click.echo(f"note: {old} is deprecated, use {new}", err=True)
+        return value
+
     return click.option(
-        old, dest, hidden=True, deprecated=f"use {new}", help=f"Old spelling of {new}.", **kwargs
+        old, dest, hidden=True, callback=note, help=f"Old spelling of {new}.", **kwargs
     )
