@@ -68,7 +68,7 @@ def main() -> None:
     if args.big:
         big_run(sc)
         return
-    cfg = RunConfig(steps=args.steps, prompts=int(sc.defaults.get("prompts", 64)))
+    cfg = RunConfig(steps=args.steps, prompts=sc.run_defaults.prompts)
     group = rate(run_sync_fast, sc, cfg) / rate(run_sync, sc, cfg)
     simpy_rps, fast_rps = rate(run_sync, base, cfg), rate(run_sync_fast, base, cfg)
     print(

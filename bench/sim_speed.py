@@ -43,7 +43,7 @@ def best_of(fn, repeats: int = 3):
 def engine_rollouts_per_s(scenario_name: str, steps: int) -> tuple[float, int]:
     """Simulated rollouts per second (wall) of ``steps`` synchronous steps, and the count."""
     sc = load_scenario(scenario_name)
-    cfg = RunConfig(steps=steps, prompts=int(sc.defaults.get("prompts", 64)))
+    cfg = RunConfig(steps=steps, prompts=sc.run_defaults.prompts)
     t0 = time.perf_counter()
     rollouts, _ = run_sync(sc, StaticG(8), cfg)
     return rollouts.height / (time.perf_counter() - t0), rollouts.height

@@ -69,7 +69,7 @@ def main() -> None:
         "| G | tau | step-level rate | group straggler share |",
         "|---|---|---|---|",
     ]
-    default_tau = float(sc.defaults.get("tau", 4.0))
+    default_tau = sc.run_defaults.tau
     taus = sorted({2.0, 4.0, default_tau})
     for r in rate_table(sc.lengths, list(CANDIDATES), B, taus, seed=a.seed):
         lines.append(f"| {r['G']} | {r['tau']:g} | {r['step_rate']:.2f} | {r['group_share']:.3f} |")

@@ -40,7 +40,7 @@ def sweep(d: Path) -> Path:
 
 def advise(d: Path) -> Path:
     _cli(*("advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-           "--pipelines sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3").split(),
+           "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3").split(),
          "--out", str(d))  # fmt: skip
     return d
 

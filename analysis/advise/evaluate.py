@@ -41,7 +41,7 @@ from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.studies.compare import run_comparison
-from rolloutlab.sim.trace.metrics import DEFAULT_TAU, step_metrics
+from rolloutlab.sim.trace.metrics import step_metrics
 
 SETTING_KEYS = (
     "controller",
@@ -136,7 +136,7 @@ def group_straggler_rate(rollouts, scenario: Scenario, level: float) -> float:
     """Share of steps whose group straggler share (at the scenario's ``tau``) exceeds
     ``level``: the straggler rate under the group reading
     (:func:`sim.trace.metrics.straggler_reading`)."""
-    tau = float(scenario.defaults.get("tau", DEFAULT_TAU))
+    tau = scenario.run_defaults.tau
     if isinstance(rollouts, pl.LazyFrame):
         rollouts = rollouts.collect()
     share = step_metrics(rollouts, tau, group_share=True)["group_straggler_share"]
