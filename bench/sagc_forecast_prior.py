@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         cfg = RunConfig(steps=args.steps, prompts=16, seed=seed)
-        _, rollouts, _ = run_comparison(scenario, specs, cfg, engine="fast")
+        rollouts = run_comparison(scenario, specs, cfg, engine="fast").rollouts
         rollouts = rollouts.collect() if isinstance(rollouts, pl.LazyFrame) else rollouts
         rows.append(
             straggler_rates(rollouts, args.tau, 100).with_columns(pl.lit(seed).alias("seed"))
