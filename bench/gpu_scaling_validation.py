@@ -14,12 +14,13 @@ A curve passes when every held-out point is within 20 % whichever point calibrat
 (docs/pipelines.md, "Step time across GPU counts").
 
 Usage: python bench/gpu_scaling_validation.py [--seeds 0] [--versions 5] [--steps 6]
-    [--data CSV] [--out runs/gpu_scaling]
+    [--verl-setup bench|scripts] [--verl-threshold 0.5] [--data CSV] [--out runs/gpu_scaling]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import areal_scaling_validation as areal
@@ -36,12 +37,49 @@ from rolloutlab.calibration.validation.gpu_scaling import (
 AREAL_MODELS = {"1.5B": "r1-distill-qwen-1.5b", "7B": "qwen2.5-7b"}
 """AReaL curve -> the simulator's model (as ``bench/areal_scaling_validation.py``)."""
 VERL_THRESHOLD = 0.5
-"""verl's GPU curve runs at ``staleness_threshold`` 0.5."""
+"""verl's GPU curve runs at ``staleness_threshold`` 0.5 (README table; ``--verl-threshold``)."""
+
+VERL_SETUP = "bench"
+"""How the verl points are set up (``--verl-setup``): ``bench``, every point as
+``bench/verl_async_validation.py`` runs it (4 syncs of 4 x 128 prompts, ``fsdp_size`` 8);
+``scripts``, each point as its own run script sets it (:data:`VERL_SCRIPTS`)."""
+
+VERL_SCRIPTS = {16: 16, 32: 8, 64: 4}
+"""trainer GPUs -> ``trigger_parameter_sync_step`` of the run scripts behind the GPU curve
+(``recipe/fully_async_policy/exp/qwen2-7B-math_{32,64,128}/fsdp2_fully-async_{16-16,
+32-32,64-64}/run.sh``, verl commits 1fc52bb5 and 9280c114; experiment names
+``..._mbs32_tpf{16,8,4}_fixmcs``): local updates of ``ppo_mini_batch_size`` 32 prompts
+(no ``require_batches``), ``fsdp_size`` 2, ``total_rollout_steps = 512 x 400``, so a
+published step is 512 prompts: one weight version at 16:16, two at 32:32, four at 64:64."""
+
+STEP_PROMPTS, SCRIPT_MINI = 512, 32
+"""Prompts of a published verl step; prompts per local update in the run scripts."""
+
+
+def verl_scripted(trainer_gpus: int, seed: int, versions: int) -> float:
+    """Simulated seconds per published step (512 prompts) of the verl point on
+    ``trainer_gpus`` as its run script sets it: ``verl_async_validation.simulate`` with
+    K = :data:`VERL_SCRIPTS` local updates of 32 prompts per version and ``fsdp_size`` 2,
+    the time per version times 512 / (32 K). ``versions`` is scaled up so every run holds
+    at least 16 local updates after the first version. Raises KeyError off the curve."""
+    k = VERL_SCRIPTS[trainer_gpus]
+    saved = verl.K, verl.B, verl.MINI, verl.RECIPE_BATCHING
+    try:
+        verl.K, verl.B, verl.MINI = k, SCRIPT_MINI, SCRIPT_MINI
+        verl.RECIPE_BATCHING = dataclasses.replace(verl.RECIPE_BATCHING, shard_gpus=2)
+        per_version, _ = verl.simulate(
+            trainer_gpus, VERL_THRESHOLD, max(versions, 1 + 16 // k), seed
+        )
+    finally:
+        verl.K, verl.B, verl.MINI, verl.RECIPE_BATCHING = saved
+    return per_version * STEP_PROMPTS / (SCRIPT_MINI * k)
 
 
 def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps: int) -> float:
     """Simulated steady-state seconds per step of point ``p``. Raises KeyError on a source
     or curve this bench cannot simulate."""
+    if source == "verl-fully-async" and VERL_SETUP == "scripts":
+        return verl_scripted(p.trainer_gpus, seed, versions)
     if source == "verl-fully-async":
         return verl.simulate(p.trainer_gpus, VERL_THRESHOLD, versions, seed)[0]
     if source == "areal-v0.2":
@@ -79,13 +117,17 @@ def rows(curves: dict[tuple[str, str], list[Point]], seeds: list[int], versions:
 
 
 def main() -> None:
+    global VERL_SETUP, VERL_THRESHOLD
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=None, help="table (default: the bundled one)")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (mean over them)")
     ap.add_argument("--versions", type=int, default=5, help="verl weight versions per run")
     ap.add_argument("--steps", type=int, default=6, help="AReaL steps per run")
+    ap.add_argument("--verl-setup", choices=("bench", "scripts"), default=VERL_SETUP)
+    ap.add_argument("--verl-threshold", type=float, default=VERL_THRESHOLD)
     ap.add_argument("--out", default="runs/gpu_scaling", help="folder of table.md")
     args = ap.parse_args()
+    VERL_SETUP, VERL_THRESHOLD = args.verl_setup, args.verl_threshold
     if args.versions < 2 or args.steps < 2:
         ap.error("--versions and --steps: need >= 2 (the first is warm-up)")
     try:

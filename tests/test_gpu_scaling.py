@@ -74,3 +74,45 @@ def test_bad_rows_name_file_row_and_field(tmp_path, text, where):
         load(path)
     assert str(path) in str(e.value)
     assert where in str(e.value)
+
+
+def _bench():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "gpu_scaling_validation", bench_dir / "gpu_scaling_validation.py"
+        )
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(bench_dir))
+    return mod
+
+
+def test_verl_scripted_runs_each_point_as_its_script_and_prices_512_prompts(monkeypatch):
+    bench = _bench()
+    seen = []
+
+    def fake(half, threshold, versions, seed):
+        v = bench.verl
+        seen.append((half, v.K, v.B, v.MINI, v.RECIPE_BATCHING.shard_gpus, versions))
+        return 100.0, 0.0
+
+    monkeypatch.setattr(bench.verl, "simulate", fake)
+    before = bench.verl.K, bench.verl.B, bench.verl.RECIPE_BATCHING
+    # 100 s per version of K local updates of 32 prompts: 512 prompts take
+    # 16 / K versions: 100, 200, 400 s at 16, 32, 64 trainer GPUs
+    assert bench.verl_scripted(16, 0, 2) == pytest.approx(100.0)
+    assert bench.verl_scripted(32, 0, 2) == pytest.approx(200.0)
+    assert bench.verl_scripted(64, 0, 2) == pytest.approx(400.0)
+    assert [s[:5] for s in seen] == [(16, 16, 32, 32, 2), (32, 8, 32, 32, 2), (64, 4, 32, 32, 2)]
+    # at least 16 local updates after the first version
+    assert [s[5] for s in seen] == [2, 3, 5]
+    assert (bench.verl.K, bench.verl.B, bench.verl.RECIPE_BATCHING) == before
+    with pytest.raises(KeyError):
+        bench.verl_scripted(8, 0, 2)
