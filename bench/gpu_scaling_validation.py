@@ -50,7 +50,9 @@ VERL_SCRIPTS = {16: 16, 32: 8, 64: 4}
 32-32,64-64}/run.sh``, verl commits 1fc52bb5 and 9280c114; experiment names
 ``..._mbs32_tpf{16,8,4}_fixmcs``): local updates of ``ppo_mini_batch_size`` 32 prompts
 (no ``require_batches``), ``fsdp_size`` 2, ``total_rollout_steps = 512 x 400``, so a
-published step is 512 prompts: one weight version at 16:16, two at 32:32, four at 64:64."""
+published step is 512 prompts: one weight version at 16:16, two at 32:32, four at 64:64.
+The README states ``require_batches`` 4 and ``trigger_parameter_sync_step`` 4 for every
+row instead (the ``bench`` set-up); docs/pipelines.md weighs the two."""
 
 STEP_PROMPTS, SCRIPT_MINI = 512, 32
 """Prompts of a published verl step; prompts per local update in the run scripts."""
