@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 
 import torch
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.engines.vllm_engine import VllmConfig, VllmEngine
 from rolloutlab.real.policy import smollm2
 from rolloutlab.real.rundir.config import LearnerConfig, SyncConfig

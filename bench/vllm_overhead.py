@@ -27,8 +27,9 @@ import time
 
 import numpy as np
 import torch
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.engines.vllm_engine import VllmEngine
 from rolloutlab.real.policy.model import build_model, load_config
 from rolloutlab.real.rundir.config import SyncConfig

@@ -5,8 +5,9 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams, sample
-from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.policy.learner import pack, token_logprobs
 from rolloutlab.real.policy.model import build_model, load_config
 from rolloutlab.real.tasks.digit_chain import Problem

@@ -12,8 +12,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.calibration.fits.turns_fit import calibrate_turns
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.policy.learner import pack
 from rolloutlab.real.policy.model import build_model, load_config
 from rolloutlab.real.runners.sync import run_sync

@@ -19,8 +19,9 @@ from tests.vllm_engine_fixture import require_vllm
 
 torch = pytest.importorskip("torch")
 
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs
-from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.policy import smollm2
 from rolloutlab.real.policy.grpo import rollout_probs_diff
 from rolloutlab.real.policy.model import LlamaConfig, load_pretrained

@@ -12,8 +12,8 @@ from tests.vllm_engine_fixture import require_vllm, started_engine, warm_prompts
 
 torch = pytest.importorskip("torch")
 
+from rolloutlab.real.engines.interface import RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs
-from rolloutlab.real.engines.torch_engine import RolloutRequest
 from rolloutlab.real.policy.grpo import rollout_probs_diff
 from rolloutlab.real.policy.model import build_model, load_config
 from rolloutlab.real.tasks.tokenizer import BOS_ID, EOS_ID

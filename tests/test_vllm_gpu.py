@@ -31,7 +31,7 @@ def engine():
 
 
 def _requests(n=8):
-    from rolloutlab.real.engines.torch_engine import RolloutRequest
+    from rolloutlab.real.engines.interface import RolloutRequest
     from rolloutlab.real.tasks.tokenizer import BOS_ID
 
     return [RolloutRequest(i, (BOS_ID, 40 + i % 3, 50), seed=1000 + i) for i in range(n)]

@@ -25,8 +25,8 @@ def require_vllm() -> None:
 
 
 def warm_prompts(n: int = 4) -> list:
-    """``n`` short requests (:class:`real.engines.torch_engine.RolloutRequest`) for warm-ups."""
-    from rolloutlab.real.engines.torch_engine import RolloutRequest
+    """``n`` short requests (:class:`real.engines.interface.RolloutRequest`) for warm-ups."""
+    from rolloutlab.real.engines.interface import RolloutRequest
     from rolloutlab.real.tasks.tokenizer import BOS_ID
 
     return [RolloutRequest(i, (BOS_ID, 40 + i % 3, 50), seed=1000 + i) for i in range(n)]

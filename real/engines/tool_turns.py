@@ -1,6 +1,6 @@
 """Turn bookkeeping of a multi-turn rollout in the torch engine (:mod:`real.engines.torch_engine`).
 
-A request with a ``tool`` (:attr:`real.engines.torch_engine.RolloutRequest.tool`) is a
+A request with a ``tool`` (:attr:`real.engines.interface.RolloutRequest.tool`) is a
 sequence of model turns: a turn ends when the model samples the tool token
 (:data:`real.tasks.lookup.TOOL_ID`); the engine then parks the sequence (its slot and KV
 cache stay: the next turn prefills only the tool token and the tool's output), asks the

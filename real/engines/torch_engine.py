@@ -1,10 +1,5 @@
-"""Rollout engines: the interface the synchronous loop drives, and its torch (CPU) implementation.
-
-Interface (:class:`RolloutEngine`, docs/DESIGN.md "rollout engine"): ``generate(requests,
-params)`` runs a step's requests to completion and returns one :class:`RolloutResult`
-each, with its timestamps; ``update_weights(state_dict, version)`` installs new policy
-weights. A vLLM engine implements the same two methods: per-request seeds and
-``logprobs`` are what vLLM's ``SamplingParams(seed=..., logprobs=0)`` give.
+"""The torch (CPU) rollout engine, an implementation of
+:class:`real.engines.interface.RolloutEngine`.
 
 :class:`TorchEngine` keeps ``capacity`` sequence slots over one :class:`~real.policy.model.KVCache`.
 ``mode="continuous"``: every iteration a free slot admits the next waiting request
@@ -24,78 +19,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 from rolloutlab.real.engines import tool_turns
+from rolloutlab.real.engines.interface import RolloutRequest, RolloutResult, check_fits
 from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs, sample
 from rolloutlab.real.policy.model import KVCache, LlamaLM
 from rolloutlab.real.rundir.config import MODES
 from rolloutlab.real.tasks.lookup import TOOL_ID
 from rolloutlab.real.tasks.tokenizer import EOS_ID, PAD_ID
-
-
-@dataclass(frozen=True)
-class RolloutRequest:
-    """One completion to generate."""
-
-    request_id: int
-    """Caller's id; results come back in request order whatever the finish order."""
-    prompt_ids: tuple[int, ...]
-    """Prompt token ids (BOS included)."""
-    seed: int
-    """Seed of this request's sampling generator (same seed, same tokens)."""
-    tool: Callable[[list[int]], tuple[list[int], float]] | None = field(default=None, compare=False)
-    """Multi-turn requests: ``tool(response_ids) -> (output ids, latency s)``, called when
-    the model samples the tool token (:mod:`real.engines.tool_turns`); None: one turn."""
-
-
-@dataclass
-class RolloutResult:
-    """A finished rollout: tokens, behaviour log-probs and timestamps (s from run start)."""
-
-    request_id: int
-    prompt_tokens: int
-    response_ids: list[int] = field(default_factory=list)
-    """Sampled tokens, EOS included when the rollout stopped."""
-    logprobs: list[float] = field(default_factory=list)
-    """Behaviour log-prob of each sampled token (:func:`real.engines.sampling.behaviour_logprobs`)."""
-    finish_reason: str = ""
-    """``"stop"`` (sampled EOS) or ``"length"`` (hit ``max_response_tokens``)."""
-    t_submit_s: float = 0.0
-    t_first_token_s: float = 0.0
-    t_finish_s: float = 0.0
-    worker: int = 0
-    """Engine replica index."""
-    policy_version: int = 0
-    """Weights version that generated the rollout."""
-    t_scheduled_s: float | None = None
-    """When the engine first scheduled it (s from run start; vLLM's ``scheduled_ts``; None: not reported)."""
-    preemptions: int | None = None
-    """Times the engine preempted it (vLLM's ``num_preemptions``; None: not reported)."""
-    cached_prompt_tokens: int | None = None
-    """Prompt tokens served from the prefix cache (vLLM's ``num_cached_tokens``; None: not reported)."""
-    tool_mask: list[bool] = field(default_factory=list)
-    """Multi-turn requests: per response token, True on a tool's output (not sampled:
-    its log-prob is 0 and the learner masks it out); empty for one-turn requests."""
-    turns: list[dict] = field(default_factory=list)
-    """Multi-turn requests: one dict per model turn (:mod:`real.engines.tool_turns`)."""
-
-
-class RolloutEngine(Protocol):
-    """What the synchronous loop needs from a generator (torch now, vLLM later)."""
-
-    capacity: int
-    """Most sequences generated concurrently (vLLM's ``max_num_seqs``)."""
-    policy_version: int
-
-    def generate(
-        self, requests: Sequence[RolloutRequest], params: SamplingParams
-    ) -> list[RolloutResult]:
-        """Generate every request; results in request order."""
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Install policy weights (HF parameter names) as ``version``."""
 
 
 @dataclass
@@ -156,13 +88,7 @@ class TorchEngine:
         Raises: ValueError naming the request whose prompt plus ``max_response_tokens``
         does not fit the cache (``max_position_embeddings``).
         """
-        for r in requests:
-            if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
-                raise ValueError(
-                    f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
-                    f"max_response_tokens {params.max_response_tokens} exceeds the "
-                    f"model's max_position_embeddings {self.max_len}"
-                )
+        check_fits(requests, params.max_response_tokens, self.max_len, "max_position_embeddings")
         t_submit = self.clock()
         waiting = deque(requests)
         free = list(range(self.capacity))

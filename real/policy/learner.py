@@ -58,7 +58,7 @@ def pack(
     """Build a :class:`PackedBatch` from ragged prompts, responses and behaviour log-probs.
 
     ``tool_masks`` (optional, one per response, of its length): True on tokens a tool
-    wrote (multi-turn rollouts, :attr:`real.engines.torch_engine.RolloutResult.tool_mask`);
+    wrote (multi-turn rollouts, :attr:`real.engines.interface.RolloutResult.tool_mask`);
     they stay in the context but are off the loss mask (not the policy's tokens).
 
     Raises: ValueError when a response and its log-probs differ in length, or a response is empty.

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from rolloutlab.real.engines.torch_engine import RolloutResult
+from rolloutlab.real.engines.interface import RolloutResult
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.jsonl import append_durably
 from rolloutlab.sim.trace.schema import ROLLOUT_SCHEMA, STEP_SCHEMA

@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 import torch.multiprocessing as mp
+from rolloutlab.real.engines.interface import RolloutRequest, RolloutResult
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutRequest, RolloutResult, TorchEngine
+from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.policy.model import LlamaConfig, build_model
 
 _CTX = mp.get_context("spawn")

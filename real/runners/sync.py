@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 import torch
 from rolloutlab.real.engines.factory import factory_for, run_and_close
+from rolloutlab.real.engines.interface import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest, RolloutResult
 from rolloutlab.real.policy import numerics
 from rolloutlab.real.policy.grpo import group_advantages, informative_groups, overlong_penalty
 from rolloutlab.real.policy.learner import Learner, pack

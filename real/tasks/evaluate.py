@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from rolloutlab.real.engines.interface import RolloutEngine, RolloutRequest
 from rolloutlab.real.engines.sampling import SamplingParams
-from rolloutlab.real.engines.torch_engine import RolloutEngine, RolloutRequest
 from rolloutlab.real.tasks.registry import TaskOps
 
 

@@ -76,8 +76,9 @@ def measure_start(cfg: Any, steps: int, g_max: int, cache_dir: Path | None, work
     import time
 
     import torch
+    from rolloutlab.real.engines.interface import RolloutRequest
     from rolloutlab.real.engines.sampling import SamplingParams
-    from rolloutlab.real.engines.torch_engine import RolloutRequest, TorchEngine
+    from rolloutlab.real.engines.torch_engine import TorchEngine
     from rolloutlab.real.policy.model import load_config
     from rolloutlab.real.policy.warmstart import cached_warm_start
     from rolloutlab.real.runners.sync import request_seed
