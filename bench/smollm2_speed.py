@@ -184,7 +184,7 @@ def main() -> None:
         help="learner: last k layers, one update per value (0 = all; '' = no GRPO step)",
     )
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    ap.add_argument("--engines", default="vllm,torch", help="engines to time")
+    ap.add_argument("--engines", default="vllm,torch", help="engines to time ('' = none)")
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes to time")
     ap.add_argument("--out", type=Path, default=None, help="JSON of every figure")
     args = ap.parse_args()
@@ -195,8 +195,8 @@ def main() -> None:
     prep_s = time.perf_counter() - t0  # conversion if the cache was empty, else the hash check
     params = SamplingParams(temperature=1.0, max_response_tokens=args.max_tokens)
     speeds = []
-    for engine_name in args.engines.split(","):
-        for dtype in args.dtypes.split(","):
+    for engine_name in filter(None, args.engines.split(",")):
+        for dtype in filter(None, args.dtypes.split(",")):
             policy = smollm2.load_policy()
             speeds.append(
                 engine_speed(engine_name, dtype, policy, cfg, args.prompts, args.group, params)

@@ -52,3 +52,8 @@ def test_optimiser_holds_only_the_trained_parameters():
 def test_more_layers_than_the_model_has_is_refused():
     with pytest.raises(ValueError, match="trainable_layers must be in 0..2"):
         trainable_parameters(build_model(load_config(), seed=0), 3)
+
+
+def test_zero_trains_a_copy_of_a_frozen_model_too():
+    model = build_model(load_config(), seed=0).requires_grad_(False)
+    assert all(p.requires_grad for p in trainable_parameters(model, 0))

@@ -107,6 +107,7 @@ def trainable_parameters(model: LlamaLM, last_layers: int = 0) -> list[torch.nn.
     """
     n = model.cfg.num_hidden_layers
     if last_layers == 0:
+        model.requires_grad_(True)  # a copy of a frozen model trains too
         return list(model.parameters())
     if not 0 < last_layers <= n:
         raise ValueError(f"trainable_layers must be in 0..{n}, got {last_layers}")
