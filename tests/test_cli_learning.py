@@ -222,3 +222,51 @@ def test_coupling_follows_the_pass_rate_model(tmp_path):
     res, out2 = _sim(tmp_path / "b", cal, "--pass-rate", "fixed:0.2")
     assert res.exit_code == 0, res.output
     assert json.loads((out2 / "config.json").read_text())["rewards"]["coupling"] == 0.0
+
+
+def test_an_empty_time_to_target_says_why_once(tmp_path, calibration_file):
+    """No target reward anywhere (option or calibration): the column is empty and one
+    line says why; a target never reached: one line says that instead."""
+    res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.5", "--controllers",
+                    "static:2,static:4")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert pl.read_csv(out / "summary.csv")["time_to_target_s"].is_null().all()
+    why = [x for x in res.output.splitlines() if x.startswith("time_to_target_s")]
+    assert why == [
+        "time_to_target_s is empty: no target reward (give --target-reward R, or "
+        "defaults.target_reward in the calibration)"
+    ], res.output
+    res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.2", "--target-reward", "1")
+    why = [x for x in res.output.splitlines() if x.startswith("time_to_target_s")]
+    assert why == [
+        "time_to_target_s is empty where the target reward 1 was not reached in 12 steps"
+    ]
+
+
+def test_dynamic_sampling_alone_stops_a_hopeless_step_after_ten_rounds(tmp_path, calibration_file):
+    """--dynamic-sampling with no --max-gen-batches: verl's DAPO recipe cap (10 rounds);
+    2 % of groups informative (p = 0.995, G = 4; 40 groups a step, 0.8 kept on average, 4
+    needed): the steps abort there, and one line says how many."""
+    res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.995",
+                    "--dynamic-sampling", "--controllers", "static:4", "--steps", "3")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["dynamic_sampling"]["max_gen_batches"] == 10
+    steps = pl.read_parquet(out / "steps.parquet")
+    aborted = int(steps["dynamic_sampling_abort"].sum())
+    assert aborted >= 2 and (steps.filter("dynamic_sampling_abort")["gen_rounds"] == 10).all()
+    assert (
+        f"dynamic sampling: static:4 (sync) aborted {aborted} of 3 steps after "
+        "--max-gen-batches 10 rounds with fewer than 4 informative groups" in res.output
+    )
+
+
+def test_dynamic_sampling_that_never_keeps_a_group_says_so(tmp_path, calibration_file):
+    res, _ = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:1", "--dynamic-sampling",
+                  "--controllers", "static:4", "--steps", "2")  # fmt: skip
+    errors = [x for x in res.output.splitlines() if x.startswith("Error:")]
+    assert res.exit_code != 0 and len(errors) == 1 and "Traceback" not in res.output
+    assert (
+        "dynamic sampling: no step of static:4 (sync) kept a group: every step aborted after "
+        "--max-gen-batches 10 rounds of groups whose rewards were all equal"
+    ) in errors[0]

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from rolloutlab.calibration.scenarios.groups import merge_existing
 from rolloutlab.calibration.validation.groups import COLUMNS
 from rolloutlab.sim.scenario.scenario import load_scenario
 
@@ -287,3 +288,40 @@ def test_lengths_at_the_stated_cap_are_censored(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"({at_cap} censored)" in r.output
     assert json.loads(out.read_text())["fit"]["lengths"]["n_censored"] == at_cap
+
+
+def test_an_existing_calibration_keeps_its_cost_learning_and_defaults(tmp_path):
+    """calibrate groups --out EXISTING replaces the lengths and merges the rest, as
+    calibrate learning does: the file's cost, engine and prompt length (its --cost-from
+    when none is given), learning block and other defaults stay; the pass rates the data
+    fit replace the file's (said)."""
+    existing = json.loads((Path(__file__).parents[1] / "sim" / "data" / "gsm8k.json").read_text())
+    existing["cost"]["a_s"] = 0.123
+    existing["defaults"]["lr"] = 3e-6
+    out = tmp_path / "mine.json"
+    out.write_text(json.dumps(existing))
+    r = _run("calibrate", "groups", REAL, "--out", out)
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert d["cost"].items() >= existing["cost"].items() and d["cost"]["a_s"] == 0.123
+    assert d["engine"].items() >= existing["engine"].items()
+    assert d["learning"] == existing["learning"]
+    assert d["defaults"]["target_reward"] == 0.9 and d["defaults"]["lr"] == 3e-6
+    assert d["defaults"]["prompts"] == 16  # the data's B
+    assert d["lengths"] != existing["lengths"]
+    assert d["pass_rate"] == existing["pass_rate"]  # the trace has no 0/1 rewards to fit
+    assert f"kept from {out}: cost, engine, pass_rate, learning, defaults" in r.output
+    load_scenario(out)  # still a calibration sim loads
+    # --cost-from given: its cost wins, the learning block still stays
+    r = _run("calibrate", "groups", REAL, "--out", out, "--cost-from", "longcot")
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert d["cost"] == load_scenario("longcot").cost.to_dict() and "learning" in d
+
+
+def test_a_pass_rate_the_data_fit_replaces_the_files():
+    new = {"lengths": {}, "pass_rate": {"spec": "fixed:0.5"}, "provenance": {}, "defaults": {}}
+    old = {"lengths": {}, "pass_rate": {"spec": "fixed:0.9"}, "learning": {"kappa": 1.0}}
+    d, kept, replaced = merge_existing(new, old, cost_kept=False)
+    assert d["pass_rate"] == {"spec": "fixed:0.5"} and d["learning"] == {"kappa": 1.0}
+    assert kept == ["learning"] and replaced == ["pass_rate"]

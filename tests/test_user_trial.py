@@ -38,8 +38,23 @@ def test_an_interrupted_grid_rerun_without_resume_is_refused_and_kept(tmp_path):
     res = runner.invoke(main, [*STABILITY, "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
     assert (out / "grid.jsonl").read_text().splitlines(keepends=True)[:3] == lines[:3]
-    # a finished grid may be run again into its folder (it is replaced)
+
+
+def test_a_finished_grid_is_never_replaced_by_a_rerun(tmp_path):
+    """A rerun without --resume over a finished grid is refused (an interrupted rerun
+    used to leave fewer rows than the finished grid had); --resume reruns nothing."""
+    out = tmp_path / "g"
+    runner = CliRunner()
     assert runner.invoke(main, [*STABILITY, "--out", str(out)]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for extra in ([], ["--steps", "6"]):  # the same grid, and another grid
+        res = runner.invoke(main, [*STABILITY, *extra, "--out", str(out)])
+        assert res.exit_code == 2, res.output
+        assert "holds a finished grid of 3 points" in _one_error_line(res.output)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    res = runner.invoke(main, [*STABILITY, "--out", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert (out / "grid.jsonl").read_bytes() == before["grid.jsonl"]
 
 
 def write(path: Path, text: str) -> Path:

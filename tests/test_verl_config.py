@@ -149,3 +149,6 @@ def test_lr_token_budget_chunked_prefill_kv_memory_and_rollout_mode_are_mapped(t
         f.write_text(DAPO + f"actor_rollout_ref.rollout.mode: {mode}\n")
         m = load(f)
         assert m.settings["dispatch"] == dispatch and not any("mode" in k for k in m.ignored)
+    f.write_text(DAPO + "actor_rollout_ref.actor.optim.lr: 3.0e-6\n")
+    _, cfg = _sim(tmp_path, "--verl-config", str(f), "--steps", "1", "--prompts", "4")
+    assert cfg["run"]["lr"] == 3e-6  # the learning gain's lr / lr_ref

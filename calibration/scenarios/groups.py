@@ -209,3 +209,26 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
             samples, {"sources": sources, "command": "rolloutlab calibrate groups"}
         )
     return d
+
+
+def merge_existing(d: dict, existing: dict, cost_kept: bool) -> tuple[dict, list[str], list[str]]:
+    """``(merged, kept, replaced)``: the new calibration ``d`` written over the existing
+    calibration ``existing`` as ``calibrate learning`` does (everything the new fit does
+    not produce stays): every block of ``existing`` that ``d`` lacks (``learning``,
+    ``multi_turn`` ...), the ``defaults`` keys ``d`` does not set (``target_reward``,
+    ``lr`` ...); ``d``'s own blocks win (a ``pass_rate`` the data fit is ``replaced``).
+    ``cost_kept``: ``d``'s cost and engine were taken from ``existing`` (its
+    ``--cost-from``), listed as kept. ``provenance.merged_into`` records both lists."""
+    out = dict(d)
+    kept = ["cost", "engine"] if cost_kept else []
+    for key, value in existing.items():
+        if key not in d and key not in ("fit", "provenance"):
+            out[key] = value
+            kept.append(key)
+    old_defaults = existing.get("defaults") or {}
+    if set(old_defaults) - set(d.get("defaults") or {}):
+        out["defaults"] = {**old_defaults, **(d.get("defaults") or {})}
+        kept.append("defaults")
+    replaced = [k for k in ("pass_rate", "learning") if k in d and k in existing]
+    out["provenance"] = {**d["provenance"], "merged_into": {"kept": kept, "replaced": replaced}}
+    return out, kept, replaced

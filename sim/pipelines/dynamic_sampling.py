@@ -28,19 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from rolloutlab.sim.models.reward_metrics import informative
-from rolloutlab.sim.pipelines.spec import REFILLS
+from rolloutlab.sim.pipelines.spec import DEFAULT_MAX_GEN_BATCHES, MAX_ROUNDS, REFILLS
 
-DEFAULT_MAX_GEN_BATCHES = 10
-"""Rounds per step unless told otherwise: verl's DAPO recipe
-(``recipe/dapo/run_dapo_qwen2.5_32b.sh``: ``max_num_gen_batches=10``, three times B
-generated per round). A step that keeps fewer than B in 10 rounds is recorded as
-aborted; verl's own default (0, unlimited) lets a run with no informative group spin
-forever."""
-MAX_ROUNDS = 1_000
-"""Rounds one step may take with ``max_gen_batches = 0`` (unlimited) before the run is
-declared hopeless: 100 times the recipe's cap, so the groups' informative probability
-is below about 1/1000 (every pass rate near 0 or 1, or G = 1); the simulated rounds
-are kept in memory, and 100,000 of them took minutes and gigabytes."""
+__all__ = ["DEFAULT_MAX_GEN_BATCHES", "MAX_ROUNDS", "Collector", "DynamicSampling", "PromptStream"]
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,17 @@ FULL_POLICIES = ("drop_oldest", "block")
 REFILLS = ("batch", "missing")
 """What DAPO dynamic sampling generates in its later rounds (:mod:`sim.pipelines.dynamic_sampling`):
 a whole generation batch, or only the prompts still missing; the first is the default."""
+DEFAULT_MAX_GEN_BATCHES = 10
+"""DAPO dynamic sampling's rounds per step unless told otherwise: verl's DAPO recipe
+(``recipe/dapo/run_dapo_qwen2.5_32b.sh``: ``max_num_gen_batches=10``, three times B
+generated per round). A step that keeps fewer than B in 10 rounds is recorded as
+aborted; verl's own default (0, unlimited) lets a run with no informative group spin
+forever."""
+MAX_ROUNDS = 1_000
+"""Rounds one step may take with ``max_gen_batches = 0`` (unlimited) before the run is
+declared hopeless: 100 times the recipe's cap, so the groups' informative probability
+is below about 1/1000 (every pass rate near 0 or 1, or G = 1); the simulated rounds
+are kept in memory, and 100,000 of them took minutes and gigabytes."""
 
 
 @dataclass(frozen=True)

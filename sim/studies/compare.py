@@ -173,7 +173,8 @@ def run_comparison(
     the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
     With ``cfg.updates_per_batch`` K > 1, each run's optimizer updates are in ``updates``.
     Raises ValueError as :func:`check_comparison` and
-    :func:`sim.pipelines.multi_turn.check_multi_turn`.
+    :func:`sim.pipelines.multi_turn.check_multi_turn`, and for dynamic sampling that kept
+    no group in any step of a run (nothing to summarise).
     """
     check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
     check_multi_turn(scenario, pipelines, engine)
@@ -193,6 +194,12 @@ def run_comparison(
             path = None if rollout_dir is None else rollout_dir / f"part-{len(rows):04d}.parquet"
             result = simulate(scenario, ctl, run_cfg, pipe, engine, hook, rollout_path=path)
             rollouts, steps = result.rollouts, result.steps
+            if cfg.dynamic is not None and not steps["kept_groups"].sum():
+                raise ValueError(
+                    f"dynamic sampling: no step of {spec} ({pipe.spec}) kept a group: every "
+                    f"step aborted after --max-gen-batches {cfg.dynamic.max_gen_batches} rounds "
+                    "of groups whose rewards were all equal (pass rates all 0 or 1, or G = 1?)"
+                )
             rows.append(
                 {
                     "controller": spec,
@@ -233,3 +240,36 @@ def run_comparison(
     return Comparison(
         summary, pl.concat(all_rollouts, how="vertical"), pl.concat(all_steps), turns, updates
     )
+
+
+def summary_notes(summary: pl.DataFrame, cfg: RunConfig, target: float | None) -> list[str]:
+    """One line per reason a :func:`run_comparison` summary holds something a reader could
+    take for a bug: ``time_to_target_s`` empty in every row because no target reward was
+    given, or empty where the target was not reached; dynamic-sampling steps aborted at
+    ``cfg.dynamic.max_gen_batches`` (per controller and pipeline, with the count: verl
+    would have raised at the first). Empty list when there is nothing to say."""
+    notes: list[str] = []
+    if cfg.rewards is not None and "time_to_target_s" in summary.columns:
+        empty = summary["time_to_target_s"].is_null()
+        if target is None:
+            notes.append(
+                "time_to_target_s is empty: no target reward (give --target-reward R, or "
+                "defaults.target_reward in the calibration)"
+            )
+        elif empty.any():
+            notes.append(
+                f"time_to_target_s is empty where the target reward {target:g} was not "
+                f"reached in {cfg.steps} steps"
+            )
+    ds = cfg.dynamic
+    if ds is not None and "dynamic_sampling_abort_frac" in summary.columns:
+        for row in summary.iter_rows(named=True):
+            n = round((row["dynamic_sampling_abort_frac"] or 0.0) * cfg.steps)
+            if n:
+                notes.append(
+                    f"dynamic sampling: {row['controller']} ({row['pipeline']}) aborted {n} of "
+                    f"{cfg.steps} steps after --max-gen-batches {ds.max_gen_batches} rounds "
+                    f"with fewer than {cfg.prompts} informative groups (verl raises at the "
+                    "first; here such a step trains on what it kept)"
+                )
+    return notes

@@ -8,11 +8,18 @@ nothing written (all reading and fitting happens before the output is claimed).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 import polars as pl
 
 from rolloutlab.calibration.readers.grouped import FIELD_OPTIONS, FieldNames, read_grouped
-from rolloutlab.calibration.scenarios.groups import GroupsCalibrationConfig, calibrate_groups
+from rolloutlab.calibration.scenarios.groups import (
+    GroupsCalibrationConfig,
+    calibrate_groups,
+    merge_existing,
+)
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.forecast import (
     RULES,
@@ -213,14 +220,30 @@ def calibrate_groups_cmd(
     _check_step_window(length_model, step_window)
     trace = read_files(files, tokenizer, fields)
     _check_cap(trace, max_response_length)
+    existing = Path(out).is_file()  # a calibration (CALIBRATION_OUT checked it): merged
+    source = click.get_current_context().get_parameter_source("cost_from")
+    cost_kept = existing and source != click.core.ParameterSource.COMMANDLINE
     cfg = GroupsCalibrationConfig(
-        length_model, max_response_length, cost_from, name, within_law, fit_window, step_window
+        length_model,
+        max_response_length,
+        out if cost_kept else cost_from,
+        name,
+        within_law,
+        fit_window,
+        step_window,
     )
     try:
         d = calibrate_groups(trace, cfg)
+        if existing:
+            d, kept, replaced = merge_existing(d, json.loads(Path(out).read_text()), cost_kept)
         write_json_atomic(d, out)
     except (ValueError, CalibrationError, OSError) as exc:
         raise BadInput(str(exc)) from None
+    if existing:
+        click.echo(
+            f"kept from {out}: {', '.join(kept) or 'nothing'}"
+            + "".join(f"; {k} replaced by the data's fit" for k in replaced)
+        )
     f = d["fit"]["lengths"]
     se = f["se"]
     click.echo(

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import polars as pl
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.replay import COLUMNS, replay
@@ -18,7 +17,7 @@ from rolloutlab.commands.calibrate.groups import (
     read_files,
     write_table,
 )
-from rolloutlab.commands.options.common import BadInput
+from rolloutlab.commands.options.common import BadInput, echo_table
 from rolloutlab.sim.trace import schema as sim_trace
 
 
@@ -58,6 +57,5 @@ def replay_cmd(files, sim_dir, tau, draws, seed, out, tokenizer, **fields):
         raise BadInput(str(exc)) from None
     config = {"files": list(files), "sim": sim_dir, "tau": list(tau), "draws": draws, "seed": seed}
     out_dir = write_table(out, "validate replay", "replay.csv", table, config)
-    with pl.Config(tbl_rows=-1, tbl_hide_dataframe_shape=True, float_precision=3, tbl_cols=-1):
-        click.echo(table.drop("n_steps"))
+    echo_table(table.drop("n_steps"))
     click.echo(f"wrote {out_dir / 'replay.csv'} (columns {', '.join(COLUMNS)})")

@@ -76,7 +76,7 @@ def validate_verl_tb(
             out_dir / "config.json",
             {"command": "validate-verl-tb", "runs": runs, "fit_steps": fit_steps, **logged},
         )
-    echo_table(table, cols=None, precision=4, dtypes=True, width=None)
+    echo_table(table, precision=4)
     click.echo(f"wrote {out_dir / 'validation.csv'}")
 
 

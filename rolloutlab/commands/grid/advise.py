@@ -397,7 +397,6 @@ def advise(
             "best",
         ),
         rows=50,
-        cols=20,
     )
     best = table.filter("best")
     if best.height:
@@ -414,6 +413,5 @@ def advise(
                 closest.with_columns(
                     pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)
                 ).select(*space.keys, "time_s", "straggler_rate", "collapse_margin", "violation"),
-                cols=20,
             )
     click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")

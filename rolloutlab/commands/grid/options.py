@@ -111,7 +111,7 @@ def prepare_grid(
 ) -> tuple[Executor, GridStore]:
     """Everything that can refuse a grid, before its output folder is claimed: the
     executor (Ray importable, cluster reachable) and, with ``--resume``, the folder's grid
-    file (same spec); without it, a folder holding an unfinished grid's finished points
+    file (same spec); without it, a folder holding finished points of any grid
     (:meth:`GridStore.check_fresh`: "pass --resume"). Raises BadInput (one line, exit 2,
     nothing written)."""
     executor = executor_from(opts, default_parallel)

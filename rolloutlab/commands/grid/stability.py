@@ -126,7 +126,7 @@ def stability(
     write_config(
         out_dir / "config.json", {**config, "runtime_s": runtime_s, **describe_executor(opts)}
     )
-    echo_table(summarize(ok), cols=None, precision=4, dtypes=True, width=None)
+    echo_table(summarize(ok), precision=4)
     from rolloutlab.analysis.collapse.horizon import grid_horizon
 
     fit, table, note = grid_horizon(ok, T)
@@ -141,6 +141,6 @@ def stability(
             pl.col("p_collapse").is_between(0.02, 0.98)
             | pl.col("collapsed_share").is_between(0.01, 0.99)
         )
-        echo_table(shown.drop("runs"), cols=None, precision=3, width=None)
+        echo_table(shown.drop("runs"), precision=3)
     click.echo(note)
     click.echo(f"{df.height} runs in {runtime_s:.2f} s -> {out_dir}")

@@ -105,18 +105,30 @@ class GridStore:
         self.done = records
 
     def check_fresh(self) -> None:
-        """Refuse to start this grid afresh over an unfinished one (nothing written):
-        raises :class:`GridResumeError` when the folder's grid file holds finished points
-        of a grid that did not finish (fewer lines than its header's ``points``), the
-        work a fresh start would throw away. A finished grid (every point recorded) or no
-        grid file is fine: a finished grid's tables are what the new run replaces."""
+        """Refuse to start a grid afresh over finished points (nothing written): raises
+        :class:`GridResumeError` when the folder's grid file holds any finished point.
+        A finished grid is never replaced by a rerun (an interrupted rerun would leave
+        fewer rows than it had): ``--resume`` reuses it (nothing left to run when it is
+        this grid), another ``--out`` keeps both. An unfinished grid: ``--resume`` runs
+        only its missing points. No grid file, or one without a point: fine."""
         if not self.path.is_file():
             return
         header, records, _ = _read(self.path)
-        if not header or not records or len(records) >= int(header.get("points") or 0):
+        if not header or not records:
             return
-        n, total = len(records), header.get("points")
-        if header.get("grid") == self.hash:
+        n, total = len(records), int(header.get("points") or 0)
+        same = header.get("grid") == self.hash
+        if n >= total:
+            raise GridResumeError(
+                f"{self.path}: holds a finished grid of {total} points"
+                + (
+                    "; --resume reuses it (nothing to rerun)"
+                    if same
+                    else " made with other options"
+                )
+                + "; choose another --out for a new grid (a finished grid is never replaced)"
+            )
+        if same:
             raise GridResumeError(
                 f"{self.path}: holds {n} of {total} finished points of this grid (an "
                 "interrupted run); pass --resume to run only the missing ones, or remove "

@@ -175,6 +175,5 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
             *[c for c in LEARNING_COLUMNS if c in means.columns],
         ),
         rows=200,
-        cols=20,
     )
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROBABILITY, finite
-from rolloutlab.sim.pipelines.spec import REFILLS
+from rolloutlab.sim.pipelines.spec import DEFAULT_MAX_GEN_BATCHES, MAX_ROUNDS, REFILLS
 
 if TYPE_CHECKING:
     from rolloutlab.sim.models.rewards import RewardConfig
@@ -41,8 +41,10 @@ _OPTIONS = (
         "--max-gen-batches",
         type=NON_NEGATIVE_INT,
         metavar="N",
-        help="Generation rounds allowed per step, 0 = unlimited (default 0); a step that "
-        "falls short is recorded as aborted and trains on what it kept.",
+        help="Generation rounds allowed per step (default "
+        f"{DEFAULT_MAX_GEN_BATCHES}, verl's DAPO recipe; 0 = unlimited, up to {MAX_ROUNDS} "
+        "then an error); a step that falls short is recorded as aborted and trains on what "
+        "it kept.",
     ),
     click.option(
         "--refill",
@@ -112,7 +114,9 @@ def rewards_from_options(
         dynamic = (
             DynamicSampling(
                 gen_batch_factor=1.0 if gen_batch_factor is None else gen_batch_factor,
-                max_gen_batches=max_gen_batches or 0,
+                max_gen_batches=(
+                    DEFAULT_MAX_GEN_BATCHES if max_gen_batches is None else max_gen_batches
+                ),
                 refill=refill or "batch",
             )
             if dynamic_sampling

@@ -284,5 +284,5 @@ def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir:
                 "target_accuracy": target_accuracy,
             },
         )
-    echo_table(table, dtypes=True)
+    echo_table(table)
     click.echo(f"wrote {out_dir / 'runs.csv'} and {out_dir / 'progress.png'}")

@@ -197,9 +197,7 @@ def stability_cmd(
     echo_table(
         table,
         t_collapse_table(df.filter(pl.col("status") == "ok")),
-        cols=None,
         precision=4,
-        dtypes=True,
     )
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]

@@ -196,7 +196,12 @@ def sim(
     from rolloutlab.sim.scenario.overrides import apply_overrides, with_speculative
     from rolloutlab.sim.scenario.placement import parse_phases
     from rolloutlab.sim.scenario.provenance import scenario_source, write_config
-    from rolloutlab.sim.studies.compare import check_comparison, run_comparison, sagc_defaults
+    from rolloutlab.sim.studies.compare import (
+        check_comparison,
+        run_comparison,
+        sagc_defaults,
+        summary_notes,
+    )
     from rolloutlab.sim.trace import schema as trace
     from rolloutlab.sim.trace.stream import streamed_rollouts
     from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
@@ -226,6 +231,7 @@ def sim(
             rewards=rewards,
             dynamic=dynamic,
             updates_per_batch=updates_per_batch,
+            lr=float(sc.defaults.get("lr", RunConfig.lr)),  # a verl config's optim.lr
         )
         specs = split_specs(opts["controllers"])
         pipes = [
@@ -288,7 +294,7 @@ def sim(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50, cols=20)
+    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50)
     if turns:
         echo_table(summary.select("controller", "pipeline", *TURN_COLUMNS), rows=50)
     if rewards is None:
@@ -306,6 +312,8 @@ def sim(
         )
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
+    for note in summary_notes(summary, cfg, target_reward):
+        click.echo(note)
     figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
     figure_file += " updates.parquet," if updates else ""
     click.echo(

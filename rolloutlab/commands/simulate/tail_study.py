@@ -117,7 +117,7 @@ def tail_study(steps, prompts, G, speculative_text, tail_below, seeds, out, **op
                 "calibration": scenario_source(sc),
             },
         )
-    echo_table(table, rows=20, cols=20)
+    echo_table(table, rows=20)
     missed = int(table["time_to_target_s"].fill_null(float("nan")).is_nan().sum())
     if missed:  # (ranked last, in declaration order: say so rather than imply an order)
         click.echo(
