@@ -13,9 +13,10 @@ component, so the ICC of log lengths is unit-free. A ``k`` that varies between t
 adds its own variance to the within-group part, so the ICC from characters is, if
 anything, slightly low.
 
-Estimator: one-way random-effects ANOVA ICC(1) (Shrout & Fleiss 1979, case 1):
-``ICC = (F - 1) / (F + k - 1)`` with ``F`` the one-way ANOVA F statistic
-(``scipy.stats.f_oneway``) of log lengths grouped by prompt and ``k`` samples per group.
+Estimator: one-way random-effects ANOVA ICC(1) (Shrout & Fleiss 1979, case 1), written
+once in :func:`sim.models.dynamics.fit_icc` (``(MSB - MSW) / (MSB + (k - 1) MSW)``, the
+same number as ``(F - 1) / (F + k - 1)`` with ``F = MSB / MSW`` the one-way ANOVA F
+statistic); here it is clipped to [0, 1], the range a correlation parameter takes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from importlib import resources
 
 import numpy as np
 import polars as pl
-from scipy import stats
+from rolloutlab.sim.models.dynamics import fit_icc
 
 GROUP_TABLE = "math_cot_100_char_lengths.csv"
 
@@ -55,17 +56,14 @@ def icc_log_lengths(df: pl.DataFrame) -> float:
     """ICC(1) of ``log(chars)`` grouped by ``idx`` (formula in the module docstring),
     clipped to [0, 1]. Needs equal group sizes >= 2. Raises: ValueError otherwise."""
     groups = [
-        np.log(g["chars"].to_numpy().astype(float))
-        for _, g in df.group_by("idx", maintain_order=True)
+        g["chars"].to_numpy().astype(float) for _, g in df.group_by("idx", maintain_order=True)
     ]
     sizes = {len(g) for g in groups}
     if len(sizes) != 1 or min(sizes) < 2 or len(groups) < 2:
         raise ValueError(
             f"icc_log_lengths: need >= 2 groups of one size >= 2, got sizes {sorted(sizes)}"
         )
-    k = sizes.pop()
-    F = stats.f_oneway(*groups).statistic
-    return float(np.clip((F - 1) / (F + k - 1), 0.0, 1.0))
+    return float(np.clip(fit_icc(np.stack(groups)), 0.0, 1.0))  # (n_groups, k) lengths
 
 
 def bundled_icc() -> float:
