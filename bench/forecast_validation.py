@@ -75,6 +75,9 @@ GROUP_HEADER = [
 def per_sample(out: Path, lines: list[str], horizon: int | None = None) -> None:
     """The per-sample runs of the plan; appends markdown table rows to ``lines``."""
     lines += [
+        "Per-sample runs: mean absolute error of P(max/median > tau) over the scored cells "
+        "(held-out steps); makespan MAE in tokens",
+        "",
         "| run | K | scored cells | forecast | persistence | linear | static | floor | "
         "cells within target | makespan MAE (tokens): forecast / persistence / linear / static |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -118,6 +121,9 @@ def per_sample(out: Path, lines: list[str], horizon: int | None = None) -> None:
 def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024) -> None:
     """The verl TensorBoard runs of the plan; appends markdown table rows to ``lines``."""
     lines += [
+        *([""] if lines else []),
+        f"verl runs: mean absolute error (tokens) of response_length/mean and /max over the "
+        f"held-out steps after K = {K}",
         "",
         "| verl run | mean MAE (tokens): forecast / persistence / linear / static | "
         "max MAE (tokens): forecast / persistence / linear / static |",
@@ -161,10 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.horizon is not None and args.horizon < 1:
         ap.error(f"--horizon {args.horizon}: needs an integer >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    lines = [
-        "Mean absolute error of P(max/median > tau) over the scored cells (held-out steps)",
-        "",
-    ]
+    lines: list[str] = []
     if args.only != "verl":
         per_sample(args.out, lines, args.horizon)
     if args.only != "groups":

@@ -90,6 +90,45 @@ def validate_verl_tb(d: Path) -> Path:
     return d
 
 
+def advise_split(d: Path) -> Path:
+    """``advise --splits`` with one controller (the README's form) and a frozen pass rate:
+    the split is searched, the controller is not, and the objective is time per step."""
+    _cli(*("advise --model qwen2.5-7b --gpu h100 --tp 2 --gpus 64 --splits 56:8,48:16 "
+           "--prompts 64 --lr 1e-6 --controllers static:8 --max-num-seqs 256 --steps 4 "
+           "--trials 2 --batch 2 --max-straggler-rate 1 --pass-rate fixed:0.5").split(),
+         "--out", str(d))  # fmt: skip
+    return d
+
+
+WHOLE_STEP = {  # run -> (measured, model, constant, linear, persistence) step time, s
+    "fitted": ([100.0, 100.0], [101.0, 99.0], [120.0, 120.0], [130.0, 130.0], [None, 100.0]),
+    "heldout": ([100.0, 100.0], [110.0, 90.0], [120.0, 120.0], [130.0, 130.0], [None, 150.0]),
+}
+"""Hand-made whole steps: held out, the model's MAPE is 10 %, constant 20 %, linear 30 %,
+persistence 50 % (one step with a previous one)."""
+
+
+def validate_verl_whole_step(d: Path) -> Path:
+    """A ``compare verl-tb --calibration`` output (validation.csv scored by the command's
+    own :func:`score` from :data:`WHOLE_STEP`; config naming the runs the calibration
+    fitted), without the minute the real calibration and prediction take."""
+    import polars as pl
+    from rolloutlab.calibration.validation.step_holdout import score
+    from rolloutlab.sim.scenario.provenance import write_config
+
+    rows = [
+        {"run": run, "step": i + 1, "measured_s": m, "model_s": a, "constant_s": c,
+         "linear_s": li, "persistence_s": p, "periodic": False}
+        for run, cols in WHOLE_STEP.items()
+        for i, (m, a, c, li, p) in enumerate(zip(*cols))
+    ]  # fmt: skip
+    d.mkdir()
+    score(pl.DataFrame(rows)).write_csv(d / "validation.csv")
+    write_config(d / "config.json", {"command": "validate-verl-tb", "runs": list(WHOLE_STEP),
+                                     "calibration": "cal.json", "fitted_runs": ["fitted"]})  # fmt: skip
+    return d
+
+
 def all_studies(root: Path) -> dict[str, Path]:
     """Every study kind's tiny output under ``root``: ``{kind: folder}``."""
     out = {
@@ -102,6 +141,8 @@ def all_studies(root: Path) -> dict[str, Path]:
         "compare-learning": compare_learning(root / "learning"),
         "validate-groups": validate_groups(root / "vgroups"),
         "validate-verl-tb": validate_verl_tb(root / "vverl"),
+        "validate-verl-whole-step": validate_verl_whole_step(root / "vverl_step"),
+        "advise-split": advise_split(root / "advise_split"),
     }
     out["compare-collapse"] = compare_collapse(root / "collapse", out["stability"])
     return out

@@ -32,3 +32,13 @@ def test_a_non_empty_out_is_refused(tmp_path):
         fv.main(["--out", str(tmp_path), "--only", "groups"])
     assert exc.value.code == 2
     assert (tmp_path / "summary.md").read_text() == "earlier result"
+
+
+def test_the_verl_summary_is_headed_by_its_token_errors(tmp_path):
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    (tb / "q3b_fsdp_base").symlink_to(Path(__file__).parent / "data" / "verl_tb" / "q3b_fsdp_base")
+    assert fv.main(["--out", str(tmp_path / "out"), "--only", "verl", "--tb-dir", str(tb)]) == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "P(max/median" not in summary
+    assert summary.startswith("verl runs: mean absolute error (tokens) of response_length/mean")

@@ -2,7 +2,7 @@
 its answer (headline and table) on the first screen, figures decoded, nothing past the
 right edge (a clicked figure grows inside its own box), the configuration folded.
 
-Slow (~40 s on 2 cores): ten study kinds are produced by the CLI itself, then one
+Slow (~50 s on 2 cores): twelve study kinds are produced by the CLI itself, then one
 browser start measures all their pages. Without chromium the test is skipped, except
 under ``CI`` where it fails: ``make test`` installs it where it can (root, Debian).
 """
@@ -49,7 +49,8 @@ def pages(tmp_path_factory) -> dict[str, tuple[Path, Path, dict, str]]:
 
 
 KINDS = ["sim", "sweep", "advise", "stability", "compare-idle", "compare-collapse",
-         "compare-horizon", "compare-learning", "validate-groups", "validate-verl-tb"]  # fmt: skip
+         "compare-horizon", "compare-learning", "validate-groups", "validate-verl-tb", "validate-verl-whole-step",
+         "advise-split"]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -65,7 +66,9 @@ def test_the_first_screen_answers_and_nothing_runs_past_1280_px(pages, kind):
         assert m["zoom_ratio"] >= 1.5 and m["zoomed_page_width_px"] <= 1280, m
 
 
-@pytest.mark.parametrize("kind", ["sim", "sweep", "advise"])
+@pytest.mark.parametrize(
+    "kind", ["sim", "sweep", "advise", "advise-split", "validate-verl-whole-step"]
+)
 def test_a_comparison_marks_one_best_row(pages, kind):
     assert pages[kind][2]["best_marked"] == 1
 

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import polars as pl
 from rolloutlab.analysis.figures import numbers as fmt
-from rolloutlab.analysis.figures.answers import Answer, AnswerError, answer, study_kind
+from rolloutlab.analysis.figures.answers import (
+    ANSWERS,
+    Answer,
+    AnswerBug,
+    AnswerError,
+    answer,
+    study_kind,
+)
 from rolloutlab.analysis.inputs.run_input import read_object
 from rolloutlab.sim.trace import strict_json
 
@@ -35,7 +42,7 @@ CAPTIONS = {
     "class. Right: the two scaling laws per S; flat lines mean the law holds.",
     "phase_diagram.png": "Collapsed fraction over seeds per (S, learning rate); black: closed-form eta_max.",
     "comparison.png": "Per controller: share of steps at each group size G; straggler-ratio quantiles "
-    "(box 25-75 %, whiskers 5-95 %) against tau; step time as a rolling mean with its 10-90 % "
+    "(box 25-75 %, whiskers 5-95 %) against tau; step time as a rolling mean with its 25-75 % "
     "band; reward against wall clock up to where every run has reached the target.",
     "learning_comparison.png": "Per real run: measured and predicted (mean-field) training reward "
     "against wall clock or CPU time; the dashed line is the target.",
@@ -238,13 +245,27 @@ def _short(obj, depth: int = 0):
     return obj
 
 
+def current_figures(study: Path) -> tuple[list[Path], list[Path]]:
+    """The figures (``*.png``) of ``study`` split into those written with its results and
+    the stale ones: a figure older than the file that holds the study's answer (its
+    summary, :data:`~analysis.figures.answers.ANSWERS`) was left by an earlier run into
+    the same folder (e.g. ``sim --no-figure`` over a ``sim`` with its figure)."""
+    figures = sorted(study.glob("*.png"))
+    kind = study_kind(study)
+    if kind is None:
+        return figures, []
+    summary = (study / ANSWERS[kind][0]).stat().st_mtime_ns
+    fresh = [f for f in figures if f.stat().st_mtime_ns >= summary]
+    return fresh, [f for f in figures if f not in fresh]
+
+
 def render(study: str | Path) -> str:
     """The HTML page of one study directory. Raises :class:`ReportError` when ``study``
     has neither a figure nor a table, or a study file is malformed."""
     study = Path(study)
     cfg_path = study / "config.json"
     cfg = _read_json(cfg_path) if cfg_path.exists() else {}
-    figures = sorted(study.glob("*.png"))
+    figures, stale = current_figures(study)
     tables = [study / t for t in TABLES if (study / t).exists()]
     if not figures and not tables:
         raise ReportError(
@@ -267,6 +288,11 @@ def render(study: str | Path) -> str:
         parts.append(_answer_html(ans))
     if kind in INTRO:
         parts.append(f"<p class=note>{html.escape(INTRO[kind])}</p>")
+    if stale:
+        parts.append(
+            f"<p class=note>Not shown, older than the study's results (left by an earlier run): "
+            f"{html.escape(', '.join(f.name for f in stale))}</p>"
+        )
     for fig in figures:
         data = base64.b64encode(fig.read_bytes()).decode()
         caption = CAPTIONS.get(fig.name, fig.stem.replace("_", " "))
@@ -328,11 +354,23 @@ def page_names(studies: list[Path]) -> list[str]:
     return names
 
 
-def write_reports(studies: list[Path], out_dir: Path) -> list[Path]:
-    """Write ``out_dir/<study name>.html`` for each study (a study given twice once),
-    atomically; returns the paths. Raises :class:`ReportError` (before writing anything)
-    on a directory that is not a study, a malformed summary, or two studies of one name."""
+def write_reports(studies: list[Path], out_dir: Path) -> tuple[list[Path], dict[Path, Exception]]:
+    """Write ``out_dir/<study name>.html`` for each study that renders (a study given twice
+    once), atomically. Returns the pages written and, per study that did not render, its
+    error (:class:`ReportError` for a directory that is not a study or a malformed file,
+    :class:`~analysis.figures.answers.AnswerBug` for a failing answer): one bad study
+    does not cost the others their pages. Raises :class:`ReportError` (before writing
+    anything) when two studies would share a page name."""
     names = page_names(studies)
-    pages = dict(zip(names, (render(s) for s in studies)))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [strict_json.write_atomic(out_dir / n, page) for n, page in pages.items()]
+    pages: dict[str, str] = {}
+    failed: dict[Path, Exception] = {}
+    for s, n in zip(studies, names):
+        if n in pages or s in failed:
+            continue
+        try:
+            pages[n] = render(s)
+        except (ReportError, AnswerBug) as exc:
+            failed[s] = exc
+    if pages:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    return [strict_json.write_atomic(out_dir / n, page) for n, page in pages.items()], failed

@@ -30,7 +30,7 @@ from rolloutlab.analysis.figures.answers.predictions import (
     validate_verl_answer,
 )
 
-__all__ = ["ANSWERS", "Answer", "AnswerError", "answer", "study_kind"]
+__all__ = ["ANSWERS", "Answer", "AnswerBug", "AnswerError", "answer", "study_kind"]
 
 ANSWERS: dict[str, tuple[str, Callable[[Path, dict], Answer]]] = {
     "compare-idle": ("idle_summary.json", idle_answer),
@@ -58,15 +58,25 @@ def study_kind(study: Path) -> str | None:
     return None
 
 
+class AnswerBug(RuntimeError):
+    """An answer builder that failed on a study whose files it could read: a bug in
+    rolloutlab, not the user's malformed input."""
+
+
 def answer(study: Path, cfg: dict) -> Answer | None:
     """The answer of ``study`` (its config ``cfg``), None for a kind without one.
-    Raises :class:`AnswerError` naming the file and field of a malformed study file."""
+    Raises :class:`AnswerError` naming the file and field of a malformed study file,
+    :class:`AnswerBug` when the builder itself fails (a missing key, a wrong type)."""
     kind = study_kind(study)
     if kind is None:
         return None
+    marker = study / ANSWERS[kind][0]
     try:
         return ANSWERS[kind][1](study, cfg)
-    except (KeyError, TypeError, IndexError, pl.exceptions.PolarsError) as exc:
-        raise AnswerError(
-            f"{study / ANSWERS[kind][0]}: malformed ({type(exc).__name__}: {exc})"
-        ) from None
+    except pl.exceptions.PolarsError as exc:
+        raise AnswerError(f"{marker}: malformed ({type(exc).__name__}: {exc})") from None
+    except (KeyError, TypeError, IndexError) as exc:
+        raise AnswerBug(
+            f"{study}: the {kind} answer failed ({type(exc).__name__}: {exc}): a bug in "
+            "rolloutlab's report, not in the study's files; please report it with this folder"
+        ) from exc

@@ -117,17 +117,52 @@ def sweep_answer(study: Path, cfg: dict) -> Answer:
     )
 
 
+SETTINGS = ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "split", "lr",
+            "updates_per_batch")  # fmt: skip
+"""The columns of ``advise``'s trials.csv that name a searched setting."""
+
+
+def _objective(cfg: dict) -> tuple[str, str, str]:
+    """``(column, question, phrase)`` of an ``advise`` study's objective (its config's
+    ``objective``: ``time_to_target_s``, ``time_per_step_s``, or ``gpu_hours of ...``):
+    the trials.csv column it minimises, the question it answers and a format string
+    that words one value ``{v}``."""
+    objective = str(cfg.get("objective", "time_to_target_s"))
+    per_step = objective.endswith("time_per_step_s")
+    target = fmt.setting(cfg.get("target_reward"))
+    aim = "the shortest time per step" if per_step else f"reward {target} fastest"
+    if objective.startswith("gpu_hours"):
+        what = "per step" if per_step else f"to reward {target}"
+        return ("gpu_hours", f"Which setting needs the fewest GPU-hours {what} without "
+                "stragglers or collapse?", "{v} GPU-hours " + what)  # fmt: skip
+    verb = "has" if per_step else "reaches"
+    return (
+        objective,
+        f"Which setting {verb} {aim} without stragglers or collapse?",
+        "{v} per step" if per_step else "{v} to reward " + target,
+    )
+
+
 def advise_answer(study: Path, cfg: dict) -> Answer:
     """``rolloutlab advise``: the recommended setting and the runner-up, with their
-    straggler and collapse margins and the time between them."""
+    straggler and collapse margins and the gap between them in the study's objective
+    (time to the target, time per step, or GPU-hours of either)."""
     path = study / "trials.csv"
     df = read_table(path)
-    objective = cfg.get("objective", "time_to_target_s")
+    objective, question, phrase = _objective(cfg)
     need_columns(df, path, "feasible", "best", objective, "straggler_rate", "collapse_margin")
-    settings = [c for c in ("controller", "prompts", "workers", "max_num_seqs", "pipeline", "lr",
-                            "updates_per_batch") if c in df.columns]  # fmt: skip
+    settings = [c for c in SETTINGS if c in df.columns]
     space = cfg.get("space") or {}
-    searched = [c for c in settings if len(space.get(c, [None, None])) > 1]  # what was chosen
+    # the settings the search chose among: more than one value searched, or (no space in
+    # the config) more than one value tried
+    searched = [
+        c for c in settings
+        if (len(space[c]) > 1 if c in space else df[c].n_unique() > 1)
+    ] or settings[:1]  # fmt: skip
+
+    def value(v) -> str:
+        return fmt.number(v) if objective == "gpu_hours" else fmt.duration(v)
+
     feasible = (
         df.filter(pl.col("feasible") & pl.col(objective).is_not_null())
         .unique(settings, keep="first", maintain_order=True)
@@ -139,55 +174,57 @@ def advise_answer(study: Path, cfg: dict) -> Answer:
     if feasible.height == 0:
         table = df.sort(objective).head(2).with_columns(pl.lit(None).alias("rank")).select(cols)
         return Answer(
-            "Which setting reaches the target reward fastest without stragglers or collapse?",
+            question,
             f"No trial met the constraints (straggler rate at most {fmt.percent(max_rate)} %, "
-            f"collapse margin at least {fmt.setting(min_margin)}); the two fastest trials "
-            "are shown.",
+            f"collapse margin at least {fmt.setting(min_margin)}); the two best trials by "
+            "the objective are shown.",
             table,
             (False, False),
         )
     top = feasible.head(2).with_row_index("rank", offset=1).select(cols)
     rec = top.row(0, named=True)
-    desc = _setting(rec)
     lead = (
-        f"Recommended: {desc}: {fmt.duration(rec[objective])} to reward "
-        f"{fmt.setting(cfg.get('target_reward'))}, straggler rate "
+        f"Recommended: {_setting(rec, searched)}: "
+        f"{phrase.format(v=value(rec[objective]))}, straggler rate "
         f"{fmt.percent(rec['straggler_rate'])} % (bound {fmt.percent(max_rate)} %), collapse "
         f"margin {fmt.number(rec['collapse_margin'])} (needs {fmt.setting(min_margin)})."
     )
     if top.height > 1:
         run = top.row(1, named=True)
+        more = "more" if objective == "gpu_hours" else "slower"
         lead += (
-            f" Runner-up: {_setting(run)}, {fmt.duration(run[objective])} "
-            f"({fmt.percent(run[objective] / rec[objective] - 1)} % slower)."
+            f" Runner-up: {_setting(run, searched)}, {value(run[objective])} "
+            f"({fmt.percent(run[objective] / rec[objective] - 1)} % {more})."
         )
-    n = df.height
-    return Answer(
-        "Which setting reaches the target reward fastest without stragglers or collapse?",
-        lead,
-        top,
-        (True, False)[: top.height],
-        (
-            f"{feasible.height} of {n} trials met the constraints; margins: straggler rate "
-            f"against its bound, collapse margin = eta_max / eta (safe above "
-            f"{fmt.setting(min_margin)})",
-        ),
-    )
+    fixed = [c for c in settings if c not in searched and df[c].n_unique() == 1]
+    notes = [
+        f"{feasible.height} of {df.height} trials met the constraints; margins: straggler rate "
+        f"against its bound, collapse margin = eta_max / eta (safe above "
+        f"{fmt.setting(min_margin)})"
+    ]
+    if fixed:
+        notes.append(
+            "the same in every trial: "
+            + ", ".join(f"{fmt.header(c)} {_value(c, df[c][0])}" for c in fixed)
+        )
+    return Answer(question, lead, top, (True, False)[: top.height], tuple(notes))
 
 
-def _setting(r: dict) -> str:
-    parts = [str(r["controller"])]
-    if "prompts" in r:
-        parts.append(f"B = {r['prompts']}")
-    if "workers" in r:
-        parts.append(f"{r['workers']} worker{'s' if r['workers'] != 1 else ''}")
-    if "pipeline" in r:
-        parts.append(str(r["pipeline"]))
-    if "lr" in r:
-        parts.append(f"lr {fmt.setting(r['lr'])}")
-    if r.get("updates_per_batch", 1) != 1:
-        parts.append(f"K = {r['updates_per_batch']}")
-    return ", ".join(parts)
+def _value(column: str, v) -> str:
+    return fmt.setting(v) if column == "lr" else str(v)
+
+
+def _setting(r: dict, keys: list[str]) -> str:
+    """The settings ``keys`` of trial ``r`` in words, e.g. ``static:8, B = 64, split 48:16``."""
+    words = {
+        "prompts": lambda v: f"B = {v}",
+        "workers": lambda v: f"{v} worker{'s' if v != 1 else ''}",
+        "max_num_seqs": lambda v: f"max_num_seqs {v}",
+        "split": lambda v: f"split {v}",
+        "lr": lambda v: f"lr {fmt.setting(v)}",
+        "updates_per_batch": lambda v: f"K = {v}",
+    }
+    return ", ".join(words.get(k, str)(r[k]) for k in keys)
 
 
 def stability_answer(study: Path, cfg: dict) -> Answer:

@@ -262,6 +262,8 @@ def validate_verl_answer(study: Path, cfg: dict) -> Answer:
     beside the constant and linear rules."""
     path = study / "validation.csv"
     df = read_table(path)
+    if "rule" in df.columns:  # compare verl-tb --calibration: the whole step, per rule
+        return _whole_step_answer(df, path, cfg)
     need_columns(
         df, path, "run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"
     )
@@ -290,6 +292,83 @@ def validate_verl_answer(study: Path, cfg: dict) -> Answer:
             for r in df.iter_rows(named=True)
         ),
         ("marked: the simulator beats both naive rules on that run; every error on unseen steps",),
+    )
+
+
+def _fitted_runs(cfg: dict) -> set[str] | None:
+    """The runs the calibration of a ``compare verl-tb --calibration`` study was fitted
+    on: the config's ``fitted_runs``, else the calibration file's ``provenance.runs``;
+    None when neither can be read."""
+    if isinstance(cfg.get("fitted_runs"), list):
+        return set(map(str, cfg["fitted_runs"]))
+    try:
+        doc = read_object(Path(str(cfg.get("calibration"))), AnswerError)
+    except (AnswerError, OSError):
+        return None
+    runs = (doc.get("provenance") or {}).get("runs")
+    return set(map(str, runs)) if isinstance(runs, list) else None
+
+
+def _whole_step_answer(df: pl.DataFrame, path: Path, cfg: dict) -> Answer:
+    """``compare verl-tb --calibration``: per run, the MAPE of the whole step
+    (``timing_s/step``) predicted by the calibration beside the constant, linear and
+    persistence rules (rows ``model`` / ``constant`` / ...); runs the calibration was
+    fitted on marked ``fit``, the others ``unseen``."""
+    need_columns(df, path, "run", "steps", "rule", "mape")
+    rules = df["rule"].unique(maintain_order=True).to_list()
+    if "model" not in rules:
+        raise AnswerError(f"{path}: no row with rule 'model'")
+    naive = [r for r in rules if r != "model"]
+    fitted = _fitted_runs(cfg)
+    table = (
+        df.pivot("rule", index="run", values="mape", aggregate_function="first")
+        .rename({r: f"mape_{r}" for r in rules})
+        .join(df.filter(pl.col("rule") == "model").select("run", "steps"), on="run")
+        .select(
+            pl.col("run")
+            .map_elements(
+                lambda r: "unknown" if fitted is None else ("fit" if r in fitted else "unseen"),
+                pl.String,
+            )
+            .alias("seen"),
+            "run",
+            "steps",
+            "mape_model",
+            *(f"mape_{r}" for r in naive),
+        )
+    )
+    unseen = table.filter(pl.col("seen") != "fit")
+    rows = list(unseen.iter_rows(named=True))
+    best = tuple(
+        bool(r["mape_model"] < min((r[f"mape_{n}"] for n in naive if r[f"mape_{n}"] is not None),
+                                   default=float("inf")))
+        for r in table.iter_rows(named=True)
+    )  # fmt: skip
+    where = "unseen" if fitted is not None else "scored"
+    if rows:
+        model = unseen["mape_model"].median()
+        lead = (
+            f"On {len(rows)} {where} run{'s' if len(rows) > 1 else ''} "
+            f"({', '.join(r['run'] for r in rows)}), the calibration predicts the whole step "
+            f"(timing_s/step) with a median MAPE of {fmt.percent(model)} %."
+            + _verdict(model, {n: unseen[f"mape_{n}"].median() for n in naive}, "MAPE")
+        )
+    else:
+        lead = "Every scored run is one the calibration was fitted on: no unseen run."
+    fit_note = (
+        f"fit: a run the calibration was fitted on ({', '.join(sorted(fitted))}); unseen: never seen by the fit"
+        if fitted is not None
+        else "the calibration's fitted runs could not be read: held-out status unknown"
+    )
+    return Answer(
+        "Does a calibration predict the whole step time of verl runs it never saw?",
+        lead,
+        table,
+        best,
+        (
+            f"{fit_note}; MAPE = mean |pred / measured - 1| over steps; persistence predicts "
+            "each step by the run's previous one; marked: the model beats every naive rule",
+        ),
     )
 
 

@@ -220,18 +220,25 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     except ReportError as exc:
         fail(exc)
     with claimed(out_dir, "report"):
-        try:
-            paths = write_reports(list(studies), out_dir)
-        except ReportError as exc:
-            fail(exc)
+        paths, failed = write_reports(list(studies), out_dir)
+        if not paths:  # nothing rendered: leave nothing behind
+            fail(next(iter(failed.values())))
+        written = [s for s in dict.fromkeys(studies) if s not in failed]
         write_config(
-            out_dir / "config.json", {"command": "report", "studies": [str(s) for s in studies]}
-        )
-    for study, path in zip(dict.fromkeys(studies), paths):
+            out_dir / "config.json",
+            {"command": "report", "studies": [str(s) for s in written],
+             "not_written": {str(s): str(e) for s, e in failed.items()}},
+        )  # fmt: skip
+    for study, path in zip(written, paths):
         click.echo(f"wrote {path}")
         text = printed_answer(study)
         if text:
             click.echo(text + "\n")
+    if failed:  # the other pages are written; the run still fails, naming each study
+        for error in failed.values():
+            click.echo(f"not written: {error}", err=True)
+        fail(type(next(iter(failed.values())))(
+            f"{len(failed)} of {len(written) + len(failed)} studies have no page (above)"))  # fmt: skip
 
 
 @compare.command("learning")

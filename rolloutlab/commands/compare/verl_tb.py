@@ -101,7 +101,12 @@ def _validate_whole_step(run_dirs, calibration: str, out) -> None:
             tmp.replace(out_dir / name)
         write_config(
             out_dir / "config.json",
-            {"command": "validate-verl-tb", "runs": runs, "calibration": calibration},
+            {
+                "command": "validate-verl-tb",
+                "runs": runs,
+                "calibration": calibration,
+                "fitted_runs": list(sc.source["provenance"]["runs"]),
+            },
         )
     click.echo(
         f"whole step (timing_s/step) of {', '.join(table['run'].unique(maintain_order=True))} "

@@ -274,6 +274,10 @@ def sim(
 
             rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
             comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
+        for name, wrote in (("comparison.png", figure), ("turns.parquet", turns),
+                            ("updates.parquet", updates)):  # fmt: skip
+            if not wrote:  # an earlier sim's file in this folder: not this run's result
+                (out_dir / name).unlink(missing_ok=True)
         write_config(
             out_dir / "config.json",
             {

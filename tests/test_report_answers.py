@@ -1,0 +1,98 @@
+"""``rolloutlab report`` on the study outputs a fresh user made: the whole-step
+``compare verl-tb --calibration``, ``advise --splits`` with one controller and a time-per-
+step objective, ``sim --no-figure`` over an earlier sim, and several studies of which
+one cannot be read."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rolloutlab.analysis.figures import answers
+from rolloutlab.analysis.figures.report import render
+
+from rolloutlab.cli import main
+from tests.report_studies import advise_split, sim, validate_verl_whole_step
+
+
+def _report(*studies: Path, out: Path):
+    return CliRunner().invoke(main, ["report", *map(str, studies), "--out", str(out)])
+
+
+def _headline(page: Path) -> str:
+    return re.search(r"<p class=headline>([^<]*)</p>", page.read_text()).group(1)
+
+
+def test_a_whole_step_validation_puts_the_model_beside_the_naive_rules(tmp_path):
+    study = validate_verl_whole_step(tmp_path / "heldout_study")
+    res = _report(study, out=tmp_path / "html")
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "html" / "heldout_study.html").read_text()
+    # WHOLE_STEP by hand: held out, model |110/100-1|, |90/100-1| -> 10 %; constant 20 %
+    assert _headline(tmp_path / "html" / "heldout_study.html") == (
+        "On 1 unseen run (heldout), the calibration predicts the whole step (timing_s/step) "
+        "with a median MAPE of 10.0 %. It beats the best naive rule (constant, 20.0 % MAPE)."
+    )
+    answer = page[: page.find("</table>")]
+    assert "<td>fit</td><td>fitted</td>" in answer and "<td>unseen</td><td>heldout</td>" in answer
+    assert "MAPE persistence (%)" in answer and "<td>50.0</td>" in answer
+
+
+def test_advise_over_splits_shows_the_split_and_words_time_per_step(tmp_path):
+    study = advise_split(tmp_path / "split")
+    res = _report(study, out=tmp_path / "html")
+    assert res.exit_code == 0, res.output
+    headline = _headline(tmp_path / "html" / "split.html")
+    assert re.match(r"Recommended: .*split (56:8|48:16): [\d.,]+ s per step, ", headline)
+    assert "to reward" not in headline
+    page = (tmp_path / "html" / "split.html").read_text()
+    answer = page[: page.find("</table>")]
+    assert "<th>split</th>" in answer and "time per step (s)" in answer
+
+
+def test_a_failing_answer_is_a_bug_not_the_users_malformed_file(tmp_path, monkeypatch):
+    study = validate_verl_whole_step(tmp_path / "s")
+
+    def broken(study: Path, cfg: dict):
+        return {}["controller"]
+
+    monkeypatch.setitem(answers.ANSWERS, "validate-verl-tb", ("validation.csv", broken))
+    with pytest.raises(answers.AnswerBug, match="bug") as exc:
+        render(study)
+    assert "malformed" not in str(exc.value) and "KeyError" in str(exc.value)
+
+
+def test_one_unreadable_study_does_not_cost_the_others_their_pages(tmp_path):
+    good = validate_verl_whole_step(tmp_path / "good")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "validation.csv").write_text("run,steps\nx,3\n")  # neither format's columns
+    res = _report(bad, good, out=tmp_path / "html")
+    assert res.exit_code == 2
+    assert (tmp_path / "html" / "good.html").exists()
+    assert not (tmp_path / "html" / "bad.html").exists()
+    assert f"not written: {bad / 'validation.csv'}: no column" in res.output
+    assert "1 of 2 studies have no page" in res.output
+    alone = _report(bad, out=tmp_path / "html_bad")  # nothing to write: nothing left behind
+    assert alone.exit_code == 2 and not (tmp_path / "html_bad").exists()
+
+
+def test_sim_without_a_figure_over_an_earlier_sim_leaves_no_old_figure(tmp_path):
+    out = sim(tmp_path / "s")
+    assert (out / "comparison.png").exists()
+    res = CliRunner().invoke(main, ["sim", "--controllers", "static:4", "--steps", "5",
+                                    "--prompts", "4", "--no-figure", "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert not (out / "comparison.png").exists()
+
+
+def test_the_report_never_shows_a_figure_older_than_the_summary(tmp_path):
+    out = sim(tmp_path / "s")
+    summary = (out / "summary.csv").stat().st_mtime
+    os.utime(out / "comparison.png", (summary - 60, summary - 60))  # left by an earlier run
+    page = render(out)
+    assert "<img" not in page
+    assert "(left by an earlier run): comparison.png" in page
