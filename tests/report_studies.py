@@ -90,13 +90,13 @@ def validate_verl_tb(d: Path) -> Path:
     return d
 
 
-def advise_split(d: Path) -> Path:
+def advise_split(d: Path, *extra: str) -> Path:
     """``advise --splits`` with one controller (the README's form) and a frozen pass rate:
     the split is searched, the controller is not, and the objective is time per step."""
     _cli(*("advise --model qwen2.5-7b --gpu h100 --tp 2 --gpus 64 --splits 56:8,48:16 "
            "--prompts 64 --lr 1e-6 --controllers static:8 --max-num-seqs 256 --steps 4 "
            "--trials 2 --batch 2 --max-straggler-rate 1 --pass-rate fixed:0.5").split(),
-         "--out", str(d))  # fmt: skip
+         *extra, "--out", str(d))  # fmt: skip
     return d
 
 

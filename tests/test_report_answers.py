@@ -96,3 +96,13 @@ def test_the_report_never_shows_a_figure_older_than_the_summary(tmp_path):
     page = render(out)
     assert "<img" not in page
     assert "(left by an earlier run): comparison.png" in page
+
+
+def test_an_advise_minimising_gpu_hours_says_gpu_hours(tmp_path):
+    study = advise_split(tmp_path / "gh", "--objective", "gpu-hours")
+    res = _report(study, out=tmp_path / "html")
+    assert res.exit_code == 0, res.output
+    headline = _headline(tmp_path / "html" / "gh.html")
+    assert re.search(
+        r": [\d.,]+ GPU-hours per step, .* Runner-up: .*, [\d.,]+ GPU-hours \(", headline
+    )

@@ -134,7 +134,7 @@ def _objective(cfg: dict) -> tuple[str, str, str]:
     if objective.startswith("gpu_hours"):
         what = "per step" if per_step else f"to reward {target}"
         return ("gpu_hours", f"Which setting needs the fewest GPU-hours {what} without "
-                "stragglers or collapse?", "{v} GPU-hours " + what)  # fmt: skip
+                "stragglers or collapse?", "{v} " + what)  # fmt: skip
     verb = "has" if per_step else "reaches"
     return (
         objective,
@@ -161,7 +161,7 @@ def advise_answer(study: Path, cfg: dict) -> Answer:
     ] or settings[:1]  # fmt: skip
 
     def value(v) -> str:
-        return fmt.number(v) if objective == "gpu_hours" else fmt.duration(v)
+        return f"{fmt.number(v)} GPU-hours" if objective == "gpu_hours" else fmt.duration(v)
 
     feasible = (
         df.filter(pl.col("feasible") & pl.col(objective).is_not_null())
