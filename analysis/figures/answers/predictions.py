@@ -85,8 +85,13 @@ def collapse_answer(study: Path, cfg: dict) -> Answer:
     """``compare collapse``: held-out classification agreement and collapse-step error."""
     path = study / "collapse_summary.json"
     doc = read_object(path, AnswerError)
-    h = field_of(doc, path, "held_out")
-    fit = doc.get("fit", {})
+    # every held-out field read through field_of, so a malformed summary is the user's file
+    # named, not a failure inside the page builder
+    h = {
+        k: field_of(doc, path, "held_out", k)
+        for k in ("points", "agreement", "t_collapse_mdape", "both_collapsed")
+    }
+    fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
     table = pl.DataFrame(
         [
             {
