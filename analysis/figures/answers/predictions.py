@@ -91,7 +91,8 @@ def collapse_answer(study: Path, cfg: dict) -> Answer:
         k: field_of(doc, path, "held_out", k)
         for k in ("points", "agreement", "t_collapse_mdape", "both_collapsed")
     }
-    fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
+    fit_doc = doc.get("fit")
+    fit: dict = fit_doc if isinstance(fit_doc, dict) else {}
     table = pl.DataFrame(
         [
             {
