@@ -1,13 +1,22 @@
-"""Run the forecast's evaluation plan (docs/per_sample.md, "Forecasting later steps").
+"""Run the forecast's evaluation plans (docs/per_sample.md, "Forecasting later steps" and
+"A local level forecast").
 
-Per-sample runs (tests/data/groups): graph-walk and digit-chain seeds 0-3 (K = 100, the
-other three seeds give the floor) and real_sync (K = 20, no floor); the public verl
-TensorBoard runs (K = 50, forecast response_length/mean and /max). Writes, under --out:
-``cells_<run>.csv``, ``makespan_<run>.csv``, ``verl_<run>.csv`` and ``summary.md``.
-About 10-15 minutes on one shared core.
+``--runs fresh`` (the default, the second plan): the local level forecast on runs no
+earlier look saw — graph-walk and digit-chain seeds 4-5 (K = 100; the floor from every
+other seed of the configuration, 0-5) and real_sync seeds 1-2 (K = 20; floor from seeds
+0-2), bundled under tests/data/groups — and on verl's console logs of
+``--console-dir`` (K = 50; forecast ``response_length/mean`` and ``/max``); the verl
+TensorBoard runs of ``--tb-dir`` are a second look. ``--runs earlier``: the first plan's
+runs (graph-walk and digit-chain seeds 0-3, real_sync seed 0). ``--model drift``: the
+drifting length model instead. Writes, under --out: ``cells_<run>.csv``,
+``makespan_<run>.csv``, ``verl_<run>.csv`` and ``summary.md``.
 
-    python bench/forecast_validation.py --out runs/forecast
+    python bench/forecast_validation.py --out runs/forecast_fresh
+    python bench/forecast_validation.py --out runs/forecast --runs earlier --model drift
     python bench/forecast_validation.py --out runs/forecast_verl --only verl
+
+From a plain clone the TensorBoard half reads the two runs bundled under tests/data/verl_tb
+and the console half is skipped with a line naming the missing folder.
 """
 
 from __future__ import annotations
@@ -18,8 +27,11 @@ from pathlib import Path
 
 import numpy as np
 from rolloutlab.calibration.readers.grouped import read_grouped
+from rolloutlab.calibration.readers.verl_console import read_console_log
 from rolloutlab.calibration.readers.verl_tb import read_run
 from rolloutlab.calibration.validation.forecast import (
+    INFORMATIVE,
+    MODELS,
     RULES,
     ForecastConfig,
     cell_errors,
@@ -32,15 +44,48 @@ from rolloutlab.calibration.validation.forecast import (
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ROOT / "tests" / "data" / "groups"
-TB_DEFAULT = ROOT.parent / "shared" / "data" / "verl_async_reward_grpo_tb" / "raw"
+SHARED = ROOT.parent / "shared" / "data"
+TB_SHARED = SHARED / "verl_async_reward_grpo_tb" / "raw"
+TB_BUNDLED = ROOT / "tests" / "data" / "verl_tb"
+CONSOLE_SHARED = SHARED / "verl_data_gsm8k_ppo_logs"
 
 TASKS = {
     "graph_walk": ((4.0, 12.0, 16.0, 20.0), 100),
     "digit_chain": ((1.5, 2.0, 2.5, 3.0), 100),
+    "real_sync": ((2.5, 3.0, 4.0), 20),
 }
-"""Task -> (taus, K) of the plan; seeds 0-3 each."""
+"""Configuration -> (taus, K) of the plans."""
 
-SEED_DIRS = {0: "{task}", 1: "{task}_seed1", 2: "{task}_seed2", 3: "{task}_seed3"}
+SEEDS = {
+    "earlier": {"graph_walk": (0, 1, 2, 3), "digit_chain": (0, 1, 2, 3), "real_sync": (0,)},
+    "fresh": {"graph_walk": (4, 5), "digit_chain": (4, 5), "real_sync": (1, 2)},
+}
+"""Which seeds each plan forecasts; every other bundled seed of a configuration is its floor."""
+
+EWM_HALF_LIFE = 7.0
+"""The second plan's exploratory rule (reported, not counted): an exponentially weighted
+mean of the fit steps' P with this half-life in steps, the best of ten half-lives on the
+earlier runs (chosen on them, so it is in-sample there)."""
+
+
+def run_dir(config: str, seed: int) -> Path:
+    """The bundled folder of a configuration's seed (seed 0 has no suffix)."""
+    return GROUPS / (config if seed == 0 else f"{config}_seed{seed}")
+
+
+def bundled_seeds(config: str) -> list[int]:
+    """Seeds of ``config`` bundled under tests/data/groups."""
+    return [s for s in range(32) if run_dir(config, s).is_dir()]
+
+
+def ewm_error(meas: np.ndarray, K: int, held: slice) -> float:
+    """Mean absolute error over the scored cells of the exploratory rule
+    (:data:`EWM_HALF_LIFE`) on ``(T, G, tau)`` measured P, fit steps ``:K``."""
+    w = 0.5 ** (np.arange(K)[::-1] / EWM_HALF_LIFE)
+    pred = np.tensordot(w / w.sum(), meas[:K], axes=(0, 0))
+    p_meas = meas[held].mean(axis=0)
+    scored = (p_meas >= INFORMATIVE[0]) & (p_meas <= INFORMATIVE[1])
+    return float(np.abs(pred - p_meas)[scored].mean()) if scored.any() else float("nan")
 
 
 def _fmt(v: float) -> str:
@@ -72,87 +117,132 @@ GROUP_HEADER = [
 ]
 
 
-def per_sample(out: Path, lines: list[str], horizon: int | None = None) -> None:
-    """The per-sample runs of the plan; appends markdown table rows to ``lines``."""
+def per_sample(
+    out: Path, lines: list[str], plan: str, model: str, horizon: int | None = None
+) -> None:
+    """The per-sample runs of ``plan`` (:data:`SEEDS`); appends markdown rows to ``lines``."""
     lines += [
-        "Per-sample runs: mean absolute error of P(max/median > tau) over the scored cells "
-        "(held-out steps); makespan MAE in tokens",
+        f"Per-sample runs ({plan}; forecast model {model}): mean absolute error of "
+        "P(max/median > tau) over the scored cells (held-out steps); makespan MAE in tokens",
         "",
         "| run | K | scored cells | forecast | persistence | linear | static | floor | "
-        "cells within target | makespan MAE (tokens): forecast / persistence / linear / static |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"cells within target | EWM half-life {EWM_HALF_LIFE:g} (exploratory) | "
+        "makespan MAE (tokens): forecast / persistence / linear / static |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    runs = []
-    for task, (taus, K) in TASKS.items():
-        paths = {s: GROUPS / d.format(task=task) / "samples.parquet" for s, d in SEED_DIRS.items()}
-        traces = {s: read_grouped([p]) for s, p in paths.items()}
-        cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon)
-        meas = {s: measured(t, cfg) for s, t in traces.items()}
-        for s in traces:
-            others = [(traces[o], meas[o]) for o in traces if o != s]
-            runs.append((f"{task}_s{s}", traces[s], cfg, others, meas[s]))
-    cfg = ForecastConfig(fit_steps=20, taus=(2.5, 3.0, 4.0), horizon=horizon)
-    runs.append(("real_sync", read_grouped([GROUPS / "real_sync"]), cfg, [], None))
     p_err: dict[str, dict] = {}
     span_err: dict[str, dict] = {}
-    for name, trace, cfg, others, meas_run in runs:
-        cells, span = forecast_groups(trace, cfg, others, meas_run)
-        K = cfg.fit_steps
-        cells.write_csv(out / f"cells_{name}.csv")
-        span.write_csv(out / f"makespan_{name}.csv")
-        e, m = cell_errors(cells), makespan_errors(span)
-        p_err[name], span_err[name] = e, m
-        ok, n = meets_target(cells)
-        lines.append(
-            f"| {name} | {K} | {n} | "
-            + " | ".join(_fmt(e[r]) for r in RULES)
-            + f" | {_fmt(e.get('floor', float('nan')))} | {ok} of {n} | "
-            + " / ".join(f"{m[r]:.1f}" for r in RULES)
-            + " |"
-        )
-        print(lines[-1], flush=True)
+    for config, (taus, K) in TASKS.items():
+        have = bundled_seeds(config)
+        missing = [s for s in SEEDS[plan][config] if s not in have]
+        if missing:
+            lines.append(f"| {config} seeds {missing} | not bundled under {GROUPS}: left out | |")
+            print(lines[-1], flush=True)
+        cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon, model=model)
+        pool = [s for s in have if plan == "fresh" or s in SEEDS["earlier"][config]]
+        traces = {s: read_grouped([run_dir(config, s)]) for s in pool}
+        meas = {s: measured(t, cfg) for s, t in traces.items()}
+        for s in (s for s in SEEDS[plan][config] if s in pool):
+            others = [(traces[o], meas[o]) for o in traces if o != s]
+            name = f"{config}_s{s}"
+            cells, span = forecast_groups(traces[s], cfg, others, meas[s])
+            cells.write_csv(out / f"cells_{name}.csv")
+            span.write_csv(out / f"makespan_{name}.csv")
+            e, m = cell_errors(cells), makespan_errors(span)
+            p_err[name], span_err[name] = e, m
+            ok, n = meets_target(cells)
+            end = None if horizon is None else K + horizon
+            lines.append(
+                f"| {name} | {K} | {n} | "
+                + " | ".join(_fmt(e[r]) for r in RULES)
+                + f" | {_fmt(e.get('floor', float('nan')))} | {ok} of {n} | "
+                + f"{_fmt(ewm_error(meas[s], K, slice(K, end)))} | "
+                + " / ".join(f"{m[r]:.1f}" for r in RULES)
+                + " |"
+            )
+            print(lines[-1], flush=True)
     lines += GROUP_HEADER
-    for group in ("graph_walk", "digit_chain", "real_sync"):
+    for group in TASKS:
         names = [r for r in p_err if r.startswith(group)]
-        lines.append(group_line(f"{group}: P(straggler)", {r: p_err[r] for r in names}))
-        lines.append(group_line(f"{group}: makespan", {r: span_err[r] for r in names}, " tok"))
+        if names:
+            lines.append(group_line(f"{group}: P(straggler)", {r: p_err[r] for r in names}))
+            lines.append(group_line(f"{group}: makespan", {r: span_err[r] for r in names}, " tok"))
+    if p_err:
+        lines.append(group_line("all per-sample runs: P(straggler)", p_err))
+        lines.append(group_line("all per-sample runs: makespan", span_err, " tok"))
 
 
-def verl(out: Path, tb_dir: Path, lines: list[str], K: int = 50, cap: int = 1024) -> None:
-    """The verl TensorBoard runs of the plan; appends markdown table rows to ``lines``."""
+def verl(
+    out: Path,
+    runs: dict[str, object],
+    label: str,
+    lines: list[str],
+    model: str,
+    K: int = 50,
+    cap: int = 1024,
+) -> None:
+    """Forecast ``response_length/mean`` and ``/max`` of each run's steps after ``K``
+    (``runs``: name -> step table); appends markdown rows headed by ``label``."""
+    if not runs:
+        print(f"note: no verl run ({label}); skipped", flush=True)
+        return
     lines += [
         *([""] if lines else []),
-        f"verl runs: mean absolute error (tokens) of response_length/mean and /max over the "
-        f"held-out steps after K = {K}",
+        f"verl runs ({label}; forecast model {model}): mean absolute error (tokens) of "
+        f"response_length/mean and /max over the held-out steps after K = {K}",
         "",
         "| verl run | mean MAE (tokens): forecast / persistence / linear / static | "
         "max MAE (tokens): forecast / persistence / linear / static |",
         "|---|---|---|",
     ]
     by_metric: dict[str, dict] = {"mean": {}, "max": {}}
-    for run in sorted(p for p in tb_dir.iterdir() if p.is_dir()):
-        rows = forecast_aggregates(read_run(run), K, cap)
-        rows.write_csv(out / f"verl_{run.name}.csv")
+    for name, table in runs.items():
+        rows = forecast_aggregates(table, K, cap, model=model)
+        rows.write_csv(out / f"verl_{name}.csv")
         cols = []
         for metric in ("mean", "max"):
             err = {
                 r: float((rows[f"{metric}_{r}"] - rows[f"{metric}_meas"]).abs().mean())
                 for r in RULES
             }
-            by_metric[metric][run.name] = err
+            by_metric[metric][name] = err
             cols.append(" / ".join(f"{err[r]:.1f}" for r in RULES))
-        lines.append(f"| {run.name} | {cols[0]} | {cols[1]} |")
+        lines.append(f"| {name} | {cols[0]} | {cols[1]} |")
         print(lines[-1], flush=True)
     lines += GROUP_HEADER
     for metric, errors in by_metric.items():
-        lines.append(group_line(f"verl response_length/{metric}", errors, " tok"))
+        lines.append(group_line(f"verl response_length/{metric} ({label})", errors, " tok"))
+
+
+def tb_runs(tb_dir: Path) -> dict[str, object]:
+    """name -> step table of each run folder under ``tb_dir``."""
+    return {p.name: read_run(p) for p in sorted(tb_dir.iterdir()) if p.is_dir()}
+
+
+def console_runs(console_dir: Path) -> dict[str, object]:
+    """name -> step table of each ``*.log`` under ``console_dir``."""
+    return {p.stem: read_console_log(p) for p in sorted(console_dir.glob("*.log"))}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="folder for the CSVs and summary.md")
-    ap.add_argument("--tb-dir", type=Path, default=TB_DEFAULT, help="verl TensorBoard run folders")
+    ap.add_argument(
+        "--tb-dir",
+        type=Path,
+        default=None,
+        help=f"verl TensorBoard run folders (default: {TB_SHARED} when present, else the "
+        "two runs bundled under tests/data/verl_tb)",
+    )
+    ap.add_argument(
+        "--console-dir",
+        type=Path,
+        default=None,
+        help=f"verl console logs (*.log; default: {CONSOLE_SHARED} when present, else skipped)",
+    )
     ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
+    ap.add_argument("--runs", choices=tuple(SEEDS), default="fresh", help="which plan's runs")
+    ap.add_argument("--model", choices=MODELS, default=MODELS[0], help="the forecast model")
     ap.add_argument(
         "--horizon",
         type=int,
@@ -162,16 +252,25 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out} is not empty; results are never overwritten")
-    if args.only != "groups" and not args.tb_dir.is_dir():
-        ap.error(f"--tb-dir {args.tb_dir}: no such folder (give the verl TensorBoard runs)")
+    tb_dir = args.tb_dir or (TB_SHARED if TB_SHARED.is_dir() else TB_BUNDLED)
+    if args.only != "groups" and not tb_dir.is_dir():
+        ap.error(f"--tb-dir {tb_dir}: no such folder (give the verl TensorBoard runs)")
+    console_dir = args.console_dir or CONSOLE_SHARED
+    if args.console_dir is not None and not console_dir.is_dir():
+        ap.error(f"--console-dir {console_dir}: no such folder (give verl console logs)")
     if args.horizon is not None and args.horizon < 1:
         ap.error(f"--horizon {args.horizon}: needs an integer >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     if args.only != "verl":
-        per_sample(args.out, lines, args.horizon)
+        per_sample(args.out, lines, args.runs, args.model, args.horizon)
     if args.only != "groups":
-        verl(args.out, args.tb_dir, lines)
+        logs = console_runs(console_dir) if console_dir.is_dir() else {}
+        if logs:
+            verl(args.out, logs, "console logs", lines, args.model)
+        else:
+            print(f"note: no verl console log (*.log) in {console_dir}; that half is skipped")
+        verl(args.out, tb_runs(tb_dir), "TensorBoard runs", lines, args.model)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
     return 0
 

@@ -73,3 +73,16 @@ def test_horizon_needs_forecast_and_limits_the_steps(tmp_path):
         res = _run(str(logs), *fast, *horizon, "--out", str(out))
         assert res.exit_code == 0, res.output
         assert pl.read_csv(out / "forecast_makespan.csv")["step"].to_list() == steps
+
+
+def test_forecast_model_needs_forecast_and_drift_still_runs(tmp_path):
+    res = _run(FIXTURE, *"--fit-steps 2 --tau 2 --forecast-model drift --out".split(), "x")
+    assert res.exit_code == 2
+    assert "--forecast-model: needs --forecast" in res.output
+    fast = "--fit-steps 2 --tau 2 --forecast --draws 5 --reps 5".split()
+    for model in ("drift", "local-level"):
+        out = tmp_path / model
+        res = _run(FIXTURE, *fast, "--forecast-model", model, "--out", str(out))
+        assert res.exit_code == 0, res.output
+        assert f"forecast ({model})" in res.output
+        assert pl.read_csv(out / "forecast_cells.csv")["p_forecast"].is_between(0, 1).all()

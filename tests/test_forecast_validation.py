@@ -38,7 +38,50 @@ def test_the_verl_summary_is_headed_by_its_token_errors(tmp_path):
     tb = tmp_path / "tb"
     tb.mkdir()
     (tb / "q3b_fsdp_base").symlink_to(Path(__file__).parent / "data" / "verl_tb" / "q3b_fsdp_base")
-    assert fv.main(["--out", str(tmp_path / "out"), "--only", "verl", "--tb-dir", str(tb)]) == 0
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    args = ["--only", "verl", "--tb-dir", str(tb), "--console-dir", str(logs)]
+    assert fv.main(["--out", str(tmp_path / "out"), *args]) == 0
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "P(max/median" not in summary
-    assert summary.startswith("verl runs: mean absolute error (tokens) of response_length/mean")
+    assert summary.startswith("verl runs (TensorBoard runs; forecast model local-level): mean")
+    assert "(tokens) of response_length/mean" in summary
+
+
+def test_console_logs_are_forecast_beside_the_naive_rules(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # a mean that steps from 100 to 200 at step 30 and stays: persistence is exact
+    lines = [
+        f"step:{s} - response_length/mean:{100 if s < 30 else 200} - response_length/max:300"
+        for s in range(60)
+    ]
+    (logs / "run.log").write_text("\n".join(lines) + "\n")
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    args = ["--only", "verl", "--tb-dir", str(tb), "--console-dir", str(logs)]
+    assert fv.main(["--out", str(tmp_path / "out"), *args]) == 0
+    rows = (tmp_path / "out" / "verl_run.csv").read_text().splitlines()
+    head = rows[0].split(",")
+    first = dict(zip(head, map(float, rows[1].split(","))))
+    assert first["step"] == 51 and first["mean_meas"] == 200
+    assert (
+        first["mean_persistence"] == 200 and abs(first["mean_static"] - 7200 / 51) < 1e-9
+    )  # steps 0-50
+    assert abs(first["mean_forecast"] - 200) < 1.0  # the filter follows a level that moved
+    assert first["max_forecast"] == 300
+
+
+def test_missing_console_dir_is_one_line(tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        fv.main(["--out", str(tmp_path / "o"), "--only", "verl", "--console-dir", "nope"])
+    assert exc.value.code == 2
+
+
+def test_a_plain_clone_reads_the_bundled_tensorboard_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fv, "TB_SHARED", tmp_path / "no_shared" / "tb")
+    monkeypatch.setattr(fv, "CONSOLE_SHARED", tmp_path / "no_shared" / "logs")
+    assert fv.main(["--out", str(tmp_path / "out"), "--only", "verl"]) == 0
+    assert "no verl console log" in capsys.readouterr().out
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| q3b_fsdp_base |" in summary and "| q3b_mcore_base |" in summary

@@ -1,8 +1,17 @@
-"""The forecast's check on steps it never saw: fit a run's first ``K`` steps with the
-drifting length model (:mod:`calibration.fits.drift_fit`), forecast the later steps'
-straggler probability ``P(max/median > tau)`` per ``G`` and the step's makespan, and put
-three naive rules and the run-to-run floor beside it (the plan: ``docs/per_sample.md``,
-"Forecasting later steps").
+"""The forecast's check on steps it never saw: fit a run's first ``K`` steps, forecast the
+later steps' straggler probability ``P(max/median > tau)`` per ``G`` and the step's
+makespan, and put three naive rules and the run-to-run floor beside it (the plans:
+``docs/per_sample.md``, "Forecasting later steps" and "A local level forecast").
+
+Forecast models (:data:`MODELS`):
+
+* ``local-level`` — the local level model (:mod:`calibration.fits.local_level`) of the
+  fit steps' measured per-step values (each ``(G, tau)`` cell's P, the makespan, a verl
+  metric), one signal-to-noise ratio per run fitted on the cells whose fit-step mean P
+  lies in :data:`INFORMATIVE`; its level is the forecast of every later step. Its
+  length distribution is the fit steps' measured groups, each step weighted by the
+  filter (a mixture of whole groups, so the within-prompt correlation is kept);
+* ``drift`` — the drifting length model (:mod:`calibration.fits.drift_fit`), drawn.
 
 Naive rules, from the fit steps' own measured values only:
 
@@ -24,6 +33,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.drift_fit import fit_drift, summarise_aggregates, summarise_groups
 from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_step
+from rolloutlab.calibration.fits.local_level import fit_local_level
 from rolloutlab.calibration.readers.grouped import GroupedTrace
 from rolloutlab.calibration.validation.measure import padded, step_ratio, subsample
 
@@ -35,6 +45,9 @@ INFORMATIVE = (0.05, 0.95)
 
 RULES = ("forecast", "persistence", "linear", "static")
 """Predictors compared, the model first."""
+
+MODELS = ("local-level", "drift")
+"""Forecast models (module docstring), the default first."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,8 @@ class ForecastConfig:
     """Response cap (tokens) when the log states none (lengths at it are censored)."""
     horizon: int | None = None
     """Forecast only the first ``horizon`` steps after ``K`` (None: every later step)."""
+    model: str = MODELS[0]
+    """The forecast model, one of :data:`MODELS`."""
 
     def span(self) -> int:
         """The window in steps (at least 2)."""
@@ -110,6 +125,20 @@ def naive(series: np.ndarray, fit_t: np.ndarray, new_t: np.ndarray, window: int,
     return {"persistence": np.array(persist), "linear": lin}
 
 
+def local_level_forecast(
+    p_fit: np.ndarray, span_fit: np.ndarray, n_new: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``local-level`` forecast (module docstring) of ``n_new`` later steps from the
+    fit steps' measured ``(K, G, n_tau)`` P and ``(K,)`` makespan: ``((n_new, G, n_tau)
+    P in [0, 1], (n_new,) makespan)``. The P cells share one signal-to-noise ratio, fitted
+    on the cells whose fit-step mean lies in :data:`INFORMATIVE`; the makespan has its own."""
+    mean = p_fit.mean(axis=0)
+    live = (mean >= INFORMATIVE[0]) & (mean <= INFORMATIVE[1])
+    p = np.clip(fit_local_level(p_fit, live).level, 0.0, 1.0)
+    span = float(fit_local_level(span_fit).level)
+    return np.broadcast_to(p, (n_new, *p.shape)).copy(), np.full(n_new, span)
+
+
 def measured(trace: GroupedTrace, cfg: ForecastConfig) -> np.ndarray:
     """``(T, G_logged, n_tau)`` :func:`per_step_p` of every step of ``trace`` at its
     logged ``B`` (the fewest groups of a step) and ``G = 1..G_logged``."""
@@ -158,7 +187,14 @@ def forecast_groups(
         meas = measured(trace, cfg)  # (T, G, tau)
     span_meas = np.array([np.nanmax(m[:B]) for m in mats])
     pred, span = {}, {}
-    for name, model in (("forecast", drift), ("static", drift.static(summary))):
+    drawn = [("static", drift.static(summary))]
+    if cfg.model == "drift":
+        drawn.insert(0, ("forecast", drift))
+    else:
+        pred["forecast"], span["forecast"] = local_level_forecast(
+            meas[:K], span_meas[:K], len(held)
+        )
+    for name, model in drawn:
         pred[name], span[name] = model_p(
             model.lengths_model(list(held)), held, B, G_log, G_log, cfg.taus, cfg.reps, cfg.seed + 1
         )
@@ -238,30 +274,71 @@ def makespan_errors(makespan: pl.DataFrame) -> dict[str, float]:
     }
 
 
-def forecast_aggregates(table: pl.DataFrame, fit_steps: int, cap: int, window: int | None = None):
+AGGREGATE_TAGS = ("response_length/mean", "response_length/max")
+"""verl metrics the aggregates forecast predicts (and all the ``local-level`` model reads)."""
+
+DRIFT_TAGS = (
+    "response_length/min",
+    "response_length/clip_ratio",
+    "prompt_length/mean",
+    "perf/total_num_tokens",
+)
+"""verl metrics the ``drift`` model's per-step censored lognormal needs besides those."""
+
+
+def forecast_aggregates(
+    table: pl.DataFrame,
+    fit_steps: int,
+    cap: int,
+    window: int | None = None,
+    model: str = MODELS[0],
+):
     """Forecast verl's ``response_length/mean`` and ``/max`` after step ``fit_steps`` from
-    the steps up to it (module docstring; ``table``: a verl TensorBoard step table with
-    ``step``, ``response_length/{mean,max,min,clip_ratio}``, ``prompt_length/mean``,
-    ``perf/total_num_tokens``, rows with a null among them left out). ``n`` per step (the
-    responses) is ``total_num_tokens / (response mean + prompt mean)``.
+    the steps up to it (module docstring; ``table``: a verl step table with ``step`` and
+    :data:`AGGREGATE_TAGS`, and for ``model`` ``drift`` :data:`DRIFT_TAGS`; rows with a
+    null among them left out). ``local-level``: each metric's own local level model.
+    ``drift``: the per-step censored lognormal (its ``n`` per step, the responses, is
+    ``total_num_tokens / (response mean + prompt mean)``) on drifting lines.
 
     Returns one row per held-out step: ``step``, ``mean_meas``, ``max_meas`` and
     ``{mean,max}_{rule}`` for each of :data:`RULES`. Raises ValueError with fewer than 2
-    fit steps or no held-out step."""
-    tags = [
-        "response_length/mean",
-        "response_length/max",
-        "response_length/min",
-        "response_length/clip_ratio",
-        "prompt_length/mean",
-        "perf/total_num_tokens",
-    ]
+    fit steps, no held-out step, or a metric missing."""
+    if model not in MODELS:
+        raise ValueError(f"forecast model {model!r}: one of {', '.join(MODELS)}")
+    tags = list(AGGREGATE_TAGS) + (list(DRIFT_TAGS) if model == "drift" else [])
+    missing = [tag for tag in tags if tag not in table.columns]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)} in the run's metrics (model {model})")
     t = table.drop_nulls(subset=tags).sort("step")
     fit, held = t.filter(pl.col("step") <= fit_steps), t.filter(pl.col("step") > fit_steps)
     if fit.height < 2 or held.height == 0:
         raise ValueError(
             f"fit steps {fit.height}, held-out steps {held.height}: need >= 2 and >= 1"
         )
+    fit_t, new_t = fit["step"].to_numpy(), held["step"].to_numpy()
+    span = max(window or fit_steps // 2, 2)
+    out = {"step": new_t}
+    for metric in ("mean", "max"):
+        out[f"{metric}_meas"] = held[f"response_length/{metric}"].to_numpy()
+    if model == "drift":
+        out["mean_forecast"], out["max_forecast"] = _drift_aggregates(t, fit, new_t, cap, span)
+    for metric in ("mean", "max"):
+        series = fit[f"response_length/{metric}"].to_numpy()
+        if model == "local-level":
+            out[f"{metric}_forecast"] = np.full(len(new_t), float(fit_local_level(series).level))
+        for name, v in naive(series, fit_t, new_t, span).items():
+            out[f"{metric}_{name}"] = v
+        out[f"{metric}_static"] = np.full(len(new_t), series.mean())
+    return pl.DataFrame(
+        {
+            k: out[k]
+            for k in ["step", *[f"{m}_{r}" for m in ("mean", "max") for r in ("meas", *RULES)]]
+        }
+    )
+
+
+def _drift_aggregates(t: pl.DataFrame, fit: pl.DataFrame, new_t: np.ndarray, cap: int, span: int):
+    """``(mean, max)`` forecasts of the ``drift`` model (:func:`forecast_aggregates`)."""
     n_all = np.rint(
         t["perf/total_num_tokens"] / (t["response_length/mean"] + t["prompt_length/mean"])
     )
@@ -280,17 +357,6 @@ def forecast_aggregates(table: pl.DataFrame, fit_steps: int, cap: int, window: i
         )
         for r in fit.iter_rows(named=True)
     ]
-    fit_t, new_t = fit["step"].to_numpy(), held["step"].to_numpy()
+    fit_t = fit["step"].to_numpy()
     summary = summarise_aggregates(list(fit_t), [f.mu for f in fits], [f.sigma for f in fits], cap)
-    span = max(window or fit_steps // 2, 2)
-    out = {"step": new_t}
-    for metric in ("mean", "max"):
-        out[f"{metric}_meas"] = held[f"response_length/{metric}"].to_numpy()
-    drift = fit_drift(summary, span)
-    out["mean_forecast"], out["max_forecast"] = drift.aggregates(new_t, n)
-    for metric in ("mean", "max"):
-        series = fit[f"response_length/{metric}"].to_numpy()
-        for name, v in naive(series, fit_t, new_t, span).items():
-            out[f"{metric}_{name}"] = v
-        out[f"{metric}_static"] = np.full(len(new_t), series.mean())
-    return pl.DataFrame(out)
+    return fit_drift(summary, span).aggregates(new_t, n)

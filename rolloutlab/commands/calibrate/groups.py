@@ -22,6 +22,7 @@ from rolloutlab.calibration.scenarios.groups import (
 )
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.calibration.validation.forecast import (
+    MODELS,
     RULES,
     ForecastConfig,
     cell_errors,
@@ -334,8 +335,16 @@ def calibrate_groups_cmd(
 @click.option(
     "--forecast",
     is_flag=True,
-    help="Forecast the steps after K with the drifting length model beside persistence, "
-    "linear trend and static fit; further FILEs are other runs of the configuration (floor).",
+    help="Forecast the steps after K (--forecast-model) beside persistence, linear trend "
+    "and static fit; further FILEs are other runs of the configuration (floor).",
+)
+@click.option(
+    "--forecast-model",
+    type=click.Choice(MODELS),
+    default=MODELS[0],
+    show_default=True,
+    help="With --forecast: local-level (the fit steps' measured values filtered by a local "
+    "level model, no trend) or drift (straight lines through the length quantiles).",
 )
 @click.option(
     "--horizon",
@@ -364,6 +373,7 @@ def validate_groups_cmd(
     transfer,
     target_metrics,
     forecast,
+    forecast_model,
     horizon,
     **fields,
 ):
@@ -374,6 +384,8 @@ def validate_groups_cmd(
     taus = tuple(tau)
     if horizon is not None and not forecast:
         raise BadInput("--horizon: needs --forecast")
+    if forecast_model != MODELS[0] and not forecast:
+        raise BadInput("--forecast-model: needs --forecast")
     if forecast:
         if fit_steps is None or held_out or transfer or step_window or from_step is not None:
             raise BadInput(
@@ -381,7 +393,15 @@ def validate_groups_cmd(
                 "--transfer nor --step-window"
             )
         cfg = ForecastConfig(
-            fit_steps, taus, fit_window, draws, reps, seed, max_response_length, horizon
+            fit_steps,
+            taus,
+            fit_window,
+            draws,
+            reps,
+            seed,
+            max_response_length,
+            horizon,
+            forecast_model,
         )
         _validate_forecast(files, tokenizer, max_response_length, fields, cfg, out)
         return
@@ -480,7 +500,7 @@ def _validate_forecast(files, tokenizer, cap, fields, cfg: ForecastConfig, out) 
     ok, n = meets_target(cells)
     held = makespan["step"]
     click.echo(
-        f"steps {held.min()}-{held.max()} forecast from the first "
+        f"steps {held.min()}-{held.max()} forecast ({cfg.model}) from the first "
         f"{cfg.fit_steps}; mean |error| of P(max/median > tau) over {n} cells with measured P "
         "in [0.05, 0.95]:"
     )
