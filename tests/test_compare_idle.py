@@ -75,6 +75,23 @@ def test_replay_of_a_noise_free_run_is_exact_and_drawn_beats_nothing_worse_than_
     assert held["step"].to_list() == list(range(10, 20))
 
 
+def test_persistence_predicts_each_step_by_the_measured_step_before_it(tmp_path):
+    run = load_run(write_run(tmp_path, [4, 16, 8, 16, 4, 12], slow={4: 1.5}))
+    res = compare_idle(run, IdleCompareConfig(fit_steps=3, draws=2))
+    ps = res.per_step.sort("step")
+    meas = ps["measured_makespan_s"].to_list()
+    assert ps["persistence_makespan_s"].to_list() == [None] + meas[:-1]
+    held = ps.filter(pl.col("split") == "held_out")
+    rel = np.abs(
+        held["persistence_makespan_s"].to_numpy() / held["measured_makespan_s"].to_numpy() - 1
+    )
+    row = res.summary.filter(
+        (pl.col("prediction") == "persistence") & (pl.col("scope") == "all")
+    ).row(0, named=True)
+    assert row["held_out_steps"] == 3
+    assert row["makespan_mdape"] == pytest.approx(float(np.median(rel)))
+
+
 def test_prompt_lognormal_fit_recovers_its_parameters():
     rng = np.random.default_rng(1)
     P = rng.integers(4, 16, size=3000)

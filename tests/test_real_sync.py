@@ -244,3 +244,26 @@ def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
     assert (
         trace["t_start"].diff().drop_nulls() > 0
     ).all()  # the clock continues across the restart
+
+
+def test_the_vllm_dtype_reaches_the_engine_config_and_a_bad_one_is_refused(monkeypatch):
+    from rolloutlab.real.engines import factory
+    from rolloutlab.real.rundir.config import SyncConfig
+
+    seen = {}
+    monkeypatch.setattr(
+        factory, "engine_factory", lambda engine, mode, vcfg: seen.setdefault("vcfg", vcfg)
+    )
+    factory.factory_for(SyncConfig(engine="vllm", vllm_dtype="bfloat16"))
+    assert seen["vcfg"].dtype == "bfloat16"
+    with pytest.raises(ConfigError, match="vllm_dtype"):
+        SyncConfig(engine="vllm", vllm_dtype="float16")
+
+
+def test_the_temperature_option_sets_the_sampler_and_the_learner_alike():
+    from rolloutlab.commands.real.group import sync
+    from rolloutlab.real.rundir.config import OPTION_FIELDS, config_from_options
+
+    opts = {p.name: p.default for p in sync.params if p.name in OPTION_FIELDS and not p.hidden}
+    cfg = config_from_options({**opts, "temperature": 0.6})
+    assert (cfg.temperature, cfg.learner.temperature) == (0.6, 0.6)

@@ -15,6 +15,8 @@ Method (docs/compare.md):
      simulator. The straggler event is predicted when at least half the draws have one.
    - ``constant`` (baseline): the median measured makespan of the fit steps of the same
      G (all fit steps when that G was never seen), idle fraction likewise.
+   - ``persistence`` (baseline): the previous step's measured makespan, idle fraction and
+     straggler event (known when the step starts; the first step has none).
 3. Metrics of both sides come from :func:`sim.trace.metrics.step_metrics` on trace tables.
    Errors over the held-out steps (``step >= K``): median absolute percentage error
    ``median_t |pred_t / meas_t - 1|`` (MdAPE) of makespan and of slot idle fraction,
@@ -54,7 +56,7 @@ from rolloutlab.sim.models.turns import MultiTurn
 from rolloutlab.sim.trace.metrics import step_metrics
 from rolloutlab.sim.trace.schema import frame
 
-PREDICTIONS = ("drawn", "replay", "constant")
+PREDICTIONS = ("drawn", "replay", "constant", "persistence")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ class IdleComparison:
     """One row per step: ``step, split`` (``fit``/``held_out``), ``group_size``, and for
     ``measured``, ``predicted`` (= drawn), ``replay`` and ``constant``: ``*_makespan_s``,
     ``*_idle_frac`` (slot idle fraction), ``*_straggler`` (bool), ``*_straggler_ratio``;
-    plus ``drawn_straggler_prob`` (share of draws with a straggler event)."""
+    ``persistence_makespan_s``, ``persistence_idle_frac``, ``persistence_straggler`` (the
+    previous step's measured values; null on the first step); plus
+    ``drawn_straggler_prob`` (share of draws with a straggler event)."""
     summary: pl.DataFrame
     """One row per (prediction, scope): scope ``all`` or ``G=<g>``; ``held_out_steps``,
     ``makespan_mdape``, ``makespan_mape``, ``makespan_bias`` (median signed relative
@@ -230,7 +234,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
             .alias("split")
         )
     )
-    per_step = _add_constant(per_step)
+    per_step = _add_persistence(_add_constant(per_step))
     return IdleComparison(per_step, summarize(per_step), fit, model, K, tau, replay)
 
 
@@ -284,6 +288,15 @@ def _add_constant(per_step: pl.DataFrame) -> pl.DataFrame:
         pl.col("constant_makespan_s").fill_null(fit["measured_makespan_s"].median()),
         pl.col("constant_idle_frac").fill_null(fit["measured_idle_frac"].median()),
     ).sort("step")
+
+
+def _add_persistence(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Persistence columns: each step predicted by the step before it (in step order)."""
+    return per_step.sort("step").with_columns(
+        pl.col("measured_makespan_s").shift(1).alias("persistence_makespan_s"),
+        pl.col("measured_idle_frac").shift(1).alias("persistence_idle_frac"),
+        pl.col("measured_straggler").shift(1).alias("persistence_straggler"),
+    )
 
 
 def _errors(df: pl.DataFrame, pred: str) -> dict:

@@ -76,12 +76,12 @@ def engine_factory(
 
 def factory_for(cfg) -> Callable:
     """:func:`engine_factory` of a run's :class:`real.rundir.config.SyncConfig` (its engine,
-    batching mode and ``vllm_memory_share``)."""
+    batching mode, ``vllm_memory_share`` and ``vllm_dtype``)."""
     vcfg = None
     if cfg.engine == "vllm":
         from rolloutlab.real.engines.vllm_engine import VllmConfig
 
-        vcfg = VllmConfig(gpu_memory_utilization=cfg.vllm_memory_share)
+        vcfg = VllmConfig(gpu_memory_utilization=cfg.vllm_memory_share, dtype=cfg.vllm_dtype)
     return engine_factory(cfg.engine, cfg.engine_mode, vcfg)
 
 

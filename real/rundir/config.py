@@ -16,6 +16,8 @@ MODES = ("continuous", "static")
 MODELS = ("tiny", "smollm2-135m")
 """Policies of a real run (``--model``): the random-init tiny Llama with a supervised warm
 start (:mod:`real.policy.warmstart`), or SmolLM2-135M-Instruct (:mod:`real.policy.smollm2`)."""
+VLLM_DTYPES = ("float32", "bfloat16")
+"""Dtypes of the vLLM engine (``--vllm-dtype``)."""
 IS_MODES = ("off", "token", "sequence")
 """Importance-sampling corrections of the GRPO loss (:func:`real.policy.grpo.grpo_loss`)."""
 
@@ -111,6 +113,11 @@ class SyncConfig:
     only; :mod:`real.engines.factory`)."""
     vllm_memory_share: float = 0.1
     """vLLM's ``gpu_memory_utilization`` (on CPU: the share of host RAM it reserves; in (0, 1])."""
+    vllm_dtype: str = "float32"
+    """vLLM's weights/activations dtype, ``float32`` or ``bfloat16``: float32 matches the
+    learner's log-probs; bfloat16 decodes faster on CPUs with AVX-512 BF16 and leaves a
+    behaviour/learner gap that ``training/rollout_probs_diff_*`` report and the IS
+    correction (``learner.is_mode``) weighs."""
     temperature: float = 1.0
     """Sampling temperature of rollouts and of the sampled evaluation."""
     top_p: float = 1.0
@@ -204,6 +211,8 @@ class SyncConfig:
             raise ConfigError("task lookup (multi-turn tool calls) runs on --engine torch only")
         if not 0 < self.vllm_memory_share <= 1:
             raise ConfigError(f"vllm_memory_share must be in (0, 1], got {self.vllm_memory_share}")
+        if self.vllm_dtype not in VLLM_DTYPES:
+            raise ConfigError(f"vllm_dtype must be one of {VLLM_DTYPES}, got {self.vllm_dtype!r}")
         if self.engine_mode not in MODES:
             raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
         if not (0 <= self.overlong_cache <= self.max_response_tokens):
@@ -249,6 +258,7 @@ OPTION_FIELDS = {
     "engine_mode": "engine_mode",
     "engine": "engine",
     "vllm_memory_share": "vllm_memory_share",
+    "vllm_dtype": "vllm_dtype",
     "warm_start_steps": "warm_start.steps",
     "eval_every": "eval_every",
     "checkpoint_every": "checkpoint_every",
@@ -263,6 +273,7 @@ OPTION_FIELDS = {
     "clip": "learner.clip",
     "is_mode": "learner.is_mode",
     "is_cap": "learner.is_cap",
+    "temperature": "temperature",
 }
 """Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
 :class:`SyncConfig` field it sets."""
@@ -280,4 +291,5 @@ def config_from_options(opts: dict[str, Any]) -> SyncConfig:
             d[head][rest] = opts[name]
         else:
             d[head] = opts[name]
+    d["learner"]["temperature"] = d["temperature"]  # the learner scores what the sampler drew
     return SyncConfig.from_dict(d)

@@ -114,6 +114,7 @@ class AsyncRun(SyncRun):
             self.cfg.torch_threads,
             self.cfg.engine,
             self.cfg.vllm_memory_share,
+            self.cfg.vllm_dtype,
         )
         self.generator = GeneratorHandle(spec, self.weights, self.pc.lead + 1)
 

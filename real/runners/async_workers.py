@@ -94,6 +94,8 @@ class GeneratorSpec:
     """``torch`` or ``vllm`` (:mod:`real.engines.factory`)."""
     vllm_memory_share: float = 0.1
     """``gpu_memory_utilization`` of a vLLM engine."""
+    vllm_dtype: str = "float32"
+    """dtype of a vLLM engine."""
 
 
 def generator_main(
@@ -129,7 +131,9 @@ def _build_engine(spec: GeneratorSpec) -> Any:
     from rolloutlab.real.engines.vllm_engine import VllmConfig
 
     factory = engine_factory(
-        spec.engine, spec.engine_mode, VllmConfig(gpu_memory_utilization=spec.vllm_memory_share)
+        spec.engine,
+        spec.engine_mode,
+        VllmConfig(gpu_memory_utilization=spec.vllm_memory_share, dtype=spec.vllm_dtype),
     )
     return factory(build_model(spec.model, 0), spec.capacity, clock)
 

