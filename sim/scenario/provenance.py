@@ -14,11 +14,15 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rolloutlab.sim.scenario.scenario import Scenario
 from rolloutlab.sim.trace import strict_json
+
+if TYPE_CHECKING:
+    from rolloutlab.sim.models.rewards import RewardConfig
+    from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
 
 LIBRARIES = (
     "rolloutlab",
@@ -86,6 +90,18 @@ def write_config(path: str | Path, config: dict[str, Any]) -> None:
     JSON cannot hold as ``str``; :mod:`sim.trace.strict_json`)."""
     payload = {**config, "versions": library_versions()}
     strict_json.write_json(path, payload, default=str)
+
+
+def describe_rewards(
+    rewards: RewardConfig | None, dynamic: DynamicSampling | None, target: float | None
+) -> dict[str, Any]:
+    """The reward settings for ``config.json``: ``rewards``, ``dynamic_sampling`` and
+    ``target_reward`` (None where the run has none)."""
+    return {
+        "rewards": None if rewards is None else rewards.describe(),
+        "dynamic_sampling": None if dynamic is None else vars(dynamic).copy(),
+        "target_reward": target,
+    }
 
 
 def describe(obj: Any) -> Any:

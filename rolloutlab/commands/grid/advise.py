@@ -5,7 +5,6 @@ stragglers or a predicted collapse (Optuna,
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -13,15 +12,14 @@ import click
 import polars as pl
 from click.core import ParameterSource
 
-from rolloutlab.analysis.advise.evaluate import HORIZON_COLUMNS, evaluate, with_horizon
+from rolloutlab.analysis.advise.evaluate import HORIZON_COLUMNS
 from rolloutlab.analysis.advise.search import (
     OBJECTIVES,
     Constraints,
     SearchSpace,
     explain_infeasible,
-    pareto_table,
-    search,
 )
+from rolloutlab.analysis.advise.study import AdviseResult, Placement, advise_study
 from rolloutlab.calibration.scenarios.run_scale import neighbourhood, run_scale
 from rolloutlab.commands.grid.executor import ExecutorError
 from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
@@ -32,7 +30,6 @@ from rolloutlab.commands.options.common import (
     parse_list,
     renamed_option,
 )
-from rolloutlab.commands.options.learning import describe_rewards
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
@@ -49,9 +46,8 @@ from rolloutlab.commands.options.types import (
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.spec import parse_pipeline
-from rolloutlab.sim.scenario.placement import check_memory, parse_split, place
-from rolloutlab.sim.scenario.provenance import write_config
-from rolloutlab.sim.trace.progress import progress_bar
+from rolloutlab.sim.scenario.placement import check_memory, parse_split
+from rolloutlab.sim.scenario.provenance import describe_rewards
 
 
 def _bounded(limit: int) -> tuple:
@@ -77,11 +73,6 @@ def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]
     return out
 
 
-def _place(sc, spec: str, args: tuple):
-    """The scenario on split ``spec`` (``args``: gpus, tp, model, gpu names)."""
-    return place(sc, spec, *args)
-
-
 _OPTION = {"pipelines": "pipeline"}
 """Searched settings whose option is not the key's spelling."""
 
@@ -90,12 +81,6 @@ def _given(names: tuple[str, ...]) -> set[str]:
     """The options among ``names`` given on the command line (not left at their default)."""
     ctx = click.get_current_context()
     return {n for n in names if ctx.get_parameter_source(n) != ParameterSource.DEFAULT}
-
-
-def _gpus(setting: dict, tp: int, total: int | None) -> int:
-    """GPUs a setting holds: ``total`` (``--gpus``) with a split, else workers x ``tp``
-    (colocated: the learner runs on the generation GPUs)."""
-    return int(total) if setting.get("split") and total else int(setting["workers"]) * tp
 
 
 def _list(name: str, default: str, what: str, dest: str | None = None):
@@ -219,23 +204,7 @@ def advise(
     sc, rewards, dynamic, target = load_run(opts, engine="simpy")
     given = _given(("prompts", "workers", "max_num_seqs", "pipelines", "controllers"))
     if opts.get("calibration"):  # around the calibrated run, unless the options say otherwise
-        scale = run_scale(sc)
-        around = neighbourhood(scale)
-        searched = {k: v for k, v in around.items() if k not in given}
-        click.echo(
-            f"searching around the calibrated run: B = {scale.prompts} "
-            f"({scale.sources['prompts']}), G = {scale.group_size} "
-            f"({scale.sources['group_size']}), {scale.workers} workers "
-            f"({scale.sources['workers']}), max_num_seqs {scale.max_num_seqs}, placement "
-            f"{scale.placement or 'colocated'} ({scale.sources['placement']}); "
-            + (
-                " ".join(
-                    f"--{_OPTION.get(k, k.replace('_', '-'))} {v}" for k, v in searched.items()
-                )
-                if searched
-                else "every searched option given on the command line"
-            )
-        )
+        searched = _around_calibrated_run(sc, given)
         prompts = searched.get("prompts", prompts)
         workers = searched.get("workers", workers)
         max_num_seqs = searched.get("max_num_seqs", max_num_seqs)
@@ -258,130 +227,103 @@ def advise(
     try:
         if dynamic is not None:
             raise ValueError("--dynamic-sampling: not searched by advise")
-        for spec in pipelines.split(","):
-            if parse_pipeline(spec).kind != "sync" and sc.step_phases is not None:
-                raise ValueError(
-                    f"--pipeline {spec}: scenario {sc.name}'s reward/periodic step phases "
-                    "are priced by the synchronous pipeline only (--pipeline sync)"
-                )
-        split = _splits(gpus, splits, opts)
-        space = SearchSpace(
-            controller=tuple(split_specs(opts["controllers"])),
-            prompts=tuple(parse_list("--prompts", prompts, int, *_bounded(MAX_PROMPTS))),
-            workers=(1,)  # a placeholder: each split sets its workers
-            if split
-            else tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
-            max_num_seqs=tuple(
-                parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
-            ),
-            pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
-            lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
-            updates_per_batch=tuple(updates_per_batch),
-            split=split,
+        space, constraints = _search_space(
+            sc, prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, gpus, splits, opts
         )
-        constraints = Constraints(
-            opts["max_straggler_rate"],
-            opts["min_collapse_margin"],
-            opts["accelerators"],
-            opts["tp"],
-        )
-        constraints.prune(space)
-        if opts["dataset_size"] is not None and opts["dataset_size"] < max(space.prompts):
-            raise ValueError(f"--dataset-size {opts['dataset_size']}: below the largest --prompts")
     except ValueError as exc:
         fail(exc)
-    use_target = rewards is not None and rewards.learns and target is not None
     executor = executor_from(opts)
     try:
         executor.check()
     except ExecutorError as exc:
         fail(exc)
     out_dir = claim(out, "advise")
-    placement = None
-    if space.split:
-        args = (gpus, opts["tp"] or 1, opts["model"], opts["gpu"])
-        placement = functools.partial(_place, args=args)
-    fn = functools.partial(
-        evaluate,
-        placement=placement,
-        scenario=sc,
-        rewards=rewards,
-        steps=steps,
-        target=target,
-        seed=seed,
-        dataset_size=opts["dataset_size"],
-        straggler_level=opts["straggler_level"],
-    )
+    tp = opts["tp"] or 1
+    result = advise_study(
+        space, constraints, sc, rewards, target, executor, out_dir,
+        steps=steps, trials=trials, batch=batch, seed=seed, objective=objective, tp=tp,
+        placement=Placement(gpus, tp, opts["model"], opts["gpu"]) if space.split else None,
+        dataset_size=opts["dataset_size"], straggler_level=opts["straggler_level"],
+        horizon=horizon,
+        record=(
+            config_head("advise", sc, "simpy", opts),
+            {**describe_rewards(rewards, dynamic, target), **describe_executor(opts)},
+        ),
+    )  # fmt: skip
+    _echo_advice(result, sc.name, trials)
+    click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")
 
-    def run_batch(settings: list[dict]) -> list[dict | None]:
-        results: list[dict | None] = [None] * len(settings)
 
-        def keep(o) -> None:
-            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
-
-        executor.run(fn, list(enumerate(settings)), keep)
-        bar.update(len(settings))
-        return results
-
-    bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
-    try:
-        table = search(
-            space,
-            constraints,
-            run_batch,
-            trials,
-            batch,
-            seed,
-            use_target,
-            objective=objective,
-            gpus=functools.partial(_gpus, tp=opts["tp"] or 1, total=gpus),
-        )
-    finally:
-        bar.close()
-        executor.close()
-    if space.split:  # the split sets the workers: show them (rollout GPUs / tp)
-        tp = opts["tp"] or 1
-        table = table.with_columns(
-            (pl.col("split").str.split(":").list.first().cast(pl.Int64) // tp).alias("workers")
-        )
-    if horizon is not None:
-        table = with_horizon(table, horizon, rewards.learning if rewards is not None else None)
-    pareto = pareto_table(table)
-    table.write_csv(out_dir / "trials.csv")
-    pareto.write_csv(out_dir / "pareto.csv")
-    label = "time to target reward (s)" if use_target else "time per step (s)"
-    from rolloutlab.analysis.advise.plots import advise_figure  # seaborn: not for --help
-
-    advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
-    write_config(
-        out_dir / "config.json",
-        {
-            **config_head("advise", sc, "simpy", opts),
-            "space": {k: list(getattr(space, k)) for k in space.keys},
-            "constraints": constraints.__dict__,
-            "straggler_reading": "step"
-            if opts["straggler_level"] is None
-            else {"reading": "group", "level": opts["straggler_level"]},
-            "objective": ("gpu_hours of " if objective == "gpu-hours" else "")
-            + ("time_to_target_s" if use_target else "time_per_step_s"),
-            "steps": steps,
-            "dataset_size": opts["dataset_size"],
-            "trials": trials,
-            "batch": batch,
-            "seed": seed,
-            **describe_rewards(rewards, dynamic, target),
-            **describe_executor(opts),
-        },
-    )
+def _around_calibrated_run(sc, given: set[str]) -> dict[str, str]:
+    """The searched options :func:`neighbourhood` sets around the calibrated run's scale,
+    less those ``given`` on the command line; says so in one line."""
+    scale = run_scale(sc)
+    searched = {k: v for k, v in neighbourhood(scale).items() if k not in given}
     click.echo(
-        f"scenario {sc.name}: {trials} trials over {space.size()} settings, objective "
+        f"searching around the calibrated run: B = {scale.prompts} "
+        f"({scale.sources['prompts']}), G = {scale.group_size} "
+        f"({scale.sources['group_size']}), {scale.workers} workers "
+        f"({scale.sources['workers']}), max_num_seqs {scale.max_num_seqs}, placement "
+        f"{scale.placement or 'colocated'} ({scale.sources['placement']}); "
+        + (
+            " ".join(f"--{_OPTION.get(k, k.replace('_', '-'))} {v}" for k, v in searched.items())
+            if searched
+            else "every searched option given on the command line"
+        )
+    )
+    return searched
+
+
+def _search_space(
+    sc, prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, gpus, splits, opts
+) -> tuple[SearchSpace, Constraints]:
+    """The search space and constraints the options give. Raises ValueError naming the
+    option: a pipeline other than sync on a scenario with step phases, a bad list or
+    split, an accelerator budget no worker count fits, a dataset smaller than a batch."""
+    for spec in pipelines.split(","):
+        if parse_pipeline(spec).kind != "sync" and sc.step_phases is not None:
+            raise ValueError(
+                f"--pipeline {spec}: scenario {sc.name}'s reward/periodic step phases "
+                "are priced by the synchronous pipeline only (--pipeline sync)"
+            )
+    split = _splits(gpus, splits, opts)
+    space = SearchSpace(
+        controller=tuple(split_specs(opts["controllers"])),
+        prompts=tuple(parse_list("--prompts", prompts, int, *_bounded(MAX_PROMPTS))),
+        workers=(1,)  # a placeholder: each split sets its workers
+        if split
+        else tuple(parse_list("--workers", workers, int, *_bounded(MAX_WORKERS))),
+        max_num_seqs=tuple(
+            parse_list("--max-num-seqs", max_num_seqs, int, lambda v: v >= 1, "integers >= 1")
+        ),
+        pipeline=tuple(p.strip() for p in pipelines.split(",") if p.strip()),
+        lr=tuple(parse_list("--lr", lr, float, lambda v: 0 < v < 1, "numbers in (0, 1)")),
+        updates_per_batch=tuple(updates_per_batch),
+        split=split,
+    )
+    constraints = Constraints(
+        opts["max_straggler_rate"],
+        opts["min_collapse_margin"],
+        opts["accelerators"],
+        opts["tp"],
+    )
+    constraints.prune(space)  # only to refuse a budget no worker count fits, before --out
+    if opts["dataset_size"] is not None and opts["dataset_size"] < max(space.prompts):
+        raise ValueError(f"--dataset-size {opts['dataset_size']}: below the largest --prompts")
+    return space, constraints
+
+
+def _echo_advice(result: AdviseResult, scenario: str, trials: int) -> None:
+    """Print the study's headline, its Pareto table and the chosen setting (or why none is
+    feasible, with the closest trials)."""
+    table, pareto, use_target = result.trials, result.pareto, result.use_target
+    space, constraints, target = result.space, result.constraints, result.target
+    level = result.straggler_level
+    click.echo(
+        f"scenario {scenario}: {trials} trials over {space.size()} settings, objective "
         f"{'time_to_target_s (reward ' + str(target) + ')' if use_target else 'time_per_step_s'}; "
         f"straggler rate <= {constraints.max_straggler_rate}"
-        + (
-            f" (group reading: share of groups over tau > {opts['straggler_level']})"
-            if opts["straggler_level"] is not None
-            else ""
-        )
+        + (f" (group reading: share of groups over tau > {level})" if level is not None else "")
         + ", collapse margin >= "
         f"{constraints.min_collapse_margin}"
     )
@@ -389,10 +331,10 @@ def advise(
         pareto.with_columns(pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)).select(
             *space.keys,
             "time_s",
-            *(("gpu_hours",) if objective == "gpu-hours" else ()),
+            *(("gpu_hours",) if result.objective == "gpu-hours" else ()),
             "straggler_rate",
             "collapse_margin",
-            *(HORIZON_COLUMNS if horizon is not None else ()),
+            *(HORIZON_COLUMNS if result.horizon else ()),
             "wall_clock_s",
             "best",
         ),
@@ -414,4 +356,3 @@ def advise(
                     pl.col("lr").map_elements(lambda v: f"{v:g}", pl.String)
                 ).select(*space.keys, "time_s", "straggler_rate", "collapse_margin", "violation"),
             )
-    click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")

@@ -16,7 +16,6 @@ from rolloutlab.commands.grid.options import (
     start_grid,
 )
 from rolloutlab.commands.options.common import claim, echo_table, fail
-from rolloutlab.commands.options.learning import describe_rewards
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
@@ -35,7 +34,12 @@ from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.spec import PipelineConfig
-from rolloutlab.sim.scenario.provenance import describe, scenario_source, write_config
+from rolloutlab.sim.scenario.provenance import (
+    describe,
+    describe_rewards,
+    scenario_source,
+    write_config,
+)
 from rolloutlab.sim.studies.compare import check_comparison
 from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -127,14 +127,3 @@ def rewards_from_options(
     if target_reward is None and rewards is not None:
         target_reward = sc.run_defaults.target_reward
     return rewards, dynamic, target_reward
-
-
-def describe_rewards(
-    rewards: RewardConfig | None, dynamic: DynamicSampling | None, target: float | None
-) -> dict[str, Any]:
-    """The reward settings for ``config.json``."""
-    return {
-        "rewards": None if rewards is None else rewards.describe(),
-        "dynamic_sampling": None if dynamic is None else vars(dynamic).copy(),
-        "target_reward": target,
-    }

@@ -1,0 +1,197 @@
+"""``rolloutlab advise``'s study: every trial of the search priced by a grid executor, the
+table and its Pareto front written, the figure drawn and the run's settings recorded.
+
+The CLI parses the options into a :class:`~.search.SearchSpace` and
+:class:`~.search.Constraints`, loads the scenario and hands them here with an executor
+(anything with :class:`Executor`'s two methods: ``rolloutlab.commands.grid.executor``'s
+local and Ray executors); this module only runs and writes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+from rolloutlab.analysis.advise.evaluate import evaluate, with_horizon
+from rolloutlab.analysis.advise.search import Constraints, SearchSpace, pareto_table, search
+from rolloutlab.sim.models.horizon import HorizonFit
+from rolloutlab.sim.models.rewards import RewardConfig
+from rolloutlab.sim.scenario.placement import place
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace.progress import progress_bar
+
+
+class Executor(Protocol):
+    """What the study needs of a grid executor: ``run(fn, items, on_outcome)`` calls
+    ``fn(point)`` for each ``(index, point)`` of ``items`` and ``on_outcome(outcome)`` (with
+    ``index``, ``status`` ``"ok"`` or ``"failed"``, ``value``, ``error``) as each finishes;
+    ``close()`` frees its workers."""
+
+    def run(self, fn: Callable[[Any], Any], items: Any, on_outcome: Callable[[Any], None]) -> None:
+        """Price every point; report each outcome as it finishes."""
+
+    def close(self) -> None:
+        """Release the executor's workers."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``--gpus`` split into rollout and trainer GPUs (:func:`sim.scenario.placement.place`):
+    ``gpus`` in all, tensor parallel ``tp``, ``model`` and ``gpu`` names."""
+
+    gpus: int
+    tp: int
+    model: str
+    gpu: str
+
+    def __call__(self, scenario: Scenario, split: str) -> Scenario:
+        """``scenario`` on split ``R:T`` of :attr:`gpus`."""
+        return place(scenario, split, self.gpus, self.tp, self.model, self.gpu)
+
+
+@dataclass(frozen=True)
+class AdviseResult:
+    """What :func:`advise_study` found, beside what it searched."""
+
+    trials: pl.DataFrame
+    """One row per trial (:func:`search`'s table; ``workers`` set from the split's rollout
+    GPUs / tp when splits were searched; :data:`HORIZON_COLUMNS` with a horizon fit)."""
+    pareto: pl.DataFrame
+    """:func:`pareto_table` of :attr:`trials`."""
+    use_target: bool
+    """Time to the target reward was the objective (else time per step)."""
+    space: SearchSpace
+    constraints: Constraints
+    objective: str
+    """``time`` or ``gpu-hours`` (:data:`~.search.OBJECTIVES`)."""
+    target: float | None
+    """Target reward, or None."""
+    straggler_level: float | None
+    """The group reading's level, or None for the step-level straggler ratio."""
+    horizon: bool
+    """Each trial carries its predicted collapse step (:data:`HORIZON_COLUMNS`)."""
+
+
+def setting_gpus(setting: dict, tp: int, total: int | None) -> int:
+    """GPUs a setting holds: ``total`` (``--gpus``) with a split, else workers x ``tp``
+    (colocated: the learner runs on the generation GPUs)."""
+    return int(total) if setting.get("split") and total else int(setting["workers"]) * tp
+
+
+def advise_study(
+    space: SearchSpace,
+    constraints: Constraints,
+    scenario: Scenario,
+    rewards: RewardConfig | None,
+    target: float | None,
+    executor: Executor,
+    out_dir: Path,
+    *,
+    steps: int,
+    trials: int,
+    batch: int,
+    seed: int,
+    objective: str,
+    tp: int = 1,
+    placement: Placement | None = None,
+    dataset_size: int | None = None,
+    straggler_level: float | None = None,
+    horizon: HorizonFit | None = None,
+    record: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> AdviseResult:
+    """Search ``space`` under ``constraints`` (:func:`search`, ``trials`` trials asked
+    ``batch`` at a time, each setting simulated ``steps`` learner steps by
+    :func:`evaluate` on ``executor``), closing the executor at the end. ``placement``: the
+    split's GPUs (required when ``space.split`` is set). Writes ``out_dir``/trials.csv,
+    pareto.csv, advise.png and config.json (``record``: the config keys before and after the
+    study's own: the command's head and its reward and executor description). Raises what
+    :func:`search` raises (ValueError on a bad trial count or objective)."""
+    use_target = rewards is not None and rewards.learns and target is not None
+    fn = functools.partial(
+        evaluate,
+        placement=placement if space.split else None,
+        scenario=scenario,
+        rewards=rewards,
+        steps=steps,
+        target=target,
+        seed=seed,
+        dataset_size=dataset_size,
+        straggler_level=straggler_level,
+    )
+    total = placement.gpus if placement is not None else None
+
+    def run_batch(settings: list[dict]) -> list[dict | None]:
+        results: list[dict | None] = [None] * len(settings)
+
+        def keep(o) -> None:
+            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
+
+        executor.run(fn, list(enumerate(settings)), keep)
+        bar.update(len(settings))
+        return results
+
+    bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
+    try:
+        table = search(
+            space,
+            constraints,
+            run_batch,
+            trials,
+            batch,
+            seed,
+            use_target,
+            objective=objective,
+            gpus=functools.partial(setting_gpus, tp=tp, total=total),
+        )
+    finally:
+        bar.close()
+        executor.close()
+    if space.split:  # the split sets the workers: show them (rollout GPUs / tp)
+        table = table.with_columns(
+            (pl.col("split").str.split(":").list.first().cast(pl.Int64) // tp).alias("workers")
+        )
+    if horizon is not None:
+        table = with_horizon(table, horizon, rewards.learning if rewards is not None else None)
+    pareto = pareto_table(table)
+    table.write_csv(out_dir / "trials.csv")
+    pareto.write_csv(out_dir / "pareto.csv")
+    label = "time to target reward (s)" if use_target else "time per step (s)"
+    from rolloutlab.analysis.advise.plots import advise_figure  # seaborn: not for --help
+
+    advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
+    head, tail = record
+    write_config(
+        out_dir / "config.json",
+        {
+            **head,
+            "space": {k: list(getattr(space, k)) for k in space.keys},
+            "constraints": constraints.__dict__,
+            "straggler_reading": "step"
+            if straggler_level is None
+            else {"reading": "group", "level": straggler_level},
+            "objective": ("gpu_hours of " if objective == "gpu-hours" else "")
+            + ("time_to_target_s" if use_target else "time_per_step_s"),
+            "steps": steps,
+            "dataset_size": dataset_size,
+            "trials": trials,
+            "batch": batch,
+            "seed": seed,
+            **tail,
+        },
+    )
+    return AdviseResult(
+        table,
+        pareto,
+        use_target,
+        space,
+        constraints,
+        objective,
+        target,
+        straggler_level,
+        horizon is not None,
+    )
