@@ -8,7 +8,7 @@ samples of each prompt (:mod:`sim.pipelines.sync`); the summary row of each run 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,13 @@ from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
 from rolloutlab.sim.pipelines.registry import runner_for, simulate
 from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig
+from rolloutlab.sim.scenario.provenance import describe_rewards, scenario_source, write_config
 from rolloutlab.sim.scenario.scenario import Scenario
+from rolloutlab.sim.trace import schema as trace
 from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
+from rolloutlab.sim.trace.stream import streamed_rollouts
 from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS, turn_summary
+from rolloutlab.sim.trace.turns import write_turns
 
 RUN_COLUMNS = (
     "controller",
@@ -273,3 +277,66 @@ def summary_notes(summary: pl.DataFrame, cfg: RunConfig, target: float | None) -
                     "first; here such a step trains on what it kept)"
                 )
     return notes
+
+
+FigureFn = Callable[[pl.LazyFrame, pl.DataFrame, Path, float, float | None], None]
+"""Draws a comparison figure: ``(rollouts, steps, path, tau, target)``
+(:func:`analysis.figures.plots.comparison_figure`; seaborn lives above ``sim``)."""
+
+
+def compare_study(
+    scenario: Scenario,
+    specs: Sequence[str],
+    cfg: RunConfig,
+    pipelines: Sequence[PipelineConfig],
+    out_dir: Path,
+    *,
+    engine: str = "simpy",
+    target: float | None = None,
+    on_step: Callable[[str, int, int], None] | None = None,
+    figure: FigureFn | None = None,
+    record: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> Comparison:
+    """:func:`run_comparison` with every run's rollouts streamed to ``out_dir``, then its
+    tables written there: summary.csv, rollouts.parquet, steps.parquet, turns.parquet
+    (multi-turn scenarios), updates.parquet (``cfg.updates_per_batch`` K > 1),
+    comparison.png (drawn by ``figure``, when given) and config.json (``record``: the keys
+    before and after the run's own, e.g. the command's head and a verl config's record).
+    A turns, updates or figure file an earlier study left in ``out_dir`` and this one did
+    not write is removed (it is not this run's result). Raises as :func:`run_comparison`."""
+    tau = scenario.run_defaults.tau
+    with streamed_rollouts(out_dir) as parts:
+        result = run_comparison(
+            scenario, specs, cfg, on_step, pipelines, engine, target, rollout_dir=parts
+        )
+    result.summary.write_csv(out_dir / "summary.csv")
+    if result.turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
+        write_turns(result.turns, out_dir / "turns.parquet")
+    if result.updates:  # K > 1: one row per optimizer update
+        pl.concat(result.updates).write_parquet(out_dir / "updates.parquet")
+    trace.write_parquet(result.steps, out_dir / "steps.parquet", "steps")
+    if figure is not None:
+        rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
+        figure(rollouts, result.steps, out_dir / "comparison.png", tau, target)
+    for name, wrote in (("comparison.png", figure is not None), ("turns.parquet", result.turns),
+                        ("updates.parquet", result.updates)):  # fmt: skip
+        if not wrote:
+            (out_dir / name).unlink(missing_ok=True)
+    head, tail = record
+    write_config(
+        out_dir / "config.json",
+        {
+            **head,
+            "run": asdict(replace(cfg, rewards=None, dynamic=None)),
+            **describe_rewards(cfg.rewards, cfg.dynamic, target),
+            "controllers": list(specs),
+            "pipelines": [asdict(p) for p in pipelines],
+            "sagc_defaults": sagc_defaults(scenario),
+            "tau": tau,
+            "engine": asdict(scenario.engine),
+            "cost": scenario.cost.to_dict(),
+            "calibration": scenario_source(scenario),
+            **tail,
+        },
+    )
+    return result

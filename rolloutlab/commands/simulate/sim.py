@@ -6,8 +6,6 @@ is imported when the command runs, so ``rolloutlab sim --help`` imports neither.
 
 from __future__ import annotations
 
-import dataclasses
-
 import click
 
 from rolloutlab.commands.options.common import (
@@ -17,7 +15,6 @@ from rolloutlab.commands.options.common import (
     progress,
     renamed_option,
 )
-from rolloutlab.commands.options.learning import describe_rewards
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
@@ -186,26 +183,13 @@ def sim(
     comparison.png (unless --no-figure), config.json and, with --updates-per-batch K > 1,
     updates.parquet (one row per optimizer update), and prints the comparison table.
     """
-    import polars as pl
-
     from rolloutlab.sim.control.controllers import split_specs
     from rolloutlab.sim.engine.speculative import parse_speculative
-    from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS
     from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
     from rolloutlab.sim.pipelines.sync import RunConfig
     from rolloutlab.sim.scenario.overrides import apply_overrides, with_speculative
     from rolloutlab.sim.scenario.placement import parse_phases
-    from rolloutlab.sim.scenario.provenance import scenario_source, write_config
-    from rolloutlab.sim.studies.compare import (
-        check_comparison,
-        run_comparison,
-        sagc_defaults,
-        summary_notes,
-    )
-    from rolloutlab.sim.trace import schema as trace
-    from rolloutlab.sim.trace.stream import streamed_rollouts
-    from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
-    from rolloutlab.sim.trace.turns import write_turns
+    from rolloutlab.sim.studies.compare import check_comparison, compare_study
 
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
@@ -248,60 +232,46 @@ def sim(
     except ValueError as exc:
         fail(exc)
     with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
-        tau = sc.run_defaults.tau
         with progress(cfg.steps * len(specs) * len(pipes), "simulating", "step") as bar:
 
             def on_step(spec: str, t: int, G: int) -> None:
                 bar.set_postfix_str(f"{spec} G={G}", refresh=False)
                 bar.update()
 
-            with streamed_rollouts(out_dir) as parts:
-                result = run_comparison(
-                    sc, specs, cfg, on_step, pipes, engine, target_reward, rollout_dir=parts
-                )
-        summary, steps_df = result.summary, result.steps
-        turns, updates = result.turns, result.updates
-        summary.write_csv(out_dir / "summary.csv")
-        if turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
-            write_turns(turns, out_dir / "turns.parquet")
-        if updates:  # --updates-per-batch K > 1: one row per optimizer update
-            pl.concat(updates).write_parquet(out_dir / "updates.parquet")
-        trace.write_parquet(steps_df, out_dir / "steps.parquet", "steps")
-        if figure:
-            from rolloutlab.analysis.figures.plots import (
-                comparison_figure,  # why: seaborn costs ~1.5 s
-            )
+            result = compare_study(
+                sc, specs, cfg, pipes, out_dir, engine=engine, target=target_reward,
+                on_step=on_step, figure=_comparison_figure if figure else None,
+                record=(
+                    config_head("sim", sc, engine, opts),
+                    {"verl_config": verl_record(verl)} if verl else {},
+                ),
+            )  # fmt: skip
+    _echo_comparison(result, sc, cfg, pipes, target_reward)
+    figure_file = " comparison.png," if figure else ""
+    figure_file += (" turns.parquet," if result.turns else "") + (
+        " updates.parquet," if result.updates else ""
+    )
+    click.echo(
+        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
+    )
 
-            rollouts = pl.scan_parquet(out_dir / "rollouts.parquet")  # read back lazily
-            comparison_figure(rollouts, steps_df, out_dir / "comparison.png", tau, target_reward)
-        for name, wrote in (("comparison.png", figure), ("turns.parquet", turns),
-                            ("updates.parquet", updates)):  # fmt: skip
-            if not wrote:  # an earlier sim's file in this folder: not this run's result
-                (out_dir / name).unlink(missing_ok=True)
-        write_config(
-            out_dir / "config.json",
-            {
-                **config_head("sim", sc, engine, opts),
-                "run": dataclasses.asdict(dataclasses.replace(cfg, rewards=None, dynamic=None)),
-                **describe_rewards(rewards, dynamic, target_reward),
-                "controllers": specs,
-                "pipelines": [dataclasses.asdict(p) for p in pipes],
-                "sagc_defaults": sagc_defaults(sc),
-                "tau": tau,
-                "engine": dataclasses.asdict(sc.engine),
-                "cost": sc.cost.to_dict(),
-                "calibration": scenario_source(sc),
-                **({"verl_config": verl_record(verl)} if verl else {}),
-            },
-        )
+
+def _echo_comparison(result, sc, cfg, pipes, target_reward: float | None) -> None:
+    """Print the study's headline and tables, and a line for each thing in them a reader
+    could take for a bug (no rewards, step phases, dynamic-sampling aborts, empty targets)."""
+    from rolloutlab.sim.models.reward_metrics import DYNAMIC_SAMPLING_COLUMNS
+    from rolloutlab.sim.studies.compare import summary_notes
+    from rolloutlab.sim.trace.turn_metrics import TURN_COLUMNS
+
+    summary, steps_df, tau = result.summary, result.steps, sc.run_defaults.tau
     click.echo(
         f"scenario {sc.name}: {cfg.steps} steps x {cfg.prompts} prompts, "
         f"{sc.engine.n_workers} worker{'s' if sc.engine.n_workers != 1 else ''}, tau={tau:g}"
     )
-    echo_table(summary.select(_printed_columns(pipes, rewards is not None)), rows=50)
-    if turns:
+    echo_table(summary.select(_printed_columns(pipes, cfg.rewards is not None)), rows=50)
+    if result.turns:
         echo_table(summary.select("controller", "pipeline", *TURN_COLUMNS), rows=50)
-    if rewards is None:
+    if cfg.rewards is None:
         click.echo(
             f"no rewards: scenario {sc.name} has no pass rates, so no reward and no time to "
             "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
@@ -318,11 +288,14 @@ def sim(
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     for note in summary_notes(summary, cfg, target_reward):
         click.echo(note)
-    figure_file = (" comparison.png," if figure else "") + (" turns.parquet," if turns else "")
-    figure_file += " updates.parquet," if updates else ""
-    click.echo(
-        f"wrote {out_dir}/summary.csv, rollouts.parquet, steps.parquet,{figure_file} config.json"
-    )
+
+
+def _comparison_figure(rollouts, steps, path, tau: float, target: float | None) -> None:
+    """:func:`analysis.figures.plots.comparison_figure`, imported when drawn (why: seaborn
+    costs ~1.5 s, and ``--no-figure`` runs never pay it)."""
+    from rolloutlab.analysis.figures.plots import comparison_figure
+
+    comparison_figure(rollouts, steps, path, tau, target)
 
 
 def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, workers, phases=None):
