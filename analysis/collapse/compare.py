@@ -19,8 +19,8 @@ of late collapses (horizon: drift ``t eta G_on`` reaches ``R_crit``) and
 ``R_batch / kappa ~ max_S S eta_collapse(S)`` (stale boundary, :func:`sim.models.staleness.predict_eta_max`),
 taking ``kappa ~ 5``; then two restarts from the best point so far.
 
-Split: ``lr`` (alternate learning rates, sorted: even index fit, odd held out) or
-``seed`` (even seeds fit). Scaling checks per S from any grid (:func:`scaling_by_S`):
+Split: ``lr`` (alternate learning rates, sorted: even index fit, odd held out), ``S``
+(one staleness held out: :func:`split_grid`) or ``seed`` (even seeds fit). Scaling checks per S from any grid (:func:`scaling_by_S`):
 ``S * eta_collapse`` (``eta_collapse`` = smallest lr at which at least half the seeds
 collapse) and the median over collapsed runs of ``M_collapse * S * eta``.
 """
@@ -39,7 +39,7 @@ from scipy import optimize
 
 GRID_COLUMNS = ("S", "lr", "seed", "collapsed", "t_collapse", "M_collapse")
 FITTED = ("lag_sensitivity", "sigma_prompt", "R_batch", "R_crit")
-SPLITS = ("lr", "seed")
+SPLITS = ("lr", "seed", "S")
 
 
 class GridError(ValueError):
@@ -120,8 +120,14 @@ def read_grid(path: str | Path) -> pl.DataFrame:
     return df
 
 
-def split_grid(df: pl.DataFrame, by: str = "lr") -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``(fit, held_out)`` rows (module docstring). Raises GridError when a side is empty."""
+def split_grid(
+    df: pl.DataFrame, by: str = "lr", held_out: float | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(fit, held_out)`` rows (module docstring). ``S``: one staleness held out, the
+    ``held_out`` value or else the middle one of the sorted distinct values (index ``n // 2``:
+    S = 4 of 1, 2, 4, 8), so the fit keeps two S or more; ``lr`` with ``held_out``: that lr
+    alone held out. Raises GridError when a side would be empty, with fewer than three S
+    for the S split, or a ``held_out`` value the grid does not hold."""
     if by not in SPLITS:
         raise GridError(f"split {by!r}: expected one of {SPLITS}")
     values = sorted(df[by].unique().to_list())
@@ -129,6 +135,19 @@ def split_grid(df: pl.DataFrame, by: str = "lr") -> tuple[pl.DataFrame, pl.DataF
         raise GridError(
             f"split by {by}: the grid has a single {by} value ({values}); need two or more"
         )
+    if held_out is not None and by == "seed":
+        raise GridError(f"a held-out value ({held_out:g}) needs the lr or S split, not seed")
+    if by == "S" and len(values) < 3:
+        raise GridError(
+            f"split by S: the grid has S = {values}; holding one out needs three or more "
+            "(the law needs two S to fit)"
+        )
+    if held_out is not None or by == "S":
+        hold = values[len(values) // 2] if held_out is None else held_out
+        if not any(abs(v - hold) <= 1e-12 * max(abs(v), 1.0) for v in values):
+            raise GridError(f"split by {by}: held-out {hold:g} is not in the grid's {values}")
+        mask = (pl.col(by).cast(pl.Float64) - hold).abs() > 1e-12 * max(abs(hold), 1.0)
+        return df.filter(mask), df.filter(~mask)
     fit_values = values[0::2]
     mask = pl.col(by).is_in(fit_values)
     return df.filter(mask), df.filter(~mask)

@@ -8,7 +8,8 @@ stability``); each grid's mechanism is read from its ``config.json``
 mechanism. All grids must share the step count ``T``.
 
 Split: ``seed`` (even seeds fit, odd held out; or the seeds ``fit_seeds`` names fit, every
-other seed held out) or ``lr`` (alternate learning rates, sorted: even index fit). Held-out numbers per mechanism and pooled: classification
+other seed held out), ``lr`` (alternate learning rates, sorted: even index fit) or ``S``
+(one staleness held out, the middle of the grid's S values unless named). Held-out numbers per mechanism and pooled: classification
 agreement (predicted ``P(collapse within T) > 1/2`` against measured), collapse-step
 MdAPE ``median |t_pred / t_meas - 1|`` over runs collapsed on both sides (``t_pred`` the
 law's median), and, with the seed split, the *seed floor* (:func:`seed_floor`): the same
@@ -25,7 +26,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from rolloutlab.analysis.collapse.compare import GridError, agreement, grid_steps, read_grid
+from rolloutlab.analysis.collapse import baselines
+from rolloutlab.analysis.collapse.compare import (
+    GridError,
+    agreement,
+    grid_steps,
+    read_grid,
+    split_grid,
+)
 from rolloutlab.sim.models.horizon import (
     PAPER,
     HorizonFit,
@@ -177,26 +185,28 @@ def drift_test(df: pl.DataFrame, drift_fits: dict | None = None) -> dict:
 
 
 def split(
-    df: pl.DataFrame, by: str, fit_seeds: tuple[int, ...] | None = None
+    df: pl.DataFrame,
+    by: str,
+    fit_seeds: tuple[int, ...] | None = None,
+    held_out: float | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``(fit, held_out)`` (module docstring): with ``fit_seeds`` (``by == "seed"`` only)
-    the rows of those seeds fit and every other row is held out. Raises GridError with a
-    single value, or when ``fit_seeds`` leaves either half of ``df`` empty."""
-    values = sorted(df[by].unique().to_list())
-    if len(values) < 2:
-        raise GridError(f"split by {by}: a single {by} ({values}); need two or more")
+    """``(fit, held_out)`` (module docstring): without ``fit_seeds``
+    :func:`analysis.collapse.compare.split_grid` (``held_out``: the lr or S value held
+    out); with them (``by == "seed"`` only) the rows of those seeds fit and every other row
+    is held out. Raises GridError with a single value, or when ``fit_seeds`` leaves either
+    half of ``df`` empty."""
     if fit_seeds is None:
-        mask = pl.col(by).is_in(values[0::2])
-    else:
-        if by != "seed":
-            raise GridError(f"fit seeds {list(fit_seeds)} need the seed split, not {by}")
-        fit = sorted(set(values) & set(fit_seeds))
-        if not fit or len(fit) == len(values):
-            raise GridError(
-                f"fit seeds {sorted(fit_seeds)} against the grid's seeds {values}: "
-                "need at least one seed on each side"
-            )
-        mask = pl.col(by).is_in(fit)
+        return split_grid(df, by, held_out)
+    values = sorted(df[by].unique().to_list())
+    if by != "seed":
+        raise GridError(f"fit seeds {list(fit_seeds)} need the seed split, not {by}")
+    fit = sorted(set(values) & set(fit_seeds))
+    if not fit or len(fit) == len(values):
+        raise GridError(
+            f"fit seeds {sorted(fit_seeds)} against the grid's seeds {values}: "
+            "need at least one seed on each side"
+        )
+    mask = pl.col(by).is_in(fit)
     return df.filter(mask), df.filter(~mask)
 
 
@@ -276,21 +286,34 @@ def horizon_study(
     n_boot: int = 100,
     law: str = "pooled",
     fit_seeds: tuple[int, ...] | None = None,
+    held_out: float | None = None,
 ) -> tuple[dict, pl.DataFrame]:
     """Per mechanism: fit on one half, predict the other; and a fit on all runs (the
     exponents with their seed intervals), :func:`fit_mechanisms` (``law``); with the
-    ``drift`` law also :func:`drift_test` (``summary["drift_test"]``). Returns
-    ``(summary, held-out rows)``. Raises GridError (one S, one lr, no collapse, a single
-    split value, ``fit_seeds`` leaving a mechanism's fit or held-out half empty: :func:`split`)."""
+    ``drift`` law also :func:`drift_test` (``summary["drift_test"]``). Beside the law,
+    the naive rules and the run-to-run floor on the same held-out runs
+    (:mod:`analysis.collapse.baselines`: ``summary["scores"]`` the law's, ``summary
+    ["baselines"]`` theirs; the held-out rows carry each rule's ``p_<rule>`` and
+    ``t_<rule>`` and ``cell``: ``seen`` on the seed split, ``unseen`` on the lr and S
+    splits). ``held_out``: the lr or S value held out (:func:`split`). Returns ``(summary,
+    held-out rows)``. Raises GridError (one S, one lr, no collapse, a single split value,
+    ``fit_seeds`` leaving a mechanism's fit or held-out half empty: :func:`split`)."""
     summary: dict = {"split": by, "law": law, "mechanisms": {}}
     if fit_seeds is not None:
         summary["fit_seeds"] = sorted(fit_seeds)
-    halves = {m: split(p, by, fit_seeds) for (m,), p in df.group_by("mechanism")}
+    if by == "S" and held_out is None:  # one S for every mechanism, read off the whole grid
+        values = sorted(df["S"].unique().to_list())
+        held_out = values[len(values) // 2] if len(values) >= 3 else None
+    if held_out is not None:
+        summary["held_out_value"] = held_out
+    halves = {m: split(p, by, fit_seeds, held_out) for (m,), p in df.group_by("mechanism")}
     fit_all = pl.concat([h[0] for h in halves.values()])
     half_fits = fit_mechanisms(fit_all, n_boot, law)
     all_fits = fit_mechanisms(df, n_boot, law)
     if law == "drift":
         summary["drift_test"] = drift_test(df, all_fits)
+    axis = None if by == "seed" else by
+    T = int(df["T"][0])
     preds = []
     for mech in sorted(halves):
         fit_rows, held = halves[mech]
@@ -298,12 +321,16 @@ def horizon_study(
         preds.append(pred)
         summary["mechanisms"][mech] = {
             "held_out": held_out_numbers(pred),
+            "scores": law_scores(pred, T),
+            "baselines": baselines.baseline_scores(fit_rows, held, T, axis),
             "seed_floor": seed_floor(held, fit_rows) if by == "seed" else None,
             "law_half": law_summary(half_fits[mech]),
             "law_all": law_summary(all_fits[mech]),
         }
-    held_all = pl.concat(preds)
+    held_all = with_baselines(pl.concat(preds), fit_all, T, axis)
     summary["held_out"] = held_out_numbers(held_all)
+    summary["scores"] = law_scores(held_all, T)
+    summary["baselines"] = baselines.baseline_scores(fit_all, held_all, T, axis)
     distinct = distinct_runs(held_all)
     summary["held_out_distinct"] = held_out_numbers(distinct)
     summary["class_ceiling"] = class_ceiling(held_all)
@@ -312,6 +339,25 @@ def horizon_study(
         summary["seed_floor"] = seed_floor(held_all, fit_all)
         summary["seed_floor_distinct"] = seed_floor(distinct, fit_all)
     return summary, held_all
+
+
+def law_scores(pred: pl.DataFrame, T: int) -> dict:
+    """:func:`analysis.collapse.baselines.score` of the law's :func:`predict_rows` output
+    (its ``p_collapse`` and median ``predicted_t``)."""
+    return baselines.score(
+        pred, pred["p_collapse"], pred["predicted_collapsed"], pred["predicted_t"], T
+    )
+
+
+def with_baselines(
+    held: pl.DataFrame, fit_rows: pl.DataFrame, T: int, axis: str | None
+) -> pl.DataFrame:
+    """``held`` with ``cell`` (``seen`` / ``unseen``) and each naive rule's probability
+    ``p_<rule>`` and step ``t_<rule>`` (:func:`analysis.collapse.baselines.predict`)."""
+    cols = [pl.lit("seen" if axis is None else "unseen").alias("cell")]
+    for rule, f in baselines.predict(fit_rows, held, T, axis).items():
+        cols += [f["p"].alias(f"p_{rule}"), f["predicted_t"].alias(f"t_{rule}")]
+    return held.with_columns(cols)
 
 
 def distinct_runs(rows: pl.DataFrame) -> pl.DataFrame:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.options.common import OUT_DIR, claimed, fail
+from rolloutlab.commands.options.common import OUT_DIR, claimed, echo_table, fail
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, STEPS, CommaList
 from rolloutlab.sim.trace import strict_json
 
@@ -29,10 +29,18 @@ SEED_LIST = CommaList(NON_NEGATIVE_INT)
 )
 @click.option(
     "--split",
-    type=click.Choice(["seed", "lr"]),
+    type=click.Choice(["seed", "lr", "S"]),
     default="seed",
     show_default=True,
-    help="Hold out odd seeds, or alternate learning rates.",
+    help="Hold out odd seeds, alternate learning rates, or one staleness S (the middle of "
+    "the grid's S values unless --held-out names it).",
+)
+@click.option(
+    "--held-out",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --split lr or S: the one lr or S value held out [default: lr alternate "
+    "values; S the middle one].",
 )
 @click.option(
     "--fit-seeds",
@@ -63,6 +71,7 @@ SEED_LIST = CommaList(NON_NEGATIVE_INT)
 def horizon(
     grids: tuple[Path, ...],
     split: str,
+    held_out: float | None,
     fit_seeds: list[int] | None,
     steps,
     bootstrap: int,
@@ -72,11 +81,13 @@ def horizon(
     """Predict collapse steps: fit the horizon law on half the runs, predict the rest.
 
     Writes OUT/horizon_points.csv (held-out runs: measured, predicted median and its
-    interval), OUT/horizon_summary.json (agreement, MdAPE, seed floor, fitted exponents
-    with intervals against PAPERS.md §2), OUT/horizon.png, OUT/config.json and, when the
+    interval, each naive rule's probability and step, seen/unseen cell),
+    OUT/horizon_summary.json (agreement, MdAPE, Brier score beside the naive rules and the
+    run-to-run floor, seed floor, fitted exponents with intervals against PAPERS.md §2), OUT/horizon.png, OUT/config.json and, when the
     grids keep their run folders, OUT/mechanism_metrics.csv (per run: KL to the behaviour
     policy, entropy, grad norm, clip fraction, engine-learner gap up to the collapse).
     """
+    from rolloutlab.analysis.collapse.baselines import score_table, verdict
     from rolloutlab.analysis.collapse.compare import GridError
     from rolloutlab.analysis.collapse.horizon import (
         fit_mechanisms,
@@ -91,12 +102,13 @@ def horizon(
 
     if fit_seeds is not None and split != "seed":
         raise click.BadParameter("needs --split seed", param_hint="--fit-seeds")
+    if held_out is not None and split == "seed":
+        raise click.BadParameter("needs --split lr or S", param_hint="--held-out")
     try:
         df = read_grids(list(grids), steps)
         seeds = None if fit_seeds is None else tuple(fit_seeds)
-        if seeds is not None:  # refuse a split that empties a half before --out is claimed
-            for (_,), rows in df.group_by("mechanism"):
-                split_rows(rows, "seed", seeds)
+        for (_,), rows in df.group_by("mechanism"):  # a split that cannot be made: before --out
+            split_rows(rows, split, seeds, held_out)
     except GridError as exc:
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
@@ -105,7 +117,7 @@ def horizon(
                 f"compare horizon: fitting {df.height} runs, {bootstrap} bootstrap refits ...",
                 err=True,
             )
-            summary, held = horizon_study(df, split, bootstrap, law, seeds)
+            summary, held = horizon_study(df, split, bootstrap, law, seeds, held_out)
             laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
             paths: dict[str, list[Path]] = {}
             for g in grids:
@@ -117,9 +129,11 @@ def horizon(
         held.write_csv(out_dir / "horizon_points.csv")
         strict_json.write_json(out_dir / "horizon_summary.json", summary)
         title = (
-            f"fit on half the {split}s"
-            if seeds is None
-            else "fit on seeds " + ",".join(map(str, sorted(seeds)))
+            "fit on seeds " + ",".join(map(str, sorted(seeds)))
+            if seeds is not None
+            else f"{split} = {summary['held_out_value']:g} held out"
+            if "held_out_value" in summary
+            else f"fit on half the {split}s"
         )
         horizon_figure(held, laws, df, out_dir / "horizon.png", title)
         write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
@@ -152,6 +166,16 @@ def horizon(
             if "seed_floor_distinct" in summary
             else ""
         )
+    )
+    click.echo(
+        f"beside the naive rules and the floor on the same {summary['scores']['runs']} held-out "
+        f"runs ({summary['baselines']['cells']} cells; mdape: every collapsed held-out run, "
+        "a prediction beyond T counted as T + 1):"
+    )
+    echo_table(score_table("horizon law", summary["scores"], summary["baselines"]))
+    click.echo(
+        "horizon law against the best naive rule: "
+        + verdict(summary["scores"], summary["baselines"]["rules"])
     )
     for mech, m in summary["mechanisms"].items():
         fitted = m["law_all"]
