@@ -233,8 +233,8 @@ RULE_NAMES = {
 def score_table(model: str, scores: dict, base: dict) -> pl.DataFrame:
     """One row per predictor on the same held-out runs: ``model`` (its :func:`score`),
     each naive rule of ``base`` (:func:`baseline_scores`) and the floor; columns
-    ``predictor, cells, accuracy, brier, mdape, mdape_both, both_collapsed`` (:func:`verdict`
-    says whether the model beats the best rule)."""
+    ``predictor, cells, accuracy, brier, mdape, mdape_both`` (:func:`verdict` says whether
+    the model beats the best rule)."""
     cells_seen = base["cells"]
     rows = [{"predictor": model, **_pick(scores), "cells": cells_seen}]
     for rule, s in base["rules"].items():
@@ -246,7 +246,7 @@ def score_table(model: str, scores: dict, base: dict) -> pl.DataFrame:
          "cells": "oracle"}
     )  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None).select(
-        "predictor", "cells", "accuracy", "brier", "mdape", "mdape_both", "both_collapsed"
+        "predictor", "cells", "accuracy", "brier", "mdape", "mdape_both"
     )
 
 

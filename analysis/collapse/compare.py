@@ -130,20 +130,20 @@ def split_grid(
     for the S split, or a ``held_out`` value the grid does not hold."""
     if by not in SPLITS:
         raise GridError(f"split {by!r}: expected one of {SPLITS}")
+    if held_out is not None and by == "seed":
+        raise GridError(f"a held-out value ({held_out:g}) needs the lr or S split, not seed")
     values = sorted(df[by].unique().to_list())
     if len(values) < 2:
         raise GridError(
             f"split by {by}: the grid has a single {by} value ({values}); need two or more"
         )
-    if held_out is not None and by == "seed":
-        raise GridError(f"a held-out value ({held_out:g}) needs the lr or S split, not seed")
     if by == "S" and len(values) < 3:
         raise GridError(
             f"split by S: the grid has S = {values}; holding one out needs three or more "
             "(the law needs two S to fit)"
         )
     if held_out is not None or by == "S":
-        hold = values[len(values) // 2] if held_out is None else held_out
+        hold = held_out_value(df, by) if held_out is None else held_out
         if not any(abs(v - hold) <= 1e-12 * max(abs(v), 1.0) for v in values):
             raise GridError(f"split by {by}: held-out {hold:g} is not in the grid's {values}")
         mask = (pl.col(by).cast(pl.Float64) - hold).abs() > 1e-12 * max(abs(hold), 1.0)
@@ -151,6 +151,13 @@ def split_grid(
     fit_values = values[0::2]
     mask = pl.col(by).is_in(fit_values)
     return df.filter(mask), df.filter(~mask)
+
+
+def held_out_value(df: pl.DataFrame, by: str = "S") -> float:
+    """The value the one-value split holds out by default: the middle of the sorted
+    distinct ``by`` values (index ``n // 2``: S = 4 of 1, 2, 4, 8)."""
+    values = sorted(df[by].unique().to_list())
+    return values[len(values) // 2]
 
 
 def predict(params: StalenessParams, df: pl.DataFrame, T: int) -> pl.DataFrame:

@@ -31,6 +31,7 @@ from rolloutlab.analysis.collapse.compare import (
     GridError,
     agreement,
     grid_steps,
+    held_out_value,
     read_grid,
     split_grid,
 )
@@ -38,6 +39,8 @@ from rolloutlab.sim.models.horizon import (
     PAPER,
     HorizonFit,
     HorizonInputError,
+    HorizonLaw,
+    TwoPartLaw,
     fit_horizon,
     fit_horizon_groups,
     neg_log_likelihood,
@@ -128,7 +131,7 @@ def fit_mechanism(df: pl.DataFrame, n_boot: int = 100) -> HorizonFit:
         raise GridError(f"mechanism {df['mechanism'][0]}: {exc}") from None
 
 
-LAWS = ("pooled", "separate", "drift")
+LAWS = ("pooled", "separate", "drift", "two-part")
 """``compare horizon --law`` choices (:func:`fit_mechanisms`)."""
 
 
@@ -136,10 +139,30 @@ def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> 
     """``{mechanism: HorizonFit}``. ``law`` (:data:`LAWS`): ``separate`` fits each mechanism
     alone (:func:`fit_mechanism`); ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups`
     fit (shared horizon constants, a per-step constant ``C`` per mechanism); ``drift`` that
-    plus a stale drift multiplier ``D`` per mechanism (the horizon rate at ``S >= 2``).
-    Raises GridError naming the problem, ValueError on an unknown ``law``."""
+    plus a stale drift multiplier ``D`` per mechanism (the horizon rate at ``S >= 2``);
+    ``two-part`` a :class:`sim.models.horizon.TwoPartLaw` per mechanism: ``pooled`` fitted
+    to every run for whether a run collapses, ``pooled`` fitted to the collapsed runs alone
+    for when (bootstrap replicates paired in order). Raises GridError naming the problem,
+    ValueError on an unknown ``law``."""
     if law not in LAWS:
         raise ValueError(f"law {law!r}: not one of {LAWS}")
+    if law == "two-part":
+        occurrence = fit_mechanisms(df, n_boot, "pooled")
+        step = fit_mechanisms(df.filter(pl.col("collapsed")), n_boot, "pooled")
+        if set(step) != set(occurrence):
+            missing = sorted(set(occurrence) - set(step))
+            raise GridError(f"mechanisms {missing}: no collapsed run to fit a collapse step to")
+        return {
+            m: HorizonFit(
+                TwoPartLaw(o.law, step[m].law),
+                tuple(TwoPartLaw(a, b) for a, b in zip(o.boot, step[m].boot)),
+                o.n_runs,
+                o.n_collapsed,
+                step[m].c_fixed,
+            )
+            for m, o in occurrence.items()
+            if isinstance(o.law, HorizonLaw) and isinstance(step[m].law, HorizonLaw)
+        }
     mechs = sorted(df["mechanism"].unique().to_list())
     if law == "separate" or (law == "pooled" and len(mechs) == 1):
         return {m: fit_mechanism(df.filter(pl.col("mechanism") == m), n_boot) for m in mechs}
@@ -156,9 +179,13 @@ def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> 
 def log_likelihood(fits: dict, df: pl.DataFrame) -> float:
     """Censored log-likelihood of ``df``'s runs under ``fits`` (``{mechanism: HorizonFit}``,
     :func:`sim.models.horizon.neg_log_likelihood` summed over mechanisms)."""
+    laws = {m: fit.law for m, fit in fits.items()}
+    if not all(isinstance(law, HorizonLaw) for law in laws.values()):
+        raise ValueError("log_likelihood: a censored law per mechanism (not two-part)")
     return -sum(
-        neg_log_likelihood(fit.law, *_arrays(df.filter(pl.col("mechanism") == m)))
-        for m, fit in fits.items()
+        neg_log_likelihood(law, *_arrays(df.filter(pl.col("mechanism") == m)))
+        for m, law in laws.items()
+        if isinstance(law, HorizonLaw)
     )
 
 
@@ -275,6 +302,8 @@ def law_summary(fit: HorizonFit) -> dict:
         out[name] = {"value": float(getattr(fit.law, name)), "lo": lo, "hi": hi}
     if fit.c_fixed:  # one stale S: c not fitted
         out["c"] = {"value": PAPER["c"], "lo": float("nan"), "hi": float("nan"), "fixed": True}
+    if isinstance(fit.law, TwoPartLaw):  # the step constants above; whether, from these
+        out["occurrence"] = {n: float(getattr(fit.law.occurrence, n)) for n in ("a", "c", "sigma")}
     out["paper"] = PAPER
     out["runs"], out["collapsed"], out["bootstrap"] = fit.n_runs, fit.n_collapsed, len(fit.boot)
     return out
@@ -302,8 +331,7 @@ def horizon_study(
     if fit_seeds is not None:
         summary["fit_seeds"] = sorted(fit_seeds)
     if by == "S" and held_out is None:  # one S for every mechanism, read off the whole grid
-        values = sorted(df["S"].unique().to_list())
-        held_out = values[len(values) // 2] if len(values) >= 3 else None
+        held_out = held_out_value(df, "S")
     if held_out is not None:
         summary["held_out_value"] = held_out
     halves = {m: split(p, by, fit_seeds, held_out) for (m,), p in df.group_by("mechanism")}

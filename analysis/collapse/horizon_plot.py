@@ -11,11 +11,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-from rolloutlab.sim.models.horizon import HorizonLaw
+from rolloutlab.sim.models.horizon import HorizonLaw, TwoPartLaw
 
 
 def horizon_figure(
-    held: pl.DataFrame, laws: dict[str, HorizonLaw], grid: pl.DataFrame, path: Path, title: str
+    held: pl.DataFrame,
+    laws: dict[str, HorizonLaw | TwoPartLaw],
+    grid: pl.DataFrame,
+    path: Path,
+    title: str,
 ) -> None:
     """Two panels: (left) held-out runs collapsed on both sides, predicted median collapse
     step (bootstrap 16-84 % bars) against measured, log-log, with the ±30 % band; (right)

@@ -8,10 +8,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.analysis.collapse import baselines
 from rolloutlab.analysis.collapse.compare import (
     CollapseFit,
     agreement,
     fit_collapse,
+    held_out_value,
     predict,
     read_grid,
     scaling_table,
@@ -79,23 +81,44 @@ class CollapseStudy:
 
 
 def collapse_study(
-    real_dir: Path, sim_dir: Path | None, T: int, split: str, max_evals: int
+    real_dir: Path,
+    sim_dir: Path | None,
+    T: int,
+    split: str,
+    max_evals: int,
+    held_out: float | None = None,
 ) -> CollapseStudy:
     """Read the measured grid (and the simulated one, if given), fit the collapse model on
-    one half of ``split`` (:func:`analysis.collapse.compare.split_grid`) and predict the
-    other half and the whole grid. Raises :class:`analysis.collapse.compare.GridError`."""
+    one half of ``split`` (:func:`analysis.collapse.compare.split_grid`, ``held_out`` the
+    lr or S value held out) and predict the other half and the whole grid; beside it the
+    naive rules and the run-to-run floor on the same held-out runs
+    (:mod:`analysis.collapse.baselines`; the model's probability is its 0/1 class: one
+    simulated run per held-out run). Raises :class:`analysis.collapse.compare.GridError`."""
     real = read_grid(real_dir)
     sim = read_grid(sim_dir) if sim_dir is not None else None
-    fit_rows, held = split_grid(real, split)
+    if split == "S" and held_out is None:
+        held_out = held_out_value(real, "S")
+    fit_rows, held = split_grid(real, split, held_out)
     fit = fit_collapse(fit_rows, T, max_evals=max_evals)
     held_pred = predict(fit.params, held, T)
+    axis = None if split == "seed" else split
+    cls = held_pred["predicted_collapsed"].to_numpy().astype(bool)
+    t_model = held_pred["predicted_t_collapse"].cast(pl.Float64).fill_null(T + 1.0).to_numpy()
+    for rule, f in baselines.predict(fit_rows, held, T, axis).items():
+        held_pred = held_pred.with_columns(
+            f["p"].alias(f"p_{rule}"), f["predicted_t"].alias(f"t_{rule}")
+        )
+    held_pred = held_pred.with_columns(pl.lit("seen" if axis is None else "unseen").alias("cell"))
     summary = {
         "real": str(real_dir),
         "sim": str(sim_dir) if sim_dir else None,
         "steps": T,
         "split": split,
+        **({"held_out_value": held_out} if held_out is not None else {}),
         "fit_points": fit_rows.height,
         "held_out": agreement(held_pred),
+        "scores": baselines.score(held_pred, cls.astype(float), cls, t_model, T),
+        "baselines": baselines.baseline_scores(fit_rows, held, T, axis),
         "fit": {
             "loss": fit.loss,
             "fit_agreement": fit.fit_agreement,

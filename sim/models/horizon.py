@@ -104,6 +104,32 @@ class HorizonLaw:
         return np.exp(lo)
 
 
+@dataclass(frozen=True)
+class TwoPartLaw:
+    """Whether and when apart (**modelling choice**, a cure-type split of the two
+    questions; Farewell 1982): ``occurrence``, the censored law fitted to every run, gives
+    ``P(t_collapse <= T)``; ``step``, the same form fitted to the collapsed runs alone,
+    gives the median collapse step of a run that collapses. A run that survives its T
+    steps is then "not collapsing" for the step, not "collapsing late". Any other
+    attribute (``a``, ``c``, ``R``, ...) is the step law's."""
+
+    occurrence: HorizonLaw
+    step: HorizonLaw
+
+    def median(self, S, eta) -> np.ndarray:
+        """The step law's median collapse step (:meth:`HorizonLaw.median`)."""
+        return self.step.median(S, eta)
+
+    def p_collapse(self, S, eta, T) -> np.ndarray:
+        """The occurrence law's ``P(t_collapse <= T)`` (:meth:`HorizonLaw.p_collapse`)."""
+        return self.occurrence.p_collapse(S, eta, T)
+
+    def __getattr__(self, name: str) -> float:
+        if name in ("occurrence", "step") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.step, name)
+
+
 def _unpack(x: np.ndarray, floor: float = 1.0) -> HorizonLaw:
     """Law from ``x``: the 6 entries of :data:`NAMES`, then optionally ``log D``."""
     lo, hi = K_RANGE
@@ -236,8 +262,8 @@ def check_runs(S, eta, t, T) -> tuple[np.ndarray, ...]:
 class HorizonFit:
     """A fitted law with its bootstrap replicates."""
 
-    law: HorizonLaw
-    boot: tuple[HorizonLaw, ...]
+    law: HorizonLaw | TwoPartLaw
+    boot: tuple[HorizonLaw | TwoPartLaw, ...]
     """Refits on bootstrap resamples (may be empty)."""
     n_runs: int
     n_collapsed: int

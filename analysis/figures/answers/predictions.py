@@ -79,8 +79,46 @@ def idle_answer(study: Path, cfg: dict) -> Answer:
     )
 
 
+def _rule_rows(doc: dict, path: Path, model: str) -> tuple[list[dict], str, str]:
+    """The model's row, each naive rule's and the floor's on the same held-out runs
+    (``scores``, ``baselines``: :mod:`analysis.collapse.baselines`), with the cells they
+    are scored on (``seen`` / ``unseen`` by the fit; ``oracle`` for the floor); the
+    verdict against the best naive rule in words; and the note. ``([], "", note)`` for a
+    summary written before the naive rules were computed."""
+    from rolloutlab.analysis.collapse.baselines import RULE_NAMES, verdict
+
+    if "baselines" not in doc or "scores" not in doc:
+        return (
+            [],
+            "",
+            "no naive rule in this summary (written before they were computed): rerun the study",
+        )
+    scores = field_of(doc, path, "scores")
+    base = field_of(doc, path, "baselines")
+    rules, fl, cells = (
+        field_of(doc, path, "baselines", "rules"),
+        base.get("floor", {}),
+        base.get("cells"),
+    )
+    keys = ("accuracy", "brier", "mdape")
+    rows = [{"predictor": model, "cells": cells, **{k: scores.get(k) for k in keys}}]
+    rows += [{"predictor": RULE_NAMES.get(r, r), "cells": cells, **{k: v.get(k) for k in keys}}
+             for r, v in rules.items()]  # fmt: skip
+    rows.append({"predictor": "run-to-run floor (held-out seeds)", "cells": "oracle",
+                 **{k: fl.get(k) for k in keys}})  # fmt: skip
+    said = verdict(scores, rules)
+    note = (
+        f"cells {cells}: {'the fit saw other seeds of every held-out cell' if cells == 'seen' else 'no fitted run had the held-out setting'}; "
+        "mdape over every collapsed held-out run (a prediction beyond the run counted at T + 1), "
+        "brier the mean squared error of the collapse probability; the floor is read off the "
+        "held-out runs themselves (each cell's other seeds), so no predictor of the cell beats it"
+    )  # fmt: skip
+    return rows, f" Against the best naive rule: {said}." if said else "", note
+
+
 def collapse_answer(study: Path, cfg: dict) -> Answer:
-    """``compare collapse``: held-out classification agreement and collapse-step error."""
+    """``compare collapse``: held-out classification agreement and collapse-step error,
+    beside the naive rules and the run-to-run floor."""
     path = study / "collapse_summary.json"
     doc = read_object(path, AnswerError)
     # every held-out field read through field_of, so a malformed summary is the user's file
@@ -89,26 +127,14 @@ def collapse_answer(study: Path, cfg: dict) -> Answer:
         k: field_of(doc, path, "held_out", k)
         for k in ("points", "agreement", "t_collapse_mdape", "both_collapsed")
     }
-    fit_doc = doc.get("fit")
-    fit: dict = fit_doc if isinstance(fit_doc, dict) else {}
-    table = pl.DataFrame(
-        [
-            {
-                "runs": "held out (unseen)",
-                "points": h["points"],
-                "agreement": h["agreement"],
-                "t_collapse_mdape": h["t_collapse_mdape"],
-                "both_collapsed": h["both_collapsed"],
-            },
-            {
-                "runs": "fit half",
-                "points": doc.get("fit_points"),
-                "agreement": fit.get("fit_agreement"),
-                "t_collapse_mdape": None,
-                "both_collapsed": None,
-            },
-        ]  # fmt: skip
-    )
+    rows, said, note = _rule_rows(doc, path, "collapse model")
+    if rows:
+        table = pl.DataFrame(rows, infer_schema_length=None)
+    else:
+        table = pl.DataFrame(
+            [{"predictor": "collapse model", "cells": "unseen" if doc.get("split") != "seed" else "seen",
+              "accuracy": h["agreement"], "brier": None, "mdape": h["t_collapse_mdape"]}]
+        )  # fmt: skip
     lead = (
         f"Fitted on half the grid (split by {doc.get('split')}), the collapse model classifies "
         f"{fmt.percent(h['agreement'])} % of the {h['points']} unseen runs correctly; where both "
@@ -117,44 +143,51 @@ def collapse_answer(study: Path, cfg: dict) -> Answer:
     )
     return Answer(
         "Does the collapse model predict which unseen runs collapse, and when?",
-        lead,
+        lead + said,
         table,
         (),
-        (
-            "the study computes no naive rule and no seed floor: read the agreement against the "
-            "share of the majority class in the grid",
-        ),  # fmt: skip
+        (note,),
     )
 
 
 def horizon_answer(study: Path, cfg: dict) -> Answer:
-    """``compare horizon``: held-out agreement and collapse-step MdAPE of the horizon
-    law per mechanism, beside the seed floor and the classification ceiling."""
+    """``compare horizon``: held-out agreement, Brier score and collapse-step MdAPE of the
+    horizon law beside the naive rules and the run-to-run floor, the seed floor, the
+    classification ceiling and each mechanism's law."""
     path = study / "horizon_summary.json"
     doc = read_object(path, AnswerError)
     h = field_of(doc, path, "held_out")
-    rows = [
-        {"predictor": "horizon law (all mechanisms)", "runs": h["points"],
-         "agreement": h["agreement"], "t_collapse_mdape": h["t_collapse_mdape"]},
-    ]  # fmt: skip
+    rows, said, note = _rule_rows(doc, path, "horizon law (all mechanisms)")
+    cells = rows[0]["cells"] if rows else ("seen" if doc.get("split") == "seed" else "unseen")
+    if not rows:
+        rows = [{"predictor": "horizon law (all mechanisms)", "cells": cells,
+                 "accuracy": h["agreement"], "brier": None, "mdape": h["t_collapse_mdape"]}]  # fmt: skip
     floor = doc.get("seed_floor")
     if floor:
-        rows.append({"predictor": "seed floor (another seed of the cell)", "runs": h["points"],
-                     "agreement": floor["agreement"], "t_collapse_mdape": floor["mdape"]})  # fmt: skip
+        rows.append({"predictor": "seed floor (fit seeds of the cell, collapsed only)", "cells": "seen",
+                     "accuracy": floor["agreement"], "brier": None, "mdape": floor["mdape"]})  # fmt: skip
     if "class_ceiling" in doc:
-        rows.append({"predictor": "ceiling (best per-cell classifier)", "runs": h["points"],
-                     "agreement": doc["class_ceiling"], "t_collapse_mdape": None})  # fmt: skip
+        rows.append({"predictor": "ceiling (best per-cell classifier)", "cells": "oracle",
+                     "accuracy": doc["class_ceiling"], "brier": None, "mdape": None})  # fmt: skip
     mechanisms = doc.get("mechanisms", {})
     if len(mechanisms) > 1:
         for mech, m in mechanisms.items():
-            rows.append({"predictor": f"law: {mech}", "runs": m["held_out"]["points"],
-                         "agreement": m["held_out"]["agreement"],
-                         "t_collapse_mdape": m["held_out"]["t_collapse_mdape"]})  # fmt: skip
-    table = pl.DataFrame(rows)
+            sc = m.get("scores", {})
+            rows.append({"predictor": f"law: {mech}", "cells": cells,
+                         "accuracy": m["held_out"]["agreement"], "brier": sc.get("brier"),
+                         "mdape": sc.get("mdape", m["held_out"]["t_collapse_mdape"])})  # fmt: skip
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    hold = doc.get("held_out_value")
+    what = (
+        f"{doc.get('split')} = {fmt.setting(hold)} held out"
+        if hold is not None
+        else f"fit on half the {doc.get('split')}s"
+    )
+    law_mdape = rows[0]["mdape"]
     lead = (
-        f"On {h['points']} unseen runs (fit on half the {doc.get('split')}s), the horizon law "
+        f"On {h['points']} unseen runs ({what}, law {doc.get('law', 'pooled')}), the horizon law "
         f"classifies {fmt.percent(h['agreement'])} % of runs correctly and predicts the collapse "
-        f"step to a median {fmt.percent(h['t_collapse_mdape'])} %"
+        f"step to a median {fmt.percent(law_mdape)} %"
     )
     if floor:
         lead += (
@@ -165,10 +198,10 @@ def horizon_answer(study: Path, cfg: dict) -> Answer:
         lead += f"; no per-cell classifier can pass {fmt.percent(doc['class_ceiling'])} %"
     return Answer(
         "Does the collapse-horizon law predict when unseen runs collapse?",
-        lead + ".",
+        lead + "." + said,
         table,
         (),
-        ("all rows on the held-out runs; the study computes no naive rule beside the seed floor",),
+        (note,),
     )
 
 

@@ -145,10 +145,17 @@ def idle(
 )
 @click.option(
     "--split",
-    type=click.Choice(["lr", "seed"]),
+    type=click.Choice(["lr", "seed", "S"]),
     default="lr",
     show_default=True,
-    help="Hold out alternate learning rates, or odd seeds.",
+    help="Hold out alternate learning rates, odd seeds, or one staleness S (the middle of "
+    "the grid's S values unless --held-out names it).",
+)
+@click.option(
+    "--held-out",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --split lr or S: the one lr or S value held out.",
 )
 @click.option(
     "--max-evals",
@@ -158,31 +165,60 @@ def idle(
     help="Model-grid evaluations of the fit.",
 )
 @OUT_DIR
-def collapse(real_dir: Path, sim_dir: Path | None, steps, split, max_evals, out_dir: Path) -> None:
+def collapse(
+    real_dir: Path, sim_dir: Path | None, steps, split, held_out, max_evals, out_dir: Path
+) -> None:
     """Fit the collapse model on part of a measured stability grid and predict the rest.
 
     Writes OUT/collapse_points.csv (held-out runs, measured and predicted),
     collapse_scaling.csv (per S: S*eta_collapse and M_collapse*S*eta from the real grid,
-    the fitted model and the simulated grid), collapse_summary.json, collapse.png, config.json.
+    the fitted model and the simulated grid), collapse_summary.json (beside the model: the
+    naive rules and the run-to-run floor), collapse.png, config.json.
     """
-    from rolloutlab.analysis.collapse.compare import GridError, grid_steps
+    from rolloutlab.analysis.collapse.baselines import score_table, verdict
+    from rolloutlab.analysis.collapse.compare import GridError, grid_steps, read_grid, split_grid
     from rolloutlab.analysis.figures.compare_outputs import collapse_study, write_collapse_outputs
 
+    if held_out is not None and split == "seed":
+        raise click.BadParameter("needs --split lr or S", param_hint="--held-out")
     try:
         T = grid_steps(real_dir, steps)
+        split_grid(
+            read_grid(real_dir), split, held_out
+        )  # a split that cannot be made: before --out
     except GridError as exc:
         fail(exc)
     with claimed(out_dir, "compare-collapse"):
         try:
-            study = collapse_study(real_dir, sim_dir, T, split, max_evals)
+            study = collapse_study(real_dir, sim_dir, T, split, max_evals, held_out)
         except GridError as exc:
             fail(exc)
-        write_collapse_outputs(study, out_dir, f"{real_dir.name}: fit on half the {split} values")
+        hold = study.summary.get("held_out_value")
+        write_collapse_outputs(
+            study,
+            out_dir,
+            f"{real_dir.name}: "
+            + (
+                f"{split} = {hold:g} held out"
+                if hold is not None
+                else f"fit on half the {split} values"
+            ),
+        )
     summary, fit, table = study.summary, study.fit, study.scaling
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
         f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs collapsed on both sides"
+    )
+    click.echo(
+        f"beside the naive rules and the floor on the same held-out runs "
+        f"({summary['baselines']['cells']} cells; mdape: every collapsed held-out run, a "
+        "prediction beyond T counted as T + 1; the model's probability is its class):"
+    )
+    echo_table(score_table("collapse model", summary["scores"], summary["baselines"]))
+    click.echo(
+        "collapse model against the best naive rule: "
+        + verdict(summary["scores"], summary["baselines"]["rules"])
     )
     click.echo(
         "fitted: "

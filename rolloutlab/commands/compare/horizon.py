@@ -59,13 +59,14 @@ SEED_LIST = CommaList(NON_NEGATIVE_INT)
 )
 @click.option(
     "--law",
-    type=click.Choice(["pooled", "separate", "drift"]),
+    type=click.Choice(["pooled", "separate", "drift", "two-part"]),
     default="pooled",
     show_default=True,
     help="One fit over all mechanisms sharing the horizon constants, each with its own "
     "per-step constant C; or one independent fit per mechanism; or drift: pooled plus a "
     "per-mechanism multiplier D of the horizon (drift) rate at S >= 2, with a "
-    "likelihood-ratio test against pooled.",
+    "likelihood-ratio test against pooled; or two-part: whether a run collapses from the "
+    "pooled law on every run, when from the pooled law fitted to the collapsed runs alone.",
 )
 @OUT_DIR
 def horizon(
