@@ -17,7 +17,14 @@ from rolloutlab.commands.compare.replay import replay_cmd
 from rolloutlab.commands.compare.run_spread import run_spread_cmd
 from rolloutlab.commands.compare.scheduler import scheduler
 from rolloutlab.commands.compare.verl_tb import validate_verl_tb
-from rolloutlab.commands.options.common import OUT_DIR, claimed, echo_table, fail, real_option
+from rolloutlab.commands.options.common import (
+    OUT_DIR,
+    claimed,
+    collapse_split,
+    echo_table,
+    fail,
+    real_option,
+)
 from rolloutlab.commands.options.types import STEPS, finite
 from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.progress import phase
@@ -143,20 +150,7 @@ def idle(
     default=None,
     help="Learner steps T per real run [default: the real grid's config.json].",
 )
-@click.option(
-    "--split",
-    type=click.Choice(["lr", "seed", "S"]),
-    default="lr",
-    show_default=True,
-    help="Hold out alternate learning rates, odd seeds, or one staleness S (the middle of "
-    "the grid's S values unless --held-out names it).",
-)
-@click.option(
-    "--held-out",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="With --split lr or S: the one lr or S value held out.",
-)
+@collapse_split("lr")
 @click.option(
     "--max-evals",
     type=click.IntRange(min=10),

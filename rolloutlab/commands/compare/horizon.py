@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.options.common import OUT_DIR, claimed, echo_table, fail
+from rolloutlab.commands.options.common import OUT_DIR, claimed, collapse_split, echo_table, fail
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, STEPS, CommaList
 from rolloutlab.sim.trace import strict_json
 
@@ -27,21 +27,7 @@ SEED_LIST = CommaList(NON_NEGATIVE_INT)
     "mechanism (clip / IS setting, read from each config.json), or several per mechanism "
     "(e.g. its S 1,4 and its S 2,8 grid; no run twice).",
 )
-@click.option(
-    "--split",
-    type=click.Choice(["seed", "lr", "S"]),
-    default="seed",
-    show_default=True,
-    help="Hold out odd seeds, alternate learning rates, or one staleness S (the middle of "
-    "the grid's S values unless --held-out names it).",
-)
-@click.option(
-    "--held-out",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="With --split lr or S: the one lr or S value held out [default: lr alternate "
-    "values; S the middle one].",
-)
+@collapse_split("seed")
 @click.option(
     "--fit-seeds",
     type=SEED_LIST,

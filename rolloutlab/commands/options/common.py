@@ -33,6 +33,31 @@ OUT_DIR = click.option(
 )
 """``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
 
+
+def collapse_split(default: str):
+    """``--split`` and ``--held-out`` of the collapse studies (``compare collapse``,
+    ``compare horizon``): which runs the fit never sees (:func:`analysis.collapse.compare.split_grid`)."""
+
+    def wrap(f):
+        f = click.option(
+            "--held-out",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="With --split lr or S: the one lr or S value held out [default: lr "
+            "alternate values; S the middle one].",
+        )(f)
+        return click.option(
+            "--split",
+            type=click.Choice(["seed", "lr", "S"]),
+            default=default,
+            show_default=True,
+            help="Hold out odd seeds, alternate learning rates, or one staleness S (the "
+            "middle of the grid's S values unless --held-out names it).",
+        )(f)
+
+    return wrap
+
+
 STEP_CLOCK = click.option(
     "--clock",
     type=click.Choice(["cpu", "wall"]),
