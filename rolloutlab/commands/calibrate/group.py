@@ -19,6 +19,7 @@ from rolloutlab.calibration.scenarios.verl import calibrate_verl
 from rolloutlab.calibration.scenarios.writer import write_json_atomic
 from rolloutlab.commands.calibrate.groups import calibrate_groups_cmd
 from rolloutlab.commands.calibrate.learning import calibrate_learning, calibrate_pass_rate
+from rolloutlab.commands.calibrate.run_cost import run_cost_cmd
 from rolloutlab.commands.calibrate.turns import calibrate_turns_cmd
 from rolloutlab.commands.calibrate.vllm import vllm_compare, vllm_grid, vllm_steps
 from rolloutlab.commands.options.common import (
@@ -395,6 +396,7 @@ def calibrate_servegen(
 calibrate.add_command(vllm_grid)
 calibrate.add_command(vllm_compare)
 calibrate.add_command(vllm_steps)
+calibrate.add_command(run_cost_cmd)
 calibrate.add_command(calibrate_pass_rate)  # defined in commands/calibrate/learning.py
 calibrate.add_command(calibrate_learning)
 calibrate.add_command(calibrate_groups_cmd)  # defined in commands/calibrate/groups.py
