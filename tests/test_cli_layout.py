@@ -16,7 +16,15 @@ COMMANDS = {
     "sim": [],
     "sweep": [],
     "stability": [],
-    "calibrate": ["verl-tb", "servegen", "vllm-grid", "vllm-steps", "vllm-compare", "groups"],
+    "calibrate": [
+        "verl-tb",
+        "servegen",
+        "vllm-grid",
+        "vllm-steps",
+        "vllm-compare",
+        "groups",
+        "run-cost",
+    ],
     "real": ["sync", "async", "stability", "task-lengths", "task-spread", "progress"],
     "compare": [
         "idle",
