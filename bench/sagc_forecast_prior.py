@@ -7,7 +7,9 @@ step draws from the logged groups of the 30 steps around it; make it with
 The prior: the drifting length model (:mod:`calibration.fits.drift_fit`) fitted on the
 first 100 steps of a pilot run (graph-walk seed 0, never simulated), its forecast
 ``P(max/median > tau)`` at G = 4, 8, 16 for step ``--prior-step``, given to SAGC as
-``prior_p`` (``prior_n`` pseudo-steps). Each controller runs ``--steps`` steps for each
+``prior_p`` (``prior_n`` pseudo-steps). The per-prompt length history variant
+(``sagc:length_history=N``, :mod:`sim.control.length_history`; ``--length-history N``,
+0 to leave it out) runs beside them, alone and with ``forget=to_prior``. Each controller runs ``--steps`` steps for each
 seed; reported: the straggler rate at ``tau`` (steps with max/median > tau) over all
 steps and over steps 100 on, its distance from ``delta``, and the mean G.
 
@@ -67,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--prior-step", type=int, default=150)
     ap.add_argument("--prior-n", type=float, default=10.0)
+    ap.add_argument(
+        "--length-history",
+        type=int,
+        default=4,
+        help="steps of groups the length-history variant keeps (0: leave it out)",
+    )
     args = ap.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out} is not empty; results are never overwritten")
@@ -79,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         base + ",forget=to_prior",
         base + ",forget=to_prior" + prior_opt,
     ]
+    if args.length_history:
+        hist = f",length_history={args.length_history}"
+        specs += [base + hist, base + ",forget=to_prior" + hist]
     scenario = load_scenario(args.calibration)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):

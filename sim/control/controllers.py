@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from rolloutlab.sim.control.length_history import LengthHistory
 from rolloutlab.sim.trace.metrics import READINGS, straggler_reading
 
 
@@ -159,6 +160,14 @@ class SAGC:
     ``B x G`` is in the thousands (every step is a straggler); the group one does not."""
     level: float = 0.5
     """Group reading only: the share of straggling groups above which ``S_t = 1``."""
+    length_history: int = 0
+    """Per-prompt length history (:mod:`sim.control.length_history`): steps of groups kept
+    (0: off, SAGC as in the paper). When on, each Thompson draw for candidate G is from
+    ``Beta(alpha_G + length_history_n p_G, beta_G + length_history_n (1 - p_G))`` with ``p_G`` the
+    straggler probability of the next batch's prompts at G read off the lengths seen
+    (each seen prompt its own latest group; the controller asks for the prompt ids)."""
+    length_history_n: float = 10.0
+    """Weight of the length history's ``p_G`` in pseudo-steps."""
     seed: int = 0
     """Seed of the Thompson-sampling RNG (numpy PCG64)."""
     name: str = "sagc"
@@ -203,6 +212,13 @@ class SAGC:
             raise ValueError(f"SAGC: reading must be one of {READINGS}, got {self.reading!r}")
         if not (0.0 <= self.level < 1.0):
             raise ValueError(f"SAGC: level must be in [0, 1), got {self.level}")
+        if self.length_history < 0 or not self.length_history_n > 0:
+            raise ValueError(
+                "SAGC: need length_history >= 0 and length_history_n > 0, got "
+                f"{self.length_history}, {self.length_history_n}"
+            )
+        self._lengths = LengthHistory(self.length_history) if self.length_history else None
+        self._next_ids: Any = None
         a0, b0 = float(self.prior[0]), float(self.prior[1])
         self._prior_ab = {g: (a0, b0) for g in cands}
         if self.prior_p is not None:
@@ -235,7 +251,14 @@ class SAGC:
     def observes(self) -> tuple[str, ...]:
         """Extras wanted by :func:`sim.control.observation.observe_step`: the step times when a
         budget is set, else none (lengths only, as in the paper)."""
-        return () if self.step_time_budget_s is None else ("gen_time_s", "step_time_s")
+        times = () if self.step_time_budget_s is None else ("gen_time_s", "step_time_s")
+        return times + (("prompt_ids",) if self.length_history else ())
+
+    @property
+    def proposes(self) -> tuple[str, ...]:
+        """What :meth:`propose` takes (:func:`sim.control.observation.propose_step`): the next
+        batch's prompt ids with a length history, else nothing."""
+        return ("prompt_ids",) if self.length_history else ()
 
     @property
     def straggler_budget(self) -> float:
@@ -249,8 +272,10 @@ class SAGC:
         lo, hi = max(0, i - self.radius), min(len(self.candidates), i + self.radius + 1)
         return self.candidates[lo:hi]
 
-    def propose(self) -> int:
-        """Thompson-sample ``p~_G`` and return ``argmax log2 G - lambda p~_G`` locally."""
+    def propose(self, prompt_ids: Any = None) -> int:
+        """Thompson-sample ``p~_G`` and return ``argmax log2 G - lambda p~_G`` locally;
+        ``prompt_ids`` ((B,) ints of the next batch) serve the length history."""
+        self._next_ids = prompt_ids
         return self.choose(math.log2)
 
     def choose(self, utility: Callable[[int], float]) -> int:
@@ -265,9 +290,18 @@ class SAGC:
         reasons are kept in :attr:`decision` (:meth:`explain`)."""
         best, best_score, considered = self.current, -math.inf, []
         for g in self.neighbourhood():
-            p = float(self._rng.beta(self.alpha[g], self.beta[g]))
+            a, b, p_hist = self.alpha[g], self.beta[g], None
+            if self._lengths:
+                p_hist = self._lengths.straggler_p(
+                    self._rng, g, self.tau, self._next_ids, self.reading, self.level
+                )
+                w = self.length_history_n
+                a, b = a + w * p_hist, b + w * (1 - p_hist)
+            p = float(self._rng.beta(a, b))
             score = utility(g) - self.lam * p
             row: dict[str, Any] = {"G": g, "p": round(p, 6), "score": round(score, 6)}
+            if p_hist is not None:
+                row["p_history"] = round(p_hist, 6)
             if self.step_time_budget_s is not None:
                 pred = self.predicted_step_s(g)
                 row["predicted_step_s"] = pred
@@ -320,8 +354,10 @@ class SAGC:
         lengths: Sequence[Sequence[int]],
         gen_time_s: float | None = None,
         step_time_s: float | None = None,
+        prompt_ids: Any = None,
     ) -> None:
-        """Update the posterior of the G that produced ``lengths``, and lambda.
+        """Update the posterior of the G that produced ``lengths``, and lambda; with a
+        length history, remember the lengths (per prompt when ``prompt_ids`` is given).
 
         That G is the common group size of ``lengths`` when it is a candidate (so an
         asynchronous pipeline that consumes a batch several proposals after proposing it
@@ -332,6 +368,8 @@ class SAGC:
         ``gen_time_s``; seconds) exceeds it; times are ignored without a budget.
         """
         _check_lengths(lengths)
+        if self._lengths is not None:
+            self._lengths.add(lengths, prompt_ids)
         ratio, s_t = straggler_reading(lengths, self.tau, self.reading, self.level)
         crossed = [("tau" if self.reading == "step" else "level")] if s_t else []
         t = None
@@ -391,6 +429,7 @@ class SAGC:
             "steps_observed": self.steps_observed,
             "rng": self._rng.bit_generator.state,
             **({"step_s": {str(g): v for g, v in self.step_s.items()}} if self.step_s else {}),
+            **({"length_history": self._lengths.state_dict()} if self._lengths is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -408,6 +447,8 @@ class SAGC:
         self.current = int(state["current"])
         self.steps_observed = int(state["steps_observed"])
         self.step_s = {int(g): float(v) for g, v in state.get("step_s", {}).items()}
+        if self._lengths is not None and "length_history" in state:
+            self._lengths.load_state_dict(state["length_history"])
         self.history = []
         self._rng.bit_generator.state = state["rng"]
 

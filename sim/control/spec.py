@@ -18,7 +18,7 @@ from rolloutlab.sim.control.observation import propose_step
 from rolloutlab.sim.control.options import finite_float, split_options, strict_int
 from rolloutlab.sim.control.plugins import build_external
 
-_SAGC_INT = ("radius", "init_G", "G_min")
+_SAGC_INT = ("radius", "init_G", "G_min", "length_history")
 _SAGC_FLOAT = (
     "tau",
     "delta",
@@ -27,6 +27,7 @@ _SAGC_FLOAT = (
     "step_time_budget_s",
     "level",
     "prior_n",
+    "length_history_n",
 )
 _LAGC_FLOAT = ("pop_gamma", "prompt_decay", "length_gamma", "c_max")
 
@@ -36,7 +37,7 @@ def parse_controller(spec: str, seed: int = 0, **sagc_defaults: Any) -> Controll
 
     ``static:G`` -> :class:`StaticG`; ``sagc`` or ``sagc:key=value,...`` -> :class:`SAGC`
     (keys: ``tau, delta, eta_lambda, gamma, radius, init_G, G_min, step_time_budget_s,
-    forget, prior_n``; ``candidates=4/8/16``, ``prior_p=0.1/0.4/0.8``); ``lagc[:key=value,...]`` -> :class:`sim.control.lagc.LAGC`
+    forget, prior_n, length_history, length_history_n``; ``candidates=4/8/16``, ``prior_p=0.1/0.4/0.8``); ``lagc[:key=value,...]`` -> :class:`sim.control.lagc.LAGC`
     (the SAGC keys, for its straggler constraint, and ``signal, pop_gamma, prompt_decay,
     length_gamma, c_max, max_prompts``). ``sagc_defaults`` (e.g. a scenario's ``tau``)
     apply to SAGC and LAGC unless the spec overrides them. Anything else is an external
