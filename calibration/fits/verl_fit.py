@@ -189,13 +189,32 @@ def fit_steps_of(data: StepData, k: int | None) -> slice:
     return slice(0, k)
 
 
-def fit_run_model(data: StepData, cfg: VerlFitConfig, k: int | None = None) -> RunFit:
-    """Fit lengths (trend), decode cost and learner cost on the first ``k`` usable steps."""
-    sl = fit_steps_of(data, k)
-    fits, draws, gen = data.fits[sl], data.draws[sl], data.gen_s[sl]
-    B = int(np.median(data.n[sl])) // cfg.group_size
+@dataclass(frozen=True)
+class RunFeatures:
+    """What the cost fits read from one run's usable steps (one entry per step)."""
+
+    B: int
+    """Prompts per step (median n / G)."""
+    decode: np.ndarray
+    """``(n_steps, R, W, 4)`` decode features (:func:`step_features`)."""
+    gen_s: np.ndarray
+    """``(n_steps,)`` logged generation time (s)."""
+    train_s: np.ndarray
+    """``(n_steps,)`` learner time: the sum of :data:`TRAIN_TAGS` (s)."""
+    tokens: np.ndarray
+    """``(n_steps,)`` prompt + response tokens of the batch (:data:`TOKENS_TAG`)."""
+    sync_s: np.ndarray
+    """``(n_steps,)`` weight sync time (:data:`SYNC_TAG`, s)."""
+    prompt_tokens: np.ndarray
+    """``(n_steps,)`` logged mean prompt length (:data:`PROMPT_TAG`, tokens)."""
+
+
+def run_features(data: StepData, cfg: VerlFitConfig, source: str) -> RunFeatures:
+    """:class:`RunFeatures` of ``data``'s steps. Raises VerlLogError naming ``source`` when a
+    learner or sync tag is missing."""
+    B = int(np.median(data.n)) // cfg.group_size
     feats = step_features(
-        draws,
+        data.draws,
         cfg.icc,
         B,
         cfg.group_size,
@@ -204,16 +223,32 @@ def fit_run_model(data: StepData, cfg: VerlFitConfig, k: int | None = None) -> R
         cfg.replicates,
         cfg.seed,
     )
-    decode = fit_decode(feats, gen, cfg.fit_prefill)
-    rows = data.table[sl]
-    train_rows = require(rows, TRAIN_TAGS + (SYNC_TAG,), "learner tags")
-    train = sum(train_rows[t].to_numpy() for t in TRAIN_TAGS)
-    learner = fit_learner(train_rows[TOKENS_TAG].to_numpy(), train, train_rows[SYNC_TAG].to_numpy())
-    return RunFit(
-        lengths=fit_run(fits),
-        decode=decode,
-        learner=learner,
+    rows = require(data.table, TRAIN_TAGS + (SYNC_TAG,), source)
+    return RunFeatures(
         B=B,
-        prompt_tokens=int(round(float(np.median(rows[PROMPT_TAG].to_numpy())))),
-        fit_steps=[f.step for f in fits],
+        decode=feats,
+        gen_s=data.gen_s,
+        train_s=sum(rows[t].to_numpy() for t in TRAIN_TAGS),
+        tokens=rows[TOKENS_TAG].to_numpy(),
+        sync_s=rows[SYNC_TAG].to_numpy(),
+        prompt_tokens=data.table[PROMPT_TAG].to_numpy(),
     )
+
+
+def fit_features(data: StepData, f: RunFeatures, cfg: VerlFitConfig) -> RunFit:
+    """Lengths (trend), decode cost and learner cost fitted on ``data`` and its features
+    ``f`` (:func:`run_features`). Raises ValueError on fewer than 2 steps."""
+    return RunFit(
+        lengths=fit_run(data.fits),
+        decode=fit_decode(f.decode, f.gen_s, cfg.fit_prefill),
+        learner=fit_learner(f.tokens, f.train_s, f.sync_s),
+        B=f.B,
+        prompt_tokens=int(round(float(np.median(f.prompt_tokens)))),
+        fit_steps=[s.step for s in data.fits],
+    )
+
+
+def fit_run_model(data: StepData, cfg: VerlFitConfig, k: int | None = None) -> RunFit:
+    """Fit lengths (trend), decode cost and learner cost on the first ``k`` usable steps."""
+    data = first_steps(data, k)
+    return fit_features(data, run_features(data, cfg, "learner tags"), cfg)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, step_features, to_cost
+from rolloutlab.calibration.fits.cost_fit import fit_decode, fit_learner, to_cost
 from rolloutlab.calibration.fits.lengths_fit import fit_run, split_sigma
 from rolloutlab.calibration.fits.phase_fit import (
     STEP_TAG,
@@ -22,16 +22,14 @@ from rolloutlab.calibration.fits.phase_fit import (
     step_baselines,
 )
 from rolloutlab.calibration.fits.verl_fit import (
-    PROMPT_TAG,
-    SYNC_TAG,
-    TOKENS_TAG,
-    TRAIN_TAGS,
     StepData,
     VerlFitConfig,
     first_steps,
+    fit_features,
+    run_features,
     step_data,
 )
-from rolloutlab.calibration.readers.verl_tb import event_files, read_run, require
+from rolloutlab.calibration.readers.verl_tb import event_files, read_run
 from rolloutlab.calibration.scenarios.writer import calibration_dict, source_entry
 
 NO_STEP = "no timing_s/step tag: the step's phases cannot be shared out"
@@ -72,52 +70,41 @@ def calibrate_verl(
     ValueError on bad input.
     """
     runs = [(n, f, first_steps(d, fit_steps)) for n, f, d in load_runs(run_dirs, cfg)]
-    fits, feats, gens, train, tokens, sync, per_run = [], [], [], [], [], [], []
     B_logged = int(np.median(np.concatenate([r[2].n for r in runs]))) // cfg.group_size
+    feats, per_run = [], []
     for run_name, files, data in runs:
-        B = int(np.median(data.n)) // cfg.group_size
-        f = step_features(
-            data.draws,
-            cfg.icc,
-            B,
-            cfg.group_size,
-            cfg.max_response_length,
-            cfg.engine,
-            cfg.replicates,
-            cfg.seed,
-        )
-        one = fit_decode(f, data.gen_s, cfg.fit_prefill)
-        rows = require(data.table, TRAIN_TAGS + (SYNC_TAG,), ", ".join(map(str, files)))
-        tr = sum(rows[t].to_numpy() for t in TRAIN_TAGS)
-        lf = fit_run(data.fits)
+        f = run_features(data, cfg, ", ".join(map(str, files)))
+        one = fit_features(data, f, cfg)
+        feats.append(f)
         per_run.append(
             {
                 "run": run_name,
                 "steps_used": len(data.fits),
                 "steps_dropped": data.dropped_steps,
                 "last_fitted_step": int(data.steps[-1]),
-                "decode_mape": one.mape,
-                "decode_theta": list(one.theta),
-                "length_rms_z": lf.rms_z,
-                "length_mean_rel_err": lf.mean_abs_rel_err_mean,
-                "mu_growth_per_step": lf.mu_growth_per_step,
-                "sigma": lf.sigma0,
-                "B": B,
+                "decode_mape": one.decode.mape,
+                "decode_theta": list(one.decode.theta),
+                "length_rms_z": one.lengths.rms_z,
+                "length_mean_rel_err": one.lengths.mean_abs_rel_err_mean,
+                "mu_growth_per_step": one.lengths.mu_growth_per_step,
+                "sigma": one.lengths.sigma0,
+                "B": f.B,
             }
         )
-        fits += data.fits
-        feats.append(f)
-        gens.append(data.gen_s)
-        train.append(tr)
-        tokens.append(rows[TOKENS_TAG].to_numpy())
-        sync.append(rows[SYNC_TAG].to_numpy())
-    decode = fit_decode(np.concatenate(feats), np.concatenate(gens), cfg.fit_prefill)
-    learner = fit_learner(np.concatenate(tokens), np.concatenate(train), np.concatenate(sync))
+    fits = [s for _, _, data in runs for s in data.fits]
+    decode = fit_decode(
+        np.concatenate([f.decode for f in feats]),
+        np.concatenate([f.gen_s for f in feats]),
+        cfg.fit_prefill,
+    )
+    learner = fit_learner(
+        np.concatenate([f.tokens for f in feats]),
+        np.concatenate([f.train_s for f in feats]),
+        np.concatenate([f.sync_s for f in feats]),
+    )
     lengths = fit_run(sorted(fits, key=lambda f: f.step))
     sp, sw = split_sigma(lengths.sigma0, cfg.icc)
-    prompt_tokens = int(
-        round(float(np.median(np.concatenate([r[2].table[PROMPT_TAG].to_numpy() for r in runs]))))
-    )
+    prompt_tokens = int(round(float(np.median(np.concatenate([f.prompt_tokens for f in feats])))))
     phases, phase_report = fit_step_phases(
         [r[2].table for r in runs],
         B_logged * cfg.group_size,
