@@ -431,3 +431,48 @@ def grid_horizon(
     )
     a, c = fit.law.a, fit.law.c
     return fit, table, f"horizon law: t ~ eta^-{a:.2f} (horizon), stale boundary (S-1)^{c:.2f} eta"
+
+
+def horizon_compare(
+    grids: list[Path],
+    df: pl.DataFrame,
+    out_dir: Path,
+    by: str = "seed",
+    n_boot: int = 100,
+    law: str = "pooled",
+    fit_seeds: tuple[int, ...] | None = None,
+    held_out: float | None = None,
+) -> dict:
+    """``compare horizon``'s study: :func:`horizon_study` of ``df`` (:func:`read_grids` of
+    ``grids``), written to ``out_dir``: horizon_points.csv (the held-out rows),
+    horizon_summary.json and config.json (the summary, with ``real`` the grids and
+    ``steps`` T), horizon.png (each mechanism's law fitted on all runs) and, where the
+    grids keep their run folders, mechanism_metrics.csv
+    (:func:`analysis.collapse.mechanism_metrics.mechanism_metrics`). Returns the summary.
+    Raises GridError as :func:`horizon_study`, before anything is written."""
+    from rolloutlab.analysis.collapse.horizon_plot import horizon_figure  # matplotlib
+    from rolloutlab.analysis.collapse.mechanism_metrics import mechanism_metrics
+    from rolloutlab.sim.scenario.provenance import write_config
+    from rolloutlab.sim.trace import strict_json
+
+    summary, held = horizon_study(df, by, n_boot, law, fit_seeds, held_out)
+    laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
+    paths: dict[str, list[Path]] = {}
+    for g in grids:
+        paths.setdefault(mechanism_of(g), []).append(Path(g))
+    signals = mechanism_metrics(df, paths)
+    summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
+    held.write_csv(out_dir / "horizon_points.csv")
+    strict_json.write_json(out_dir / "horizon_summary.json", summary)
+    title = (
+        "fit on seeds " + ",".join(map(str, sorted(fit_seeds)))
+        if fit_seeds is not None
+        else f"{by} = {summary['held_out_value']:g} held out"
+        if "held_out_value" in summary
+        else f"fit on half the {by}s"
+    )
+    horizon_figure(held, laws, df, out_dir / "horizon.png", title)
+    write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
+    if signals is not None:
+        signals.write_csv(out_dir / "mechanism_metrics.csv")
+    return summary

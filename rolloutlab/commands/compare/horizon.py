@@ -10,7 +10,6 @@ import click
 
 from rolloutlab.commands.options.common import OUT_DIR, claimed, collapse_split, echo_table, fail
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, STEPS, CommaList
-from rolloutlab.sim.trace import strict_json
 
 SEED_LIST = CommaList(NON_NEGATIVE_INT)
 """``--fit-seeds``: distinct seeds >= 0, comma-separated."""
@@ -74,18 +73,9 @@ def horizon(
     grids keep their run folders, OUT/mechanism_metrics.csv (per run: KL to the behaviour
     policy, entropy, grad norm, clip fraction, engine-learner gap up to the collapse).
     """
-    from rolloutlab.analysis.collapse.baselines import score_table, verdict
     from rolloutlab.analysis.collapse.compare import GridError
-    from rolloutlab.analysis.collapse.horizon import (
-        fit_mechanisms,
-        horizon_study,
-        mechanism_of,
-        read_grids,
-    )
+    from rolloutlab.analysis.collapse.horizon import horizon_compare, read_grids
     from rolloutlab.analysis.collapse.horizon import split as split_rows
-    from rolloutlab.analysis.collapse.horizon_plot import horizon_figure
-    from rolloutlab.analysis.collapse.mechanism_metrics import mechanism_metrics
-    from rolloutlab.sim.scenario.provenance import write_config
 
     if fit_seeds is not None and split != "seed":
         raise click.BadParameter("needs --split seed", param_hint="--fit-seeds")
@@ -99,33 +89,26 @@ def horizon(
     except GridError as exc:
         fail(exc)
     with claimed(out_dir, "compare-horizon"):  # (before the fits: an unwritable --out at once)
+        click.echo(  # the fits and refits take a minute or two: say so first
+            f"compare horizon: fitting {df.height} runs, {bootstrap} bootstrap refits ...",
+            err=True,
+        )
         try:
-            click.echo(  # the fits and refits take a minute or two: say so first
-                f"compare horizon: fitting {df.height} runs, {bootstrap} bootstrap refits ...",
-                err=True,
+            summary = horizon_compare(
+                list(grids), df, out_dir, split, bootstrap, law, seeds, held_out
             )
-            summary, held = horizon_study(df, split, bootstrap, law, seeds, held_out)
-            laws = {m: f.law for m, f in fit_mechanisms(df, 0, law).items()}
-            paths: dict[str, list[Path]] = {}
-            for g in grids:
-                paths.setdefault(mechanism_of(g), []).append(Path(g))
-            signals = mechanism_metrics(df, paths)
         except GridError as exc:
             fail(exc)
-        summary = {"real": [str(g) for g in grids], "steps": int(df["T"][0]), **summary}
-        held.write_csv(out_dir / "horizon_points.csv")
-        strict_json.write_json(out_dir / "horizon_summary.json", summary)
-        title = (
-            "fit on seeds " + ",".join(map(str, sorted(seeds)))
-            if seeds is not None
-            else f"{split} = {summary['held_out_value']:g} held out"
-            if "held_out_value" in summary
-            else f"fit on half the {split}s"
-        )
-        horizon_figure(held, laws, df, out_dir / "horizon.png", title)
-        write_config(out_dir / "config.json", {"kind": "compare-horizon", **summary})
-        if signals is not None:
-            signals.write_csv(out_dir / "mechanism_metrics.csv")
+    _echo_horizon(summary)
+    click.echo(f"-> {out_dir}")
+
+
+def _echo_horizon(summary: dict) -> None:
+    """Print the held-out agreement and MdAPE beside the seed floor and ceiling (pooled,
+    each synchronous run once, per mechanism with its fitted exponents), the law's scores
+    beside the naive rules, and the drift test where the drift law was fitted."""
+    from rolloutlab.analysis.collapse.baselines import score_table, verdict
+
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
@@ -190,4 +173,3 @@ def horizon(
             f"{d['dof']} dof, p = {d['p_value']:.3g}, AIC difference {d['aic_difference']:+.2f}; "
             "D = " + ", ".join(f"{m} {v:.2f}" for m, v in d["drift"].items())
         )
-    click.echo(f"-> {out_dir}")
