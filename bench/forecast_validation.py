@@ -73,6 +73,13 @@ def run_dir(config: str, seed: int) -> Path:
     return GROUPS / (config if seed == 0 else f"{config}_seed{seed}")
 
 
+def run_file(config: str, seed: int) -> Path:
+    """What :func:`read_grouped` reads of a bundled seed: its ``samples.parquet``, else
+    the folder (a run folder holding ``rollouts.parquet``)."""
+    samples = run_dir(config, seed) / "samples.parquet"
+    return samples if samples.exists() else run_dir(config, seed)
+
+
 def bundled_seeds(config: str) -> list[int]:
     """Seeds of ``config`` bundled under tests/data/groups."""
     return [s for s in range(32) if run_dir(config, s).is_dir()]
@@ -140,7 +147,7 @@ def per_sample(
             print(lines[-1], flush=True)
         cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon, model=model)
         pool = [s for s in have if plan == "fresh" or s in SEEDS["earlier"][config]]
-        traces = {s: read_grouped([run_dir(config, s)]) for s in pool}
+        traces = {s: read_grouped([run_file(config, s)]) for s in pool}
         meas = {s: measured(t, cfg) for s, t in traces.items()}
         for s in (s for s in SEEDS[plan][config] if s in pool):
             others = [(traces[o], meas[o]) for o in traces if o != s]
