@@ -326,9 +326,15 @@ def build_llm(
     if config.attention_backend:
         kwargs["attention_config"] = {"backend": config.attention_backend}
     install = installed_vllm()
-    if config.in_process and install is not None and install.on_cpu:
-        # (an explicit size: vLLM's own rule subtracts this whole process's RSS)
-        kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(config.gpu_memory_utilization)
+    if install is not None and install.on_cpu:
+        # Whole prompts only: a prompt split by the step's token budget (or a preempted
+        # request's recompute) makes vLLM discard the token sampled at the split and rewind
+        # the request's seeded generator (gpu_model_runner._bookkeeping_sync, set_offset),
+        # which a torch CPU generator cannot do ("CPU Generator does not use offset").
+        kwargs["enable_chunked_prefill"] = False
+        if config.in_process:
+            # (an explicit size: vLLM's own rule subtracts this whole process's RSS)
+            kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(config.gpu_memory_utilization)
     kwargs.update(extra or {})
     return LLM(**kwargs)
 
