@@ -55,3 +55,12 @@ def test_the_cli_writes_a_calibration_the_simulator_loads(tmp_path):
     assert d["cost"]["a_s"] == pytest.approx(COST.a_s, rel=1e-3)
     assert d["provenance"]["source"] == "run-cost"
     assert load_scenario(out).cost.a_s == pytest.approx(COST.a_s, rel=1e-3)
+
+
+def test_a_vllm_run_is_priced_with_prefix_caching(tmp_path):
+    run_dir = write_run(tmp_path / "run", [8, 8, 4])
+    doc = json.loads((run_dir / "config.json").read_text())
+    doc["config"]["engine"] = "vllm"
+    (run_dir / "config.json").write_text(json.dumps(doc))
+    _, engine, _ = run_cost(load_run(run_dir))
+    assert engine["prefix_caching"]

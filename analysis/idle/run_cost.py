@@ -38,7 +38,7 @@ def run_cost(run: RunData) -> tuple[dict, dict, dict]:
     Raises: :class:`analysis.inputs.run_input.RunInputError` when the steps table lacks a
     phase column or fewer than 2 steps exist; ValueError from the finish-time fit.
     """
-    vllm = run.config.get("engine") == "vllm"
+    vllm = run.config.get("config", run.config).get("engine") == "vllm"
     engine = dataclasses.replace(run.engine, prefix_caching=vllm)
     layouts = step_layouts(run)
     if len(layouts) < 2:

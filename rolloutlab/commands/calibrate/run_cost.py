@@ -45,7 +45,10 @@ def run_cost_cmd(run_dir: Path, out, lengths_from, name):
             prompt_tokens=int(run.rollouts["prompt_tokens"].median()),
             cost=cost,
             engine=engine,
-            defaults={**base.get("defaults", {}), "prompts": int(run.config.get("prompts", 8))},
+            defaults={
+                **base.get("defaults", {}),
+                "prompts": int(run.config.get("config", run.config).get("prompts", 8)),
+            },
             provenance={
                 "source": "run-cost",
                 "run": str(run_dir),
