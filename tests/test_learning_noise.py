@@ -129,9 +129,9 @@ def test_noise_needs_group_sizes_and_resumes():
 
 
 def test_simulator_tracker_draws_noise_per_seed_and_per_mini_batch():
-    from rolloutlab.sim.models.rewards import RewardTracker, reward_config
+    from rolloutlab.sim.models.rewards import RewardTracker, learning_params, reward_config
 
-    cfg = reward_config("beta:1,1", None, {"kappa": 2.0, "b_noise": 16.0})
+    cfg = reward_config("beta:1,1", None, learning_params({"kappa": 2.0, "b_noise": 16.0}))
     groups = GROUPS[:2] * 4  # 8 groups, both informative
 
     def shift(seed, K):
@@ -141,7 +141,7 @@ def test_simulator_tracker_draws_noise_per_seed_and_per_mini_batch():
     tracker = RewardTracker(cfg, seed=1, lr=1e-6, batch_size=8, updates=2)
     tracker.learn(groups, 0)
     assert tracker.model.updates == 2  # one noise draw per mini-batch update
-    old = reward_config("beta:1,1", None, {"kappa": 2.0})  # a pre-noise block: no spread
+    old = reward_config("beta:1,1", None, learning_params({"kappa": 2.0}))  # pre-noise: no spread
     a = RewardTracker(old, seed=1, lr=1e-6, batch_size=8).learn(groups, 0)
     assert a == RewardTracker(old, seed=2, lr=1e-6, batch_size=8).learn(groups, 0)
 

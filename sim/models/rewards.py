@@ -91,28 +91,24 @@ def learning_params(block: dict | None, where: str = "learning") -> Any:
 
 
 def reward_config(
-    spec: str | None, scenario_block: dict | None, learning_block: dict | None
+    spec: str | None, pass_rate: PassRateModel | None, learning: Any = None
 ) -> RewardConfig | None:
     """The run's :class:`RewardConfig`: ``spec`` (``--pass-rate``) if given, else the
-    scenario's ``pass_rate`` block (``{"spec": ..., "coupling": ...}``), else ``None``
-    (no rewards). The length coupling belongs to the pass-rate model it was fitted with:
-    the scenario block's for the scenario's spec, a file's own ``coupling`` for a file,
-    0 for a ``fixed:P`` or ``beta:A,B`` given on the command line (so ``fixed:P`` keeps
-    the closed form ``1 - p^G - (1 - p)^G``). Raises ValueError naming the option or
-    field."""
-    block = scenario_block or {}
-    coupling = 0.0
+    scenario's pass-rate model ``pass_rate`` (:attr:`sim.scenario.scenario.Scenario.pass_rate`),
+    else ``None`` (no rewards); ``learning``: the scenario's
+    :class:`~sim.models.learning.LearningParams`, or None. The length coupling belongs to
+    the pass-rate model it was fitted with: the scenario's for the scenario's model, a
+    file's own ``coupling`` for a file, 0 for a ``fixed:P`` or ``beta:A,B`` given on the
+    command line (so ``fixed:P`` keeps the closed form ``1 - p^G - (1 - p)^G``). Raises
+    ValueError naming the option."""
     if spec is None:
-        if not block:
+        if pass_rate is None:
             return None
-        if "spec" not in block:
-            raise ValueError("scenario: missing field 'pass_rate.spec'")
-        spec, coupling = str(block["spec"]), float(block.get("coupling", 0.0) or 0.0)
-    model = parse_pass_rate(spec, coupling)
+        model = pass_rate
+    else:
+        model = parse_pass_rate(spec, 0.0)
     return RewardConfig(
-        pass_rate=model,
-        coupling=float(getattr(model, "coupling", coupling)),
-        learning=learning_params(learning_block),
+        pass_rate=model, coupling=float(getattr(model, "coupling", 0.0)), learning=learning
     )
 
 

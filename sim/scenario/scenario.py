@@ -35,19 +35,23 @@ import math
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rolloutlab.sim.engine.config import EngineConfig
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.lengths import EmpiricalLengths, LengthModel, LognormalLengths
-from rolloutlab.sim.models.passrate import parse_pass_rate
+from rolloutlab.sim.models.passrate import PassRateModel, parse_pass_rate
+from rolloutlab.sim.models.rewards import learning_params
 from rolloutlab.sim.models.step_phases import StepPhases
 from rolloutlab.sim.models.stepped_lengths import SteppedEmpiricalLengths
 from rolloutlab.sim.models.turns import MultiTurn, multi_turn_from
 from rolloutlab.sim.scenario.bundled import bundled_scenarios
 from rolloutlab.sim.scenario.defaults import ScenarioDefaults
 from rolloutlab.sim.trace.field_checks import number, reject_constant
+
+if TYPE_CHECKING:
+    from rolloutlab.sim.models.learning import LearningParams
 
 FORMAT = "rolloutlab.calibration"
 VERSION = 1
@@ -72,10 +76,10 @@ class Scenario:
     package's fallbacks: :attr:`run_defaults`)."""
     source: dict[str, Any] = field(default_factory=dict)
     """The raw JSON (provenance and fit quality included), for ``config.json``."""
-    pass_rate: dict[str, Any] | None = None
-    """The ``pass_rate`` block (``spec``, ``coupling``, provenance), or ``None``."""
-    learning: dict[str, Any] | None = None
-    """The ``learning`` block (learning-progress parameters), or ``None``."""
+    pass_rate: PassRateModel | None = None
+    """The ``pass_rate`` block's model (its ``spec`` with its ``coupling``), or ``None``."""
+    learning: LearningParams | None = None
+    """The ``learning`` block's learning-progress parameters, or ``None``."""
     multi_turn: MultiTurn | None = None
     """Multi-turn tool-using rollouts (:mod:`sim.models.turns`), or ``None`` (one turn)."""
     step_phases: StepPhases | None = None
@@ -88,28 +92,42 @@ class Scenario:
         return ScenarioDefaults.of(self.defaults)
 
 
-def _block_from(d: dict, key: str, path: str) -> dict[str, Any] | None:
-    """An optional object-valued block; ``pass_rate.spec`` is parsed here so that a bad
-    one fails at load time. Raises :class:`CalibrationError` naming the field."""
+def _block(d: dict, key: str, path: str) -> dict[str, Any] | None:
+    """An optional object-valued block. Raises :class:`CalibrationError` naming the field."""
     block = d.get(key)
+    if block is not None and not isinstance(block, dict):
+        raise CalibrationError(f"{path}: field {key!r} must be an object")
+    return block
+
+
+def _pass_rate_from(d: dict, path: str) -> PassRateModel | None:
+    """The optional ``pass_rate`` block's model: ``spec`` (``fixed:P`` or ``beta:A,B``) with
+    its ``coupling``. Raises :class:`CalibrationError` naming the field."""
+    block = _block(d, "pass_rate", path)
     if block is None:
         return None
-    if not isinstance(block, dict):
-        raise CalibrationError(f"{path}: field {key!r} must be an object")
-    if key == "pass_rate":
-        spec = block.get("spec")
-        if not isinstance(spec, str) or not spec.startswith(("fixed:", "beta:")):
-            raise CalibrationError(
-                f"{path}: field pass_rate.spec: expected 'fixed:P' or 'beta:A,B', got {spec!r}"
-            )
-        try:
-            parse_pass_rate(spec)
-            coupling = float(block.get("coupling", 0.0))
-        except (TypeError, ValueError) as exc:
-            raise CalibrationError(f"{path}: field 'pass_rate': {exc}") from None
-        if not np.isfinite(coupling):
-            raise CalibrationError(f"{path}: field pass_rate.coupling is not finite")
-    return block
+    spec = block.get("spec")
+    if not isinstance(spec, str) or not spec.startswith(("fixed:", "beta:")):
+        raise CalibrationError(
+            f"{path}: field pass_rate.spec: expected 'fixed:P' or 'beta:A,B', got {spec!r}"
+        )
+    try:
+        coupling = float(block.get("coupling", 0.0))
+        model = parse_pass_rate(spec, coupling)
+    except (TypeError, ValueError) as exc:
+        raise CalibrationError(f"{path}: field 'pass_rate': {exc}") from None
+    if not np.isfinite(coupling):
+        raise CalibrationError(f"{path}: field pass_rate.coupling is not finite")
+    return model
+
+
+def _learning_from(d: dict, path: str) -> LearningParams | None:
+    """The optional ``learning`` block's parameters (``provenance`` and other keys that are
+    not parameters ignored). Raises :class:`CalibrationError` naming the field."""
+    try:
+        return learning_params(_block(d, "learning", path), "field 'learning'")
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: {exc}") from None
 
 
 def _get(d: dict, key: str, where: str, path: str):
@@ -273,8 +291,8 @@ def scenario_from_dict(d: dict[str, Any], path: str = "<dict>") -> Scenario:
         engine=engine,
         defaults=defaults,
         source=d,
-        pass_rate=_block_from(d, "pass_rate", path),
-        learning=_block_from(d, "learning", path),
+        pass_rate=_pass_rate_from(d, path),
+        learning=_learning_from(d, path),
         multi_turn=_multi_turn(d, path),
         step_phases=_step_phases(d, path),
     )

@@ -39,17 +39,16 @@ def learning_budget(scenario, b_noise, budgets, group_sizes, prompts, draws, see
     """Run the learning law over rollout budgets: per budget the best G and G = 2's share
     of G = 16's reward at equal rollouts (docs/learning.md §6)."""
     from rolloutlab.analysis.learning.budget import budget_study, budget_summary
-    from rolloutlab.sim.models.learning import LearningParams
+    from rolloutlab.sim.models.passrate import BetaPassRate
     from rolloutlab.sim.scenario.provenance import write_config
     from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario
 
     try:
         sc = load_scenario(scenario)
-        spec = (sc.pass_rate or {}).get("spec", "")
-        if not spec.startswith("beta:") or sc.learning is None:
+        if not isinstance(sc.pass_rate, BetaPassRate) or sc.learning is None:
             raise BadInput(f"{scenario}: needs a beta pass_rate block and a learning block")
-        a, b = (float(v) for v in spec[5:].split(","))
-        params = LearningParams.from_dict(sc.learning)
+        a, b = sc.pass_rate.a, sc.pass_rate.b
+        params = sc.learning
         if b_noise is not None:
             params = dataclasses.replace(params, b_noise=b_noise)
         budget_list, g_list = _ints(budgets, "--budgets"), _ints(group_sizes, "--group-sizes")
