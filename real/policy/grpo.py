@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -93,6 +94,26 @@ class LossParts:
     to the behaviour policy on the behaviour's samples)."""
     is_weight_mean: float = 1.0
     """Token-mean importance weight applied (1 with ``is_mode='off'``)."""
+
+
+def merge_parts(parts: list[LossParts]) -> LossParts:
+    """One :class:`LossParts` of micro-batches that together make one batch: token-means
+    weighted by each part's ``n_tokens`` (``loss`` detached), maxima (``ratio_max``,
+    ``probs_diff_max``) as the largest, ``n_tokens`` summed; one part is returned as is."""
+    if len(parts) == 1:
+        return parts[0]
+    n = sum(p.n_tokens for p in parts)
+    out: dict = {"n_tokens": n, "loss": sum(p.loss.detach() * p.n_tokens for p in parts) / n}
+    for f in dataclasses.fields(LossParts):
+        if f.name in out:
+            continue
+        vals = [getattr(p, f.name) for p in parts]
+        out[f.name] = (
+            max(vals)
+            if f.name.endswith("_max")
+            else sum(v * p.n_tokens for v, p in zip(vals, parts)) / n
+        )
+    return LossParts(**out)
 
 
 def is_weights(log_ratio: torch.Tensor, mask: torch.Tensor, mode: str, cap: float) -> torch.Tensor:

