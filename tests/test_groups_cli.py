@@ -325,3 +325,22 @@ def test_a_pass_rate_the_data_fit_replaces_the_files():
     d, kept, replaced = merge_existing(new, old, cost_kept=False)
     assert d["pass_rate"] == {"spec": "fixed:0.5"} and d["learning"] == {"kappa": 1.0}
     assert kept == ["learning"] and replaced == ["pass_rate"]
+
+
+def test_a_held_out_run_of_larger_g_is_predicted_up_to_its_g(tmp_path):
+    """Fitted at G = 4 (the first 4 samples of each group), measured on the run at G = 8:
+    the lognormal models predict every G to 8; the empirical one stops at the fit's 4."""
+    fit = tmp_path / "g4.parquet"
+    pl.read_parquet(REAL).filter(pl.col("sample_idx") < 4).with_columns(
+        pl.lit(4).alias("group_size")
+    ).write_parquet(fit)
+    for model, top in (("lognormal", 8), ("empirical", 4)):
+        out = tmp_path / model
+        r = _run(
+            *("compare", "groups", fit, "--held-out", REAL, "--tau", "4", "--out", out),
+            *("--draws", 5, "--reps", 3, "--length-model", model, "--fit-group-size", 0),
+        )
+        assert r.exit_code == 0, r.output
+        assert sorted(set(pl.read_csv(out / "validation_groups.csv")["G"])) == list(
+            range(1, top + 1)
+        )

@@ -287,8 +287,8 @@ def validate_groups(
     models have not seen at all) they are fitted on the first ``cfg.fit_steps`` steps of
     ``trace`` (``None``: all of them) and measured on every step of ``held_out``, each
     predicted at its own step (step ``s`` of the held-out run is the model's step
-    ``s - step0``: runs that both start at step 0 line up); G goes up to the smaller of
-    the two logged group sizes; ``cfg.from_step`` keeps only the held-out steps from it
+    ``s - step0``: runs that both start at step 0 line up); G goes up to the held-out
+    run's logged group size (:func:`check_held_out`); ``cfg.from_step`` keeps only the held-out steps from it
     on. Raises GroupedDataError on the input errors of
     :func:`check_validation_input` / :func:`check_held_out` or ``--prompts`` above the
     logged B."""
@@ -354,8 +354,11 @@ def _target(trace: GroupedTrace, steps: list[int]) -> tuple[list[int], list, lis
 def check_held_out(
     trace: GroupedTrace, held_out: GroupedTrace, cfg: ValidationConfig
 ) -> tuple[int, ValidationConfig]:
-    """``(G, cfg)`` for a validation on another run: G the smaller logged group size of
-    the two, ``cfg`` with ``fit_steps`` filled in (None: every step of ``trace``). Raises
+    """``(G, cfg)`` for a validation on another run: G the held-out run's logged group
+    size with the lognormal models (parametric: they draw groups of any size, so a fit at
+    G = 8 predicts G = 16), else the smaller logged group size of the two (the empirical
+    model resamples whole fit groups); ``cfg`` with ``fit_steps`` filled in (None: every
+    step of ``trace``). Raises
     GroupedDataError (file, line, field) on ``fit_steps`` above
     the steps of ``trace``, no held-out step from ``cfg.from_step`` on, or a tau <= 1."""
     steps = trace.steps()
@@ -375,7 +378,9 @@ def check_held_out(
             f"{last['source']}: line {last['line']}: field 'step': no step >= --from-step "
             f"{cfg.from_step} (last step {max(held_out.steps())})"
         )
-    G = min(trace.typical_group_size(), held_out.typical_group_size())
+    G = held_out.typical_group_size()
+    if cfg.length_model != "lognormal":
+        G = min(trace.typical_group_size(), G)
     return G, replace(cfg, fit_steps=fit_steps)
 
 
