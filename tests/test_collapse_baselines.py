@@ -16,11 +16,16 @@ from hypothesis import strategies as st
 from rolloutlab.analysis.collapse import baselines
 from rolloutlab.analysis.collapse.compare import GridError, split_grid
 from rolloutlab.analysis.figures.answers import answer
-from rolloutlab.sim.models.horizon import HorizonLaw, TwoPartLaw
+from rolloutlab.sim.models.horizon import (
+    HorizonInputError,
+    HorizonLaw,
+    TwoPartLaw,
+    fit_horizon_groups,
+)
 
 from rolloutlab.cli import main
 from tests.test_horizon_compare import write_grid
-from tests.test_horizon_law import TRUE
+from tests.test_horizon_law import TRUE, synthetic
 
 T = 60
 
@@ -200,3 +205,15 @@ def test_held_out_needs_the_lr_or_S_split(tmp_path):
     )  # fmt: skip
     assert res.exit_code == 2 and "--split lr or S" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_mechanism_collapsed_at_one_lr_only_fits_its_constant_against_the_shared_exponents():
+    S, eta, t, T_ = synthetic(TRUE, seeds=2, rng_seed=4)
+    one = eta == 2e-3  # the second group: a single lr
+    args = [np.concatenate([v, v[one]]) for v in (S, eta, t, T_)]
+    group = np.concatenate([np.zeros(len(S), int), np.ones(int(one.sum()), int)])
+    with pytest.raises(HorizonInputError, match="single lr"):
+        fit_horizon_groups(*args, group, n_boot=0)
+    fits = fit_horizon_groups(*args, group, n_boot=0, shared_lr=True)
+    assert fits[0].law.a == fits[1].law.a  # the exponents are shared
+    assert fits[1].n_runs == int(one.sum())

@@ -135,7 +135,9 @@ LAWS = ("pooled", "separate", "drift", "two-part")
 """``compare horizon --law`` choices (:func:`fit_mechanisms`)."""
 
 
-def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> dict:
+def fit_mechanisms(
+    df: pl.DataFrame, n_boot: int = 100, law: str = "pooled", shared_lr: bool = False
+) -> dict:
     """``{mechanism: HorizonFit}``. ``law`` (:data:`LAWS`): ``separate`` fits each mechanism
     alone (:func:`fit_mechanism`); ``pooled`` one :func:`sim.models.horizon.fit_horizon_groups`
     fit (shared horizon constants, a per-step constant ``C`` per mechanism); ``drift`` that
@@ -143,12 +145,14 @@ def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> 
     ``two-part`` a :class:`sim.models.horizon.TwoPartLaw` per mechanism: ``pooled`` fitted
     to every run for whether a run collapses, ``pooled`` fitted to the collapsed runs alone
     for when (bootstrap replicates paired in order). Raises GridError naming the problem,
-    ValueError on an unknown ``law``."""
+    ValueError on an unknown ``law``. ``shared_lr``: a mechanism may hold a single lr
+    (:func:`sim.models.horizon.fit_horizon_groups`; ``pooled`` and ``drift`` only)."""
     if law not in LAWS:
         raise ValueError(f"law {law!r}: not one of {LAWS}")
     if law == "two-part":
         occurrence = fit_mechanisms(df, n_boot, "pooled")
-        step = fit_mechanisms(df.filter(pl.col("collapsed")), n_boot, "pooled")
+        # a mechanism may have collapsed at one lr only: its C against the shared exponents
+        step = fit_mechanisms(df.filter(pl.col("collapsed")), n_boot, "pooled", shared_lr=True)
         if set(step) != set(occurrence):
             missing = sorted(set(occurrence) - set(step))
             raise GridError(f"mechanisms {missing}: no collapsed run to fit a collapse step to")
@@ -169,7 +173,12 @@ def fit_mechanisms(df: pl.DataFrame, n_boot: int = 100, law: str = "pooled") -> 
     group = np.array([mechs.index(m) for m in df["mechanism"].to_list()])
     try:
         fits = fit_horizon_groups(
-            *_arrays(df), group, n_boot=n_boot, drift=law == "drift", floor=_floor(df)
+            *_arrays(df),
+            group,
+            n_boot=n_boot,
+            drift=law == "drift",
+            floor=_floor(df),
+            shared_lr=shared_lr,
         )
     except HorizonInputError as exc:
         raise GridError(f"mechanisms {mechs}: {exc}") from None

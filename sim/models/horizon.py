@@ -311,6 +311,7 @@ def fit_horizon_groups(
     rng_seed: int = 0,
     drift: bool = False,
     floor: float = 1.0,
+    shared_lr: bool = False,
 ) -> list[HorizonFit]:
     """One law per group (``group``: ints ``0..g-1`` per run, e.g. the loss mechanism)
     sharing ``R, a, c, k, sigma`` and with its own per-step constant ``C``: the mechanism
@@ -320,13 +321,18 @@ def fit_horizon_groups(
     (:attr:`HorizonLaw.drift`, the horizon rate at ``S >= 2``; ``g`` more parameters), so a
     mechanism can move the horizon of stale runs too. Returns the groups' fits in group
     order; otherwise as :func:`fit_horizon`. Raises :class:`HorizonInputError`
-    (:func:`check_runs`, per group)."""
+    (:func:`check_runs`, per group).``shared_lr``: a group may hold a single lr (the runs together still
+    need two): its ``C`` is fitted against the exponents the groups share, e.g. the
+    collapsed runs of a mechanism that collapsed at one lr only."""
     S, eta, t, T = check_runs(S, eta, t, T)
     group = np.asarray(group, int).ravel()
     n_groups = int(group.max()) + 1
     for j in range(n_groups):
         m = group == j
-        check_runs(S[m], eta[m], t[m], T[m])
+        if not shared_lr:
+            check_runs(S[m], eta[m], t[m], T[m])
+        elif not np.isfinite(t[m]).any():
+            raise HorizonInputError(f"group {j}: no run collapsed; nothing to fit its C to")
     S1 = np.maximum(S, 1.0)
     # with a single stale S (S - 1 > 0) only (S-1)^c / C is identified: c is held at §2's
     c_fixed = PAPER["c"] if len(np.unique(S1[S1 >= 2])) < 2 else None
