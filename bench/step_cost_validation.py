@@ -50,16 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         found = [d for d in found if (d / "steps.parquet").exists()]
         if found:
             dirs[(G, B)] = found
-    missing = [f"{g}x{b}" for g, b in FIT if (g, b) not in dirs]
+    fit_set = [gb for gb in FIT if gb in dirs]  # those present (PLAN.md's amendment)
+    if len({g * b for g, b in fit_set}) < 2:
+        ap.error(f"{args.runs}: finished fit runs span fewer than two rollout counts")
+    missing = [f"{g}x{b}" for g, b in FIT + HELDOUT if (g, b) not in dirs]
     if missing:
-        ap.error(f"{args.runs}: no finished run of fit setting(s) {', '.join(missing)}")
+        print(f"note: no finished run of {', '.join(missing)}", file=sys.stderr)
     runs = {gb: [read_steps(d) for d in ds] for gb, ds in dirs.items()}
-    fit_runs = [r for gb in FIT for r in runs[gb]]
+    fit_runs = [r for gb in fit_set for r in runs[gb]]
     law = fit_law(fit_runs)
-    power = pooled_cost([_steps(d, "cpu") for gb in FIT for d in dirs[gb]],
-                        [read_run(d) for gb in FIT for d in dirs[gb]])  # fmt: skip
-    counts = np.array([g * b for g, b in FIT], float)
-    per_setting = np.array([np.mean([mean_step_s(r) for r in runs[gb]]) for gb in FIT])
+    power = pooled_cost([_steps(d, "cpu") for gb in fit_set for d in dirs[gb]],
+                        [read_run(d) for gb in fit_set for d in dirs[gb]])  # fmt: skip
+    counts = np.array([g * b for g, b in fit_set], float)
+    per_setting = np.array([np.mean([mean_step_s(r) for r in runs[gb]]) for gb in fit_set])
     line = np.polyfit(counts, per_setting, 1)  # (slope, intercept)
     level = float(per_setting.mean())
     steps = min(len(r.groups) for r in fit_runs)
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             "constant": level,
         }
         row = {"G": G, "B": B, "rollouts": G * B,
-               "role": "fit setting" if (G, B) in FIT else "held out",
+               "role": "fit setting" if (G, B) in fit_set else "held out",
                "passes": len(rs), "measured_s": m,
                "pass_spread": (max(measured) - min(measured)) / m if len(rs) > 1 else None}  # fmt: skip
         for k, v in preds.items():

@@ -102,8 +102,10 @@ def baseline_table(
             mt, cost = measured_time_s.get((G, B)), step_cost_s.get((G, B))
             row["measured_time_s"] = mt
             for name in ("law", "constant", "log_plane"):
-                p, ok = preds[name], mt is not None and cost is not None
-                row[f"{name}_time_error"] = None if p is None or not ok else (p * cost - mt) / mt
+                p = preds[name]
+                row[f"{name}_time_error"] = (
+                    None if p is None or mt is None or cost is None else (p * cost - mt) / mt
+                )
         naive = {k: abs(row[f"{k}_error"]) for k in ("constant", "log_plane")}
         row["best_naive"] = min(naive, key=naive.__getitem__)
         row["law_beats_naive"] = (

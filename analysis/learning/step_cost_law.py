@@ -47,7 +47,11 @@ GEN_FEATURES = ("one", "calls", "decoded_rows", "prefill_tokens")
 TRAIN_FEATURES = ("one", "cells", "rows")
 
 
-def engine_work(prompt_tokens: Sequence[int], response_tokens: Sequence[int], capacity: int):
+def engine_work(
+    prompt_tokens: Sequence[int] | np.ndarray,
+    response_tokens: Sequence[int] | np.ndarray,
+    capacity: int,
+) -> tuple[int, int, int, int]:
     """``(prefill_calls, decode_iterations, decoded_rows, prefill_tokens)`` of one step's
     generation, replaying
     :meth:`real.engines.torch_engine.TorchEngine.generate` (continuous mode): requests in
@@ -100,7 +104,7 @@ def kept_rollouts(correct: np.ndarray, dynamic_sampling: bool) -> np.ndarray:
     correct = np.asarray(correct, bool)
     if not dynamic_sampling:
         return np.ones_like(correct)
-    mixed = correct.any(axis=1) & ~correct.all(axis=1)  # (B,)
+    mixed = np.asarray(correct.any(axis=1) & ~correct.all(axis=1))  # (B,)
     return np.repeat(mixed[:, None], correct.shape[1], axis=1)
 
 
