@@ -85,3 +85,24 @@ def test_a_plain_clone_reads_the_bundled_tensorboard_runs(tmp_path, monkeypatch,
     assert "no verl console log" in capsys.readouterr().out
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "| q3b_fsdp_base |" in summary and "| q3b_mcore_base |" in summary
+
+
+def test_the_second_plans_margin_and_half_the_runs():
+    rules = ("forecast", "persistence", "linear", "static")
+
+    def errs(*rows):
+        return {f"r{i}": dict(zip(rules, row, strict=True)) for i, row in enumerate(rows)}
+
+    # margin 0.005 over persistence (0.20): below the 0.010 needed
+    small = errs((0.195, 0.20, 0.5, 0.5), (0.195, 0.20, 0.5, 0.5))
+    assert "| passes |" in fv.group_line("g", small)
+    assert "does not pass" in fv.group_line("g", small, **fv.PASS["fresh"]["p"])
+    # margin 0.200 - (0.05 + 0.21 + 0.21) / 3 = 0.043 on the mean, but won on 1 of 3 runs
+    one_of_three = errs((0.05, 0.20, 0.5, 0.5), (0.21, 0.20, 0.5, 0.5), (0.21, 0.20, 0.5, 0.5))
+    assert "+0.043" in fv.group_line("g", one_of_three)
+    assert "does not pass" in fv.group_line("g", one_of_three, **fv.PASS["fresh"]["p"])
+    # verl: 2 % of the best rule's 50 tokens is 1 token; 1.5 tokens passes, 0.5 does not
+    assert "| passes |" in fv.group_line("g", errs((48.5, 50, 60, 70)), **fv.PASS["fresh"]["verl"])
+    assert "does not pass" in fv.group_line(
+        "g", errs((49.5, 50, 60, 70)), **fv.PASS["fresh"]["verl"]
+    )
