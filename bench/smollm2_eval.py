@@ -13,8 +13,10 @@ Every prediction is made by the project's CLI (the commands are printed and stor
    (median, 10th and 90th percentile) beside HELD's measured one.
 3. Item 5: ``compare idle --real RUN --clock cpu|wall`` on each ``--idle`` run (fit on
    the first half of its steps): drawn, replay, constant and persistence rows.
-4. Item 6: ``sim --calibration`` with each ``--controllers`` spec against the measured
-   runs of that spec: straggler rate, mean G, median step time, held-out accuracy.
+4. Item 6: ``sim --calibration`` with each ``--controllers`` spec, as many steps as its
+   measured run and ``--sim-seeds`` seeds, against the measured run: straggler rate,
+   mean G, median step time; held-out accuracy measured only (the simulator predicts a
+   training reward, not this model's held-out accuracy).
 
 Per run (``runs.csv``): controller, steps, mean G, straggler rate at tau, step time
 (median, 10th/90th percentile, wall), generation/learner/sync medians, held-out accuracy
@@ -70,7 +72,9 @@ def jsonl(path: Path) -> list[dict]:
 
 def run_row(run_dir: Path, tau: float) -> dict:
     """One measured run's numbers (module docstring, ``runs.csv``)."""
-    run = load_run(run_dir)
+    doc = json.loads((run_dir / "config.json").read_text())["config"]
+    # a real async run nests the synchronous settings under "sync"
+    run = load_run(run_dir, capacity=doc.get("sync", doc)["capacity"])
     m = step_metrics(run.rollouts, tau)
     st = run.steps.sort("step")
     step_s = (st["t_end"] - st["t_start"]).to_numpy()
@@ -80,7 +84,7 @@ def run_row(run_dir: Path, tau: float) -> dict:
         k: [r[k] for r in learner if r.get(k) is not None]
         for k in ("training/rollout_probs_diff_mean", "training/rollout_probs_diff_max")
     }
-    cfg = run.config.get("config", run.config)
+    cfg = doc.get("sync", doc)
     return {
         "run": run_dir.name,
         "controller": cfg.get("controller"),
@@ -103,11 +107,13 @@ def run_row(run_dir: Path, tau: float) -> dict:
     }
 
 
-def sim_steps(cal: Path, spec: str, prompts: int, steps: int, out: Path, log: list[str]):
+def sim_steps(
+    cal: Path, spec: str, prompts: int, steps: int, out: Path, log: list[str], seed: int = 0
+):
     """``sim --calibration`` of one controller: its steps and rollouts tables."""
     cli(
         ["sim", "--calibration", str(cal), "--controllers", spec, "--prompts", str(prompts),
-         "--steps", str(steps), "--no-figure", "--out", str(out)],
+         "--steps", str(steps), "--seed", str(seed), "--no-figure", "--out", str(out)],
         log,
     )  # fmt: skip
     return pl.read_parquet(out / "steps.parquet"), pl.read_parquet(out / "rollouts.parquet")
@@ -121,7 +127,8 @@ def main() -> None:
     ap.add_argument("--controllers", default="", help="spec=RUN_DIR,...")
     ap.add_argument("--runs", default="", help="further runs for runs.csv only")
     ap.add_argument("--tau", type=float, default=4.0)
-    ap.add_argument("--sim-steps", type=int, default=200)
+    ap.add_argument("--sim-steps", type=int, default=200, help="item 4's simulated steps")
+    ap.add_argument("--sim-seeds", type=int, default=3, help="item 6's simulator seeds")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     out = a.out
@@ -222,8 +229,16 @@ def main() -> None:
     for item in [x for x in a.controllers.split(",") if x]:
         spec, run_dir = item.split("=", 1)
         meas = run_row(Path(run_dir), a.tau)
-        st, ro = sim_steps(cal, spec, 4, a.sim_steps, out / f"sim_{spec.replace(':', '')}", log)
-        m = step_metrics(ro, a.tau)
+        # as many simulated steps as measured (SAGC's G depends on how far it got),
+        # over --sim-seeds seeds of the simulator
+        sims = [
+            sim_steps(
+                cal, spec, 4, meas["steps"], out / f"sim_{spec.replace(':', '')}_s{s}", log, s
+            )
+            for s in range(a.sim_seeds)
+        ]
+        st = pl.concat([x[0] for x in sims])
+        m = pl.concat([step_metrics(x[1], a.tau) for x in sims])
         ctl.append(
             {
                 "controller": spec,
@@ -233,6 +248,7 @@ def main() -> None:
                 "mean_G_pred": float(m["group_size"].mean()),
                 "step_s_median_meas": meas["step_s"]["median"],
                 "step_s_median_pred": float((st["t_end"] - st["t_start"]).median()),
+                "sim_seeds": a.sim_seeds,
                 "accuracy_start": meas["accuracy_start"],
                 "accuracy_end": meas["accuracy_end"],
                 "steps_meas": meas["steps"],
