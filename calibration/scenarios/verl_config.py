@@ -387,7 +387,7 @@ def load(path: str | Path) -> VerlMapping:
     return map_config(read_flat(path), str(path))
 
 
-def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
+def apply_to_calibration(d: Any, m: VerlMapping) -> Any:
     """A copy of the calibration dict ``d`` (a scenario's JSON, :mod:`sim.scenario`) with
     the cluster and caps of ``m``: ``engine.n_workers`` (generation workers),
     ``engine.max_num_seqs``, ``.max_num_batched_tokens``, ``.chunked_prefill``,
@@ -395,12 +395,16 @@ def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
     ``lengths.max_response_length`` (the scenario's length model, clipped there),
     ``prompt_tokens`` (at most the prompt cap), ``defaults.prompts``, ``defaults.steps``
     and ``defaults.lr`` (the actor's learning rate); ``provenance.verl_config`` records the file, its mode and
-    settings. The length model, cost and pass rates stay the scenario's."""
+    settings. The length model, cost and pass rates stay the scenario's. A block of the
+    wrong type is left as it is, for :func:`sim.scenario.scenario.scenario_from_dict` to
+    name (``d`` may be a calibration file's JSON before any check)."""
     import copy
 
+    if not isinstance(d, dict):
+        return d
     out = copy.deepcopy(d)
     s = m.settings
-    engine, lengths = out.setdefault("engine", {}), out["lengths"]
+    engine, lengths = out.setdefault("engine", {}), out.get("lengths")
     defaults = out.setdefault("defaults", {})
     for key, target, name in (
         ("workers", engine, "n_workers"),
@@ -414,10 +418,16 @@ def apply_to_calibration(d: dict[str, Any], m: VerlMapping) -> dict[str, Any]:
         ("prompts", defaults, "prompts"),
         ("steps", defaults, "steps"),
     ):
-        if key in s:
+        if key in s and isinstance(target, dict):
             target[name] = s[key]
-    if "max_prompt_length" in s:
-        out["prompt_tokens"] = min(int(out["prompt_tokens"]), s["max_prompt_length"])
+    tokens = out.get("prompt_tokens")
+    if (
+        "max_prompt_length" in s
+        and isinstance(tokens, (int, float))
+        and not isinstance(tokens, bool)
+        and float(tokens).is_integer()
+    ):
+        out["prompt_tokens"] = min(int(tokens), s["max_prompt_length"])
     prov = dict(out.get("provenance") or {})
     prov["verl_config"] = {"path": m.path, "mode": m.mode, "settings": dict(s)}
     out["provenance"] = prov

@@ -321,10 +321,12 @@ def _multi_turn(d: dict, path: str) -> MultiTurn | None:
         raise CalibrationError(f"{path}: {exc}") from None
 
 
-def load_scenario(path_or_name: str | Path) -> Scenario:
-    """Load a calibration file, or a bundled scenario by name (see :func:`bundled_scenarios`).
+def read_calibration(path_or_name: str | Path) -> tuple[Any, str]:
+    """The JSON of a calibration file, or of a bundled scenario by name (see
+    :func:`bundled_scenarios`), unchecked, and the path that names it in messages; for a
+    caller that changes it before the one parse (:func:`scenario_from_dict`).
 
-    Raises: :class:`CalibrationError` for a missing/unreadable file or bad content.
+    Raises: :class:`CalibrationError` for a missing or unreadable file or invalid JSON.
     """
     name = str(path_or_name)
     if name in bundled_scenarios():
@@ -342,9 +344,16 @@ def load_scenario(path_or_name: str | Path) -> Scenario:
         except (OSError, UnicodeDecodeError) as exc:
             raise CalibrationError(f"{name}: cannot read the calibration file ({exc})") from None
     try:
-        data = json.loads(text, parse_constant=reject_constant)
+        return json.loads(text, parse_constant=reject_constant), path
     except json.JSONDecodeError as exc:
         raise CalibrationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except ValueError as exc:
         raise CalibrationError(f"{path}: {exc}") from None
-    return scenario_from_dict(data, path)
+
+
+def load_scenario(path_or_name: str | Path) -> Scenario:
+    """Load a calibration file, or a bundled scenario by name (see :func:`bundled_scenarios`).
+
+    Raises: :class:`CalibrationError` for a missing/unreadable file or bad content.
+    """
+    return scenario_from_dict(*read_calibration(path_or_name))

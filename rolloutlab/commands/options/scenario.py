@@ -104,14 +104,18 @@ def load_for(
     override's one-line message."""
     # why here: the scenario's models import numpy, which --help does not need
     from rolloutlab.sim.scenario.overrides import apply_overrides
-    from rolloutlab.sim.scenario.scenario import CalibrationError, load_scenario, scenario_from_dict
+    from rolloutlab.sim.scenario.scenario import (
+        CalibrationError,
+        read_calibration,
+        scenario_from_dict,
+    )
 
     try:
-        sc = load_scenario(calibration or scenario)
-        if verl is not None:
-            d = apply_to_calibration(sc.source, verl)
-            sc = scenario_from_dict(d, f"{calibration or scenario} + {verl.path}")
-        return apply_overrides(sc, **overrides)
+        data, path = read_calibration(calibration or scenario)
+        if verl is not None:  # the file's JSON takes the verl settings before the one parse
+            data = apply_to_calibration(data, verl)
+            path = f"{calibration or scenario} + {verl.path}"
+        return apply_overrides(scenario_from_dict(data, path), **overrides)
     except (CalibrationError, ValueError) as exc:
         fail(exc)
 
