@@ -26,6 +26,7 @@ with what it measured:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -35,11 +36,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 from rolloutlab.analysis.inputs.run_input import CLOCKS, cpu_phases
+from rolloutlab.analysis.learning.directions import directions_of
 from rolloutlab.analysis.learning.heldout import (
     eval_rows,
     eval_size,
     measured_heldout,
     predicted_heldout,
+    started_above,
 )
 from rolloutlab.analysis.learning.progress import load_runs
 from rolloutlab.analysis.learning.resim import (
@@ -49,13 +52,21 @@ from rolloutlab.analysis.learning.resim import (
     step_lengths,
 )
 from rolloutlab.analysis.learning.seeds import group_labels, group_table, ranks
-from rolloutlab.analysis.learning.step_cost import Cost, pooled_cost, step_clock
+from rolloutlab.analysis.learning.step_cost import (
+    Cost,
+    extrapolation_notes,
+    pooled_cost,
+    step_clock,
+)
 from rolloutlab.calibration.fits.learning_draws import draw_rewards
 from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.fits.learning_noise_fit import fit_noise_law, settings
 from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
 from rolloutlab.sim.models.learning import LearningParams, time_to_target
+from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.trace import schema as trace
+from rolloutlab.sim.trace import strict_json
+from rolloutlab.sim.trace.progress import phase
 
 WINDOW = 10
 """Steps in the trailing reward mean of :func:`sim.models.learning.time_to_target`."""
@@ -339,3 +350,71 @@ def comparison_figure(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+@dataclass(frozen=True)
+class LearningStudy:
+    """What :func:`learning_study` wrote, for printing."""
+
+    table: pl.DataFrame
+    """One row per predicted run (:func:`compare_learning`)."""
+    groups: pl.DataFrame
+    """One row per controller and settings over its seeds."""
+    directions: pl.DataFrame
+    """Steps to target along G and B, measured against predicted (empty when no two
+    settings are neighbours; :func:`analysis.learning.directions.directions_of`)."""
+    notes: list[str]
+    """Lines on what a reader could take for an error: held-out runs that started above
+    the target, step costs extrapolated beyond the priced runs."""
+
+
+def learning_study(
+    fit_dirs: list[Path],
+    real_dirs: list[Path],
+    target: float,
+    out_dir: Path,
+    model: str = "saturating",
+    draws: int = 200,
+    seed: int = 0,
+    clock: str = "wall",
+    resim_draws: int = 0,
+    target_on: str = "train",
+    cost_dirs: list[Path] | None = None,
+) -> LearningStudy:
+    """``compare learning``'s study: :func:`compare_learning` (the same arguments), written
+    to ``out_dir``: learning_comparison.csv, learning_comparison_by_controller.csv,
+    learning_directions.csv, learning_comparison.png (:func:`comparison_figure`), fit.json
+    and config.json. Raises ValueError as :func:`compare_learning` (bad or too few runs),
+    before anything is written."""
+    with phase("compare learning: fitting and predicting"):
+        table, groups, curves, fit = compare_learning(
+            fit_dirs, real_dirs, target, model, draws, seed, clock, resim_draws, target_on,
+            cost_dirs,
+        )  # fmt: skip
+    table.write_csv(out_dir / "learning_comparison.csv")
+    groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
+    directions = directions_of(table, real_dirs)
+    directions.write_csv(out_dir / "learning_directions.csv")
+    comparison_figure(curves, target, out_dir / "learning_comparison.png", clock, target_on)
+    strict_json.write_json(out_dir / "fit.json", fit, default=float)
+    write_config(
+        out_dir / "config.json",
+        {
+            "kind": "compare-learning",
+            "fit_runs": [str(d) for d in fit_dirs],
+            "real_runs": [str(d) for d in real_dirs],
+            "target_accuracy": target,
+            "learning_model": model,
+            "clock": clock,
+            "draws": draws,
+            "seed": seed,
+            "resimulate": resim_draws,
+            "target_on": target_on,
+        },
+    )
+    notes = started_above(real_dirs, target) if target_on == "heldout" else []
+    priced = list(cost_dirs or ()) or fit_dirs
+    notes += extrapolation_notes(
+        {str(d): read_run(d) for d in priced}, {Path(d).name: read_run(d) for d in real_dirs}
+    )
+    return LearningStudy(table, groups, directions, list(notes))

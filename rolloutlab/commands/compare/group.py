@@ -26,7 +26,6 @@ from rolloutlab.commands.options.common import (
     real_option,
 )
 from rolloutlab.commands.options.types import STEPS, finite
-from rolloutlab.sim.trace import strict_json
 from rolloutlab.sim.trace.progress import phase
 
 
@@ -378,67 +377,24 @@ def learning(
     target along G and B, measured against predicted; analysis/learning/directions.py),
     .png and fit.json."""
 
-    from rolloutlab.analysis.learning.compare import compare_learning, comparison_figure
-    from rolloutlab.analysis.learning.directions import directions_of
-    from rolloutlab.analysis.learning.heldout import started_above
-    from rolloutlab.analysis.learning.step_cost import extrapolation_notes
-    from rolloutlab.calibration.readers.run_curve import read_run
-    from rolloutlab.sim.scenario.provenance import write_config
+    from rolloutlab.analysis.learning.compare import learning_study
 
     with claimed(out_dir, "compare-learning"):
         try:
-            with phase("compare learning: fitting and predicting"):
-                table, groups, curves, fit = compare_learning(
-                    list(fit_dirs),
-                    list(real_dirs),
-                    target_accuracy,
-                    learning_model,
-                    draws,
-                    seed,
-                    clock,
-                    resim_draws,
-                    target_on,
-                    list(cost_dirs),
-                )
+            study = learning_study(
+                list(fit_dirs), list(real_dirs), target_accuracy, out_dir, learning_model,
+                draws, seed, clock, resim_draws, target_on, list(cost_dirs),
+            )  # fmt: skip
         except ValueError as exc:
             hint = "--fit/--real/--cost-from" if cost_dirs else "--fit/--real"
             raise click.BadParameter(str(exc), param_hint=hint) from None
-        table.write_csv(out_dir / "learning_comparison.csv")
-        groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
-        directions = directions_of(table, list(real_dirs))
-        directions.write_csv(out_dir / "learning_directions.csv")
-        comparison_figure(
-            curves, target_accuracy, out_dir / "learning_comparison.png", clock, target_on
-        )
-        strict_json.write_json(out_dir / "fit.json", fit, default=float)
-        write_config(
-            out_dir / "config.json",
-            {
-                "kind": "compare-learning",
-                "fit_runs": [str(d) for d in fit_dirs],
-                "real_runs": [str(d) for d in real_dirs],
-                "target_accuracy": target_accuracy,
-                "learning_model": learning_model,
-                "clock": clock,
-                "draws": draws,
-                "seed": seed,
-                "resimulate": resim_draws,
-                "target_on": target_on,
-            },
-        )
-    echo_table(table)
-    echo_table(groups)
-    if directions.height:
-        echo_table(directions)
+    echo_table(study.table)
+    echo_table(study.groups)
+    if study.directions.height:
+        echo_table(study.directions)
     else:
         click.echo("learning_directions.csv: no two settings are neighbours along G or B", err=True)
-    if target_on == "heldout":
-        for line in started_above(list(real_dirs), target_accuracy):
-            click.echo(line, err=True)
-    priced = list(cost_dirs) or list(fit_dirs)
-    for line in extrapolation_notes(
-        {str(d): read_run(d) for d in priced}, {Path(d).name: read_run(d) for d in real_dirs}
-    ):
+    for line in study.notes:
         click.echo(line, err=True)
     click.echo(f"-> {out_dir}")
 
