@@ -17,7 +17,8 @@ from rolloutlab.cli import main
 COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
            "rel_error", "measured_rank", "predicted_rank", "seed", "group",
            "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
-           "predicted_reached_frac", "mean_field_time_to_target_s"]  # fmt: skip
+           "predicted_reached_frac", "mean_field_time_to_target_s",
+           "constant_steps_time_to_target_s", "constant_rel_error"]  # fmt: skip
 
 
 def write_synthetic_run(
@@ -70,6 +71,14 @@ def test_the_fit_run_predicts_its_own_clock_and_runs_are_ranked(tmp_path):
     assert np.diff(g16) == pytest.approx(0.1 + 0.9 * 2)  # twice the fit run's rollouts per step
     assert sorted(table["predicted_rank"].to_list()) == [1, 2, 3]
     assert abs(fit["kappa"] - 2.0) < 1.0
+    # the naive rule "the fit run's steps, on each run's predicted clock": on the fit run
+    # itself that is its own measured time exactly
+    own = table.filter(pl.col("run") == "fit").row(0, named=True)
+    assert fit["constant_steps_to_target"] == own["measured_steps_to_target"]
+    assert own["constant_rel_error"] == pytest.approx(0.0, abs=1e-12)
+    g16_row = table.filter(pl.col("run") == "g16").row(0, named=True)
+    steps = own["measured_steps_to_target"]
+    assert g16_row["constant_steps_time_to_target_s"] == pytest.approx(steps * (0.1 + 0.9 * 2))
 
 
 def test_cli_writes_the_csv_and_refuses_mixed_tasks_or_a_bad_target(tmp_path):

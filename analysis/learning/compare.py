@@ -171,6 +171,26 @@ def _heldout(fit, run_dir, measured, predicted, curve, target, draws, seed) -> t
     return m, m_step, drawn, mf, pair
 
 
+def fit_steps_to_target(
+    fit_dirs: list[Path], target: float, clock: str, target_on: str
+) -> float | None:
+    """The fit runs' mean measured steps to ``target`` (over those that reach it; None when
+    none does), scored as the predicted runs are: the naive rule "every setting takes the
+    fit runs' steps" that the law's prediction stands beside (column
+    ``constant_steps_time_to_target_s``: those steps priced on each run's predicted clock,
+    so the rule and the law share the cost model and differ only in steps)."""
+    steps = []
+    for d in fit_dirs:
+        measured = _steps(d, clock)
+        if target_on == "heldout":
+            _, s = measured_heldout(eval_rows(d), measured, target)
+        else:
+            s = _step_at(measured, time_to_target(measured, target, WINDOW))
+        if s is not None:
+            steps.append(s)
+    return float(np.mean(steps)) if steps else None
+
+
 def compare_learning(
     fit_dir: Path | list[Path],
     run_dirs: list[Path],
@@ -238,6 +258,7 @@ def compare_learning(
     priced_curves = [read_run(d) for d in cost_dirs] if cost_dirs else fit_curves
     cost = pooled_cost([_steps(d, clock) for d in priced], priced_curves)
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
+    naive_steps = fit_steps_to_target(fit_dirs, target, clock, target_on)
     rows, curves = [], {}
     controllers = runs["controller"].to_list()[len(fit_dirs) :]
     labels = group_labels(list(run_dirs), controllers)
@@ -282,6 +303,7 @@ def compare_learning(
                 "predicted_reached_frac": reached.size / draws,
                 "mean_field_time_to_target_s": mf,
                 **resim,
+                **_naive(naive_steps, t_pred, m),
             }
         )
     table = pl.DataFrame(
@@ -297,6 +319,8 @@ def compare_learning(
             "resim_time_to_target_s": pl.Float64,
             "resim_steps_to_target": pl.Int64,
             "resim_mean_G": pl.Float64,
+            "constant_steps_time_to_target_s": pl.Float64,
+            "constant_rel_error": pl.Float64,
         },
     )
     groups = group_table(table)
@@ -309,12 +333,24 @@ def compare_learning(
         "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",
         "predicted_reached_frac", "mean_field_time_to_target_s",
         *(["resim_time_to_target_s", "resim_steps_to_target", "resim_mean_G"] if resim_draws else []),
+        "constant_steps_time_to_target_s", "constant_rel_error",
     )  # fmt: skip
     extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "cost_exponent": cost[2],
              "clock": clock,
              "draws": draws, "draw_seed": seed, "target_on": target_on,
-             "cost_runs": [str(d) for d in priced]}  # fmt: skip
+             "cost_runs": [str(d) for d in priced],
+             "constant_steps_to_target": naive_steps}  # fmt: skip
     return table, groups, curves, {**fit, **extra}
+
+
+def _naive(steps: float | None, t_pred: np.ndarray, measured: float | None) -> dict:
+    """The constant-steps rule's columns for one run (:func:`fit_steps_to_target`)."""
+    if steps is None:
+        return {"constant_steps_time_to_target_s": None, "constant_rel_error": None}
+    k = min(int(round(steps)), t_pred.size)
+    t = float(t_pred[k - 1])
+    err = None if measured is None else (t - measured) / measured
+    return {"constant_steps_time_to_target_s": t, "constant_rel_error": err}
 
 
 def comparison_figure(

@@ -99,11 +99,15 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
     ``rel_error = predicted_mean_s / measured_mean_s - 1``; ``seed_spread_rel =
     measured_sd_s / measured_mean_s``; ``error_within_spread``: ``|predicted_mean_s -
     measured_mean_s| < measured_sd_s``. Ranks on the means (1 = fastest; never = last).
+    With ``constant_steps_time_to_target_s`` in ``runs`` (the naive rule of
+    :func:`analysis.learning.compare.fit_steps_to_target`) two more: ``constant_mean_s``
+    (its mean over the reached runs) and ``constant_rel_error``.
     With ``resim_time_to_target_s`` in ``runs`` (re-simulated controllers) two more:
     ``resim_mean_s`` (mean over the reached runs' re-simulated predictions; null for
     static runs) and ``resim_rel_error``.
     """
     resim = "resim_time_to_target_s" in runs.columns
+    naive = "constant_steps_time_to_target_s" in runs.columns
     rows = []
     for (label,), g in runs.group_by("group", maintain_order=True):
         ok = g.filter(pl.col("measured_time_to_target_s").is_not_null())
@@ -131,6 +135,10 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
                 ),
             }
         )
+        if naive:
+            c = _mean([v for v in ok["constant_steps_time_to_target_s"].to_list() if v is not None])
+            rows[-1] |= {"constant_mean_s": c,
+                         "constant_rel_error": None if c is None or m is None else c / m - 1}  # fmt: skip
         if resim:
             r = _mean([v for v in ok["resim_time_to_target_s"].to_list() if v is not None])
             rows[-1] |= {"resim_mean_s": r, "resim_rel_error": None if r is None or m is None else r / m - 1}  # fmt: skip
@@ -145,9 +153,15 @@ def group_table(runs: pl.DataFrame) -> pl.DataFrame:
             "error_within_spread": pl.Boolean,
             "resim_mean_s": pl.Float64,
             "resim_rel_error": pl.Float64,
+            "constant_mean_s": pl.Float64,
+            "constant_rel_error": pl.Float64,
         },  # fmt: skip
     )
     return table.with_columns(
         pl.Series("measured_rank", ranks(table["measured_mean_s"].to_list())),
         pl.Series("predicted_rank", ranks(table["predicted_mean_s"].to_list())),
-    ).select(*GROUP_COLUMNS, *(["resim_mean_s", "resim_rel_error"] if resim else []))
+    ).select(
+        *GROUP_COLUMNS,
+        *(["resim_mean_s", "resim_rel_error"] if resim else []),
+        *(["constant_mean_s", "constant_rel_error"] if naive else []),
+    )

@@ -213,10 +213,11 @@ def learning_answer(study: Path, cfg: dict) -> Answer:
     need_columns(df, path, "run", "controller", "measured_time_to_target_s",
           "predicted_time_to_target_s", "rel_error", "measured_rank", "predicted_rank")  # fmt: skip
     fit_runs = {Path(p).name for p in cfg.get("fit", []) or []}
+    naive = "constant_rel_error" in df.columns
     table = df.select(
         pl.when(pl.col("run").is_in(list(fit_runs))).then(pl.lit("fit")).otherwise(pl.lit("unseen")).alias("seen"),
         "run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
-        "rel_error", "measured_rank", "predicted_rank",
+        "rel_error", *(["constant_rel_error"] if naive else []), "measured_rank", "predicted_rank",
     )  # fmt: skip
     unseen = table.filter(pl.col("seen") == "unseen")
     errs = unseen["rel_error"].drop_nulls().abs()
@@ -229,7 +230,16 @@ def learning_answer(study: Path, cfg: dict) -> Answer:
         if errs.len()
         else f"No unseen run has both a measured and a predicted time to accuracy {fmt.setting(target)}."
     )
+    if naive and errs.len():
+        base = unseen["constant_rel_error"].drop_nulls().abs()
+        if base.len():
+            worse = "" if errs.median() < base.median() else " (the model does not beat it)"
+            lead += (f" The naive rule \"the fit runs' steps, priced by the same cost\": median "
+                     f"|error| {fmt.percent(base.median())} %{worse}.")  # fmt: skip
     notes = ["fit: a run the learning and cost models were fitted on; unseen: predicted"]
+    if naive:
+        notes.append("constant_rel_error: every run takes the fit runs' mean steps to the "
+                     "target, priced on its own predicted clock (the naive rule)")  # fmt: skip
     by = study / "learning_comparison_by_controller.csv"
     if by.exists():
         notes.append("per controller over seeds (with the seed spread, the floor): below")
