@@ -256,13 +256,15 @@ def _pick(s: dict) -> dict:
 
 def verdict(scores: dict, rules: dict) -> str:
     """``"beats"`` / ``"does not beat"`` the best naive rule, per metric, in words:
-    collapse-step MdAPE (every collapsed held-out run) and Brier score."""
+    collapse-step MdAPE (every collapsed held-out run), Brier score and accuracy (a tie
+    does not beat)."""
     parts = []
-    for metric, what in (("mdape", "step MdAPE"), ("brier", "Brier")):
+    for metric, what in (("mdape", "step MdAPE"), ("brier", "Brier"), ("accuracy", "accuracy")):
         best = best_rule(rules, metric)
         mine = scores.get(metric)
         if best is None or mine is None or mine != mine:
             continue
-        word = "beats" if mine < best[1] else "does not beat"
+        better = mine > best[1] if metric == "accuracy" else mine < best[1]
+        word = "beats" if better else "does not beat"
         parts.append(f"{what}: {word} {RULE_NAMES.get(best[0], best[0])} ({best[1]:.3f})")
     return "; ".join(parts)
