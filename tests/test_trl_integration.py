@@ -7,8 +7,10 @@ Not skipped without trl: ``make venv`` installs the 'trl' extra, and a missing o
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -17,10 +19,15 @@ import torch
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.real.integrations.frameworks import FrameworkError, check_version
+from rolloutlab.real.integrations.frameworks import (
+    FrameworkError,
+    check_version,
+    installed_version,
+)
 from rolloutlab.real.integrations.group_rules import GroupSizeError, group_size_problem
 from rolloutlab.real.integrations.task_data import digit_chain_dataset
 from rolloutlab.real.integrations.trl import STATE_FILE, GroupSizeGRPOTrainer, loss_history
+from rolloutlab.real.integrations.verl import group_size_trainer
 from rolloutlab.real.policy.model import CONFIG_DIR
 from rolloutlab.real.tasks.digit_chain import Problem
 from rolloutlab.real.tasks.hf_tokenizer import task_tokenizer
@@ -29,6 +36,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
 from rolloutlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CYCLE = textwrap.dedent(
     """
@@ -229,13 +238,26 @@ def test_group_rules_name_the_value_and_the_rule(G, B, budget, div, rule):
 
 
 @pytest.mark.parametrize(
-    ("found", "text"), [(None, "trl is not installed"), ("1.15.0", "found trl 1.15.0")]
+    ("name", "found", "text", "install"),
+    [
+        ("trl", None, "trl is not installed", "rolloutlab[trl]"),
+        ("trl", "1.15.0", "found trl 1.15.0", "rolloutlab[trl]"),
+        ("verl", None, "verl is not installed", "verl==0.9.1"),
+        ("verl", "0.8.0", "written for verl 0.9.1; found verl 0.8.0", "verl==0.9.1"),
+    ],
 )
-def test_a_missing_or_other_trl_is_one_line_naming_the_extra(found, text):
+def test_a_missing_or_other_framework_is_one_line_naming_how_to_install(name, found, text, install):
     with pytest.raises(FrameworkError) as err:
-        check_version("trl", found)
+        check_version(name, found)
     msg = str(err.value)
-    assert text in msg and "rolloutlab[trl]" in msg and "\n" not in msg
+    assert text in msg and install in msg and "\n" not in msg
+
+
+def test_the_verl_trainer_without_verl_is_refused_in_one_line():
+    if installed_version("verl") is not None:
+        pytest.skip("verl is installed here (bench/verl_cpu_env.sh): the refusal cannot show")
+    with pytest.raises(FrameworkError, match=r"^verl is not installed: pip install --no-deps verl"):
+        group_size_trainer()
 
 
 @settings(max_examples=50, deadline=None)
@@ -247,3 +269,27 @@ def test_task_tokenizer_encodes_as_the_task_does(digits, long):
     solution = p.solution_text(long)
     assert tok(solution)["input_ids"] == [BOS_ID, *encode(solution)]
     assert tok.decode(p.solution_ids(long), skip_special_tokens=True) == solution
+
+
+def test_the_readme_example_runs_and_prints_the_trace_it_wrote(
+    tiny_model, tmp_path, cycle_spec, capsys
+):
+    spec = importlib.util.spec_from_file_location(
+        "trl_example", ROOT / "examples" / "trl_group_size.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = tmp_path / "run"
+    argv = ["--out", str(out), "--model", tiny_model, "--controller", cycle_spec, "--steps", "3",
+            "--prompts", "2", "--max-group-size", "4"]  # fmt: skip
+    assert example.main(argv) == 0
+    printed = capsys.readouterr().out
+    rollouts = pl.read_parquet(out / "rolloutlab" / "rollouts.parquet")
+    assert rollouts.group_by("step", maintain_order=True).len()["len"].to_list() == [4, 8, 4]
+    table = example.step_table(out / "rolloutlab")
+    assert table["G"].to_list() == [2, 4, 2]  # the plug-in controller's 2/4/2
+    ratio = rollouts.filter(pl.col("step") == 1)["response_tokens"]
+    assert table["straggler_ratio"][1] == pytest.approx(ratio.max() / ratio.median(), abs=0.005)
+    assert f"trace: {out / 'rolloutlab'}" in printed and "straggler_ratio" in printed
+    with pytest.raises(SystemExit):  # an existing --out is refused, nothing overwritten
+        example.main(argv)
