@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -89,3 +90,47 @@ def smollm2_dir(_model_cache_root):
     from rolloutlab.real.policy import smollm2
 
     return smollm2.ensure_model("float32", _model_cache_root)
+
+
+_LEARNING_FITS: dict[tuple, dict] = {}
+
+
+def _curve_key(curve) -> tuple:
+    """A RunCurve's content (its arrays' bytes), so that equal runs share one entry."""
+    return (
+        curve.G.tobytes(),
+        curve.lr.tobytes(),
+        tuple(c.tobytes() for c in curve.counts),
+        curve.dynamic_sampling,
+    )
+
+
+def _memoized(fit):
+    def cached(curves, *args, **kwargs):
+        listed = [curves] if hasattr(curves, "counts") else list(curves)
+        key = (
+            fit.__name__,
+            tuple(_curve_key(c) for c in listed),
+            args,
+            tuple(sorted(kwargs.items())),
+        )
+        if key not in _LEARNING_FITS:
+            _LEARNING_FITS[key] = fit(curves, *args, **kwargs)
+        return copy.deepcopy(_LEARNING_FITS[key])
+
+    return cached
+
+
+@pytest.fixture
+def memoized_learning_fits(monkeypatch):
+    """`compare learning` fits its law once per distinct set of fit runs in this session.
+
+    The fit (maximum likelihood over every group's count, then a numerical Hessian) is
+    deterministic in its runs' counts, lr and G, and takes several CPU seconds; tests
+    that write the same synthetic runs and call `compare_learning` or the CLI several
+    times (to check the cost model, refusals, the written files) get the first call's
+    result again. Every distinct input is still fitted for real, once."""
+    from rolloutlab.analysis.learning import compare
+
+    monkeypatch.setattr(compare, "fit_learning", _memoized(compare.fit_learning))
+    monkeypatch.setattr(compare, "fit_noise_law", _memoized(compare.fit_noise_law))

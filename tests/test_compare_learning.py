@@ -14,6 +14,9 @@ from rolloutlab.sim.trace import schema as trace
 
 from rolloutlab.cli import main
 
+# the same synthetic fit runs are fitted once per session (conftest.py says why)
+pytestmark = pytest.mark.usefixtures("memoized_learning_fits")
+
 COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_target_s",
            "rel_error", "measured_rank", "predicted_rank", "seed", "group",
            "measured_steps_to_target", "predicted_steps_to_target", "predicted_sd_s",

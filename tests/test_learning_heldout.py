@@ -23,6 +23,9 @@ from scipy import special
 from rolloutlab.cli import main
 from tests.test_compare_learning import write_synthetic_run
 
+# the same synthetic fit runs are fitted once per session (conftest.py says why)
+pytestmark = pytest.mark.usefixtures("memoized_learning_fits")
+
 
 @given(
     a=st.floats(0.2, 5.0), b=st.floats(0.2, 5.0), lo=st.floats(-4.0, 4.0), d=st.floats(0.01, 3.0)
@@ -86,6 +89,7 @@ def test_a_bad_eval_row_names_file_line_and_field(tmp_path, line, field):
         eval_rows(tmp_path)
 
 
+@pytest.mark.slow  # one noise-law fit on two 40-step runs (G 4 and 16): about 20 s on 2 cores
 def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
     """Two settings fit the noise law; the measured crossing is the first evaluation at or
     above the target, and the prediction is scored at the same evaluation steps."""
