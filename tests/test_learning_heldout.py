@@ -89,7 +89,7 @@ def test_a_bad_eval_row_names_file_line_and_field(tmp_path, line, field):
         eval_rows(tmp_path)
 
 
-@pytest.mark.slow  # one noise-law fit on two 40-step runs (G 4 and 16): about 20 s on 2 cores
+@pytest.mark.slow(reason="one noise-law fit on two 40-step runs (G 4 and 16): 26 s CPU at load 24")
 def test_heldout_target_on_synthetic_runs_and_the_cli(tmp_path):
     """Two settings fit the noise law; the measured crossing is the first evaluation at or
     above the target, and the prediction is scored at the same evaluation steps."""
