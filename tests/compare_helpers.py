@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.prompt_lengths import PromptLognormalLengths
 from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.engine.static_batch import static_generate
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.models.lengths import finish_reasons
 from rolloutlab.sim.trace import schema as trace
@@ -26,9 +27,12 @@ def write_run(
     capacity: int = 16,
     slow: dict[int, float] | None = None,
     seed: int = 0,
+    batching: str = "continuous",
 ) -> Path:
     """A synchronous run in ``out``: step t has G = group_sizes[t]; times from the SimPy
-    engine under :data:`COST` (times of step t multiplied by ``slow[t]`` when given)."""
+    engine under :data:`COST` (times of step t multiplied by ``slow[t]`` when given), or,
+    for ``batching`` ``static`` / ``padded``, from :func:`sim.engine.static_batch.static_generate`
+    (config ``engine_mode: static``, ``batch_padding`` accordingly)."""
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     engine = EngineConfig(n_workers=1, max_num_seqs=capacity, prefix_caching=False)
@@ -36,7 +40,12 @@ def write_run(
     for t, G in enumerate(group_sizes):
         P = rng.integers(4, 16, size=prompts)  # (prompts,) prompt tokens
         L = LENGTHS.sample_for_prompts(rng, P, G)  # (prompts, G)
-        batch = generate(L, P, COST, engine)
+        batch = (
+            generate(L, P, COST, engine)
+            if batching == "continuous"
+            else static_generate(L, P, COST, capacity, padded=batching == "padded")
+        )
+        worker = getattr(batch, "worker", np.zeros(L.size, dtype=np.int64))
         k = (slow or {}).get(t, 1.0)
         n = prompts * G
         rows.append(
@@ -52,7 +61,7 @@ def write_run(
                     "prompt_tokens": np.repeat(P, G),
                     "response_tokens": L.ravel(),
                     "finish_reason": finish_reasons(L.ravel(), 72),
-                    "worker": batch.worker,
+                    "worker": worker,
                     "t_submit": np.full(n, t0),
                     "t_first_token": t0 + k * batch.t_first_token,
                     "t_finish": t0 + k * batch.t_finish,
@@ -90,7 +99,8 @@ def write_run(
             "controller": "sagc:tau=2.0",
             "capacity": capacity,
             "max_response_tokens": 72,
-            "engine_mode": "continuous",
+            "engine_mode": "continuous" if batching == "continuous" else "static",
+            "batch_padding": batching == "padded",
             "steps": len(group_sizes),
         },
     }

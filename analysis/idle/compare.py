@@ -170,7 +170,7 @@ def _drawn(layouts, model, fit, run: RunData, cfg: IdleCompareConfig, tau: float
             L = model.sample_for_prompts(
                 np.random.default_rng([cfg.seed, lay.step, r]), lay.prompt_tokens, G
             )
-            w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine)
+            w, t1, tf = simulate_step(L, lay.prompt_tokens, fit, run.engine, run.batching)
             cols.append(_rows(f"drawn-{r}", lay, L, w, t1, tf, run.max_response_length))
     return _drawn_metrics(_table(cols), tau)
 
@@ -206,7 +206,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
     if run.turns is not None:
         fit, model, replay, drawn = _turn_predictions(run, layouts, K, cfg, tau)
     else:
-        fit = fit_finish_times(layouts[:K], run.engine)
+        fit = fit_finish_times(layouts[:K], run.engine, batching=run.batching)
         model = fit_lengths(layouts[:K], run.max_response_length, cfg.length_model)
         replay = _table(
             [
@@ -214,7 +214,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
                     "replay",
                     lay,
                     lay.lengths,
-                    *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine),
+                    *simulate_step(lay.lengths, lay.prompt_tokens, fit, run.engine, run.batching),
                     run.max_response_length,
                 )
                 for lay in layouts

@@ -10,7 +10,8 @@ with ``F_i`` the iterations, running sequences, context tokens and prefill token
 over the iterations up to ``i``'s finish. ``F_i`` comes from the simulator itself: the
 finish times of :func:`sim.engine.core.generate` (exactly those of the plain loop
 :func:`tests.reference.engine_loop.reference_generate`; unit costs are dyadic) under the four unit cost models ``(1,0,0,0) .. (0,0,0,1)``, with the step's
-measured lengths. ``submit_delay_s`` is the time from the submit to the engine's first
+measured lengths; for a statically batched run (``batching`` ``static`` or ``padded``)
+those of :func:`sim.engine.static_batch.static_generate` instead. ``submit_delay_s`` is the time from the submit to the engine's first
 iteration (request set-up), a constant per step.
 
 Every rollout of every fit step is one equation; rows are divided by their step's
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from rolloutlab.analysis.inputs.run_input import StepLayout
 from rolloutlab.sim.engine.core import EngineConfig, generate
+from rolloutlab.sim.engine.static_batch import BATCHING, static_generate
 from rolloutlab.sim.models.cost import LinearCost
 from scipy import optimize
 
@@ -40,12 +42,39 @@ UNIT_COSTS = (  # the four unit cost models whose finish times are the features
 )
 
 
+def schedule(
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    cost: LinearCost,
+    engine: EngineConfig,
+    batching: str = "continuous",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(worker, t_first_token, t_finish)``, each ``(n_prompts * G,)`` in row-major
+    (prompt, sample) order, of one synchronous phase from its submit (s): the SimPy engine
+    for ``batching="continuous"``, else :func:`sim.engine.static_batch.static_generate` in
+    waves of ``engine.max_num_seqs`` on one worker (``"padded"``: Hugging Face
+    ``generate``). Raises ValueError on a ``batching`` not in
+    :data:`sim.engine.static_batch.BATCHING`."""
+    if batching == "continuous":
+        batch = generate(lengths, prompt_tokens, cost, engine)
+        return batch.worker, batch.t_first_token, batch.t_finish
+    if batching not in BATCHING:
+        raise ValueError(f"batching must be one of {BATCHING}, got {batching!r}")
+    out = static_generate(
+        lengths, prompt_tokens, cost, engine.max_num_seqs, padded=batching == "padded"
+    )
+    return np.zeros(out.t_finish.size, dtype=np.int64), out.t_first_token, out.t_finish
+
+
 def finish_features(
-    lengths: np.ndarray, prompt_tokens: np.ndarray, engine: EngineConfig
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    engine: EngineConfig,
+    batching: str = "continuous",
 ) -> np.ndarray:
     """``(n_prompts * G, 4)`` schedule features of each rollout's finish (module docstring),
-    rows in row-major (prompt, sample) order."""
-    cols = [generate(lengths, prompt_tokens, unit, engine).t_finish for unit in UNIT_COSTS]
+    rows in row-major (prompt, sample) order; ``batching`` as :func:`schedule`."""
+    cols = [schedule(lengths, prompt_tokens, unit, engine, batching)[2] for unit in UNIT_COSTS]
     return np.column_stack(cols)
 
 
@@ -93,6 +122,7 @@ def fit_finish_times(
     engine: EngineConfig,
     trim: float | None = 1.25,
     features: Callable[[StepLayout], np.ndarray] | None = None,
+    batching: str = "continuous",
 ) -> FinishFit:
     """Fit :class:`FinishFit` to the measured finish times of ``layouts`` (module docstring).
 
@@ -100,8 +130,8 @@ def fit_finish_times(
     median measured/predicted ratio are left out and the fit is redone (why: on a shared
     CPU another process can slow a whole step down; such a step says nothing about the
     engine). None: no second pass. ``features``: a step's ``(n, 4)`` schedule features
-    (default :func:`finish_features` of its lengths; the multi-turn schedule in
-    :mod:`analysis.idle.turns`).
+    (default :func:`finish_features` of its lengths with ``batching``; the multi-turn
+    schedule in :mod:`analysis.idle.turns`).
     Raises: ValueError on fewer than 2 steps or a step whose makespan is not positive.
     """
     if len(layouts) < 2:
@@ -114,7 +144,7 @@ def fit_finish_times(
         F = (
             features(lay)
             if features is not None
-            else finish_features(lay.lengths, lay.prompt_tokens, engine)
+            else finish_features(lay.lengths, lay.prompt_tokens, engine, batching)
         )  # (n, 4)
         blocks.append(np.column_stack([np.ones(len(F)), F]) / span)  # (n, 5)
         targets.append(lay.finish_s / span)
@@ -139,16 +169,16 @@ def fit_finish_times(
 
 
 def simulate_step(
-    lengths: np.ndarray, prompt_tokens: np.ndarray, fit: FinishFit, engine: EngineConfig
+    lengths: np.ndarray,
+    prompt_tokens: np.ndarray,
+    fit: FinishFit,
+    engine: EngineConfig,
+    batching: str = "continuous",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run one synchronous step on the SimPy engine with the fitted cost.
+    """Run one synchronous step on the simulated engine (:func:`schedule`) with the fitted cost.
 
     Returns ``(worker, t_first_token, t_finish)``, each ``(n_prompts * G,)``, times in s
     from the step's submit (``submit_delay_s`` included).
     """
-    batch = generate(lengths, prompt_tokens, fit.cost, engine)
-    return (
-        batch.worker,
-        batch.t_first_token + fit.submit_delay_s,
-        batch.t_finish + fit.submit_delay_s,
-    )
+    worker, t_first, t_finish = schedule(lengths, prompt_tokens, fit.cost, engine, batching)
+    return worker, t_first + fit.submit_delay_s, t_finish + fit.submit_delay_s

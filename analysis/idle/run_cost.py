@@ -36,8 +36,14 @@ def run_cost(run: RunData) -> tuple[dict, dict, dict]:
     ``engine``: one block of :class:`sim.engine.core.EngineConfig` fields: the run's workers
     and slots, prefix caching as the run's engine had it (vLLM: on).
     Raises: :class:`analysis.inputs.run_input.RunInputError` when the steps table lacks a
-    phase column or fewer than 2 steps exist; ValueError from the finish-time fit.
+    phase column, fewer than 2 steps exist or the run batched statically; ValueError
+    from the finish-time fit.
     """
+    if run.batching != "continuous":
+        raise RunInputError(
+            f"{run.path}: batched {run.batching!r}; a calibration's engine batches "
+            "continuously, so its cost is not fitted to a statically batched run"
+        )
     vllm = run.config.get("config", run.config).get("engine") == "vllm"
     engine = dataclasses.replace(run.engine, prefix_caching=vllm)
     layouts = step_layouts(run)

@@ -61,6 +61,11 @@ class RunData:
     turns: pl.DataFrame | None = None
     """The run's ``turns.parquet`` (:data:`sim.trace.turns.TURN_SCHEMA`) when it has one
     (a multi-turn task), else None."""
+    batching: str = "continuous"
+    """How the run's engine batched (:data:`sim.engine.static_batch.BATCHING`): config
+    ``engine_mode`` ``continuous``, or ``static`` (``static`` when finished rows leave the
+    batch, as in the torch engine; ``padded`` when the config says ``batch_padding``, or
+    for a TRL run, whose ``transformers.generate`` keeps them until the batch ends)."""
 
 
 def read_table(run_dir: Path, kind: str) -> pl.DataFrame:
@@ -121,7 +126,7 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     ``capacity`` overrides the slots per worker (else ``config.capacity`` or
     ``max_num_seqs``). Raises :class:`RunInputError` on a missing directory or table, a
     run without steps, rollouts of a step the step table lacks, a step whose groups are
-    not all of one size, static batching (not modelled), no capacity anywhere, or a
+    not all of one size, an unknown ``engine_mode`` or a static multi-turn run, no capacity anywhere, or a
     simulator's folder (:func:`real_run_config`);
     :class:`sim.trace.schema.TraceError` on a bad trace file (schema version, columns, values).
     """
@@ -145,10 +150,11 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
         raise RunInputError(
             f"{path}: rollouts of step(s) {sorted(orphan)[:5]} have no row in the step table"
         )
-    if cfg.get("engine_mode", "continuous") != "continuous":
-        raise RunInputError(
-            f"{cfg_path}: engine_mode {cfg['engine_mode']!r}; only continuous batching is modelled"
-        )
+    mode = cfg.get("engine_mode", "continuous")
+    if mode not in ("continuous", "static"):
+        raise RunInputError(f"{cfg_path}: engine_mode {mode!r}; expected 'continuous' or 'static'")
+    padded = bool(cfg.get("batch_padding", cfg.get("framework") == "trl"))
+    batching = "continuous" if mode == "continuous" else "padded" if padded else "static"
     slots = capacity or cfg.get("capacity") or cfg.get("max_num_seqs")
     if not slots:
         raise RunInputError(f"{cfg_path}: no 'capacity' or 'max_num_seqs'; pass --capacity")
@@ -157,7 +163,12 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     )
     cap = int(cfg.get("max_response_tokens") or rollouts["response_tokens"].max())
     turns = pl.read_parquet(path / "turns.parquet") if (path / "turns.parquet").exists() else None
-    return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap, turns)
+    if turns is not None and batching != "continuous":
+        raise RunInputError(
+            f"{cfg_path}: a multi-turn run with engine_mode 'static'; multi-turn steps are "
+            "modelled with continuous batching only"
+        )
+    return RunData(path, rollouts, steps, raw, engine, _tau(cfg), cap, turns, batching)
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,7 @@ class GroupSizeGRPOTrainer(GRPOTrainer):
             "max_group_size": self.max_group_size,
             "capacity": self.budget,
             "engine_mode": "static",  # transformers.generate: one padded batch per step
+            "batch_padding": True,  # finished rows decode pad tokens until the batch ends
             "max_response_tokens": self.max_completion_length,
             "temperature": self.temperature,
             "seed": a.seed,
