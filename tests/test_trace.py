@@ -73,7 +73,7 @@ def test_other_schema_version_is_refused(tmp_path, tables):
 def test_jsonl_bad_line_is_named(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text('{"a": 1}\n{not json\n')
-    with pytest.raises(trace.TraceError, match="r.jsonl: row 1: not valid JSON"):
+    with pytest.raises(trace.TraceError, match="r.jsonl: line 2: not valid JSON"):
         trace.read(path, "rollouts")
 
 

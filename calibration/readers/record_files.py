@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.sim.trace import strict_json
 
 
 class GroupedDataError(ValueError):
@@ -31,9 +32,7 @@ def records(path: Path) -> list[tuple[int, dict]]:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise GroupedDataError(
-                        f"{path}: line {no}: not valid JSON ({exc.msg})"
-                    ) from None
+                    raise GroupedDataError(strict_json.jsonl_error(path, no, exc)) from None
                 if not isinstance(rec, dict):
                     raise GroupedDataError(f"{path}: line {no}: expected a JSON object")
                 out.append((no, rec))

@@ -221,8 +221,8 @@ def _from_file(path: Path, coupling: float) -> PassRateModel:
                 if line.strip():
                     try:
                         numbered.append((no, json.loads(line)))
-                    except json.JSONDecodeError:
-                        raise ValueError(f"{name}: line {no}: not valid JSON") from None
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(strict_json.jsonl_error(path, no, exc)) from None
     else:
         raise ValueError(f"{name}: unknown pass-rate file type; expected .json, .csv or .jsonl")
     rates: list[float] = []

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
+from rolloutlab.sim.trace import strict_json
 
 SCHEMA_VERSION = 3
 """Bumped whenever a column is added, removed or changes meaning. Version 2 added the
@@ -356,7 +357,7 @@ def _read_jsonl(path: Path, kind: str) -> pl.DataFrame:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise TraceError(f"{path}: row {lineno}: not valid JSON ({exc.msg})") from None
+                raise TraceError(strict_json.jsonl_error(path, lineno + 1, exc)) from None
     if not rows:
         return empty(kind)
     versions = {r.pop("schema_version", SCHEMA_VERSION) for r in rows}

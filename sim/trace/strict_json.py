@@ -51,6 +51,32 @@ def dumps(obj: Any, *, indent: int | None = None, default: Any = None, **kw: Any
     return json.dumps(to_strict(obj, default), indent=indent, allow_nan=False, **kw)
 
 
+JSONL_SIZE_TO_PARSE_WHOLE = 64 << 20
+"""Bytes up to which a JSONL file whose line failed is parsed whole, to tell a
+pretty-printed JSON document from a damaged line (an error path only)."""
+
+
+def jsonl_error(path: str | os.PathLike, line_no: int, exc: json.JSONDecodeError) -> str:
+    """The one-line message for line ``line_no`` (1-based) of the JSONL file ``path``
+    that ``json.loads`` refused with ``exc``: names the file and line, says that JSONL is
+    one JSON object per line and, when the whole file parses as one JSON document (an
+    indented object or array), says that too, with the ``jq`` line that converts it."""
+    head = f"{path}: line {line_no}: not valid JSON ({exc.msg})"
+    try:
+        too_big = os.path.getsize(path) > JSONL_SIZE_TO_PARSE_WHOLE
+        whole = None if too_big else json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        whole = None
+    if isinstance(whole, list | dict):
+        what = "an array" if isinstance(whole, list) else "an object"
+        fix = "jq -c '.[]'" if isinstance(whole, list) else "jq -c ."
+        return (
+            f"{head}: the file is one JSON document ({what} over several lines), but JSONL is "
+            f"expected: one JSON object per line (convert with `{fix} {path}`)"
+        )
+    return f"{head}: JSONL is expected, one JSON object per line"
+
+
 def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (use null for a missing value)")
 
