@@ -41,7 +41,7 @@ lock:
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rolloutlab sim --controllers static:4,static:8,static:16,sagc,lagc --out runs/demo
+	$(BIN)/rolloutlab sim --controller static:4,static:8,static:16,sagc,lagc --out runs/demo
 
 # The report pages are checked in headless Chromium (tests/test_report_pages.py): Debian's
 # `chromium` is installed here when missing and this is root on apt (about a minute); elsewhere

@@ -13,7 +13,7 @@ reference log-prob passes before the update. (AReaL v0.2, before its asynchronou
 
 Each point is one SimPy run of the placement that ``rolloutlab sim --model
 r1-distill-qwen-1.5b --gpu h800 --gpus N --split N/2:N/2 --pipeline sync --prompts 512
---controllers static:16`` sets up (KV cache on), with what the CLI does not set: 4
+--controller static:16`` sets up (KV cache on), with what the CLI does not set: 4
 optimizer updates per step in the learner's collectives and :func:`areal_lengths`. The
 simulated step time is the mean over the steps after the first. Calibration: one factor on every time term, fitted on one
 point; since every duration of the run scales by it, the prediction of point i is

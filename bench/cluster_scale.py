@@ -36,7 +36,7 @@ def run(replicas: int, prompts: int, steps: int, out: Path) -> float:
     argv = [
         "sim", "--model", "qwen2.5-7b", "--gpu", "h100", "--tp", str(TP),
         "--workers", str(replicas), "--no-kv-cache", "--engine", "fast",
-        "--prompts", str(prompts), "--controllers", f"static:{G}",
+        "--prompts", str(prompts), "--controller", f"static:{G}",
         "--steps", str(steps), "--out", str(out), "--no-figure",
     ]  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)

@@ -96,7 +96,7 @@ def trl_loop(out: Path, model_dir: Path, args, cfg: SyncConfig) -> Path:
         bf16=False,
         num_generations=args.max_group_size,
         per_device_train_batch_size=args.prompts * args.max_group_size,
-        max_completion_length=cfg.max_response_tokens,
+        max_completion_length=cfg.max_response_length,
         max_steps=args.steps,
         learning_rate=cfg.learner.lr,
         lr_scheduler_type="constant",

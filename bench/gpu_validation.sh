@@ -55,7 +55,7 @@ stage grid_qwen RL calibrate vllm-grid --model calibration/data/qwen2.5-3b --out
   $QWEN_EAGER --gpu-memory-utilization 0.6 --name qwen2.5-3b-vllm
 
 # 2. Short synchronous GRPO on vLLM: static G and SAGC (same seed, prompts, capacity).
-COMMON=(--engine vllm --steps "$STEPS" --prompts 8 --capacity 64 --warm-start-steps 100
+COMMON=(--engine vllm --steps "$STEPS" --prompts 8 --max-num-seqs 64 --warm-start-steps 100
         --eval-every 1000 --checkpoint-every 1000 --seed 0 --quiet)
 stage run_static RL real sync --controller static:8 "${COMMON[@]}" --out "$OUT/run_static"
 stage run_sagc RL real sync --controller sagc "${COMMON[@]}" --out "$OUT/run_sagc"

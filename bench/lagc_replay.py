@@ -15,7 +15,7 @@ group's rewards (``s_i`` of :mod:`sim.models.learning`, LAGC ``signal=variance``
 ``inf/h`` = sum over groups of ``1[not homogeneous] (1 - 1/G)`` (``signal=informative``).
 
 Usage: python bench/lagc_replay.py [--steps 300] [--prompts 16] [--beta 0.6,1.4]
-       [--dataset-size N] [--controllers static:4,static:8,static:16,sagc,lagc]
+       [--dataset-size N] [--controller static:4,static:8,static:16,sagc,lagc]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--beta", default="0.6,1.4", help="A,B of the pass-rate Beta")
     ap.add_argument("--dataset-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--controllers", default="static:4,static:8,static:16,sagc,lagc")
+    ap.add_argument("--controller", default="static:4,static:8,static:16,sagc,lagc")
     args = ap.parse_args()
     a, b = (float(x) for x in args.beta.split(","))
     scenario = load_scenario(args.scenario)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -30,9 +31,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--controller", default="static:16")
-    ap.add_argument("--pipelines", default="one-step-off,bounded:2,interval:2")
+    ap.add_argument(
+        "--pipeline",
+        default="one-step-off,bounded:2,interval:2",
+        help="Comma list of asynchronous pipelines, each run beside sync (rolloutlab's spelling).",
+    )
+    # the old spelling fills the same field, with one note (as the CLI's renamed options do)
+    ap.add_argument("--pipelines", dest="pipeline", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    if any(a.split("=")[0] == "--pipelines" for a in sys.argv[1:]):
+        print("note: --pipelines is deprecated, use --pipeline", file=sys.stderr)
     sync = SyncConfig(
         controller=args.controller,
         steps=args.steps,
@@ -44,7 +53,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     prepare_warm_start(args.out, AsyncConfig(sync=sync))
     rows = []
-    for spec in ["sync", *args.pipelines.split(",")]:
+    for spec in ["sync", *args.pipeline.split(",")]:
         d = args.out / spec.replace(":", "_")
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir()

@@ -88,7 +88,7 @@ def engine_speed(engine_name: str, dtype: str, policy, cfg, B, G, params) -> dic
     start_s = time.perf_counter() - t0
     try:
         engine.generate(
-            requests(cfg, 2, 1, offset=B), dataclasses.replace(params, max_response_tokens=8)
+            requests(cfg, 2, 1, offset=B), dataclasses.replace(params, max_response_length=8)
         )
         out = timed_generate(engine, requests(cfg, B, G), params)
     finally:
@@ -119,7 +119,7 @@ def grpo_step(args, cfg: SyncConfig, params: SamplingParams) -> list[dict]:
     rows = []
     try:
         engine.generate(
-            requests(cfg, 2, 1, offset=B), dataclasses.replace(params, max_response_tokens=8)
+            requests(cfg, 2, 1, offset=B), dataclasses.replace(params, max_response_length=8)
         )
         reqs = requests(cfg, B, G)
         gen = timed_generate(engine, reqs, params)
@@ -193,7 +193,7 @@ def main() -> None:
     t0 = time.perf_counter()
     folder = smollm2.ensure_model()
     prep_s = time.perf_counter() - t0  # conversion if the cache was empty, else the hash check
-    params = SamplingParams(temperature=1.0, max_response_tokens=args.max_tokens)
+    params = SamplingParams(temperature=1.0, max_response_length=args.max_tokens)
     speeds = []
     for engine_name in filter(None, args.engines.split(",")):
         for dtype in filter(None, args.dtypes.split(",")):

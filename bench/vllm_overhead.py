@@ -2,7 +2,7 @@
 
 A "step" is what a synchronous GRPO step asks of its engine: generate ``B x G`` rollouts
 of the digit-chain task (B = 8 prompts from the task's sampler, G = 8 requests each with
-their own seed, ``max_response_tokens`` 72, temperature 1) and then take the learner's
+their own seed, ``max_response_length`` 72, temperature 1) and then take the learner's
 weights (``update_weights``; the vLLM engine also resets its prefix cache). Both engines
 start from the same randomly initialised tiny policy, so almost every rollout runs to the
 cap on either engine and the work per step is the same; the generated tokens are counted
@@ -52,7 +52,7 @@ def step_requests(step: int, cfg: SyncConfig) -> list[RolloutRequest]:
 def one_step(engine, step: int, cfg: SyncConfig, weights) -> tuple[float, float, int]:
     """Generate step ``step``'s requests on ``engine`` and sync ``weights`` into it:
     ``(wall s, process CPU s, generated tokens)``."""
-    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
+    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_length)
     reqs = step_requests(step, cfg)
     w, c = time.perf_counter(), time.process_time()
     res = engine.generate(reqs, params)
@@ -88,7 +88,7 @@ def main() -> None:
                 runs[name].append(r)
     engines["vllm"].close()
     print(
-        f"task=digit-chain B={B} G={G} max_response_tokens={cfg.max_response_tokens} steps={args.steps}"
+        f"task=digit-chain B={B} G={G} max_response_length={cfg.max_response_length} steps={args.steps}"
     )
     med = {}
     for name, rs in runs.items():

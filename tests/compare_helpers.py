@@ -98,7 +98,7 @@ def write_run(
         "config": {
             "controller": "sagc:tau=2.0",
             "capacity": capacity,
-            "max_response_tokens": 72,
+            "max_response_length": 72,
             "engine_mode": "continuous" if batching == "continuous" else "static",
             "batch_padding": batching == "padded",
             "steps": len(group_sizes),

@@ -18,7 +18,7 @@ def tiny_config(**kw) -> SyncConfig:
         eval_every=2,
         eval_size=4,
         checkpoint_every=2,
-        max_response_tokens=24,
+        max_response_length=24,
         task=TaskConfig(n_median=3.0, n_max=5),
         warm_start=WarmStartConfig(steps=2, batch_size=8),
     )

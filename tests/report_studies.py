@@ -27,20 +27,20 @@ def _cli(*args: str) -> None:
 
 
 def sim(d: Path) -> Path:
-    _cli("sim", "--controllers", "static:4,static:8,sagc", "--steps", "30", "--prompts", "8",
+    _cli("sim", "--controller", "static:4,static:8,sagc", "--steps", "30", "--prompts", "8",
          "--out", str(d))  # fmt: skip
     return d
 
 
 def sweep(d: Path) -> Path:
     _cli("sweep", "--calibration", GSM8K, "--steps", "3", "--prompts", "2,4", "--workers", "1,2",
-         "--seeds", "2", "--controllers", "static:2,sagc", "--out", str(d))  # fmt: skip
+         "--seeds", "2", "--controller", "static:2,sagc", "--out", str(d))  # fmt: skip
     return d
 
 
 def advise(d: Path) -> Path:
-    _cli(*("advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-           "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3").split(),
+    _cli(*("advise --controller static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
+           "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --parallel-trials 3").split(),
          "--out", str(d))  # fmt: skip
     return d
 
@@ -91,11 +91,11 @@ def validate_verl_tb(d: Path) -> Path:
 
 
 def advise_split(d: Path, *extra: str) -> Path:
-    """``advise --splits`` with one controller (the README's form) and a frozen pass rate:
+    """``advise --split`` with one controller (the README's form) and a frozen pass rate:
     the split is searched, the controller is not, and the objective is time per step."""
-    _cli(*("advise --model qwen2.5-7b --gpu h100 --tp 2 --gpus 64 --splits 56:8,48:16 "
-           "--prompts 64 --lr 1e-6 --controllers static:8 --max-num-seqs 256 --steps 4 "
-           "--trials 2 --batch 2 --max-straggler-rate 1 --pass-rate fixed:0.5").split(),
+    _cli(*("advise --model qwen2.5-7b --gpu h100 --tp 2 --gpus 64 --split 56:8,48:16 "
+           "--prompts 64 --lr 1e-6 --controller static:8 --max-num-seqs 256 --steps 4 "
+           "--trials 2 --parallel-trials 2 --max-straggler-rate 1 --pass-rate fixed:0.5").split(),
          *extra, "--out", str(d))  # fmt: skip
     return d
 

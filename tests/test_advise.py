@@ -139,8 +139,8 @@ def test_search_space_refuses_a_k_that_does_not_divide_every_prompt_batch():
 
 
 TINY = (
-    "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-    "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
+    "advise --controller static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
+    "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --parallel-trials 3"
 ).split()
 
 
@@ -161,9 +161,9 @@ def test_advise_searches_updates_per_batch(tmp_path):
     # The space is K x lr = 4 settings; 12 trials price each. K = 2 keeps the wall clock
     # (the same tokens through the learner) and lowers the margin (span S_max + 2, 2 T updates).
     out = tmp_path / "adv"
-    args = ["advise", "--controllers", "static:4", "--prompts", "4", "--workers", "1",
+    args = ["advise", "--controller", "static:4", "--prompts", "4", "--workers", "1",
             "--max-num-seqs", "64", "--pipeline", "bounded:2", "--lr", "1e-6,4e-6",
-            "--updates-per-batch", "1,2", "--steps", "10", "--trials", "12", "--batch", "4",
+            "--updates-per-batch", "1,2", "--steps", "10", "--trials", "12", "--parallel-trials", "4",
             "--seed", "1", "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
@@ -183,7 +183,7 @@ def test_advise_searches_updates_per_batch(tmp_path):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--accelerators", "1", "--workers", "2,4"], "--accelerators 1: no --workers choice fits"),
+        (["--rollout-gpus", "1", "--workers", "2,4"], "--rollout-gpus 1: no --workers choice fits"),
         (["--pipeline", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
         (["--lr", "0.1,2"], "--lr"),
         (["--updates-per-batch", "0"], "'--updates-per-batch': item '0'"),

@@ -31,7 +31,7 @@ def test_calibrate_verl_tb_writes_a_loadable_scenario(tmp_path):
         1,
         "--tau",
         2.8,
-        "--replicates",
+        "--draws",
         1,
     )
     assert r.exit_code == 0, r.output
@@ -43,9 +43,7 @@ def test_calibrate_verl_tb_writes_a_loadable_scenario(tmp_path):
 
 
 def test_validate_verl_tb_writes_one_row_per_run(tmp_path):
-    r = _run(
-        "compare", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--replicates", 1, "--out", tmp_path
-    )
+    r = _run("compare", "verl-tb", SAMPLE_RUN, "--fit-steps", 100, "--draws", 1, "--out", tmp_path)
     assert r.exit_code == 0, r.output
     t = pl.read_csv(tmp_path / "validation.csv")
     assert t.columns == [
@@ -81,7 +79,7 @@ def test_nan_value_fails_validate_naming_tag_and_step(tmp_path):
 
 def test_wrong_calibration_version_names_file_and_field(tmp_path):
     out = tmp_path / "cal.json"
-    assert _run("calibrate", "verl-tb", SAMPLE_RUN, "--out", out, "--replicates", 1).exit_code == 0
+    assert _run("calibrate", "verl-tb", SAMPLE_RUN, "--out", out, "--draws", 1).exit_code == 0
     d = json.loads(out.read_text())
     d["version"] = 99
     out.write_text(json.dumps(d))

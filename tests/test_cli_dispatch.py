@@ -34,7 +34,7 @@ def test_new_modes_run_and_fill_the_version_columns(tmp_path, calibration_file):
         out,
         "--steps",
         "3",
-        "--controllers",
+        "--controller",
         "static:4",
         "--dispatch",
         "deferred:2",

@@ -27,7 +27,7 @@ def test_every_option_runs(tmp_path, calibration_file):
     res, out = _sim(
         tmp_path,
         calibration_file,
-        "--controllers",
+        "--controller",
         "static:2,static:8",
         "--pass-rate",
         "beta:0.6,1.4",
@@ -103,7 +103,7 @@ def test_sweep_with_rewards(tmp_path, calibration_file):
     res, out = _sim(
         tmp_path,
         calibration_file,
-        "--controllers",
+        "--controller",
         "static:4",
         "--pass-rate",
         "fixed:0.3",
@@ -169,7 +169,7 @@ def test_async_pipeline_with_dynamic_sampling(tmp_path, calibration_file):
     res, out = _sim(
         tmp_path,
         calibration_file,
-        "--controllers",
+        "--controller",
         "static:4",
         "--pipeline",
         "sync,one-step-off,bounded:2",
@@ -227,7 +227,7 @@ def test_coupling_follows_the_pass_rate_model(tmp_path):
 def test_an_empty_time_to_target_says_why_once(tmp_path, calibration_file):
     """No target reward anywhere (option or calibration): the column is empty and one
     line says why; a target never reached: one line says that instead."""
-    res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.5", "--controllers",
+    res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.5", "--controller",
                     "static:2,static:4")  # fmt: skip
     assert res.exit_code == 0, res.output
     assert pl.read_csv(out / "summary.csv")["time_to_target_s"].is_null().all()
@@ -248,7 +248,7 @@ def test_dynamic_sampling_alone_stops_a_hopeless_step_after_ten_rounds(tmp_path,
     2 % of groups informative (p = 0.995, G = 4; 40 groups a step, 0.8 kept on average, 4
     needed): the steps abort there, and one line says how many."""
     res, out = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:0.995",
-                    "--dynamic-sampling", "--controllers", "static:4", "--steps", "3")  # fmt: skip
+                    "--dynamic-sampling", "--controller", "static:4", "--steps", "3")  # fmt: skip
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["dynamic_sampling"]["max_gen_batches"] == 10
@@ -263,7 +263,7 @@ def test_dynamic_sampling_alone_stops_a_hopeless_step_after_ten_rounds(tmp_path,
 
 def test_dynamic_sampling_that_never_keeps_a_group_says_so(tmp_path, calibration_file):
     res, _ = _sim(tmp_path, calibration_file, "--pass-rate", "fixed:1", "--dynamic-sampling",
-                  "--controllers", "static:4", "--steps", "2")  # fmt: skip
+                  "--controller", "static:4", "--steps", "2")  # fmt: skip
     errors = [x for x in res.output.splitlines() if x.startswith("Error:")]
     assert res.exit_code != 0 and len(errors) == 1 and "Traceback" not in res.output
     assert (

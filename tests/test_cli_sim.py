@@ -74,7 +74,7 @@ def test_sim_two_sagc_options_in_the_controller_list(tmp_path, calibration_file)
         "sim",
         calibration_file,
         tmp_path / "o",
-        *("--steps", "2", "--controllers", "static:4,sagc:tau=15,delta=0.2"),
+        *("--steps", "2", "--controller", "static:4,sagc:tau=15,delta=0.2"),
     )
     assert res.exit_code == 0, res.output
     assert pl.read_csv(tmp_path / "o" / "summary.csv")["controller"].to_list() == [
@@ -86,12 +86,12 @@ def test_sim_two_sagc_options_in_the_controller_list(tmp_path, calibration_file)
 def test_sim_lagc_and_sagc_floor_budget_specs(tmp_path, calibration_file):
     specs = ["lagc", "lagc:signal=variance,G_min=8", "sagc:G_min=8,step_time_budget_s=300"]
     args = ["sim", "--calibration", str(calibration_file), "--steps", "2", "--out"]
-    res = CliRunner().invoke(main, [*args, str(tmp_path / "o"), "--controllers", ",".join(specs)])
+    res = CliRunner().invoke(main, [*args, str(tmp_path / "o"), "--controller", ",".join(specs)])
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(tmp_path / "o" / "summary.csv")
     assert summary["controller"].to_list() == specs
     assert summary.filter(pl.col("controller") != "lagc")["mean_G"].min() >= 8
-    res = CliRunner().invoke(main, [*args, str(tmp_path / "bad"), "--controllers", "lagc:bogus=1"])
+    res = CliRunner().invoke(main, [*args, str(tmp_path / "bad"), "--controller", "lagc:bogus=1"])
     assert (
         res.exit_code != 0 and "lagc:bogus=1" in res.output and "unknown LAGC option" in res.output
     )
@@ -101,7 +101,7 @@ def test_sim_lagc_and_sagc_floor_budget_specs(tmp_path, calibration_file):
 def test_sim_bad_controller_spec(tmp_path, calibration_file):
     out = tmp_path / "o"
     res = invoke_on(
-        "sim", calibration_file, out, "--steps", "2", "--controllers", "static:4,dynamic"
+        "sim", calibration_file, out, "--steps", "2", "--controller", "static:4,dynamic"
     )
     assert_refused(res, "dynamic", out)
 
@@ -111,7 +111,7 @@ def test_sim_bad_controller_spec(tmp_path, calibration_file):
 )
 def test_sim_each_pipeline(tmp_path, calibration_file, pipeline):
     out = tmp_path / "out"
-    args = ("--steps", "3", "--prompts", "2", "--controllers", "static:4", "--pipeline", pipeline)
+    args = ("--steps", "3", "--prompts", "2", "--controller", "static:4", "--pipeline", pipeline)
     res = invoke_on("sim", calibration_file, out, *args)
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")
@@ -134,7 +134,7 @@ def test_sim_colocated_and_bad_pipeline(tmp_path, calibration_file):
         str(calibration_file),
         "--steps",
         "2",
-        "--controllers",
+        "--controller",
         "static:2",
     ]
     res = CliRunner().invoke(
@@ -166,7 +166,7 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
         calibration_file,
         out,
         *fast.split(),
-        *("--dataset-size", "8", "--controllers", "static:4,sagc"),
+        *("--dataset-size", "8", "--controller", "static:4,sagc"),
     )
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "config.json").read_text())
@@ -174,7 +174,7 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
     assert cfg["lengths"]["kind"] == "GroupLengths" and cfg["lengths"]["quantiles"]["n"] == 1000
     assert cfg["cost"]["a_s"] == pytest.approx(0.0038, rel=0.05)  # roofline, not the file's
     out2 = tmp_path / "kv"
-    kv = "--steps 2 --model llama-3.2-3b --gpu a100 --controllers static:4"
+    kv = "--steps 2 --model llama-3.2-3b --gpu a100 --controller static:4"
     res = invoke_on("sim", calibration_file, out2, *kv.split())
     assert res.exit_code == 0, res.output
     assert json.loads((out2 / "config.json").read_text())["engine"]["kv_blocks"] > 1000
@@ -194,7 +194,7 @@ def test_sim_fast_engine_and_roofline_options(tmp_path, calibration_file):
         ),
         (["--tp", "2"], "--tp needs --model"),
         (["--kv-cache"], "--kv-cache needs --model"),
-        (["--controllers", ""], "controllers: none given"),
+        (["--controller", ""], "controllers: none given"),
         (["--pipeline", "bounded:x"], "S must be an integer"),
         (["--pipeline", "oversample:y"], "R must be a number"),
     ],

@@ -21,7 +21,7 @@ MODES = (
 
 
 def run_sim(out, *args):
-    base = ["sim", "--steps", "2", "--controllers", "static:4", "--out", str(out)]
+    base = ["sim", "--steps", "2", "--controller", "static:4", "--out", str(out)]
     return CliRunner().invoke(main, base + list(args))
 
 

@@ -180,7 +180,7 @@ def test_compare_horizon_holds_out_one_S_and_puts_the_rules_beside_the_law(tmp_p
     out = tmp_path / "o"
     res = CliRunner().invoke(
         main,
-        ["compare", "horizon", "--real", str(grid), "--split", "S", "--law", "two-part",
+        ["compare", "horizon", "--real", str(grid), "--held-out-by", "S", "--law", "two-part",
          "--bootstrap", "0", "--out", str(out)],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -203,7 +203,7 @@ def test_held_out_needs_the_lr_or_S_split(tmp_path):
         main,
         ["compare", "horizon", "--real", str(grid), "--held-out", "4", "--out", str(tmp_path / "o")],
     )  # fmt: skip
-    assert res.exit_code == 2 and "--split lr or S" in res.output
+    assert res.exit_code == 2 and "--held-out-by lr or S" in res.output
     assert not (tmp_path / "o").exists()
 
 

@@ -189,9 +189,9 @@ def test_builtin_options_refuse_nan_inf_and_out_of_range(spec, message):
 @pytest.mark.parametrize(
     "args",
     [
-        ["sim", "--controllers", "sagc:tau=nan", "--steps", "2"],
-        ["sim", "--controllers", "static:8,missing.py:X", "--steps", "2"],
-        ["sweep", "--controllers", f"{EXAMPLE}:bogus=1", "--steps", "2"],
+        ["sim", "--controller", "sagc:tau=nan", "--steps", "2"],
+        ["sim", "--controller", "static:8,missing.py:X", "--steps", "2"],
+        ["sweep", "--controller", f"{EXAMPLE}:bogus=1", "--steps", "2"],
         ["real", "sync", "--controller", "sagc:delta=inf", "--steps", "1"],
         ["real", "async", "--controller", f"{EXAMPLE}:hits=nan", "--steps", "1"],
         ["check-controller", "sagc:tau=nan"],
@@ -213,7 +213,7 @@ def test_a_controller_that_proposes_zero_mid_run_is_a_one_line_error(tmp_path):
     has seen a long straggler), then proposes G = 0: one line, exit 2."""
     out = tmp_path / "out"
     res = CliRunner().invoke(
-        main, ["sim", "--controllers", BROKEN, "--steps", "40", "--out", str(out)]
+        main, ["sim", "--controller", BROKEN, "--steps", "40", "--out", str(out)]
     )
     assert res.exit_code == 2, res.output
     assert "propose() returned 0; G must be a positive int" in res.output
@@ -231,7 +231,7 @@ class FloatG:
 """
 
 
-@pytest.mark.parametrize("command", [["sim", "--controllers"], ["real", "sync", "--controller"]])
+@pytest.mark.parametrize("command", [["sim", "--controller"], ["real", "sync", "--controller"]])
 def test_a_controller_that_proposes_a_non_int_is_refused_before_anything_is_written(
     tmp_path, command
 ):
@@ -253,7 +253,7 @@ def test_sim_and_sweep_run_a_file_controller_beside_the_builtins(
     spec = f"{EXAMPLE}:candidates=2/4/8,hits=1"
     extra = ["--seeds", "1"] if command == "sweep" else []  # one seed: 0
     res = invoke_on(
-        command, calibration_file, out, "--controllers", f"static:4,{spec}", "--steps", "3", *extra
+        command, calibration_file, out, "--controller", f"static:4,{spec}", "--steps", "3", *extra
     )
     assert res.exit_code == 0, res.output
     import polars as pl

@@ -58,9 +58,11 @@ def test_forecast_with_all_steps_fitted_is_refused(tmp_path):
 
 
 def test_horizon_needs_forecast_and_limits_the_steps(tmp_path):
-    res = _run(FIXTURE, *"--fit-steps 2 --tau 2 --horizon 1 --out".split(), str(tmp_path / "x"))
+    res = _run(
+        FIXTURE, *"--fit-steps 2 --tau 2 --forecast-steps 1 --out".split(), str(tmp_path / "x")
+    )
     assert res.exit_code == 2
-    assert "--horizon: needs --forecast" in res.output
+    assert "--forecast-steps: needs --forecast" in res.output
     logs = tmp_path / "logs"  # the fixture's three steps and a fourth, a copy of the third
     logs.mkdir()
     for step in (1, 2, 3):
@@ -68,7 +70,7 @@ def test_horizon_needs_forecast_and_limits_the_steps(tmp_path):
         (logs / f"packed_lengths_step_{step}.jsonl").write_text(text)
     (logs / "packed_lengths_step_4.jsonl").write_text(text.replace('"step": 3', '"step": 4'))
     fast = "--fit-steps 2 --tau 2 --forecast --draws 5 --reps 5".split()
-    for horizon, steps in ((["--horizon", "1"], [3]), ([], [3, 4])):
+    for horizon, steps in ((["--forecast-steps", "1"], [3]), ([], [3, 4])):
         out = tmp_path / f"h{len(horizon)}"
         res = _run(str(logs), *fast, *horizon, "--out", str(out))
         assert res.exit_code == 0, res.output

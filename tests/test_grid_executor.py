@@ -21,7 +21,7 @@ from tests.cli_helpers import assert_refused, invoke_on
 
 ray = pytest.importorskip("ray")
 ROOT = Path(__file__).resolve().parents[1]
-SWEEP = "--steps 3 --prompts 2,4 --workers 1,2 --seeds 0,1 --controllers static:2,sagc".split()
+SWEEP = "--steps 3 --prompts 2,4 --workers 1,2 --seeds 0,1 --controller static:2,sagc".split()
 STABILITY = "stability --S 0,2,8 --lr 0.01,0.05,0.2 --steps 200 --seeds 2".split()
 
 
@@ -150,8 +150,8 @@ def test_ray_options_need_the_ray_executor(tmp_path, calibration_file):
 
 def test_advise_on_ray_tries_the_same_trials_as_locally(tmp_path):
     tiny = (
-        "advise --controllers static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
-        "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --batch 3"
+        "advise --controller static:2,static:4 --prompts 4 --workers 1,2 --max-num-seqs 64 "
+        "--pipeline sync,bounded:2 --lr 1e-6,4e-6 --steps 15 --trials 6 --parallel-trials 3"
     ).split()
     runner = CliRunner()
     for name, extra in (("local", []), ("ray", ["--executor", "ray", "--max-parallel", "2"])):

@@ -27,7 +27,7 @@ def test_no_learning_gives_the_initial_reward_and_more_budget_helps():
 
 
 def test_cli_writes_tables_and_refuses_a_budget_below_one_step(tmp_path):
-    args = ["compare", "learning-budget", "--budgets", "256,512", "--group-sizes", "2,16",
+    args = ["compare", "learning-budget", "--budgets", "256,512", "--group-size", "2,16",
             "--prompts", "8", "--draws", "8", "--b-noise", "64", "--out", str(tmp_path / "o")]  # fmt: skip
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output

@@ -280,7 +280,7 @@ def test_cli_sim_writes_turns_and_calibrate_turns_reads_them(tmp_path):
     run = tmp_path / "o"
     args = ["sim", "--scenario", "agentic_tools", "--steps", "2", "--prompts", "8"]
     res = CliRunner().invoke(
-        main, [*args, "--controllers", "static:4", "--no-figure", "--out", str(run)]
+        main, [*args, "--controller", "static:4", "--no-figure", "--out", str(run)]
     )
     assert res.exit_code == 0, res.output
     assert "turns_mean" in pl.read_csv(run / "summary.csv").columns

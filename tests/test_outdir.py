@@ -67,7 +67,7 @@ def test_sim_and_stability_refuse_each_others_dirs(tmp_path, calibration_file):
         ["calibrate", "pass-rate", "tests/data/qwen25_math_cot_100/scores.jsonl",
          "--lengths-field", "response_chars", "--out", "{f}/x.json"],
         ["compare", "learning-budget", "--draws", "1", "--budgets", "64",
-         "--group-sizes", "2", "--out", "{f}/lb"],
+         "--group-size", "2", "--out", "{f}/lb"],
         ["compare", "horizon", "--real", "results/real_stability_full", "--bootstrap", "0",
          "--out", "{f}/hz"],
     ],
@@ -82,7 +82,7 @@ def test_an_out_that_cannot_be_created_is_one_line_exit_2(tmp_path, args):
 
 
 def test_learning_budget_claims_its_folder_and_refuses_a_foreign_one(tmp_path):
-    args = ["compare", "learning-budget", "--draws", "1", "--budgets", "64", "--group-sizes", "2"]
+    args = ["compare", "learning-budget", "--draws", "1", "--budgets", "64", "--group-size", "2"]
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "lb")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "lb" / "config.json").read_text())["kind"] == (

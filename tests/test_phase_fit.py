@@ -180,7 +180,7 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     )
     assert res.exit_code == 2 and "fitted every step" in res.output
     assert not out.exists()
-    sim = ["sim", "--calibration", str(cal), "--controllers", "static:5", "--prompts", "64"]
+    sim = ["sim", "--calibration", str(cal), "--controller", "static:5", "--prompts", "64"]
     res = CliRunner().invoke(
         main, [*sim, "--steps", "5", "--engine", "fast", "--no-figure", "--out", str(out)]
     )

@@ -97,7 +97,7 @@ def test_bad_learner_phases_are_refused_naming_them(text, words):
 
 def test_sim_charges_only_the_learner_phases_chosen(tmp_path):
     # verl fully-async with rollout log-probs: update_actor only, less than the three phases
-    base = "sim --steps 2 --prompts 8 --controllers static:4 --model qwen2.5-7b --gpu h100"
+    base = "sim --steps 2 --prompts 8 --controller static:4 --model qwen2.5-7b --gpu h100"
     base += " --tp 2 --engine fast --no-kv-cache --gpus 16 --split 8:8 --no-figure --out"
     train = {}
     for name, extra in (("all", []), ("actor", ["--learner-phases", "update_actor"])):
@@ -190,9 +190,9 @@ def test_advise_refuses_a_bad_split_with_one_line(tmp_path):
         str(tmp_path / "o"),
     ]
     for extra, words in (
-        (["--gpus", "64", "--splits", "48:15"], "adds up to 63 GPUs"),
-        (["--splits", "48:16"], "--gpus and --splits go together"),
-        (["--gpus", "64", "--tp", "1", "--splits", "63:1"], "GB short"),
+        (["--gpus", "64", "--split", "48:15"], "adds up to 63 GPUs"),
+        (["--split", "48:16"], "--gpus and --split go together"),
+        (["--gpus", "64", "--tp", "1", "--split", "63:1"], "GB short"),
     ):
         res = CliRunner().invoke(main, base + extra)
         assert res.exit_code == 2, res.output

@@ -34,7 +34,7 @@ def requests(n=10):
     return [RolloutRequest(i, tuple(p.prompt_ids), seed=100 + i) for i, p in enumerate(probs)]
 
 
-PARAMS = SamplingParams(temperature=1.0, top_p=0.9, max_response_tokens=12)
+PARAMS = SamplingParams(temperature=1.0, top_p=0.9, max_response_length=12)
 
 
 def run(model, mode, capacity, reqs, params=PARAMS):
@@ -66,7 +66,7 @@ def test_recorded_logprobs_equal_a_teacher_forced_forward(model):
 
 
 def test_results_respect_the_cap_and_the_timestamp_order(model):
-    res = run(model, "continuous", 2, requests(6), SamplingParams(max_response_tokens=5))
+    res = run(model, "continuous", 2, requests(6), SamplingParams(max_response_length=5))
     for r in res:
         assert 1 <= len(r.response_ids) <= 5 and len(r.logprobs) == len(r.response_ids)
         assert r.finish_reason == (

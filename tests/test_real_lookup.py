@@ -79,7 +79,7 @@ def test_a_tool_call_parks_the_sequence_and_its_output_joins_the_context_off_the
 
     P = len(p.prompt_ids)
     req = RolloutRequest(0, tuple(p.prompt_ids), seed=1, tool=tool)
-    (res,) = scripted_engine(script, P).generate([req], SamplingParams(max_response_tokens=16))
+    (res,) = scripted_engine(script, P).generate([req], SamplingParams(max_response_length=16))
     assert res.response_ids == truth and res.finish_reason == "stop"
     assert res.tool_mask == [i in (2, 5) for i in range(len(truth))]
     assert [res.logprobs[i] for i in (2, 5)] == [0.0, 0.0]
@@ -98,7 +98,7 @@ def test_a_tool_call_parks_the_sequence_and_its_output_joins_the_context_off_the
 
 
 def test_a_real_lookup_run_writes_turns_that_calibrate_turns_fits(tmp_path):
-    cfg = tiny_config(task_name="lookup", steps=2, eval_every=100, max_response_tokens=16)
+    cfg = tiny_config(task_name="lookup", steps=2, eval_every=100, max_response_length=16)
     run_sync(cfg, tmp_path, progress=False)
     turns = validate_turns(pl.read_parquet(tmp_path / "turns.parquet"))
     rollouts = pl.read_parquet(tmp_path / "rollouts.parquet")
@@ -138,7 +138,7 @@ def test_turn_rows_add_up_for_any_problem_and_latencies(seed, lats):
     truth, it = solution_ids(p), iter(lats)
     P = len(p.prompt_ids)
     req = RolloutRequest(0, tuple(p.prompt_ids), 1, lambda r: (p.answer(r[-2]), next(it)))
-    (res,) = scripted_engine(truth, P).generate([req], SamplingParams(max_response_tokens=16))
+    (res,) = scripted_engine(truth, P).generate([req], SamplingParams(max_response_length=16))
     t, k = res.turns, len(p.queries)
     assert res.response_ids == truth and len(t) == k + 1 and sum(res.tool_mask) == k
     assert sum(x["response_tokens"] for x in t) + k == len(truth)

@@ -144,7 +144,7 @@ def test_a_group_larger_than_the_engine_capacity_is_refused(tmp_path):
     "args,message",
     [
         (["--steps", "-3"], "'--steps': -3 is not in the range 1<=x<=1000000"),
-        (["--capacity", "0"], "'--capacity': 0 is not in the range x>=1"),
+        (["--max-num-seqs", "0"], "'--max-num-seqs': 0 is not in the range x>=1"),
         (["--lr", "-1"], "'--lr': -1.0 is not in the range x>0"),
         (["--tau", "0.5"], "'--tau': 0.5 is not in the range x>1"),
         (["--controller", "sagc:tau=0.5"], "sagc:tau=0.5"),
@@ -216,7 +216,7 @@ def test_kill_9_then_resume_records_every_step_exactly_once(tmp_path):
         "3",
         "--eval-every",
         "100",
-        "--capacity",
+        "--max-num-seqs",
         "8",
         "--quiet",
         "--eval-size",

@@ -1,5 +1,5 @@
 """``rolloutlab report`` on the study outputs a fresh user made: the whole-step
-``compare verl-tb --calibration``, ``advise --splits`` with one controller and a time-per-
+``compare verl-tb --calibration``, ``advise --split`` with one controller and a time-per-
 step objective, ``sim --no-figure`` over an earlier sim, and several studies of which
 one cannot be read."""
 
@@ -83,7 +83,7 @@ def test_one_unreadable_study_does_not_cost_the_others_their_pages(tmp_path):
 def test_sim_without_a_figure_over_an_earlier_sim_leaves_no_old_figure(tmp_path):
     out = sim(tmp_path / "s")
     assert (out / "comparison.png").exists()
-    res = CliRunner().invoke(main, ["sim", "--controllers", "static:4", "--steps", "5",
+    res = CliRunner().invoke(main, ["sim", "--controller", "static:4", "--steps", "5",
                                     "--prompts", "4", "--no-figure", "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert not (out / "comparison.png").exists()

@@ -83,8 +83,8 @@ def test_vllm_generates_arithmetic_rollouts_from_the_converted_model(policy, ops
     engine = VllmEngine(build_model(policy.cfg, seed=0), capacity=8, clock=clock)
     try:
         engine.update_weights(policy.state_dict(), 1)
-        sampled = engine.generate(reqs, SamplingParams(max_response_tokens=cap))
-        greedy = engine.generate(reqs[::G], SamplingParams(temperature=0.0, max_response_tokens=12))
+        sampled = engine.generate(reqs, SamplingParams(max_response_length=cap))
+        greedy = engine.generate(reqs[::G], SamplingParams(temperature=0.0, max_response_length=12))
     finally:
         engine.close()
     assert [r.request_id for r in sampled] == [r.request_id for r in reqs]
@@ -104,6 +104,6 @@ def test_vllm_generates_arithmetic_rollouts_from_the_converted_model(policy, ops
         isinstance(ops.reward(problems[r.request_id // G], r.response_ids), float) for r in sampled
     )
     torch_greedy = TorchEngine(policy, capacity=4, clock=clock).generate(
-        reqs[::G], SamplingParams(temperature=0.0, max_response_tokens=12)
+        reqs[::G], SamplingParams(temperature=0.0, max_response_length=12)
     )
     assert [r.response_ids for r in greedy] == [r.response_ids for r in torch_greedy]

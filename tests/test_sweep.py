@@ -120,7 +120,7 @@ def test_means_average_over_seeds_and_mark_one_winner_per_point(rows):
 
 def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_file):
     out = tmp_path / "sw"
-    grid_args = "--steps 3 --prompts 2,4 --workers 1,2 --seeds 2 --controllers static:2,sagc"
+    grid_args = "--steps 3 --prompts 2,4 --workers 1,2 --seeds 2 --controller static:2,sagc"
     res = invoke_on("sweep", calibration_file, out, *grid_args.split())
     assert res.exit_code == 0, res.output
     runs, means = pl.read_csv(out / "runs.csv"), pl.read_csv(out / "means.csv")
@@ -136,7 +136,7 @@ def test_sweep_command_writes_tables_figure_and_config(tmp_path, calibration_fil
         (["--prompts", "4,x"], "'--prompts': item 'x'"),
         (["--workers", "2,2"], "'--workers': repeated item(s) 2"),
         (["--model", "qwen2.5-3b", "--gpu", "h100"], "--no-kv-cache"),
-        (["--controllers", "static:0"], "static:G"),
+        (["--controller", "static:0"], "static:G"),
     ],
 )
 def test_sweep_command_bad_input(tmp_path, calibration_file, extra, message):

@@ -53,7 +53,7 @@ def test_the_log_records_the_collapse_step():
 
 def _sim(tmp_path, name, *extra):
     out = tmp_path / name
-    args = ["sim", "--controllers", "static:4", "--steps", "6", "--prompts", "8", "--no-figure"]
+    args = ["sim", "--controller", "static:4", "--steps", "6", "--prompts", "8", "--no-figure"]
     res = CliRunner().invoke(main, [*args, *extra, "--out", str(out)])
     assert res.exit_code == 0, res.output
     return out

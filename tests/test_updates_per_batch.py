@@ -74,7 +74,7 @@ def test_sim_with_two_updates_per_batch_learns_faster_per_step(tmp_path):
     rows = {}
     for K in (1, 2):
         out = tmp_path / f"k{K}"
-        args = ["sim", "--controllers", "static:8", "--steps", "40", "--no-figure"]
+        args = ["sim", "--controller", "static:8", "--steps", "40", "--no-figure"]
         res = CliRunner().invoke(main, [*args, "--updates-per-batch", str(K), "--out", str(out)])
         assert res.exit_code == 0, res.output
         rows[K] = pl.read_csv(out / "summary.csv").row(0, named=True)

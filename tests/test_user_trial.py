@@ -88,7 +88,7 @@ class Boom:
 def test_a_user_controller_without_candidates_runs_in_sim(tmp_path):
     ctl = write(tmp_path / "quiet.py", BOOM.replace('{}["missing"]', "pass"))
     res = CliRunner().invoke(
-        main, ["sim", "--controllers", f"{ctl}:Boom", "--steps", "3", "--out", str(tmp_path / "o")]
+        main, ["sim", "--controller", f"{ctl}:Boom", "--steps", "3", "--out", str(tmp_path / "o")]
     )
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["check-controller", f"{ctl}:Boom"])  # the kit needs them
@@ -99,7 +99,7 @@ def test_a_user_controller_exception_names_its_file_and_line(tmp_path):
     ctl = write(tmp_path / "boom.py", BOOM)
     out = tmp_path / "o"
     res = CliRunner().invoke(
-        main, ["sim", "--controllers", f"{ctl}:Boom", "--steps", "3", "--out", str(out)]
+        main, ["sim", "--controller", f"{ctl}:Boom", "--steps", "3", "--out", str(out)]
     )
     assert res.exit_code == 1, res.output  # the run failed; its input was fine
     line = _one_error_line(res.output)
@@ -155,7 +155,7 @@ def test_a_study_folder_named_after_a_spec_gives_an_html_name_without_colons(tmp
 
 def test_console_tables_print_controller_specs_in_full(tmp_path):
     long = "sagc:tau=1.6,delta=0.2,forget=to_prior,candidates=4/8/16/32"
-    args = ["sweep", "--controllers", f"static:4,{long}", "--steps", "2", "--seeds", "1"]
+    args = ["sweep", "--controller", f"static:4,{long}", "--steps", "2", "--seeds", "1"]
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert long in res.output  # one cell: not cut, not wrapped onto two lines

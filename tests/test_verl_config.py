@@ -111,7 +111,7 @@ def test_scenario_from_verl_writes_a_scenario_sim_loads(tmp_path):
     res = CliRunner().invoke(main, ["scenario", "from-verl", str(SPLIT), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "run it: rolloutlab sim --calibration" in res.output
-    assert "--controllers static:1 --pipeline sync --placement colocated" in res.output
+    assert "--controller static:1 --pipeline sync --placement colocated" in res.output
     sc = load_scenario(out)
     assert sc.name == "ppo_trainer_split" and sc.engine.n_workers == 4
     assert sc.lengths.max_response_length == 512 and sc.defaults["prompts"] == 1024

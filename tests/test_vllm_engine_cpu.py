@@ -142,7 +142,7 @@ def test_engine_choice_is_validated():
 
 def test_sampling_params_are_one_sample_per_request_with_its_seed():
     kw = sampling_params_kwargs(
-        SamplingParams(temperature=0.7, top_p=0.9, max_response_tokens=40), seed=123
+        SamplingParams(temperature=0.7, top_p=0.9, max_response_length=40), seed=123
     )
     assert kw == {
         "n": 1,

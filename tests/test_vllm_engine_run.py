@@ -37,7 +37,7 @@ def _learner_logprobs(policy, req: RolloutRequest, response: list[int]) -> torch
 
 def test_generate_returns_timed_rollouts_in_request_order(engine):
     reqs = warm_prompts(8)
-    res = engine.generate(reqs, SamplingParams(max_response_tokens=20))
+    res = engine.generate(reqs, SamplingParams(max_response_length=20))
     assert [r.request_id for r in res] == list(range(8))
     for r in res:
         assert 1 <= len(r.response_ids) <= 20 and len(r.logprobs) == len(r.response_ids)
@@ -48,10 +48,10 @@ def test_generate_returns_timed_rollouts_in_request_order(engine):
 
 
 def test_same_seed_same_tokens_and_greedy_is_deterministic(engine):
-    p = SamplingParams(max_response_tokens=16)
+    p = SamplingParams(max_response_length=16)
     a, b = engine.generate(warm_prompts(6), p), engine.generate(warm_prompts(6), p)
     assert [r.response_ids for r in a] == [r.response_ids for r in b]
-    g = SamplingParams(temperature=0.0, max_response_tokens=16)
+    g = SamplingParams(temperature=0.0, max_response_length=16)
     assert [r.response_ids for r in engine.generate(warm_prompts(3), g)] == [
         r.response_ids for r in engine.generate(warm_prompts(3), g)
     ]
@@ -60,7 +60,7 @@ def test_same_seed_same_tokens_and_greedy_is_deterministic(engine):
 def test_sampled_logprobs_match_the_learner_and_the_probs_diff_is_tiny(engine):
     policy = build_model(load_config(), seed=0)
     reqs = warm_prompts(4)
-    res = engine.generate(reqs, SamplingParams(max_response_tokens=12))
+    res = engine.generate(reqs, SamplingParams(max_response_length=12))
     for r, req in zip(res, reqs):
         ref = _learner_logprobs(policy, req, r.response_ids)
         got = torch.tensor(r.logprobs)
@@ -76,7 +76,7 @@ def test_weight_sync_moves_the_engine_to_the_learner_and_resets_the_prefix_cache
     assert engine.policy_version == 1 and engine.sync_times_s[-1] > 0
     assert engine.weight_checksum() != pytest.approx(before)
     reqs = warm_prompts(3)
-    res = engine.generate(reqs, SamplingParams(max_response_tokens=12))
+    res = engine.generate(reqs, SamplingParams(max_response_length=12))
     assert all(r.policy_version == 1 for r in res)
     for r, req in zip(res, reqs):  # the old weights' cached prefill must not leak in
         assert torch.allclose(
@@ -108,7 +108,7 @@ def test_sleep_is_refused_on_cpu(engine):
 )
 def test_every_rollout_is_well_formed(engine, prompts, cap, temperature, seed):
     reqs = [RolloutRequest(i, (BOS_ID, *p), seed + i) for i, p in enumerate(prompts)]
-    res = engine.generate(reqs, SamplingParams(temperature=temperature, max_response_tokens=cap))
+    res = engine.generate(reqs, SamplingParams(temperature=temperature, max_response_length=cap))
     assert [r.request_id for r in res] == list(range(len(reqs)))
     for r, req in zip(res, reqs):
         n = len(r.response_ids)
@@ -123,4 +123,4 @@ def test_every_rollout_is_well_formed(engine, prompts, cap, temperature, seed):
 def test_a_request_longer_than_the_model_is_refused_by_name(engine):
     long = RolloutRequest(7, (BOS_ID,) * 120, seed=1)
     with pytest.raises(ValueError, match="request 7: prompt of 120 tokens"):
-        engine.generate([long], SamplingParams(max_response_tokens=20))
+        engine.generate([long], SamplingParams(max_response_length=20))

@@ -40,7 +40,7 @@ def _requests(n=8):
 def test_generate_returns_timed_rollouts_with_logprobs(engine):
     from rolloutlab.real.engines.sampling import SamplingParams
 
-    res = engine.generate(_requests(), SamplingParams(max_response_tokens=20))
+    res = engine.generate(_requests(), SamplingParams(max_response_length=20))
     assert [r.request_id for r in res] == list(range(8))
     for r in res:
         assert 1 <= len(r.response_ids) <= 20 and len(r.logprobs) == len(r.response_ids)
@@ -51,7 +51,7 @@ def test_generate_returns_timed_rollouts_with_logprobs(engine):
 def test_same_seed_same_tokens(engine):
     from rolloutlab.real.engines.sampling import SamplingParams
 
-    p = SamplingParams(max_response_tokens=20)
+    p = SamplingParams(max_response_length=20)
     a, b = engine.generate(_requests(), p), engine.generate(_requests(), p)
     assert [r.response_ids for r in a] == [r.response_ids for r in b]
 
@@ -62,7 +62,7 @@ def test_behaviour_logprobs_match_the_learner(engine):
     from rolloutlab.real.policy.model import build_model, load_config
 
     policy = build_model(load_config(), seed=0)
-    res = engine.generate(_requests(4), SamplingParams(max_response_tokens=12))
+    res = engine.generate(_requests(4), SamplingParams(max_response_length=12))
     for r, req in zip(res, _requests(4)):
         ids = torch.tensor([list(req.prompt_ids) + r.response_ids])
         logits = policy(ids)[

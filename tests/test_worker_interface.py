@@ -245,7 +245,7 @@ def test_async_pipeline_runs_on_the_paged_kv_engine(tmp_path):
     AttributeError: 'PagedWorker' object has no attribute 'hold'."""
     out = tmp_path / "out"
     args = ["sim", "--model", "qwen2.5-3b", "--gpu", "h100", "--pipeline", "one-step-off"]
-    args += ["--steps", "2", "--prompts", "4", "--controllers", "static:4", "--out", str(out)]
+    args += ["--steps", "2", "--prompts", "4", "--controller", "static:4", "--out", str(out)]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     summary = pl.read_csv(out / "summary.csv")

@@ -44,5 +44,5 @@ def started_engine(seed: int = 0, capacity: int = 16):
     eng = VllmEngine(
         build_model(load_config(), seed=seed), capacity, lambda: time.perf_counter() - t0
     )
-    eng.generate(warm_prompts(), SamplingParams(max_response_tokens=8))
+    eng.generate(warm_prompts(), SamplingParams(max_response_length=8))
     return eng

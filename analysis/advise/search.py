@@ -55,7 +55,7 @@ class SearchSpace:
     """K optimizer updates per rollout batch (verl's ``train_batch_size /
     ppo_mini_batch_size``; :attr:`sim.pipelines.sync.RunConfig.updates_per_batch`)."""
     split: tuple[str, ...] = ()
-    """``R:T`` GPU splits (``--gpus N --splits``; the split sets the workers), or none."""
+    """``R:T`` GPU splits (``--gpus N --split``; the split sets the workers), or none."""
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -99,7 +99,7 @@ class Constraints:
         fit = tuple(w for w in space.workers if w * self.tp <= self.accelerators)
         if not fit:
             raise ValueError(
-                f"--accelerators {self.accelerators}: no --workers choice fits "
+                f"--rollout-gpus {self.accelerators}: no --workers choice fits "
                 f"(workers x tp = {[w * self.tp for w in space.workers]})"
             )
         return SearchSpace(**{**space.__dict__, "workers": fit})

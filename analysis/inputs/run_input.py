@@ -57,7 +57,8 @@ class RunData:
     tau: float
     """Straggler threshold: the controller spec's ``tau=``, else the config's ``tau``."""
     max_response_length: int
-    """Response cap (tokens): config ``max_response_tokens``, else the longest response."""
+    """Response cap (tokens): config ``max_response_length`` (``max_response_tokens`` in runs
+    written before it took that name), else the longest response."""
     turns: pl.DataFrame | None = None
     """The run's ``turns.parquet`` (:data:`sim.trace.turns.TURN_SCHEMA`) when it has one
     (a multi-turn task), else None."""
@@ -157,11 +158,16 @@ def load_run(run_dir: str | Path, capacity: int | None = None) -> RunData:
     batching = "continuous" if mode == "continuous" else "padded" if padded else "static"
     slots = capacity or cfg.get("capacity") or cfg.get("max_num_seqs")
     if not slots:
-        raise RunInputError(f"{cfg_path}: no 'capacity' or 'max_num_seqs'; pass --capacity")
+        raise RunInputError(f"{cfg_path}: no 'capacity' or 'max_num_seqs'; pass --max-num-seqs")
     engine = EngineConfig(
         n_workers=int(rollouts["worker"].max()) + 1, max_num_seqs=int(slots), prefix_caching=False
     )
-    cap = int(cfg.get("max_response_tokens") or rollouts["response_tokens"].max())
+    # runs written before the key took the simulator's name hold max_response_tokens
+    cap = int(
+        cfg.get("max_response_length")
+        or cfg.get("max_response_tokens")
+        or rollouts["response_tokens"].max()
+    )
     turns = pl.read_parquet(path / "turns.parquet") if (path / "turns.parquet").exists() else None
     if turns is not None and batching != "continuous":
         raise RunInputError(

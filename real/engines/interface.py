@@ -46,7 +46,7 @@ class RolloutResult:
     logprobs: list[float] = field(default_factory=list)
     """Behaviour log-prob of each sampled token (:func:`real.engines.sampling.behaviour_logprobs`)."""
     finish_reason: str = ""
-    """``"stop"`` (sampled EOS) or ``"length"`` (hit ``max_response_tokens``)."""
+    """``"stop"`` (sampled EOS) or ``"length"`` (hit ``max_response_length``)."""
     t_submit_s: float = 0.0
     t_first_token_s: float = 0.0
     t_finish_s: float = 0.0
@@ -84,16 +84,16 @@ class RolloutEngine(Protocol):
 
 
 def check_fits(
-    requests: Sequence[RolloutRequest], max_response_tokens: int, max_len: int, limit: str
+    requests: Sequence[RolloutRequest], max_response_length: int, max_len: int, limit: str
 ) -> None:
-    """Refuse a step whose prompt plus ``max_response_tokens`` exceeds the model's context
+    """Refuse a step whose prompt plus ``max_response_length`` exceeds the model's context
     ``max_len`` (``limit`` names it: ``max_position_embeddings``, vLLM's ``max_model_len``).
 
     Raises: ValueError naming the first request that does not fit.
     """
     for r in requests:
-        if len(r.prompt_ids) + max_response_tokens > max_len:
+        if len(r.prompt_ids) + max_response_length > max_len:
             raise ValueError(
                 f"request {r.request_id}: prompt of {len(r.prompt_ids)} tokens + "
-                f"max_response_tokens {max_response_tokens} exceeds {limit} {max_len}"
+                f"max_response_length {max_response_length} exceeds {limit} {max_len}"
             )

@@ -22,14 +22,14 @@ class SamplingParams:
     """Softmax temperature; 0 means greedy (argmax)."""
     top_p: float = 1.0
     """Nucleus mass kept (1.0: no truncation)."""
-    max_response_tokens: int = 72
+    max_response_length: int = 72
     """Response cap in tokens, EOS included; a response reaching it ends with finish reason ``length``."""
 
     def __post_init__(self) -> None:
-        if self.temperature < 0 or not (0.0 < self.top_p <= 1.0) or self.max_response_tokens < 1:
+        if self.temperature < 0 or not (0.0 < self.top_p <= 1.0) or self.max_response_length < 1:
             raise ValueError(
                 f"SamplingParams: need temperature >= 0, 0 < top_p <= 1, "
-                f"max_response_tokens >= 1; got {self}"
+                f"max_response_length >= 1; got {self}"
             )
 
 

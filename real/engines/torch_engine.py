@@ -85,10 +85,10 @@ class TorchEngine:
     ) -> list[RolloutResult]:
         """Run all ``requests``; see the class docstring for the scheduling.
 
-        Raises: ValueError naming the request whose prompt plus ``max_response_tokens``
+        Raises: ValueError naming the request whose prompt plus ``max_response_length``
         does not fit the cache (``max_position_embeddings``).
         """
-        check_fits(requests, params.max_response_tokens, self.max_len, "max_position_embeddings")
+        check_fits(requests, params.max_response_length, self.max_len, "max_position_embeddings")
         t_submit = self.clock()
         waiting = deque(requests)
         free = list(range(self.capacity))
@@ -147,7 +147,7 @@ class TorchEngine:
         of its context is in its slot's cache) and sample the next turn's first token."""
         res, out = s.result, s.pending
         t_ready, s.ready_at, s.pending = s.ready_at, None, []
-        room = params.max_response_tokens - len(res.response_ids) - 1
+        room = params.max_response_length - len(res.response_ids) - 1
         res.response_ids += out[: max(room, 0)]
         res.logprobs += [0.0] * len(out[: max(room, 0)])
         res.tool_mask += [True] * len(out[: max(room, 0)])
@@ -191,7 +191,7 @@ class TorchEngine:
             if s.tool is not None:
                 res.tool_mask.append(False)
                 tool_turns.on_token(res.turns, now)
-            if tok == EOS_ID or len(res.response_ids) >= params.max_response_tokens:
+            if tok == EOS_ID or len(res.response_ids) >= params.max_response_length:
                 res.finish_reason = "stop" if tok == EOS_ID else "length"
                 res.t_finish_s = now
                 if s.tool is not None:

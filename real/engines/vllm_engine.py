@@ -120,7 +120,7 @@ def sampling_params_kwargs(
         "n": 1,
         "seed": int(seed),
         "logprobs": 0,
-        "max_tokens": params.max_response_tokens,
+        "max_tokens": params.max_response_length,
         "temperature": params.temperature,
         "top_p": params.top_p if params.temperature > 0 else 1.0,
         "stop_token_ids": [eos_id],
@@ -195,7 +195,7 @@ class VllmEngine:
         """
         from vllm import SamplingParams as VSamplingParams
 
-        check_fits(requests, params.max_response_tokens, self.max_len, "max_model_len")
+        check_fits(requests, params.max_response_length, self.max_len, "max_model_len")
         self._wake()
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         sps = [VSamplingParams(**sampling_params_kwargs(params, r.seed)) for r in requests]

@@ -199,7 +199,7 @@ class GroupSizeGRPOTrainer(GRPOTrainer):
             "capacity": self.budget,
             "engine_mode": "static",  # transformers.generate: one padded batch per step
             "batch_padding": True,  # finished rows decode pad tokens until the batch ends
-            "max_response_tokens": self.max_completion_length,
+            "max_response_length": self.max_completion_length,
             "temperature": self.temperature,
             "seed": a.seed,
             "learning_rate": a.learning_rate,

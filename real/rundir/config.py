@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from rolloutlab.real.tasks.arithmetic import ArithmeticConfig
 from rolloutlab.real.tasks.digit_chain import TaskConfig
 from rolloutlab.real.tasks.graph_walk import WalkConfig
 from rolloutlab.real.tasks.registry import CHAT_TASKS, TASKS, TaskOps, task_ops
+from rolloutlab.sim.pipelines.spec import DEFAULT_MAX_GEN_BATCHES
 
 MODES = ("continuous", "static")
 """Batching modes of the rollout engine (:mod:`real.engines.torch_engine`)."""
@@ -20,6 +22,12 @@ VLLM_DTYPES = ("float32", "bfloat16")
 """Dtypes of the vLLM engine (``--vllm-dtype``)."""
 IS_MODES = ("off", "token", "sequence")
 """Importance-sampling corrections of the GRPO loss (:func:`real.policy.grpo.grpo_loss`)."""
+FIELDS_ADDED = {"max_gen_batches": 0}
+"""Fields a config of an earlier version may lack -> the value its run had, where that is
+not the field's default now."""
+RENAMED_KEYS = {"max_response_tokens": "max_response_length"}
+"""Config keys of earlier versions -> their name now, the simulator's and verl's word
+(read, with a note; never written)."""
 
 
 class ConfigError(ValueError):
@@ -125,15 +133,17 @@ class SyncConfig:
     """Sampling temperature of rollouts and of the sampled evaluation."""
     top_p: float = 1.0
     """Nucleus mass of rollouts."""
-    max_response_tokens: int = 72
+    max_response_length: int = 72
     """Response cap in tokens (finish reason ``length``); the longest correct answer is 67."""
     dynamic_sampling: bool = True
     """DAPO dynamic sampling: groups whose rewards are all equal are left out of the update (counted)."""
     refill: bool = False
     """DAPO refill (``--dynamic-sampling``): regenerate fresh prompts until ``prompts``
     informative groups are kept or ``max_gen_batches`` rounds ran (:mod:`real.runners.refill`)."""
-    max_gen_batches: int = 0
-    """Generation rounds allowed per step with ``refill`` (verl ``max_num_gen_batches``; 0 = unlimited)."""
+    max_gen_batches: int = DEFAULT_MAX_GEN_BATCHES
+    """Generation rounds allowed per step with ``refill`` (verl ``max_num_gen_batches``; 0 =
+    unlimited); the simulator's default, verl's DAPO recipe's 10. A config written before
+    this field existed reads as 0, what its run had (:data:`FIELDS_ADDED`)."""
     overlong_cache: int = 0
     """DAPO soft overlong punishment window in tokens (0: off); see :func:`real.policy.grpo.overlong_penalty`."""
     eval_every: int = 20
@@ -167,7 +177,7 @@ class SyncConfig:
             "steps",
             "prompts",
             "capacity",
-            "max_response_tokens",
+            "max_response_length",
             "eval_every",
             "eval_size",
             "checkpoint_every",
@@ -218,9 +228,9 @@ class SyncConfig:
             raise ConfigError(f"vllm_dtype must be one of {VLLM_DTYPES}, got {self.vllm_dtype!r}")
         if self.engine_mode not in MODES:
             raise ConfigError(f"engine_mode must be one of {MODES}, got {self.engine_mode!r}")
-        if not (0 <= self.overlong_cache <= self.max_response_tokens):
+        if not (0 <= self.overlong_cache <= self.max_response_length):
             raise ConfigError(
-                f"overlong_cache must be in [0, max_response_tokens], got {self.overlong_cache}"
+                f"overlong_cache must be in [0, max_response_length], got {self.overlong_cache}"
             )
 
     @property
@@ -234,7 +244,9 @@ class SyncConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SyncConfig:
-        """Inverse of :meth:`to_dict`. Raises ConfigError naming an unknown key."""
+        """Inverse of :meth:`to_dict`; a key of an earlier version is read under its name now
+        (:func:`read_renamed_keys`). Raises ConfigError naming an unknown key."""
+        d = FIELDS_ADDED | read_renamed_keys(d)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -248,6 +260,38 @@ class SyncConfig:
         }
         kw = {k: (nested[k](**v) if k in nested else v) for k, v in d.items()}
         return cls(**kw)
+
+
+def read_renamed_keys(d: dict[str, Any], where: str = "config") -> dict[str, Any]:
+    """A copy of ``d`` (a :class:`SyncConfig` dict, or an asynchronous run's, which holds
+    one under ``sync``) with each key of :data:`RENAMED_KEYS` under its name now, and one
+    line per key renamed on stderr (``note: WHERE: config key OLD is read as NEW``; the
+    logging module's last-resort handler prints a warning's bare message when logging is
+    not configured). ``where`` names the file in the note. Raises ConfigError when both
+    spellings are present."""
+    out = dict(d)
+    if isinstance(out.get("sync"), dict):
+        out["sync"] = read_renamed_keys(out["sync"], where)
+    for old, new in RENAMED_KEYS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(f"{where}: both {old} (its old name) and {new} given")
+        out[new] = out.pop(old)
+        logging.getLogger(__name__).warning(f"note: {where}: config key {old} is read as {new}")
+    return out
+
+
+def with_earlier_keys(d: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`read_renamed_keys` (no note): ``d`` as an earlier version
+    spelled it, so a grid's spec keeps the identity it was stored under."""
+    out = dict(d)
+    if isinstance(out.get("sync"), dict):
+        out["sync"] = with_earlier_keys(out["sync"])
+    for old, new in RENAMED_KEYS.items():
+        if new in out:
+            out[old] = out.pop(new)
+    return out
 
 
 OPTION_FIELDS = {
@@ -267,7 +311,7 @@ OPTION_FIELDS = {
     "checkpoint_every": "checkpoint_every",
     "tau": "tau",
     "eval_size": "eval_size",
-    "max_response_tokens": "max_response_tokens",
+    "max_response_length": "max_response_length",
     "task": "task_name",
     "model": "model",
     "trainable_layers": "learner.trainable_layers",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rolloutlab.real.rundir.config import SyncConfig
+from rolloutlab.real.rundir.config import SyncConfig, read_renamed_keys
 from rolloutlab.sim.scenario import provenance
 from rolloutlab.sim.trace import strict_json
 
@@ -156,6 +156,7 @@ def open_existing(
             f"{out}: its trace belongs to run(s) {sorted(others)}, its config.json to "
             f"{run_id!r}; refusing to mix runs (nothing was changed)"
         )
+    stored = read_renamed_keys(stored, str(path))
     for key, value in overrides.items():
         old = _lookup(stored, key)
         if key not in EXTENDABLE and old != value:

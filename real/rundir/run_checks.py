@@ -31,13 +31,13 @@ def check_before_writing(cfg: SyncConfig) -> None:
 
 def check_capacity(cfg: SyncConfig, ctl: Controller) -> None:
     """Refuse a controller whose declared ``candidates`` exceed the engine capacity
-    (ConfigError naming ``--capacity``); one that declares none is checked at each step
+    (ConfigError naming ``--max-num-seqs``); one that declares none is checked at each step
     instead (a proposed G above the capacity stops the run there)."""
     G = max_group_size(ctl)
     if G is not None and G > cfg.capacity:
         raise ConfigError(
             f"controller {cfg.controller!r} can propose G={G}, "
-            f"more than the engine capacity {cfg.capacity} (--capacity)"
+            f"more than the engine capacity {cfg.capacity} (--max-num-seqs)"
         )
 
 

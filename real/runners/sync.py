@@ -72,7 +72,7 @@ def score_groups(
     """Rewards ``(B, G)`` (float64) and response lengths ``(B, G)`` (tokens) of ``results``,
     ordered prompt by prompt, ``G`` per prompt (``len(results) == len(problems) * G``).
 
-    ``ops.reward(problem, response_ids)`` is the task reward; ``cfg.max_response_tokens``
+    ``ops.reward(problem, response_ids)`` is the task reward; ``cfg.max_response_length``
     and ``cfg.overlong_cache`` set the overlong penalty. Raises ValueError when the
     results do not hold ``G`` rollouts for every problem.
     """
@@ -86,7 +86,7 @@ def score_groups(
     lengths = [[len(r.response_ids) for r in g] for g in groups]
     if cfg.overlong_cache:
         rewards = rewards + overlong_penalty(
-            torch.tensor(lengths), cfg.max_response_tokens, cfg.overlong_cache
+            torch.tensor(lengths), cfg.max_response_length, cfg.overlong_cache
         )
     return rewards, lengths
 
@@ -126,7 +126,7 @@ class SyncRun:
         check_capacity(cfg, self.controller)
         self.heldout = self.ops.heldout(cfg.eval_size)
         self.exclude = frozenset(p.prompt_text for p in self.heldout)
-        self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
+        self.params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_length)
         self.start_step, clock_offset = 0, 0.0
         self.next_prompt_id = 0  # the prompt stream: refill rounds take the next prompts
         reference = initial_policy(

@@ -88,7 +88,7 @@ def measure_start(cfg: Any, steps: int, g_max: int, cache_dir: Path | None, work
     exclude = frozenset(p.prompt_text for p in ops.heldout(cfg.eval_size))
     model = cached_warm_start(work, load_config(), ops, cfg.warm_start, exclude, cache_dir)
     engine = TorchEngine(model, cfg.capacity * 4, time.perf_counter)
-    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_tokens)
+    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_response_length)
     B = cfg.prompts
     lengths = np.zeros((steps, B, g_max), dtype=np.int64)
     correct = np.zeros((steps, B, g_max), dtype=bool)

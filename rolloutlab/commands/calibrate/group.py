@@ -28,6 +28,7 @@ from rolloutlab.commands.options.common import (
     cost_from_option,
     echo_table,
     fail,
+    renamed_option,
 )
 from rolloutlab.commands.options.types import (
     POSITIVE_INT,
@@ -71,7 +72,7 @@ def verl_config(
     *,
     group_size,
     max_response_length,
-    gen_workers,
+    logged_workers,
     max_num_seqs,
     fit_prefill,
     replicates,
@@ -85,7 +86,7 @@ def verl_config(
     return VerlFitConfig(
         group_size=group_size,
         max_response_length=max_response_length,
-        engine=EngineConfig(n_workers=gen_workers, max_num_seqs=max_num_seqs),
+        engine=EngineConfig(n_workers=logged_workers, max_num_seqs=max_num_seqs),
         fit_prefill=fit_prefill,
         replicates=replicates,
         seed=seed,
@@ -117,7 +118,7 @@ def echo_assumptions(d: dict) -> None:
         f"assumed (the log does not say; stored in provenance.assumptions): G = {a['group_size']} "
         f"(--group-size), B = {a['logged_prompts']} (inferred: perf/total_num_tokens / "
         f"(response + prompt length) / G), {a['logged_engine']['n_workers']} generation "
-        f"workers (--gen-workers), max_num_seqs {a['logged_engine']['max_num_seqs']}, "
+        f"workers (--logged-workers), max_num_seqs {a['logged_engine']['max_num_seqs']}, "
         f"placement {a['placement']}, reward latency shape {lat['kind']}({lat['a']:g}, "
         f"{lat['b']:g}) s x fitted scale (--reward-latency), {a['reward_workers']} reward "
         f"workers (--reward-workers), reward overlap {a['reward_overlap']}"
@@ -236,12 +237,15 @@ def verl_options(f):
             help="Response cap of the logged runs (tokens, >= 1).",
         ),
         click.option(
-            "--gen-workers",
+            "--logged-workers",
+            "logged_workers",
             default=4,
             show_default=True,
             type=POSITIVE_INT,
-            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2; >= 1).",
+            help="Engine replicas of the logged cluster (8 GPUs / rollout TP 2; >= 1); "
+            "--workers sets the simulated cluster's.",
         ),
+        renamed_option("--gen-workers", "--logged-workers", "logged_workers", type=POSITIVE_INT),
         click.option(
             "--max-num-seqs",
             default=1024,
@@ -253,12 +257,14 @@ def verl_options(f):
             "--fit-prefill", is_flag=True, help="Also fit prefill_s_per_token (not identified)."
         ),
         click.option(
-            "--replicates",
+            "--draws",
+            "replicates",
             default=2,
             show_default=True,
             type=POSITIVE_INT,
             help="Length draws per step (>= 1).",
         ),
+        renamed_option("--replicates", "--draws", "replicates", type=POSITIVE_INT),
         click.option(
             "--seed",
             default=0,

@@ -38,6 +38,7 @@ from rolloutlab.commands.options.common import (
     BadInput,
     claim,
     cost_from_option,
+    renamed_option,
 )
 from rolloutlab.commands.options.types import POSITIVE_INT, PROMPTS, CommaList, finite
 from rolloutlab.sim.models.within_law import LAWS
@@ -347,11 +348,13 @@ def calibrate_groups_cmd(
     "level model, no trend) or drift (straight lines through the length quantiles).",
 )
 @click.option(
-    "--horizon",
+    "--forecast-steps",
+    "horizon",
     type=click.IntRange(min=1),
     default=None,
     help="With --forecast: forecast only the first H steps after K (default: every later step).",
 )
+@renamed_option("--horizon", "--forecast-steps", "horizon", type=click.IntRange(min=1))
 def validate_groups_cmd(
     files,
     fit_steps,
@@ -383,7 +386,7 @@ def validate_groups_cmd(
     validation_groups.png in --out)."""
     taus = tuple(tau)
     if horizon is not None and not forecast:
-        raise BadInput("--horizon: needs --forecast")
+        raise BadInput("--forecast-steps: needs --forecast")
     if forecast_model != MODELS[0] and not forecast:
         raise BadInput("--forecast-model: needs --forecast")
     if forecast:

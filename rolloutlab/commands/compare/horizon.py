@@ -31,7 +31,7 @@ SEED_LIST = CommaList(NON_NEGATIVE_INT)
     "--fit-seeds",
     type=SEED_LIST,
     default=None,
-    help="With --split seed: the seeds the law is fitted on (comma-separated, >= 0); every "
+    help="With --held-out-by seed: the seeds the law is fitted on (comma-separated, >= 0); every "
     "other seed is held out [default: even seeds fit, odd held out].",
 )
 @click.option("--steps", type=STEPS, default=None, help="T per run [default: config.json].")
@@ -78,9 +78,9 @@ def horizon(
     from rolloutlab.analysis.collapse.horizon import split as split_rows
 
     if fit_seeds is not None and split != "seed":
-        raise click.BadParameter("needs --split seed", param_hint="--fit-seeds")
+        raise click.BadParameter("needs --held-out-by seed", param_hint="--fit-seeds")
     if held_out is not None and split == "seed":
-        raise click.BadParameter("needs --split lr or S", param_hint="--held-out")
+        raise click.BadParameter("needs --held-out-by lr or S", param_hint="--held-out")
     try:
         df = read_grids(list(grids), steps)
         seeds = None if fit_seeds is None else tuple(fit_seeds)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.options.common import BadInput, claimed, echo_table
+from rolloutlab.commands.options.common import BadInput, claimed, echo_table, renamed_option
 from rolloutlab.commands.options.types import POSITIVE_INT, finite
 
 
@@ -29,7 +29,9 @@ def _ints(text: str, name: str) -> list[int]:
               help="Noise scale (informative samples) replacing the block's (default: the block's).")  # fmt: skip
 @click.option("--budgets", default="1024,4096,16384,65536", show_default=True,
               help="Rollout budgets, comma-separated.")  # fmt: skip
-@click.option("--group-sizes", default="2,4,8,16,32", show_default=True, help="G values.")
+@click.option("--group-size", "group_sizes", default="2,4,8,16,32", show_default=True,
+              help="G values, comma-separated.")  # fmt: skip
+@renamed_option("--group-sizes", "--group-size", "group_sizes")
 @click.option("--prompts", default=16, show_default=True, type=POSITIVE_INT, help="B per step.")
 @click.option("--draws", default=64, show_default=True, type=POSITIVE_INT, help="Runs per cell.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed.")
@@ -51,7 +53,7 @@ def learning_budget(scenario, b_noise, budgets, group_sizes, prompts, draws, see
         params = sc.learning
         if b_noise is not None:
             params = dataclasses.replace(params, b_noise=b_noise)
-        budget_list, g_list = _ints(budgets, "--budgets"), _ints(group_sizes, "--group-sizes")
+        budget_list, g_list = _ints(budgets, "--budgets"), _ints(group_sizes, "--group-size")
     except (CalibrationError, ValueError) as exc:
         raise BadInput(str(exc)) from None
     with claimed(out_dir, "compare-learning-budget"):

@@ -56,16 +56,16 @@ def _bounded(limit: int) -> tuple:
 
 
 def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]:
-    """``--splits`` checked against ``--gpus`` (each one a valid split of them, the model
+    """``--split`` checked against ``--gpus`` (each one a valid split of them, the model
     fitting its GPUs), or ``()`` without them. Raises ValueError naming the option."""
     if not (gpus or splits):
         return ()
     if not (gpus and splits):
-        raise ValueError("--gpus and --splits go together")
+        raise ValueError("--gpus and --split go together")
     if not (opts.get("model") and opts.get("gpu")):
         raise ValueError("--gpus needs --model and --gpu (learner and sync costs follow from them)")
     if opts.get("accelerators") is not None:
-        raise ValueError("--gpus sets the GPU budget; leave out --accelerators")
+        raise ValueError("--gpus sets the GPU budget; leave out --rollout-gpus")
     out = tuple(p.strip() for p in splits.split(",") if p.strip())
     tp = opts.get("tp") or 1
     for spec in out:
@@ -120,12 +120,14 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
     "--trials", type=click.IntRange(min=1), default=100, show_default=True, help="Optuna trials."
 )
 @click.option(
-    "--batch",
+    "--parallel-trials",
+    "batch",
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
     help="Trials asked (and priced in parallel) at a time.",
 )
+@renamed_option("--batch", "--parallel-trials", "batch", type=click.IntRange(min=1))
 @click.option(
     "--seed",
     type=int,
@@ -164,20 +166,25 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
     "collapse step with its seed interval (horizon law, docs/staleness.md).",
 )
 @click.option(
-    "--accelerators",
+    "--rollout-gpus",
+    "accelerators",
     type=click.IntRange(min=1),
     default=None,
-    help="Budget of generation accelerators (workers x --tp).",
+    help="Budget of rollout GPUs (workers x --tp).",
 )
+@renamed_option("--accelerators", "--rollout-gpus", "accelerators", type=click.IntRange(min=1))
 @run_options
 @executor_options
 @click.option(
     "--gpus",
     type=click.IntRange(min=1),
-    help="With --splits and --model/--gpu: search how these GPUs split between rollout "
+    help="With --split and --model/--gpu: search how these GPUs split between rollout "
     "and training (the split sets the workers; docs/pipelines.md).",
 )
-@click.option("--splits", metavar="R:T,...", help="Rollout:trainer GPU splits to search.")
+@click.option(
+    "--split", "splits", metavar="R:T[,R:T...]", help="Rollout:trainer GPU splits to search."
+)
+@renamed_option("--splits", "--split", "splits", metavar="R:T[,R:T...]")
 @click.option(
     "--objective",
     type=click.Choice(OBJECTIVES),

@@ -108,14 +108,15 @@ def prepare_grid(
     spec: dict,
     points: Sequence[dict],
     default_parallel: int | None = None,
+    earlier_specs: Sequence[dict] = (),
 ) -> tuple[Executor, GridStore]:
     """Everything that can refuse a grid, before its output folder is claimed: the
     executor (Ray importable, cluster reachable) and, with ``--resume``, the folder's grid
     file (same spec); without it, a folder holding finished points of any grid
     (:meth:`GridStore.check_fresh`: "pass --resume"). Raises BadInput (one line, exit 2,
-    nothing written)."""
+    nothing written). ``earlier_specs``: :class:`GridStore`'s."""
     executor = executor_from(opts, default_parallel)
-    store = GridStore(out_dir, command, spec, points)
+    store = GridStore(out_dir, command, spec, points, earlier_specs)
     try:
         if opts["resume"]:
             store.check_resume()

@@ -18,7 +18,7 @@ from rolloutlab.commands.grid.options import (
     run_points,
     start_grid,
 )
-from rolloutlab.commands.options.common import claim, echo_table
+from rolloutlab.commands.options.common import claim, echo_table, renamed_option
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -65,13 +65,12 @@ from rolloutlab.sim.trace import strict_json
 )
 @click.option(
     "--prompts",
-    "--batch",
     "batch",
     default=None,
     type=PROMPTS,
-    help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}]"
-    " (--batch: old name).",
+    help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}].",
 )
+@renamed_option("--batch", "--prompts", "batch", type=PROMPTS)
 @click.option(
     "--out",
     "out",

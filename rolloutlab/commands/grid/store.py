@@ -79,12 +79,28 @@ def _read(path: Path) -> tuple[dict | None, dict[int, dict], int]:
 
 class GridStore:
     """The results file of one grid in ``out_dir`` (module docstring). ``spec``: what
-    decides the results; ``points``: the grid's points in grid order."""
+    decides the results; ``points``: the grid's points in grid order; ``earlier_specs``:
+    the same grid as an earlier version spelled its spec (a setting renamed since), whose
+    grid files resume as this grid's."""
 
-    def __init__(self, out_dir: str | Path, command: str, spec: dict, points: Sequence[dict]):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        command: str,
+        spec: dict,
+        points: Sequence[dict],
+        earlier_specs: Sequence[dict] = (),
+    ):
         self.path = Path(out_dir) / FILE
         self.command, self.points = command, list(points)
         self.hash = spec_hash({"command": command, "spec": spec, "points": self.points})
+        self.hashes = {
+            self.hash,
+            *(
+                spec_hash({"command": command, "spec": s, "points": self.points})
+                for s in earlier_specs
+            ),
+        }
         self.done: dict[int, dict] = {}
 
     def check_resume(self) -> None:
@@ -96,7 +112,7 @@ class GridStore:
                 f"{self.path.parent}: --resume: no {FILE} here (no grid to resume)"
             )
         header, records, _ = _read(self.path)
-        if not header or header.get("grid") != self.hash:
+        if not header or header.get("grid") not in self.hashes:
             other = (header or {}).get("grid", "none")
             raise GridResumeError(
                 f"{self.path.parent}: --resume: holds another grid (spec {str(other)[:12]}, "
@@ -117,7 +133,7 @@ class GridStore:
         if not header or not records:
             return
         n, total = len(records), int(header.get("points") or 0)
-        same = header.get("grid") == self.hash
+        same = header.get("grid") in self.hashes
         if n >= total:
             raise GridResumeError(
                 f"{self.path}: holds a finished grid of {total} points"

@@ -35,19 +35,25 @@ OUT_DIR = click.option(
 
 
 def collapse_split(default: str):
-    """``--split`` and ``--held-out`` of the collapse studies (``compare collapse``,
-    ``compare horizon``): which runs the fit never sees (:func:`analysis.collapse.compare.split_grid`)."""
+    """``--held-out-by`` and ``--held-out`` of the collapse studies (``compare collapse``,
+    ``compare horizon``): which runs the fit never sees (:func:`analysis.collapse.compare.split_grid`).
+    ``--split``, the old spelling of ``--held-out-by``, still works (``--split`` is the GPU
+    split of ``sim`` and ``advise``)."""
 
     def wrap(f):
         f = click.option(
             "--held-out",
             type=click.FloatRange(min=0, min_open=True),
             default=None,
-            help="With --split lr or S: the one lr or S value held out [default: lr "
+            help="With --held-out-by lr or S: the one lr or S value held out [default: lr "
             "alternate values; S the middle one].",
         )(f)
+        f = renamed_option(
+            "--split", "--held-out-by", "split", type=click.Choice(["seed", "lr", "S"])
+        )(f)
         return click.option(
-            "--split",
+            "--held-out-by",
+            "split",
             type=click.Choice(["seed", "lr", "S"]),
             default=default,
             show_default=True,
@@ -425,7 +431,11 @@ def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
     """A hidden option ``old`` (a command's earlier spelling of ``new``) that fills the
     same parameter ``dest``: it still works, with one line on stderr
     (``note: OLD is deprecated, use NEW``), and ``--help`` shows only ``new``. ``kwargs``
-    (``type``, ``metavar``) are ``new``'s, so both spellings check the value alike."""
+    (``type``, ``metavar``) are ``new``'s, so both spellings check the value alike.
+
+    The old spelling parses into a slot of its own (click keys parsed values by
+    parameter name, so a shared name could not tell which spelling was typed) and hands
+    its value to ``dest`` as a command-line value, which outranks ``new``'s default."""
 
     def note(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if (
@@ -433,8 +443,16 @@ def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
             and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE
         ):
             click.echo(f"note: {old} is deprecated, use {new}", err=True)
+            ctx.params[dest] = value
+            ctx.set_parameter_source(dest, ParameterSource.COMMANDLINE)
         return value
 
     return click.option(
-        old, dest, hidden=True, callback=note, help=f"Old spelling of {new}.", **kwargs
+        old,
+        f"_renamed_{dest}",
+        hidden=True,
+        expose_value=False,
+        callback=note,
+        help=f"Old spelling of {new}.",
+        **kwargs,
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
-from rolloutlab.commands.options.common import fail
+from rolloutlab.commands.options.common import fail, renamed_option
 from rolloutlab.commands.options.learning import learning_options, rewards_from_options
 from rolloutlab.sim.models.drift import DRIFTS
 from rolloutlab.sim.models.hardware import GPUS, MODELS
@@ -32,7 +32,8 @@ OPTIONS = [
         help=f"Bundled scenario: {', '.join(bundled_scenarios()) or '(none)'}.",
     ),
     click.option(
-        "--controllers",
+        "--controller",
+        "controllers",
         default="static:4,static:8,static:16,sagc",
         show_default=True,
         help="Comma-separated controller specs: static:G, sagc[:key=value,...], "
@@ -74,6 +75,8 @@ OPTIONS = [
         "difficulty under lognormal and --drift lengths and its observed group under "
         "grouped empirical lengths; i.i.d. empirical lengths (longcot) have none to keep.",
     ),
+    # last: tail-study picks the options it takes by position
+    renamed_option("--controllers", "--controller", "controllers"),
 ]
 
 

@@ -141,12 +141,15 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     "--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Run seed (>= 0)."
 )
 @click.option(
-    "--capacity",
+    "--max-num-seqs",
+    "capacity",
     default=SyncConfig.capacity,
     show_default=True,
     type=POSITIVE_INT,
-    help="Engine slots: sequences decoded at once (>= 1; a larger G is refused).",
+    help="Engine slots: sequences decoded at once (vLLM's max_num_seqs; >= 1; a larger G "
+    "is refused).",
 )
+@renamed_option("--capacity", "--max-num-seqs", "capacity", type=POSITIVE_INT)
 @click.option(
     "--engine-mode",
     default="continuous",
@@ -225,14 +228,14 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
 )
 @click.option(
     "--max-response-length",
-    "max_response_tokens",
-    default=SyncConfig.max_response_tokens,
+    "max_response_length",
+    default=SyncConfig.max_response_length,
     show_default=True,
     type=POSITIVE_INT,
     help="Response cap (tokens, >= 1).",
 )
 @renamed_option(
-    "--max-response-tokens", "--max-response-length", "max_response_tokens", type=POSITIVE_INT
+    "--max-response-tokens", "--max-response-length", "max_response_length", type=POSITIVE_INT
 )
 @click.option(
     "--tau",

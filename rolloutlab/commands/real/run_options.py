@@ -74,7 +74,8 @@ _OPTIONS = (
         default=SyncConfig.max_gen_batches,
         show_default=True,
         type=click.IntRange(min=0),
-        help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited)",
+        help="generation rounds allowed per step with --dynamic-sampling (0 = unlimited; "
+        "the default is verl's DAPO recipe's, as in sim)",
     ),
     NO_CACHE,
     click.option(

@@ -18,7 +18,7 @@ from rolloutlab.commands.grid.options import (
     prepare_grid,
     run_points,
 )
-from rolloutlab.commands.options.common import check_creatable, echo_table, fail
+from rolloutlab.commands.options.common import check_creatable, echo_table, fail, renamed_option
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -36,7 +36,11 @@ from rolloutlab.real.rundir.config import (
     LearnerConfig,
     SyncConfig,
     WarmStartConfig,
+    with_earlier_keys,
 )
+
+REAL_GRID_PARALLEL = 2
+"""Real runs at a time when ``--max-parallel`` is not given (each run is two processes)."""
 
 
 @click.command("stability")
@@ -79,15 +83,15 @@ from rolloutlab.real.rundir.config import (
     help="Group-size controller spec of every run (static:G, sagc[:k=v,...], lagc[:k=v,...]).",
 )
 @click.option(
-    "--mode",
+    "--pipeline",
+    "mode",
     default="interval",
     show_default=True,
     type=click.Choice(["interval", "bounded"]),
-    help="Pipeline of every run: interval:S or bounded:S.",
+    help="Pipeline of every run: interval:S or bounded:S (S from --S).",
 )
-@click.option(
-    "--jobs", default=2, show_default=True, type=POSITIVE_INT, help="Runs at a time (>= 1)."
-)
+@renamed_option("--mode", "--pipeline", "mode", type=click.Choice(["interval", "bounded"]))
+@renamed_option("--jobs", "--max-parallel", "max_parallel", type=POSITIVE_INT)
 @click.option(
     "--warm-start-steps",
     default=350,
@@ -115,7 +119,6 @@ def stability_cmd(
     prompts: int,
     controller: str,
     mode: str,
-    jobs: int,
     warm_start_steps: int,
     clip: bool,
     is_mode: str,
@@ -132,7 +135,9 @@ def stability_cmd(
 
     Writes DIR/stability.csv (the simulator's columns first), DIR/phase_diagram.png,
     DIR/fit.json and DIR/config.json; run directories under DIR/runs/ (a rerun reuses finished ones).
+    Runs at a time: --max-parallel, 2 on this machine by default.
     """
+    jobs = opts["max_parallel"] or REAL_GRID_PARALLEL
     from rolloutlab.analysis.collapse.stability_fit import t_collapse_table, write_real_grid
     from rolloutlab.real.policy.warmstart import default_cache_dir
     from rolloutlab.real.rundir.async_config import AsyncConfig
@@ -152,6 +157,9 @@ def stability_cmd(
             eval_every=steps,
             eval_size=64,
             checkpoint_every=steps,
+            # no refill in these grids: the cap is unused, and 0 keeps the spec (--resume)
+            # of grids made while 0 was the default
+            max_gen_batches=0,
             warm_start=WarmStartConfig(steps=warm_start_steps),
             learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
         )
@@ -177,7 +185,10 @@ def stability_cmd(
     spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))  # jobs: not a result
     if not seed_offset:
         del spec["seed_offset"]  # grids from before --seed-offset keep their spec (--resume)
-    executor, store = prepare_grid(opts, out_dir, "real stability", spec, grid_points(grid), jobs)
+    earlier = {**spec, "base": with_earlier_keys(spec["base"])}  # grids from before a rename
+    executor, store = prepare_grid(
+        opts, out_dir, "real stability", spec, grid_points(grid), jobs, [earlier]
+    )
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     prepare_warm_start(out_dir, grid.base, None if no_cache else default_cache_dir())

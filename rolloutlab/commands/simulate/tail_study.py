@@ -22,7 +22,7 @@ from rolloutlab.sim.studies.tail import default_arms, run_tail_study
 
 _SCENARIO = (0, 1, 3, 4, 5, 7, 8)
 """The shared scenario options it takes (:data:`rolloutlab.commands.options.scenario.OPTIONS`):
-not ``--controllers`` (the arms fix them) nor ``--kv-cache`` (the study runs without KV pressure)."""
+not ``--controller`` (the arms fix them) nor ``--kv-cache`` (the study runs without KV pressure)."""
 
 
 def _scenario_options(command):
