@@ -131,3 +131,16 @@ def test_a_retired_spelling_fills_the_same_parameter_with_one_note(
     as_old = _params(path, [*extra, old, value])
     assert capsys.readouterr().err == f"note: {old} is deprecated, use {new}\n"
     assert as_old == as_new != default
+
+
+def test_the_options_advise_prints_back_are_its_own(capsys):
+    """``advise`` prints the options it searches around a calibrated run: each one a
+    spelling ``advise --help`` lists."""
+    from rolloutlab.sim.scenario.scenario import load_scenario
+
+    from rolloutlab.commands.grid.advise import _around_calibrated_run
+
+    _around_calibrated_run(load_scenario("gsm8k"), set())
+    printed = set(re.findall(r" (--[a-z-]+) ", capsys.readouterr().out))
+    listed = {o for p, o in listed_options(main) if p == "advise"}
+    assert printed and printed <= listed, printed - listed

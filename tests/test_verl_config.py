@@ -106,6 +106,14 @@ def test_dotted_keys_dynamic_sampling_and_a_known_model_with_gpu(tmp_path):
     assert cfg["controllers"] == ["static:8"] and "dynamic_sampling" in json.dumps(cfg)
 
 
+def test_the_options_that_win_are_named_as_help_lists_them(tmp_path):
+    out, cfg = _sim(
+        tmp_path, "--verl-config", str(SPLIT), "--steps", "2", "--controller", "static:2"
+    )
+    (line,) = [x for x in out.splitlines() if x.startswith("given on the command line instead")]
+    assert line.endswith(": --controller") and cfg["controllers"] == ["static:2"]
+
+
 def test_scenario_from_verl_writes_a_scenario_sim_loads(tmp_path):
     out = tmp_path / "split.json"
     res = CliRunner().invoke(main, ["scenario", "from-verl", str(SPLIT), "--out", str(out)])

@@ -73,7 +73,7 @@ def _splits(gpus: int | None, splits: str | None, opts: dict) -> tuple[str, ...]
     return out
 
 
-_OPTION = {"pipelines": "pipeline"}
+_OPTION = {"pipelines": "pipeline", "controllers": "controller"}
 """Searched settings whose option is not the key's spelling."""
 
 

@@ -52,7 +52,7 @@ def load_mapping(path: str) -> VerlMapping:
 def merge_verl(ctx: click.Context, path: str) -> tuple[VerlMapping, dict[str, Any], list[str]]:
     """The verl config ``path`` merged into the command's parameters (``ctx.params``):
     ``(mapping, params, overridden)``, the options set on the command line kept
-    (``overridden`` names them). ``--model``/``--tp`` are taken from the file only with
+    (``overridden`` names them as ``--help`` does). ``--model``/``--tp`` are taken from the file only with
     ``--gpu`` (the roofline needs the accelerator, which a verl config does not name).
     Raises BadInput (exit 2) for a file that cannot be mapped, or ``--gpu`` with a model
     the roofline does not know and no ``--model``."""
@@ -62,7 +62,7 @@ def merge_verl(ctx: click.Context, path: str) -> tuple[VerlMapping, dict[str, An
         if name in ("model", "tp") and (not params.get("gpu") or _given(ctx, "model")):
             continue
         if _given(ctx, name):
-            overridden.append(name)
+            overridden.append(_flag(ctx, name))
         else:
             params[name] = value
     if params.get("gpu") and not params.get("model"):
@@ -82,6 +82,14 @@ def _row(m: VerlMapping, field: str) -> Any:
     return next((r.value for r in m.rows if r.field == field), None)
 
 
+def _flag(ctx: click.Context, name: str) -> str:
+    """The option ``--help`` lists for the parameter ``name`` (``controllers``: ``--controller``)."""
+    for param in ctx.command.params:
+        if param.name == name and isinstance(param, click.Option) and not param.hidden:
+            return param.opts[0]
+    return "--" + name.replace("_", "-")
+
+
 def echo_mapping(m: VerlMapping, overridden: Sequence[str] = ()) -> None:
     """Print the mapping (verl field, value, simulator setting, note), the meaningful
     fields the file leaves unset, and every field it ignored."""
@@ -99,7 +107,7 @@ def echo_mapping(m: VerlMapping, overridden: Sequence[str] = ()) -> None:
         )
     )
     if overridden:
-        click.echo("given on the command line instead: " + ", ".join(f"--{o}" for o in overridden))
+        click.echo("given on the command line instead: " + ", ".join(overridden))
     if m.missing:
         click.echo("not set in the file (the scenario's value stays): " + ", ".join(m.missing))
     text = f"ignored {len(m.ignored)} field(s), no simulator meaning: " + ", ".join(m.ignored)
@@ -157,8 +165,9 @@ def from_verl(config_file: str, base: str, name: str | None, out: str) -> None:
     echo_mapping(m)
     opts = run_settings(m)
     flags = ["--dynamic-sampling"] if opts.get("dynamic_sampling") else []
-    keys = ("controllers", "pipeline", "placement", "max_gen_batches", "gen_batch_factor")
-    flags += [f"--{k.replace('_', '-')} {opts[k]}" for k in keys if k in opts]
+    options = {"controllers": "--controller", "pipeline": "--pipeline", "placement": "--placement",
+               "max_gen_batches": "--max-gen-batches", "gen_batch_factor": "--gen-batch-factor"}  # fmt: skip
+    flags += [f"{flag} {opts[k]}" for k, flag in options.items() if k in opts]
     click.echo(f"wrote {out} (scenario {d['name']} on {base})")
     click.echo(
         f"run it: rolloutlab sim --calibration {out} {' '.join(flags)} --out runs/{d['name']}"
