@@ -261,8 +261,9 @@ def test_the_vllm_dtype_reaches_the_engine_config_and_a_bad_one_is_refused(monke
 
 
 def test_the_temperature_option_sets_the_sampler_and_the_learner_alike():
-    from rolloutlab.commands.real.group import sync
     from rolloutlab.real.rundir.config import OPTION_FIELDS, config_from_options
+
+    from rolloutlab.commands.real.group import sync
 
     opts = {p.name: p.default for p in sync.params if p.name in OPTION_FIELDS and not p.hidden}
     cfg = config_from_options({**opts, "temperature": 0.6})
