@@ -97,7 +97,7 @@ OPTIONS = [
     ("stab-steps-0", f"{STAB} --steps 0", "'--steps'"),
     ("stab-seeds-0", f"{STAB} --seeds 0", "'--seeds'"),
     ("stab-prompts-0", f"{STAB} --prompts 0", "'--prompts'"),
-    ("stab-prompts-0", f"{STAB} --prompts 0", "'--prompts'"),
+    ("stab-batch-0", f"{STAB} --batch 0", "'--batch'"),  # the old spelling checks alike
     # calibrate / validate options
     ("verl-group-0", f"{VERL} --group-size 0 --out {{t}}/x.json", "'--group-size'"),
     ("verl-cap-0", f"{VERL} --max-response-length 0 --out {{t}}/x.json", "'--max-response-length'"),
