@@ -24,6 +24,7 @@ from rolloutlab.commands.options.common import (
     echo_table,
     fail,
     real_option,
+    renamed_option,
 )
 from rolloutlab.commands.options.types import STEPS, finite
 from rolloutlab.sim.trace.progress import phase
@@ -65,11 +66,13 @@ def compare() -> None:
     "resampled by prompt length, or a per-prompt lognormal.",
 )
 @click.option(
-    "--capacity",
+    "--max-num-seqs",
+    "capacity",
     type=click.IntRange(min=1),
     default=None,
-    help="Engine slots per worker [default: the run's config].",
+    help="Engine slots per worker (vLLM's max_num_seqs) [default: the run's config].",
 )
+@renamed_option("--capacity", "--max-num-seqs", "capacity", type=click.IntRange(min=1))
 @click.option(
     "--tau",
     type=finite(1.0, min_open=True),
