@@ -29,7 +29,7 @@ from rolloutlab.real.rundir.config import SyncConfig
 
 
 def greedy(engine: VllmEngine, reqs: list[RolloutRequest], tokens: int) -> list[list[int]]:
-    out = engine.generate(reqs, SamplingParams(temperature=0.0, max_response_tokens=tokens))
+    out = engine.generate(reqs, SamplingParams(temperature=0.0, max_response_length=tokens))
     return [list(r.response_ids) for r in out]
 
 

@@ -59,7 +59,7 @@ def test_engine_work_matches_the_torch_engine():
     reqs = [RolloutRequest(i, tuple(range(3, 5 + i % 6)), seed=100 + i) for i in range(11)]
     engine = Counting(model, 3, lambda: 0.0)
     with torch.no_grad():
-        res = engine.generate(reqs, SamplingParams(1.0, 1.0, max_response_tokens=12))
+        res = engine.generate(reqs, SamplingParams(1.0, 1.0, max_response_length=12))
     want = engine_work([len(r.prompt_ids) for r in reqs], [len(x.response_ids) for x in res], 3)
     decoded = sum(len(x.response_ids) - 1 for x in res)
     assert want == (engine.prefills, engine.decode_iterations, decoded, engine.prefill_tokens)

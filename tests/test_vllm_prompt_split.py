@@ -38,7 +38,7 @@ def test_seeded_sampling_survives_prompts_over_the_step_token_budget(tmp_path):
             for i in range(8)
         ]
         params = [
-            VllmSamplingParams(**sampling_params_kwargs(SamplingParams(max_response_tokens=8), i))
+            VllmSamplingParams(**sampling_params_kwargs(SamplingParams(max_response_length=8), i))
             for i in range(8)
         ]
         outs = llm.generate(prompts, params, use_tqdm=False)
