@@ -42,7 +42,7 @@ def grpo_config(out: Path, args: argparse.Namespace, cfg: SyncConfig) -> GRPOCon
         bf16=False,
         num_generations=args.max_group_size,  # the largest G the controller may pick
         per_device_train_batch_size=args.prompts * args.max_group_size,  # the budget
-        max_completion_length=args.max_response_tokens or cfg.max_response_tokens,
+        max_completion_length=args.max_response_length or cfg.max_response_length,
         max_steps=args.steps,
         learning_rate=cfg.learner.lr,
         lr_scheduler_type="constant",
@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-group-size", type=int, default=8, help="largest G (sets the budget)")
     p.add_argument("--tau", type=float, default=2.0, help="straggler threshold (max/median)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-response-tokens", type=int, default=None, help="default: real sync's")
+    p.add_argument("--max-response-length", type=int, default=None, help="default: real sync's")
     p.add_argument("--warm-start-steps", type=int, default=100)
     p.add_argument("--model", type=Path, default=None, help="HF model folder (no warm start)")
     return p

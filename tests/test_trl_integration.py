@@ -281,7 +281,7 @@ def test_the_readme_example_runs_and_prints_the_trace_it_wrote(
     spec.loader.exec_module(example)
     out = tmp_path / "run"
     argv = ["--out", str(out), "--model", tiny_model, "--controller", cycle_spec, "--steps", "3",
-            "--prompts", "2", "--max-group-size", "4", "--max-response-tokens", "8"]  # fmt: skip
+            "--prompts", "2", "--max-group-size", "4", "--max-response-length", "8"]  # fmt: skip
     assert example.main(argv) == 0
     printed = capsys.readouterr().out
     rollouts = pl.read_parquet(out / "rolloutlab" / "rollouts.parquet")
