@@ -112,7 +112,7 @@ def sim_steps(
 ):
     """``sim --calibration`` of one controller: its steps and rollouts tables."""
     cli(
-        ["sim", "--calibration", str(cal), "--controllers", spec, "--prompts", str(prompts),
+        ["sim", "--calibration", str(cal), "--controller", spec, "--prompts", str(prompts),
          "--steps", str(steps), "--seed", str(seed), "--no-figure", "--out", str(out)],
         log,
     )  # fmt: skip
