@@ -28,7 +28,7 @@ from rolloutlab.calibration.readers.grouped import read_grouped
 from rolloutlab.calibration.validation.forecast import model_p
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import load_scenario
-from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
 PILOT = ROOT / "tests" / "data" / "groups" / "graph_walk" / "samples.parquet"
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         cfg = RunConfig(steps=args.steps, prompts=16, seed=seed)
-        rollouts = run_comparison(scenario, specs, cfg, engine="fast").rollouts
+        rollouts = run_comparison(plan_comparison(scenario, specs, cfg, engine="fast")).rollouts
         rollouts = rollouts.collect() if isinstance(rollouts, pl.LazyFrame) else rollouts
         rows.append(
             straggler_rates(rollouts, args.tau, 100).with_columns(pl.lit(seed).alias("seed"))

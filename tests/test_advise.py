@@ -205,7 +205,7 @@ def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     from rolloutlab.sim.pipelines.spec import parse_pipeline
     from rolloutlab.sim.pipelines.sync import RunConfig
     from rolloutlab.sim.scenario.scenario import load_scenario
-    from rolloutlab.sim.studies.compare import run_comparison
+    from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 
     sc = load_scenario("longcot")
     rewards = reward_config(None, sc.pass_rate, sc.learning)
@@ -218,9 +218,10 @@ def test_evaluate_runs_the_setting_on_the_dataset_size_it_is_given():
     engine = dataclasses.replace(sc.engine, n_workers=1, max_num_seqs=256)
     pipes = [parse_pipeline("sync")]
     placed = dataclasses.replace(sc, engine=engine)
-    summary = run_comparison(  # on the engine evaluate picks (fast path: sync, slots)
+    plan = plan_comparison(  # on the engine evaluate picks (fast path: sync, slots)
         placed, ["static:4"], cfg, pipelines=pipes, engine=engine_for(placed, pipes[0]), target=0.9
-    ).summary
+    )
+    summary = run_comparison(plan).summary
     row = summary.row(0, named=True)
     assert got["wall_clock_s"] == row["wall_clock_s"]
     assert got["wall_clock_s"] != evaluate(setting, sc, rewards, 10, 0.9)["wall_clock_s"]

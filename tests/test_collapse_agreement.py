@@ -17,7 +17,7 @@ from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import load_scenario
-from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 
 KINDS = ("sync", "one-step-off", "interval:3", "bounded:2", "partial:2", "async:2")
 T, B = 12, 8
@@ -33,7 +33,7 @@ def simulate(scenario: str, spec: str, margin: float, K: int = 1) -> tuple[dict,
     at_ref = collapse_margin(1e-6, pipe.max_staleness, T, rewards.learning, updates=K)
     lr = 1e-6 * at_ref / margin  # the margin is proportional to 1 / lr
     cfg = RunConfig(steps=T, prompts=B, seed=0, lr=lr, rewards=rewards, updates_per_batch=K)
-    summary = run_comparison(sc, ["static:4"], cfg, pipelines=[pipe]).summary
+    summary = run_comparison(plan_comparison(sc, ["static:4"], cfg, pipelines=[pipe])).summary
     setting = {
         "controller": "static:4",
         "prompts": B,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.models.cost import LinearCost
 from rolloutlab.sim.pipelines.sync import RunConfig
-from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 from rolloutlab.sim.studies.sweep import AXES, grid, run_sweep, sweep_means
 
 from tests.cli_helpers import assert_refused, invoke_on
@@ -55,9 +55,8 @@ def test_each_sweep_row_is_the_single_comparison_of_its_point(tiny_scenario):
             sc.engine, n_workers=p["workers"], max_num_seqs=p["max_num_seqs"]
         ),
     )
-    summary = run_comparison(
-        one, SPECS, RunConfig(steps=6, prompts=p["prompts"], seed=p["seed"]), engine="fast"
-    ).summary
+    cfg = RunConfig(steps=6, prompts=p["prompts"], seed=p["seed"])
+    summary = run_comparison(plan_comparison(one, SPECS, cfg, engine="fast")).summary
     row = runs.filter(*(pl.col(a) == v for a, v in p.items())).drop(AXES)
     assert row.to_dicts() == summary.to_dicts()
 

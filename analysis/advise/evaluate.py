@@ -40,7 +40,7 @@ from rolloutlab.sim.models.staleness import StalenessParams, predict_eta_max
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 from rolloutlab.sim.trace.metrics import step_metrics
 
 SETTING_KEYS = (
@@ -186,7 +186,7 @@ def evaluate(
         rewards=rewards,
         updates_per_batch=int(setting.get("updates_per_batch", 1)),
     )
-    result = run_comparison(
+    plan = plan_comparison(
         sc,
         [setting["controller"]],
         cfg,
@@ -194,6 +194,7 @@ def evaluate(
         engine=engine_for(sc, pipe),
         target=target,
     )
+    result = run_comparison(plan)
     summary, rollouts = result.summary, result.rollouts
     row = summary.row(0, named=True)
     learning = rewards.learning if rewards is not None else None

@@ -13,7 +13,9 @@ Every runner takes ``(scenario, controller, cfg, pipeline, on_step)`` and return
 - ``fast`` engine, ``sync``: :func:`sim.pipelines.sync_fast.run_sync_fast` (vectorised, no
   KV pressure; the same tables as ``run_sync``, times equal to float rounding).
 
-Studies (:mod:`sim.studies`) call :func:`simulate` and never choose a runner themselves.
+A run's settings are checked once, by :func:`plan_run`, into a frozen :class:`RunPlan`
+that :func:`run_plan` runs without checking again; :func:`simulate` is the two in one.
+Studies (:mod:`sim.studies`) call these and never choose a runner themselves.
 """
 
 from __future__ import annotations
@@ -125,6 +127,36 @@ def check_step_phases(scenario: Scenario, pipeline: PipelineConfig) -> None:
         )
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """A run's scenario, pipeline and engine, checked together, with the runner that
+    serves them: what :func:`run_plan` takes. Made by :func:`plan_run` (the one place these
+    settings are checked); never changed after."""
+
+    scenario: Scenario
+    """The scenario the run simulates."""
+    pipeline: PipelineConfig
+    """Its pipeline (sync, one-step-off, bounded:S, ...)."""
+    engine: str
+    """``simpy`` or ``fast``."""
+    runner: Runner
+    """The runner of :data:`RUNNERS` for (engine, pipeline kind)."""
+
+
+def plan_run(
+    scenario: Scenario, pipeline: PipelineConfig | None = None, engine: str = "simpy"
+) -> RunPlan:
+    """Check that ``pipeline`` (default: synchronous) runs ``scenario`` on ``engine`` and
+    return the :class:`RunPlan`.
+
+    Raises: ValueError as :func:`runner_for`, :func:`check_step_phases` and
+    :func:`sim.pipelines.multi_turn.check_multi_turn`."""
+    pipeline = pipeline if pipeline is not None else PipelineConfig()
+    check_multi_turn(scenario, [pipeline], engine)
+    check_step_phases(scenario, pipeline)
+    return RunPlan(scenario, pipeline, engine, runner_for(pipeline, engine))
+
+
 def simulate(
     scenario: Scenario,
     controller: Controller,
@@ -134,8 +166,20 @@ def simulate(
     on_step: OnStep = None,
     rollout_path: str | os.PathLike | None = None,
 ) -> PipelineResult:
-    """Simulate ``cfg.steps`` learner steps of ``pipeline`` (default: synchronous) under
-    ``controller`` on ``engine``.
+    """:func:`run_plan` of :func:`plan_run` ``(scenario, pipeline, engine)``: one run,
+    checked then simulated. Raises as those two do."""
+    return run_plan(plan_run(scenario, pipeline, engine), controller, cfg, on_step, rollout_path)
+
+
+def run_plan(
+    plan: RunPlan,
+    controller: Controller,
+    cfg: RunConfig,
+    on_step: OnStep = None,
+    rollout_path: str | os.PathLike | None = None,
+) -> PipelineResult:
+    """Simulate ``cfg.steps`` learner steps of ``plan`` (its scenario, pipeline and engine;
+    checked by :func:`plan_run`, not here) under ``controller``.
 
     ``rollout_path``: write the rollout table to that parquet file and return it as a lazy
     scan (:func:`polars.scan_parquet`): the synchronous runners (SimPy and fast) stream it
@@ -143,16 +187,12 @@ def simulate(
     :class:`sim.trace.stream.RolloutSink`), the asynchronous ones and multi-turn runs write
     their table when the run ends.
 
-    Raises: ValueError as :func:`runner_for`, :func:`check_step_phases` and
-    :func:`sim.pipelines.multi_turn.check_multi_turn`, and as the runner does (a controller
+    Raises: ValueError as the runner does (a controller
     proposing G < 1, an ``async:S`` queue below B, dynamic sampling with ``async:S``);
     RuntimeError when an asynchronous learner can never fill a batch;
     :class:`sim.trace.schema.TraceError` on an invalid rollout row when writing.
     """
-    pipeline = pipeline if pipeline is not None else PipelineConfig()
-    check_multi_turn(scenario, [pipeline], engine)
-    check_step_phases(scenario, pipeline)
-    runner = runner_for(pipeline, engine)
+    scenario, pipeline, runner = plan.scenario, plan.pipeline, plan.runner
     log = UpdateLog()
     if rollout_path is None:
         return replace(runner(scenario, controller, cfg, pipeline, on_step, log), log=log)

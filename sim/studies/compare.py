@@ -20,8 +20,7 @@ from rolloutlab.sim.models.reward_metrics import (
     dynamic_sampling_summary,
     learning_summary,
 )
-from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
-from rolloutlab.sim.pipelines.registry import runner_for, simulate
+from rolloutlab.sim.pipelines.registry import RunPlan, plan_run, run_plan
 from rolloutlab.sim.pipelines.spec import PipelineConfig
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.provenance import describe_rewards, scenario_source, write_config
@@ -101,15 +100,12 @@ def check_target(target: float | None) -> None:
 
 
 def check_comparison(
-    specs: Sequence[str],
-    pipelines: Sequence[PipelineConfig],
-    engine: str = "simpy",
-    dynamic: bool = False,
+    specs: Sequence[str], pipelines: Sequence[PipelineConfig], dynamic: bool = False
 ) -> None:
-    """Validate a comparison before running it (the commands call it before they create
-    their output folder): every controller spec parses, specs and pipelines are given and
-    distinct, the fast path gets synchronous pipelines only, and dynamic sampling
-    (``dynamic``) no ``oversample:R`` or ``async:S`` pipeline. Raises ValueError."""
+    """The controller specs and pipelines of a comparison, checked together (part of
+    :func:`plan_comparison`): every spec parses, specs and pipelines are given and
+    distinct, and dynamic sampling (``dynamic``) has no ``oversample:R`` or ``async:S``
+    pipeline. Raises ValueError."""
     if not specs:
         raise ValueError("controllers: none given (e.g. static:8,sagc)")
     if len(set(specs)) != len(specs):
@@ -120,8 +116,6 @@ def check_comparison(
         raise ValueError("pipelines: none given (e.g. sync,one-step-off)")
     if len(set(pipelines)) != len(pipelines):
         raise ValueError(f"pipelines: need distinct pipelines, got {[p.spec for p in pipelines]}")
-    for pipe in pipelines:
-        runner_for(pipe, engine)  # raises where the engine has no runner for the kind
     if dynamic and any(p.kind == "oversample" for p in pipelines):
         raise ValueError(
             "--dynamic-sampling over-samples already (--gen-batch-factor); it does not "
@@ -129,6 +123,60 @@ def check_comparison(
         )
     if dynamic and any(p.kind == "async" for p in pipelines):
         raise ValueError("--dynamic-sampling does not combine with an async:S pipeline")
+
+
+@dataclass(frozen=True)
+class ComparisonPlan:
+    """A comparison's settings, checked together: what :func:`run_comparison` and
+    :func:`compare_study` take. Made by :func:`plan_comparison` (the one place they are
+    checked); never changed after."""
+
+    specs: tuple[str, ...]
+    """Controller specs (``static:G``, ``sagc[:k=v]``, a plug-in), distinct, each parsed once."""
+    cfg: RunConfig
+    """Run settings shared by every run (steps, prompt batch B, seed, rewards)."""
+    runs: tuple[RunPlan, ...]
+    """One checked run plan per pipeline (:func:`sim.pipelines.registry.plan_run`): the
+    scenario, the pipeline, the engine and its runner."""
+    target: float | None = None
+    """Target reward of ``time_to_target_s`` (in [0, 1]), or None."""
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario every run simulates."""
+        return self.runs[0].scenario
+
+    @property
+    def pipelines(self) -> tuple[PipelineConfig, ...]:
+        """The pipelines compared, in run order."""
+        return tuple(r.pipeline for r in self.runs)
+
+    @property
+    def engine(self) -> str:
+        """``simpy`` or ``fast``."""
+        return self.runs[0].engine
+
+
+def plan_comparison(
+    scenario: Scenario,
+    specs: Sequence[str],
+    cfg: RunConfig,
+    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
+    engine: str = "simpy",
+    target: float | None = None,
+) -> ComparisonPlan:
+    """Check a comparison before anything runs or is written (the commands call it before
+    they create their output folder) and return its :class:`ComparisonPlan`: the specs
+    and pipelines (:func:`check_comparison`), the target reward (:func:`check_target`),
+    each pipeline against the batch B (:meth:`PipelineConfig.check_batch`) and against
+    the scenario and engine (:func:`sim.pipelines.registry.plan_run`: a runner for it, the
+    multi-turn block, the step phases). Raises ValueError naming the setting."""
+    check_comparison(specs, pipelines, cfg.dynamic is not None)
+    check_target(target)
+    for pipe in pipelines:
+        pipe.check_batch(cfg.prompts)
+    runs = tuple(plan_run(scenario, pipe, engine) for pipe in pipelines)
+    return ComparisonPlan(tuple(specs), cfg, runs, target)
 
 
 @dataclass(frozen=True)
@@ -150,18 +198,14 @@ class Comparison:
 
 
 def run_comparison(
-    scenario: Scenario,
-    specs: Sequence[str],
-    cfg: RunConfig,
+    plan: ComparisonPlan,
     on_step: Callable[[str, int, int], None] | None = None,
-    pipelines: Sequence[PipelineConfig] = (PipelineConfig(),),
-    engine: str = "simpy",
-    target: float | None = None,
     rollout_dir: Path | None = None,
 ) -> Comparison:
-    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) under each pipeline
-    for ``cfg.steps`` steps; the synchronous pipeline on the SimPy engine or the
-    vectorised fast path (``engine="fast"``, no KV pressure).
+    """Simulate each controller spec (``static:G``, ``sagc[:k=v]``) of ``plan``
+    (:func:`plan_comparison`) under each of its pipelines for ``cfg.steps`` steps; the
+    synchronous pipeline on the SimPy engine or the vectorised fast path (``engine="fast"``,
+    no KV pressure). Nothing is checked again here.
 
     Returns a :class:`Comparison`: ``summary`` has one row per (spec, pipeline)
     with :func:`summary_columns` (with rewards: ``informative_frac, final_reward,
@@ -176,27 +220,26 @@ def run_comparison(
     ``rollouts`` is a lazy scan of the parts in run order (memory: a block of steps, not
     the runs; :func:`sim.trace.stream.merge_parquet` joins them into one file).
     With ``cfg.updates_per_batch`` K > 1, each run's optimizer updates are in ``updates``.
-    Raises ValueError as :func:`check_comparison` and
-    :func:`sim.pipelines.multi_turn.check_multi_turn`, and for dynamic sampling that kept
-    no group in any step of a run (nothing to summarise).
+    Raises ValueError as the runs do, and for dynamic sampling that kept no group in any
+    step of a run (nothing to summarise).
     """
-    check_comparison(specs, pipelines, engine, cfg.dynamic is not None)
-    check_multi_turn(scenario, pipelines, engine)
-    check_target(target)
+    scenario, specs, cfg, target = plan.scenario, plan.specs, plan.cfg, plan.target
+    pipelines = plan.pipelines
     tau = scenario.run_defaults.tau
     rows: list[dict] = []
     all_rollouts: list = []
     all_steps: list = []
     turns: list[pl.DataFrame] = []
     updates: list[pl.DataFrame] = []
-    for pipe in pipelines:
+    for run in plan.runs:
+        pipe = run.pipeline
         controllers = [parse_controller(s, seed=cfg.seed, **sagc_defaults(scenario)) for s in specs]
         for spec, ctl in zip(specs, controllers):
             run_id = spec if len(pipelines) == 1 else f"{spec}@{pipe.spec}"
             hook = (lambda t, G, _s=run_id: on_step(_s, t, G)) if on_step else None
             run_cfg = replace(cfg, run_id=run_id)
             path = None if rollout_dir is None else rollout_dir / f"part-{len(rows):04d}.parquet"
-            result = simulate(scenario, ctl, run_cfg, pipe, engine, hook, rollout_path=path)
+            result = run_plan(run, ctl, run_cfg, hook, rollout_path=path)
             rollouts, steps = result.rollouts, result.steps
             if cfg.dynamic is not None and not steps["kept_groups"].sum():
                 raise ValueError(
@@ -285,14 +328,9 @@ FigureFn = Callable[[pl.LazyFrame, pl.DataFrame, Path, float, float | None], Non
 
 
 def compare_study(
-    scenario: Scenario,
-    specs: Sequence[str],
-    cfg: RunConfig,
-    pipelines: Sequence[PipelineConfig],
+    plan: ComparisonPlan,
     out_dir: Path,
     *,
-    engine: str = "simpy",
-    target: float | None = None,
     on_step: Callable[[str, int, int], None] | None = None,
     figure: FigureFn | None = None,
     record: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
@@ -304,11 +342,10 @@ def compare_study(
     before and after the run's own, e.g. the command's head and a verl config's record).
     A turns, updates or figure file an earlier study left in ``out_dir`` and this one did
     not write is removed (it is not this run's result). Raises as :func:`run_comparison`."""
+    scenario, specs, cfg, target = plan.scenario, plan.specs, plan.cfg, plan.target
     tau = scenario.run_defaults.tau
     with streamed_rollouts(out_dir) as parts:
-        result = run_comparison(
-            scenario, specs, cfg, on_step, pipelines, engine, target, rollout_dir=parts
-        )
+        result = run_comparison(plan, on_step, rollout_dir=parts)
     result.summary.write_csv(out_dir / "summary.csv")
     if result.turns:  # multi-turn rollouts: one row per turn (docs/multi_turn.md)
         write_turns(result.turns, out_dir / "turns.parquet")
@@ -330,7 +367,7 @@ def compare_study(
             "run": asdict(replace(cfg, rewards=None, dynamic=None)),
             **describe_rewards(cfg.rewards, cfg.dynamic, target),
             "controllers": list(specs),
-            "pipelines": [asdict(p) for p in pipelines],
+            "pipelines": [asdict(p) for p in plan.pipelines],
             "sagc_defaults": sagc_defaults(scenario),
             "tau": tau,
             "engine": asdict(scenario.engine),

@@ -19,7 +19,7 @@ from rolloutlab.sim.models.rewards import RewardConfig
 from rolloutlab.sim.pipelines.dynamic_sampling import DynamicSampling
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.studies.compare import run_comparison, summary_columns
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison, summary_columns
 
 AXES = ("prompts", "workers", "max_num_seqs", "seed")
 """Grid axes, in the order of the output columns and of the loop (last varies fastest)."""
@@ -89,7 +89,7 @@ def run_point(
         rewards=rewards,
         dynamic=dynamic,
     )
-    summary = run_comparison(sc, specs, cfg, engine=engine, target=target).summary
+    summary = run_comparison(plan_comparison(sc, specs, cfg, engine=engine, target=target)).summary
     return summary.select(
         *(pl.lit(point[a], dtype=pl.Int64).alias(a) for a in AXES), *summary_columns(cfg)
     )

@@ -25,7 +25,7 @@ from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import with_speculative
 from rolloutlab.sim.scenario.scenario import Scenario
-from rolloutlab.sim.studies.compare import run_comparison
+from rolloutlab.sim.studies.compare import plan_comparison, run_comparison
 from rolloutlab.sim.trace.metrics import consumed
 
 
@@ -110,7 +110,8 @@ def run_tail_study(
                 else with_speculative(scenario, a.speculative, [pipes[a.name]])
             )
             run_cfg = replace(cfg, seed=seed)
-            c = run_comparison(sc, [a.controller], run_cfg, None, [pipes[a.name]], "simpy", target)
+            plan = plan_comparison(sc, [a.controller], run_cfg, [pipes[a.name]], "simpy", target)
+            c = run_comparison(plan)
             summary, rollouts = c.summary, c.rollouts
             s = summary.row(0, named=True)
             rows.append(

@@ -32,15 +32,14 @@ from rolloutlab.commands.options.types import (
 )
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
-from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
-from rolloutlab.sim.pipelines.spec import PipelineConfig
+from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.provenance import (
     describe,
     describe_rewards,
     scenario_source,
     write_config,
 )
-from rolloutlab.sim.studies.compare import check_comparison
+from rolloutlab.sim.studies.compare import plan_comparison
 from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
 
 
@@ -111,8 +110,9 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine)
     try:
         specs = split_specs(opts["controllers"])
-        check_comparison(specs, [PipelineConfig()], engine, dynamic is not None)
-        check_multi_turn(sc, [PipelineConfig()], engine)
+        # every point's checks but its batch B (the sync pipeline takes any B)
+        plan_comparison(sc, specs, RunConfig(rewards=rewards, dynamic=dynamic), engine=engine,
+                        target=target_reward)  # fmt: skip
         points = grid(
             prompts or [sc.run_defaults.prompts],
             workers or [sc.engine.n_workers],

@@ -185,11 +185,10 @@ def sim(
     """
     from rolloutlab.sim.control.controllers import split_specs
     from rolloutlab.sim.engine.speculative import parse_speculative
-    from rolloutlab.sim.pipelines.multi_turn import check_multi_turn
     from rolloutlab.sim.pipelines.sync import RunConfig
     from rolloutlab.sim.scenario.overrides import apply_overrides, with_speculative
     from rolloutlab.sim.scenario.placement import parse_phases
-    from rolloutlab.sim.studies.compare import check_comparison, compare_study
+    from rolloutlab.sim.studies.compare import compare_study, plan_comparison
 
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
@@ -223,12 +222,9 @@ def sim(
             for p in pipeline.split(",")
             if p.strip()
         ]
-        check_comparison(specs, pipes, engine, dynamic is not None)
         if speculative:
             sc = with_speculative(sc, parse_speculative(speculative, lr=cfg.lr, seed=seed), pipes)
-        check_multi_turn(sc, pipes, engine)
-        for p in pipes:
-            p.check_batch(cfg.prompts)
+        plan = plan_comparison(sc, specs, cfg, pipes, engine, target_reward)
     except ValueError as exc:
         fail(exc)
     with claimed(out, "sim") as out_dir:  # after every check, before minutes of simulation
@@ -239,8 +235,7 @@ def sim(
                 bar.update()
 
             result = compare_study(
-                sc, specs, cfg, pipes, out_dir, engine=engine, target=target_reward,
-                on_step=on_step, figure=_comparison_figure if figure else None,
+                plan, out_dir, on_step=on_step, figure=_comparison_figure if figure else None,
                 record=(
                     config_head("sim", sc, engine, opts),
                     {"verl_config": verl_record(verl)} if verl else {},
