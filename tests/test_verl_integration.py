@@ -67,9 +67,10 @@ def test_a_scored_batch_becomes_the_steps_trace_rows_grouped_by_uid(tmp_path):
     lengths = [2, 6, 3, 1, 5, 4]
     batch = scored_batch(lengths, [1, 0, 0, 1, 1, 0], uids)
     rec = round_from_batch(batch, step=0, prompt_ids=[10, 11], t_start=0.0, t_gen_end=1.5)
-    assert rec.G == 3 and rec.grouped(rec.response_tokens) == [[2, 3, 4], [6, 1, 5]]
-    assert rec.grouped(rec.finish_reason)[1] == ["length", "stop", "stop"]
-    assert rec.prompt_tokens == [3] * 6
+    gen = rec.generated()
+    assert rec.G == 3 and rec.grouped(gen.response_tokens) == [[2, 3, 4], [6, 1, 5]]
+    assert rec.grouped(gen.finish_reason)[1] == ["length", "stop", "stop"]
+    assert gen.prompt_tokens == [3] * 6
     ctl = parse_controller("sagc:candidates=2/3/4,tau=2", seed=0)
     trace = RoundTrace(tmp_path, ctl, tau=2.0)
     trace.open({"framework": "verl", "rollout_times": "step"}, "verl", None)
