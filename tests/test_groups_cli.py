@@ -140,11 +140,11 @@ BAD = {
         [],
         r"bad.jsonl: line 2: field 'response_lengths': length nan",
     ),
-    "one step": (_steps(1), ["compare"], r"bad.jsonl: line 1: field 'step': one step only"),
+    "one step": (_steps(1), ["compare"], r"bad.jsonl: field 'step': one step only"),
     "K >= steps": (
         _steps(3),
         ["compare"],
-        r"bad.jsonl: line 1: field 'step': --fit-steps 3 >= the 3 steps",
+        r"bad.jsonl: field 'step': --fit-steps 3 >= the 3 steps",
     ),
 }
 

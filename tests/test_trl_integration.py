@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -251,6 +252,20 @@ def test_a_missing_or_other_framework_is_one_line_naming_how_to_install(name, fo
         check_version(name, found)
     msg = str(err.value)
     assert text in msg and install in msg and "\n" not in msg
+
+
+def test_a_framework_whose_metadata_is_there_but_package_is_not_is_one_line(monkeypatch):
+    # The distribution's metadata says trl 1.16.0 but the package itself does not import
+    # (a partial install): the refusal is the same one line with the install hint.
+    from rolloutlab.real.integrations import frameworks
+
+    monkeypatch.setattr(frameworks, "installed_version", lambda name: "1.16.0")
+    monkeypatch.setitem(sys.modules, "trl", None)
+    with pytest.raises(FrameworkError) as err:
+        frameworks.require("trl")
+    msg = str(err.value)
+    assert msg.startswith("trl 1.16.0 does not import (") and "rolloutlab[trl]" in msg
+    assert "\n" not in msg
 
 
 def test_the_verl_trainer_without_verl_is_refused_in_one_line():

@@ -134,18 +134,20 @@ def check_taus(taus) -> None:
 def check_validation_input(trace: GroupedTrace, fit_steps: int | None, taus) -> int:
     """The logged G (the most common group size, :meth:`GroupedTrace.typical_group_size`;
     groups may differ in size) after the input checks of ``compare groups``. Raises
-    GroupedDataError (file, line, field) on one step only, no K, K >= steps, or a tau <= 1."""
+    GroupedDataError (file, line, field) on no K or a tau <= 1, and (file, field) on one step
+    only or K >= steps: those are about the whole data, not one line of it."""
     G = trace.typical_group_size()
     steps = trace.steps()
     first = trace.samples.row(0, named=True)
     where = f"{first['source']}: line {first['line']}"
     if fit_steps is None:
         raise GroupedDataError(f"{where}: --fit-steps: required without a held-out run")
+    whole = first["source"]
     if len(steps) < 2:
-        raise GroupedDataError(f"{where}: field 'step': one step only ({steps[0]}); need >= 2")
+        raise GroupedDataError(f"{whole}: field 'step': one step only ({steps[0]}); need >= 2")
     if fit_steps >= len(steps):
         raise GroupedDataError(
-            f"{where}: field 'step': --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
+            f"{whole}: field 'step': --fit-steps {fit_steps} >= the {len(steps)} steps of the data"
         )
     check_taus(taus)
     return G

@@ -52,4 +52,11 @@ def require(name: str) -> ModuleType:
     """Import framework ``name`` after :func:`check_version`; raises :class:`FrameworkError`
     (one line) when it is missing or at another release."""
     check_version(name, installed_version(name))
-    return importlib.import_module(name)
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        # The distribution's metadata is there but the package does not import (a broken or
+        # partial install): the same one line, with the reason.
+        raise FrameworkError(
+            f"{name} {WRITTEN_FOR[name]} does not import ({err}): {EXTRA[name]}"
+        ) from err

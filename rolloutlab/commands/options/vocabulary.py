@@ -68,6 +68,8 @@ VOCABULARY: tuple[Term, ...] = (
     Term("search trials asked at a time", ("--parallel-trials",), ()),
     Term("simulated draws", ("--draws",), ("--replicates",)),
     Term("calibration file", ("--calibration",), ("--calib",)),
+    Term("training reward a run must reach (simulated runs)", ("--target-reward",), ()),
+    Term("held-out accuracy a real run must reach", ("--target-accuracy",), ()),
     Term("output folder or file", ("--out",), ("--output", "--out-dir", "--output-dir")),
 )
 """Every concept whose spelling was once in doubt (``docs/cli.md``'s table)."""
