@@ -28,13 +28,12 @@ import numpy as np
 import polars as pl
 from click.testing import CliRunner
 from rolloutlab.real.integrations.task_data import digit_chain_dataset, make_digit_chain_reward
-from rolloutlab.real.integrations.trl import GroupSizeGRPOTrainer
+from rolloutlab.real.integrations.trl import GroupSizeGRPOTrainer, sync_matched_config
 from rolloutlab.real.policy.warmstart import default_cache_dir
 from rolloutlab.real.rundir.config import SyncConfig, WarmStartConfig
 from rolloutlab.real.runners.sync import run_sync
 from rolloutlab.real.tasks.hf_tokenizer import task_tokenizer
 from rolloutlab.sim.trace.metrics import straggler_ratio
-from trl import GRPOConfig
 
 from rolloutlab.cli import main as cli
 
@@ -90,27 +89,13 @@ def trl_loop(out: Path, model_dir: Path, args, cfg: SyncConfig) -> Path:
     """TRL with the hyper-parameters of :class:`SyncConfig`'s defaults: lr, clip range
     (0.2 / 0.28), no KL, token-level (DAPO) loss, one optimiser step per generation,
     constant lr, temperature 1, the same response cap."""
-    grpo = GRPOConfig(
-        output_dir=str(out),
-        use_cpu=True,
-        bf16=False,
-        num_generations=args.max_group_size,
-        per_device_train_batch_size=args.prompts * args.max_group_size,
-        max_completion_length=cfg.max_response_length,
-        max_steps=args.steps,
-        learning_rate=cfg.learner.lr,
-        lr_scheduler_type="constant",
-        epsilon=cfg.learner.eps_low,
-        epsilon_high=cfg.learner.eps_high,
-        beta=cfg.learner.kl_coef,
-        loss_type="dapo",
-        max_grad_norm=cfg.learner.grad_clip,
-        temperature=cfg.temperature,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
+    grpo = sync_matched_config(
+        cfg,
+        out,
+        prompts=args.prompts,
+        max_group_size=args.max_group_size,
+        steps=args.steps,
         seed=args.seed,
-        disable_tqdm=True,
     )
     trainer = GroupSizeGRPOTrainer(
         model=str(model_dir),

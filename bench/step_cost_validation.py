@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from rolloutlab.analysis.learning.compare import _steps
+from rolloutlab.analysis.learning.compare import run_steps
 from rolloutlab.analysis.learning.step_cost import busy_time, pooled_cost
 from rolloutlab.analysis.learning.step_cost_law import fit_law, predict_setting, read_steps
 from rolloutlab.calibration.readers.run_curve import read_run
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {gb: [read_steps(d) for d in ds] for gb, ds in dirs.items()}
     fit_runs = [r for gb in fit_set for r in runs[gb]]
     law = fit_law(fit_runs)
-    power = pooled_cost([_steps(d, "cpu") for gb in fit_set for d in dirs[gb]],
+    power = pooled_cost([run_steps(d, "cpu") for gb in fit_set for d in dirs[gb]],
                         [read_run(d) for gb in fit_set for d in dirs[gb]])  # fmt: skip
     counts = np.array([g * b for g, b in fit_set], float)
     per_setting = np.array([np.mean([mean_step_s(r) for r in runs[gb]]) for gb in fit_set])

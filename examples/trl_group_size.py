@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 from rolloutlab.real.integrations.task_data import digit_chain_dataset, make_digit_chain_reward
-from rolloutlab.real.integrations.trl import GroupSizeGRPOTrainer
+from rolloutlab.real.integrations.trl import GroupSizeGRPOTrainer, sync_matched_config
 from rolloutlab.real.policy.model import load_config
 from rolloutlab.real.policy.warmstart import cached_warm_start, default_cache_dir
 from rolloutlab.real.rundir.config import SyncConfig, WarmStartConfig
@@ -35,28 +35,15 @@ from trl import GRPOConfig
 def grpo_config(out: Path, args: argparse.Namespace, cfg: SyncConfig) -> GRPOConfig:
     """TRL's config with ``rolloutlab real sync``'s hyper-parameters (``cfg``): the
     generation budget is ``B x`` the largest G (``num_generations``), one optimiser step
-    per generation, constant learning rate."""
-    return GRPOConfig(
-        output_dir=str(out),
-        use_cpu=True,
-        bf16=False,
-        num_generations=args.max_group_size,  # the largest G the controller may pick
-        per_device_train_batch_size=args.prompts * args.max_group_size,  # the budget
-        max_completion_length=args.max_response_length or cfg.max_response_length,
-        max_steps=args.steps,
-        learning_rate=cfg.learner.lr,
-        lr_scheduler_type="constant",
-        epsilon=cfg.learner.eps_low,
-        epsilon_high=cfg.learner.eps_high,
-        beta=cfg.learner.kl_coef,
-        loss_type="dapo",
-        max_grad_norm=cfg.learner.grad_clip,
-        temperature=cfg.temperature,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
+    per generation, constant learning rate (a plain ``GRPOConfig`` of your own works too)."""
+    return sync_matched_config(
+        cfg,
+        out,
+        prompts=args.prompts,
+        max_group_size=args.max_group_size,  # the largest G the controller may pick
+        steps=args.steps,
         seed=args.seed,
-        disable_tqdm=True,
+        max_response_length=args.max_response_length,
     )
 
 

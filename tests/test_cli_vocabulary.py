@@ -138,9 +138,9 @@ def test_the_options_advise_prints_back_are_its_own(capsys):
     spelling ``advise --help`` lists."""
     from rolloutlab.sim.scenario.scenario import load_scenario
 
-    from rolloutlab.commands.grid.advise import _around_calibrated_run
+    from rolloutlab.commands.grid.advise import around_calibrated_run
 
-    _around_calibrated_run(load_scenario("gsm8k"), set())
+    around_calibrated_run(load_scenario("gsm8k"), set())
     printed = set(re.findall(r" (--[a-z-]+) ", capsys.readouterr().out))
     listed = {o for p, o in listed_options(main) if p == "advise"}
     assert printed and printed <= listed, printed - listed

@@ -75,7 +75,7 @@ TARGETS = ("train", "heldout")
 """What ``--target-accuracy`` scores: the trailing training reward, or held-out accuracy."""
 
 
-def _steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
+def run_steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
     """The run's steps table; with ``clock="cpu"`` its times are CPU seconds: phases from
     learner.jsonl, ``t_end`` their running sum (time between steps, evaluations, not
     counted). Raises ValueError naming a run without the table or the CPU fields."""
@@ -181,7 +181,7 @@ def fit_steps_to_target(
     so the rule and the law share the cost model and differ only in steps)."""
     steps = []
     for d in fit_dirs:
-        measured = _steps(d, clock)
+        measured = run_steps(d, clock)
         if target_on == "heldout":
             _, s = measured_heldout(eval_rows(d), measured, target)
         else:
@@ -256,7 +256,7 @@ def compare_learning(
         fit = fit_learning(fit_curves, model=model)
     priced = list(cost_dirs) if cost_dirs else fit_dirs
     priced_curves = [read_run(d) for d in cost_dirs] if cost_dirs else fit_curves
-    cost = pooled_cost([_steps(d, clock) for d in priced], priced_curves)
+    cost = pooled_cost([run_steps(d, clock) for d in priced], priced_curves)
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     naive_steps = fit_steps_to_target(fit_dirs, target, clock, target_on)
     rows, curves = [], {}
@@ -265,7 +265,7 @@ def compare_learning(
     for d, ctl, seed_, label in zip(
         run_dirs, controllers, runs["seed"].to_list()[len(fit_dirs) :], labels, strict=True
     ):
-        measured, curve = _steps(d, clock), read_run(d)
+        measured, curve = run_steps(d, clock), read_run(d)
         predicted = predict(fit, curve, cost)
         curves[Path(d).name] = (measured, predicted)
         t_pred = predicted["t_end"].to_numpy()

@@ -57,7 +57,7 @@ trl = require("trl")
 from torch.utils.data import Dataset as TorchDataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
-from trl import GRPOTrainer  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.trainer.utils import RepeatSampler  # noqa: E402
 
 PROMPT_ID = "rolloutlab_prompt_id"
@@ -354,3 +354,44 @@ class GroupSizeGRPOTrainer(GRPOTrainer):
 def loss_history(trainer: GRPOTrainer) -> list[float]:
     """The training losses TRL logged, one per logged optimiser step."""
     return [row["loss"] for row in trainer.state.log_history if "loss" in row]
+
+
+def sync_matched_config(
+    cfg: Any,
+    out: Path,
+    *,
+    prompts: int,
+    max_group_size: int,
+    steps: int,
+    seed: int,
+    max_response_length: int | None = None,
+) -> GRPOConfig:
+    """TRL's ``GRPOConfig`` with the hyper-parameters of a ``rolloutlab real sync`` run
+    (``cfg``, a :class:`~rolloutlab.real.rundir.config.SyncConfig`): its learning rate
+    (constant), clip range (``eps_low`` / ``eps_high``), KL coefficient, gradient clip,
+    temperature and response cap (``max_response_length`` overrides it), token-level (DAPO)
+    loss, one optimiser step per generation, CPU without bf16. The generation budget is
+    ``prompts x max_group_size`` rollouts (``num_generations`` is the largest G the
+    controller may pick), so the two loops train alike and their steps compare."""
+    return GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        bf16=False,
+        num_generations=max_group_size,
+        per_device_train_batch_size=prompts * max_group_size,
+        max_completion_length=max_response_length or cfg.max_response_length,
+        max_steps=steps,
+        learning_rate=cfg.learner.lr,
+        lr_scheduler_type="constant",
+        epsilon=cfg.learner.eps_low,
+        epsilon_high=cfg.learner.eps_high,
+        beta=cfg.learner.kl_coef,
+        loss_type="dapo",
+        max_grad_norm=cfg.learner.grad_clip,
+        temperature=cfg.temperature,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        disable_tqdm=True,
+    )

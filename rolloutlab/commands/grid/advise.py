@@ -211,7 +211,7 @@ def advise(
     sc, rewards, dynamic, target = load_run(opts, engine="simpy")
     given = _given(("prompts", "workers", "max_num_seqs", "pipelines", "controllers"))
     if opts.get("calibration"):  # around the calibrated run, unless the options say otherwise
-        searched = _around_calibrated_run(sc, given)
+        searched = around_calibrated_run(sc, given)
         prompts = searched.get("prompts", prompts)
         workers = searched.get("workers", workers)
         max_num_seqs = searched.get("max_num_seqs", max_num_seqs)
@@ -261,7 +261,7 @@ def advise(
     click.echo(f"wrote {out_dir}/trials.csv, pareto.csv, advise.png, config.json")
 
 
-def _around_calibrated_run(sc, given: set[str]) -> dict[str, str]:
+def around_calibrated_run(sc, given: set[str]) -> dict[str, str]:
     """The searched options :func:`neighbourhood` sets around the calibrated run's scale,
     less those ``given`` on the command line; says so in one line."""
     scale = run_scale(sc)
