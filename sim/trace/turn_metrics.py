@@ -72,26 +72,30 @@ def turn_summary(
     if rollouts.height == 0 or turns.height == 0:
         return dict.fromkeys(TURN_COLUMNS, float("nan"))
     keys = ["step", "prompt_id", "sample_idx"]
+    # Every group_by keeps its input order: the float sums below then add in one order, so
+    # a run's summary is the same to the last digit each time it is computed.
     tool_s = (pl.col("t_tool_end") - pl.col("t_tool_request")).fill_null(0.0)
     written = turns.join(rollouts.select(keys).unique(), on=keys, how="semi")
-    per = written.group_by(keys).agg(pl.len().alias("n"), tool_s.sum().alias("tool_s"))
+    per = written.group_by(keys, maintain_order=True).agg(
+        pl.len().alias("n"), tool_s.sum().alias("tool_s")
+    )
     dur = float((rollouts["t_finish"] - rollouts["t_submit"]).sum())
     n_steps = rollouts["step"].n_unique()
     idle = 0.0
-    for (_step, _w), g in turns.group_by(["step", "worker"]):
+    for (_step, _w), g in turns.group_by(["step", "worker"], maintain_order=True):
         busy = merge_intervals(g["t_submit"].to_numpy(), g["t_finish"].to_numpy())
         calls = g.filter(pl.col("t_tool_end").is_not_null())
         tools = merge_intervals(calls["t_tool_request"].to_numpy(), calls["t_tool_end"].to_numpy())
         idle += uncovered_s(tools, busy)
     tail = (
         rollouts.sort("t_finish")
-        .group_by("step")
+        .group_by("step", maintain_order=True)
         .last()
         .join(per, on=keys)
         .select(pl.col("tool_s") / (pl.col("t_finish") - pl.col("t_submit")))
     )
-    last = rollouts.group_by("step", "worker").agg(pl.col("t_finish").max())
-    spread = last.group_by("step").agg(
+    last = rollouts.group_by("step", "worker", maintain_order=True).agg(pl.col("t_finish").max())
+    spread = last.group_by("step", maintain_order=True).agg(
         (pl.col("t_finish").max() - pl.col("t_finish").min()).alias("d")
     )
     return {
