@@ -162,3 +162,27 @@ def test_a_G_the_data_parallel_split_cannot_take_is_refused_before_generation(tm
     ):
         trainer.step(3, lambda i: 2)
     assert trainer.updates == []
+
+
+def test_the_gpu_stage_overrides_compose_and_pass_verls_config_checks():
+    # bench/verl_group_size_e2e.py's hydra overrides against verl's own ppo_trainer config
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("hydra")
+    import verl.trainer
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import validate_config
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "verl_group_size_e2e.py"
+    spec = importlib.util.spec_from_file_location("verl_group_size_e2e", path)
+    e2e = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(e2e)
+    args = e2e.parse_args(["--model", "/m", "--out", "/o", "--steps", "4"])
+    ov = e2e.overrides(args, Path("/t.parquet"), Path("/v.parquet"))
+    config_dir = str(Path(verl.trainer.__file__).parent / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=ov)
+    assert cfg.algorithm.adv_estimator == "grpo" and cfg.trainer.use_v1 is False
+    assert cfg.reward.custom_reward_function.path == str(path)
+    validate_config(config=cfg, use_reference_policy=False, use_critic=False)
