@@ -6,7 +6,8 @@
 # its torch==2.13.0 CUDA build) or its wheels in ./.whl (staged elsewhere by
 # `python bench/gpu_wheels.py`). The env stage stops the script when another vllm or
 # torch is found: the results would not be those of the tested release.
-# Budget: < 8 minutes for stages 1-3, verl stage not yet timed (planned < 7 min, VERL=only). Each stage records ok/FAILED in OUT_DIR/status.txt and the next
+# Budget: < 8 minutes for stages 1-3; the verl stage is not timed (planned < 7 minutes,
+# alone with VERL=only). Each stage records ok/FAILED in OUT_DIR/status.txt and the next
 # stage still runs when it can. Outputs (OUT_DIR): log.txt, status.txt, env.txt,
 # calib_tiny.json and calib_qwen2.5-3b.json (grid calibrations), run_static/ and
 # run_sagc/ (traces: rollouts.*, steps.*, engine.json, config.json), compare/
