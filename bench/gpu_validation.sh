@@ -11,7 +11,7 @@
 # stage still runs when it can. Outputs (OUT_DIR): log.txt, status.txt, env.txt,
 # calib_tiny.json and calib_qwen2.5-3b.json (grid calibrations), run_static/ and
 # run_sagc/ (traces: rollouts.*, steps.*, engine.json, config.json), compare/
-# (sim_vs_measured.{csv,md,json}), verl_sagc/ (checks.json, trace/, data/), summary.md.
+# (sim_vs_measured.{csv,md,json}), verl_cycle/ (checks.json, trace/, data/), summary.md.
 set -uo pipefail
 OUT=${1:?usage: bench/gpu_validation.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -98,7 +98,7 @@ if [ "$VERL" != 0 ]; then
   stage verl_model sh -c "'$PY' -c 'from rolloutlab.real.policy.smollm2 import ensure_model; \
 print(ensure_model())' | tail -1 >'$OUT/verl_model.txt'"
   [ -s "$OUT/verl_model.txt" ] && [ -x "$VPY" ] && stage verl_grpo "$VPY" bench/verl_group_size_e2e.py \
-    --model "$(cat "$OUT/verl_model.txt")" --out "$OUT/verl_sagc" --steps "$VERL_STEPS" --prompts 4
+    --model "$(cat "$OUT/verl_model.txt")" --out "$OUT/verl_cycle" --steps "$VERL_STEPS" --prompts 4
 fi
 
 {
@@ -114,8 +114,8 @@ print(f"## {d['name']}\n\na={c['a_s']:.3e} s, b={c['b_s']:.3e} s/seq, c={c['c_s'
 PYEOF
   done
   [ -f "$OUT/compare/sim_vs_measured.md" ] && cat "$OUT/compare/sim_vs_measured.md"
-  [ -f "$OUT/verl_sagc/checks.json" ] && { echo; echo "## verl (bench/verl_group_size_e2e.py)"; echo;
-    echo '```'; cat "$OUT/verl_sagc/checks.json"; echo '```'; }
+  [ -f "$OUT/verl_cycle/checks.json" ] && { echo; echo "## verl (bench/verl_group_size_e2e.py)"; echo;
+    echo '```'; cat "$OUT/verl_cycle/checks.json"; echo '```'; }
 } >"$OUT/summary.md" 2>>"$OUT/log.txt"
 log "done in $((SECONDS - T0)) s; see $OUT/summary.md"
 grep -q FAILED "$OUT/status.txt" && exit 1 || exit 0
