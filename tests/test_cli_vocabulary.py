@@ -99,6 +99,8 @@ RENAMED = [
     ("compare idle", ["--real", GROUPS_RUN], "--capacity", "--max-num-seqs", "8"),
     ("compare horizon", ["--real", GROUPS_RUN], "--split", "--held-out-by", "lr"),
     ("compare collapse", ["--real", GROUPS_RUN], "--split", "--held-out-by", "seed"),
+    ("compare horizon", ["--real", GROUPS_RUN], "--held-out", "--held-out-value", "4"),
+    ("compare collapse", ["--real", GROUPS_RUN], "--held-out", "--held-out-value", "4"),
     ("compare groups", [GROUPS_RUN], "--horizon", "--forecast-steps", "2"),
     ("compare learning-budget", [], "--group-sizes", "--group-size", "2,4"),
     ("real task-spread", [], "--G", "--group-size", "5"),

@@ -201,7 +201,7 @@ def test_held_out_needs_the_lr_or_S_split(tmp_path):
     grid = write_grid(tmp_path / "g", TRUE, 60, True, "token", 3)
     res = CliRunner().invoke(
         main,
-        ["compare", "horizon", "--real", str(grid), "--held-out", "4", "--out", str(tmp_path / "o")],
+        ["compare", "horizon", "--real", str(grid), "--held-out-value", "4", "--out", str(tmp_path / "o")],
     )  # fmt: skip
     assert res.exit_code == 2 and "--held-out-by lr or S" in res.output
     assert not (tmp_path / "o").exists()

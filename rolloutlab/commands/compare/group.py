@@ -176,7 +176,7 @@ def collapse(
     from rolloutlab.analysis.figures.compare_outputs import collapse_study, write_collapse_outputs
 
     if held_out is not None and split == "seed":
-        raise click.BadParameter("needs --held-out-by lr or S", param_hint="--held-out")
+        raise click.BadParameter("needs --held-out-by lr or S", param_hint="--held-out-value")
     try:
         T = grid_steps(real_dir, steps)
         split_grid(

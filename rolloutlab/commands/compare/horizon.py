@@ -80,7 +80,7 @@ def horizon(
     if fit_seeds is not None and split != "seed":
         raise click.BadParameter("needs --held-out-by seed", param_hint="--fit-seeds")
     if held_out is not None and split == "seed":
-        raise click.BadParameter("needs --held-out-by lr or S", param_hint="--held-out")
+        raise click.BadParameter("needs --held-out-by lr or S", param_hint="--held-out-value")
     try:
         df = read_grids(list(grids), steps)
         seeds = None if fit_seeds is None else tuple(fit_seeds)

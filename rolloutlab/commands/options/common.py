@@ -35,18 +35,26 @@ OUT_DIR = click.option(
 
 
 def collapse_split(default: str):
-    """``--held-out-by`` and ``--held-out`` of the collapse studies (``compare collapse``,
+    """``--held-out-by`` and ``--held-out-value`` of the collapse studies (``compare collapse``,
     ``compare horizon``): which runs the fit never sees (:func:`analysis.collapse.compare.split_grid`).
     ``--split``, the old spelling of ``--held-out-by``, still works (``--split`` is the GPU
-    split of ``sim`` and ``advise``)."""
+    split of ``sim`` and ``advise``), as does ``--held-out`` for the value (``--held-out``
+    names held-out run files in ``compare groups``)."""
 
     def wrap(f):
         f = click.option(
-            "--held-out",
+            "--held-out-value",
+            "held_out",
             type=click.FloatRange(min=0, min_open=True),
             default=None,
             help="With --held-out-by lr or S: the one lr or S value held out [default: lr "
             "alternate values; S the middle one].",
+        )(f)
+        f = renamed_option(
+            "--held-out",
+            "--held-out-value",
+            "held_out",
+            type=click.FloatRange(min=0, min_open=True),
         )(f)
         f = renamed_option(
             "--split", "--held-out-by", "split", type=click.Choice(["seed", "lr", "S"])
@@ -58,7 +66,7 @@ def collapse_split(default: str):
             default=default,
             show_default=True,
             help="Hold out odd seeds, alternate learning rates, or one staleness S (the "
-            "middle of the grid's S values unless --held-out names it).",
+            "middle of the grid's S values unless --held-out-value names it).",
         )(f)
 
     return wrap

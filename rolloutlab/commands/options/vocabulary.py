@@ -63,6 +63,8 @@ VOCABULARY: tuple[Term, ...] = (
     Term("GPU split R:T (rollout : trainer)", ("--split",), ("--splits",)),
     Term("rollout-GPU budget", ("--rollout-gpus",), ("--accelerators",)),
     Term("which runs are held out (seed or lr)", ("--held-out-by",), ("--split@compare",)),
+    Term("the one lr or S value held out", ("--held-out-value",), ()),
+    Term("held-out run file(s)", ("--held-out",), ()),
     Term("steps forecast after K", ("--forecast-steps",), ("--horizon@compare",)),
     Term("grid points (runs) at a time", ("--max-parallel",), ("--jobs",)),
     Term("search trials asked at a time", ("--parallel-trials",), ()),
