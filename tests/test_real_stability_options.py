@@ -16,7 +16,7 @@ class Stop(Exception):
 def spec(monkeypatch):
     seen = {}
 
-    def spy(opts, out_dir, command, spec, points, default_parallel=None):
+    def spy(opts, out_dir, command, spec, points, default_parallel=None, earlier_specs=()):
         seen.update(spec)
         raise Stop
 
