@@ -3,6 +3,8 @@
 - :mod:`.inputs`: reading a run directory (trace tables, configuration, step layouts).
 - :mod:`.idle`: predicted against measured makespan, slot idle and stragglers, step by
   step (cost fit, multi-turn steps, CPU and probe clocks).
+- :mod:`.groups`: predicted against measured straggler rate per group size G on held-out
+  steps or runs of a grouped per-sample log, and its forecast.
 - :mod:`.learning`: predicted against measured time to a target (step cost, seeds,
   held-out targets, directions in G and B, the rollout-budget study).
 - :mod:`.collapse`: the collapse model and the collapse-horizon law against measured

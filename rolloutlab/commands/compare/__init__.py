@@ -1,5 +1,6 @@
 """Predictions beside measurements: ``rolloutlab compare ...`` (idle, collapse, learning
 and ``report`` in :mod:`.group`; :mod:`.horizon`, :mod:`.scheduler`,
-:mod:`.learning_budget`, :mod:`.verl_tb`, :mod:`.replay`, :mod:`.run_spread`; ``compare
-groups`` sits beside ``calibrate groups``, whose options it shares).
+:mod:`.learning_budget`, :mod:`.verl_tb`, :mod:`.groups`, :mod:`.replay`,
+:mod:`.run_spread`; the grouped-file options these share with ``calibrate groups`` are
+:mod:`rolloutlab.commands.options.grouped`).
 ``rolloutlab validate ...`` is the deprecated spelling of ``compare ...``."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.calibrate.groups import validate_groups_cmd
+from rolloutlab.commands.compare.groups import compare_groups_cmd
 from rolloutlab.commands.compare.horizon import horizon
 from rolloutlab.commands.compare.learning_budget import learning_budget
 from rolloutlab.commands.compare.replay import replay_cmd
@@ -406,6 +406,6 @@ compare.add_command(scheduler)
 compare.add_command(learning_budget)
 compare.add_command(horizon)
 compare.add_command(validate_verl_tb)
-compare.add_command(validate_groups_cmd)
+compare.add_command(compare_groups_cmd)
 compare.add_command(run_spread_cmd)
 compare.add_command(replay_cmd)

@@ -10,14 +10,14 @@ import click
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.replay import COLUMNS, replay
-from rolloutlab.commands.calibrate.groups import (
+from rolloutlab.commands.options.common import BadInput, echo_table
+from rolloutlab.commands.options.grouped import (
     SUBSAMPLE_SEED_OPTION,
     TAU_OPTION,
     field_options,
     read_files,
     write_table,
 )
-from rolloutlab.commands.options.common import BadInput, echo_table
 from rolloutlab.sim.trace import schema as sim_trace
 
 

@@ -8,7 +8,8 @@ import polars as pl
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
-from rolloutlab.commands.calibrate.groups import (
+from rolloutlab.commands.options.common import BadInput
+from rolloutlab.commands.options.grouped import (
     DRAWS_OPTION,
     PROMPTS_OPTION,
     SUBSAMPLE_SEED_OPTION,
@@ -17,7 +18,6 @@ from rolloutlab.commands.calibrate.groups import (
     read_files,
     write_table,
 )
-from rolloutlab.commands.options.common import BadInput
 
 
 @click.command("run-spread")

@@ -1,0 +1,169 @@
+"""The ``compare groups`` studies, from grouped per-sample files to an output folder.
+
+- :func:`groups_study`: fit on a run's first K steps (or all of them), predict P(max/median
+  > tau) per G on its later steps or on another run, with the run-to-run target when
+  several runs of the configuration are given; :func:`write_groups_outputs` writes
+  ``validation_groups.csv``, ``validation_groups.png`` and ``config.json``.
+- :func:`forecast_study`: forecast the steps after K beside the naive rules, the other
+  runs giving the floor (:func:`calibration.validation.forecast.forecast_runs`).
+
+Both read every file and check every length against the cap before any output exists;
+bad input is a ValueError (or OSError) naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+from rolloutlab.calibration.readers.grouped import FieldNames, GroupedTrace, read_grouped
+from rolloutlab.calibration.validation.forecast import (
+    ForecastConfig,
+    cell_errors,
+    forecast_runs,
+    makespan_errors,
+    meets_target,
+)
+from rolloutlab.calibration.validation.groups import ValidationConfig, validate_groups
+from rolloutlab.calibration.validation.run_spread import with_target
+from rolloutlab.sim.scenario.provenance import write_config
+
+COMMAND = "validate groups"
+"""The ``command`` of ``config.json``: an earlier output folder of ``compare groups``
+(and of its old spelling) carries it, so a rerun may replace it."""
+
+
+@dataclass(frozen=True)
+class GroupsStudy:
+    """What :func:`groups_study` measured and predicted."""
+
+    table: pl.DataFrame
+    """One row per (model, tau, G): the columns of
+    :data:`calibration.validation.groups.COLUMNS` (and ``target``/``meets`` with several runs)."""
+    trace: GroupedTrace
+    """The fitted run (FILE...)."""
+    held_out: GroupedTrace | None
+    """The held-out run (``--held-out``), None when the later steps of ``trace`` are measured."""
+    files: tuple[str, ...]
+    held_out_files: tuple[str, ...]
+    cfg: ValidationConfig
+
+    @property
+    def where(self) -> str:
+        """What was measured, for the figure's title."""
+        if self.held_out_files:
+            return f"another run ({', '.join(self.held_out_files)}), steps >= {self.cfg.from_step}"
+        return f"held-out steps of the same run (fit on {self.cfg.fit_steps})"
+
+    def summary(self) -> pl.DataFrame:
+        """Per model and tau: the largest |error| over G and the |error| at the logged G."""
+        return self.table.group_by("model", "tau", maintain_order=True).agg(
+            pl.col("abs_error").max().alias("max_abs_error"),
+            pl.col("abs_error")
+            .filter(pl.col("G") == pl.col("G").max())
+            .first()
+            .alias("at_logged_G"),
+        )
+
+    def target_line(self) -> str | None:
+        """One line per model: cells meeting max(0.10, floor + 2 SE) and the worst miss
+        (None without the run-to-run target)."""
+        if "meets" not in self.table.columns:
+            return None
+        parts = []
+        scored = self.table.filter(pl.col("meets").is_not_null())
+        for (model,), t in scored.group_by("model"):
+            miss = (t["abs_error"] - t["target"]).max()
+            parts.append(
+                f"{model}: {int(t['meets'].sum())} of {t.height} cells within max(0.10, "
+                "floor + 2 SE)" + (f", worst by {miss:.3f}" if miss > 0 else "")
+            )
+        return "target: " + "; ".join(sorted(parts))
+
+
+def groups_study(
+    files: Sequence[str],
+    held_out: Sequence[str],
+    names: FieldNames,
+    tokenizer: str | None,
+    cfg: ValidationConfig,
+) -> GroupsStudy:
+    """Fit ``files`` (one run) as ``cfg`` says and predict its later steps, or the run
+    ``held_out`` when given; with ``held_out`` and two or more ``files`` (runs of one
+    configuration), each cell also gets the run-to-run target
+    (:func:`calibration.validation.run_spread.with_target`).
+
+    Raises ValueError (file, line, field, or an option the data cannot meet) or OSError.
+    """
+    trace = read_grouped(list(files), names, tokenizer)
+    other = read_grouped(list(held_out), names, tokenizer) if held_out else None
+    for t in (trace, other):
+        if t is not None:
+            t.check_cap(cfg.cap)
+    table = validate_groups(trace, cfg, other)
+    if other is not None and len(files) >= 2:  # several runs of one configuration
+        runs = [read_grouped([f], names, tokenizer) for f in files]
+        table = with_target(table, runs, other, cfg.from_step, cfg.draws, cfg.seed)
+    return GroupsStudy(table, trace, other, tuple(files), tuple(held_out), cfg)
+
+
+def write_groups_outputs(study: GroupsStudy, out_dir: Path) -> None:
+    """Write ``out_dir``/validation_groups.csv, validation_groups.png (measured and
+    predicted P(straggler) against G) and config.json (:data:`COMMAND`)."""
+    table = study.table
+    table.write_csv(out_dir / "validation_groups.csv", float_precision=4)
+    from rolloutlab.analysis.figures.groups_plot import straggler_vs_g_figure  # seaborn
+
+    straggler_vs_g_figure(
+        table, out_dir / "validation_groups.png", f"{study.where}, B={table['B'][0]}"
+    )
+    write_config(
+        out_dir / "config.json",
+        {
+            "command": COMMAND,
+            "files": list(study.files),
+            "held_out": list(study.held_out_files),
+            "length_unit": study.trace.length_unit,
+            "config": study.cfg.__dict__,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class ForecastStudy:
+    """What :func:`forecast_study` forecast, and its scores."""
+
+    cells: pl.DataFrame
+    """``forecast_cells.csv``: one row per (step, tau, G) and rule."""
+    makespan: pl.DataFrame
+    """``forecast_makespan.csv``: one row per forecast step."""
+    length_unit: str
+    """Of the first run: ``tokens`` or ``characters``."""
+    errors: dict[str, float]
+    """Mean |error| of P(max/median > tau) per rule (and ``floor``) over the scored cells."""
+    makespan_errors: dict[str, float]
+    """Mean |error| of the makespan per rule (tokens)."""
+    meets: tuple[int, int]
+    """(cells within max(0.10, floor + 2 SE), cells scored)."""
+
+
+def forecast_study(
+    files: Sequence[str], names: FieldNames, tokenizer: str | None, cfg: ForecastConfig
+) -> ForecastStudy:
+    """Forecast the steps after ``cfg.fit_steps`` of the first of ``files`` (one run each);
+    the others, runs of the same configuration, give the floor. Raises ValueError (file,
+    line, field, or a setting the runs cannot meet) or OSError."""
+    runs = [read_grouped([f], names, tokenizer) for f in files]
+    for t in runs:
+        t.check_cap(cfg.cap)
+    cells, makespan = forecast_runs(runs[0], runs[1:], cfg)
+    return ForecastStudy(
+        cells,
+        makespan,
+        runs[0].length_unit,
+        cell_errors(cells),
+        makespan_errors(makespan),
+        meets_target(cells),
+    )
