@@ -1,0 +1,72 @@
+"""Trainer time across GPU counts (calibration/validation/trainer_scaling.py): the published
+table, the rules' arithmetic and the direction of verl's data-parallel wait."""
+
+from __future__ import annotations
+
+import pytest
+from rolloutlab.calibration.validation.trainer_scaling import (
+    SETUPS,
+    PhaseTableError,
+    Point,
+    curve_errors,
+    load_curves,
+    modelled_update_actor,
+    worst,
+)
+
+ASYNC = [Point("fully-async", 16, 313.81), Point("fully-async", 32, 156.98),
+         Point("fully-async", 64, 113.16)]  # fmt: skip
+
+
+def test_bundled_curves_are_the_published_rows():
+    curves = load_curves()
+    assert curves["fully-async"] == ASYNC
+    assert [(p.trainer_gpus, p.update_actor_s) for p in curves["colocate-sync"]] == [
+        (32, 269.80),
+        (64, 133.41),
+        (128, 113.81),
+    ]
+
+
+def test_rules_by_hand():
+    errs = curve_errors(ASYNC, [4.0, 2.0, 1.0])
+    # calibrated on 16: 313.81 / 4 = 78.4525 at 64, 78.4525 / 113.16 - 1
+    assert errs["model"][0][2] == pytest.approx(-0.306712, abs=1e-6)
+    assert errs["tokens_per_gpu"][0][2] == pytest.approx(-0.306712, abs=1e-6)
+    # constant from 64 at 16: 113.16 / 313.81 - 1
+    assert errs["constant"][2][0] == pytest.approx(-0.639400, abs=1e-6)
+    # tokens per GPU from 64: 452.64 / 313.81 - 1 at 16, 226.32 / 156.98 - 1 at 32
+    assert errs["tokens_per_gpu"][2][0] == pytest.approx(0.442402, abs=1e-6)
+    assert worst(errs["tokens_per_gpu"]) == pytest.approx(0.442402, abs=1e-6)
+    assert all(errs[r][c][c] == 0 for r in errs for c in range(3))
+
+
+def test_model_that_saturates_cuts_the_error():
+    # a model whose 64-GPU time is 113.16 / 78.4525 of perfect scaling predicts it exactly
+    errs = curve_errors(ASYNC, [4.0, 2.0, 113.16 / 78.4525])
+    assert errs["model"][0][2] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_bad_row_names_file_row_and_field(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text(
+        "table,mode,trainer_gpus,update_actor_s\n"
+        "7b-gpus,fully-async,16,313.81\n"
+        "7b-gpus,fully-async,32,abc\n"
+    )
+    with pytest.raises(PhaseTableError, match=r"t\.csv: row 2: update_actor_s"):
+        load_curves(p)
+    p.write_text("table,mode,trainer_gpus,update_actor_s\n7b-gpus,fully-async,0,1\n")
+    with pytest.raises(PhaseTableError, match=r"row 1: trainer_gpus"):
+        load_curves(p)
+
+
+def test_colocated_wait_grows_faster_than_fully_async():
+    # GPU-seconds per step from 32 to 64 trainer GPUs: the colocated call cuts 16
+    # mini-batches from partitions, fully-async's 4 are whole partitions (sp 4)
+    def gpu_s(mode, n):
+        return n * modelled_update_actor(SETUPS[mode], n)
+
+    rise_async = gpu_s("fully-async", 64) / gpu_s("fully-async", 32)
+    rise_colo = gpu_s("colocate-sync", 64) / gpu_s("colocate-sync", 32)
+    assert 1.0 <= rise_async < 1.05 < rise_colo
