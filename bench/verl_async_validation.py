@@ -30,7 +30,7 @@ Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Valid
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
-    [--calibrations default|all] [--dp-imbalance off|contiguous|balanced] [--sp 4]
+    [--calibrations default|all] [--dp-imbalance off|contiguous|balanced|verl] [--sp 4]
     [--batching verl|off] [--concurrency verl|b] [--iter-overhead-ms MS]
     [--curves gpus,staleness] [--out runs/verl_validation]
 """
@@ -117,6 +117,17 @@ verl's default ``trainer.balance_batch=True`` (``balanced``) and sets
 ``ulysses_sequence_parallel_size=4``."""
 
 
+def learner_imbalance() -> Imbalance | None:
+    """:data:`IMBALANCE` as the learner's :class:`Imbalance`: ``verl`` balances each local
+    update's ``B G`` sequences and waits per mini-batch (``B / MINI`` of them), the other
+    assignments deal each optimizer update's ``MINI G`` sequences alone."""
+    if IMBALANCE == "off":
+        return None
+    if IMBALANCE == "verl":
+        return Imbalance(B * G, G, "verl", SP, mini_batches=B // MINI)
+    return Imbalance(MINI * G, G, IMBALANCE, SP)
+
+
 BATCHING = "verl"
 """The trainer's collectives (``--batching``): ``verl``, per token-budget micro-batch over
 hybrid-sharded FSDP as the recipe's run script sets it (:data:`RECIPE_BATCHING`), or
@@ -182,7 +193,7 @@ def simulate(
         get_gpu("h20"),
         phases=("timing_s/update_actor",),  # rollout log-probs, no KL: no old_log_prob, no ref
         updates=B // MINI,
-        imbalance=None if IMBALANCE == "off" else Imbalance(MINI * G, G, IMBALANCE, SP),
+        imbalance=learner_imbalance(),
         batching=None if BATCHING == "off" else RECIPE_BATCHING,
         tokens_at=step_tokens(sc),
     )
@@ -257,7 +268,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--dp-imbalance",
-        choices=("off", "contiguous", "balanced"),
+        choices=("off", "contiguous", "balanced", "verl"),
         default=IMBALANCE,
         help="learner data-parallel imbalance (sim/models/dp_imbalance.py)",
     )
