@@ -8,14 +8,15 @@ from rolloutlab.calibration.validation.trainer_scaling import (
     SETUPS,
     PhaseTableError,
     Point,
+    Setup,
     curve_errors,
     load_curves,
     modelled_update_actor,
     worst,
 )
 
-ASYNC = [Point("fully-async", 16, 313.81), Point("fully-async", 32, 156.98),
-         Point("fully-async", 64, 113.16)]  # fmt: skip
+ASYNC = [Point("fully-async", 16, 313.81, 4), Point("fully-async", 32, 156.98, 4),
+         Point("fully-async", 64, 113.16, 4)]  # fmt: skip
 
 
 def test_bundled_curves_are_the_published_rows():
@@ -70,3 +71,30 @@ def test_colocated_wait_grows_faster_than_fully_async():
     rise_async = gpu_s("fully-async", 64) / gpu_s("fully-async", 32)
     rise_colo = gpu_s("colocate-sync", 64) / gpu_s("colocate-sync", 32)
     assert 1.0 <= rise_async < 1.05 < rise_colo
+
+
+def test_require_batches_sweep_is_read_with_its_setting():
+    pts = load_curves(table="7b-require-batches")["fully-async"]
+    assert [(p.trainer_gpus, p.require_batches, p.update_actor_s) for p in pts] == [
+        (64, 1, 181.08),
+        (64, 2, 128.08),
+        (64, 4, 95.06),
+    ]
+
+
+def test_bad_require_batches_names_the_field(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text(
+        "table,mode,trainer_gpus,update_actor_s,require_batches\n"
+        "7b-gpus,fully-async,16,313.81,four\n"
+    )
+    with pytest.raises(PhaseTableError, match=r"row 1: require_batches"):
+        load_curves(p)
+
+
+def test_one_minibatch_call_balances_worse_than_four():
+    # require_batches 1 partitions 512 sequences over 64 GPUs, 8 each: one long response
+    # outweighs a partition's share; require_batches 4 gives 32 each
+    rb1 = modelled_update_actor(Setup(32, 8), 64)
+    rb4 = modelled_update_actor(Setup(128, 8), 64)
+    assert rb1 > 1.1 * rb4

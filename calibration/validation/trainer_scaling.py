@@ -1,9 +1,11 @@
-"""Trainer time across GPU counts: verl's published ``update_actor`` beside the naive rules.
+"""Trainer time across GPU counts and batch settings: verl's published ``update_actor``
+beside the naive rules.
 
 verl's Qwen2.5-Math-7B experiments publish the mean ``timing_s/update_actor`` per step
 (512 prompts x 16 rollouts) at three GPU counts in two placements
 (``calibration/data/verl_phase_tables.csv``, table ``7b-gpus``): fully-async on 16, 32,
-64 trainer GPUs and colocated on 32, 64, 128. Each point calibrates in turn and predicts
+64 trainer GPUs and colocated on 32, 64, 128; and across ``require_batches`` 1, 2, 4 on
+64:64 (table ``7b-require-batches``, 300 steps). Each point calibrates in turn and predicts
 the others of its curve; a prediction's error is ``predicted / published - 1``. Rules:
 
 - ``model``: the learner roofline with verl's token-budget micro-batches
@@ -78,11 +80,13 @@ class PhaseTableError(ValueError):
 
 @dataclass(frozen=True)
 class Point:
-    """One published run: ``trainer_gpus`` and its mean ``update_actor`` seconds per step."""
+    """One published run: ``trainer_gpus``, its mean ``update_actor`` seconds per step and
+    its ``require_batches`` (0 where the table states none)."""
 
     mode: str
     trainer_gpus: int
     update_actor_s: float
+    require_batches: int = 0
 
 
 def default_path() -> Path:
@@ -91,10 +95,11 @@ def default_path() -> Path:
 
 
 def load_curves(path: Path | None = None, table: str = "7b-gpus") -> dict[str, list[Point]]:
-    """The GPU curves of ``table`` in the phase table at ``path``, keyed by placement
-    (``mode``), each sorted by trainer GPUs. Raises PhaseTableError naming file, row (1 =
-    first data row) and field on a missing column, a non-positive or non-integer GPU
-    count or a non-finite or non-positive ``update_actor_s``."""
+    """The curves of ``table`` in the phase table at ``path``, keyed by placement
+    (``mode``), each sorted by trainer GPUs, then ``require_batches``. Raises
+    PhaseTableError naming file, row (1 = first data row) and field on a missing column,
+    a non-positive or non-integer GPU count, a non-integer ``require_batches`` or a
+    non-finite or non-positive ``update_actor_s``."""
     path = default_path() if path is None else Path(path)
     curves: dict[str, list[Point]] = {}
     with path.open(newline="") as f:
@@ -123,8 +128,16 @@ def load_curves(path: Path | None = None, table: str = "7b-gpus") -> dict[str, l
                 raise PhaseTableError(
                     f"{path}: row {row_no}: update_actor_s: need a positive number, got {raw_t!r}"
                 )
-            curves.setdefault(row["mode"].strip(), []).append(Point(row["mode"].strip(), n, t))
-    return {k: sorted(v, key=lambda p: p.trainer_gpus) for k, v in curves.items()}
+            raw_rb = (row.get("require_batches") or "").strip()
+            if raw_rb and not raw_rb.isdigit():
+                raise PhaseTableError(
+                    f"{path}: row {row_no}: require_batches: need an integer, got {raw_rb!r}"
+                )
+            mode = row["mode"].strip()
+            curves.setdefault(mode, []).append(Point(mode, n, t, int(raw_rb or 0)))
+    return {
+        k: sorted(v, key=lambda p: (p.trainer_gpus, p.require_batches)) for k, v in curves.items()
+    }
 
 
 def modelled_update_actor(setup: Setup, gpus: int) -> float:
@@ -180,32 +193,48 @@ def worst(errors: list[list[float]]) -> float:
     )
 
 
+def _rows(label: str, pts: list[Point], modelled: list[float], x: list[str]) -> list[str]:
+    errs = curve_errors(pts, modelled)
+    pub = ", ".join(f"{p.update_actor_s:.2f}" for p in pts)
+    mod = ", ".join(f"{m:.1f}" for m in modelled)
+    lines = []
+    for rule in RULES:
+        w = worst(errs[rule])
+        for c in range(len(pts)):
+            each = " / ".join(
+                f"{x[i]}: {'cal.' if i == c else f'{100 * errs[rule][c][i]:+.1f}'}"
+                for i in range(len(pts))
+            )
+            verdict = f"{100 * w:.1f} % {'pass' if w <= PASS else 'fail'}" if c == 0 else ""
+            lines.append(
+                f"| {label} | {', '.join(x)} | {pub} | {mod} | {rule} | {x[c]} | {each} "
+                f"| {verdict} |"
+            )
+    return lines
+
+
 def table(path: Path | None = None) -> list[str]:
-    """Markdown rows: per placement, rule and calibration point, the errors (%) at every
-    point and the rule's worst held-out error, pass or fail."""
+    """Markdown rows: per curve, rule and calibration point, the errors (%) at every point
+    and the rule's worst held-out error, pass or fail. Curves: the placements of table
+    ``7b-gpus`` across trainer GPUs, and table ``7b-require-batches`` across
+    ``require_batches`` (64 fully-async trainer GPUs; a call of ``require_batches x 32``
+    prompts)."""
     lines = [
-        "| placement | trainer GPUs | published s | model, uncalibrated s | rule "
-        "| calibrated on N | error % at N = ... | worst held-out |",
+        "| curve | points | published s | model, uncalibrated s | rule "
+        "| calibrated on | error % at ... | worst held-out |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, pts in load_curves(path).items():
         modelled = [modelled_update_actor(SETUPS[mode], p.trainer_gpus) for p in pts]
-        errs = curve_errors(pts, modelled)
-        ns = ", ".join(str(p.trainer_gpus) for p in pts)
-        pub = ", ".join(f"{p.update_actor_s:.2f}" for p in pts)
-        mod = ", ".join(f"{m:.1f}" for m in modelled)
-        for rule in RULES:
-            w = worst(errs[rule])
-            for c, cal in enumerate(pts):
-                each = " / ".join(
-                    f"{p.trainer_gpus}: {'cal.' if i == c else f'{100 * errs[rule][c][i]:+.1f}'}"
-                    for i, p in enumerate(pts)
-                )
-                verdict = f"{100 * w:.1f} % {'pass' if w <= PASS else 'fail'}" if c == 0 else ""
-                lines.append(
-                    f"| {mode} | {ns} | {pub} | {mod} | {rule} | {cal.trainer_gpus} | {each} "
-                    f"| {verdict} |"
-                )
+        lines += _rows(f"{mode} GPUs", pts, modelled, [str(p.trainer_gpus) for p in pts])
+    for mode, pts in load_curves(path, "7b-require-batches").items():
+        fsdp = SETUPS[mode].fsdp_size
+        modelled = [
+            modelled_update_actor(Setup(p.require_batches * MINI_PROMPTS, fsdp), p.trainer_gpus)
+            for p in pts
+        ]
+        x = [f"rb {p.require_batches}" for p in pts]
+        lines += _rows(f"{mode} require_batches", pts, modelled, x)
     return lines
 
 
