@@ -14,7 +14,10 @@ A curve passes when every held-out point is within 20 % whichever point calibrat
 (docs/pipelines.md, "Step time across GPU counts").
 
 Usage: python bench/gpu_scaling_validation.py [--seeds 0] [--versions 5] [--steps 6]
-    [--verl-setup bench|scripts] [--verl-threshold 0.5] [--data CSV] [--out runs/gpu_scaling]
+    [--verl-setup bench|scripts] [--verl-threshold 0.5] [--rules-only] [--data CSV]
+    [--out runs/gpu_scaling]
+
+``--rules-only`` prints the naive rules' rows alone (no simulation, under a second).
 """
 
 from __future__ import annotations
@@ -89,20 +92,29 @@ def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps
     raise KeyError(f"no simulator set-up for source {source!r}")
 
 
-def rows(curves: dict[tuple[str, str], list[Point]], seeds: list[int], versions: int, steps: int):
+def rows(
+    curves: dict[tuple[str, str], list[Point]],
+    seeds: list[int],
+    versions: int,
+    steps: int,
+    simulate: bool = True,
+):
     """Markdown rows: per curve, rule and calibration point, the errors (%) at every point
-    and the rule's worst held-out error over the curve; a last column says pass/fail."""
+    and the rule's worst held-out error over the curve; a last column says pass/fail.
+    ``simulate=False``: the naive rules' rows only."""
     cache: dict[tuple[str, int], float] = {}
     for (source, curve), pts in curves.items():
-        sims = []
-        for p in pts:
-            key = (source if source != "areal-v0.2" else curve, p.gpus)
-            if key not in cache:
-                runs = [simulated(source, curve, p, s, versions, steps) for s in seeds]
-                cache[key] = sum(runs) / len(runs)
-            sims.append(cache[key])
-        pubs = [p.step_s for p in pts]
-        table = {"simulator": [areal.errors(sims, pubs, c) for c in range(len(pts))]}
+        table = {}
+        if simulate:
+            sims = []
+            for p in pts:
+                key = (source if source != "areal-v0.2" else curve, p.gpus)
+                if key not in cache:
+                    runs = [simulated(source, curve, p, s, versions, steps) for s in seeds]
+                    cache[key] = sum(runs) / len(runs)
+                sims.append(cache[key])
+            pubs = [p.step_s for p in pts]
+            table["simulator"] = [areal.errors(sims, pubs, c) for c in range(len(pts))]
         table |= {r: rule_errors(pts, r) for r in RULES}
         for rule, errs in table.items():
             w = worst(errs)
@@ -127,6 +139,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="AReaL steps per run")
     ap.add_argument("--verl-setup", choices=("bench", "scripts"), default=VERL_SETUP)
     ap.add_argument("--verl-threshold", type=float, default=VERL_THRESHOLD)
+    ap.add_argument(
+        "--rules-only", action="store_true", help="the naive rules' rows only, no simulation"
+    )
     ap.add_argument("--out", default="runs/gpu_scaling", help="folder of table.md")
     args = ap.parse_args()
     VERL_SETUP, VERL_THRESHOLD = args.verl_setup, args.verl_threshold
@@ -144,7 +159,7 @@ def main() -> None:
         "| source | curve | rule | calibrated on N | error % at trainer GPUs N = ... "
         "| worst held-out (pass: <= 20 %) |",
         "|---|---|---|---|---|---|",
-        *rows(curves, seeds, args.versions, args.steps),
+        *rows(curves, seeds, args.versions, args.steps, simulate=not args.rules_only),
     ]
     out = Path(args.out) / "table.md"
     out.parent.mkdir(parents=True, exist_ok=True)

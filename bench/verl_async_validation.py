@@ -26,13 +26,20 @@ time (relative error). The scales absorb what the roofline and the length model 
 in absolute terms; the curve's shape is the simulator's. A second error compares the
 shape with each run's first 100 steps (:data:`FIRST_100`).
 
+Beside the simulator, the naive rules calibrated on the same point
+(:func:`naive_errors`, :mod:`calibration.validation.gpu_scaling`): ``constant`` (the
+calibration point's step time everywhere) and ``tokens per GPU`` (step time proportional
+to tokens per trainer GPU, ``t_c N_c / N``; on the staleness curve, one GPU count, it is
+the constant), against the published means and against the first 100 steps.
+``--baselines-only`` prints those alone, without simulating.
+
 Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Validation
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
     [--calibrations default|all] [--dp-imbalance off|contiguous|balanced|verl] [--sp 4]
     [--batching verl|off] [--concurrency verl|b] [--iter-overhead-ms MS]
-    [--curves gpus,staleness] [--out runs/verl_validation]
+    [--curves gpus,staleness] [--baselines-only] [--out runs/verl_validation]
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from rolloutlab.calibration.validation.gpu_scaling import RULES, Point, predict
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
@@ -228,6 +236,33 @@ def calibrate(
     return 2 ** ((lo + hi) / 2), learner
 
 
+def naive_errors(name: str, points: list, cal: int) -> list[tuple[float, float, float, float]]:
+    """Per point of curve ``name`` (of :data:`CURVES`), the naive rules calibrated on
+    ``points[cal]``: ``(constant, tokens per GPU)`` relative errors against the published
+    mean step time, then the same against the first 100 steps (:data:`FIRST_100`).
+    Raises KeyError on an unknown curve, IndexError on ``cal`` off the curve."""
+    first = FIRST_100[name]
+    cal_n = points[cal][1]
+    out = []
+    for i, (_, n, _, _, _) in enumerate(points):
+        errs = []
+        for series in ([p[3] for p in points], first):
+            c = Point(name, name, cal_n, 2 * cal_n, series[cal])
+            errs += [predict(rule, c, n) / series[i] - 1 for rule in RULES]
+        out.append((errs[0], errs[1], errs[2], errs[3]))
+    return out
+
+
+def baseline_rows(name: str, points: list, cal: int) -> list[str]:
+    """Markdown rows of :func:`naive_errors` (no simulation)."""
+    return [
+        f"| {name} | {points[cal][0]} | {label} | {step_s:.2f} | "
+        + " | ".join(f"{100 * e:+.1f} %" for e in errs)
+        + " |"
+        for (label, _, _, step_s, _), errs in zip(points, naive_errors(name, points, cal))
+    ]
+
+
 def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int]) -> list[str]:
     """Markdown rows of one curve calibrated on ``points[cal]``: every point simulated with
     that calibration, its error against the published step time (mean over ``seeds``,
@@ -249,9 +284,14 @@ def curve_rows(name: str, points: list, cal: int, versions: int, seeds: list[int
             f"| {actor_s:.2f} | {lrn:.1f} |"
         )
     first = FIRST_100[name]
+    naive = naive_errors(name, points, cal)
     for i, row in enumerate(rows):
         shape = (sims_all[i] / sims_all[cal]) / (first[i] / first[cal]) - 1
-        rows[i] = row + f" {first[i] / 100:.1f} | {100 * shape:+.1f} % |"
+        c_mean, t_mean, c_first, t_first = (f"{100 * e:+.1f}" for e in naive[i])
+        rows[i] = (
+            row + f" {first[i] / 100:.1f} | {100 * shape:+.1f} % | {c_mean} / {t_mean} % "
+            f"| {c_first} / {t_first} % |"
+        )
     return rows
 
 
@@ -293,6 +333,11 @@ def main() -> None:
         type=float,
         help="decode roofline's per-iteration constant, ms (default: the roofline's 2 ms)",
     )
+    ap.add_argument(
+        "--baselines-only",
+        action="store_true",
+        help="print the naive rules' errors at every point, no simulation",
+    )
     ap.add_argument("--out", default="runs/verl_validation", help="folder of table.md")
     args = ap.parse_args()
     if args.versions < 2:
@@ -310,16 +355,26 @@ def main() -> None:
     lines = [
         "| curve | calibrated on | point | published s/step | predicted s/step | error | "
         "published update_actor s | simulated learner s | published s/step, steps 1-100 | "
-        "shape error vs steps 1-100 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "shape error vs steps 1-100 | constant / tokens per GPU, error | "
+        "constant / tokens per GPU vs steps 1-100 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if args.baselines_only:
+        lines = [
+            "| curve | calibrated on | point | published s/step | constant | tokens per GPU "
+            "| constant vs steps 1-100 | tokens per GPU vs steps 1-100 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     curves = [c.strip() for c in args.curves.split(",")]
     if not curves or any(c not in CURVES for c in curves):
         ap.error(f"--curves: choose from {', '.join(CURVES)}, got {args.curves!r}")
     for name in curves:
         default, points = CURVES[name]
         for cal in range(len(points)) if args.calibrations == "all" else [default]:
-            lines += curve_rows(name, points, cal, args.versions, seeds)
+            if args.baselines_only:
+                lines += baseline_rows(name, points, cal)
+            else:
+                lines += curve_rows(name, points, cal, args.versions, seeds)
     table = "\n".join(lines)
     print(table)
     out = Path(args.out)

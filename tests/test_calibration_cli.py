@@ -52,6 +52,8 @@ def test_validate_verl_tb_writes_one_row_per_run(tmp_path):
         "test_steps",
         "mape_sim",
         "mape_constant",
+        "mape_persistence",
+        "mape_previous_step",
         "mape_linear",
     ]
     assert t.row(0)[:3] == ("q3b_fsdp_base", 100, 4) and 0 <= t["mape_sim"][0] < 0.2

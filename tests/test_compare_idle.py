@@ -92,6 +92,35 @@ def test_persistence_predicts_each_step_by_the_measured_step_before_it(tmp_path)
     assert row["makespan_mdape"] == pytest.approx(float(np.median(rel)))
 
 
+def test_linear_rule_extends_each_group_sizes_line_through_its_fit_steps(tmp_path):
+    run = load_run(write_run(tmp_path, [8, 16, 8, 16, 8, 16], slow={2: 1.5}))
+    res = compare_idle(run, IdleCompareConfig(fit_steps=4, draws=2))
+    ps = res.per_step.sort("step")
+    m = ps["measured_makespan_s"].to_list()
+    idle = ps["measured_idle_frac"].to_list()
+    # G 8 fits steps 0 and 2, G 16 steps 1 and 3: the line through two points
+    want = [m[0] + (m[2] - m[0]) / 2 * 4, m[1] + (m[3] - m[1]) / 2 * 4]
+    np.testing.assert_allclose(ps["linear_makespan_s"].to_list()[4:], want, rtol=1e-9)
+    np.testing.assert_allclose(
+        ps["linear_idle_frac"][4], idle[0] + (idle[2] - idle[0]) / 2 * 4, rtol=1e-9
+    )
+    row = res.summary.filter((pl.col("prediction") == "linear") & (pl.col("scope") == "all")).row(
+        0, named=True
+    )
+    rel = np.abs(np.array(want) / np.array(m[4:]) - 1)
+    assert row["makespan_mdape"] == pytest.approx(float(np.median(rel)))
+
+
+def test_linear_rule_pools_the_fit_steps_when_a_group_size_has_one(tmp_path):
+    run = load_run(write_run(tmp_path, [4, 16, 8, 16, 4, 12], slow={1: 1.5}))
+    res = compare_idle(run, IdleCompareConfig(fit_steps=3, draws=2))
+    ps = res.per_step.sort("step")
+    m = ps["measured_makespan_s"].to_list()
+    # steps 0, 1, 2 (one each of G 4, 16, 8): slope (m2 - m0) / 2 through their mean at 1
+    line = [sum(m[:3]) / 3 + (m[2] - m[0]) / 2 * (t - 1) for t in (3, 4, 5)]
+    np.testing.assert_allclose(ps["linear_makespan_s"].to_list()[3:], line, rtol=1e-9)
+
+
 def test_prompt_lognormal_fit_recovers_its_parameters():
     rng = np.random.default_rng(1)
     P = rng.integers(4, 16, size=3000)

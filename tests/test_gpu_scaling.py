@@ -116,3 +116,21 @@ def test_verl_scripted_runs_each_point_as_its_script_and_prices_512_prompts(monk
     assert (bench.verl.K, bench.verl.B, bench.verl.RECIPE_BATCHING) == before
     with pytest.raises(KeyError):
         bench.verl_scripted(8, 0, 2)
+
+
+def test_verl_bench_naive_columns_by_hand():
+    verl = _bench().verl
+    _, points = verl.CURVES["gpus"]
+    # calibrated on 16:16 (294.77 s; 28,680 s over the first 100 steps): at 64:64 the
+    # constant predicts 294.77 s (+95.7 %), tokens per GPU 73.69 s (-51.1 %); against the
+    # first 100 steps (11,580 s) 286.8 s (+147.7 %) and 71.7 s (-38.1 %)
+    c, t, c100, t100 = verl.naive_errors("gpus", points, 0)[2]
+    assert c == pytest.approx(294.77 / 150.63 - 1)
+    assert t == pytest.approx(294.77 / 4 / 150.63 - 1)
+    assert c100 == pytest.approx(28680 / 11580 - 1)
+    assert t100 == pytest.approx(28680 / 4 / 11580 - 1)
+    # one GPU count along the staleness curve: tokens per GPU is the constant
+    _, stale = verl.CURVES["staleness"]
+    for row in verl.naive_errors("staleness", stale, 1):
+        assert row[0] == pytest.approx(row[1]) and row[2] == pytest.approx(row[3])
+    assert verl.naive_errors("staleness", stale, 1)[1] == (0.0, 0.0, 0.0, 0.0)

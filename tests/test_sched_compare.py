@@ -15,6 +15,7 @@ from rolloutlab.analysis.scheduler.compare import (
     compare_measurement,
     compare_schedule,
     load_measurement,
+    naive_rules,
     within_targets,
 )
 from rolloutlab.calibration.fits.vllm_steps import fit_step_cost
@@ -51,6 +52,31 @@ def test_simulator_schedules_as_vllm_did_exactly(rows):
 def test_simulated_times_within_the_issue_targets(rows):
     for r in rows:
         assert all(within_targets(r).values()), (r["setting"], within_targets(r))
+
+
+def _batch(lengths, step_times):
+    return {"requests": {"response_tokens": lengths}, "steps": {"step_cpu_s": step_times}}
+
+
+def test_naive_rules_by_hand():
+    # two grid batches: 10 tokens in 0.5 s (steps 0.1, 0.2, 0.2), 30 tokens in 1.5 s
+    # (steps 0.5, 1.0): median step 0.2 s; line through (10, 0.5), (30, 1.5): 0.05 s/token
+    grid = [_batch([4, 6], [0.1, 0.2, 0.2]), _batch([30], [0.5, 1.0])]
+    out = naive_rules(grid, np.array([3, 7, 10]))
+    np.testing.assert_allclose(out["finish_constant_s"], [0.6, 1.4, 2.0])
+    assert out["makespan_constant_s"] == pytest.approx(2.0)
+    assert out["makespan_linear_s"] == pytest.approx(20 * 0.05)
+    with pytest.raises(ValueError, match="two grid batches"):
+        naive_rules(grid[:1], np.array([3]))
+
+
+def test_simulator_beats_the_naive_rules_on_the_bundled_runs(rows):
+    # no scheduler: every request decodes from step 1 at the grid's median step, or
+    # a line in generated tokens; the KV budget's queueing and preemptions are missed
+    for r in rows:
+        assert abs(r["makespan_err"]) < abs(r["makespan_constant_err"]), r["setting"]
+        assert abs(r["makespan_err"]) < abs(r["makespan_linear_err"]), r["setting"]
+        assert r["finish_mdape"] < r["finish_mdape_constant"], r["setting"]
 
 
 @settings(max_examples=50, deadline=None)

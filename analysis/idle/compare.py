@@ -16,7 +16,11 @@ Method (docs/compare.md):
    - ``constant`` (baseline): the median measured makespan of the fit steps of the same
      G (all fit steps when that G was never seen), idle fraction likewise.
    - ``persistence`` (baseline): the previous step's measured makespan, idle fraction and
-     straggler event (known when the step starts; the first step has none).
+     straggler event (known when the step starts; the first step has none). It reads
+     each held-out step's predecessor, which the simulator never sees.
+   - ``linear`` (baseline): a straight line in the step index through the fit steps'
+     measured makespan and idle fraction (least squares), fitted on the fit steps of the
+     same G (all fit steps when that G has fewer than two), extrapolated to each step.
 3. Metrics of both sides come from :func:`sim.trace.metrics.step_metrics` on trace tables.
    Errors over the held-out steps (``step >= K``): median absolute percentage error
    ``median_t |pred_t / meas_t - 1|`` (MdAPE) of makespan and of slot idle fraction,
@@ -56,7 +60,7 @@ from rolloutlab.sim.models.turns import MultiTurn
 from rolloutlab.sim.trace.metrics import step_metrics
 from rolloutlab.sim.trace.schema import frame
 
-PREDICTIONS = ("drawn", "replay", "constant", "persistence")
+PREDICTIONS = ("drawn", "replay", "constant", "persistence", "linear")
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,8 @@ class IdleComparison:
     ``measured``, ``predicted`` (= drawn), ``replay`` and ``constant``: ``*_makespan_s``,
     ``*_idle_frac`` (slot idle fraction), ``*_straggler`` (bool), ``*_straggler_ratio``;
     ``persistence_makespan_s``, ``persistence_idle_frac``, ``persistence_straggler`` (the
-    previous step's measured values; null on the first step); plus
+    previous step's measured values; null on the first step); ``linear_makespan_s``,
+    ``linear_idle_frac`` (the fit steps' straight line in the step index); plus
     ``drawn_straggler_prob`` (share of draws with a straggler event)."""
     summary: pl.DataFrame
     """One row per (prediction, scope): scope ``all`` or ``G=<g>``; ``held_out_steps``,
@@ -234,7 +239,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
             .alias("split")
         )
     )
-    per_step = _add_persistence(_add_constant(per_step))
+    per_step = _add_linear(_add_persistence(_add_constant(per_step)))
     return IdleComparison(per_step, summarize(per_step), fit, model, K, tau, replay)
 
 
@@ -297,6 +302,29 @@ def _add_persistence(per_step: pl.DataFrame) -> pl.DataFrame:
         pl.col("measured_idle_frac").shift(1).alias("persistence_idle_frac"),
         pl.col("measured_straggler").shift(1).alias("persistence_straggler"),
     )
+
+
+def _add_linear(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Linear-trend columns: each step predicted by the least-squares line in the step index
+    through the fit steps of its G (of all fit steps when its G has fewer than two)."""
+    per_step = per_step.sort("step")
+    fit = per_step.filter(pl.col("split") == "fit")
+    steps, g = per_step["step"].to_numpy(), per_step["group_size"].to_numpy()
+    out = {}
+    for col in ("makespan_s", "idle_frac"):
+        measured = f"measured_{col}"
+        pooled = np.polyfit(fit["step"].to_numpy(), fit[measured].to_numpy(), 1)
+        pred = np.empty(len(steps))
+        for gs in np.unique(g):
+            same = fit.filter(pl.col("group_size") == gs)
+            coef = (
+                np.polyfit(same["step"].to_numpy(), same[measured].to_numpy(), 1)
+                if same["step"].n_unique() >= 2
+                else pooled
+            )
+            pred[g == gs] = np.polyval(coef, steps[g == gs])
+        out[f"linear_{col}"] = pred
+    return per_step.with_columns(**{k: pl.Series(v) for k, v in out.items()})
 
 
 def _errors(df: pl.DataFrame, pred: str) -> dict:

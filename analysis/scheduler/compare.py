@@ -15,6 +15,15 @@ requests go through :class:`sim.engine.paged_worker.PagedWorker` with the same l
   makespan and per-request finish time (s: the sum of step times up to the step that
   finished it) against the measured ones (median absolute percentage error, MdAPE).
 
+Beside it, the naive rules a user would apply to the same timing grid
+(:func:`naive_rules`), which know no scheduler:
+
+- ``constant``: every step costs the grid's median step time, and every request decodes
+  from the first step without queueing or preemption, so request ``i`` finishes after
+  ``L_i`` steps and the makespan is the longest response's;
+- ``linear``: a straight line, by least squares, through the grid batches' (generated
+  tokens, makespan) points, read at the run's generated tokens (makespan only).
+
 Rules of vLLM 0.32 the mapping relies on: ``num_gpu_blocks_override`` blocks less vLLM's
 null block hold KV (``vllm/v1/core/block_pool.py``, ``BlockPool.__init__``); a group mate
 recomputes its prompt's partial block (``kv_cache_manager.py``,
@@ -54,9 +63,13 @@ COLUMNS = (
     "makespan_err",
     "finish_mdape",
     "grid_step_mape",
+    "makespan_constant_err",
+    "finish_mdape_constant",
+    "makespan_linear_err",
 )
 """Columns of :func:`compare_measurement`'s rows (``same_*``: fraction of requests whose
-first-token and finish steps / preemption counts equal vLLM's)."""
+first-token and finish steps / preemption counts equal vLLM's; ``*_constant*`` and
+``*_linear*``: the naive rules of :func:`naive_rules`)."""
 
 
 def load_measurement(path: str | Path) -> dict:
@@ -143,6 +156,7 @@ def compare_setting(name: str, rec: dict, clock: str = "step_cpu_s") -> dict:
     t_end = np.cumsum(np.asarray(run["steps"][clock], dtype=float))
     t_fin = t_end[np.asarray(run["per_request"]["finish_step"]) - 1]  # (s: end of its step)
     mk_v, mk_s = float(t_end[-1]), float(np.max(timed["t_finish"]))
+    naive = naive_rules(rec["grid"], np.asarray(run["requests"]["response_tokens"]), clock)
     return {
         **row,
         "makespan_sim_s": mk_s,
@@ -150,7 +164,34 @@ def compare_setting(name: str, rec: dict, clock: str = "step_cpu_s") -> dict:
         "makespan_err": mk_s / mk_v - 1.0,
         "finish_mdape": float(np.median(np.abs(timed["t_finish"] / t_fin - 1.0))),
         "grid_step_mape": grid_mape,
+        "makespan_constant_err": float(naive["makespan_constant_s"]) / mk_v - 1.0,
+        "finish_mdape_constant": float(
+            np.median(np.abs(np.asarray(naive["finish_constant_s"]) / t_fin - 1.0))
+        ),
+        "makespan_linear_err": float(naive["makespan_linear_s"]) / mk_v - 1.0,
         "cost": cost.to_dict(),
+    }
+
+
+def naive_rules(
+    grid: list[dict], response_tokens: np.ndarray, clock: str = "step_cpu_s"
+) -> dict[str, np.ndarray | float]:
+    """The naive rules' predictions for a run of ``response_tokens`` (one per request)
+    from the timing ``grid`` (probe batches, times from column ``clock``), see the module
+    docstring: ``finish_constant_s`` (one per request), ``makespan_constant_s`` and
+    ``makespan_linear_s`` (s). Raises ValueError with fewer than two grid batches or
+    when the grid's batches all generate the same number of tokens (no line)."""
+    tokens = np.array([float(np.sum(b["requests"]["response_tokens"])) for b in grid])
+    spans = np.array([float(np.sum(b["steps"][clock])) for b in grid])
+    if len(grid) < 2 or np.ptp(tokens) == 0:
+        raise ValueError("naive_rules: need two grid batches of different generated tokens")
+    step_s = float(np.median(np.concatenate([b["steps"][clock] for b in grid])))
+    L = np.asarray(response_tokens, dtype=float)
+    slope, intercept = np.polyfit(tokens, spans, 1)
+    return {
+        "finish_constant_s": L * step_s,
+        "makespan_constant_s": float(L.max() * step_s),
+        "makespan_linear_s": float(intercept + slope * L.sum()),
     }
 
 
@@ -174,17 +215,21 @@ def within_targets(row: dict) -> dict[str, bool]:
 
 def markdown_table(rows: list[dict]) -> str:
     """The side-by-side table (Markdown): per setting iterations, preemptions, requests
-    with vLLM's first-token/finish steps and preemptions, makespan, finish MdAPE."""
+    with vLLM's first-token/finish steps and preemptions, makespan, finish MdAPE, and the
+    naive rules' makespan error and finish MdAPE."""
     head = (
         "| setting | iterations sim / vLLM | preemptions sim / vLLM | same steps | "
-        "same preemptions | makespan sim / vLLM (s) | finish MdAPE |\n"
-        "|---|---|---|---|---|---|---|\n"
+        "same preemptions | makespan sim / vLLM (s) | finish MdAPE | makespan error, "
+        "constant / linear rule | finish MdAPE, constant rule |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     body = "".join(
         f"| {r['setting']} | {r['iterations_sim']} / {r['iterations_vllm']} | "
         f"{r['preemptions_sim']} / {r['preemptions_vllm']} | {r['same_steps']:.0%} | "
         f"{r['same_preemptions']:.0%} | {r['makespan_sim_s']:.3f} / "
-        f"{r['makespan_vllm_s']:.3f} ({r['makespan_err']:+.1%}) | {r['finish_mdape']:.1%} |\n"
+        f"{r['makespan_vllm_s']:.3f} ({r['makespan_err']:+.1%}) | {r['finish_mdape']:.1%} | "
+        f"{r['makespan_constant_err']:+.1%} / {r['makespan_linear_err']:+.1%} | "
+        f"{r['finish_mdape_constant']:.1%} |\n"
         for r in rows
     )
     return head + body

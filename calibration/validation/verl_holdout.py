@@ -6,10 +6,17 @@ match that step's logged statistics (:func:`calibration.fits.cost_fit.draw_step_
 ``R`` draws, fixed seeds), run the SimPy engine (:func:`sim.engine.core.generate`) with the
 fitted cost and predict ``timing_s/gen`` as the mean makespan over the draws.
 
-Baselines on the same test steps: ``constant`` = median gen time of the fit steps;
-``linear`` = least squares (``scipy.linalg.lstsq``) of gen time on
-``[1, response_length/mean, response_length/max]`` over the fit steps.
+Baselines on the same test steps (:func:`baselines`): ``constant`` = median gen time of
+the fit steps; ``persistence`` = the fit window's last gen time carried forward (the
+model sees no held-out gen time either, so this is the fair persistence rule);
+``previous_step`` = the previous step's measured gen time (one step ahead: it reads the
+held-out run's own gen times, which the model never sees, so it is a reference, not a
+rule the model must beat); ``linear`` = least squares (``scipy.linalg.lstsq``) of gen time
+on ``[1, response_length/mean, response_length/max]`` over the fit steps.
 Error: ``MAPE = mean_t |pred_t / gen_t - 1|`` over the test steps.
+
+No two of the public runs share one configuration (model, trainer backend and rollout
+mode differ between every pair), so no run-to-run floor exists for this table.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from rolloutlab.calibration.scenarios.verl import load_runs
 from rolloutlab.sim.engine.core import generate
 from scipy import linalg
 
-COLUMNS = ["run", "fit_steps", "test_steps", "mape_sim", "mape_constant", "mape_linear"]
+BASELINES = ("constant", "persistence", "previous_step", "linear")
+"""Naive rules of :func:`baselines`, in the order of their ``mape_*`` columns."""
+COLUMNS = ["run", "fit_steps", "test_steps", "mape_sim", *(f"mape_{b}" for b in BASELINES)]
 
 
 def mape(pred: np.ndarray, actual: np.ndarray) -> float:
@@ -51,23 +60,20 @@ def validate_runs(
         test = range(fit_steps, n_steps)
         gen = data.gen_s[fit_steps:]
         pred = np.array([_simulate(data.draws[i], model.B, cfg, cost) for i in test])
-        const = np.full(len(gen), np.median(data.gen_s[:fit_steps]))
-        X = np.column_stack(
+        lengths = np.column_stack(
             [
-                np.ones(n_steps),
                 data.table["response_length/mean"].to_numpy(),
                 data.table["response_length/max"].to_numpy(),
             ]
-        )  # (n_steps, 3)
-        coef = linalg.lstsq(X[:fit_steps], data.gen_s[:fit_steps])[0]
+        )  # (n_steps, 2)
+        naive = baselines(np.asarray(data.gen_s), lengths, fit_steps)
         rows.append(
             {
                 "run": name,
                 "fit_steps": fit_steps,
                 "test_steps": len(gen),
                 "mape_sim": mape(pred, gen),
-                "mape_constant": mape(const, gen),
-                "mape_linear": mape(X[fit_steps:] @ coef, gen),
+                **{f"mape_{b}": mape(naive[b], gen) for b in BASELINES},
             }
         )
         if progress is not None:
@@ -79,6 +85,30 @@ def validate_runs(
             for c in COLUMNS
         },
     )
+
+
+def baselines(gen_s: np.ndarray, lengths: np.ndarray, fit_steps: int) -> dict[str, np.ndarray]:
+    """The naive rules' predictions of the held-out steps' gen time (s), keyed by
+    :data:`BASELINES`, each of shape ``(n_steps - fit_steps,)`` (module docstring).
+
+    ``gen_s``: (n_steps,) logged ``timing_s/gen`` in step order; ``lengths``:
+    (n_steps, 2) the steps' ``response_length/mean`` and ``/max``. Raises ValueError
+    unless ``1 <= fit_steps < n_steps`` and the shapes agree."""
+    n = len(gen_s)
+    if not 1 <= fit_steps < n or lengths.shape != (n, 2):
+        raise ValueError(
+            f"need 1 <= fit_steps < {n} and lengths of shape ({n}, 2); got fit_steps "
+            f"{fit_steps}, lengths {lengths.shape}"
+        )
+    fit, held = gen_s[:fit_steps], n - fit_steps
+    X = np.column_stack([np.ones(n), lengths])  # (n_steps, 3)
+    coef = linalg.lstsq(X[:fit_steps], fit)[0]
+    return {
+        "constant": np.full(held, np.median(fit)),
+        "persistence": np.full(held, fit[-1]),
+        "previous_step": gen_s[fit_steps - 1 : n - 1],
+        "linear": X[fit_steps:] @ coef,
+    }
 
 
 def _simulate(draw, B: int, cfg: VerlFitConfig, cost) -> float:

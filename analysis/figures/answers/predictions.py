@@ -32,16 +32,18 @@ def _verdict(model: float, rules: dict[str, float], what: str) -> str:
 
 def idle_answer(study: Path, cfg: dict) -> Answer:
     """``compare idle``: makespan and idle-fraction errors of the simulator on held-out
-    steps, beside the replay (measured lengths) and the constant and persistence rules."""
+    steps, beside the replay (measured lengths) and the constant, persistence and linear
+    rules."""
     path = study / "idle_summary.json"
     doc = read_object(path, AnswerError)
     rows = [r for r in field_of(doc, path, "summary") if r.get("scope") == "all"]
     if not rows:
         raise AnswerError(f"{path}: malformed summary: no row with scope 'all'")
-    order = {"drawn": 0, "replay": 1, "constant": 2, "persistence": 3}
+    order = {"drawn": 0, "replay": 1, "constant": 2, "persistence": 3, "linear": 4}
     names = {"drawn": "simulator (drawn lengths)", "replay": "replay (measured lengths)",
              "constant": "constant (naive rule)",
-             "persistence": "persistence (previous step)"}  # fmt: skip
+             "persistence": "persistence (previous step)",
+             "linear": "linear trend in the step (naive rule)"}  # fmt: skip
     table = pl.DataFrame(
         [
             {
@@ -64,7 +66,7 @@ def idle_answer(study: Path, cfg: dict) -> Answer:
         if drawn
         else f"{steps} steps, the first {k} fitted."
     )
-    naive = {n: by[n]["makespan_mdape"] for n in ("constant", "persistence") if n in by}
+    naive = {n: by[n]["makespan_mdape"] for n in ("constant", "persistence", "linear") if n in by}
     if drawn and naive:
         lead += _verdict(drawn["makespan_mdape"], naive, "makespan MdAPE")
     return Answer(
