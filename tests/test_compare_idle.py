@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rolloutlab.analysis.idle.compare import IdleCompareConfig, compare_idle
+from rolloutlab.analysis.idle.compare import IdleCompareConfig, add_naive_rules, compare_idle
 from rolloutlab.analysis.idle.finish_fit import finish_features, fit_finish_times
 from rolloutlab.analysis.inputs.run_input import RunInputError, load_run, step_layouts
 from rolloutlab.calibration.fits.prompt_lengths import fit_prompt_lognormal
@@ -119,6 +119,38 @@ def test_linear_rule_pools_the_fit_steps_when_a_group_size_has_one(tmp_path):
     # steps 0, 1, 2 (one each of G 4, 16, 8): slope (m2 - m0) / 2 through their mean at 1
     line = [sum(m[:3]) / 3 + (m[2] - m[0]) / 2 * (t - 1) for t in (3, 4, 5)]
     np.testing.assert_allclose(ps["linear_makespan_s"].to_list()[3:], line, rtol=1e-9)
+
+
+def test_naive_rules_recomputed_from_a_written_comparison_are_the_same(tmp_path):
+    run = load_run(write_run(tmp_path, [4, 16, 8, 16, 4, 12], slow={1: 1.5}))
+    res = compare_idle(run, IdleCompareConfig(fit_steps=3, draws=2))
+    path = tmp_path / "cmp"
+    path.mkdir()
+    # an output written before the persistence and linear rules existed
+    old = res.per_step.drop([c for c in res.per_step.columns if c.startswith(("pers", "lin"))])
+    old.write_csv(path / "idle_comparison.csv")
+    again = add_naive_rules(pl.read_csv(path / "idle_comparison.csv"))
+    for col in ("constant_makespan_s", "persistence_makespan_s", "linear_makespan_s"):
+        np.testing.assert_allclose(
+            again[col].to_numpy().astype(float), res.per_step[col].to_numpy().astype(float)
+        )
+    bench = _idle_bench()
+    s = bench.scores(path)
+    want = res.summary.filter(pl.col("scope") == "all")
+    for r in want.to_dicts():
+        assert s[r["prediction"]] == pytest.approx(r["makespan_mdape"])
+    assert bench.row("x", s).endswith(("| yes |", "| **no** |"))
+
+
+def _idle_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "idle_baselines.py"
+    spec = importlib.util.spec_from_file_location("idle_baselines", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_prompt_lognormal_fit_recovers_its_parameters():

@@ -239,7 +239,7 @@ def compare_idle(run: RunData, cfg: IdleCompareConfig = IdleCompareConfig()) -> 
             .alias("split")
         )
     )
-    per_step = _add_linear(_add_persistence(_add_constant(per_step)))
+    per_step = add_naive_rules(per_step)
     return IdleComparison(per_step, summarize(per_step), fit, model, K, tau, replay)
 
 
@@ -280,6 +280,19 @@ def _turn_predictions(run: RunData, layouts: list[StepLayout], K: int, cfg, tau:
         ]
     )
     return fit, mt, replay, _drawn_metrics(drawn, tau)
+
+
+NAIVE = ("constant", "persistence", "linear")
+"""The naive rules of :func:`add_naive_rules`."""
+
+
+def add_naive_rules(per_step: pl.DataFrame) -> pl.DataFrame:
+    """``per_step`` (columns ``step, split, group_size, measured_*``, as in
+    :class:`IdleComparison`) with the ``constant_*``, ``persistence_*`` and ``linear_*``
+    columns computed afresh (module docstring), replacing any it holds: so an
+    ``idle_comparison.csv`` written before a rule existed can be scored with it."""
+    stale = [c for c in per_step.columns if c.split("_")[0] in NAIVE]
+    return _add_linear(_add_persistence(_add_constant(per_step.drop(stale))))
 
 
 def _add_constant(per_step: pl.DataFrame) -> pl.DataFrame:
