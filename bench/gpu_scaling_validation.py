@@ -51,33 +51,39 @@ VERL_SCRIPTS = {16: 16, 32: 8, 64: 4}
 """trainer GPUs -> ``trigger_parameter_sync_step`` of the run scripts behind the GPU curve
 (``recipe/fully_async_policy/exp/qwen2-7B-math_{32,64,128}/fsdp2_fully-async_{16-16,
 32-32,64-64}/run.sh``, verl commits 1fc52bb5 and 9280c114; experiment names
-``..._mbs32_tpf{16,8,4}_fixmcs``): local updates of ``ppo_mini_batch_size`` 32 prompts
-(no ``require_batches``), ``fsdp_size`` 2, ``total_rollout_steps = 512 x 400``, so a
-published step is 512 prompts: one weight version at 16:16, two at 32:32, four at 64:64.
-The README states ``require_batches`` 4 and ``trigger_parameter_sync_step`` 4 for every
-row instead (the ``bench`` set-up); docs/pipelines.md weighs the two."""
+``..._mbs32_tpf{16,8,4}_fixmcs``): ``fsdp_size`` 2, ``total_rollout_steps = 512 x 400``,
+no ``require_batches`` (added to verl on 2025-10-11). The trainer of that commit takes
+``required_samples = minimal_bsz x ppo_mini_batch_size / n`` prompts a local update, with
+``minimal_bsz`` the trainer GPUs (``verl/trainer/ppo/ray_trainer.py``), so
+:data:`SCRIPT_PROMPTS_PER_GPU` x trainer GPUs = 32, 64, 128 prompts, and a weight version
+is 512 prompts at every point. The README states ``require_batches`` 4 and
+``trigger_parameter_sync_step`` 4 for every row instead (the ``bench`` set-up, identical
+at 64:64 but for ``fsdp_size``); docs/pipelines.md weighs the two."""
 
-STEP_PROMPTS, SCRIPT_MINI = 512, 32
-"""Prompts of a published verl step; prompts per local update in the run scripts."""
+STEP_PROMPTS, SCRIPT_MINI, SCRIPT_PROMPTS_PER_GPU = 512, 32, 2
+"""Prompts of a published verl step; ``ppo_mini_batch_size`` of the run scripts; prompts
+per trainer GPU of a local update (``ppo_mini_batch_size / n`` = 32 / 16)."""
 
 
 def verl_scripted(trainer_gpus: int, seed: int, versions: int) -> float:
     """Simulated seconds per published step (512 prompts) of the verl point on
-    ``trainer_gpus`` as its run script sets it: ``verl_async_validation.simulate`` with
-    K = :data:`VERL_SCRIPTS` local updates of 32 prompts per version and ``fsdp_size`` 2,
-    the time per version times 512 / (32 K). ``versions`` is scaled up so every run holds
-    at least 16 local updates after the first version. Raises KeyError off the curve."""
+    ``trainer_gpus`` as its run script ran it: ``verl_async_validation.simulate`` with
+    K = :data:`VERL_SCRIPTS` local updates of 2 prompts per trainer GPU per version
+    (mini-batches of 32) and ``fsdp_size`` 2, the time per version times 512 / (prompts
+    a version). ``versions`` is scaled up so every run holds at least 16 local updates
+    after the first version. Raises KeyError off the curve."""
     k = VERL_SCRIPTS[trainer_gpus]
+    b = SCRIPT_PROMPTS_PER_GPU * trainer_gpus
     saved = verl.K, verl.B, verl.MINI, verl.RECIPE_BATCHING
     try:
-        verl.K, verl.B, verl.MINI = k, SCRIPT_MINI, SCRIPT_MINI
+        verl.K, verl.B, verl.MINI = k, b, SCRIPT_MINI
         verl.RECIPE_BATCHING = dataclasses.replace(verl.RECIPE_BATCHING, shard_gpus=2)
         per_version, _ = verl.simulate(
             trainer_gpus, VERL_THRESHOLD, max(versions, 1 + 16 // k), seed
         )
     finally:
         verl.K, verl.B, verl.MINI, verl.RECIPE_BATCHING = saved
-    return per_version * STEP_PROMPTS / (SCRIPT_MINI * k)
+    return per_version * STEP_PROMPTS / (b * k)
 
 
 def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps: int) -> float:

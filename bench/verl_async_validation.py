@@ -71,9 +71,11 @@ BISECTIONS = 10
 
 CURVES: dict[str, tuple[int, list[tuple[str, int, float, float, float]]]] = {
     # calibration index, [(label, rollout GPUs = trainer GPUs, staleness_threshold,
-    #                      published s/step, published update_actor s)]
+    #                      published s/step, published update_actor s)]; 16:16's
+    # update_actor as published before verl's table swapped it with colocated 32's
+    # (calibration/data/SOURCE.md, verl_phase_tables.csv)
     "gpus": (1, [
-        ("16:16", 16, 0.5, 294.77, 313.81),
+        ("16:16", 16, 0.5, 294.77, 269.80),
         ("32:32", 32, 0.5, 189.26, 156.98),
         ("64:64", 64, 0.5, 150.63, 113.16),
     ]),

@@ -23,6 +23,7 @@ Plan and results: docs/pipelines.md, "Trainer time across GPU counts". Run:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 from dataclasses import dataclass
@@ -62,16 +63,27 @@ class Setup:
     """``fsdp_size`` of the run scripts: 8 (fully-async, ``recipe/fully_async_policy/
     shell`` at b25bb7d4), 2 (colocated, ``exp/qwen2-7B-math_*/fsdp2_colocate`` at
     9280c114)."""
+    prompts_per_gpu: int = 0
+    """When > 0, a call holds this many prompts per trainer GPU instead of
+    ``call_prompts`` (:data:`SCRIPTS_FULLY_ASYNC`)."""
 
-    def imbalance(self) -> Imbalance:
-        """verl's wait per mini-batch for one call."""
-        return Imbalance(
-            self.call_prompts * G, G, "verl", sp=SP, mini_batches=self.call_prompts // MINI_PROMPTS
-        )
+    def imbalance(self, gpus: int) -> Imbalance:
+        """verl's wait per mini-batch for one call on ``gpus`` trainer GPUs."""
+        call = self.prompts_per_gpu * gpus if self.prompts_per_gpu else self.call_prompts
+        return Imbalance(call * G, G, "verl", sp=SP, mini_batches=call // MINI_PROMPTS)
 
 
 SETUPS = {"fully-async": Setup(128, 8), "colocate-sync": Setup(512, 2)}
-"""Placement (the table's ``mode``) -> its trainer set-up."""
+"""Placement (the table's ``mode``) -> its trainer set-up, as the README states it."""
+
+SCRIPTS_FULLY_ASYNC = Setup(0, 2, prompts_per_gpu=2)
+"""The fully-async trainer as the development branch's ``exp/`` scripts ran it
+(``recipe/fully_async_policy/exp/qwen2-7B-math_*/fsdp2_fully-async_*/run.sh`` and the
+trainer at 9280c114, before ``require_batches`` existed): each local update takes
+``required_samples = minimal_bsz x ppo_mini_batch_size / n`` = 2 prompts per trainer GPU
+(``minimal_bsz`` = trainer GPUs for FSDP), so 32, 64, 128 prompts on 16, 32, 64 GPUs,
+synced every 16, 8, 4 updates (512 prompts a version everywhere); ``fsdp_size`` 2
+(``--verl-setup scripts``)."""
 
 
 class PhaseTableError(ValueError):
@@ -160,7 +172,7 @@ def modelled_update_actor(setup: Setup, gpus: int) -> float:
         ref=False,
         batching=batching,
     )
-    wait = setup.imbalance().factor(sc.lengths, sc.prompt_tokens, gpus)
+    wait = setup.imbalance(gpus).factor(sc.lengths, sc.prompt_tokens, gpus)
     return phases["timing_s/update_actor"] * wait
 
 
@@ -213,22 +225,23 @@ def _rows(label: str, pts: list[Point], modelled: list[float], x: list[str]) -> 
     return lines
 
 
-def table(path: Path | None = None) -> list[str]:
+def table(path: Path | None = None, setups: dict[str, Setup] | None = None) -> list[str]:
     """Markdown rows: per curve, rule and calibration point, the errors (%) at every point
     and the rule's worst held-out error, pass or fail. Curves: the placements of table
     ``7b-gpus`` across trainer GPUs, and table ``7b-require-batches`` across
     ``require_batches`` (64 fully-async trainer GPUs; a call of ``require_batches x 32``
-    prompts)."""
+    prompts). ``setups``: placement -> trainer set-up (default :data:`SETUPS`)."""
+    setups = SETUPS if setups is None else setups
     lines = [
         "| curve | points | published s | model, uncalibrated s | rule "
         "| calibrated on | error % at ... | worst held-out |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for mode, pts in load_curves(path).items():
-        modelled = [modelled_update_actor(SETUPS[mode], p.trainer_gpus) for p in pts]
+        modelled = [modelled_update_actor(setups[mode], p.trainer_gpus) for p in pts]
         lines += _rows(f"{mode} GPUs", pts, modelled, [str(p.trainer_gpus) for p in pts])
     for mode, pts in load_curves(path, "7b-require-batches").items():
-        fsdp = SETUPS[mode].fsdp_size
+        fsdp = SETUPS[mode].fsdp_size  # require_batches exists in the README's code alone
         modelled = [
             modelled_update_actor(Setup(p.require_batches * MINI_PROMPTS, fsdp), p.trainer_gpus)
             for p in pts
@@ -238,5 +251,22 @@ def table(path: Path | None = None) -> list[str]:
     return lines
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Print :func:`table`; ``--verl-setup scripts`` models the fully-async trainer as
+    :data:`SCRIPTS_FULLY_ASYNC`, ``--data`` reads another phase table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=None, help="phase table (default: bundled)")
+    ap.add_argument("--verl-setup", choices=("readme", "scripts"), default="readme")
+    args = ap.parse_args(argv)
+    setups = dict(SETUPS)
+    if args.verl_setup == "scripts":
+        setups["fully-async"] = SCRIPTS_FULLY_ASYNC
+    try:
+        lines = table(args.data, setups)
+    except PhaseTableError as e:
+        raise SystemExit(str(e)) from None
+    print("\n".join(lines))
+
+
 if __name__ == "__main__":
-    print("\n".join(table()))
+    main()
