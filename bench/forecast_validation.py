@@ -9,11 +9,15 @@ and left out) and real_sync seeds 1-2 (K = 20; floor from seeds
 ``--console-dir`` (K = 50; forecast ``response_length/mean`` and ``/max``); the verl
 TensorBoard runs of ``--tb-dir`` are a second look. ``--runs earlier``: the first plan's
 runs (graph-walk and digit-chain seeds 0-3, real_sync seed 0). ``--model drift``: the
-drifting length model instead. Writes, under --out: ``cells_<run>.csv``,
-``makespan_<run>.csv``, ``verl_<run>.csv`` and ``summary.md``.
+drifting length model instead. ``--runs third --model backtest`` (the third plan, "A
+backtest combination"): graph-walk and digit-chain seeds 6-7 and real_sync seeds 3-4,
+made after that plan was committed, the floor from every bundled seed; ``--runs seen``:
+the runs the first two plans looked at (the third plan's in-sample set). Writes, under
+--out: ``cells_<run>.csv``, ``makespan_<run>.csv``, ``verl_<run>.csv`` and ``summary.md``.
 
     python bench/forecast_validation.py --out runs/forecast_fresh
     python bench/forecast_validation.py --out runs/forecast --runs earlier --model drift
+    python bench/forecast_validation.py --out runs/forecast_third --runs third --model backtest --only groups
     python bench/forecast_validation.py --out runs/forecast_verl --only verl
 
 From a plain clone the TensorBoard half reads the two runs bundled under tests/data/verl_tb
@@ -60,8 +64,20 @@ TASKS = {
 SEEDS = {
     "earlier": {"graph_walk": (0, 1, 2, 3), "digit_chain": (0, 1, 2, 3), "real_sync": (0,)},
     "fresh": {"graph_walk": (4, 5), "digit_chain": (4, 5), "real_sync": (1, 2)},
+    "seen": {"graph_walk": (0, 1, 2, 3, 4), "digit_chain": (0, 1, 2, 3, 4), "real_sync": (0, 1, 2)},
+    "third": {"graph_walk": (6, 7), "digit_chain": (6, 7), "real_sync": (3, 4)},
 }
-"""Which seeds each plan forecasts; every other bundled seed of a configuration is its floor."""
+"""Which seeds each plan forecasts (``seen``: every run the first two plans looked at, the
+third plan's in-sample set)."""
+
+FLOOR_SEEDS = {
+    "earlier": SEEDS["earlier"],
+    "fresh": {"graph_walk": range(6), "digit_chain": range(6), "real_sync": range(3)},
+    "seen": SEEDS["seen"],
+    "third": {"graph_walk": range(32), "digit_chain": range(32), "real_sync": range(32)},
+}
+"""The bundled seeds each plan's floor reads (a run's floor: its distance from the mean of
+the others)."""
 
 EWM_HALF_LIFE = 7.0
 """The second plan's exploratory rule (reported, not counted): an exponentially weighted
@@ -96,8 +112,19 @@ def ewm_error(meas: np.ndarray, K: int, held: slice) -> float:
     return float(np.abs(pred - p_meas)[scored].mean()) if scored.any() else float("nan")
 
 
+def within(cells, bound: float = 0.10) -> int:
+    """Scored cells whose forecast P is within ``bound`` of the measured P."""
+    s = cells.filter(cells["scored"])
+    return int(((s["p_forecast"] - s["p_meas"]).abs() <= bound).sum())
+
+
 def _fmt(v: float) -> str:
     return "-" if v != v else f"{v:.3f}"
+
+
+def config_of(run: str) -> str:
+    """The configuration of a run named ``<config>_s<seed>``."""
+    return run.rsplit("_s", 1)[0]
 
 
 def group_line(
@@ -107,24 +134,40 @@ def group_line(
     need: float = 0.0,
     relative: bool = False,
     half: bool = False,
+    per_config: bool = False,
 ) -> str:
     """One markdown row of a plan's pass rule over a group of runs: ``errors`` maps a
     run to each rule's error; the best naive rule is the one with the least mean error
-    over the runs; the margin is its mean error less the forecast's (positive: the
-    forecast wins), with the smallest and largest per-run margin and the runs won. The
-    forecast passes when the margin is above 0 and at least ``need`` (a share of the best
-    rule's error when ``relative``) and, with ``half``, it wins at least half the runs."""
+    over the runs (``per_config``: over each configuration's runs, :func:`config_of`, so
+    a run is compared with its own configuration's best rule, chosen in hindsight); the
+    margin is its mean error less the forecast's (positive: the forecast wins), with the
+    smallest and largest per-run margin and the runs won. The forecast passes when the
+    margin is above 0 and at least ``need`` (a share of the best rule's error when
+    ``relative``) and, with ``half``, it wins at least half the runs."""
     runs = list(errors)
-    mean = {r: float(np.mean([errors[x][r] for x in runs])) for r in RULES}
-    best = min(RULES[1:], key=lambda r: mean[r])
-    margins = [errors[x][best] - errors[x]["forecast"] for x in runs]
+    pools: dict[str, list[str]] = {}
+    for x in runs:
+        pools.setdefault(config_of(x) if per_config else "", []).append(x)
+    best = {
+        c: min(RULES[1:], key=lambda r, xs=xs: float(np.mean([errors[x][r] for x in xs])))
+        for c, xs in pools.items()
+    }
+    bench = {x: errors[x][best[config_of(x) if per_config else ""]] for x in runs}
+    margins = [bench[x] - errors[x]["forecast"] for x in runs]
     won = sum(m > 0 for m in margins)
-    margin = mean[best] - mean["forecast"]
-    bar = need * mean[best] if relative else need
+    forecast = float(np.mean([errors[x]["forecast"] for x in runs]))
+    benchmark = float(np.mean(list(bench.values())))
+    margin = benchmark - forecast
+    bar = need * benchmark if relative else need
     ok = margin > 0 and margin >= bar and (not half or 2 * won >= len(runs))
     verdict = "passes" if ok else "does not pass"
+    label = (
+        f"each configuration's best ({', '.join(f'{c} {r}' for c, r in best.items())})"
+        if per_config
+        else best[""]
+    )
     return (
-        f"| {group} | {len(runs)} | {mean['forecast']:.3f}{unit} | {best} {mean[best]:.3f}{unit} | "
+        f"| {group} | {len(runs)} | {forecast:.3f}{unit} | {label} {benchmark:.3f}{unit} | "
         f"{margin:+.3f} ({min(margins):+.3f} to {max(margins):+.3f}) | "
         f"{won} of {len(runs)} | {verdict} |"
     )
@@ -138,6 +181,7 @@ PASS = {
         "verl": {"need": 0.02, "relative": True, "half": True},
     },
 }
+PASS["seen"] = PASS["third"] = PASS["fresh"]
 """Each plan's pass rule (docs/per_sample.md): the margin needed over the best naive rule
 for P, the makespan and verl's metrics, and whether half the runs must be won."""
 
@@ -158,9 +202,10 @@ def per_sample(
         "P(max/median > tau) over the scored cells (held-out steps); makespan MAE in tokens",
         "",
         "| run | K | scored cells | forecast | persistence | linear | static | floor | "
-        f"cells within target | EWM half-life {EWM_HALF_LIFE:g} (exploratory) | "
+        "cells within target | cells within 0.10 | "
+        f"EWM half-life {EWM_HALF_LIFE:g} (exploratory) | "
         "makespan MAE (tokens): forecast / persistence / linear / static |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     p_err: dict[str, dict] = {}
     span_err: dict[str, dict] = {}
@@ -171,7 +216,7 @@ def per_sample(
             lines.append(f"| {config} seeds {missing} | not bundled under {GROUPS}: left out | |")
             print(lines[-1], flush=True)
         cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon, model=model)
-        pool = [s for s in have if plan == "fresh" or s in SEEDS["earlier"][config]]
+        pool = [s for s in have if s in FLOOR_SEEDS[plan][config]]
         traces = {s: read_grouped([run_file(config, s)]) for s in pool}
         meas = {s: measured(t, cfg) for s, t in traces.items()}
         for s in (s for s in SEEDS[plan][config] if s in pool):
@@ -188,6 +233,7 @@ def per_sample(
                 f"| {name} | {K} | {n} | "
                 + " | ".join(_fmt(e[r]) for r in RULES)
                 + f" | {_fmt(e.get('floor', float('nan')))} | {ok} of {n} | "
+                + f"{within(cells)} of {n} | "
                 + f"{_fmt(ewm_error(meas[s], K, slice(K, end)))} | "
                 + " / ".join(f"{m[r]:.1f}" for r in RULES)
                 + " |"
@@ -214,6 +260,23 @@ def per_sample(
         lines.append(group_line("all per-sample runs: P(straggler)", p_err, **PASS[plan]["p"]))
         lines.append(
             group_line("all per-sample runs: makespan", span_err, " tok", **PASS[plan]["span"])
+        )
+        lines.append(
+            group_line(
+                "all per-sample runs: P(straggler), per configuration",
+                p_err,
+                per_config=True,
+                **PASS[plan]["p"],
+            )
+        )
+        lines.append(
+            group_line(
+                "all per-sample runs: makespan, per configuration",
+                span_err,
+                " tok",
+                per_config=True,
+                **PASS[plan]["span"],
+            )
         )
 
 

@@ -11,7 +11,14 @@ Forecast models (:data:`MODELS`):
   lies in :data:`INFORMATIVE`; its level is the forecast of every later step. Its
   length distribution is the fit steps' measured groups, each step weighted by the
   filter (a mixture of whole groups, so the within-prompt correlation is kept);
-* ``drift`` — the drifting length model (:mod:`calibration.fits.drift_fit`), drawn.
+* ``drift`` — the drifting length model (:mod:`calibration.fits.drift_fit`), drawn;
+* ``backtest`` — the level rules (local level, persistence, static fit), each scored by
+  a rolling-origin backtest inside the fit window and combined with weights inverse to
+  their squared backtest errors (:mod:`calibration.fits.rolling_origin`;
+  :func:`backtest_forecast`). The linear trend is left out: a level rule forecasts the
+  same value at every horizon, so its error at the fit window's horizons (``K/10`` to
+  ``K/2`` steps) speaks for the later steps, while a trend's error grows with the
+  horizon, which no backtest inside the window can show.
 
 Naive rules, from the fit steps' own measured values only:
 
@@ -26,14 +33,21 @@ log holds no clock, and a synchronous step decodes until its longest response en
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.fits.drift_fit import fit_drift, summarise_aggregates, summarise_groups
+from rolloutlab.calibration.fits.drift_fit import (
+    StepSummary,
+    fit_drift,
+    summarise_aggregates,
+    summarise_groups,
+)
 from rolloutlab.calibration.fits.lengths_fit import StepLengthStats, fit_step
 from rolloutlab.calibration.fits.local_level import fit_local_level
+from rolloutlab.calibration.fits.rolling_origin import backtest_errors, combine, origins, weights
 from rolloutlab.calibration.readers.grouped import GroupedTrace
 from rolloutlab.calibration.validation.measure import padded, step_ratio, subsample
 
@@ -46,8 +60,16 @@ INFORMATIVE = (0.05, 0.95)
 RULES = ("forecast", "persistence", "linear", "static")
 """Predictors compared, the model first."""
 
-MODELS = ("local-level", "drift")
+MODELS = ("local-level", "drift", "backtest")
 """Forecast models (module docstring), the default first."""
+
+CANDIDATES = ("local-level", "persistence", "static")
+"""What the ``backtest`` model combines (module docstring)."""
+
+BACKTEST_POWER = 2.0
+"""The ``backtest`` model's weights are ``error**-BACKTEST_POWER``: inverse squared
+error, chosen on the runs the earlier plans saw (docs/per_sample.md, "A backtest
+combination"; in-sample there)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +161,87 @@ def local_level_forecast(
     return np.broadcast_to(p, (n_new, *p.shape)).copy(), np.full(n_new, span)
 
 
+def rule_forecasts(
+    series: np.ndarray, n_new: int, static: np.ndarray, probability: bool
+) -> dict[str, np.ndarray]:
+    """Each of :data:`CANDIDATES`' forecast ``(n_new, ...)`` of the steps after a per-step
+    ``series`` (``(k, ...)``), the same at every later step: the local level (with
+    ``probability``, ``q`` fitted on the series whose mean lies in :data:`INFORMATIVE`
+    and the level clipped to ``[0, 1]``, as :func:`local_level_forecast`), persistence
+    (the mean of the last :data:`PERSIST_STEPS` steps, as :func:`naive`) and ``static``
+    (the static fit's value, ``series.shape[1:]``, made by the caller)."""
+    if probability:
+        mean = series.mean(axis=0)
+        live = (mean >= INFORMATIVE[0]) & (mean <= INFORMATIVE[1])
+        level = np.clip(fit_local_level(series, live).level, 0.0, 1.0)
+    else:
+        level = fit_local_level(series).level
+    values = {
+        "local-level": level,
+        "persistence": series[-PERSIST_STEPS:].mean(axis=0),
+        "static": np.asarray(static, dtype=np.float64),
+    }
+    shape = (n_new,) + series.shape[1:]
+    return {c: np.broadcast_to(values[c], shape).copy() for c in CANDIDATES}
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """The ``backtest`` model's forecast of one series and how it was made."""
+
+    forecast: np.ndarray
+    """``(n_new, ...)`` the combined forecast."""
+    errors: dict[str, float]
+    """Candidate -> mean absolute error over the rolling origins (the fit window only)."""
+    weights: dict[str, float]
+    """Candidate -> its weight in :attr:`forecast` (sums to 1)."""
+
+
+def backtest_forecast(
+    series: np.ndarray,
+    n_new: int,
+    static_at: Callable[[int], np.ndarray],
+    probability: bool,
+    power: float = BACKTEST_POWER,
+) -> Backtest:
+    """The ``backtest`` model (module docstring) of a per-step ``series`` (``(K, ...)``,
+    the fit steps) for the ``n_new`` later steps: at each origin ``k`` of
+    :func:`rolling_origin.origins` every candidate (:func:`rule_forecasts` of
+    ``series[:k]``, its static value ``static_at(k)`` fitted on the first ``k`` steps
+    only) forecasts the mean of steps ``k..K-1``, scored over the series whose block mean
+    lies in :data:`INFORMATIVE` (``probability``) or over all; the candidates' forecasts
+    from all ``K`` steps (``static_at(K)``) are then combined with weights
+    ``error**-power`` (:func:`rolling_origin.weights`; equal weights when no origin
+    leaves 2 fit steps, or none scores a series)."""
+    K = len(series)
+
+    def at(k: int) -> dict[str, np.ndarray]:
+        return {
+            c: v[0] for c, v in rule_forecasts(series[:k], 1, static_at(k), probability).items()
+        }
+
+    def informative(m: np.ndarray) -> np.ndarray:
+        return (m >= INFORMATIVE[0]) & (m <= INFORMATIVE[1])
+
+    found = backtest_errors(series, at, origins(K), informative if probability else None)
+    errors = {c: found.get(c, float("nan")) for c in CANDIDATES}  # no origin: all NaN
+    w = weights(errors, power)
+    full = rule_forecasts(series, n_new, static_at(K), probability)
+    return Backtest(combine(full, w), errors, w)
+
+
+def head(summary: StepSummary, k: int) -> StepSummary:
+    """The first ``k`` steps of ``summary``."""
+    rho = None if summary.rho is None else summary.rho[:k]
+    return replace(
+        summary,
+        steps=summary.steps[:k],
+        log_q=summary.log_q[:k],
+        censored=summary.censored[:k],
+        rho=rho,
+    )
+
+
 def measured(trace: GroupedTrace, cfg: ForecastConfig) -> np.ndarray:
     """``(T, G_logged, n_tau)`` :func:`per_step_p` of every step of ``trace`` at its
     logged ``B`` (the fewest groups of a step) and ``G = 1..G_logged``."""
@@ -190,7 +293,7 @@ def forecast_groups(
     drawn = [("static", drift.static(summary))]
     if cfg.model == "drift":
         drawn.insert(0, ("forecast", drift))
-    else:
+    elif cfg.model == "local-level":
         pred["forecast"], span["forecast"] = local_level_forecast(
             meas[:K], span_meas[:K], len(held)
         )
@@ -202,6 +305,18 @@ def forecast_groups(
         pred[name] = v
     for name, v in naive(span_meas[:K], fit_t, held, window).items():
         span[name] = v
+    extra: dict[str, dict[str, float]] = {"cells": {}, "makespan": {}}
+    if cfg.model == "backtest":
+        bt_p, bt_span = _backtest_groups(
+            meas[:K], span_meas[:K], summary, fit_t, held, B, G_log, cfg, pred, span
+        )
+        pred["forecast"], span["forecast"] = bt_p.forecast, bt_span.forecast
+        for key, bt in (("cells", bt_p), ("makespan", bt_span)):
+            extra[key] = {
+                f"{col}_{c.replace('-', '_')}": float(getattr(bt, attr)[c])
+                for c in CANDIDATES
+                for col, attr in (("weight", "weights"), ("backtest_error", "errors"))
+            }
     p_meas = meas[K:end].mean(axis=0)  # (G, tau)
     floor = None
     if others:
@@ -215,13 +330,41 @@ def forecast_groups(
             row |= {f"p_{r}": float(pred[r][:, g, j].mean()) for r in RULES}
             row["floor"] = None if floor is None else float(floor[g, j])
             row["scored"] = bool(INFORMATIVE[0] <= p_meas[g, j] <= INFORMATIVE[1])
-            rows.append(row)
+            rows.append(row | extra["cells"])
     cells = pl.DataFrame(rows, schema_overrides={"floor": pl.Float64})
     makespan = pl.DataFrame(
         {"step": held, "makespan_meas": span_meas[K:end]}
         | {f"makespan_{r}": np.asarray(span[r], dtype=np.float64) for r in RULES}
+        | {k: np.full(len(held), v) for k, v in extra["makespan"].items()}
     )
     return cells, makespan
+
+
+def _backtest_groups(p_fit, span_fit, summary, fit_t, held, B, G_log, cfg, pred, span):
+    """``(P, makespan)`` :class:`Backtest` of :func:`forecast_groups` (model ``backtest``):
+    the static fit at an inner origin ``k`` is the zero-slope drift model of the first
+    ``k`` steps drawn for ``5 * reps`` steps (its distribution is the same at every step);
+    at ``K`` it is the held-out static forecast already drawn (``pred``, ``span``)."""
+    K = len(p_fit)
+    cache: dict[int, tuple[np.ndarray, float]] = {
+        K: (pred["static"].mean(axis=0), float(np.mean(span["static"])))
+    }
+
+    def static(k: int) -> tuple[np.ndarray, float]:
+        if k not in cache:
+            model = fit_drift(head(summary, k), None, slope=False)
+            s = int(fit_t[k - 1])
+            p, sp = model_p(
+                model.lengths_model([s]), [s], B, G_log, G_log, cfg.taus, 5 * cfg.reps, cfg.seed + 2
+            )
+            cache[k] = (p[0], float(sp[0]))
+        return cache[k]
+
+    bt_p = backtest_forecast(p_fit, len(held), lambda k: static(k)[0], probability=True)
+    bt_span = backtest_forecast(
+        span_fit, len(held), lambda k: np.asarray(static(k)[1]), probability=False
+    )
+    return bt_p, bt_span
 
 
 def forecast_runs(
@@ -323,9 +466,13 @@ def forecast_aggregates(
     if model == "drift":
         out["mean_forecast"], out["max_forecast"] = _drift_aggregates(t, fit, new_t, cap, span)
     for metric in ("mean", "max"):
-        series = fit[f"response_length/{metric}"].to_numpy()
+        series = fit[f"response_length/{metric}"].to_numpy().astype(np.float64)
         if model == "local-level":
             out[f"{metric}_forecast"] = np.full(len(new_t), float(fit_local_level(series).level))
+        elif model == "backtest":
+            out[f"{metric}_forecast"] = backtest_forecast(
+                series, len(new_t), partial(_mean_of_first, series), False
+            ).forecast
         for name, v in naive(series, fit_t, new_t, span).items():
             out[f"{metric}_{name}"] = v
         out[f"{metric}_static"] = np.full(len(new_t), series.mean())
@@ -335,6 +482,11 @@ def forecast_aggregates(
             for k in ["step", *[f"{m}_{r}" for m in ("mean", "max") for r in ("meas", *RULES)]]
         }
     )
+
+
+def _mean_of_first(series: np.ndarray, k: int) -> np.ndarray:
+    """The static fit of a verl metric on its first ``k`` fit steps: their mean."""
+    return np.asarray(series[:k].mean())
 
 
 def _drift_aggregates(t: pl.DataFrame, fit: pl.DataFrame, new_t: np.ndarray, cap: int, span: int):

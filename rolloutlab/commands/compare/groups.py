@@ -99,7 +99,9 @@ from rolloutlab.commands.options.types import POSITIVE_INT
     default=MODELS[0],
     show_default=True,
     help="With --forecast: local-level (the fit steps' measured values filtered by a local "
-    "level model, no trend) or drift (straight lines through the length quantiles).",
+    "level model, no trend), drift (straight lines through the length quantiles) or "
+    "backtest (the local level and the naive rules weighted by their errors in a "
+    "rolling-origin backtest inside the fit window).",
 )
 @click.option(
     "--forecast-steps",
