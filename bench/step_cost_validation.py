@@ -1,8 +1,11 @@
-"""Evaluate the step-cost law's plan (results/step_cost_law/PLAN.md) on the runs of
-``bench/step_cost_measure.py``:
+"""Evaluate the step-cost law's plans on their runs: plan 1 (results/step_cost_law/PLAN.md)
+on ``bench/step_cost_measure.py``'s, plan 2 (PLAN2.md) with ``--plan 2`` on
+``bench/step_cost_interleaved.py``'s (``RUNS/pass1``, ``RUNS/pass2``):
 
     python bench/step_cost_validation.py runs/step_cost --out runs/step_cost_check
+    python bench/step_cost_validation.py --plan 2 runs/sc2 --out runs/sc2_check
 
+Plan 1 (below; plan 2: :func:`plan2`):
 Fits the mechanism law (:mod:`analysis.learning.step_cost_law`) and the baselines (the
 power law ``c0 + c1 (B G)^p`` of :mod:`analysis.learning.step_cost`, a straight line in the
 rollouts through each count's mean, the fit runs' mean step cost) on the fit settings'
@@ -14,6 +17,7 @@ step). Writes ``OUT/step_cost_validation.csv`` (one row per setting), ``OUT/law.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -22,10 +26,18 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.learning.compare import run_steps
 from rolloutlab.analysis.learning.step_cost import busy_time, pooled_cost
-from rolloutlab.analysis.learning.step_cost_law import fit_law, predict_setting, read_steps
+from rolloutlab.analysis.learning.step_cost_law import (
+    GEN_FEATURES_V1,
+    TRAIN_FEATURES_V1,
+    drawn_features,
+    fit_law,
+    predict_setting,
+    read_steps,
+)
 from rolloutlab.calibration.readers.run_curve import read_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import step_cost_interleaved as plan2_runs
 from step_cost_measure import FIT, HELDOUT
 
 RULES = ("law", "law_own_features", "power_law", "linear", "constant")
@@ -41,9 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", type=Path, help="folder of bench/step_cost_measure.py's runs")
     ap.add_argument("--out", type=Path, required=True, help="new folder for the tables")
     ap.add_argument("--draws", type=int, default=50, help="feature draws per step (default 50)")
+    ap.add_argument("--plan", type=int, default=1, choices=(1, 2), help="PLAN.md or PLAN2.md")
     args = ap.parse_args(argv)
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
+    if args.plan == 2:
+        try:
+            text = plan2(args.runs, args.out, args.draws)
+        except ValueError as exc:
+            ap.error(str(exc))
+        print(text)
+        return 0
     dirs = {}
     for G, B in FIT + HELDOUT:
         found = sorted(args.runs.glob(f"g{G}_b{B}_r*"))
@@ -58,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: no finished run of {', '.join(missing)}", file=sys.stderr)
     runs = {gb: [read_steps(d) for d in ds] for gb, ds in dirs.items()}
     fit_runs = [r for gb in fit_set for r in runs[gb]]
-    law = fit_law(fit_runs)
+    law = fit_law(fit_runs, GEN_FEATURES_V1, TRAIN_FEATURES_V1)
     power = pooled_cost([run_steps(d, "cpu") for gb in fit_set for d in dirs[gb]],
                         [read_run(d) for gb in fit_set for d in dirs[gb]])  # fmt: skip
     counts = np.array([g * b for g, b in fit_set], float)
@@ -98,6 +118,149 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "step_cost_validation.md").write_text(text)
     print(text)
     return 0
+
+
+RULES2 = ("law", "law_c64_fit", "law_own_features", "law_v1", "power_law", "linear", "constant")
+NAIVE = ("power_law", "linear", "constant")
+MIN_STEPS = 10
+"""PLAN2.md's stop rule: fewer common steps than this and there is no evaluation."""
+
+
+def plan2(runs_dir: Path, out: Path, draws: int = 20) -> str:
+    """PLAN2.md's evaluation of ``runs_dir/pass*/`` (``bench/step_cost_interleaved.py``);
+    writes ``out/step_cost_validation.csv``, ``law.json`` and ``step_cost_validation.md``
+    (returned). Raises ValueError naming what is missing: no pass, a fit setting without a
+    finished run, or fewer than :data:`MIN_STEPS` common steps."""
+    settings = plan2_runs.FIT + plan2_runs.HELDOUT + plan2_runs.BEYOND
+    passes = sorted(p for p in runs_dir.glob("pass*") if p.is_dir())
+    if not passes:
+        raise ValueError(f"{runs_dir}: no pass*/ folder of bench/step_cost_interleaved.py")
+    dirs: dict[tuple, list[Path]] = {}
+    for s in settings:
+        found = [p / plan2_runs.run_name(*s) for p in passes]
+        dirs[s] = [d for d in found if (d / "rollouts.parquet").exists()]
+    missing = [plan2_runs.run_name(*s) for s in plan2_runs.FIT if not dirs[s]]
+    if missing:
+        raise ValueError(f"{runs_dir}: no finished run of fit setting(s) {', '.join(missing)}")
+    full = {s: [read_steps(d) for d in ds] for s, ds in dirs.items() if ds}
+    k = min(len(r.groups) for rs in full.values() for r in rs)
+    if k < MIN_STEPS:
+        raise ValueError(f"{runs_dir}: only {k} steps common to every run (< {MIN_STEPS})")
+    runs = {s: [r.head(k) for r in rs] for s, rs in full.items()}
+    fit_runs = [r for s in plan2_runs.FIT for r in runs[s]]
+    held_capacity = plan2_runs.HELDOUT[0][2]  # 64: the baselines know rollouts only
+    c64 = [s for s in plan2_runs.FIT if s[2] == held_capacity]
+    c64_runs = [r for s in c64 for r in runs[s]]
+    law = fit_law(fit_runs)
+    law_c64 = fit_law(c64_runs)
+    law_v1 = fit_law(fit_runs, GEN_FEATURES_V1, TRAIN_FEATURES_V1)
+    c64_dirs = [d for s in c64 for d in dirs[s]]
+    power = pooled_cost([run_steps(d, "cpu").head(k) for d in c64_dirs],
+                        [head_curve(read_run(d), k) for d in c64_dirs])  # fmt: skip
+    by_count: dict[int, list[float]] = {}
+    for s in c64:
+        by_count.setdefault(s[0] * s[1], []).extend(mean_step_s(r) for r in runs[s])
+    counts = np.array(sorted(by_count), float)
+    line = np.polyfit(counts, [np.mean(by_count[int(c)]) for c in counts], 1)  # (slope, intercept)
+    level = float(np.mean([mean_step_s(r) for r in c64_runs]))
+    rows = []
+    for s, rs in runs.items():
+        G, B, capacity, seed = s
+        measured = [mean_step_s(r) for r in rs]
+        m = float(np.mean(measured))
+        # one set of draws for the three laws: the capacity variants' batches are those of
+        # the capacity-64 runs of their (G, B), and a batch held twice counts once
+        feats = drawn_features(fit_runs, G, B, k, capacity, draws)
+        preds = {
+            "law": float(law.step_s(feats).mean()),
+            "law_c64_fit": float(law_c64.step_s(feats).mean()),
+            "law_own_features": float(np.mean([law.step_s(r.features).mean() for r in rs])),
+            "law_v1": float(law_v1.step_s(feats).mean()),
+            "power_law": float(power[0] + busy_time(power, G * B)),
+            "linear": float(np.polyval(line, G * B)),
+            "constant": level,
+        }
+        role = ("fit setting" if s in plan2_runs.FIT else
+                "held out" if s in plan2_runs.HELDOUT else "held out, beyond target")  # fmt: skip
+        row = {"G": G, "B": B, "capacity": capacity, "seed": seed, "rollouts": G * B,
+               "role": role, "passes": len(rs), "steps": k, "measured_s": m,
+               "pass_spread": abs(measured[0] - measured[-1]) / m if len(rs) > 1 else None,
+               "probe_model_ms": 1000 * float(np.median(np.concatenate(
+                   [probe_model(d, k) for d in dirs[s]])))}  # fmt: skip
+        for name, v in preds.items():
+            row[f"{name}_s"] = v
+            row[f"{name}_error"] = (v - m) / m
+        rows.append(row)
+    table = pl.DataFrame(rows).sort("rollouts", "G", "capacity")
+    out.mkdir(parents=True)
+    table.write_csv(out / "step_cost_validation.csv")
+    doc = {"law": dataclasses.asdict(law), "law_c64_fit": dataclasses.asdict(law_c64),
+           "law_v1": dataclasses.asdict(law_v1),
+           "power_law": {"c0_s": power[0], "c1_s": power[1], "p": power[2]},
+           "linear": {"c0_s": float(line[1]), "c1_s_per_rollout": float(line[0])},
+           "constant_s": level, "fit_runs": [f"{d.parent.name}/{d.name}" for s in
+                                             plan2_runs.FIT for d in dirs[s]],
+           "steps_per_run": k, "draws": draws,
+           "probe_model_ms_per_pass": {p.name: 1000 * float(np.median(np.concatenate(
+               [probe_model(p / plan2_runs.run_name(*s), k) for s in runs
+                if (p / plan2_runs.run_name(*s)).exists()]))) for p in passes}}  # fmt: skip
+    (out / "law.json").write_text(json.dumps(doc, indent=2) + "\n")
+    text = markdown2(table)
+    (out / "step_cost_validation.md").write_text(text)
+    return text
+
+
+def head_curve(curve, steps: int):
+    """A :class:`RunCurve`'s first ``steps`` steps."""
+    return dataclasses.replace(curve, G=curve.G[:steps], lr=curve.lr[:steps],
+                               counts=curve.counts[:steps])  # fmt: skip
+
+
+def probe_model(run_dir: Path, steps: int) -> np.ndarray:
+    """(steps,) the run's per-step speed probe (``timing_s/probe_model``, CPU s)."""
+    rows = [json.loads(line) for line in (run_dir / "learner.jsonl").open()][:steps]
+    return np.array([r["timing_s/probe_model"] for r in rows], float)
+
+
+def markdown2(table: pl.DataFrame) -> str:
+    """Plan 2's table as docs markdown (CPU ms per step, errors in %) and its verdict."""
+    names = ("law", "law, capacity-64 fit", "law, own features", "v1 law", "power law",
+             "linear", "constant")  # fmt: skip
+    head = ("| G | B | capacity | seed | rollouts | role | measured ms (pass spread) | "
+            + " | ".join(names) + " |\n|" + "---|" * (7 + len(names)) + "\n")  # fmt: skip
+    lines = []
+    for r in table.iter_rows(named=True):
+        spread = "-" if r["pass_spread"] is None else f"{100 * r['pass_spread']:.1f} %"
+        cells = [f"{1000 * r[k + '_s']:.0f} ({100 * r[k + '_error']:+.1f} %)" for k in RULES2]
+        lines.append(f"| {r['G']} | {r['B']} | {r['capacity']} | {r['seed']} | {r['rollouts']} "
+                     f"| {r['role']} | {1000 * r['measured_s']:.0f} ({spread}) | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    text = head + "\n".join(lines) + "\n\n"
+    for role in ("held out", "held out, beyond target"):
+        part = table.filter(pl.col("role") == role)
+        if not part.height:
+            continue
+        pooled = ", ".join(f"{n} {100 * part[k + '_error'].abs().mean():.1f} %"
+                           for k, n in zip(RULES2, names, strict=True))  # fmt: skip
+        floor = part["pass_spread"].drop_nulls()
+        floor_s = f"{100 * floor.mean():.1f} %" if floor.len() else "-"
+        text += f"Mean |error|, {role} ({part.height}): {pooled}; floor {floor_s}\n\n"
+    held = table.filter(pl.col("role") == "held out")
+    if held.height:
+        err = held["law_error"].abs()
+        met = bool((err <= 0.10).all())
+        best = min(NAIVE, key=lambda k: held[k + "_error"].abs().mean())
+        beats = bool(err.mean() < held[best + "_error"].abs().mean())
+        closer = [f"({r['G']}, {r['B']}): {n}" for r in held.iter_rows(named=True)
+                  for k, n in zip(NAIVE, ("power law", "linear", "constant"), strict=True)
+                  if abs(r[k + "_error"]) < abs(r["law_error"])]  # fmt: skip
+        text += (
+            f"Target (|law error| <= 10 % at each 256-rollout setting): "
+            f"{'met' if met else 'not met'}. Beats the best naive rule ({best}) on the "
+            f"mean: {'yes' if beats else 'no'}. Rows where a naive rule is closer: "
+            f"{', '.join(closer) if closer else 'none'}.\n"
+        )
+    return text
 
 
 def markdown(table: pl.DataFrame) -> str:

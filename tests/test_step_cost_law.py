@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rolloutlab.analysis.learning.step_cost_law import (
+    GEN_FEATURES_V1,
+    TRAIN_FEATURES_V1,
     CostLaw,
     RunSteps,
     engine_work,
@@ -21,9 +23,9 @@ def test_engine_work_by_hand():
     # capacity 2, responses 3, 1, 2; prompts 5, 7, 4
     # call 1: prefill rows 0, 1 (2 x 7 tokens); row 1 done (length 1); row 0 has 2 left
     # call 2: prefill row 2 (4 tokens); it has 1 left
-    # call 3: decode rows 0, 2 (2 rows); row 2 done, row 0 has 1 left
-    # call 4: decode row 0; done
-    assert engine_work([5, 7, 4], [3, 1, 2], 2) == (2, 2, 3, 18)
+    # call 3: decode rows 0 (position 5), 2 (position 4): window 6, 12 cells; row 2 done
+    # call 4: decode row 0 (position 6): window 7, 7 cells; done
+    assert engine_work([5, 7, 4], [3, 1, 2], 2) == (2, 2, 3, 18, 19)
 
 
 @given(
@@ -32,8 +34,11 @@ def test_engine_work_by_hand():
 )
 def test_every_token_is_generated_once(rows, capacity):
     prompts, lengths = map(list, zip(*rows, strict=True))
-    prefills, decodes, decoded, _ = engine_work(prompts, lengths, capacity)
+    prefills, decodes, decoded, _, attended = engine_work(prompts, lengths, capacity)
     assert decoded == sum(lengths) - len(lengths)  # first token from the prefill
+    # each decoded row attends at least to its own context, at most to the longest one
+    own = sum(p * (n - 1) + (n - 1) * n // 2 for p, n in rows)
+    assert own <= attended <= decoded * max(p + n for p, n in rows)
     assert prefills >= -(-len(lengths) // capacity)
     assert decodes >= max(lengths) - 1
     if capacity >= len(lengths):  # one wave: as long as the longest response
@@ -50,6 +55,13 @@ def test_engine_work_matches_the_torch_engine():
     class Counting(TorchEngine):
         prefills = prefill_tokens = 0
 
+        attended_cells = 0
+
+        def _decode(self, running, params):
+            # forward_cached's window: the longest running position + 1, for every row
+            self.attended_cells += len(running) * (max(s.length for s in running) + 1)
+            super()._decode(running, params)
+
         def _prefill(self, admitted, params):
             self.prefills += 1
             self.prefill_tokens += len(admitted) * max(len(p) for _, p in admitted)
@@ -62,7 +74,8 @@ def test_engine_work_matches_the_torch_engine():
         res = engine.generate(reqs, SamplingParams(1.0, 1.0, max_response_length=12))
     want = engine_work([len(r.prompt_ids) for r in reqs], [len(x.response_ids) for x in res], 3)
     decoded = sum(len(x.response_ids) - 1 for x in res)
-    assert want == (engine.prefills, engine.decode_iterations, decoded, engine.prefill_tokens)
+    assert want[:4] == (engine.prefills, engine.decode_iterations, decoded, engine.prefill_tokens)
+    assert want.attended_cells == engine.attended_cells
 
 
 def test_kept_rollouts_drop_groups_of_equal_rewards():
@@ -74,21 +87,23 @@ def test_kept_rollouts_drop_groups_of_equal_rewards():
 def test_step_features_pad_the_trained_rollouts_to_the_longest():
     prompts, lengths = np.array([5, 7, 4, 9]), np.array([3, 1, 2, 30])
     kept = np.array([True, True, True, False])  # the 9 + 30 rollout is not trained
-    f = step_features(prompts, lengths, kept, capacity=8)
+    f = step_features(prompts, lengths, kept, capacity=8, prompts=2)
     assert (f["rows"], f["cells"]) == (3, 3 * 8)  # longest trained: 5 + 3
+    assert (f["attention_cells"], f["prompts"]) == (3 * 8 * 8, 2)
     assert f["decoded_rows"] == 2 + 0 + 1 + 29
 
 
 def _run(G, B, steps, groups, cpu):
     feats = [step_features(g[..., 0].ravel(), g[..., 1].ravel(),
-                           kept_rollouts(g[..., 2], True).ravel(), 64) for g in groups]  # fmt: skip
+                           kept_rollouts(g[..., 2], True).ravel(), 64, B) for g in groups]  # fmt: skip
     return RunSteps(f"g{G}_b{B}", G, B, 64, groups, pl.DataFrame(feats), cpu)
 
 
 def test_fit_recovers_coefficients_from_exact_costs_and_predicts_by_hand():
     rng = np.random.default_rng(0)
-    gen = {"one": 0.01, "calls": 0.002, "decoded_rows": 1e-4, "prefill_tokens": 2e-5}
-    train = {"one": 0.05, "cells": 3e-5, "rows": 1e-4}
+    gen = {"one": 0.01, "prompts": 1e-3, "calls": 0.002, "decoded_rows": 1e-4,
+           "attended_cells": 1e-6, "prefill_tokens": 2e-5}  # fmt: skip
+    train = {"one": 0.05, "rows": 1e-4, "cells": 3e-5, "attention_cells": 1e-7}
     runs = []
     for G, B in ((4, 4), (8, 4), (4, 16), (16, 8)):
         groups = [np.stack([rng.integers(5, 30, (B, G)), rng.integers(1, 40, (B, G)),
@@ -106,8 +121,12 @@ def test_fit_recovers_coefficients_from_exact_costs_and_predicts_by_hand():
     one = np.array([[7, 3, 1], [7, 5, 0]])  # (G=2, 3): prompts 7, responses 3 and 5, mixed
     same = RunSteps("same", 2, 1, 64, [one[None]], pl.DataFrame(), pl.DataFrame())
     got = predict_setting(law, [same], G=2, B=3, steps=1, capacity=64, draws=5)
-    # 6 rollouts: 1 prefill (6 x 7 tokens), 4 decodes, 2 + 4 rows each x 3 groups
-    want = (0.01 + 0.002 * 5 + 1e-4 * 18 + 2e-5 * 42) + (0.05 + 3e-5 * 6 * 12 + 1e-4 * 6) + 0.003
+    # 6 rollouts: 1 prefill (6 x 7 tokens), 4 decodes, 2 + 4 rows each x 3 groups; the
+    # decodes attend windows 8 and 9 (6 rows), then 10 and 11 (the 3 longer ones); trained:
+    # 6 rows padded to 7 + 5
+    attended = 6 * 8 + 6 * 9 + 3 * 10 + 3 * 11
+    gen_s = 0.01 + 1e-3 * 3 + 0.002 * 5 + 1e-4 * 18 + 1e-6 * attended + 2e-5 * 42
+    want = gen_s + (0.05 + 1e-4 * 6 + 3e-5 * 6 * 12 + 1e-7 * 6 * 12**2) + 0.003
     assert got == pytest.approx(want)
 
 
@@ -116,3 +135,44 @@ def test_predict_refuses_a_group_size_no_fit_run_has():
     run = RunSteps("r", 4, 1, 64, [np.ones((1, 4, 3), int)], pl.DataFrame(), pl.DataFrame())
     with pytest.raises(ValueError, match="groups of 8 or more"):
         predict_setting(law, [run], G=8, B=2, steps=1, capacity=64)
+
+
+def test_v1_features_fit_alone():
+    rng = np.random.default_rng(1)
+    groups = [np.stack([rng.integers(5, 30, (4, 4)), rng.integers(1, 40, (4, 4)),
+                        rng.integers(0, 2, (4, 4))], axis=-1) for _ in range(8)]  # fmt: skip
+    r = _run(4, 4, 8, groups, None)
+    cpu = pl.DataFrame({"gen": 0.002 * r.features["calls"].to_numpy() + 0.01,
+                        "train": 3e-5 * r.features["cells"].to_numpy(), "sync": np.zeros(8)})  # fmt: skip
+    law = fit_law([RunSteps(r.name, 4, 4, 64, groups, r.features, cpu)],
+                  GEN_FEATURES_V1, TRAIN_FEATURES_V1)  # fmt: skip
+    assert set(law.gen) == set(GEN_FEATURES_V1) and set(law.train) == set(TRAIN_FEATURES_V1)
+    assert law.gen["calls"] == pytest.approx(0.002) and law.train["cells"] == pytest.approx(3e-5)
+
+
+def test_a_batch_several_runs_hold_counts_once_in_the_draws():
+    law = CostLaw({"decoded_rows": 1.0}, {"one": 0.0}, 0.0)
+    short = np.array([[[5, 1, 1], [5, 1, 0]]])  # (B=1, G=2, 3): no decode rows
+    long = np.array([[[5, 11, 1], [5, 11, 0]]])  # 10 decode rows each
+    a, a_again, b = (RunSteps(n, 2, 1, 64, [g], pl.DataFrame(), pl.DataFrame())
+                     for n, g in (("a", short), ("a2", short.copy()), ("b", long)))  # fmt: skip
+    once = predict_setting(law, [a, b], G=2, B=1, steps=1, capacity=64, draws=40)
+    assert predict_setting(law, [a, a_again, b], G=2, B=1, steps=1, capacity=64, draws=40) == once
+    assert 0 < once < 20  # both batches drawn
+
+
+def test_head_keeps_the_first_steps():
+    groups = [np.full((1, 2, 3), i) for i in range(1, 4)]
+    feats = pl.DataFrame({"one": [1.0, 1.0, 1.0]})
+    cpu = pl.DataFrame({"gen": [1.0, 2.0, 3.0], "train": [0.0] * 3, "sync": [0.0] * 3})
+    h = RunSteps("r", 2, 1, 64, groups, feats, cpu).head(2)
+    assert len(h.groups) == 2 and h.cpu["gen"].to_list() == [1.0, 2.0] and h.features.height == 2
+
+
+def test_a_feature_no_fit_step_had_gets_no_cost():
+    groups = [np.array([[[5, 3, 1], [5, 4, 1]]]), np.array([[[5, 6, 0], [5, 2, 0]]])]
+    r = _run(2, 1, 2, groups, None)  # every group all right or all wrong: nothing trained
+    cpu = pl.DataFrame({"gen": [0.1, 0.2], "train": [0.01, 0.01], "sync": [0.0, 0.0]})
+    law = fit_law([RunSteps(r.name, 2, 1, 64, groups, r.features, cpu)])
+    assert law.train["rows"] == law.train["cells"] == law.train["attention_cells"] == 0.0
+    assert law.train["one"] == pytest.approx(0.01)

@@ -6,20 +6,28 @@ rollouts a step of the graph-walk grid it priced 256 at 0.46 CPU s against 0.74 
 generation + training + sync):
 
 - **generation** (:class:`real.engines.torch_engine.TorchEngine`, continuous batching over
-  ``capacity`` slots): ``gen = g0 + g_call I + g_dec D + g_pre P``. ``I`` = the engine's
-  forward calls (prefill batches + decode iterations), ``D`` = decoded rows (a rollout of
-  response length ``L`` takes its first token from its prefill, then ``L - 1`` decode
-  rows), ``P`` = prefill tokens (each prefill call pads its prompts to the longest). ``I``,
-  ``D`` and ``P`` come from replaying the engine's admission rule on the step's prompt and
+  ``capacity`` slots): ``gen = g0 + g_prompt B + g_call I + g_row D + g_att A + g_pre P``.
+  ``B`` = the step's prompts (problem sampling and scoring), ``I`` = the engine's forward
+  calls (prefill batches + decode iterations), ``D`` = decoded rows (a rollout of response
+  length ``L`` takes its first token from its prefill, then ``L - 1`` decode rows), ``A`` =
+  attended cache cells (each decode call gathers every running slot's keys and values up
+  to the longest running context, ``forward_cached``: running sequences x that window),
+  ``P`` = prefill tokens (each prefill call pads its prompts to the longest). ``I``, ``D``,
+  ``A`` and ``P`` come from replaying the engine's admission rule on the step's prompt and
   response lengths (:func:`engine_work`). Above ``capacity`` rollouts the step runs in
   waves, so ``I`` grows with the rollouts instead of staying at the longest response.
 - **training** (:class:`real.policy.learner.Learner`, one minibatch): the kept groups'
   rollouts (DAPO dynamic sampling drops groups whose rewards are all equal) go through one
   reference forward, one forward + backward and one AdamW step, right-padded to the longest
-  prompt + response: ``train = t0 + t_cell N T + t_row N``, ``N`` the trained rollouts,
-  ``T`` the padded length. ``T`` is a maximum over the batch, so it grows with the batch:
-  the padding that makes the cost grow faster than the rollouts.
+  prompt + response: ``train = t0 + t_row N + t_cell N T + t_att N T^2``, ``N`` the trained
+  rollouts, ``T`` the padded length, ``N T^2`` the attention over the padded batch. ``T`` is
+  a maximum over the batch, so it grows with the batch: the padding that makes the cost
+  grow faster than the rollouts.
 - **sync**: the fit steps' mean.
+
+:data:`GEN_FEATURES` / :data:`TRAIN_FEATURES` are these (plan 2,
+``results/step_cost_law/PLAN2.md``); :data:`GEN_FEATURES_V1` / :data:`TRAIN_FEATURES_V1`
+the first plan's (no prompts, attended cells or attention term).
 
 Coefficients: non-negative least squares (``scipy.optimize.nnls``) per phase over the fit
 runs' steps. **Predicting a setting from (G, B) alone** (:func:`predict_setting`): at each
@@ -36,6 +44,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -43,22 +52,35 @@ from rolloutlab.analysis.inputs.run_input import cpu_phases
 from rolloutlab.sim.trace import schema as trace
 from scipy.optimize import nnls
 
-GEN_FEATURES = ("one", "calls", "decoded_rows", "prefill_tokens")
-TRAIN_FEATURES = ("one", "cells", "rows")
+GEN_FEATURES = ("one", "prompts", "calls", "decoded_rows", "attended_cells", "prefill_tokens")
+TRAIN_FEATURES = ("one", "rows", "cells", "attention_cells")
+GEN_FEATURES_V1 = ("one", "calls", "decoded_rows", "prefill_tokens")
+TRAIN_FEATURES_V1 = ("one", "cells", "rows")
+
+
+class EngineWork(NamedTuple):
+    """One step's generation work (:func:`engine_work`); counts."""
+
+    prefill_calls: int
+    decode_iterations: int
+    decoded_rows: int
+    prefill_tokens: int
+    attended_cells: int
 
 
 def engine_work(
     prompt_tokens: Sequence[int] | np.ndarray,
     response_tokens: Sequence[int] | np.ndarray,
     capacity: int,
-) -> tuple[int, int, int, int]:
-    """``(prefill_calls, decode_iterations, decoded_rows, prefill_tokens)`` of one step's
-    generation, replaying
+) -> EngineWork:
+    """One step's generation work, replaying
     :meth:`real.engines.torch_engine.TorchEngine.generate` (continuous mode): requests in
     order; a loop iteration with waiting requests and free slots admits as many as fit
     (one prefill call, its prompts padded to the longest, each gets its first token),
-    otherwise every running sequence decodes one token; a sequence finishes when it has
-    its response length. Lengths are (n,) ints >= 1, ``capacity`` >= 1.
+    otherwise every running sequence decodes one token, at position prompt + tokens
+    generated - 1, attending to the cache up to the longest running position + 1 (the
+    window ``forward_cached`` gathers for every running slot); a sequence finishes when it
+    has its response length. Lengths are (n,) ints >= 1, ``capacity`` >= 1.
 
     Raises ValueError on a response length < 1 or a capacity < 1."""
     prompts = np.asarray(prompt_tokens, int)
@@ -67,35 +89,47 @@ def engine_work(
         raise ValueError(f"engine_work: capacity must be >= 1, got {capacity}")
     if left.size and left.min() < 1:
         raise ValueError(f"engine_work: response lengths must be >= 1, got {left.min()}")
-    prefills = decodes = decoded = prefill = 0
-    nxt, running = 0, np.empty(0, int)  # tokens still to generate per running sequence
+    prefills = decodes = decoded = prefill = attended = 0
+    nxt = 0
+    running = np.empty(0, int)  # tokens still to generate per running sequence
+    position = np.empty(0, int)  # where each running sequence's next decode writes
     while nxt < left.size or running.size:
         free = capacity - running.size
         if nxt < left.size and free > 0:
             k = min(free, left.size - nxt)
             prefill += k * int(prompts[nxt : nxt + k].max())
             running = np.concatenate([running, left[nxt : nxt + k] - 1])
+            position = np.concatenate([position, prompts[nxt : nxt + k]])
             nxt += k
             prefills += 1
         else:
             decoded += running.size
-            running = running - 1
+            attended += running.size * (int(position.max()) + 1)
+            running, position = running - 1, position + 1
             decodes += 1
-        running = running[running > 0]
-    return prefills, decodes, decoded, prefill
+        alive = running > 0
+        running, position = running[alive], position[alive]
+    return EngineWork(prefills, decodes, decoded, prefill, attended)
 
 
 def step_features(
-    prompt_tokens: np.ndarray, response_tokens: np.ndarray, kept: np.ndarray, capacity: int
+    prompt_tokens: np.ndarray,
+    response_tokens: np.ndarray,
+    kept: np.ndarray,
+    capacity: int,
+    prompts: int = 0,
 ) -> dict[str, float]:
     """Both phases' features of one step (module docstring) from its rollouts in request
-    order: ``prompt_tokens``, ``response_tokens`` (n,) ints, ``kept`` (n,) bool (trained)."""
-    prefills, decodes, decoded, prefill = engine_work(prompt_tokens, response_tokens, capacity)
-    calls = prefills + decodes
+    order: ``prompt_tokens``, ``response_tokens`` (n,) ints, ``kept`` (n,) bool (trained);
+    ``prompts`` the step's prompt batch ``B``."""
+    work = engine_work(prompt_tokens, response_tokens, capacity)
     n = int(kept.sum())
     t = int((prompt_tokens + response_tokens)[kept].max()) if n else 0
-    return {"one": 1.0, "calls": calls, "decoded_rows": decoded, "prefill_tokens": prefill,
-            "cells": n * t, "rows": n}  # fmt: skip
+    return {"one": 1.0, "prompts": prompts,
+            "calls": work.prefill_calls + work.decode_iterations,
+            "decoded_rows": work.decoded_rows, "attended_cells": work.attended_cells,
+            "prefill_tokens": work.prefill_tokens,
+            "rows": n, "cells": n * t, "attention_cells": n * t * t}  # fmt: skip
 
 
 def kept_rollouts(correct: np.ndarray, dynamic_sampling: bool) -> np.ndarray:
@@ -123,6 +157,11 @@ class RunSteps:
     cpu: pl.DataFrame
     """One row per step: ``gen, train, sync`` process CPU seconds."""
 
+    def head(self, steps: int) -> RunSteps:
+        """The run's first ``steps`` steps."""
+        return RunSteps(self.name, self.G, self.B, self.capacity, self.groups[:steps],
+                        self.features.head(steps), self.cpu.head(steps))  # fmt: skip
+
 
 def read_steps(run_dir: str | Path) -> RunSteps:
     """Read a ``real sync`` run (``config.json``, ``rollouts.parquet``, ``learner.jsonl``).
@@ -148,7 +187,7 @@ def read_steps(run_dir: str | Path) -> RunSteps:
                 for c in ("prompt_tokens", "response_tokens", "correct")]  # fmt: skip
         groups.append(np.stack(cols, axis=-1))  # (B, G, 3)
         kept = kept_rollouts(cols[2], ds)
-        feats.append(step_features(cols[0].ravel(), cols[1].ravel(), kept.ravel(), capacity))
+        feats.append(step_features(cols[0].ravel(), cols[1].ravel(), kept.ravel(), capacity, B))
     phases = cpu_phases(d, len(groups))
     cpu = pl.DataFrame({"gen": phases["cpu_gen_s"], "train": phases["cpu_train_s"],
                         "sync": phases["cpu_sync_s"]})  # fmt: skip
@@ -171,22 +210,28 @@ class CostLaw:
         return np.asarray(g + t + self.sync_s, float)
 
 
-def fit_law(runs: Sequence[RunSteps]) -> CostLaw:
-    """Non-negative least squares per phase over every step of ``runs`` (module docstring).
+def fit_law(
+    runs: Sequence[RunSteps],
+    gen_features: Sequence[str] = GEN_FEATURES,
+    train_features: Sequence[str] = TRAIN_FEATURES,
+) -> CostLaw:
+    """Non-negative least squares per phase over every step of ``runs`` (module docstring),
+    on ``gen_features`` / ``train_features`` (names of :func:`step_features`' keys).
     Raises ValueError when ``runs`` is empty."""
     if not runs:
         raise ValueError("fit_law: no fit runs")
     feats = pl.concat([r.features for r in runs])
     cpu = pl.concat([r.cpu for r in runs])
 
-    def solve(names: tuple[str, ...], y: np.ndarray) -> dict[str, float]:
-        X = feats.select(names).to_numpy().astype(float)
+    def solve(names: Sequence[str], y: np.ndarray) -> dict[str, float]:
+        X = feats.select(list(names)).to_numpy().astype(float)
         scale = X.max(axis=0)  # columns of comparable size: nnls is then well conditioned
+        scale[scale == 0] = 1.0  # a feature the fit runs never had (no kept group) stays 0
         coef, _ = nnls(X / scale, y)
         return {n: float(c / s) for n, c, s in zip(names, coef, scale, strict=True)}
 
-    return CostLaw(solve(GEN_FEATURES, cpu["gen"].to_numpy()),
-                   solve(TRAIN_FEATURES, cpu["train"].to_numpy()),
+    return CostLaw(solve(gen_features, cpu["gen"].to_numpy()),
+                   solve(train_features, cpu["train"].to_numpy()),
                    float(cpu["sync"].mean()))  # fmt: skip
 
 
@@ -200,17 +245,37 @@ def predict_setting(
     draws: int = 50,
     seed: int = 0,
 ) -> float:
-    """Mean predicted CPU s per step of a run at ``(G, B)`` over ``steps`` steps, its
-    features drawn from ``runs``' groups at each step (module docstring), ``draws`` draws.
+    """Mean predicted CPU s per step of a run at ``(G, B)`` over ``steps`` steps: ``law``
+    applied to :func:`drawn_features` (same arguments). Raises as it does."""
+    feats = drawn_features(runs, G, B, steps, capacity, draws, seed, law.dynamic_sampling)
+    return float(law.step_s(feats).mean())
+
+
+def drawn_features(
+    runs: Sequence[RunSteps],
+    G: int,
+    B: int,
+    steps: int,
+    capacity: int,
+    draws: int = 50,
+    seed: int = 0,
+    dynamic_sampling: bool = True,
+) -> pl.DataFrame:
+    """``steps x draws`` rows of :func:`step_features` of a run at ``(G, B)`` and
+    ``capacity``: at each step ``t``, ``draws`` batches of ``B`` groups drawn from ``runs``'
+    groups at step ``t`` (a larger group subsampled to ``G``; module docstring). A step
+    batch that several runs hold (one setting at two capacities, or two passes of it: the
+    same seeds draw the same rollouts) counts once, so a setting measured more often does
+    not weigh more in the draws.
 
     Raises ValueError when no run has groups of ``G`` or more at some step."""
     rng = np.random.default_rng(seed)
-    total, n = 0.0, 0
+    rows = []
     for t in range(steps):
-        pool = [g[:, :] for r in runs if r.G >= G and t < len(r.groups) for g in [r.groups[t]]]
+        batches = [r.groups[t] for r in runs if r.G >= G and t < len(r.groups)]
+        pool = list({(g.shape, g.tobytes()): g for g in batches}.values())
         if not pool:
             raise ValueError(f"predict_setting: no fit run has groups of {G} or more at step {t}")
-        rows = []
         for _ in range(draws):
             picks = []
             for _ in range(B):
@@ -218,8 +283,8 @@ def predict_setting(
                 grp = src[rng.integers(src.shape[0])]  # (G', 3)
                 picks.append(grp[rng.choice(grp.shape[0], G, replace=False)])
             g = np.stack(picks)  # (B, G, 3)
-            kept = kept_rollouts(g[..., 2], law.dynamic_sampling)
-            rows.append(step_features(g[..., 0].ravel(), g[..., 1].ravel(), kept.ravel(), capacity))
-        total += float(law.step_s(pl.DataFrame(rows)).sum())
-        n += draws
-    return total / n
+            kept = kept_rollouts(g[..., 2], dynamic_sampling)
+            rows.append(
+                step_features(g[..., 0].ravel(), g[..., 1].ravel(), kept.ravel(), capacity, B)
+            )
+    return pl.DataFrame(rows)

@@ -1,0 +1,79 @@
+"""bench/step_cost_interleaved.py (results/step_cost_law/PLAN2.md): settings stepped
+round-robin in one process, each a normal run directory."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+pytest.importorskip("torch")
+
+_PATH = Path(__file__).resolve().parents[1] / "bench" / "step_cost_interleaved.py"
+_SPEC = importlib.util.spec_from_file_location("step_cost_interleaved", _PATH)
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+def test_two_capacities_of_one_setting_draw_the_same_rollouts(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(bench, "FIT", ((2, 2, 4, 0), (2, 2, 2, 0)))
+    monkeypatch.setattr(bench, "HELDOUT", ())
+    monkeypatch.setattr(bench, "BEYOND", ())
+    argv = ["--out", str(tmp_path), "--pass", "1", "--steps", "2", "--warm-start-steps", "2"]
+    assert bench.main(argv) == 0
+    root = tmp_path / "pass1"
+    log = json.loads((root / "harness.json").read_text())
+    assert log["rounds"] == 2 and log["settings"] == ["g2_b2_c4_s0", "g2_b2_c2_s0"]
+    tables = {}
+    for name in log["settings"]:
+        learner = [json.loads(line) for line in (root / name / "learner.jsonl").open()]
+        assert [r["step"] for r in learner] == [0, 1]
+        assert all(r["cpu_gen_s"] > 0 for r in learner)
+        tables[name] = pl.read_parquet(root / name / "rollouts.parquet").sort(
+            "step", "prompt_id", "sample_idx"
+        )
+    cols = ["step", "response_tokens", "correct"]
+    assert tables["g2_b2_c4_s0"].select(cols).equals(tables["g2_b2_c2_s0"].select(cols))
+    with pytest.raises(SystemExit):  # a pass that exists is never overwritten
+        bench.main(argv)
+
+
+@pytest.mark.slow(
+    reason="two passes of four real sync runs (warm start, 2 steps, final evaluation each) "
+    "and the evaluation's draws: about 25 s CPU, 110 s wall at load 10"
+)
+def test_plan2_evaluation_of_two_passes(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(_PATH.parent))
+    import step_cost_validation as validation
+
+    monkeypatch.setenv("ROLLOUTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(bench, "FIT", ((2, 2, 4, 0), (2, 4, 4, 0), (2, 2, 2, 0)))
+    monkeypatch.setattr(bench, "HELDOUT", ((2, 4, 4, 1),))
+    monkeypatch.setattr(bench, "BEYOND", ())
+    monkeypatch.setitem(sys.modules, "step_cost_interleaved", bench)
+    monkeypatch.setattr(validation, "plan2_runs", bench)
+    monkeypatch.setattr(validation, "MIN_STEPS", 2)
+    runs = tmp_path / "runs"
+    for p in ("1", "2"):
+        argv = ["--out", str(runs), "--pass", p, "--steps", "2", "--warm-start-steps", "2"]
+        assert bench.main(argv) == 0
+    text = validation.plan2(runs, tmp_path / "check", draws=2)
+    table = pl.read_csv(tmp_path / "check" / "step_cost_validation.csv")
+    assert table["role"].to_list().count("held out") == 1 and table.height == 4
+    assert (table["passes"] == 2).all() and (table["steps"] == 2).all()
+    held = table.filter(pl.col("role") == "held out").row(0, named=True)
+    per_pass = []
+    for p in ("pass1", "pass2"):
+        rows = [json.loads(line) for line in (runs / p / "g2_b4_c4_s1" / "learner.jsonl").open()]
+        per_pass.append(sum(r["cpu_gen_s"] + r["cpu_train_s"] + r["cpu_sync_s"] for r in rows) / 2)
+    assert held["measured_s"] == pytest.approx(sum(per_pass) / 2)
+    assert held["pass_spread"] == pytest.approx(abs(per_pass[0] - per_pass[1]) / held["measured_s"])
+    assert held["law_error"] == pytest.approx(held["law_s"] / held["measured_s"] - 1)
+    assert "Target (|law error| <= 10 % at each 256-rollout setting)" in text
+    with pytest.raises(ValueError, match="only 2 steps common"):  # the stop rule's minimum
+        monkeypatch.setattr(validation, "MIN_STEPS", 3)
+        validation.plan2(runs, tmp_path / "check2")
