@@ -6,14 +6,19 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from rolloutlab.calibration.fits.learning_fit import (
     beta_logit_grid,
     fit_learning,
+    mixed_count_pmf,
     replay_shift,
     simulate_curve,
 )
 from rolloutlab.calibration.readers.run_curve import RunCurve, read_run
 from rolloutlab.sim.trace import schema as trace
+from scipy import special, stats
 
 from rolloutlab.cli import main
 
@@ -26,6 +31,25 @@ def test_replay_shift_by_hand():
     ds = RunCurve(np.full(3, 4), np.full(3, 2e-6), counts, dynamic_sampling=True)
     # lr = 2 lr_ref; dynamic sampling trains only [1] at step 1 (loss over 1 group)
     assert replay_shift(ds, 1e-6) == pytest.approx([0, 2 * 3 / 16, 2 * 3 / 16 + 2 * 3 / 16])
+
+
+@given(
+    G=st.integers(1, 40),
+    logit=hnp.arrays(float, st.tuples(st.integers(1, 4), st.integers(1, 6)),
+                     elements=st.floats(-700.0, 700.0)),
+    data=st.data(),
+)  # fmt: skip
+def test_mixed_count_pmf_is_scipys_binomial_pmf_mixed(G, logit, data):
+    """The running-product pmf equals scipy's binomial pmf, mixed by the same weights, to
+    1e-12 relative (absolutely below 1e-300, where products leave the normal floats). The
+    pass rates are sigmoids of logits, as the fits make them (+-700: p from 1e-304 to 1;
+    scipy's pmf overflows near the smallest normal p)."""
+    p = special.expit(logit)  # (T, Q)
+    w = data.draw(hnp.arrays(float, p.shape[1], elements=st.floats(0.0, 1.0)))
+    plain = stats.binom.pmf(np.arange(G + 1), G, p[..., None])  # (T, Q, G + 1)
+    np.testing.assert_allclose(
+        mixed_count_pmf(G, p, w), np.einsum("tqj,q->tj", plain, w), rtol=1e-12, atol=1e-300
+    )
 
 
 def test_beta_logit_grid_moments():

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 from rolloutlab.calibration.fits.beta_grid import beta_logit_grid
-from rolloutlab.calibration.fits.learning_fit import MODELS, correct_count_pmf, shift
+from rolloutlab.calibration.fits.learning_fit import MODELS, mixed_count_pmf, shift
 from rolloutlab.calibration.fits.passrate_fit import fit_beta_binomial
 from rolloutlab.calibration.readers.run_curve import RunCurve
 from rolloutlab.sim.models.learning import LearningParams
@@ -115,7 +115,7 @@ def _nll(x: np.ndarray, data: list[tuple], capped: bool) -> float:
         theta = shift(cumulative(g, effective_samples(m, Gt, rho), b_noise), kappa, cap)
         for rows, G, h in per_G:
             p = special.expit(lp0[None, :] + theta[rows][:, None])
-            pk = np.einsum("tqj,q->tj", correct_count_pmf(G, p), w)
+            pk = mixed_count_pmf(G, p, w)
             nll -= float((h * np.log(np.maximum(pk, 1e-300))).sum())
     return nll
 
