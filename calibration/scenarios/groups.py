@@ -138,10 +138,11 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
     fit, aics = fit_groups_law(flat[::every], cens[::every], at[::every], cfg.within_law)
     known = trace.known_cap()
     cap = cfg.max_response_length or known or int(trace.samples["length"].max())
+    G_typical = trace.typical_group_size()  # one polars group-by, not one per group
     if cfg.length_model == "empirical":
         # drawn without replacement: a group smaller than the logged G would cap the
         # simulated G at its size, so only groups of the most common size or larger stay
-        full = [i for i, g in enumerate(flat) if len(g) >= trace.typical_group_size()]
+        full = [i for i, g in enumerate(flat) if len(g) >= G_typical]
         groups = [np.asarray(flat[i]).astype(int) for i in full]
         lengths = {
             "kind": "empirical",
@@ -189,9 +190,7 @@ def calibrate_groups(trace: GroupedTrace, cfg: GroupsCalibrationConfig) -> dict:
             "aic_by_law": aics,
             "group_size": sorted({len(g) for g in flat}),
             "empirical_groups_left_out": (
-                sum(len(g) < trace.typical_group_size() for g in flat)
-                if cfg.length_model == "empirical"
-                else 0
+                sum(len(g) < G_typical for g in flat) if cfg.length_model == "empirical" else 0
             ),
             "lengths_fit_groups": f"1 in {every} ({len(flat[::every])} of {len(flat)})"
             if every > 1
