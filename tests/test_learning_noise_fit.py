@@ -98,9 +98,7 @@ def test_rho_is_fitted_only_where_the_settings_identify_it():
     assert fit["rho"] == 0.0 and fit["fit"]["rho_fitted"] is False
 
 
-@pytest.mark.slow(
-    reason="two noise-law fits with rho, six 40-step runs each: 43-53 s quiet on 2 cores"
-)
+@pytest.mark.slow(reason="two noise-law fits with rho, six 40-step runs each: 17 CPU-s at load 9")
 def test_fit_recovers_the_design_effect_on_an_l_shaped_grid():
     """Runs drawn with rho = 0.6 at (2, 4), (16, 4) and (2, 32): the fit finds rho well
     above 0 and a better likelihood than rho = 0; drawn with rho = 0, it stays near 0."""
