@@ -63,7 +63,7 @@ def test_validate_groups_writes_table_and_figure(tmp_path):
 
 
 @pytest.mark.slow(
-    reason="two 51,200-sample graph-walk logs read three times, 16 G validated: 31 s CPU"
+    reason="two 51,200-sample graph-walk logs read three times, 16 G validated: 13 CPU-s at load 6"
 )
 def test_held_out_run_and_step_window(tmp_path, monkeypatch):
     """Cross-run validation on the graph-walk runs (seed 0 fitted, seed 1 measured from
