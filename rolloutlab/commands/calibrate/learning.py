@@ -29,7 +29,7 @@ from rolloutlab.calibration.scenarios.writer import (
     sha256_file,
     write_json_atomic,
 )
-from rolloutlab.commands.options.common import BadInput
+from rolloutlab.commands.options.common import BadInput, out_option
 from rolloutlab.commands.options.types import POSITIVE, PROMPTS
 from rolloutlab.sim.scenario.scenario import FORMAT, CalibrationError, scenario_from_dict
 from rolloutlab.sim.trace.progress import phase
@@ -82,7 +82,7 @@ def _provenance(path: str, command: str) -> dict:
 
 @click.command("pass-rate")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSON to write.")
+@out_option("JSON to write.", dest="out", file=True, as_path=False)
 @click.option("--score-field", default="score", show_default=True, help="Correctness list.")
 @click.option(
     "--responses-field",
@@ -145,7 +145,7 @@ def calibrate_pass_rate(file, out, score_field, responses_field, lengths_field, 
     type=click.Path(),
     help="verl TensorBoard run folder: fit the per-step critic/score/mean curve instead.",
 )
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="JSON to write.")
+@out_option("JSON to write.", dest="out", file=True, as_path=False)
 @click.option(
     "--init-steps",
     default=3,

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from rolloutlab.calibration.scenarios.writer import source_entry, write_json_atomic
-from rolloutlab.commands.options.common import CALIBRATION_OUT, STEP_CLOCK, fail
+from rolloutlab.commands.options.common import CALIBRATION_OUT, STEP_CLOCK, fail, out_option
 from rolloutlab.commands.options.types import POSITIVE_INT, CommaList, finite
 from rolloutlab.sim.trace import strict_json
 
@@ -151,12 +151,7 @@ def vllm_grid(
     default=None,
     help="Engine slots of the runs (default: the calibration's engine.max_num_seqs).",
 )
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Folder for sim_vs_measured.{csv,md}.",
-)
+@out_option("Folder for sim_vs_measured.{csv,md}.", dest="out", as_path=False)
 def vllm_compare(run_dirs, calib, max_num_seqs, out):
     """Replay each step's measured lengths through the simulator; predicted vs measured makespan."""
     import polars as pl

@@ -23,6 +23,7 @@ from rolloutlab.commands.options.common import (
     collapse_split,
     echo_table,
     fail,
+    out_option,
     real_option,
     renamed_option,
 )
@@ -297,13 +298,7 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     help="Target in (0, 1]: a training reward (trailing mean of 10 steps), or with "
     "--target-on heldout a held-out accuracy.",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory (new, or an earlier compare learning output).",
-)
+@out_option("Output directory (new, or an earlier compare learning output).")
 @click.option(
     "--learning-model",
     type=click.Choice(["saturating", "linear"]),

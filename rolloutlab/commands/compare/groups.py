@@ -15,7 +15,7 @@ import polars as pl
 from rolloutlab.calibration.validation.forecast import MODELS, RULES, ForecastConfig
 from rolloutlab.calibration.validation.groups import COLUMNS, ValidationConfig
 from rolloutlab.calibration.validation.transfer import TRANSFERS
-from rolloutlab.commands.options.common import BadInput, claim, renamed_option
+from rolloutlab.commands.options.common import BadInput, claim, out_option, renamed_option
 from rolloutlab.commands.options.grouped import (
     DRAWS_OPTION,
     PROMPTS_OPTION,
@@ -52,7 +52,7 @@ from rolloutlab.commands.options.types import POSITIVE_INT
     help="With --held-out: measure only its steps >= this one (default: all).",
 )
 @TAU_OPTION
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@out_option("Output folder.", dest="out", as_path=False)
 @PROMPTS_OPTION
 @click.option(
     "--fit-group-size",

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import click
 
-from rolloutlab.commands.options.common import BadInput, claimed, echo_table, renamed_option
+from rolloutlab.commands.options.common import (
+    BadInput,
+    claimed,
+    echo_table,
+    out_option,
+    renamed_option,
+)
 from rolloutlab.commands.options.types import POSITIVE_INT, finite
 
 
@@ -35,8 +40,7 @@ def _ints(text: str, name: str) -> list[int]:
 @click.option("--prompts", default=16, show_default=True, type=POSITIVE_INT, help="B per step.")
 @click.option("--draws", default=64, show_default=True, type=POSITIVE_INT, help="Runs per cell.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output directory (budget_study.csv, budget_summary.csv).")  # fmt: skip
+@out_option("Output directory (budget_study.csv, budget_summary.csv).")
 def learning_budget(scenario, b_noise, budgets, group_sizes, prompts, draws, seed, out_dir):
     """Run the learning law over rollout budgets: per budget the best G and G = 2's share
     of G = 16's reward at equal rollouts (docs/learning.md §6)."""

@@ -10,7 +10,7 @@ import click
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.replay import COLUMNS, replay
-from rolloutlab.commands.options.common import BadInput, echo_table
+from rolloutlab.commands.options.common import BadInput, echo_table, out_option
 from rolloutlab.commands.options.grouped import (
     SUBSAMPLE_SEED_OPTION,
     TAU_OPTION,
@@ -40,7 +40,7 @@ from rolloutlab.sim.trace import schema as sim_trace
     help="Subsamples per step.",
 )
 @SUBSAMPLE_SEED_OPTION
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@out_option("Output folder.", dest="out", as_path=False)
 def replay_cmd(files, sim_dir, tau, draws, seed, out, tokenizer, **fields):
     """Per controller of a simulated run: predicted against measured P(max/median > tau)
     and length idle share, measured on the logged steps at the G each controller chose

@@ -8,7 +8,7 @@ import polars as pl
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.run_spread import COLUMNS, run_spread
-from rolloutlab.commands.options.common import BadInput
+from rolloutlab.commands.options.common import BadInput, out_option
 from rolloutlab.commands.options.grouped import (
     DRAWS_OPTION,
     PROMPTS_OPTION,
@@ -34,7 +34,7 @@ from rolloutlab.commands.options.grouped import (
 @PROMPTS_OPTION
 @DRAWS_OPTION
 @SUBSAMPLE_SEED_OPTION
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@out_option("Output folder.", dest="out", as_path=False)
 def run_spread_cmd(runs, tau, from_step, prompts, draws, seed, out, tokenizer, **fields):
     """Measure P(max/median > tau) on each of several runs (one grouped file or run
     folder each) and each run's distance from the others' mean (run_spread.csv)."""

@@ -18,7 +18,7 @@ from rolloutlab.calibration.validation.step_holdout import (
 )
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
-from rolloutlab.commands.options.common import claimed, echo_table, fail
+from rolloutlab.commands.options.common import claimed, echo_table, fail, out_option
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.trace.progress import progress_bar
@@ -34,11 +34,10 @@ from rolloutlab.sim.trace.progress import progress_bar
     type=click.IntRange(min=2),
     help="Fit on the first K usable steps.",
 )
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Folder for validation.csv and config.json (new, or an earlier compare verl-tb output).",
+@out_option(
+    "Folder for validation.csv and config.json (new, or an earlier compare verl-tb output).",
+    dest="out",
+    as_path=False,
 )
 @click.option(
     "--calibration",

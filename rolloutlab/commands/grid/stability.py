@@ -18,7 +18,7 @@ from rolloutlab.commands.grid.options import (
     run_points,
     start_grid,
 )
-from rolloutlab.commands.options.common import claim, echo_table, renamed_option
+from rolloutlab.commands.options.common import claim, echo_table, out_option, renamed_option
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -71,13 +71,7 @@ from rolloutlab.sim.trace import strict_json
     help=f"Prompt batch B per learner step (>= 1) [default: {StalenessParams().batch_prompts}].",
 )
 @renamed_option("--batch", "--prompts", "batch", type=PROMPTS)
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory (new, or an earlier `stability` output).",
-)
+@out_option("Output directory (new, or an earlier `stability` output).", dest="out")
 @grid_options
 def stability(
     S_values: list[int],

@@ -24,12 +24,31 @@ from rolloutlab.sim.trace.progress import progress_bar
 if TYPE_CHECKING:
     import polars as pl
 
-OUT_DIR = click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory (new, or an earlier output of the same command, which it replaces).",
+
+def out_option(
+    help: str,
+    *,
+    dest: str = "out_dir",
+    file: bool = False,
+    as_path: bool = True,
+    callback: Callable[[click.Context, click.Parameter, Any], Any] | None = None,
+):
+    """The required ``--out`` of every command: a folder, or with ``file`` a file; the
+    command receives it as ``dest``, a :class:`~pathlib.Path` (``as_path=False``: the
+    string given). ``help`` says what the command writes there; ``callback`` checks the
+    value at parse time (:func:`calibration_out`)."""
+    return click.option(
+        "--out",
+        dest,
+        required=True,
+        type=click.Path(file_okay=file, dir_okay=not file, path_type=Path if as_path else None),
+        callback=callback,
+        help=help,
+    )
+
+
+OUT_DIR = out_option(
+    "Output directory (new, or an earlier output of the same command, which it replaces)."
 )
 """``--out DIR`` passed as ``out_dir`` (a :class:`~pathlib.Path`): decorate a command with it."""
 
@@ -105,12 +124,12 @@ def calibration_out(ctx: click.Context, param: click.Parameter, value: str | Non
     return value
 
 
-CALIBRATION_OUT = click.option(
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
+CALIBRATION_OUT = out_option(
+    "Calibration JSON to write (new, or an existing calibration it replaces).",
+    dest="out",
+    file=True,
+    as_path=False,
     callback=calibration_out,
-    help="Calibration JSON to write (new, or an existing calibration it replaces).",
 )
 """``--out FILE`` of a command that writes a whole calibration JSON (:func:`calibration_out`)."""
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rolloutlab.calibration.scenarios.verl_config import VerlMapping, apply_to_calibration
-from rolloutlab.commands.options.common import fail, renamed_option
+from rolloutlab.commands.options.common import fail, out_option, renamed_option
 from rolloutlab.commands.options.learning import learning_options, rewards_from_options
 from rolloutlab.sim.models.drift import DRIFTS
 from rolloutlab.sim.models.hardware import GPUS, MODELS
@@ -90,9 +90,7 @@ def scenario_options(command):
 def run_options(command):
     """Decorate a click command with the options that end ``rolloutlab sim`` and
     ``rolloutlab sweep``: the reward options (:func:`learning_options`), then ``--out``."""
-    command = click.option(
-        "--out", required=True, type=click.Path(file_okay=False), help="Output directory."
-    )(command)
+    command = out_option("Output directory.", dest="out", as_path=False)(command)
     return learning_options(command)
 
 

@@ -19,6 +19,7 @@ from rolloutlab.commands.options.common import (
     first_missing,
     format_summary,
     is_png,
+    out_option,
     renamed_option,
 )
 from rolloutlab.commands.options.types import (
@@ -109,13 +110,7 @@ def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
     type=PROMPTS,
     help="Prompt batch B per step (>= 1).",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Run directory (new, or with --resume an earlier run of this command).",
-)
+@out_option("Run directory (new, or with --resume an earlier run of this command).")
 @click.option(
     "--resume",
     is_flag=True,
@@ -309,12 +304,10 @@ def sync(
 
 
 @real.command("task-lengths")
-@click.option(
-    "--out",
-    "out_png",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PNG to write (the committed one: docs/figures/real_task_lengths.png)",
+@out_option(
+    "PNG to write (the committed one: docs/figures/real_task_lengths.png)",
+    dest="out_png",
+    file=True,
 )
 @click.option(
     "--problems",

@@ -19,6 +19,7 @@ from rolloutlab.commands.options.common import (
     echo_table,
     fail,
     json_with_keys,
+    out_option,
     renamed_option,
 )
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
@@ -195,13 +196,7 @@ def accuracy_summary(out_dir: Path, target: float | None) -> dict[str, Any]:
     help="Supervised warm-start steps (>= 0).",
 )
 @click.option("--no-cache", is_flag=True, help="train the warm start even if cached")
-@click.option(
-    "--out",
-    "out_json",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="JSON file to write.",
-)
+@out_option("JSON file to write.", dest="out_json", file=True)
 def task_spread(
     task: str,
     steps: int,
@@ -250,13 +245,7 @@ def task_spread(
     type=finite(0.0, 1.0, min_open=True),
     help="Held-out accuracy A in (0, 1]: runs.csv gains the time to reach it.",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory (new, or an earlier real progress output).",
-)
+@out_option("Output directory (new, or an earlier real progress output).")
 def progress(run_dirs: tuple[Path, ...], target_accuracy: float | None, out_dir: Path) -> None:
     """Real runs of one task against wall clock: DIR/runs.csv (one row per run, time to
     --target-accuracy) and DIR/progress.png (held-out accuracy and reward vs run clock)."""

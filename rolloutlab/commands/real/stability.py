@@ -18,7 +18,13 @@ from rolloutlab.commands.grid.options import (
     prepare_grid,
     run_points,
 )
-from rolloutlab.commands.options.common import check_creatable, echo_table, fail, renamed_option
+from rolloutlab.commands.options.common import (
+    check_creatable,
+    echo_table,
+    fail,
+    out_option,
+    renamed_option,
+)
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -102,13 +108,7 @@ REAL_GRID_PARALLEL = 2
 @loss_options
 @detector_options
 @NO_CACHE
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Grid directory (a rerun reuses its finished runs).",
-)
+@out_option("Grid directory (a rerun reuses its finished runs).")
 @grid_options
 def stability_cmd(
     S_values: list[int],
