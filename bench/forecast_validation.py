@@ -47,6 +47,8 @@ from rolloutlab.calibration.validation.forecast import (
     meets_target,
 )
 
+from rolloutlab.commands.options.common import renamed_argument
+
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ROOT / "tests" / "data" / "groups"
 SHARED = ROOT.parent / "shared" / "data"
@@ -356,12 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
     ap.add_argument("--runs", choices=tuple(SEEDS), default="fresh", help="which plan's runs")
     ap.add_argument("--model", choices=MODELS, default=MODELS[0], help="the forecast model")
-    ap.add_argument(
-        "--horizon",
+    new = ap.add_argument(
+        "--forecast-steps",
         type=int,
         default=None,
         help="per-sample runs: forecast only the first H steps after K (not the plan: all)",
     )
+    renamed_argument(ap, "--horizon", new)
     args = ap.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out} is not empty; results are never overwritten")
@@ -371,12 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     console_dir = args.console_dir or CONSOLE_SHARED
     if args.console_dir is not None and not console_dir.is_dir():
         ap.error(f"--console-dir {console_dir}: no such folder (give verl console logs)")
-    if args.horizon is not None and args.horizon < 1:
-        ap.error(f"--horizon {args.horizon}: needs an integer >= 1")
+    if args.forecast_steps is not None and args.forecast_steps < 1:
+        ap.error(f"--forecast-steps {args.forecast_steps}: needs an integer >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     if args.only != "verl":
-        per_sample(args.out, lines, args.runs, args.model, args.horizon)
+        per_sample(args.out, lines, args.runs, args.model, args.forecast_steps)
     if args.only != "groups":
         logs = console_runs(console_dir) if console_dir.is_dir() else {}
         if logs:

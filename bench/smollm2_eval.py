@@ -13,7 +13,7 @@ Every prediction is made by the project's CLI (the commands are printed and stor
    (median, 10th and 90th percentile) beside HELD's measured one.
 3. Item 5: ``compare idle --real RUN --clock cpu|wall`` on each ``--idle`` run (fit on
    the first half of its steps): drawn, replay, constant and persistence rows.
-4. Item 6: ``sim --calibration`` with each ``--controllers`` spec, as many steps as its
+4. Item 6: ``sim --calibration`` with each ``--controller`` spec, as many steps as its
    measured run and ``--sim-seeds`` seeds, against the measured run: straggler rate,
    mean G, median step time; held-out accuracy measured only (the simulator predicts a
    training reward, not this model's held-out accuracy).
@@ -25,7 +25,7 @@ at the start and the end (``eval.jsonl``), ``training/rollout_probs_diff_{mean,m
 
 Usage: python bench/smollm2_eval.py --cal runs/lm_s8_seed0 --held runs/lm_s16_seed1
        --idle runs/lm_s8_seed0,runs/lm_s16_seed1,runs/lm_s4_seed2
-       --controllers static:4=runs/lm_s4_seed2,static:16=runs/lm_s16_seed1,sagc=runs/lm_sagc_seed3
+       --controller static:4=runs/lm_s4_seed2,static:16=runs/lm_s16_seed1,sagc=runs/lm_sagc_seed3
        --runs runs/lm_async_seed4 --out results/smollm2_eval
 """
 
@@ -42,6 +42,8 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.inputs.run_input import load_run
 from rolloutlab.sim.trace.metrics import step_metrics
+
+from rolloutlab.commands.options.common import renamed_argument
 
 TAUS = "2,3,4"
 
@@ -124,7 +126,8 @@ def main() -> None:
     ap.add_argument("--cal", type=Path, required=True)
     ap.add_argument("--held", type=Path, required=True)
     ap.add_argument("--idle", default="")
-    ap.add_argument("--controllers", default="", help="spec=RUN_DIR,...")
+    new = ap.add_argument("--controller", default="", help="spec=RUN_DIR,...")
+    renamed_argument(ap, "--controllers", new)
     ap.add_argument("--runs", default="", help="further runs for runs.csv only")
     ap.add_argument("--tau", type=float, default=4.0)
     ap.add_argument("--sim-steps", type=int, default=200, help="item 4's simulated steps")
@@ -226,7 +229,7 @@ def main() -> None:
 
     # 4. item 6: controllers, measured beside simulated
     ctl = []
-    for item in [x for x in a.controllers.split(",") if x]:
+    for item in [x for x in a.controller.split(",") if x]:
         spec, run_dir = item.split("=", 1)
         meas = run_row(Path(run_dir), a.tau)
         # as many simulated steps as measured (SAGC's G depends on how far it got),
@@ -259,7 +262,7 @@ def main() -> None:
         summary["item6"] = ctl
 
     runs = {Path(p) for p in [a.cal, a.held, *a.idle.split(","), *a.runs.split(",")] if p}
-    runs |= {Path(x.split("=", 1)[1]) for x in a.controllers.split(",") if x}
+    runs |= {Path(x.split("=", 1)[1]) for x in a.controller.split(",") if x}
     summary["runs"] = [run_row(r, a.tau) for r in sorted(runs)]
     summary["commands"] = log
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))

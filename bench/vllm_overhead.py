@@ -17,7 +17,7 @@ slower on this model); CPU time, because wall time on the shared 2-core machine 
 on a 0.34 M-parameter model on 2 CPU cores its per-iteration scheduling and Python
 overhead, not the model, decides the time, so the ratio measures that overhead.
 
-Usage: python bench/vllm_overhead.py [--steps N] [--capacity N]
+Usage: python bench/vllm_overhead.py [--steps N] [--max-num-seqs N]
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from rolloutlab.real.engines.vllm_engine import VllmEngine
 from rolloutlab.real.policy.model import build_model, load_config
 from rolloutlab.real.rundir.config import SyncConfig
 from rolloutlab.real.rundir.run_checks import request_seed
+
+from rolloutlab.commands.options.common import renamed_argument
 
 B, G = 8, 8
 
@@ -64,7 +66,10 @@ def main() -> None:
     """Run both engines and print their numbers and the ratio."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--capacity", type=int, default=64)
+    new = ap.add_argument(
+        "--max-num-seqs", type=int, default=64, help="sequences decoded at once per engine"
+    )
+    renamed_argument(ap, "--capacity", new)
     args = ap.parse_args()
     cfg = SyncConfig()
     torch.set_num_threads(cfg.torch_threads)  # as a real run (real.runners.sync.SyncRun) sets it
@@ -73,10 +78,10 @@ def main() -> None:
     policy = lambda: build_model(load_config(), seed=0)
     weights = build_model(load_config(), seed=1).state_dict()
     t = time.perf_counter()
-    engines = {"torch": TorchEngine(policy(), args.capacity, clock)}
+    engines = {"torch": TorchEngine(policy(), args.max_num_seqs, clock)}
     start = {"torch": time.perf_counter() - t}
     t = time.perf_counter()
-    engines["vllm"] = VllmEngine(policy(), args.capacity, clock)
+    engines["vllm"] = VllmEngine(policy(), args.max_num_seqs, clock)
     start["vllm"] = time.perf_counter() - t
     print(f"torch threads after the vLLM start: {torch.get_num_threads()}")
     torch.set_num_threads(cfg.torch_threads)

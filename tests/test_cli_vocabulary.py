@@ -4,14 +4,18 @@ every retired spelling a command had still fills the same parameter, with one no
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
 import pytest
 
 from rolloutlab.cli import main
-from rolloutlab.commands.options.common import renamed_option
+from rolloutlab.commands.options.common import renamed_argument, renamed_option
 from rolloutlab.commands.options.vocabulary import VOCABULARY, listed_options, retired_in
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,3 +150,45 @@ def test_the_options_advise_prints_back_are_its_own(capsys):
     printed = set(re.findall(r" (--[a-z-]+) ", capsys.readouterr().out))
     listed = {o for p, o in listed_options(main) if p == "advise"}
     assert printed and printed <= listed, printed - listed
+
+
+BENCH_RENAMED = [
+    ("vllm_overhead.py", "--capacity", "--max-num-seqs"),
+    ("forecast_validation.py", "--horizon", "--forecast-steps"),
+    ("smollm2_eval.py", "--controllers", "--controller"),
+]
+
+
+@pytest.mark.parametrize("script,old,new", BENCH_RENAMED)
+def test_the_bench_scripts_list_only_the_vocabulary(script, old, new):
+    text = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"{new} " in text and old not in text
+
+
+def test_a_bench_scripts_retired_spelling_fills_the_same_argument_with_one_note(capsys):
+    ap = argparse.ArgumentParser()
+    new = ap.add_argument("--max-num-seqs", type=int, default=64)
+    renamed_argument(ap, "--capacity", new)
+    assert ap.parse_args(["--max-num-seqs", "8"]).max_num_seqs == 8
+    assert capsys.readouterr().err == ""
+    assert ap.parse_args(["--capacity", "8"]).max_num_seqs == 8  # the new one's type: int
+    assert capsys.readouterr().err == "note: --capacity is deprecated, use --max-num-seqs\n"
+
+
+def test_forecast_validation_reads_its_retired_horizon_as_forecast_steps(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location(
+        "forecast_validation", ROOT / "bench" / "forecast_validation.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--out", str(tmp_path / "out"), "--horizon", "0"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "note: --horizon is deprecated, use --forecast-steps\n" in err
+    assert "--forecast-steps 0: needs an integer >= 1" in err

@@ -7,9 +7,11 @@ A run's provenance (``config.json`` with library versions) is written by
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -454,6 +456,11 @@ def format_summary(summary: dict) -> str:
     )
 
 
+def deprecation_note(old: str, new: str) -> str:
+    """The one line a retired spelling prints on stderr: ``note: OLD is deprecated, use NEW``."""
+    return f"note: {old} is deprecated, use {new}"
+
+
 def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
     """A hidden option ``old`` (a command's earlier spelling of ``new``) that fills the
     same parameter ``dest``: it still works, with one line on stderr
@@ -469,7 +476,7 @@ def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
             value is not None
             and ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE
         ):
-            click.echo(f"note: {old} is deprecated, use {new}", err=True)
+            click.echo(deprecation_note(old, new), err=True)
             ctx.params[dest] = value
             ctx.set_parameter_source(dest, ParameterSource.COMMANDLINE)
         return value
@@ -483,3 +490,19 @@ def renamed_option(old: str, new: str, dest: str, **kwargs: Any):
         help=f"Old spelling of {new}.",
         **kwargs,
     )
+
+
+def renamed_argument(parser: argparse.ArgumentParser, old: str, new: argparse.Action) -> None:
+    """:func:`renamed_option` for an argparse script (``bench/``): a hidden argument ``old``
+    (the script's earlier spelling of ``new``, the action ``parser.add_argument`` returned)
+    that fills ``new``'s destination with ``new``'s type, printing
+    :func:`deprecation_note` on stderr when given."""
+    spelling = new.option_strings[-1]
+
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(deprecation_note(old, spelling), file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    alias = parser.add_argument(old, dest=new.dest, help=argparse.SUPPRESS, action=Renamed)
+    alias.type = new.type  # checked and converted as the new spelling's value
