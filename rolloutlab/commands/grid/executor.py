@@ -26,9 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rolloutlab.real.extras import MissingExtra
+
 
 class ExecutorError(ValueError):
-    """The executor cannot run: Ray not installed, or a Ray address that cannot be reached.
+    """The executor cannot run: a Ray address that cannot be reached or that Ray refuses.
     The message is one line naming the option; the CLI exits 2 (nothing written)."""
 
 
@@ -99,13 +101,12 @@ class LocalExecutor:
 
 
 def import_ray() -> Any:
-    """The ``ray`` module; raises :class:`ExecutorError` when it is not installed."""
+    """The ``ray`` module; raises :class:`~rolloutlab.real.extras.MissingExtra` (the
+    ``ray`` extra) when it is not installed."""
     try:
         return importlib.import_module("ray")
     except ImportError:
-        raise ExecutorError(
-            "--executor ray: Ray is not installed; pip install 'rolloutlab[ray]'"
-        ) from None
+        raise MissingExtra("--executor ray", "Ray", "ray") from None
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -155,7 +156,8 @@ class RayExecutor:
 
     def check(self) -> None:
         """Import Ray and connect (or start the local runtime). Raises
-        :class:`ExecutorError`: Ray missing, address unreachable or refused by Ray."""
+        :class:`~rolloutlab.real.extras.MissingExtra` when Ray is not installed,
+        :class:`ExecutorError` when the address is unreachable or refused by Ray."""
         if self.ray is not None:
             return
         ray = import_ray()

@@ -1,5 +1,6 @@
 """What every command shares: list options (``--prompts 16,64``), claiming an output
-folder, and the one-line error (:class:`BadInput`, exit 2; :class:`RunFailed`, exit 1).
+folder, and the one-line error (:class:`BadInput`, exit 2: bad input or a missing extra;
+:class:`RunFailed`, exit 1; :func:`fail`).
 
 A run's provenance (``config.json`` with library versions) is written by
 :func:`rolloutlab.sim.scenario.provenance.write_config`, which real runs use too.
@@ -164,8 +165,10 @@ class RunFailed(click.ClickException):
 def fail(exc: Exception) -> NoReturn:
     """Raise ``exc``'s message as a one-line click error: :class:`RunFailed` (exit 1) when
     ``exc`` is a :class:`RuntimeError` (the project's type for a run that fails, e.g.
-    ``EngineUnavailable``, ``GeneratorDied``), else :class:`BadInput` (exit 2; input
-    errors are :class:`ValueError` subclasses naming the option, file, row or field)."""
+    ``GeneratorDied``), else :class:`BadInput` (exit 2): input errors are
+    :class:`ValueError` subclasses naming the option, file, row or field, and a package
+    this installation lacks is an :class:`ImportError` naming the extra that installs it
+    (:class:`rolloutlab.real.extras.MissingExtra`; the one rule for every missing extra)."""
     if isinstance(exc, RuntimeError):
         raise RunFailed(str(exc)) from None
     raise BadInput(str(exc)) from None
