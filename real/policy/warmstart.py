@@ -64,7 +64,12 @@ def warm_start_key(
     model_cfg: LlamaConfig, ops: TaskOps, cfg: WarmStartConfig, exclude: frozenset[str]
 ) -> dict[str, Any]:
     """Everything the warm-started weights depend on, as a JSON-able dict (the held-out
-    prompts enter as the sha256 of their sorted texts)."""
+    prompts enter as the sha256 of their sorted texts).
+
+    The run's ``eval_size`` enters through ``exclude`` (its first ``eval_size`` held-out
+    prompts, which the warm start's batches leave out), so another ``eval_size`` is
+    another key; the size itself is not a field, since two settings that leave out the
+    same prompts train the same weights."""
     numerics = describe_numerics()
     held = hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()
     return {
