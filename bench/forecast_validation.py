@@ -381,12 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.only != "verl":
         per_sample(args.out, lines, args.runs, args.model, args.forecast_steps)
     if args.only != "groups":
+        # every verl log at hand was read by the first two plans
+        seen = ", in-sample: read by the earlier plans" if args.runs in ("third", "seen") else ""
         logs = console_runs(console_dir) if console_dir.is_dir() else {}
         if logs:
-            verl(args.out, logs, "console logs", lines, args.model, args.runs)
+            verl(args.out, logs, f"console logs{seen}", lines, args.model, args.runs)
         else:
             print(f"note: no verl console log (*.log) in {console_dir}; that half is skipped")
-        verl(args.out, tb_runs(tb_dir), "TensorBoard runs", lines, args.model, args.runs)
+        verl(args.out, tb_runs(tb_dir), f"TensorBoard runs{seen}", lines, args.model, args.runs)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
     return 0
 
