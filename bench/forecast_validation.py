@@ -27,6 +27,7 @@ and the console half is skipped with a line naming the missing folder.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -195,10 +196,35 @@ GROUP_HEADER = [
 ]
 
 
+def measured_cached(config: str, seed: int, trace, cfg: ForecastConfig, cache: Path | None):
+    """:func:`measured` of a bundled run, kept in ``cache`` (None: not kept) under a name
+    holding the run's file digest, the taus, draws and seed (a changed file is measured
+    again)."""
+    if cache is None:
+        return measured(trace, cfg)
+    src = run_file(config, seed)
+    files = sorted(src.rglob("*")) if src.is_dir() else [src]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files if f.is_file())).hexdigest()
+    taus = "-".join(f"{t:g}" for t in cfg.taus)
+    path = cache / f"{config}_s{seed}_{digest[:16]}_t{taus}_d{cfg.draws}_r{cfg.seed}.npy"
+    if path.exists():
+        return np.load(path)
+    m = measured(trace, cfg)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, m)
+    return m
+
+
 def per_sample(
-    out: Path, lines: list[str], plan: str, model: str, horizon: int | None = None
+    out: Path,
+    lines: list[str],
+    plan: str,
+    model: str,
+    horizon: int | None = None,
+    cache: Path | None = None,
 ) -> None:
-    """The per-sample runs of ``plan`` (:data:`SEEDS`); appends markdown rows to ``lines``."""
+    """The per-sample runs of ``plan`` (:data:`SEEDS`); appends markdown rows to ``lines``
+    (``cache``: :func:`measured_cached`)."""
     lines += [
         f"Per-sample runs ({plan}; forecast model {model}): mean absolute error of "
         "P(max/median > tau) over the scored cells (held-out steps); makespan MAE in tokens",
@@ -220,7 +246,7 @@ def per_sample(
         cfg = ForecastConfig(fit_steps=K, taus=taus, horizon=horizon, model=model)
         pool = [s for s in have if s in FLOOR_SEEDS[plan][config]]
         traces = {s: read_grouped([run_file(config, s)]) for s in pool}
-        meas = {s: measured(t, cfg) for s, t in traces.items()}
+        meas = {s: measured_cached(config, s, t, cfg, cache) for s, t in traces.items()}
         for s in (s for s in SEEDS[plan][config] if s in pool):
             others = [(traces[o], meas[o]) for o in traces if o != s]
             name = f"{config}_s{s}"
@@ -358,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
     ap.add_argument("--runs", choices=tuple(SEEDS), default="fresh", help="which plan's runs")
     ap.add_argument("--model", choices=MODELS, default=MODELS[0], help="the forecast model")
+    ap.add_argument(
+        "--measured-cache",
+        type=Path,
+        default=None,
+        help="folder keeping each bundled run's measured per-step P (reused while the run's "
+        "file is unchanged)",
+    )
     new = ap.add_argument(
         "--forecast-steps",
         type=int,
@@ -379,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     if args.only != "verl":
-        per_sample(args.out, lines, args.runs, args.model, args.forecast_steps)
+        per_sample(args.out, lines, args.runs, args.model, args.forecast_steps, args.measured_cache)
     if args.only != "groups":
         # every verl log at hand was read by the first two plans
         seen = ", in-sample: read by the earlier plans" if args.runs in ("third", "seen") else ""

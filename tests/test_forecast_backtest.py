@@ -9,7 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from rolloutlab.calibration.validation.forecast import backtest_forecast, rule_forecasts
+from rolloutlab.calibration.readers.grouped import read_grouped
+from rolloutlab.calibration.validation.forecast import (
+    ForecastConfig,
+    backtest_forecast,
+    rule_forecasts,
+)
 
 from rolloutlab.cli import main
 
@@ -130,3 +135,18 @@ def test_the_cli_writes_the_backtest_weights(tmp_path):
     assert span["weight_static"].to_list() == pytest.approx(
         [1 / 3] * span.height, abs=0.005
     )  # 2 decimals
+
+
+def test_the_measured_cache_is_reused_and_keyed_by_the_file(tmp_path, monkeypatch):
+    cfg = ForecastConfig(fit_steps=20, taus=(3.0,), draws=5)
+    trace = read_grouped([fv.run_file("real_sync", 1)])
+    first = fv.measured_cached("real_sync", 1, trace, cfg, tmp_path)
+    (kept,) = tmp_path.iterdir()
+    assert kept.name.startswith("real_sync_s1_") and kept.name.endswith("_t3_d5_r0.npy")
+
+    def no_measuring(*args):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(fv, "measured", no_measuring)
+    assert np.array_equal(fv.measured_cached("real_sync", 1, trace, cfg, tmp_path), first)
+    assert first.shape == (40, 8, 1)
