@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from rolloutlab.real.engines.vllm_checks import VllmMissing
-from rolloutlab.real.extras import MissingExtra
 from rolloutlab.real.integrations.frameworks import FrameworkError, check_version
 from rolloutlab.real.policy.smollm2 import ModelUnavailable
+from rolloutlab.real.rundir.extras import MissingExtra
 
 from rolloutlab.commands.options.common import BadInput, RunFailed, fail
 

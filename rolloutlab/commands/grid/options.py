@@ -20,7 +20,7 @@ import polars as pl
 from rolloutlab.commands.grid.executor import Executor, ExecutorError, LocalExecutor, RayExecutor
 from rolloutlab.commands.grid.store import GridResumeError, GridStore
 from rolloutlab.commands.options.common import RunFailed, fail
-from rolloutlab.real.extras import MissingExtra
+from rolloutlab.real.rundir.extras import MissingExtra
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.trace.progress import progress_bar
 

@@ -168,7 +168,7 @@ def fail(exc: Exception) -> NoReturn:
     ``GeneratorDied``), else :class:`BadInput` (exit 2): input errors are
     :class:`ValueError` subclasses naming the option, file, row or field, and a package
     this installation lacks is an :class:`ImportError` naming the extra that installs it
-    (:class:`rolloutlab.real.extras.MissingExtra`; the one rule for every missing extra)."""
+    (:class:`rolloutlab.real.rundir.extras.MissingExtra`; the one rule for every missing extra)."""
     if isinstance(exc, RuntimeError):
         raise RunFailed(str(exc)) from None
     raise BadInput(str(exc)) from None
