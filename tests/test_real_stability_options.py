@@ -85,3 +85,30 @@ def test_a_negative_seed_offset_is_refused_by_the_grid():
 
     with pytest.raises(ValueError, match="seed_offset >= 0"):
         GridConfig(seed_offset=-1)
+
+
+def test_a_finished_grid_keeps_every_point_and_fits_the_finished_ones(tmp_path):
+    import json
+
+    import polars as pl
+    from rolloutlab.analysis.collapse.stability_fit import finish_real_grid
+
+    df = pl.DataFrame(
+        {
+            "S": [1, 1, 2, 2, 2, 2],
+            "lr": [1e-3, 1e-2, 1e-3, 1e-2, 1e-3, 1e-2],
+            "seed": [0, 0, 0, 0, 1, 1],
+            "collapsed": [False, True, False, True, True, False],
+            "t_collapse": [None, 40, None, 20, 30, None],
+            "status": ["ok", "ok", "ok", "ok", "ok", "failed"],
+        }
+    )
+    grid = {"mode": "interval", "seeds": 2, "seed_offset": 4, "base": {"sync": {"steps": 50}}}
+    table, t_collapse, _ = finish_real_grid(df, grid, 12.5, {"executor": "local"}, tmp_path)
+    assert pl.read_csv(tmp_path / "stability.csv").height == 6  # the failed point too
+    rows = {(r["S"], r["lr"]): r for r in t_collapse.to_dicts()}
+    assert rows[(2, 1e-3)]["collapsed_runs"] == 1 and rows[(2, 1e-2)]["collapsed_runs"] == 1
+    assert rows[(1, 1e-2)]["eta_t_collapse"] == pytest.approx(0.4)
+    assert table["frac_by_lr"].to_list() == ["0.00 1.00", "0.50 1.00"]  # failed one left out
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["grid"] == grid and cfg["runtime_s"] == 12.5 and cfg["executor"] == "local"

@@ -150,3 +150,27 @@ def write_real_grid(
     strict_json.write_json(out_dir / "fit.json", fits)
     write_config(out_dir / "config.json", config)
     return table, fits
+
+
+def finish_real_grid(
+    df: pl.DataFrame, grid: dict[str, Any], runtime_s: float, executor: dict, out_dir: Path
+) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """Write the outputs of a finished real stability grid: :func:`write_real_grid` on its
+    finished runs, then ``stability.csv`` with every point of ``df`` (failed ones with their
+    status and error). ``grid``: the grid's settings
+    (:class:`real.runners.stability.GridConfig` as a dict); ``executor``: how its points ran.
+
+    Returns ``(eta_max_table, t_collapse_table, fit_laws)`` of the finished runs.
+    """
+    ok = df.filter(pl.col("status") == "ok")
+    steps, first = grid["base"]["sync"]["steps"], grid["seed_offset"]
+    table, fits = write_real_grid(
+        ok,
+        steps,
+        {"grid": grid, "runtime_s": runtime_s, **executor},
+        out_dir,
+        f"Real asynchronous GRPO ({grid['mode']}:S), T = {steps} steps, seeds "
+        f"{first}..{first + grid['seeds'] - 1}",
+    )
+    df.write_csv(out_dir / "stability.csv")
+    return table, t_collapse_table(ok), fits

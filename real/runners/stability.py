@@ -23,12 +23,20 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import torch.multiprocessing as mp
 from rolloutlab.real.rundir.async_config import AsyncConfig
+from rolloutlab.real.rundir.config import (
+    LearnerConfig,
+    SyncConfig,
+    WarmStartConfig,
+    with_earlier_keys,
+)
+from rolloutlab.real.runners.collapse import CollapseConfig
 from rolloutlab.sim.studies.stability import OUTCOME_COLUMNS, OUTCOME_SCHEMA
 from rolloutlab.sim.trace.progress import progress_bar
 
@@ -95,6 +103,53 @@ class GridConfig:
         )
         pipeline = f"{self.mode}:{S}"  # interval:0|1 and bounded:0 are the synchronous pipeline
         return dataclasses.replace(self.base, sync=sync, pipeline=pipeline, stop_on_collapse=True)
+
+
+def stability_grid(
+    S_values: Sequence[int],
+    lrs: Sequence[float],
+    seeds: int,
+    mode: str,
+    jobs: int,
+    seed_offset: int,
+    *,
+    controller: str,
+    steps: int,
+    prompts: int,
+    warm_start_steps: int,
+    learner: LearnerConfig,
+    collapse: CollapseConfig,
+) -> GridConfig:
+    """The grid ``rolloutlab real stability`` runs: every run ``steps`` learner steps at
+    ``prompts`` prompts under ``controller``, evaluated (64 held-out problems) and
+    checkpointed once, at its last step, after ``warm_start_steps`` supervised steps.
+    Raises ConfigError or ValueError naming the setting."""
+    sync = SyncConfig(
+        controller=controller,
+        steps=steps,
+        prompts=prompts,
+        eval_every=steps,
+        eval_size=64,
+        checkpoint_every=steps,
+        # no refill in these grids: the cap is unused, and 0 keeps the spec (--resume)
+        # of grids made while 0 was the default
+        max_gen_batches=0,
+        warm_start=WarmStartConfig(steps=warm_start_steps),
+        learner=learner,
+    )
+    base = AsyncConfig(sync=sync, collapse=collapse)
+    return GridConfig(tuple(S_values), tuple(lrs), seeds, mode, jobs, base, seed_offset)
+
+
+def grid_specs(grid: GridConfig) -> tuple[dict, dict]:
+    """``(spec, earlier)``: the grid's identity in its results folder (``jobs`` left out,
+    as it is not a result; ``seed_offset`` only when set, so a grid from before it keeps
+    its spec), and the same with the run config's earlier key names, so a grid stored
+    before a rename resumes (:func:`real.rundir.config.with_earlier_keys`)."""
+    spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))
+    if not grid.seed_offset:
+        del spec["seed_offset"]
+    return spec, {**spec, "base": with_earlier_keys(spec["base"])}
 
 
 def run_dir(out: Path, S: int, lr: float, seed: int) -> Path:

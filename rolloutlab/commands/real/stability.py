@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import click
-import polars as pl
 
 from rolloutlab.commands.grid.options import (
     describe_executor,
@@ -37,13 +36,7 @@ from rolloutlab.commands.options.types import (
 from rolloutlab.commands.real.detector_options import detector_config, detector_options
 from rolloutlab.commands.real.loss_options import loss_options
 from rolloutlab.commands.real.run_options import NO_CACHE
-from rolloutlab.real.rundir.config import (
-    ConfigError,
-    LearnerConfig,
-    SyncConfig,
-    WarmStartConfig,
-    with_earlier_keys,
-)
+from rolloutlab.real.rundir.config import ConfigError, LearnerConfig
 
 REAL_GRID_PARALLEL = 2
 """Real runs at a time when ``--max-parallel`` is not given (each run is two processes)."""
@@ -138,54 +131,34 @@ def stability_cmd(
     Runs at a time: --max-parallel, 2 on this machine by default.
     """
     jobs = opts["max_parallel"] or REAL_GRID_PARALLEL
-    from rolloutlab.analysis.collapse.stability_fit import t_collapse_table, write_real_grid
+    from rolloutlab.analysis.collapse.stability_fit import finish_real_grid
     from rolloutlab.real.policy.warmstart import default_cache_dir
-    from rolloutlab.real.rundir.async_config import AsyncConfig
     from rolloutlab.real.runners.stability import (
-        GridConfig,
         grid_points,
+        grid_specs,
         prepare_warm_start,
         run_point,
+        stability_grid,
     )
 
     check_creatable(out_dir)
+    detector = {
+        "kl_max": kl_max,
+        "detector_patience": detector_patience,
+        "release": release,
+        "entropy_frac": entropy_frac,
+    }
     try:
-        sync = SyncConfig(
-            controller=controller,
-            steps=steps,
-            prompts=prompts,
-            eval_every=steps,
-            eval_size=64,
-            checkpoint_every=steps,
-            # no refill in these grids: the cap is unused, and 0 keeps the spec (--resume)
-            # of grids made while 0 was the default
-            max_gen_batches=0,
-            warm_start=WarmStartConfig(steps=warm_start_steps),
+        grid = stability_grid(
+            S_values, lrs, seeds, mode, jobs, seed_offset,
+            controller=controller, steps=steps, prompts=prompts,
+            warm_start_steps=warm_start_steps,
             learner=LearnerConfig(clip=clip, is_mode=is_mode, is_cap=is_cap),
-        )
-        detector = detector_config(
-            {
-                "kl_max": kl_max,
-                "detector_patience": detector_patience,
-                "release": release,
-                "entropy_frac": entropy_frac,
-            }
-        )
-        grid = GridConfig(
-            tuple(S_values),
-            tuple(lrs),
-            seeds,
-            mode,
-            jobs,
-            AsyncConfig(sync=sync, collapse=detector),
-            seed_offset,
-        )
+            collapse=detector_config(detector),
+        )  # fmt: skip
     except (ValueError, ConfigError) as exc:
         fail(exc)
-    spec = dataclasses.asdict(dataclasses.replace(grid, jobs=1))  # jobs: not a result
-    if not seed_offset:
-        del spec["seed_offset"]  # grids from before --seed-offset keep their spec (--resume)
-    earlier = {**spec, "base": with_earlier_keys(spec["base"])}  # grids from before a rename
+    spec, earlier = grid_specs(grid)
     executor, store = prepare_grid(
         opts, out_dir, "real stability", spec, grid_points(grid), jobs, [earlier]
     )
@@ -196,20 +169,10 @@ def stability_cmd(
     run_points(executor, store, fn, opts["resume"], "real stability")
     df = finish_grid(store)
     runtime_s = time.perf_counter() - t0
-    table, fits = write_real_grid(
-        df.filter(pl.col("status") == "ok"),
-        steps,
-        {"grid": dataclasses.asdict(grid), "runtime_s": runtime_s, **describe_executor(opts)},
-        out_dir,
-        f"Real asynchronous GRPO ({mode}:S), T = {steps} steps, seeds "
-        f"{grid.seed_values.start}..{grid.seed_values.stop - 1}",
+    table, t_collapse, fits = finish_real_grid(
+        df, dataclasses.asdict(grid), runtime_s, describe_executor(opts), out_dir
     )
-    df.write_csv(out_dir / "stability.csv")  # every point, failed ones with status/error
-    echo_table(
-        table,
-        t_collapse_table(df.filter(pl.col("status") == "ok")),
-        precision=4,
-    )
+    echo_table(table, t_collapse, precision=4)
     for name in ("eta_max_vs_S", "t_collapse_vs_eta"):
         f = fits[name]
         click.echo(
