@@ -12,6 +12,8 @@ import matplotlib.ticker
 import numpy as np
 import polars as pl
 import seaborn as sns
+from rolloutlab.sim.scenario.provenance import write_config
+from rolloutlab.sim.studies.sweep import sweep_means
 from rolloutlab.sim.trace.metrics import scan_step_metrics
 
 
@@ -250,3 +252,20 @@ def _save(fig, path: str | Path, dpi: int) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def write_sweep_outputs(
+    runs: pl.DataFrame, config: dict, out_dir: Path, title: str
+) -> pl.DataFrame:
+    """The output folder of ``rolloutlab sweep``: ``runs.csv`` (every grid point, seed and
+    controller; failed points with their status), ``means.csv``
+    (:func:`sim.studies.sweep.sweep_means` of the finished runs), ``sweep.png``
+    (:func:`sweep_figure`, ``title``) and ``config.json`` (``config`` with provenance).
+    Returns the means."""
+    ok = runs.filter(pl.col("status") == "ok")
+    means = sweep_means(ok)
+    runs.write_csv(out_dir / "runs.csv")
+    means.write_csv(out_dir / "means.csv")
+    sweep_figure(ok, out_dir / "sweep.png", title)
+    write_config(out_dir / "config.json", config)
+    return means

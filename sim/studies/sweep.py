@@ -154,3 +154,28 @@ def sweep_means(runs: pl.DataFrame) -> pl.DataFrame:
         .sort(keys[:3] + ["_order"])
         .drop("_order")
     )
+
+
+PRINTED_COLUMNS = (
+    "prompts",
+    "workers",
+    "max_num_seqs",
+    "controller",
+    "seeds",
+    "wall_clock_s",
+    "wall_clock_s_sd",
+    "straggler_rate",
+    "slot_idle_frac",
+    "mean_G",
+    "tokens_per_s",
+    "fastest",
+    "most_tokens_per_s",
+)
+"""The columns of :func:`sweep_means` that ``rolloutlab sweep`` prints (then the learning
+columns a run with rewards has)."""
+
+
+def printed_means(means: pl.DataFrame) -> pl.DataFrame:
+    """``means`` (:func:`sweep_means`) cut to :data:`PRINTED_COLUMNS` and the
+    :data:`sim.models.reward_metrics.LEARNING_COLUMNS` it has."""
+    return means.select(*PRINTED_COLUMNS, *[c for c in LEARNING_COLUMNS if c in means.columns])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import click
-import polars as pl
 
 from rolloutlab.commands.grid.options import (
     describe_executor,
@@ -31,16 +30,14 @@ from rolloutlab.commands.options.types import (
     CommaList,
 )
 from rolloutlab.sim.control.controllers import split_specs
-from rolloutlab.sim.models.reward_metrics import LEARNING_COLUMNS
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.provenance import (
     describe,
     describe_rewards,
     scenario_source,
-    write_config,
 )
 from rolloutlab.sim.studies.compare import plan_comparison
-from rolloutlab.sim.studies.sweep import grid, run_point, sweep_means
+from rolloutlab.sim.studies.sweep import grid, printed_means, run_point
 
 
 def _int_list_option(name: str, metavar: str, what: str, item: click.IntRange = POSITIVE_INT):
@@ -149,35 +146,17 @@ def sweep(prompts, workers, max_num_seqs, seeds, seed_list, steps, engine, out, 
     )
     run_points(executor, store, point_fn, opts["resume"], "sweeping")
     runs = finish_grid(store)
-    ok = runs.filter(pl.col("status") == "ok")
-    means = sweep_means(ok)
-    runs.write_csv(out_dir / "runs.csv")
-    means.write_csv(out_dir / "means.csv")
-    from rolloutlab.analysis.figures.plots import sweep_figure  # why: seaborn costs ~1.5 s
+    from rolloutlab.analysis.figures.plots import write_sweep_outputs  # seaborn: ~1.5 s
 
-    sweep_figure(ok, out_dir / "sweep.png", f"{sc.name}, {n_steps} steps, {engine} engine")
-    write_config(out_dir / "config.json", {**config, **describe_executor(opts)})
+    means = write_sweep_outputs(
+        runs,
+        {**config, **describe_executor(opts)},
+        out_dir,
+        f"{sc.name}, {n_steps} steps, {engine} engine",
+    )
     click.echo(
         f"scenario {sc.name}: {len(points) // len(seeds)} grid points x {len(seeds)} seeds x "
         f"{len(specs)} controllers = {len(points) * len(specs)} runs of {n_steps} steps ({engine} engine)"
     )
-    echo_table(
-        means.select(
-            "prompts",
-            "workers",
-            "max_num_seqs",
-            "controller",
-            "seeds",
-            "wall_clock_s",
-            "wall_clock_s_sd",
-            "straggler_rate",
-            "slot_idle_frac",
-            "mean_G",
-            "tokens_per_s",
-            "fastest",
-            "most_tokens_per_s",
-            *[c for c in LEARNING_COLUMNS if c in means.columns],
-        ),
-        rows=200,
-    )
+    echo_table(printed_means(means), rows=200)
     click.echo(f"wrote {out_dir}/runs.csv, means.csv, sweep.png, config.json")
