@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -79,12 +81,29 @@ def _check_one_tau(controller: str, tau_given: bool) -> None:
         )
 
 
-def _remove_unstarted(created: Path | None, out_dir: Path) -> None:
-    """After a failed run: remove the folders this command created (``created``, from
-    :func:`~rolloutlab.commands.options.common.first_missing`) unless a checkpoint was written
-    (then the run can be resumed and its steps are kept)."""
-    if created is not None and not (out_dir / "checkpoints").exists():
-        shutil.rmtree(created, ignore_errors=True)
+def _given(ctx: click.Context, fields: dict[str, str], prefix: str = "") -> dict[str, Any]:
+    """``{prefix + field: value}`` for each option of ``fields`` (click name -> config
+    field) given on the command line: the settings a resumed run must agree with."""
+    return {
+        prefix + field: ctx.params[name]
+        for name, field in fields.items()
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+
+
+@contextmanager
+def _failing_cleanly(out_dir: Path, resume: bool, errors: tuple[type[Exception], ...]):
+    """Around a run: one of ``errors`` ends the command in one line (:func:`fail`) after
+    removing the folders the command created (from
+    :func:`~rolloutlab.commands.options.common.first_missing`), unless a checkpoint was
+    written (then the run can be resumed and its steps are kept)."""
+    created = None if resume else first_missing(out_dir)
+    try:
+        yield
+    except errors as exc:
+        if created is not None and not (out_dir / "checkpoints").exists():
+            shutil.rmtree(created, ignore_errors=True)
+        fail(exc)
 
 
 @real.command()
@@ -263,15 +282,12 @@ def sync(
     from rolloutlab.real.rundir.checkpoint import CheckpointError  # torch: only when a run starts
     from rolloutlab.real.runners.sync import run_sync
 
-    given = {
-        dotted: opts[name]
-        for name, dotted in OPTION_FIELDS.items()
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    }
+    given = _given(ctx, OPTION_FIELDS)
     _check_one_tau(opts["controller"], "tau" in given)
     check_creatable(out_dir)
-    created = None if resume else first_missing(out_dir)
-    try:
+    errors = (RunDirError, ConfigError, CheckpointError, TraceError, EngineUnavailable,
+              ModelUnavailable, ControllerError, ValueError)  # fmt: skip
+    with _failing_cleanly(out_dir, resume, errors):
         cfg = config_from_options(opts)
         check_engine(cfg.engine, cfg.engine_mode, cfg.vllm_memory_share)  # before any write
         rollouts, steps = run_sync(
@@ -282,18 +298,6 @@ def sync(
             overrides=given,
             cache_dir=None if no_cache else default_cache_dir(),
         )
-    except (
-        RunDirError,
-        ConfigError,
-        CheckpointError,
-        TraceError,
-        EngineUnavailable,
-        ModelUnavailable,
-        ControllerError,
-        ValueError,
-    ) as exc:
-        _remove_unstarted(created, out_dir)
-        fail(exc)
     summary = {
         **run_summary(rollouts, steps, tau=cfg.tau),
         **collapse_summary(out_dir),
@@ -365,20 +369,13 @@ def async_cmd(
     from rolloutlab.real.runners.async_workers import GeneratorDied
     from rolloutlab.sim.trace.metrics import pipeline_summary, run_summary
 
-    given = {
-        f"sync.{dotted}": opts[name]
-        for name, dotted in OPTION_FIELDS.items()
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    }
-    given |= {
-        f"collapse.{field}": opts[name]
-        for name, field in DETECTOR_FIELDS.items()
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    }
+    given = _given(ctx, OPTION_FIELDS, "sync.") | _given(ctx, DETECTOR_FIELDS, "collapse.")
     _check_one_tau(opts["controller"], "sync.tau" in given)
     check_creatable(out_dir)
-    created = None if resume else first_missing(out_dir)
-    try:
+    errors = (RunDirError, ConfigError, CheckpointError, TraceError, GeneratorDied,
+              ControllerError, EngineUnavailable, VllmSetupError, ModelUnavailable,
+              ModelCacheError)  # fmt: skip
+    with _failing_cleanly(out_dir, resume, errors):
         acfg = AsyncConfig(
             sync=config_from_options(opts),
             pipeline=pipeline,
@@ -396,20 +393,6 @@ def async_cmd(
             overrides=given,
             cache_dir=None if no_cache else default_cache_dir(),
         )
-    except (
-        RunDirError,
-        ConfigError,
-        CheckpointError,
-        TraceError,
-        GeneratorDied,
-        ControllerError,
-        EngineUnavailable,
-        VllmSetupError,
-        ModelUnavailable,
-        ModelCacheError,
-    ) as exc:
-        _remove_unstarted(created, out_dir)
-        fail(exc)
     stored = json.loads((out_dir / "config.json").read_text())["config"]
     summary = {
         **run_summary(rollouts, steps, tau=acfg.sync.tau),
