@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 from rolloutlab.analysis.learning.compare import compare_learning
 from rolloutlab.analysis.learning.step_cost import cost_model
+from rolloutlab.analysis.learning.step_cost_law import fit_law, predict_setting, read_steps
 from rolloutlab.calibration.fits.learning_fit import simulate_curve
 from rolloutlab.calibration.readers.run_curve import read_run
 from rolloutlab.sim.trace import schema as trace
@@ -25,7 +26,16 @@ COLUMNS = ["run", "controller", "measured_time_to_target_s", "predicted_time_to_
 
 
 def write_synthetic_run(
-    d, G, seed, task="graph-walk", controller=None, lr=1e-6, cpu=True, T=40, cpu_scale=1.0
+    d,
+    G,
+    seed,
+    task="graph-walk",
+    controller=None,
+    lr=1e-6,
+    cpu=True,
+    T=40,
+    cpu_scale=1.0,
+    capacity=None,
 ):
     """A real-run directory (trace v2 with `correct`, learner/eval JSONL, config) whose
     group counts come from the learning model itself; every step takes 1 s (wall) and
@@ -51,6 +61,8 @@ def write_synthetic_run(
     trace.write_parquet(pl.DataFrame(steps, schema=trace.STEP_SCHEMA), d / "steps.parquet", "steps")
     cfg = {"task_name": task, "controller": controller or f"static:{G}", "seed": seed,
            "dynamic_sampling": True, "learner": {"lr": lr}}  # fmt: skip
+    if capacity is not None:  # a real sync run's engine slots and prompt batch
+        cfg |= {"capacity": capacity, "prompts": 16}
     (d / "config.json").write_text(json.dumps({"config": cfg}))
     (d / "learner.jsonl").write_text("\n".join(json.dumps(x) for x in learner))
     (d / "eval.jsonl").write_text(json.dumps({"step": -1, "t_s": 0.0, "accuracy": 0.5}))
@@ -219,3 +231,29 @@ def test_resimulated_controller_chooses_its_own_G(tmp_path):
     assert st["resim_mean_G"] is None and st["resim_time_to_target_s"] is None
     assert ad["resim_mean_G"] is not None and ad["resim_mean_G"] != 8.0
     assert {"resim_mean_s", "resim_rel_error"} <= set(groups.columns)
+
+
+def test_the_mechanism_cost_law_prices_each_run_at_its_setting(tmp_path):
+    """--cost-law mechanism: a step of the predicted run costs the step-cost law's mean
+    over draws from the priced runs at the run's (G, B) and engine slots; refused on the
+    wall clock, with --resimulate, and for a run whose config has no capacity."""
+    write_synthetic_run(tmp_path / "fit", 8, 0, T=20, capacity=64)
+    write_synthetic_run(tmp_path / "g4", 4, 1, T=20, capacity=16)
+    args = (tmp_path / "fit", [tmp_path / "g4"], 0.7, "linear", 10)
+    table, _, curves, fit = compare_learning(*args, clock="cpu", cost_law="mechanism")
+    law = fit_law([read_steps(tmp_path / "fit")])
+    step_s = predict_setting(law, [read_steps(tmp_path / "fit")], 4, 16, 20, 16, 20, 0)
+    assert fit["cost_law"] == "mechanism" and fit["cost_law_coefficients"]["gen"] == law.gen
+    assert curves["g4"][1]["t_end"].to_numpy() == pytest.approx(step_s * np.arange(1, 21))
+    row = table.row(0, named=True)
+    if row["predicted_steps_to_target"] is not None:
+        want = step_s * row["predicted_steps_to_target"]
+        assert row["predicted_time_to_target_s"] == pytest.approx(want)
+    with pytest.raises(ValueError, match="--clock cpu"):
+        compare_learning(*args, clock="wall", cost_law="mechanism")
+    with pytest.raises(ValueError, match="--resimulate"):
+        compare_learning(*args, clock="cpu", cost_law="mechanism", resim_draws=2)
+    write_synthetic_run(tmp_path / "old", 4, 2, T=20)
+    with pytest.raises(ValueError, match="old/config.json: no capacity"):
+        compare_learning(tmp_path / "fit", [tmp_path / "old"], 0.7, "linear", 2, clock="cpu",
+                         cost_law="mechanism")  # fmt: skip

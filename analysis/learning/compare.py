@@ -58,6 +58,7 @@ from rolloutlab.analysis.learning.step_cost import (
     pooled_cost,
     step_clock,
 )
+from rolloutlab.analysis.learning.step_cost_law import fit_law, read_steps, step_clock_law
 from rolloutlab.calibration.fits.learning_draws import draw_rewards
 from rolloutlab.calibration.fits.learning_fit import fit_learning, mean_field_curve
 from rolloutlab.calibration.fits.learning_noise_fit import fit_noise_law, settings
@@ -73,6 +74,11 @@ WINDOW = 10
 
 TARGETS = ("train", "heldout")
 """What ``--target-accuracy`` scores: the trailing training reward, or held-out accuracy."""
+
+COST_LAWS = ("power", "mechanism")
+"""How a step is priced: ``c0 + c1 (B G)^p``, or :mod:`analysis.learning.step_cost_law`."""
+LAW_DRAWS = 20
+"""Feature draws per step of the mechanism law (its validation's, results/step_cost_law)."""
 
 
 def run_steps(run_dir: Path, clock: str = "wall") -> pl.DataFrame:
@@ -108,15 +114,22 @@ def _params(fit: dict) -> LearningParams:
     return LearningParams.from_dict(fit)
 
 
-def predict(fit: dict, curve: RunCurve, cost: Cost) -> pl.DataFrame:
+def predict(
+    fit: dict, curve: RunCurve, cost: Cost, t_end: np.ndarray | None = None
+) -> pl.DataFrame:
     """Mean-field prediction ``step, t_end (s), reward_mean`` of a run with ``curve``'s
-    settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure)."""
+    settings (:func:`calibration.fits.learning_fit.mean_field_curve`; drawn in the figure);
+    ``t_end`` (T,) the predicted clock, default ``cost``'s (:func:`step_clock`)."""
     p = _params(fit)
     reward = mean_field_curve(
         p.kappa, *_beta(fit), curve, p.lr_ref, p.theta_max, p.b_noise, p.advantage, p.rho
     )
     return pl.DataFrame(
-        {"step": np.arange(len(reward)), "t_end": step_clock(curve, cost), "reward_mean": reward}
+        {
+            "step": np.arange(len(reward)),
+            "t_end": step_clock(curve, cost) if t_end is None else t_end,
+            "reward_mean": reward,
+        }
     )
 
 
@@ -202,6 +215,7 @@ def compare_learning(
     resim_draws: int = 0,
     target_on: str = "train",
     cost_dirs: list[Path] | None = None,
+    cost_law: str = "power",
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, tuple[pl.DataFrame, pl.DataFrame]], dict]:
     """``(table, groups, curves, fit)``: one row per run of ``run_dirs`` (columns of
     ``learning_comparison.csv``: ``run, controller, measured/predicted_time_to_target_s,
@@ -230,6 +244,14 @@ def compare_learning(
     machine (docs/learning.md §5: the same settings ran 30-50 % cheaper per step in a
     later session), so a law fitted on older runs is priced with newer ones.
 
+    ``cost_law``: ``"power"`` prices a step ``c0 + c1 (B G)^p`` (module docstring);
+    ``"mechanism"`` with the step-cost law of :mod:`analysis.learning.step_cost_law`
+    (engine calls, decoded rows, attended cache, prefill tokens, trained cells; fitted on
+    the priced runs, each run's settings' features drawn from theirs at its engine
+    capacity): validated across rollout counts on CPU time only (docs/learning.md §5), so
+    it needs ``clock="cpu"``, and not with ``resim_draws`` (the re-simulation prices by
+    the power law).
+
     ``target_on``: ``"train"`` scores the trailing training reward (module docstring);
     ``"heldout"`` the runs' held-out evaluations (:mod:`analysis.learning.heldout`: the
     first evaluation at or above the target, predicted by the drawn runs' population pass
@@ -250,6 +272,11 @@ def compare_learning(
     fit_curves = [read_run(d) for d in fit_dirs]
     if clock not in CLOCKS:
         raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
+    if cost_law not in COST_LAWS:
+        raise ValueError(f"cost_law: expected one of {COST_LAWS}, got {cost_law!r}")
+    if cost_law == "mechanism" and (clock != "cpu" or resim_draws > 0):
+        raise ValueError("--cost-law mechanism prices CPU seconds only (--clock cpu) and "
+                         "does not price --resimulate")  # fmt: skip
     if len(settings(fit_curves)) >= 2:  # the noise law (b_noise) needs >= 2 (G, B) settings
         fit = fit_noise_law(fit_curves, model=model, advantage="std")
     else:
@@ -257,6 +284,8 @@ def compare_learning(
     priced = list(cost_dirs) if cost_dirs else fit_dirs
     priced_curves = [read_run(d) for d in cost_dirs] if cost_dirs else fit_curves
     cost = pooled_cost([run_steps(d, clock) for d in priced], priced_curves)
+    law_runs = [read_steps(d) for d in priced] if cost_law == "mechanism" else []
+    law = fit_law(law_runs) if law_runs else None
     fit_lengths = step_lengths(fit_dirs[0]) if resim_draws > 0 else []
     naive_steps = fit_steps_to_target(fit_dirs, target, clock, target_on)
     rows, curves = [], {}
@@ -266,7 +295,15 @@ def compare_learning(
         run_dirs, controllers, runs["seed"].to_list()[len(fit_dirs) :], labels, strict=True
     ):
         measured, curve = run_steps(d, clock), read_run(d)
-        predicted = predict(fit, curve, cost)
+        t_end = None
+        if law is not None:
+            B = np.array([c.size for c in curve.counts])
+            capacity = run_config(d).get("capacity")
+            if capacity is None:
+                raise ValueError(f"{Path(d) / 'config.json'}: no capacity (engine slots), "
+                                 "which --cost-law mechanism prices")  # fmt: skip
+            t_end = step_clock_law(law, law_runs, curve.G, B, int(capacity), LAW_DRAWS, seed)
+        predicted = predict(fit, curve, cost, t_end)
         curves[Path(d).name] = (measured, predicted)
         t_pred = predicted["t_end"].to_numpy()
         if target_on == "heldout":
@@ -336,6 +373,9 @@ def compare_learning(
         "constant_steps_time_to_target_s", "constant_rel_error",
     )  # fmt: skip
     extra = {"cost_c0_s": cost[0], "cost_c1_s_per_rollout": cost[1], "cost_exponent": cost[2],
+             "cost_law": cost_law,
+             **({"cost_law_coefficients": {"gen": law.gen, "train": law.train,
+                                           "sync_s": law.sync_s}} if law else {}),
              "clock": clock,
              "draws": draws, "draw_seed": seed, "target_on": target_on,
              "cost_runs": [str(d) for d in priced],
@@ -416,6 +456,7 @@ def learning_study(
     resim_draws: int = 0,
     target_on: str = "train",
     cost_dirs: list[Path] | None = None,
+    cost_law: str = "power",
 ) -> LearningStudy:
     """``compare learning``'s study: :func:`compare_learning` (the same arguments), written
     to ``out_dir``: learning_comparison.csv, learning_comparison_by_controller.csv,
@@ -425,7 +466,7 @@ def learning_study(
     with phase("compare learning: fitting and predicting"):
         table, groups, curves, fit = compare_learning(
             fit_dirs, real_dirs, target, model, draws, seed, clock, resim_draws, target_on,
-            cost_dirs,
+            cost_dirs, cost_law,
         )  # fmt: skip
     table.write_csv(out_dir / "learning_comparison.csv")
     groups.write_csv(out_dir / "learning_comparison_by_controller.csv")
@@ -446,6 +487,7 @@ def learning_study(
             "seed": seed,
             "resimulate": resim_draws,
             "target_on": target_on,
+            "cost_law": cost_law,
         },
     )
     notes = started_above(real_dirs, target) if target_on == "heldout" else []

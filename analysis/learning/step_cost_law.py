@@ -172,7 +172,11 @@ def read_steps(run_dir: str | Path) -> RunSteps:
     cfg_path = d / "config.json"
     if not cfg_path.exists():
         raise ValueError(f"{cfg_path}: missing (is this a `rolloutlab real sync` run?)")
-    cfg = json.loads(cfg_path.read_text())["config"]
+    cfg = json.loads(cfg_path.read_text()).get("config", {})
+    absent = [k for k in ("prompts", "capacity", "dynamic_sampling") if k not in cfg]
+    if absent:
+        raise ValueError(f"{cfg_path}: config lacks {', '.join(absent)} "
+                         "(is this a `rolloutlab real sync` run?)")  # fmt: skip
     B, capacity, ds = int(cfg["prompts"]), int(cfg["capacity"]), bool(cfg["dynamic_sampling"])
     rollouts = trace.read(d / "rollouts.parquet", "rollouts").sort(
         "step", "prompt_id", "sample_idx"
@@ -288,3 +292,24 @@ def drawn_features(
                 step_features(g[..., 0].ravel(), g[..., 1].ravel(), kept.ravel(), capacity, B)
             )
     return pl.DataFrame(rows)
+
+
+def step_clock_law(
+    law: CostLaw,
+    runs: Sequence[RunSteps],
+    G: np.ndarray,
+    B: np.ndarray,
+    capacity: int,
+    draws: int = 20,
+    seed: int = 0,
+) -> np.ndarray:
+    """Predicted ``t_end`` (T,) in CPU s of a run whose steps have group size ``G`` and
+    prompts ``B`` ((T,) ints) on ``capacity`` engine slots: the cumulative sum of each
+    step's setting's mean predicted cost (:func:`predict_setting` over the steps every run
+    of ``runs`` has, ``draws`` draws, one ``seed`` for every setting). Raises as
+    :func:`predict_setting` does (no run of ``runs`` has groups of some ``G``)."""
+    steps = min(len(r.groups) for r in runs)
+    cost: dict[tuple[int, int], float] = {}
+    for g, b in {(int(g), int(b)) for g, b in zip(G, B, strict=True)}:
+        cost[(g, b)] = predict_setting(law, runs, g, b, steps, capacity, draws, seed)
+    return np.cumsum([cost[(int(g), int(b))] for g, b in zip(G, B, strict=True)])

@@ -355,6 +355,14 @@ def report(studies: tuple[Path, ...], out_dir: Path) -> None:
     "made on the machine, and in the machine state, of the --real runs (a CPU clock "
     "moves between sessions of a shared machine; docs/learning.md §5)",
 )
+@click.option(
+    "--cost-law",
+    type=click.Choice(["power", "mechanism"]),
+    default="power",
+    show_default=True,
+    help="step price: c0 + c1 (B G)^p, or the step-cost law of engine calls, decoded rows, "
+    "attended cache and trained cells (--clock cpu; docs/learning.md §5)",
+)
 def learning(
     fit_dirs: tuple[Path, ...],
     real_dirs: tuple[Path, ...],
@@ -366,6 +374,7 @@ def learning(
     resim_draws: int,
     target_on: str,
     cost_dirs: tuple[Path, ...],
+    cost_law: str,
     out_dir: Path,
 ) -> None:
     """Calibrate the learning and cost models on --fit (the cost on --cost-from if given), predict every --real run's reward
@@ -381,7 +390,7 @@ def learning(
         try:
             study = learning_study(
                 list(fit_dirs), list(real_dirs), target_accuracy, out_dir, learning_model,
-                draws, seed, clock, resim_draws, target_on, list(cost_dirs),
+                draws, seed, clock, resim_draws, target_on, list(cost_dirs), cost_law,
             )  # fmt: skip
         except ValueError as exc:
             hint = "--fit/--real/--cost-from" if cost_dirs else "--fit/--real"
