@@ -50,6 +50,9 @@ demo: $(STAMP)
 # project's machines; uv installs no .pyc): otherwise every process a test starts compiles
 # numpy, scipy, polars, matplotlib and torch from source again (one CLI process's imports:
 # 8.9 s CPU without caches, 2.6 s with). --durations=25 lists the slowest tests.
+# Two xdist workers (one per core of the 2-core machine), a test module whole on one worker
+# and the tests that start vLLM, Ray, Chromium or the SmolLM2 conversion all on one, one at
+# a time (SERIAL in tests/conftest.py); --maxfail=1 stops at the first failure, as -x does.
 test: $(STAMP)
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -58,7 +61,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(MAKE) typecheck lint-imports
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -x -p no:cacheprovider --durations=25
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadfile --maxfail=1 \
+	  -p no:cacheprovider --durations=25
 
 # mypy and import-linter (config in pyproject.toml) find modules by folder, so they read the
 # package through build/typecheck: sim/, real/, ... linked under their import names, laid out

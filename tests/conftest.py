@@ -20,6 +20,43 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+SERIAL = (
+    "tests/test_grid_executor.py",  # Ray
+    "tests/test_report_pages.py",  # Chromium
+    "tests/test_smollm2_model.py",  # the SmolLM2 conversion, then vLLM
+    "tests/test_vllm_engine_run.py",
+    "tests/test_vllm_prompt_split.py",
+    "tests/test_vllm_real_run.py",
+    "tests/test_sched_compare.py::test_live_vllm_schedules_as_the_simulator",
+)
+"""The test modules (or single tests) that start vLLM, Ray, Chromium or the SmolLM2
+conversion. `make test` runs two xdist workers with ``--dist loadfile``: every module runs
+whole on one worker (its module fixtures built once, its tests in file order), and these
+all on one worker, so that two never run at once (memory, and the engine starts' CPU)."""
+
+
+def _scope(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadfile``: its module, or "serial"."""
+    module = nodeid.split("::")[0]
+    return "serial" if module in SERIAL or nodeid.split("[")[0] in SERIAL else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadfile scheduling with :data:`SERIAL` as one unit. (Why not
+    ``xdist_group`` marks: pytest-xdist 3.8 groups by renaming ``item._nodeid``, which
+    pytest 9.2 no longer reads, so the marks are silently ignored.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialLoadFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return SerialLoadFile(config, log)
+
+
 @pytest.fixture
 def tiny_scenario() -> Scenario:
     """Short lognormal lengths, 2 workers, constant 10 ms iterations."""
