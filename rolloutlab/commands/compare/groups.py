@@ -79,7 +79,12 @@ from rolloutlab.commands.options.types import POSITIVE_INT
     "--transfer",
     type=click.Choice(TRANSFERS),
     default=None,
-    help="Only the law fitted on FILE that transfers via the measured steps' aggregates.",
+    help=(
+        "Check only the transfer law: the within-group dependence rho fitted on FILE, "
+        "each held-out step's lengths from the held-out run alone: 'aggregates' (its "
+        "response_length/* per step, see --target-metrics) or 'marginal' (its pooled "
+        "lengths, regrouped)."
+    ),
 )
 @click.option(
     "--target-metrics",

@@ -64,7 +64,7 @@ def validate_verl_tb(
     runs = run_dir_args(run_dirs)
     with claimed(out, "validate-verl-tb") as out_dir:
         try:
-            with progress_bar(total=len(runs), desc="validate", unit="run") as bar:
+            with progress_bar(total=len(runs), desc="compare verl-tb", unit="run") as bar:
                 table = validate_runs(runs, fit_steps, cfg, progress=lambda _: bar.update())
         except BAD_INPUT as exc:
             fail(exc)
@@ -89,7 +89,7 @@ def _validate_whole_step(run_dirs, calibration: str, out) -> None:
         fail(exc)
     with claimed(out, "validate-verl-tb") as out_dir:
         try:
-            with progress_bar(total=len(runs), desc="validate", unit="run") as bar:
+            with progress_bar(total=len(runs), desc="compare verl-tb", unit="run") as bar:
                 steps = heldout_steps(sc, runs, cfg, progress=lambda _: bar.update())
         except BAD_INPUT as exc:
             fail(exc)
