@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rolloutlab.commands.options.common import echo_table
+from rolloutlab.commands.options.terminal import echo_table
 
 
 def _summary() -> pl.DataFrame:

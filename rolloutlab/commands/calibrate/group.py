@@ -26,10 +26,10 @@ from rolloutlab.commands.options.common import (
     CALIBRATION_OUT,
     BadInput,
     cost_from_option,
-    echo_table,
     fail,
     renamed_option,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
     POSITIVE_INT,
     PROBABILITY,

@@ -21,12 +21,12 @@ from rolloutlab.commands.options.common import (
     OUT_DIR,
     claimed,
     collapse_split,
-    echo_table,
     fail,
     out_option,
     real_option,
     renamed_option,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import STEPS, finite
 from rolloutlab.sim.trace.progress import phase
 

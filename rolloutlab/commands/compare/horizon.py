@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from rolloutlab.commands.options.common import OUT_DIR, claimed, collapse_split, echo_table, fail
+from rolloutlab.commands.options.common import OUT_DIR, claimed, collapse_split, fail
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, STEPS, CommaList
 
 SEED_LIST = CommaList(NON_NEGATIVE_INT)

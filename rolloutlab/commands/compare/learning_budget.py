@@ -7,13 +7,8 @@ import dataclasses
 
 import click
 
-from rolloutlab.commands.options.common import (
-    BadInput,
-    claimed,
-    echo_table,
-    out_option,
-    renamed_option,
-)
+from rolloutlab.commands.options.common import BadInput, claimed, out_option, renamed_option
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import POSITIVE_INT, finite
 
 

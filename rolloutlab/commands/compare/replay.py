@@ -10,7 +10,7 @@ import click
 
 from rolloutlab.calibration.readers.grouped import GroupedDataError
 from rolloutlab.calibration.validation.replay import COLUMNS, replay
-from rolloutlab.commands.options.common import BadInput, echo_table, out_option
+from rolloutlab.commands.options.common import BadInput, out_option
 from rolloutlab.commands.options.grouped import (
     SUBSAMPLE_SEED_OPTION,
     TAU_OPTION,
@@ -18,6 +18,7 @@ from rolloutlab.commands.options.grouped import (
     read_files,
     write_table,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.sim.trace import schema as sim_trace
 
 

@@ -18,7 +18,8 @@ from rolloutlab.calibration.validation.step_holdout import (
 )
 from rolloutlab.calibration.validation.verl_holdout import validate_runs
 from rolloutlab.commands.calibrate.group import BAD_INPUT, run_dir_args, verl_config, verl_options
-from rolloutlab.commands.options.common import claimed, echo_table, fail, out_option
+from rolloutlab.commands.options.common import claimed, fail, out_option
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.sim.scenario.provenance import write_config
 from rolloutlab.sim.scenario.scenario import load_scenario
 from rolloutlab.sim.trace.progress import progress_bar

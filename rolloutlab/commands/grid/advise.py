@@ -23,19 +23,14 @@ from rolloutlab.analysis.advise.study import AdviseResult, Placement, advise_stu
 from rolloutlab.calibration.scenarios.run_scale import neighbourhood, run_scale
 from rolloutlab.commands.grid.executor import ExecutorError
 from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
-from rolloutlab.commands.options.common import (
-    claim,
-    echo_table,
-    fail,
-    parse_list,
-    renamed_option,
-)
+from rolloutlab.commands.options.common import claim, fail, parse_list, renamed_option
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
     run_options,
     scenario_options,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
     MAX_PROMPTS,
     MAX_WORKERS,

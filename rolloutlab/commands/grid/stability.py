@@ -18,7 +18,8 @@ from rolloutlab.commands.grid.options import (
     run_points,
     start_grid,
 )
-from rolloutlab.commands.options.common import claim, echo_table, out_option, renamed_option
+from rolloutlab.commands.options.common import claim, out_option, renamed_option
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,

@@ -14,13 +14,14 @@ from rolloutlab.commands.grid.options import (
     run_points,
     start_grid,
 )
-from rolloutlab.commands.options.common import claim, echo_table, fail
+from rolloutlab.commands.options.common import claim, fail
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
     run_options,
     scenario_options,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
     POSITIVE_INT,
     PROMPTS,

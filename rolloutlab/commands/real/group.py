@@ -19,11 +19,11 @@ from rolloutlab.commands.options.common import (
     check_own_file,
     fail,
     first_missing,
-    format_summary,
     is_png,
     out_option,
     renamed_option,
 )
+from rolloutlab.commands.options.terminal import format_summary
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,

@@ -16,12 +16,12 @@ import click
 from rolloutlab.commands.options.common import (
     check_own_file,
     claimed,
-    echo_table,
     fail,
     json_with_keys,
     out_option,
     renamed_option,
 )
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import NON_NEGATIVE_INT, PROMPTS, STEPS, finite
 from rolloutlab.real.rundir.config import (
     MODELS,

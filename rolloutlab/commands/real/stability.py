@@ -17,13 +17,8 @@ from rolloutlab.commands.grid.options import (
     prepare_grid,
     run_points,
 )
-from rolloutlab.commands.options.common import (
-    check_creatable,
-    echo_table,
-    fail,
-    out_option,
-    renamed_option,
-)
+from rolloutlab.commands.options.common import check_creatable, fail, out_option, renamed_option
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
     NON_NEGATIVE_INT,
     POSITIVE,

@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import click
 
-from rolloutlab.commands.options.common import (
-    claimed,
-    echo_table,
-    fail,
-    progress,
-    renamed_option,
-)
+from rolloutlab.commands.options.common import claimed, fail, renamed_option
 from rolloutlab.commands.options.scenario import (
     config_head,
     load_run,
     run_options,
     scenario_options,
 )
+from rolloutlab.commands.options.terminal import echo_table, progress
 from rolloutlab.commands.options.types import PROMPTS, STEPS, WORKERS
 from rolloutlab.commands.simulate.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
 from rolloutlab.sim.models.hardware import get_gpu, get_model

@@ -6,14 +6,9 @@ import dataclasses
 
 import click
 
-from rolloutlab.commands.options.common import (
-    claimed,
-    echo_table,
-    fail,
-    progress,
-    renamed_option,
-)
+from rolloutlab.commands.options.common import claimed, fail, renamed_option
 from rolloutlab.commands.options.scenario import OPTIONS, config_head, load_run, run_options
+from rolloutlab.commands.options.terminal import echo_table, progress
 from rolloutlab.commands.options.types import PROMPTS, STEPS
 from rolloutlab.sim.engine.speculative import SPECULATIVE_SYNTAX, parse_speculative
 from rolloutlab.sim.pipelines.sync import RunConfig

@@ -20,7 +20,8 @@ from rolloutlab.calibration.scenarios.verl_config import (
     load,
     run_settings,
 )
-from rolloutlab.commands.options.common import CALIBRATION_OUT, echo_table, fail
+from rolloutlab.commands.options.common import CALIBRATION_OUT, fail
+from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.sim.models.hardware import MODELS
 
 VERL_BASE = "gsm8k"
