@@ -19,6 +19,10 @@ the runs the first two plans looked at (the third plan's in-sample set). Writes,
     python bench/forecast_validation.py --out runs/forecast --runs earlier --model drift
     python bench/forecast_validation.py --out runs/forecast_third --runs third --model backtest --only groups
     python bench/forecast_validation.py --out runs/forecast_verl --only verl
+    python bench/forecast_validation.py --out runs/forecast_verl_unseen --only console --console-dir DIR
+
+``--only console``: the console logs of ``--console-dir`` alone (no TensorBoard half), as the
+confirmatory test on unseen public verl logs reads them (docs/per_sample.md).
 
 From a plain clone the TensorBoard half reads the two runs bundled under tests/data/verl_tb
 and the console half is skipped with a line naming the missing folder.
@@ -381,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"verl console logs (*.log; default: {CONSOLE_SHARED} when present, else skipped)",
     )
-    ap.add_argument("--only", choices=("groups", "verl"), help="one half of the plan")
+    ap.add_argument(
+        "--only",
+        choices=("groups", "verl", "console"),
+        help="one half of the plan (console: the verl console logs alone)",
+    )
     ap.add_argument("--runs", choices=tuple(SEEDS), default="fresh", help="which plan's runs")
     ap.add_argument("--model", choices=MODELS, default=MODELS[0], help="the forecast model")
     ap.add_argument(
@@ -402,26 +410,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out} is not empty; results are never overwritten")
     tb_dir = args.tb_dir or (TB_SHARED if TB_SHARED.is_dir() else TB_BUNDLED)
-    if args.only != "groups" and not tb_dir.is_dir():
+    if args.only in (None, "verl") and not tb_dir.is_dir():
         ap.error(f"--tb-dir {tb_dir}: no such folder (give the verl TensorBoard runs)")
     console_dir = args.console_dir or CONSOLE_SHARED
-    if args.console_dir is not None and not console_dir.is_dir():
+    if (args.console_dir is not None or args.only == "console") and not console_dir.is_dir():
         ap.error(f"--console-dir {console_dir}: no such folder (give verl console logs)")
     if args.forecast_steps is not None and args.forecast_steps < 1:
         ap.error(f"--forecast-steps {args.forecast_steps}: needs an integer >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
-    if args.only != "verl":
+    if args.only in (None, "groups"):
         per_sample(args.out, lines, args.runs, args.model, args.forecast_steps, args.measured_cache)
     if args.only != "groups":
         # every verl log at hand was read by the first two plans
         seen = ", in-sample: read by the earlier plans" if args.runs in ("third", "seen") else ""
         logs = console_runs(console_dir) if console_dir.is_dir() else {}
         if logs:
-            verl(args.out, logs, f"console logs{seen}", lines, args.model, args.runs)
+            label = f"console logs in {console_dir.name}{seen}"
+            verl(args.out, logs, label, lines, args.model, args.runs)
+        elif args.only == "console":
+            ap.error(f"--console-dir {console_dir}: no verl console log (*.log) there")
         else:
             print(f"note: no verl console log (*.log) in {console_dir}; that half is skipped")
-        verl(args.out, tb_runs(tb_dir), f"TensorBoard runs{seen}", lines, args.model, args.runs)
+        if args.only != "console":
+            label = f"TensorBoard runs{seen}"
+            verl(args.out, tb_runs(tb_dir), label, lines, args.model, args.runs)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
     return 0
 

@@ -106,3 +106,29 @@ def test_the_second_plans_margin_and_half_the_runs():
     assert "does not pass" in fv.group_line(
         "g", errs((49.5, 50, 60, 70)), **fv.PASS["fresh"]["verl"]
     )
+
+
+def test_console_only_reads_no_tensorboard_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(fv, "TB_SHARED", tmp_path / "no_shared" / "tb")
+    logs = tmp_path / "unseen"
+    logs.mkdir()
+    lines = [
+        f"step:{s} - response_length/mean:{150 + s % 3} - response_length/max:512"
+        for s in range(1, 105)
+    ]
+    (logs / "run.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert fv.main(["--out", str(out), "--only", "console", "--console-dir", str(logs)]) == 0
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("verl runs (console logs in unseen; forecast model local-level)")
+    assert "TensorBoard" not in summary and "q3b_fsdp_base" not in summary
+    assert sorted(p.name for p in out.glob("verl_*.csv")) == ["verl_run.csv"]
+
+
+def test_console_only_without_a_log_is_refused(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit) as exc:
+        fv.main(["--out", str(tmp_path / "o"), "--only", "console", "--console-dir", str(empty)])
+    assert exc.value.code == 2
+    assert not (tmp_path / "o" / "summary.md").exists()
