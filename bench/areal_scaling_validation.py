@@ -105,27 +105,43 @@ LENGTHS = "areal"
 bundled scenario's (DeepSeek-R1 ServeGen, mean 1,527 tokens)."""
 
 
-def simulate(model: str, gpus: int, steps: int, seed: int) -> float:
+def simulate(
+    model: str,
+    gpus: int,
+    steps: int,
+    seed: int,
+    *,
+    prompts: int = B,
+    group: int = G,
+    updates: int = UPDATES,
+    tp: int = 1,
+    cap: int = CAP,
+) -> float:
     """Simulated steady-state seconds per step of ``model`` on ``gpus`` H800, half
-    generating (one TP-1 replica each), half training: the mean of steps 2..``steps``.
+    generating (replicas of ``tp`` GPUs), half training: the mean of steps 2..``steps``.
+    The defaults are AReaL v0.2's distill configs; ``prompts`` x ``group`` rollouts a
+    step, ``updates`` PPO mini-batches, ``cap`` the response cap of :func:`areal_lengths`.
 
-    Raises ValueError as :func:`sim.scenario.placement.apply_split` (e.g. ``gpus`` odd)."""
-    sc = apply_overrides(load_scenario("longcot"), model=model, gpu=GPU, tp=1, kv_cache=KV_CACHE)
+    Raises ValueError as :func:`sim.scenario.placement.apply_split` (e.g. ``gpus`` odd, or
+    ``tp`` not dividing ``gpus / 2``) and :func:`areal_lengths`."""
+    sc = apply_overrides(load_scenario("longcot"), model=model, gpu=GPU, tp=tp, kv_cache=KV_CACHE)
     if LENGTHS == "areal":
-        sc = dataclasses.replace(sc, lengths=areal_lengths(icc=ICC), prompt_tokens=PROMPT)
+        sc = dataclasses.replace(sc, lengths=areal_lengths(cap=cap, icc=ICC), prompt_tokens=PROMPT)
     rng = np.random.default_rng(seed)
-    tokens = float(sc.lengths.sample(rng, B, G, 0).sum() + B * G * sc.prompt_tokens)
+    tokens = float(
+        sc.lengths.sample(rng, prompts, group, 0).sum() + prompts * group * sc.prompt_tokens
+    )
     half = gpus // 2
     sc = apply_split(
         sc,
-        parse_split(gpus, f"{half}:{half}", 1),
+        parse_split(gpus, f"{half}:{half}", tp),
         get_model(model),
         get_gpu(GPU),
-        updates=UPDATES,
+        updates=updates,
         tokens_at=tokens,
     )
-    cfg = RunConfig(steps=steps, prompts=B, seed=seed)
-    done = run_pipeline(sc, StaticG(G), cfg, parse_pipeline("sync")).steps.sort("step")
+    cfg = RunConfig(steps=steps, prompts=prompts, seed=seed)
+    done = run_pipeline(sc, StaticG(group), cfg, parse_pipeline("sync")).steps.sort("step")
     ends = done["t_end"].to_list()
     return (ends[-1] - ends[0]) / (steps - 1)
 

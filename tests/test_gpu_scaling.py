@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from rolloutlab.calibration.validation.gpu_scaling import (
     Point,
     ScalingDataError,
+    line_errors,
     load,
     predict,
     rule_errors,
@@ -16,12 +17,55 @@ from rolloutlab.calibration.validation.gpu_scaling import (
 )
 
 
-def test_bundled_table_holds_two_sources_with_the_published_points():
+def test_bundled_table_holds_the_published_points():
     curves = load()
-    assert {s for s, _ in curves} == {"verl-fully-async", "areal-v0.2"}
+    assert {s for s, _ in curves} == {
+        "verl-fully-async",
+        "areal-v0.2",
+        "areal-v0.1",
+        "verl-colocate-sync",
+    }
     verl = curves[("verl-fully-async", "mean")]
     assert [p.trainer_gpus for p in verl] == [16, 32, 64]
     assert [p.step_s for p in verl] == [294.77, 189.26, 150.63]
+    # AReaL v0.1: hours over 10 epochs of about 40 (1.5B) or 20 (7B) steps, half the
+    # GPUs training: 150 and 50 h on 4 and 16 nodes; 410 and 130 h
+    v01 = curves[("areal-v0.1", "1.5B")]
+    assert [(p.trainer_gpus, p.gpus) for p in v01] == [(16, 32), (64, 128)]
+    assert [p.step_s for p in v01] == pytest.approx([150 * 3600 / 400, 50 * 3600 / 400])
+    assert [p.step_s for p in curves[("areal-v0.1", "7B")]] == pytest.approx(
+        [410 * 3600 / 200, 130 * 3600 / 200]
+    )
+    colocated = curves[("verl-colocate-sync", "mean")]
+    assert [(p.trainer_gpus, p.gpus, p.step_s) for p in colocated] == [
+        (32, 32, 790.10),
+        (64, 64, 365.28),
+        (128, 128, 356.30),
+    ]
+
+
+def test_line_through_the_other_points_by_hand():
+    verl = load()[("verl-fully-async", "mean")]
+    errs = line_errors(verl)
+    # 64 held out: through (16, 294.77) and (32, 189.26), slope -105.51 / 16 s per GPU,
+    # at 64: 189.26 - 32 x 6.594375 = -21.76 s (a line extrapolates below zero)
+    assert errs[2] == pytest.approx(-21.76 / 150.63 - 1)
+    # 32 held out: through (16, 294.77) and (64, 150.63): 294.77 - 16 x 144.14 / 48
+    assert errs[1] == pytest.approx((294.77 - 16 * 144.14 / 48) / 189.26 - 1)
+    assert line_errors(verl[:2]) is None
+    same_n = [Point("s", "c", 8, 16, 1.0), Point("s", "c", 8, 16, 2.0), Point("s", "c", 4, 8, 3.0)]
+    with pytest.raises(ValueError, match="share one N"):
+        line_errors(same_n)
+
+
+@given(
+    st.floats(1.0, 1e3),
+    st.floats(-2.0, 2.0),
+    st.lists(st.integers(1, 512), min_size=3, max_size=6, unique=True),
+)
+def test_a_curve_on_a_line_is_predicted_exactly_by_the_line(a, b, ns):
+    pts = [Point("s", "c", n, 2 * n, a + b * n + 1e3) for n in sorted(ns)]
+    assert line_errors(pts) == pytest.approx([0.0] * len(pts), abs=1e-6)
 
 
 def test_tokens_per_gpu_by_hand_on_verl():
@@ -134,3 +178,63 @@ def test_verl_bench_naive_columns_by_hand():
     for row in verl.naive_errors("staleness", stale, 1):
         assert row[0] == pytest.approx(row[1]) and row[2] == pytest.approx(row[3])
     assert verl.naive_errors("staleness", stale, 1)[1] == (0.0, 0.0, 0.0, 0.0)
+
+
+class _Done:
+    """What the pipeline runner returns, reduced to the step table the benches read."""
+
+    def __init__(self, steps: int):
+        import polars as pl
+
+        self.steps = pl.DataFrame(
+            {"step": list(range(steps)), "t_end": [10.0 * (i + 1) for i in range(steps)]}
+        )
+
+
+def _capture(monkeypatch, module):
+    seen = {}
+
+    def fake(sc, controller, cfg, pipe):
+        seen.update(sc=sc, g=controller, cfg=cfg, pipe=pipe)
+        return _Done(cfg.steps)
+
+    monkeypatch.setattr(module, "run_pipeline", fake)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("curve", "gpus", "replicas", "prompts", "g"),
+    [
+        # examples/train_batch_7B_n{4,16}.sh: vllm.d4p1m4 and vllm.d16p1m4, 1024 x 16
+        ("7B", 32, 4, 1024, 16),
+        ("7B", 128, 16, 1024, 16),
+        # examples/train_batch_1.5B_n{4,16}.sh: vllm.d16p1m1 and vllm.d64p1m1, 1024 x 8
+        ("1.5B", 32, 16, 1024, 8),
+        ("1.5B", 128, 64, 1024, 8),
+    ],
+)
+def test_areal_v01_points_are_set_up_as_their_scripts(
+    monkeypatch, curve, gpus, replicas, prompts, g
+):
+    bench = _bench()
+    seen = _capture(monkeypatch, bench.areal)
+    p = Point("areal-v0.1", curve, gpus // 2, gpus, 1.0)
+    assert bench.simulated("areal-v0.1", curve, p, 0, 2, 3) == pytest.approx(10.0)
+    assert seen["sc"].engine.n_workers == replicas
+    assert seen["cfg"].prompts == prompts
+    assert seen["g"].G == g
+    assert seen["sc"].lengths.max_response_length == 16384
+
+
+def test_verl_colocated_points_generate_on_every_gpu(monkeypatch):
+    bench = _bench()
+    seen = _capture(monkeypatch, bench)
+    p = Point("verl-colocate-sync", "mean", 64, 64, 1.0)
+    assert bench.simulated("verl-colocate-sync", "mean", p, 0, 2, 3) == pytest.approx(10.0)
+    # fsdp2_colocate/run.sh: 64 GPUs in rollout TP 4 -> 16 replicas, 512 prompts x n 16
+    assert seen["sc"].engine.n_workers == 16
+    assert seen["cfg"].prompts == 512
+    assert seen["g"].G == 16
+    assert seen["pipe"].placement == "colocated"
+    with pytest.raises(KeyError, match="no simulator set-up"):
+        bench.simulated("nemo-rl", "dsv3", p, 0, 2, 3)

@@ -7,7 +7,9 @@ are fixed, so a rule calibrated on one point ``c`` predicts point ``i`` as:
 - ``constant``: ``t_i = t_c``;
 - ``tokens_per_gpu``: step time proportional to tokens per trainer GPU,
   ``t_i = t_c N_c / N_i`` (perfect scaling);
-- a straight line in N needs two points: one calibration point does not define it.
+- a straight line in N needs two points: one calibration point does not define it. On a
+  curve of three or more points :func:`line_errors` gives the line through the *other*
+  points (least squares in N), a rule that sees one point more than the others.
 
 The error of a prediction is ``predicted / published - 1``. The simulator's own errors on
 the same curves come from ``bench/verl_async_validation.py`` and
@@ -22,6 +24,8 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
 
 RULES = ("constant", "tokens_per_gpu")
 """Naive rules, in the order of :func:`rule_errors`' rows."""
@@ -121,3 +125,25 @@ def worst(errors: list[list[float]]) -> float:
     return max(
         (abs(e) for c, row in enumerate(errors) for i, e in enumerate(row) if i != c), default=0.0
     )
+
+
+LINE_MIN_POINTS = 3
+"""Points a curve needs for :func:`line_errors` (two to draw the line, one held out)."""
+
+
+def line_errors(points: list[Point]) -> list[float] | None:
+    """``errors[i]``: relative error at point ``i`` of the straight line ``t = a + b N``
+    (least squares in trainer GPUs N) through every *other* point of the curve; None on
+    a curve of fewer than :data:`LINE_MIN_POINTS` points. Shape: len(points).
+
+    Raises ValueError when the other points share one GPU count (no line through them)."""
+    if len(points) < LINE_MIN_POINTS:
+        return None
+    errs = []
+    for i, p in enumerate(points):
+        rest = [q for j, q in enumerate(points) if j != i]
+        if len({q.trainer_gpus for q in rest}) < 2:
+            raise ValueError(f"line: the points other than N = {p.trainer_gpus} share one N")
+        slope, intercept = np.polyfit([q.trainer_gpus for q in rest], [q.step_s for q in rest], 1)
+        errs.append(float(intercept + slope * p.trainer_gpus) / p.step_s - 1)
+    return errs
