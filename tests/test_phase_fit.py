@@ -129,6 +129,30 @@ def test_step_baselines_by_hand():
     np.testing.assert_allclose(X @ np.array(b["linear_coef"]), [10, 12, 14])
 
 
+def test_part_baselines_by_hand():
+    # gen = 2 mean exactly; the learner sums its three tags; testing runs at step 3 only
+    t = pl.DataFrame(
+        {
+            "step": [1, 2, 3, 4],
+            "timing_s/step": [10.0, 12.0, 30.0, 16.0],
+            "response_length/mean": [1.0, 2.0, 3.0, 4.0],
+            "response_length/max": [5.0, 5.0, 5.0, 5.0],
+            "timing_s/gen": [2.0, 4.0, 6.0, 8.0],
+            "timing_s/old_log_prob": [1.0, 1.0, 1.0, 1.0],
+            "timing_s/ref": [1.0, 1.0, 1.0, 1.0],
+            "timing_s/update_actor": [3.0, 5.0, 5.0, 7.0],
+            "timing_s/testing": [None, None, 9.0, None],
+        }
+    )
+    parts = step_baselines([t])["parts"]
+    assert parts["gen"]["constant_s"] == 5.0  # median of 2, 4, 6, 8
+    assert parts["learner"]["constant_s"] == 7.0  # median of 5, 7, 7, 9
+    assert parts["periodic"]["constant_s"] == 0.0  # not logged = 0 s
+    assert parts["reward_wait"]["constant_s"] == 0.0  # no reward tags at all
+    X = np.array([[1, 1, 5], [1, 2, 5], [1, 3, 5], [1, 4, 5]])
+    np.testing.assert_allclose(X @ np.array(parts["gen"]["linear_coef"]), [2, 4, 6, 8])
+
+
 @pytest.fixture(scope="module")
 def sample_calibration():
     return calibrate_verl([str(SAMPLE_RUN)], VerlFitConfig())
@@ -157,6 +181,13 @@ def test_kept_back_run_whole_step_meets_the_plan(sample_calibration):
     assert s["model"]["steps"] == 104
     assert s["model"]["median_ape"] <= 0.15
     assert s["model"]["mape"] < min(s["constant"]["mape"], s["linear"]["mape"])
+    # per part, the calibration's own baselines are scored too (docs/step_phases.md): a
+    # phase every 5 steps is what a constant or the previous step cannot price
+    from rolloutlab.calibration.validation.step_holdout import part_shares
+
+    periodic = part_shares(steps).filter(pl.col("part") == "periodic").row(0, named=True)
+    assert periodic["mae_model"] < min(periodic[f"mae_{r}"] for r in ("constant", "linear"))
+    assert periodic["mae_persistence"] is not None
 
 
 def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fitted_run(
@@ -209,6 +240,34 @@ def test_part_shares_by_hand():
     assert rows["gen"]["measured_s"] == 20.0 and rows["gen"]["measured_share"] == 0.1
     assert rows["reward_wait"]["measured_share"] == 0.7
     assert rows["learner"]["model_share"] == 0.25 and rows["sync"]["measured_s"] is None
+    # |50 - 10|, |50 - 30| -> 30; no per-part baselines in this table -> no baseline error
+    assert rows["gen"]["mae_model"] == 30.0 and rows["gen"]["mae_constant"] is None
+    assert rows["sync"]["mae_model"] is None
+
+
+def test_part_errors_of_the_naive_rules_by_hand():
+    from rolloutlab.calibration.validation.step_holdout import part_shares
+
+    parts = ("gen", "learner", "reward_wait", "periodic")
+    steps = pl.DataFrame(
+        {
+            "run": ["r", "r", "r"],
+            "measured_s": [100.0, 100.0, 100.0],
+            "model_s": [100.0, 100.0, 100.0],
+            **{f"measured_{p}_s": [10.0, 20.0, 40.0] for p in parts},
+            **{f"{p}_s": [10.0, 20.0, 40.0] for p in parts},
+            **{f"constant_{p}_s": [20.0, 20.0, 20.0] for p in parts},
+            **{f"linear_{p}_s": [11.0, 21.0, 41.0] for p in parts},
+            # the first scored step has no previous step: persistence skips it
+            **{f"persistence_{p}_s": [None, 10.0, 20.0] for p in parts},
+            "sync_s": [0.0, 0.0, 0.0],
+        }
+    )
+    row = part_shares(steps).filter(pl.col("part") == "gen").row(0, named=True)
+    assert row["mae_model"] == 0.0
+    assert row["mae_constant"] == pytest.approx(10.0)  # (10 + 0 + 20) / 3
+    assert row["mae_linear"] == pytest.approx(1.0)
+    assert row["mae_persistence"] == pytest.approx(15.0)  # (10 + 20) / 2
 
 
 def test_a_log_without_a_step_time_still_calibrates_and_says_so(tmp_path):

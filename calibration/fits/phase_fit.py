@@ -323,6 +323,27 @@ def fit_step_phases(
 BASELINE_FEATURES = ("response_length/mean", "response_length/max")
 """Features of the linear rule for ``timing_s/step``, after a constant."""
 
+STEP_PARTS = {
+    "gen": ("gen",),
+    "learner": ("old_log_prob", "ref", "update_actor"),
+    "reward_wait": ("reward", "adv"),
+    "periodic": ("testing", "save_checkpoint"),
+}
+"""The step model's parts and the verl phases (``timing_s/*``) each one prices; the weight
+sync has no tag of its own (verl times ``reshard`` inside ``gen``)."""
+
+
+def part_seconds(table: pl.DataFrame, part: str) -> np.ndarray:
+    """``(n_steps,)`` seconds of one of :data:`STEP_PARTS` per row of ``table``: the sum of
+    its ``timing_s/*`` tags, a tag not logged at a step counting 0 (a periodic phase runs
+    on some steps only)."""
+    out = np.zeros(table.height)
+    for name in STEP_PARTS[part]:
+        col = f"timing_s/{name}"
+        if col in table.columns:
+            out += table[col].fill_null(0.0).to_numpy()
+    return out
+
 
 def baseline_design(table: pl.DataFrame) -> np.ndarray:
     """``(n_steps, 3)`` design ``[1, response_length/mean, response_length/max]``."""
@@ -334,15 +355,34 @@ def baseline_design(table: pl.DataFrame) -> np.ndarray:
 def step_baselines(tables: list[pl.DataFrame]) -> dict:
     """The naive rules for ``timing_s/step`` fitted on the calibration runs' steps:
     ``constant`` = the median step, ``linear`` = least squares (``numpy.linalg.lstsq``)
-    on :func:`baseline_design`. Steps without the tags are left out."""
+    on :func:`baseline_design`. Steps without the tags are left out. Under ``parts``, the
+    same two rules for each of :data:`STEP_PARTS` (:func:`part_seconds`) on the same steps,
+    so a per-part check of a held-out run needs nothing else of the calibration runs."""
+    cols = [STEP_TAG, *BASELINE_FEATURES]
     pooled = pl.concat(
-        [t.select(["step", STEP_TAG, *BASELINE_FEATURES]) for t in tables], how="vertical_relaxed"
-    ).drop_nulls()
+        [t.drop_nulls(cols).select(["step", *cols, *_part_tags(t)]) for t in tables],
+        how="diagonal_relaxed",
+    )
+    X = baseline_design(pooled)  # (n_steps, 3)
     y = pooled[STEP_TAG].to_numpy()
-    coef = np.linalg.lstsq(baseline_design(pooled), y, rcond=None)[0]
+    coef = np.linalg.lstsq(X, y, rcond=None)[0]
+    parts = {}
+    for part in STEP_PARTS:
+        yp = part_seconds(pooled, part)  # (n_steps,)
+        parts[part] = {
+            "constant_s": float(np.median(yp)),
+            "linear_coef": [float(c) for c in np.linalg.lstsq(X, yp, rcond=None)[0]],
+        }
     return {
         "constant_s": float(np.median(y)),
         "linear_coef": [float(c) for c in coef],
         "linear_features": ["1", *BASELINE_FEATURES],
         "steps": int(len(y)),
+        "parts": parts,
     }
+
+
+def _part_tags(table: pl.DataFrame) -> list[str]:
+    """The ``timing_s/*`` columns of :data:`STEP_PARTS` that ``table`` has."""
+    tags = (f"timing_s/{n}" for names in STEP_PARTS.values() for n in names)
+    return [c for c in tags if c in table.columns]

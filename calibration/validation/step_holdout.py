@@ -26,7 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from rolloutlab.calibration.fits.phase_fit import STEP_TAG, baseline_design
+from rolloutlab.calibration.fits.phase_fit import (
+    STEP_PARTS,
+    STEP_TAG,
+    baseline_design,
+    part_seconds,
+)
 from rolloutlab.calibration.fits.verl_fit import TOKENS_TAG, VerlFitConfig
 from rolloutlab.calibration.scenarios.verl import load_runs
 from rolloutlab.calibration.validation.verl_holdout import simulate_step
@@ -79,8 +84,12 @@ def heldout_steps(
     progress=None,
 ) -> pl.DataFrame:
     """One row per scored step of each run: ``run, step, measured_s, model_s, constant_s,
-    linear_s, persistence_s, periodic`` and the model's parts (``gen_s, learner_s,
-    reward_wait_s, periodic_s, sync_s``). Only logged steps above ``after_step`` are
+    linear_s, persistence_s, periodic``, the model's parts (``gen_s, learner_s,
+    reward_wait_s, periodic_s, sync_s``), and per part of
+    :data:`calibration.fits.phase_fit.STEP_PARTS` the measured seconds
+    (``measured_<part>_s``) and the naive rules' (``constant_<part>_s``,
+    ``linear_<part>_s`` from ``fit.step_baselines.parts``, null when the calibration
+    predates them; ``persistence_<part>_s``, the previous logged step). Only logged steps above ``after_step`` are
     scored, and of a run the calibration read only the steps after the last it fitted
     (``calibrate verl-tb --fit-steps``): a within-run hold-out.
 
@@ -112,27 +121,34 @@ def heldout_steps(
         step_s = table[STEP_TAG].to_numpy()
         X = baseline_design(table)  # (n_steps, 3)
         linear = X @ np.asarray(base["linear_coef"])
+        part_s = {part: part_seconds(table, part) for part in STEP_PARTS}  # (n_steps,) each
+        part_base = base.get("parts") or {}  # absent in calibrations made before it
+        part_linear = {part: X @ np.asarray(b["linear_coef"]) for part, b in part_base.items()}
         periodic_steps = {
             int(s)
             for tag in ("timing_s/testing", "timing_s/save_checkpoint")
             if tag in table.columns
             for s in table.filter(pl.col(tag).is_not_null())["step"].to_list()
         }
-        prev = None
+        prev = prev_i = None
         for i, draw in enumerate(data.draws):
             B = int(data.n[i]) // cfg.group_size
             y = step_s[i]
             if y is None or not np.isfinite(y) or y <= 0:
-                prev = None
+                prev = prev_i = None
                 continue
             if draw.step <= run_after:
-                prev = float(y)
+                prev, prev_i = float(y), i
                 continue
             pred, parts = predict_step(scenario, draw, B, float(table[TOKENS_TAG][i]), cfg)
-            measured = {
-                f"measured_{part}_s": float(sum(_tag(table, t, i) for t in tags))
-                for part, tags in MEASURED_PARTS.items()
-            }
+            by_part = {f"measured_{part}_s": float(part_s[part][i]) for part in STEP_PARTS}
+            for part in STEP_PARTS:
+                b = part_base.get(part)
+                by_part[f"constant_{part}_s"] = None if b is None else float(b["constant_s"])
+                by_part[f"linear_{part}_s"] = None if b is None else float(part_linear[part][i])
+                by_part[f"persistence_{part}_s"] = (
+                    None if prev_i is None else float(part_s[part][prev_i])
+                )
             rows.append(
                 {
                     "run": name,
@@ -144,10 +160,10 @@ def heldout_steps(
                     "persistence_s": prev,
                     "periodic": int(draw.step) in periodic_steps,
                     **{f"{k}_s": v for k, v in parts.items()},
-                    **measured,
+                    **by_part,
                 }
             )
-            prev = float(y)
+            prev, prev_i = float(y), i
         if progress is not None:
             progress(name)
     if not rows:
@@ -155,47 +171,50 @@ def heldout_steps(
     return pl.DataFrame(rows)
 
 
-MEASURED_PARTS = {
-    "gen": ("gen",),
-    "learner": ("old_log_prob", "ref", "update_actor"),
-    "reward_wait": ("reward", "adv"),
-    "periodic": ("testing", "save_checkpoint"),
-}
-"""The model's parts and the verl phases (``timing_s/*``) each one prices; the weight
-sync has no tag of its own (verl times ``reshard`` inside ``gen``)."""
-
-
-def _tag(table: pl.DataFrame, name: str, i: int) -> float:
-    """``timing_s/name`` at row ``i`` (0 when not logged there)."""
-    col = f"timing_s/{name}"
-    if col not in table.columns or table[col][i] is None:
-        return 0.0
-    return float(table[col][i])
+PART_RULES = ("constant", "linear", "persistence")
+"""The naive rules scored per part beside the model (:func:`heldout_steps`)."""
 
 
 def part_shares(steps: pl.DataFrame) -> pl.DataFrame:
-    """Per run and part of the step (:data:`MEASURED_PARTS` and ``sync``): the mean
-    seconds per scored step, measured and predicted, and each as a share of its step
-    (measured: of ``timing_s/step``; predicted: of the predicted step)."""
+    """Per run and part of the step (:data:`calibration.fits.phase_fit.STEP_PARTS` and
+    ``sync``): the mean seconds per scored step, measured and predicted, each as a share
+    of its step (measured: of ``timing_s/step``; predicted: of the predicted step), and
+    the mean absolute error per step, s, of the model (``mae_model``) and of each of
+    :data:`PART_RULES` (``mae_<rule>``; null where the calibration has no per-part
+    baselines, persistence over the steps with a previous step). ``sync`` has no
+    measured tag, so no error."""
     out = []
     for (run,), g in steps.group_by("run", maintain_order=True):
         total_m, total_p = float(g["measured_s"].sum()), float(g["model_s"].sum())
-        for part in (*MEASURED_PARTS, "sync"):
-            m = float(g[f"measured_{part}_s"].mean()) if part in MEASURED_PARTS else None
+        for part in (*STEP_PARTS, "sync"):
+            m = float(g[f"measured_{part}_s"].mean()) if part in STEP_PARTS else None
             p = float(g[f"{part}_s"].mean())
-            out.append(
-                {
-                    "run": run,
-                    "part": part,
-                    "measured_s": m,
-                    "model_s": p,
-                    "measured_share": None if m is None else m * g.height / total_m,
-                    "model_share": p * g.height / total_p,
-                }
-            )
-    return pl.DataFrame(
-        out, schema_overrides={"measured_s": pl.Float64, "measured_share": pl.Float64}
-    )
+            row = {
+                "run": run,
+                "part": part,
+                "measured_s": m,
+                "model_s": p,
+                "measured_share": None if m is None else m * g.height / total_m,
+                "model_share": p * g.height / total_p,
+                "mae_model": _mae(g, f"{part}_s", part),
+            }
+            for rule in PART_RULES:
+                row[f"mae_{rule}"] = _mae(g, f"{rule}_{part}_s", part)
+            out.append(row)
+    floats = ["measured_s", "measured_share", "mae_model", *(f"mae_{r}" for r in PART_RULES)]
+    return pl.DataFrame(out, schema_overrides={c: pl.Float64 for c in floats})
+
+
+def _mae(g: pl.DataFrame, col: str, part: str) -> float | None:
+    """Mean ``|g[col] - measured part|`` over the rows where ``col`` is not null; None
+    where the part has no measured tag, the column is absent or all null."""
+    measured = f"measured_{part}_s"
+    if part not in STEP_PARTS or col not in g.columns:
+        return None
+    sub = g.drop_nulls(col)
+    if sub.height == 0:
+        return None
+    return float((sub[col] - sub[measured]).abs().mean())
 
 
 def score(steps: pl.DataFrame) -> pl.DataFrame:
