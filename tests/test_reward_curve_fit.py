@@ -75,6 +75,31 @@ def test_cli_verl_tb_writes_both_blocks(tmp_path):
     assert d["pass_rate"]["provenance"]["assumed"]["group_size"] == 5
 
 
+def test_naive_curves_by_hand():
+    from rolloutlab.calibration.fits.verl_learning import naive_curves
+
+    # fit curve 0.2, 0.4, 0.6 at steps 1-3: mean 0.4, last 0.6, line 0.2 step
+    c = naive_curves(np.array([1, 2, 3]), np.array([0.2, 0.4, 0.6]), np.array([2, 4]))
+    np.testing.assert_allclose(c["constant"], [0.4, 0.4])
+    np.testing.assert_allclose(c["persistence"], [0.6, 0.6])
+    np.testing.assert_allclose(c["linear"], [0.4, 0.8])
+    assert c["lookup"][0] == 0.4 and np.isnan(c["lookup"][1])  # step 4 not in the fit run
+
+
+def test_cli_verl_tb_check_scores_the_naive_rules(tmp_path):
+    out = tmp_path / "cal.json"
+    kept_back = SAMPLE_RUN.parent / "q3b_mcore_base"
+    args = ["--verl-tb", str(SAMPLE_RUN), "--check", str(kept_back), "--out", str(out)]
+    r = CliRunner().invoke(main, ["calibrate", "learning", *args])
+    assert r.exit_code == 0, r.output
+    (h,) = json.loads(out.read_text())["learning"]["fit"]["heldout"]
+    assert set(h["baselines_rmse"]) == {"constant", "persistence", "linear", "lookup"}
+    # the same recipe and model on another backend: the fit run's own curve, replayed
+    # step by step, is closer than the fitted law (docs/learning.md says so)
+    assert h["best_naive"] == "lookup" and h["baselines_rmse"]["lookup"] < h["rmse"]
+    assert "q3b_mcore_base: RMSE" in r.output and "does NOT beat it" in r.output
+
+
 def test_cli_verl_tb_missing_reward_tag(tmp_path):
     run = tmp_path / "norew"
     write_events(run, {s: verl_row(s, actor__lr=1e-6) for s in range(1, 8)})

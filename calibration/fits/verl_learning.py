@@ -23,17 +23,55 @@ def _blocks_of_10(v: np.ndarray) -> list[float]:
     return [round(float(b.mean()), 4) for b in np.array_split(v, max(v.size // 10, 1))]
 
 
-def heldout(run_dir: str, fit: dict, G: int, skip_steps: int) -> dict:
+CURVE_RULES = ("constant", "persistence", "linear", "lookup")
+"""Naive rules for a held-out reward curve, each fitted on the fit run's curve only
+(:func:`naive_curves`)."""
+
+
+def naive_curves(
+    fit_step: np.ndarray, fit_y: np.ndarray, step: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The naive predictions of a reward curve at ``step`` ((T,) verl global steps) from
+    the fit run's curve (``fit_step``, ``fit_y``: (F,) the steps the fit used): ``constant``
+    = its mean; ``persistence`` = its last value carried forward; ``linear`` = the least
+    squares line in the step (``numpy.polyfit``, degree 1); ``lookup`` = its reward at the
+    same step (NaN at a step it did not log). Each (T,)."""
+    fit_step, fit_y = np.asarray(fit_step, float), np.asarray(fit_y, float)
+    step = np.asarray(step, float)
+    slope, intercept = np.polyfit(fit_step, fit_y, 1)
+    at = dict(zip(fit_step.tolist(), fit_y.tolist()))
+    return {
+        "constant": np.full(step.size, fit_y.mean()),
+        "persistence": np.full(step.size, fit_y[-1]),
+        "linear": intercept + slope * step,
+        "lookup": np.array([at.get(s, np.nan) for s in step.tolist()]),
+    }
+
+
+def heldout(
+    run_dir: str, fit: dict, G: int, skip_steps: int, fit_step: np.ndarray, fit_y: np.ndarray
+) -> dict:
     """Predict another verl run's reward curve (its own lr per step) with ``fit``'s
-    a, b, kappa: ``{"run", "steps", "rmse", "r2_vs_constant", blocks}``. Raises
+    a, b, kappa: ``{"run", "steps", "rmse", "r2_vs_constant", "baselines_rmse", blocks}``;
+    ``baselines_rmse`` holds the RMSE of each of :data:`CURVE_RULES`
+    (:func:`naive_curves` on the fit run's ``fit_step``, ``fit_y``; ``lookup`` over the
+    steps both runs logged) and ``best_naive`` the rule with the least. ``r2_vs_constant``
+    is against the held-out run's own mean (which reads the run). Raises
     :class:`calibration.readers.verl_tb.VerlLogError` as :func:`read_verl_curve`."""
     c = read_verl_curve(run_dir)
     y, lr = c["reward"][skip_steps:], c["lr"][skip_steps:]
     pred = expected_curve(fit["a"], fit["b"], fit["kappa"], lr, G, fit["lr_ref"])
+    base = {}
+    for rule, p in naive_curves(fit_step, fit_y, c["step"][skip_steps:]).items():
+        ok = np.isfinite(p)
+        base[rule] = float(np.sqrt(np.mean((p[ok] - y[ok]) ** 2))) if ok.any() else None
+    scored = {k: v for k, v in base.items() if v is not None}
     return {
         "run": Path(run_dir).name,
         "steps": int(y.size),
         **quality(pred, y),
+        "baselines_rmse": base,
+        "best_naive": min(scored, key=scored.__getitem__) if scored else None,
         "reward_blocks_of_10": _blocks_of_10(y),
         "predicted_blocks_of_10": _blocks_of_10(pred),
     }
@@ -104,7 +142,7 @@ def verl_blocks(
             }
             for s, v, i in val
         ],
-        "heldout": [heldout(r, f, group_size, skip_steps) for r in checks],
+        "heldout": [heldout(r, f, group_size, skip_steps, steps, y) for r in checks],
     }
     pass_rate = {
         "spec": f"beta:{a:.4g},{b:.4g}",

@@ -322,5 +322,15 @@ def _from_verl(verl_dir, out, as_lr_ref, note, group_size, prompts, dispersion, 
         f"wrote {out}: pass_rate {pass_rate['spec']}, kappa {learning['kappa']:.4g} "
         f"+- {f['se']['kappa']:.2g} at lr_ref {learning['lr_ref']:g}; RMSE {f['rmse']:.4f} "
         f"(sampling noise {f['sampling_noise_rmse']:.4f}), R^2 {f['r2_vs_constant']:.3f}"
-        + "".join(f"; {h['run']}: RMSE {h['rmse']:.4f}" for h in f["heldout"])
+        + "".join(f"; {h['run']}: {_heldout_line(h)}" for h in f["heldout"])
     )
+
+
+def _heldout_line(h: dict) -> str:
+    """One held-out run's RMSE beside its best naive rule, and whether the model beats it."""
+    best = h["best_naive"]
+    if best is None:
+        return f"RMSE {h['rmse']:.4f}"
+    b = h["baselines_rmse"][best]
+    verdict = "beats it" if h["rmse"] < b else "does NOT beat it"
+    return f"RMSE {h['rmse']:.4f}, best naive rule {best} {b:.4f} ({verdict})"
