@@ -37,8 +37,9 @@ Prints a markdown table and writes it to OUT/table.md (docs/pipelines.md, "Valid
 against verl fully-async").
 
 Usage: python bench/verl_async_validation.py [--versions 5] [--seeds 0,1,2]
-    [--calibrations default|all] [--dp-imbalance off|contiguous|balanced|verl] [--sp 4]
-    [--batching verl|off] [--concurrency verl|b] [--iter-overhead-ms MS]
+    [--calibrations default|all] [--calibrate-on POINT]
+    [--dp-imbalance off|contiguous|balanced|verl] [--sp 4] [--batching verl|off]
+    [--concurrency verl|b] [--iter-overhead-ms MS]
     [--curves gpus,staleness] [--baselines-only] [--out runs/verl_validation]
 """
 
@@ -309,6 +310,12 @@ def main() -> None:
         help="calibrate on each curve's default point, or on each point in turn",
     )
     ap.add_argument(
+        "--calibrate-on",
+        metavar="POINT",
+        help="calibrate only on this point of each curve in --curves (e.g. 16:16 or 0.1); "
+        "overrides --calibrations",
+    )
+    ap.add_argument(
         "--dp-imbalance",
         choices=("off", "contiguous", "balanced", "verl"),
         default=IMBALANCE,
@@ -372,7 +379,16 @@ def main() -> None:
         ap.error(f"--curves: choose from {', '.join(CURVES)}, got {args.curves!r}")
     for name in curves:
         default, points = CURVES[name]
-        for cal in range(len(points)) if args.calibrations == "all" else [default]:
+        cals = range(len(points)) if args.calibrations == "all" else [default]
+        if args.calibrate_on is not None:
+            labels = [p[0] for p in points]
+            if args.calibrate_on not in labels:
+                ap.error(
+                    f"--calibrate-on: curve {name!r} has points {', '.join(labels)}, "
+                    f"got {args.calibrate_on!r}"
+                )
+            cals = [labels.index(args.calibrate_on)]
+        for cal in cals:
             if args.baselines_only:
                 lines += baseline_rows(name, points, cal)
             else:
