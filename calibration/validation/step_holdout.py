@@ -141,7 +141,9 @@ def heldout_steps(
                 prev, prev_i = float(y), i
                 continue
             pred, parts = predict_step(scenario, draw, B, float(table[TOKENS_TAG][i]), cfg)
-            by_part = {f"measured_{part}_s": float(part_s[part][i]) for part in STEP_PARTS}
+            by_part: dict[str, float | None] = {
+                f"measured_{part}_s": float(part_s[part][i]) for part in STEP_PARTS
+            }
             for part in STEP_PARTS:
                 b = part_base.get(part)
                 by_part[f"constant_{part}_s"] = None if b is None else float(b["constant_s"])
