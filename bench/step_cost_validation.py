@@ -4,6 +4,11 @@ on ``bench/step_cost_measure.py``'s, plan 2 (PLAN2.md) with ``--plan 2`` on
 
     python bench/step_cost_validation.py runs/step_cost --out runs/step_cost_check
     python bench/step_cost_validation.py --plan 2 runs/sc2 --out runs/sc2_check
+    python bench/step_cost_validation.py --plan 2 --phase train runs/sc2 --out runs/sc2_train
+
+``--phase train`` (or ``gen``) scores plan 2's rules on one phase of the step alone, with
+plan 2's split: the law's term of that phase, the power law, straight line and constant
+fitted to that phase's CPU s, the floor of that phase (:func:`plan2`).
 
 Plan 1 (below; plan 2: :func:`plan2`):
 Fits the mechanism law (:mod:`analysis.learning.step_cost_law`) and the baselines (the
@@ -48,18 +53,64 @@ def mean_step_s(run) -> float:
     return float((run.cpu["gen"] + run.cpu["train"] + run.cpu["sync"]).mean())
 
 
+PHASES = ("step", "gen", "train")
+"""What plan 2 can score: the whole step, or its generation or training phase alone."""
+
+
+def mean_phase_s(run, phase: str) -> float:
+    """A run's mean CPU s per step of ``phase`` (:data:`PHASES`; ``"step"``: all phases)."""
+    return mean_step_s(run) if phase == "step" else float(run.cpu[phase].mean())
+
+
+def law_phase_s(law, features: pl.DataFrame, phase: str) -> np.ndarray:
+    """(n,) ``law``'s CPU s of ``phase`` (:data:`PHASES`) of steps with ``features``."""
+    return law.step_s(features) if phase == "step" else law.phase_s(features, phase)
+
+
+def phase_steps(steps: pl.DataFrame, phase: str) -> pl.DataFrame:
+    """A CPU-clock steps table (:func:`run_steps`) holding only ``phase``'s time, so
+    :func:`pooled_cost` fits its power law to that phase: the phase's time as the busy
+    time, no sync, the clock its running sum (so the fitted ``c0`` is 0)."""
+    if phase == "step":
+        return steps
+    t = steps[f"{phase}_time"]
+    end = t.cum_sum()
+    zero = pl.lit(0.0)
+    return steps.with_columns(
+        gen_time=t if phase == "gen" else zero, train_time=t if phase == "train" else zero,
+        sync_time=zero, t_start=end - t, t_end=end,
+    )  # fmt: skip
+
+
+def training_work(features: pl.DataFrame) -> dict[str, float]:
+    """What the learner does per step with ``features`` (:func:`step_features` rows): mean
+    trained rollouts ``N`` (kept by dynamic sampling), mean padded length ``T`` (longest
+    prompt + response of the step's trained rollouts, over steps that trained on
+    something), mean padded tokens ``N T``."""
+    n = features["rows"].to_numpy()
+    cells = features["cells"].to_numpy()
+    trained = n > 0
+    return {"trained_rollouts": float(n.mean()),
+            "padded_length": float((cells[trained] / n[trained]).mean()) if trained.any() else 0.0,
+            "padded_tokens": float(cells.mean())}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", type=Path, help="folder of bench/step_cost_measure.py's runs")
     ap.add_argument("--out", type=Path, required=True, help="new folder for the tables")
     ap.add_argument("--draws", type=int, default=50, help="feature draws per step (default 50)")
     ap.add_argument("--plan", type=int, default=1, choices=(1, 2), help="PLAN.md or PLAN2.md")
+    ap.add_argument("--phase", default="step", choices=PHASES,
+                    help="plan 2 only: score the whole step (default) or one phase alone")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.phase != "step" and args.plan != 2:
+        ap.error("--phase needs --plan 2")
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
     if args.plan == 2:
         try:
-            text = plan2(args.runs, args.out, args.draws)
+            text = plan2(args.runs, args.out, args.draws, args.phase)
         except ValueError as exc:
             ap.error(str(exc))
         print(text)
@@ -126,11 +177,17 @@ MIN_STEPS = 10
 """PLAN2.md's stop rule: fewer common steps than this and there is no evaluation."""
 
 
-def plan2(runs_dir: Path, out: Path, draws: int = 20) -> str:
+def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> str:
     """PLAN2.md's evaluation of ``runs_dir/pass*/`` (``bench/step_cost_interleaved.py``);
     writes ``out/step_cost_validation.csv``, ``law.json`` and ``step_cost_validation.md``
-    (returned). Raises ValueError naming what is missing: no pass, a fit setting without a
-    finished run, or fewer than :data:`MIN_STEPS` common steps."""
+    (returned). ``phase`` (:data:`PHASES`) other than ``"step"``: the same split, draws and
+    fits, every rule and the floor on that phase's CPU s alone (the law's term of it; the
+    power law, line and constant fitted to it), written as ``out/{phase}_cost_validation.*``
+    with the learner's work per setting (:func:`training_work`). Raises ValueError naming
+    what is missing: no pass, a fit setting without a finished run, or fewer than
+    :data:`MIN_STEPS` common steps, or an unknown ``phase``."""
+    if phase not in PHASES:
+        raise ValueError(f"plan2: phase must be one of {PHASES}, got {phase!r}")
     settings = plan2_runs.FIT + plan2_runs.HELDOUT + plan2_runs.BEYOND
     passes = sorted(p for p in runs_dir.glob("pass*") if p.is_dir())
     if not passes:
@@ -155,27 +212,29 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20) -> str:
     law_c64 = fit_law(c64_runs)
     law_v1 = fit_law(fit_runs, GEN_FEATURES_V1, TRAIN_FEATURES_V1)
     c64_dirs = [d for s in c64 for d in dirs[s]]
-    power = pooled_cost([run_steps(d, "cpu").head(k) for d in c64_dirs],
+    power = pooled_cost([phase_steps(run_steps(d, "cpu").head(k), phase) for d in c64_dirs],
                         [head_curve(read_run(d), k) for d in c64_dirs])  # fmt: skip
     by_count: dict[int, list[float]] = {}
     for s in c64:
-        by_count.setdefault(s[0] * s[1], []).extend(mean_step_s(r) for r in runs[s])
+        by_count.setdefault(s[0] * s[1], []).extend(mean_phase_s(r, phase) for r in runs[s])
     counts = np.array(sorted(by_count), float)
     line = np.polyfit(counts, [np.mean(by_count[int(c)]) for c in counts], 1)  # (slope, intercept)
-    level = float(np.mean([mean_step_s(r) for r in c64_runs]))
+    level = float(np.mean([mean_phase_s(r, phase) for r in c64_runs]))
     rows = []
     for s, rs in runs.items():
         G, B, capacity, seed = s
-        measured = [mean_step_s(r) for r in rs]
+        measured = [mean_phase_s(r, phase) for r in rs]
         m = float(np.mean(measured))
         # one set of draws for the three laws: the capacity variants' batches are those of
         # the capacity-64 runs of their (G, B), and a batch held twice counts once
         feats = drawn_features(fit_runs, G, B, k, capacity, draws)
         preds = {
-            "law": float(law.step_s(feats).mean()),
-            "law_c64_fit": float(law_c64.step_s(feats).mean()),
-            "law_own_features": float(np.mean([law.step_s(r.features).mean() for r in rs])),
-            "law_v1": float(law_v1.step_s(feats).mean()),
+            "law": float(law_phase_s(law, feats, phase).mean()),
+            "law_c64_fit": float(law_phase_s(law_c64, feats, phase).mean()),
+            "law_own_features": float(
+                np.mean([law_phase_s(law, r.features, phase).mean() for r in rs])
+            ),
+            "law_v1": float(law_phase_s(law_v1, feats, phase).mean()),
             "power_law": float(power[0] + busy_time(power, G * B)),
             "linear": float(np.polyval(line, G * B)),
             "constant": level,
@@ -187,14 +246,23 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20) -> str:
                "pass_spread": abs(measured[0] - measured[-1]) / m if len(rs) > 1 else None,
                "probe_model_ms": 1000 * float(np.median(np.concatenate(
                    [probe_model(d, k) for d in dirs[s]])))}  # fmt: skip
+        # both passes draw the same rollouts: their work is one, their clocks two
+        work = [training_work(r.features) for r in rs]
+        row.update({key: float(np.mean([w[key] for w in work])) for key in work[0]})
+        cells = sum(float(r.features["cells"].sum()) for r in rs)
+        row["train_us_per_padded_token"] = (
+            1e6 * sum(float(r.cpu["train"].sum()) for r in rs) / cells if cells else None
+        )
+        row.update({f"drawn_{key}": v for key, v in training_work(feats).items()})
         for name, v in preds.items():
             row[f"{name}_s"] = v
             row[f"{name}_error"] = (v - m) / m
         rows.append(row)
     table = pl.DataFrame(rows).sort("rollouts", "G", "capacity")
     out.mkdir(parents=True)
-    table.write_csv(out / "step_cost_validation.csv")
-    doc = {"law": dataclasses.asdict(law), "law_c64_fit": dataclasses.asdict(law_c64),
+    stem = "step_cost_validation" if phase == "step" else f"{phase}_cost_validation"
+    table.write_csv(out / f"{stem}.csv")
+    doc = {"phase": phase, "law": dataclasses.asdict(law), "law_c64_fit": dataclasses.asdict(law_c64),
            "law_v1": dataclasses.asdict(law_v1),
            "power_law": {"c0_s": power[0], "c1_s": power[1], "p": power[2]},
            "linear": {"c0_s": float(line[1]), "c1_s_per_rollout": float(line[0])},
@@ -205,8 +273,8 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20) -> str:
                [probe_model(p / plan2_runs.run_name(*s), k) for s in runs
                 if (p / plan2_runs.run_name(*s)).exists()]))) for p in passes}}  # fmt: skip
     (out / "law.json").write_text(json.dumps(doc, indent=2) + "\n")
-    text = markdown2(table)
-    (out / "step_cost_validation.md").write_text(text)
+    text = markdown2(table, phase)
+    (out / f"{stem}.md").write_text(text)
     return text
 
 
@@ -222,18 +290,30 @@ def probe_model(run_dir: Path, steps: int) -> np.ndarray:
     return np.array([r["timing_s/probe_model"] for r in rows], float)
 
 
-def markdown2(table: pl.DataFrame) -> str:
-    """Plan 2's table as docs markdown (CPU ms per step, errors in %) and its verdict."""
+def markdown2(table: pl.DataFrame, phase: str = "step") -> str:
+    """Plan 2's table as docs markdown (CPU ms per step, errors in %) and its verdict;
+    ``phase`` other than ``"step"`` (:func:`plan2`): that phase's; ``"train"`` adds the
+    learner's work per setting and the log-log slopes of :func:`training_slopes`."""
     names = ("law", "law, capacity-64 fit", "law, own features", "v1 law", "power law",
              "linear", "constant")  # fmt: skip
-    head = ("| G | B | capacity | seed | rollouts | role | measured ms (pass spread) | "
-            + " | ".join(names) + " |\n|" + "---|" * (7 + len(names)) + "\n")  # fmt: skip
+    whole, learner = phase == "step", phase == "train"
+    work = ("" if not learner else "trained rollouts N (own / drawn) | padded length T (own / "
+            "drawn) | µs per padded token | ")  # fmt: skip
+    what = "measured ms" if whole else f"measured {phase} ms"
+    head = (f"| G | B | capacity | seed | rollouts | role | {work}{what} (pass spread) | "
+            + " | ".join(names) + " |\n|" + "---|" * (7 + 3 * learner + len(names))
+            + "\n")  # fmt: skip
     lines = []
     for r in table.iter_rows(named=True):
         spread = "-" if r["pass_spread"] is None else f"{100 * r['pass_spread']:.1f} %"
         cells = [f"{1000 * r[k + '_s']:.0f} ({100 * r[k + '_error']:+.1f} %)" for k in RULES2]
+        done = "" if not learner else (
+            f"{r['trained_rollouts']:.1f} / {r['drawn_trained_rollouts']:.1f} | "
+            f"{r['padded_length']:.1f} / {r['drawn_padded_length']:.1f} | "
+            + ("-" if r["train_us_per_padded_token"] is None  # nothing trained
+               else f"{r['train_us_per_padded_token']:.1f}") + " | ")  # fmt: skip
         lines.append(f"| {r['G']} | {r['B']} | {r['capacity']} | {r['seed']} | {r['rollouts']} "
-                     f"| {r['role']} | {1000 * r['measured_s']:.0f} ({spread}) | "
+                     f"| {r['role']} | {done}{1000 * r['measured_s']:.0f} ({spread}) | "
                      + " | ".join(cells) + " |")  # fmt: skip
     text = head + "\n".join(lines) + "\n\n"
     for role in ("held out", "held out, beyond target"):
@@ -245,6 +325,8 @@ def markdown2(table: pl.DataFrame) -> str:
         floor = part["pass_spread"].drop_nulls()
         floor_s = f"{100 * floor.mean():.1f} %" if floor.len() else "-"
         text += f"Mean |error|, {role} ({part.height}): {pooled}; floor {floor_s}\n\n"
+    if phase == "train":
+        text += training_slopes(table)
     held = table.filter(pl.col("role") == "held out")
     if held.height:
         err = held["law_error"].abs()
@@ -254,13 +336,43 @@ def markdown2(table: pl.DataFrame) -> str:
         closer = [f"({r['G']}, {r['B']}): {n}" for r in held.iter_rows(named=True)
                   for k, n in zip(NAIVE, ("power law", "linear", "constant"), strict=True)
                   if abs(r[k + "_error"]) < abs(r["law_error"])]  # fmt: skip
+        verdict = ("Target (|law error| <= 10 % at each 256-rollout setting)" if whole else
+                   f"The {phase} phase alone at plan 2's held-out settings (already scored on "
+                   "the whole step: a breakdown, not a new test); |law error| <= 10 % at "
+                   "each 256-rollout setting")  # fmt: skip
         text += (
-            f"Target (|law error| <= 10 % at each 256-rollout setting): "
-            f"{'met' if met else 'not met'}. Beats the best naive rule ({best}) on the "
-            f"mean: {'yes' if beats else 'no'}. Rows where a naive rule is closer: "
+            f"{verdict}: {'met' if met else 'not met'}. Beats the best naive rule ({best}) on "
+            f"the mean: {'yes' if beats else 'no'}. Rows where a naive rule is closer: "
             f"{', '.join(closer) if closer else 'none'}.\n"
         )
     return text
+
+
+def training_slopes(table: pl.DataFrame) -> str:
+    """One markdown line: on the fit settings at the held-out settings' capacity (those the
+    power law is fitted on), the log-log least-squares slope against the rollouts ``B G``
+    of the measured training CPU s and of the trained rollouts ``N``, the padded length
+    ``T`` and the padded tokens ``N T`` (columns of :func:`plan2`'s table), each through
+    its per-setting means; "-" where a column is not positive or there are fewer than two
+    rollout counts."""
+    held = table.filter(pl.col("role") == "held out")["capacity"].unique()
+    fit = table.filter((pl.col("role") == "fit setting") & pl.col("capacity").is_in(held.to_list()))
+    x = np.log(fit["rollouts"].to_numpy().astype(float))
+    cols = (("measured_s", "training CPU s"), ("trained_rollouts", "N"),
+            ("padded_length", "T"), ("padded_tokens", "N T"))  # fmt: skip
+
+    def slope(c: str) -> str:
+        y = fit[c].to_numpy().astype(float)
+        if len(np.unique(x)) < 2 or (y <= 0).any():
+            return "-"
+        return f"{np.polyfit(x, np.log(y), 1)[0]:.2f}"
+
+    where = "/".join(str(c) for c in held.sort())
+    slopes = ", ".join(f"{name} {slope(c)}" for c, name in cols)
+    return (
+        f"Log-log slope against the rollouts B G on the {fit.height} capacity-{where} fit "
+        f"settings: {slopes}.\n\n"
+    )
 
 
 def markdown(table: pl.DataFrame) -> str:

@@ -42,7 +42,8 @@ def test_two_capacities_of_one_setting_draw_the_same_rollouts(tmp_path, monkeypa
 
 @pytest.mark.slow(
     reason="two passes of four real sync runs (warm start, 2 steps, final evaluation each) "
-    "and the evaluation's draws: about 25 s CPU, 110 s wall at load 10"
+    "and the evaluation's draws (whole step, generation, training): about 28 s CPU, 110 s "
+    "wall at load 10"
 )
 def test_plan2_evaluation_of_two_passes(tmp_path, monkeypatch):
     import sys
@@ -74,6 +75,20 @@ def test_plan2_evaluation_of_two_passes(tmp_path, monkeypatch):
     assert held["pass_spread"] == pytest.approx(abs(per_pass[0] - per_pass[1]) / held["measured_s"])
     assert held["law_error"] == pytest.approx(held["law_s"] / held["measured_s"] - 1)
     assert "Target (|law error| <= 10 % at each 256-rollout setting)" in text
+    # the training phase alone: same draws, so the law's phases add up to its step
+    validation.plan2(runs, tmp_path / "train", draws=2, phase="train")
+    validation.plan2(runs, tmp_path / "gen", draws=2, phase="gen")
+    train = pl.read_csv(tmp_path / "train" / "train_cost_validation.csv")
+    gen = pl.read_csv(tmp_path / "gen" / "gen_cost_validation.csv")
+    sync = json.loads((tmp_path / "check" / "law.json").read_text())["law"]["sync_s"]
+    h_train = train.filter(pl.col("role") == "held out").row(0, named=True)
+    h_gen = gen.filter(pl.col("role") == "held out").row(0, named=True)
+    assert h_train["law_s"] + h_gen["law_s"] + sync == pytest.approx(held["law_s"])
+    per_pass = []
+    for p in ("pass1", "pass2"):
+        rows = [json.loads(line) for line in (runs / p / "g2_b4_c4_s1" / "learner.jsonl").open()]
+        per_pass.append(sum(r["cpu_train_s"] for r in rows) / 2)
+    assert h_train["measured_s"] == pytest.approx(sum(per_pass) / 2)
     with pytest.raises(ValueError, match="only 2 steps common"):  # the stop rule's minimum
         monkeypatch.setattr(validation, "MIN_STEPS", 3)
         validation.plan2(runs, tmp_path / "check2")

@@ -176,3 +176,18 @@ def test_a_feature_no_fit_step_had_gets_no_cost():
     law = fit_law([RunSteps(r.name, 2, 1, 64, groups, r.features, cpu)])
     assert law.train["rows"] == law.train["cells"] == law.train["attention_cells"] == 0.0
     assert law.train["one"] == pytest.approx(0.01)
+
+
+def test_each_phase_is_priced_by_its_own_coefficients_and_the_step_is_their_sum():
+    law = CostLaw({"one": 0.01, "calls": 0.002}, {"one": 0.05, "rows": 1e-4, "cells": 3e-5,
+                  "attention_cells": 1e-7}, 0.003)  # fmt: skip
+    feats = pl.DataFrame({"one": [1.0, 1.0], "calls": [10, 40], "rows": [0, 8],
+                          "cells": [0, 8 * 20], "attention_cells": [0, 8 * 20 * 20]})  # fmt: skip
+    # gen: 0.01 + 0.002 x 10 = 0.03; 0.01 + 0.002 x 40 = 0.09
+    assert law.phase_s(feats, "gen") == pytest.approx([0.03, 0.09])
+    # train: 0.05 (nothing trained); 0.05 + 8e-4 + 3e-5 x 160 + 1e-7 x 3200 = 0.05592
+    assert law.phase_s(feats, "train") == pytest.approx([0.05, 0.05592])
+    assert law.phase_s(feats, "sync") == pytest.approx([0.003, 0.003])
+    assert law.step_s(feats) == pytest.approx([0.083, 0.14892])
+    with pytest.raises(ValueError, match="phase must be one of"):
+        law.phase_s(feats, "step")

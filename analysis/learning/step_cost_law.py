@@ -56,6 +56,9 @@ GEN_FEATURES = ("one", "prompts", "calls", "decoded_rows", "attended_cells", "pr
 TRAIN_FEATURES = ("one", "rows", "cells", "attention_cells")
 GEN_FEATURES_V1 = ("one", "calls", "decoded_rows", "prefill_tokens")
 TRAIN_FEATURES_V1 = ("one", "cells", "rows")
+PHASES = ("gen", "train", "sync")
+"""A step's phases, as ``learner.jsonl`` times them (``cpu_gen_s``, ``cpu_train_s``,
+``cpu_sync_s``)."""
 
 
 class EngineWork(NamedTuple):
@@ -207,11 +210,24 @@ class CostLaw:
     sync_s: float
     dynamic_sampling: bool = True
 
+    def phase_s(self, features: pl.DataFrame, phase: str) -> np.ndarray:
+        """(n,) predicted CPU s of one phase (``"gen"``, ``"train"`` or ``"sync"``, as
+        ``learner.jsonl``'s ``cpu_{phase}_s``) of steps with ``features`` (one row each).
+        Raises ValueError on another phase name."""
+        if phase not in PHASES:
+            raise ValueError(f"CostLaw.phase_s: phase must be one of {PHASES}, got {phase!r}")
+        if phase == "sync":
+            return np.full(features.height, self.sync_s)
+        coef = self.gen if phase == "gen" else self.train
+        total = np.zeros(features.height)
+        for k, v in coef.items():
+            total = total + features[k].to_numpy() * v
+        return total
+
     def step_s(self, features: pl.DataFrame) -> np.ndarray:
-        """(n,) predicted CPU s of steps with ``features`` (one row each)."""
-        g = sum(features[k].to_numpy() * v for k, v in self.gen.items())
-        t = sum(features[k].to_numpy() * v for k, v in self.train.items())
-        return np.asarray(g + t + self.sync_s, float)
+        """(n,) predicted CPU s of steps with ``features`` (one row each): the sum of
+        :meth:`phase_s` over :data:`PHASES`."""
+        return np.asarray(sum(self.phase_s(features, p) for p in PHASES), float)
 
 
 def fit_law(
