@@ -62,7 +62,7 @@ def test_more_memory_more_kv_blocks_and_tp_splits_weights():
     assert tp2.c_s == pytest.approx(tp1.c_s / 2)
     with pytest.raises(ValueError, match="unknown model"):
         roofline("gpt-5", "h100")
-    assert set(GPUS) == {"h100", "h200", "a100", "h20", "h800"} and len(MODELS) == 5
+    assert set(GPUS) == {"h100", "h200", "a100", "h20", "h800"} and len(MODELS) == 7
 
 
 def test_one_long_sample_bounds_the_step_under_kv_pressure():

@@ -10,13 +10,18 @@ and the trainer's parallel layout (:class:`Layout`: FSDP/ZeRO-3 or TP x PP x DP)
 
 - compute: ``2 N T`` FLOPs for a forward pass, ``6 N T`` for forward + backward
   (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1; attention FLOPs
-  left out, < 5 % at these lengths), at a fitted fraction ``mfu`` of peak bf16 FLOP/s on
+  left out, < 5 % at these lengths; ``N`` the active parameters of a mixture of experts,
+  :meth:`~sim.models.hardware.ModelConfig.n_active_params`, while memory, collectives
+  and the optimizer see all of them), at a fitted fraction ``mfu`` of peak bf16 FLOP/s on
   ``gpus`` GPUs; pipeline parallelism adds the bubble ``(pp - 1) / m`` for ``m``
   micro-batches (Narayanan et al., SC'21, "Efficient Large-Scale Language Model Training
   on GPU Clusters Using Megatron-LM", §2.2.1);
 - tensor parallelism: two all-reduces of the activations (``T_dp h`` bf16 values) per
   layer forward and two more backward (Shoeybi et al. 2019, "Megatron-LM", §3);
-- data parallelism: a ring all-reduce of the gradients per update, or with FSDP (ZeRO-3)
+- data parallelism: a ring all-reduce of the gradients per update (with expert
+  parallelism, :attr:`Layout.ep`: the non-expert shard over the ``dp`` replicas, the
+  expert shard ``1 / (ep pp)`` over the ``gpus / (ep pp)`` expert replicas, as Megatron
+  groups them; the expert all-to-all of tokens is not priced), or with FSDP (ZeRO-3)
   an all-gather of the parameters per forward and per backward and a reduce-scatter of
   the gradients (1.5x the all-reduce volume; Rajbhandari et al., SC'20, "ZeRO", §7);
   a forward-only pass all-gathers once;
@@ -76,13 +81,22 @@ class Layout:
     (FSDP / ZeRO-3); else plain data parallelism (gradients all-reduced)."""
     micro_batches: int = 8
     """Micro-batches per pipeline flush (only matters with ``pp > 1``)."""
+    ep: int = 1
+    """Expert-parallel degree: a mixture of experts' routed experts are split over ``ep``
+    GPUs of each pipeline stage (expert tensor parallelism 1), the rest over ``tp``;
+    plain data parallelism only."""
 
     def __post_init__(self) -> None:
-        if min(self.gpus, self.tp, self.pp, self.micro_batches) < 1:
-            raise ValueError(f"layout: gpus, tp, pp, micro_batches must be >= 1, got {self}")
+        if min(self.gpus, self.tp, self.pp, self.micro_batches, self.ep) < 1:
+            raise ValueError(f"layout: gpus, tp, pp, micro_batches, ep must be >= 1, got {self}")
         if self.gpus % (self.tp * self.pp):
             raise ValueError(
                 f"layout: tp x pp = {self.tp * self.pp} does not divide the {self.gpus} GPUs"
+            )
+        if self.ep > 1 and (self.fsdp or self.gpus % (self.ep * self.pp)):
+            raise ValueError(
+                f"layout: expert parallelism needs plain data parallelism and ep x pp = "
+                f"{self.ep * self.pp} dividing the {self.gpus} GPUs, got {self}"
             )
 
     @property
@@ -164,30 +178,38 @@ def learner_phases(
     or plain data parallelism, and as :class:`DynamicBatch`."""
     if not (tokens >= 0) or updates < 1:
         raise ValueError(f"learner: need tokens >= 0 and updates >= 1, got {tokens}, {updates}")
-    n, h, L = model.n_params(), model.hidden_size, model.n_layers
+    n, h, L = model.n_active_params(), model.hidden_size, model.n_layers
     g, bubble = layout.gpus, 1.0 + (layout.pp - 1) / layout.micro_batches
     peak = g * gpu.bf16_flops
     bw_tp = net.bandwidth(layout.tp)
     bw_dp = net.bandwidth(layout.gpus)  # the DP group spans the trainer
     act = tokens / layout.dp * h * model.dtype_bytes  # one layer's activations, per replica
     tp_pass = (L / layout.pp) * 2 * ring_s("all_reduce", act, layout.tp, bw_tp, net.alpha_s)
-    shard = model.weight_bytes() / (layout.tp * layout.pp)  # bf16 bytes per model replica shard
+    experts = 0.0
+    if layout.ep > 1:  # routed experts, split over ep x pp GPUs
+        experts = model.moe_layers * model.n_experts * model.expert_params() * model.dtype_bytes
+    shard = (model.weight_bytes() - experts) / (layout.tp * layout.pp)  # bf16 bytes per shard
     if layout.fsdp:
         gather = ring_s("all_gather", shard, layout.dp, bw_dp, net.alpha_s)
         dp_fwd = gather
         dp_update = 2 * gather + ring_s("reduce_scatter", shard, layout.dp, bw_dp, net.alpha_s)
     else:
         dp_fwd, dp_update = 0.0, ring_s("all_reduce", shard, layout.dp, bw_dp, net.alpha_s)
+        if experts:
+            span = layout.gpus // (layout.ep * layout.pp)  # expert replicas
+            dp_update += ring_s(
+                "all_reduce", experts / (layout.ep * layout.pp), span, bw_dp, net.alpha_s
+            )
     forward = 2.0 * n * tokens / (peak * eff.forward_mfu) * bubble + tp_pass + dp_fwd
     train = 6.0 * n * tokens / (peak * eff.train_mfu) * bubble + 2 * tp_pass
-    optimizer = ADAM_BYTES_PER_PARAM * n / (g * gpu.hbm_bytes_per_s)
+    optimizer = ADAM_BYTES_PER_PARAM * model.n_params() / (g * gpu.hbm_bytes_per_s)
     if batching is not None:
         if layout.tp * layout.pp > 1 or not layout.fsdp:
             raise ValueError(f"learner: dynamic batching is modelled for FSDP alone, got {layout}")
         shard = batching.shard(g)
         per_micro = batching.micro_batch_comm_s(model, g, net.bandwidth(shard), bw_dp, net.alpha_s)
         dp_update = batching.micro_batches(tokens / updates, g) * per_micro
-        optimizer = ADAM_BYTES_PER_PARAM * n / (shard * gpu.hbm_bytes_per_s)
+        optimizer = ADAM_BYTES_PER_PARAM * model.n_params() / (shard * gpu.hbm_bytes_per_s)
     return {
         "timing_s/old_log_prob": forward,
         "timing_s/ref": forward if ref else 0.0,

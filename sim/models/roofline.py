@@ -1,16 +1,26 @@
 """Roofline cost of one engine worker: a named model on ``tp`` named accelerators.
 
 Decode (memory-bound): every iteration reads all weights once and the KV cache of
-every running sequence; each running sequence adds ``2 N`` FLOPs (N parameters) and
-each context token ``4 L H d`` attention FLOPs (``L`` layers, ``H`` query heads, ``d``
-head dim: ``q.k`` and ``p.v``). Linearised as a sum of the memory and compute terms (an
-upper bound of the roofline ``max``, exact when one term dominates), it is the
+every running sequence; each running sequence adds ``2 N`` FLOPs (N active parameters,
+:meth:`~sim.models.hardware.ModelConfig.n_active_params`) and each context token
+``4 L H d`` attention FLOPs (``L`` layers, ``H`` query heads, ``d`` head dim: ``q.k`` and
+``p.v``). Linearised as a sum of the memory and compute terms (an upper bound of the
+roofline ``max``, exact when one term dominates), it is the
 :class:`~sim.models.cost.LinearCost` decode form ``a_s + b_s n + c_s context``::
 
-    a_s = weight_bytes / (tp * BW) + iter_overhead_s
-    b_s = 2 N / (tp * FLOPS)
+    a_s = W / (tp * BW) + iter_overhead_s
+    b_s = 2 N / (tp * FLOPS) + W' / (tp * BW)
     c_s = kv_bytes_per_token / (tp * BW) + 4 L H d / (tp * FLOPS)
     prefill_s_per_token = 2 N / (tp * FLOPS * prefill_mfu)
+
+For a dense model ``W`` is all weight bytes and ``W' = 0``. A mixture-of-experts model
+reads only the experts its ``n`` sequences touch,
+``W(n) = ModelConfig.decode_weight_bytes(n)``, concave in ``n``; the cost kernel is
+linear in ``n`` (the engine's closed forms need it), so ``W(n)`` is replaced by its
+tangent at ``n0 = decode_batch`` (:class:`RooflineConfig`): ``W' = dW/dn (n0)``,
+``W = W(n0) - n0 W'``. Exact at ``n0``, above ``W(n)`` elsewhere (a tangent of a concave
+function): at one sequence it overstates the read by up to ``W(n0) / W(1)`` when
+``n0`` is large; ``decode_batch = 0`` reads every expert every iteration.
 
 KV capacity (vLLM: ``gpu_memory_utilization`` of each GPU's memory, minus the weights;
 activation workspace is ignored, which overstates capacity by a few percent)::
@@ -26,6 +36,7 @@ token); Kwon et al., "PagedAttention" (SOSP 2023) for blocks and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from rolloutlab.sim.models.cost import LinearCost
@@ -51,17 +62,23 @@ class RooflineConfig:
     """Fraction of peak FLOP/s reached by prefill (assumption; compute-bound GEMMs)."""
     block_size: int = 16
     """KV-cache block size in tokens (vLLM default 16)."""
+    decode_batch: int = 0
+    """Running sequences at which a mixture-of-experts model's expert reads are
+    linearised (module docstring; pass the sequences a replica starts a step with);
+    0: every expert read every iteration. No effect on a dense model."""
 
     def __post_init__(self) -> None:
         if (
             self.tp < 1
             or not (0 < self.gpu_memory_utilization <= 1)
             or not (0 < self.prefill_mfu <= 1)
+            or self.decode_batch < 0
         ):
             raise ValueError(
                 f"RooflineConfig: need tp >= 1, 0 < gpu_memory_utilization <= 1, "
-                f"0 < prefill_mfu <= 1; got tp={self.tp}, "
-                f"util={self.gpu_memory_utilization}, mfu={self.prefill_mfu}"
+                f"0 < prefill_mfu <= 1, decode_batch >= 0; got tp={self.tp}, "
+                f"util={self.gpu_memory_utilization}, mfu={self.prefill_mfu}, "
+                f"decode_batch={self.decode_batch}"
             )
         if self.kv_tokens() < 1:
             raise ValueError(
@@ -82,6 +99,20 @@ class RooflineConfig:
         """KV-cache capacity in blocks of :attr:`block_size` tokens."""
         return self.kv_tokens() // self.block_size
 
+    def decode_weight_line(self) -> tuple[float, float]:
+        """``(W, W')``: bytes of weights a decode iteration reads, ``W + W' n`` for ``n``
+        running sequences (module docstring: all weights and 0 for a dense model or
+        ``decode_batch = 0``; else the tangent of the expected expert read at
+        ``decode_batch``)."""
+        m, n0 = self.model, self.decode_batch
+        if not m.is_moe or n0 == 0:
+            return float(m.weight_bytes()), 0.0
+        # d/dn E (1 - q^n) = -E q^n ln q, q = 1 - k/E, per MoE layer's expert bytes
+        q = 1.0 - m.experts_per_token / m.n_experts
+        per_expert = m.moe_layers * m.expert_params() * m.dtype_bytes
+        slope = per_expert * m.n_experts * -math.log(q) * q**n0 if q > 0 else 0.0
+        return m.decode_weight_bytes(n0) - n0 * slope, slope
+
 
 def roofline(model: str, gpu: str, **kwargs) -> RooflineConfig:
     """:class:`RooflineConfig` of a shipped model and accelerator by name
@@ -99,10 +130,11 @@ def roofline_cost(
     """
     m, g, tp = cfg.model, cfg.gpu, cfg.tp
     bw, flops = tp * g.hbm_bytes_per_s, tp * g.bf16_flops
-    n = m.n_params()
+    n = m.n_active_params()
+    w, w_per_seq = cfg.decode_weight_line()
     roof = dict(
-        a_s=m.weight_bytes() / bw + cfg.iter_overhead_s,
-        b_s=2.0 * n / flops,
+        a_s=w / bw + cfg.iter_overhead_s,
+        b_s=2.0 * n / flops + w_per_seq / bw,
         c_s=m.kv_bytes_per_token() / bw + 4.0 * m.n_layers * m.n_heads * m.head_dim / flops,
         prefill_s_per_token=2.0 * n / (flops * cfg.prefill_mfu),
     )

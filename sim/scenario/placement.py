@@ -144,6 +144,7 @@ def apply_split(
     imbalance: Imbalance | None = None,
     batching: DynamicBatch | None = None,
     tokens_at: float = 1e6,
+    layout: Layout | None = None,
 ) -> Scenario:
     """``sc`` on ``split``: ``split.replicas`` workers, the learner terms of its cost from
     the roofline of an FSDP trainer on ``split.trainer`` GPUs (the sum of ``phases``, verl's
@@ -157,10 +158,14 @@ def apply_split(
     trainer's collectives per token-budget micro-batch
     (:class:`sim.models.micro_batching.DynamicBatch`); the learner cost, linear in the
     step's tokens, is the line through its values at 0 and ``tokens_at`` tokens (exact at
-    ``tokens_at``: pass a step's expected tokens when ``batching`` is set).
+    ``tokens_at``: pass a step's expected tokens when ``batching`` is set or the
+    layout's micro-batches follow the step's tokens). ``layout`` (default FSDP over
+    ``split.trainer`` GPUs) sets the trainer's parallelism, e.g. Megatron's TP x PP with
+    expert parallelism (:class:`sim.models.learner_cost.Layout`).
     The decode cost is the scenario's (``--model --gpu --tp`` sets it).
-    Raises ValueError on ``tokens_at <= 0``, as :meth:`Imbalance.factor`, as
-    :func:`check_memory`, on an unknown ``sync`` mode or phase, or a bad bandwidth."""
+    Raises ValueError on ``tokens_at <= 0``, a ``layout`` on other than ``split.trainer``
+    GPUs, as :meth:`Imbalance.factor`, as :func:`check_memory`, on an unknown ``sync``
+    mode or phase, or a bad bandwidth."""
     net, eff = net or Network(), eff or LearnerEfficiency()
     if sync not in WEIGHT_TRANSFERS:
         raise ValueError(f"--weight-sync: must be one of {WEIGHT_TRANSFERS}, got {sync!r}")
@@ -169,7 +174,9 @@ def apply_split(
     if not tokens_at > 0:
         raise ValueError(f"learner: tokens_at must be > 0, got {tokens_at}")
     check_memory(split, model, gpu)
-    lay = Layout(split.trainer)
+    lay = layout or Layout(split.trainer)
+    if lay.gpus != split.trainer:
+        raise ValueError(f"layout on {lay.gpus} GPUs, but the trainer has {split.trainer}")
     step = {
         T: sum(
             v
