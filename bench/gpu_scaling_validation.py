@@ -8,7 +8,8 @@ Every rule sees only the calibration point's published step time:
   :func:`verl_async_validation.simulate` at ``staleness_threshold`` 0.5 (the same
   placement, pipeline and learner as that bench, uncalibrated), verl's colocated runs
   :func:`verl_colocated`, AReaL's :func:`areal_scaling_validation.simulate` (its length
-  model; v0.1's points with :data:`AREAL_SETUPS`);
+  model; v0.1's points with :data:`AREAL_SETUPS`), NeMo-RL's Qwen3-235B-A22B runs
+  :func:`nemo_rl_colocated` (a mixture of experts, :data:`NEMO_RL`);
 - ``constant`` and ``tokens_per_gpu``: :mod:`calibration.validation.gpu_scaling`; on a
   curve of three or more points also the straight line in N through the other points
   (:func:`calibration.validation.gpu_scaling.line_errors`), which sees two points.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from pathlib import Path
 
 import areal_scaling_validation as areal
@@ -45,12 +47,16 @@ from rolloutlab.calibration.validation.gpu_scaling import (
 from rolloutlab.sim.control.controllers import StaticG
 from rolloutlab.sim.models.dp_imbalance import Imbalance
 from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.models.learner_cost import Layout
+from rolloutlab.sim.models.lengths import LognormalLengths
 from rolloutlab.sim.pipelines.registry import simulate as run_pipeline
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.pipelines.sync import RunConfig
 from rolloutlab.sim.scenario.overrides import apply_overrides
 from rolloutlab.sim.scenario.placement import apply_split, parse_split
 from rolloutlab.sim.scenario.scenario import load_scenario
+from scipy.optimize import brentq
+from scipy.stats import norm
 
 AREAL_MODELS = {"1.5B": "r1-distill-qwen-1.5b", "7B": "qwen2.5-7b"}
 """AReaL curve -> the simulator's model (as ``bench/areal_scaling_validation.py``)."""
@@ -151,6 +157,99 @@ def verl_colocated(gpus: int, steps: int, seed: int) -> float:
     return (ends[-1] - ends[0]) / (steps - 1)
 
 
+NEMO_RL = {
+    "prompts": 16,
+    "group": 32,
+    "rollout_tp": 16,
+    "util": 0.6,
+    "tp": 2,
+    "cp": 2,
+    "pp": 8,
+    "ep": 16,
+    "mb_tokens": 8192,
+    "max_total": 8192,
+}
+"""NeMo-RL v0.6's Qwen3-235B-A22B on-policy runs (``examples/configs/recipes/llm/
+performance/grpo-qwen3-235b-{16,32}n8g.yaml`` over ``examples/configs/grpo_math_1B.yaml``
+at NVIDIA-NeMo/RL v0.6.0): ``num_prompts_per_step`` x ``num_generations_per_prompt``,
+vLLM ``tensor_parallel_size`` and ``gpu_memory_utilization``, Megatron TP, CP, PP, EP,
+``train_mb_tokens`` (8,192 x ``train_micro_batch_size`` 1) and
+``max_total_sequence_length`` (prompt + response)."""
+
+NEMO_PROMPT, NEMO_MEAN_RESPONSE = 120, 5706.0
+"""Prompt tokens (the table's tokens per second per GPU x step x GPUs / 512 less its
+average length: 119 and 121) and mean response tokens (the table's 5,698 and 5,713,
+averaged): docs/pipelines.md, "NeMo-RL's Qwen3-235B-A22B curve: plan"."""
+
+
+def nemo_rl_lengths() -> LognormalLengths:
+    """Response lengths of the NeMo-RL curve: a capped lognormal with the AReaL bench's
+    log-spread and between-prompt share (:func:`areal_scaling_validation.areal_lengths`),
+    cap ``max_total - prompt`` tokens and ``mu`` solved so that the capped mean is
+    :data:`NEMO_MEAN_RESPONSE` (``E[min(X, c)] = exp(mu + s^2/2) Phi((ln c - mu - s^2) / s)
+    + c (1 - Phi((ln c - mu) / s))``, the lognormal's partial expectation)."""
+    ref = areal.areal_lengths()
+    s = float(np.hypot(ref.sigma_prompt, ref.sigma_within))
+    cap = NEMO_RL["max_total"] - NEMO_PROMPT
+    lc = np.log(cap)
+
+    def gap(mu: float) -> float:
+        body = np.exp(mu + s * s / 2) * norm.cdf((lc - mu - s * s) / s)
+        return float(body + cap * norm.sf((lc - mu) / s) - NEMO_MEAN_RESPONSE)
+
+    mu = brentq(gap, 0.0, 2 * lc)
+    share = ref.sigma_prompt**2 / s**2
+    return LognormalLengths(mu, s * np.sqrt(share), s * np.sqrt(1 - share), cap)
+
+
+def nemo_rl_colocated(gpus: int, steps: int, seed: int) -> float:
+    """Simulated steady-state seconds per step of NeMo-RL's synchronous colocated
+    Qwen3-235B-A22B run on ``gpus`` H100 (:data:`NEMO_RL`): ``gpus / 16`` vLLM replicas
+    of TP 16 at ``gpu_memory_utilization`` 0.6 with the expert read linearised at their
+    starting sequences, 16 prompts x G = 32 of :func:`nemo_rl_lengths`, learner
+    ``old_log_prob`` + ``ref`` + ``update_actor`` at one optimizer update on Megatron's
+    ``Layout(gpus, tp 2, pp 8, ep 16)`` with CP 2 folded into data parallelism and one
+    micro-batch per 8,192 packed tokens per data-parallel x CP group (the pipeline
+    bubble); the mean of steps 2..``steps``. The expert all-to-all, recomputation and CP's
+    exchange are not modelled (docs/pipelines.md, the plan).
+
+    Raises ValueError as :func:`apply_split` (``gpus`` not a multiple of 128)."""
+    r = NEMO_RL
+    b, g, model = r["prompts"], r["group"], "qwen3-235b-a22b"
+    replicas = gpus // r["rollout_tp"]
+    sc = load_scenario("longcot")
+    sc = dataclasses.replace(
+        sc,
+        lengths=nemo_rl_lengths(),
+        prompt_tokens=NEMO_PROMPT,
+        engine=dataclasses.replace(sc.engine, gpu_memory_utilization=r["util"]),
+    )
+    sc = apply_overrides(
+        sc, model=model, gpu="h100", tp=r["rollout_tp"], decode_batch=b * g // max(replicas, 1)
+    )
+    rng = np.random.default_rng(seed)
+    tokens = float(sc.lengths.sample(rng, b, g, 0).sum() + b * g * sc.prompt_tokens)
+    groups = gpus // (
+        r["tp"] * r["cp"] * r["pp"]
+    )  # data-parallel x CP groups of 2 sequences' halves
+    micro = max(1, math.ceil(tokens / (groups * r["mb_tokens"])))
+    lay = Layout(gpus, tp=r["tp"], pp=r["pp"], fsdp=False, micro_batches=micro, ep=r["ep"])
+    sc = apply_split(
+        sc,
+        parse_split(gpus, None, r["rollout_tp"], colocated=True),
+        get_model(model),
+        get_gpu("h100"),
+        phases=("timing_s/old_log_prob", "timing_s/ref", "timing_s/update_actor"),
+        updates=1,
+        tokens_at=tokens,
+        layout=lay,
+    )
+    cfg = RunConfig(steps=steps, prompts=b, seed=seed)
+    pipe = parse_pipeline("sync", "colocated")
+    ends = run_pipeline(sc, StaticG(g), cfg, pipe).steps.sort("step")["t_end"].to_list()
+    return (ends[-1] - ends[0]) / (steps - 1)
+
+
 def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps: int) -> float:
     """Simulated steady-state seconds per step of point ``p``. Raises KeyError on a source
     or curve this bench cannot simulate."""
@@ -160,6 +259,8 @@ def simulated(source: str, curve: str, p: Point, seed: int, versions: int, steps
         return verl.simulate(p.trainer_gpus, VERL_THRESHOLD, versions, seed)[0]
     if source == "verl-colocate-sync":
         return verl_colocated(p.gpus, steps, seed)
+    if (source, curve) == ("nemo-rl-v0.6", "qwen3-235b-h100"):
+        return nemo_rl_colocated(p.gpus, steps, seed)
     if (source, curve) in AREAL_SETUPS:
         kw = AREAL_SETUPS[(source, curve)]
         return areal.simulate(AREAL_MODELS[curve], p.gpus, steps, seed, **kw)

@@ -3,6 +3,7 @@ rules beside the simulator (constant, step time proportional to tokens per GPU).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ def test_bundled_table_holds_the_published_points():
         "areal-v0.2",
         "areal-v0.1",
         "verl-colocate-sync",
+        "nemo-rl-v0.6",
     }
     verl = curves[("verl-fully-async", "mean")]
     assert [p.trainer_gpus for p in verl] == [16, 32, 64]
@@ -42,6 +44,9 @@ def test_bundled_table_holds_the_published_points():
         (64, 64, 365.28),
         (128, 128, 356.30),
     ]
+    # NeMo-RL v0.6, Qwen3-235B-A22B on-policy GRPO, colocated on 128 and 256 H100
+    nemo = curves[("nemo-rl-v0.6", "qwen3-235b-h100")]
+    assert [(p.trainer_gpus, p.gpus, p.step_s) for p in nemo] == [(128, 128, 395), (256, 256, 312)]
 
 
 def test_line_through_the_other_points_by_hand():
@@ -238,3 +243,34 @@ def test_verl_colocated_points_generate_on_every_gpu(monkeypatch):
     assert seen["pipe"].placement == "colocated"
     with pytest.raises(KeyError, match="no simulator set-up"):
         bench.simulated("nemo-rl", "dsv3", p, 0, 2, 3)
+
+
+@pytest.mark.parametrize(("gpus", "replicas"), [(128, 8), (256, 16)])
+def test_nemo_rl_points_are_set_up_as_their_recipe(monkeypatch, gpus, replicas):
+    bench = _bench()
+    seen = _capture(monkeypatch, bench)
+    p = Point("nemo-rl-v0.6", "qwen3-235b-h100", gpus, gpus, 1.0)
+    assert bench.simulated("nemo-rl-v0.6", "qwen3-235b-h100", p, 0, 2, 3) == pytest.approx(10.0)
+    sc = seen["sc"]
+    # grpo-qwen3-235b-{16,32}n8g.yaml: vLLM TP 16 on every GPU, 16 prompts x 32, 8,192
+    # tokens prompt plus response (120-token prompts), gpu_memory_utilization 0.6
+    assert sc.engine.n_workers == replicas
+    assert (seen["cfg"].prompts, seen["g"].G, seen["pipe"].placement) == (16, 32, "colocated")
+    assert sc.lengths.max_response_length == 8192 - 120
+    # KV: 16 x 0.6 x 80 GB less 470.19 GB of bf16 weights, 192,512 bytes a token, blocks of 16
+    assert sc.engine.kv_blocks == pytest.approx(
+        (16 * 0.6 * 80e9 - 470.19e9) / 192_512 / 16, rel=1e-4
+    )
+
+
+def test_nemo_rl_lengths_hit_the_published_mean_with_areal_spread():
+    bench = _bench()
+    lengths = bench.nemo_rl_lengths()
+    ref = bench.areal.areal_lengths()
+    assert np.hypot(lengths.sigma_prompt, lengths.sigma_within) == pytest.approx(
+        np.hypot(ref.sigma_prompt, ref.sigma_within)
+    )
+    x = lengths.sample(np.random.default_rng(0), 20_000, 32, 0)
+    # the table's 5,698 and 5,713 tokens, averaged, after capping at 8,072
+    assert x.mean() == pytest.approx((5698 + 5713) / 2, rel=0.02)
+    assert x.max() == 8072

@@ -24,6 +24,7 @@ def apply_overrides(
     drift: str | None = None,
     dispatch: str | None = None,
     sandboxes: int | None = None,
+    decode_batch: int = 0,
 ) -> Scenario:
     """Return ``sc`` with the overrides applied.
 
@@ -31,7 +32,9 @@ def apply_overrides(
     - ``model`` + ``gpu`` (+ ``tp``): roofline decode/prefill cost of that model on that
       accelerator (:mod:`sim.models.roofline`), keeping the scenario's learner and sync terms;
       ``kv_cache`` (default on with the SimPy engine): KV blocks from the share
-      ``engine.gpu_memory_utilization`` of the GPU memory (preemption);
+      ``engine.gpu_memory_utilization`` of the GPU memory (preemption); ``decode_batch``:
+      the running sequences at which a mixture of experts' expert reads are linearised
+      (:class:`sim.models.roofline.RooflineConfig`; 0: every expert every iteration);
     - ``drift``: the ServeGen long-reasoning length model with that drift over steps
       (:mod:`sim.models.dynamics`), same cap;
     - ``dispatch``: the engine's dispatch rule (:mod:`sim.engine.dispatch`; default: the
@@ -72,7 +75,13 @@ def apply_overrides(
                 "--engine fast has no KV cache model: add --no-kv-cache to simulate "
                 "without KV pressure, or use --engine simpy"
             )
-        roof = roofline(model, gpu, tp=tp, gpu_memory_utilization=sc.engine.gpu_memory_utilization)
+        roof = roofline(
+            model,
+            gpu,
+            tp=tp,
+            gpu_memory_utilization=sc.engine.gpu_memory_utilization,
+            decode_batch=decode_batch,
+        )
         kv = roof.kv_blocks() if engine == "simpy" and kv_cache is not False else None
         sc = dataclasses.replace(
             sc,
