@@ -1,5 +1,6 @@
 """Measure ``real sync`` step costs of many (G, B, capacity) settings in one process, their
-steps interleaved round-robin (results/step_cost_law/PLAN2.md; docs/learning.md §5).
+steps interleaved round-robin (results/step_cost_law/PLAN2.md, PLAN3.md with ``--plan 3``;
+docs/learning.md §5).
 
 Every setting is one :class:`real.runners.sync.SyncRun` (the runner ``rolloutlab real
 sync`` drives: graph-walk, ``static:G``, ``B`` prompts, eval size 16, no evaluation or
@@ -44,6 +45,17 @@ HELDOUT = ((16, 16, 64, 0), (8, 32, 64, 1), (4, 64, 64, 1))
 """(G, B, capacity, seed) of the target: 256 rollouts a step."""
 BEYOND = ((16, 32, 64, 0),)
 """Reported, not part of the target: 512 rollouts a step."""
+HELDOUT3 = ((16, 16, 64, 1), (8, 32, 64, 2), (4, 64, 64, 2), (16, 16, 32, 2))
+"""(G, B, capacity, seed) of plan 3's target (results/step_cost_law/PLAN3.md): 256 rollouts
+a step at seeds no plan ran; the last on 32 engine slots."""
+
+
+def plan_settings(plan: int) -> tuple[tuple, tuple, tuple]:
+    """``(fit, held out, beyond)`` settings of plan 2 or 3 (PLAN2.md, PLAN3.md: the same fit
+    settings). Raises ValueError on another plan."""
+    if plan not in (2, 3):
+        raise ValueError(f"plan_settings: plan must be 2 or 3, got {plan}")
+    return (FIT, HELDOUT, BEYOND) if plan == 2 else (FIT, HELDOUT3, ())
 
 
 def run_name(G: int, B: int, capacity: int, seed: int) -> str:
@@ -56,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="folder of the passes")
     ap.add_argument("--pass", dest="pass_", type=int, required=True, help="pass number (>= 1)")
     ap.add_argument("--steps", type=int, default=30, help="steps per run (default 30)")
+    ap.add_argument("--plan", type=int, default=2, choices=(2, 3),
+                    help="the settings of PLAN2.md (default) or PLAN3.md")  # fmt: skip
     ap.add_argument("--stop-at", help="HH:MM machine time: close every run there")
     ap.add_argument("--warm-start-steps", type=int, default=350,
                     help="supervised warm-start steps (default 350, real sync's; cached)")  # fmt: skip
@@ -76,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from rolloutlab.real.rundir.run_checks import check_before_writing
     from rolloutlab.real.runners.sync import SyncRun
 
-    settings = FIT + HELDOUT + BEYOND
+    settings = sum(plan_settings(args.plan), ())
     runs = []
     for G, B, capacity, seed in settings:
         cfg = dataclasses.replace(
@@ -89,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         out = root / run_name(G, B, capacity, seed)
         run_id, cfg = rundir.claim(out, cfg, False, None, check=lambda c: None)
         runs.append(SyncRun(cfg, out, run_id, resume=False, cache_dir=default_cache_dir()))
-    log = {"settings": [run_name(*s) for s in settings], "pass": args.pass_,
+    log = {"settings": [run_name(*s) for s in settings], "pass": args.pass_, "plan": args.plan,
            "start": dt.datetime.now().isoformat(timespec="seconds"),
            "load_start": os.getloadavg(), "cpu_start_s": time.process_time()}  # fmt: skip
     rng = np.random.default_rng(45 + args.pass_)
