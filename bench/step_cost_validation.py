@@ -5,10 +5,13 @@ on ``bench/step_cost_measure.py``'s, plan 2 (PLAN2.md) with ``--plan 2`` on
     python bench/step_cost_validation.py runs/step_cost --out runs/step_cost_check
     python bench/step_cost_validation.py --plan 2 runs/sc2 --out runs/sc2_check
     python bench/step_cost_validation.py --plan 2 --phase train runs/sc2 --out runs/sc2_train
+    python bench/step_cost_validation.py --plan 3 runs/sc3 --out runs/sc3_check --draws 20
 
 ``--phase train`` (or ``gen``) scores plan 2's rules on one phase of the step alone, with
 plan 2's split: the law's term of that phase, the power law, straight line and constant
-fitted to that phase's CPU s, the floor of that phase (:func:`plan2`).
+fitted to that phase's CPU s, the floor of that phase (:func:`plan2`). ``--plan 3``
+(PLAN3.md, :func:`plan3`) scores the whole step and the training phase in one go, with the
+law's features drawn as plan 3 and as plan 2.
 
 Plan 1 (below; plan 2: :func:`plan2`):
 Fits the mechanism law (:mod:`analysis.learning.step_cost_law`) and the baselines (the
@@ -35,6 +38,7 @@ from rolloutlab.analysis.learning.step_cost_law import (
     GEN_FEATURES_V1,
     TRAIN_FEATURES_V1,
     drawn_features,
+    fit_kept_share,
     fit_law,
     predict_setting,
     read_steps,
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", type=Path, help="folder of bench/step_cost_measure.py's runs")
     ap.add_argument("--out", type=Path, required=True, help="new folder for the tables")
     ap.add_argument("--draws", type=int, default=50, help="feature draws per step (default 50)")
-    ap.add_argument("--plan", type=int, default=1, choices=(1, 2), help="PLAN.md or PLAN2.md")
+    ap.add_argument("--plan", type=int, default=1, choices=(1, 2, 3),
+                    help="PLAN.md, PLAN2.md or PLAN3.md")  # fmt: skip
     ap.add_argument("--phase", default="step", choices=PHASES,
                     help="plan 2 only: score the whole step (default) or one phase alone")  # fmt: skip
     args = ap.parse_args(argv)
@@ -108,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--phase needs --plan 2")
     if args.out.exists():
         ap.error(f"--out {args.out} exists; give a new directory")
-    if args.plan == 2:
+    if args.plan == 3 and args.phase != "step":
+        ap.error("--plan 3 scores the whole step and the training phase together; no --phase")
+    if args.plan in (2, 3):
         try:
-            text = plan2(args.runs, args.out, args.draws, args.phase)
+            text = (plan2(args.runs, args.out, args.draws, args.phase) if args.plan == 2
+                    else plan3(args.runs, args.out, args.draws))  # fmt: skip
         except ValueError as exc:
             ap.error(str(exc))
         print(text)
@@ -186,9 +194,79 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> st
     with the learner's work per setting (:func:`training_work`). Raises ValueError naming
     what is missing: no pass, a fit setting without a finished run, or fewer than
     :data:`MIN_STEPS` common steps, or an unknown ``phase``."""
+    table, doc = score(runs_dir, 2, draws, phase)
+    out.mkdir(parents=True)
+    stem = "step_cost_validation" if phase == "step" else f"{phase}_cost_validation"
+    table.write_csv(out / f"{stem}.csv")
+    (out / "law.json").write_text(json.dumps(doc, indent=2) + "\n")
+    text = markdown2(table, phase)
+    (out / f"{stem}.md").write_text(text)
+    return text
+
+
+RULES3 = ("law", "law_plan2_draw", "law_own_features", "power_law", "linear", "constant")
+NAMES3 = ("law, v3 draw", "law, plan-2 draw", "law, own features", "power law", "linear",
+          "constant")  # fmt: skip
+
+
+def plan3(runs_dir: Path, out: Path, draws: int = 20) -> str:
+    """PLAN3.md's evaluation of ``runs_dir/pass*/`` (``bench/step_cost_interleaved.py
+    --plan 3``): plan 2's split, fits and baselines on the whole step and on the training
+    phase alone, the law's features drawn as plan 3 (``draw="prompts"``) and as plan 2;
+    writes ``out/step_cost_validation.csv``, ``out/train_cost_validation.csv``,
+    ``law.json`` and ``plan3.md`` (returned: both tables and the pass rule's verdict).
+    Raises ValueError as :func:`score`."""
+    tables, docs = {}, {}
+    for phase in ("step", "train"):
+        tables[phase], docs[phase] = score(runs_dir, 3, draws, phase)
+    out.mkdir(parents=True)
+    for phase, stem in (("step", "step_cost_validation"), ("train", "train_cost_validation")):
+        tables[phase].write_csv(out / f"{stem}.csv")
+    (out / "law.json").write_text(json.dumps(docs, indent=2) + "\n")
+    text = (
+        "## Whole step\n\n" + markdown2(tables["step"], "step", RULES3, NAMES3, verdict=False)
+        + "## Training phase alone\n\n"
+        + markdown2(tables["train"], "train", RULES3, NAMES3, verdict=False)
+        + verdict3(tables["step"], tables["train"])
+    )  # fmt: skip
+    (out / "plan3.md").write_text(text)
+    return text
+
+
+def verdict3(step: pl.DataFrame, train: pl.DataFrame) -> str:
+    """PLAN3.md's pass rule on :func:`plan3`'s tables: (1) |law error| <= 10 % on the whole
+    step at each held-out setting; (2) on the training phase, the law's mean |error| over
+    the held-out settings below the plan-2 draw's and the power law's. One markdown
+    paragraph."""
+    held = step.filter(pl.col("role") == "held out")
+    held_t = train.filter(pl.col("role") == "held out")
+    if not held.height:
+        return "No held-out setting: no verdict.\n"
+    each = [f"({r['G']}, {r['B']}, c{r['capacity']}, s{r['seed']}) {100 * r['law_error']:+.1f} %"
+            for r in held.iter_rows(named=True)]  # fmt: skip
+    one = bool((held["law_error"].abs() <= 0.10).all())
+    mean = {k: float(held_t[k + "_error"].abs().mean()) for k in RULES3}
+    two = mean["law"] < mean["law_plan2_draw"] and mean["law"] < mean["power_law"]
+    return (
+        f"**Pass rule (PLAN3.md).** (1) Whole step, |law, v3 draw error| <= 10 % at each "
+        f"fresh 256-rollout setting: {'met' if one else 'not met'} ({', '.join(each)}). "
+        f"(2) Training phase, the v3 draw's mean |error| ({100 * mean['law']:.1f} %) below "
+        f"the plan-2 draw's ({100 * mean['law_plan2_draw']:.1f} %) and the power law's "
+        f"({100 * mean['power_law']:.1f} %): {'met' if two else 'not met'}. "
+        f"**Plan 3 {'passes' if one and two else 'fails'}.**\n"
+    )
+
+
+def score(runs_dir: Path, plan: int, draws: int, phase: str) -> tuple[pl.DataFrame, dict]:
+    """One plan's (2 or 3) table of every setting of ``runs_dir/pass*/`` and its fits'
+    document, on ``phase``'s CPU s (:data:`PHASES`); rules :data:`RULES2` (plan 2) or
+    :data:`RULES3` (plan 3). Raises ValueError naming what is missing: no pass, a fit
+    setting without a finished run, or fewer than :data:`MIN_STEPS` common steps, or an
+    unknown ``phase``."""
     if phase not in PHASES:
-        raise ValueError(f"plan2: phase must be one of {PHASES}, got {phase!r}")
-    settings = plan2_runs.FIT + plan2_runs.HELDOUT + plan2_runs.BEYOND
+        raise ValueError(f"plan{plan}: phase must be one of {PHASES}, got {phase!r}")
+    fit_set, held_set, beyond_set = plan2_runs.plan_settings(plan)
+    settings = fit_set + held_set + beyond_set
     passes = sorted(p for p in runs_dir.glob("pass*") if p.is_dir())
     if not passes:
         raise ValueError(f"{runs_dir}: no pass*/ folder of bench/step_cost_interleaved.py")
@@ -196,7 +274,7 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> st
     for s in settings:
         found = [p / plan2_runs.run_name(*s) for p in passes]
         dirs[s] = [d for d in found if (d / "rollouts.parquet").exists()]
-    missing = [plan2_runs.run_name(*s) for s in plan2_runs.FIT if not dirs[s]]
+    missing = [plan2_runs.run_name(*s) for s in fit_set if not dirs[s]]
     if missing:
         raise ValueError(f"{runs_dir}: no finished run of fit setting(s) {', '.join(missing)}")
     full = {s: [read_steps(d) for d in ds] for s, ds in dirs.items() if ds}
@@ -204,9 +282,9 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> st
     if k < MIN_STEPS:
         raise ValueError(f"{runs_dir}: only {k} steps common to every run (< {MIN_STEPS})")
     runs = {s: [r.head(k) for r in rs] for s, rs in full.items()}
-    fit_runs = [r for s in plan2_runs.FIT for r in runs[s]]
-    held_capacity = plan2_runs.HELDOUT[0][2]  # 64: the baselines know rollouts only
-    c64 = [s for s in plan2_runs.FIT if s[2] == held_capacity]
+    fit_runs = [r for s in fit_set for r in runs[s]]
+    held_capacity = held_set[0][2]  # 64: the baselines know rollouts only
+    c64 = [s for s in fit_set if s[2] == held_capacity]
     c64_runs = [r for s in c64 for r in runs[s]]
     law = fit_law(fit_runs)
     law_c64 = fit_law(c64_runs)
@@ -228,19 +306,30 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> st
         # one set of draws for the three laws: the capacity variants' batches are those of
         # the capacity-64 runs of their (G, B), and a batch held twice counts once
         feats = drawn_features(fit_runs, G, B, k, capacity, draws)
-        preds = {
-            "law": float(law_phase_s(law, feats, phase).mean()),
-            "law_c64_fit": float(law_phase_s(law_c64, feats, phase).mean()),
+        if plan == 2:
+            preds = {
+                "law": float(law_phase_s(law, feats, phase).mean()),
+                "law_c64_fit": float(law_phase_s(law_c64, feats, phase).mean()),
+                "law_v1": float(law_phase_s(law_v1, feats, phase).mean()),
+            }
+        else:  # the law on plan 3's draw, plan 2's beside it
+            groups_feats = feats
+            feats = drawn_features(fit_runs, G, B, k, capacity, draws, draw="prompts")
+            preds = {
+                "law": float(law_phase_s(law, feats, phase).mean()),
+                "law_plan2_draw": float(law_phase_s(law, groups_feats, phase).mean()),
+            }
+        preds |= {
             "law_own_features": float(
                 np.mean([law_phase_s(law, r.features, phase).mean() for r in rs])
             ),
-            "law_v1": float(law_phase_s(law_v1, feats, phase).mean()),
             "power_law": float(power[0] + busy_time(power, G * B)),
             "linear": float(np.polyval(line, G * B)),
             "constant": level,
         }
-        role = ("fit setting" if s in plan2_runs.FIT else
-                "held out" if s in plan2_runs.HELDOUT else "held out, beyond target")  # fmt: skip
+        preds = {name: preds[name] for name in (RULES2 if plan == 2 else RULES3)}
+        role = ("fit setting" if s in fit_set else
+                "held out" if s in held_set else "held out, beyond target")  # fmt: skip
         row = {"G": G, "B": B, "capacity": capacity, "seed": seed, "rollouts": G * B,
                "role": role, "passes": len(rs), "steps": k, "measured_s": m,
                "pass_spread": abs(measured[0] - measured[-1]) / m if len(rs) > 1 else None,
@@ -254,28 +343,25 @@ def plan2(runs_dir: Path, out: Path, draws: int = 20, phase: str = "step") -> st
             1e6 * sum(float(r.cpu["train"].sum()) for r in rs) / cells if cells else None
         )
         row.update({f"drawn_{key}": v for key, v in training_work(feats).items()})
+        if plan == 3:
+            row.update({f"plan2_drawn_{key}": v for key, v in training_work(groups_feats).items()})
         for name, v in preds.items():
             row[f"{name}_s"] = v
             row[f"{name}_error"] = (v - m) / m
         rows.append(row)
     table = pl.DataFrame(rows).sort("rollouts", "G", "capacity")
-    out.mkdir(parents=True)
-    stem = "step_cost_validation" if phase == "step" else f"{phase}_cost_validation"
-    table.write_csv(out / f"{stem}.csv")
-    doc = {"phase": phase, "law": dataclasses.asdict(law), "law_c64_fit": dataclasses.asdict(law_c64),
-           "law_v1": dataclasses.asdict(law_v1),
+    doc = {"plan": plan, "phase": phase, "law": dataclasses.asdict(law),
+           **({"law_c64_fit": dataclasses.asdict(law_c64), "law_v1": dataclasses.asdict(law_v1)}
+              if plan == 2 else {"kept_share": dataclasses.asdict(fit_kept_share(fit_runs))}),
            "power_law": {"c0_s": power[0], "c1_s": power[1], "p": power[2]},
            "linear": {"c0_s": float(line[1]), "c1_s_per_rollout": float(line[0])},
            "constant_s": level, "fit_runs": [f"{d.parent.name}/{d.name}" for s in
-                                             plan2_runs.FIT for d in dirs[s]],
+                                             fit_set for d in dirs[s]],
            "steps_per_run": k, "draws": draws,
            "probe_model_ms_per_pass": {p.name: 1000 * float(np.median(np.concatenate(
                [probe_model(p / plan2_runs.run_name(*s), k) for s in runs
                 if (p / plan2_runs.run_name(*s)).exists()]))) for p in passes}}  # fmt: skip
-    (out / "law.json").write_text(json.dumps(doc, indent=2) + "\n")
-    text = markdown2(table, phase)
-    (out / f"{stem}.md").write_text(text)
-    return text
+    return table, doc
 
 
 def head_curve(curve, steps: int):
@@ -290,15 +376,27 @@ def probe_model(run_dir: Path, steps: int) -> np.ndarray:
     return np.array([r["timing_s/probe_model"] for r in rows], float)
 
 
-def markdown2(table: pl.DataFrame, phase: str = "step") -> str:
-    """Plan 2's table as docs markdown (CPU ms per step, errors in %) and its verdict;
-    ``phase`` other than ``"step"`` (:func:`plan2`): that phase's; ``"train"`` adds the
-    learner's work per setting and the log-log slopes of :func:`training_slopes`."""
-    names = ("law", "law, capacity-64 fit", "law, own features", "v1 law", "power law",
-             "linear", "constant")  # fmt: skip
+NAMES2 = ("law", "law, capacity-64 fit", "law, own features", "v1 law", "power law", "linear",
+          "constant")  # fmt: skip
+
+
+def markdown2(
+    table: pl.DataFrame,
+    phase: str = "step",
+    rules: tuple[str, ...] = RULES2,
+    names: tuple[str, ...] = NAMES2,
+    verdict: bool = True,
+) -> str:
+    """Plan 2's (or 3's: ``rules``, their ``names``) table as docs markdown (CPU ms per
+    step, errors in %) and, with ``verdict``, plan 2's verdict; ``phase`` other than
+    ``"step"`` (:func:`plan2`): that phase's; ``"train"`` adds the learner's work per
+    setting (own / drawn, and plan 2's draw where the table has it) and the log-log slopes
+    of :func:`training_slopes`."""
     whole, learner = phase == "step", phase == "train"
-    work = ("" if not learner else "trained rollouts N (own / drawn) | padded length T (own / "
-            "drawn) | µs per padded token | ")  # fmt: skip
+    both = "plan2_drawn_trained_rollouts" in table.columns
+    drawn = "v3 drawn / plan-2 drawn" if both else "drawn"
+    work = ("" if not learner else f"trained rollouts N (own / {drawn}) | padded length T "
+            f"(own / {drawn}) | µs per padded token | ")  # fmt: skip
     what = "measured ms" if whole else f"measured {phase} ms"
     head = (f"| G | B | capacity | seed | rollouts | role | {work}{what} (pass spread) | "
             + " | ".join(names) + " |\n|" + "---|" * (7 + 3 * learner + len(names))
@@ -306,10 +404,12 @@ def markdown2(table: pl.DataFrame, phase: str = "step") -> str:
     lines = []
     for r in table.iter_rows(named=True):
         spread = "-" if r["pass_spread"] is None else f"{100 * r['pass_spread']:.1f} %"
-        cells = [f"{1000 * r[k + '_s']:.0f} ({100 * r[k + '_error']:+.1f} %)" for k in RULES2]
+        cells = [f"{1000 * r[k + '_s']:.0f} ({100 * r[k + '_error']:+.1f} %)" for k in rules]
+        n2 = f" / {r['plan2_drawn_trained_rollouts']:.1f}" if both else ""
+        t2 = f" / {r['plan2_drawn_padded_length']:.1f}" if both else ""
         done = "" if not learner else (
-            f"{r['trained_rollouts']:.1f} / {r['drawn_trained_rollouts']:.1f} | "
-            f"{r['padded_length']:.1f} / {r['drawn_padded_length']:.1f} | "
+            f"{r['trained_rollouts']:.1f} / {r['drawn_trained_rollouts']:.1f}{n2} | "
+            f"{r['padded_length']:.1f} / {r['drawn_padded_length']:.1f}{t2} | "
             + ("-" if r["train_us_per_padded_token"] is None  # nothing trained
                else f"{r['train_us_per_padded_token']:.1f}") + " | ")  # fmt: skip
         lines.append(f"| {r['G']} | {r['B']} | {r['capacity']} | {r['seed']} | {r['rollouts']} "
@@ -321,14 +421,14 @@ def markdown2(table: pl.DataFrame, phase: str = "step") -> str:
         if not part.height:
             continue
         pooled = ", ".join(f"{n} {100 * part[k + '_error'].abs().mean():.1f} %"
-                           for k, n in zip(RULES2, names, strict=True))  # fmt: skip
+                           for k, n in zip(rules, names, strict=True))  # fmt: skip
         floor = part["pass_spread"].drop_nulls()
         floor_s = f"{100 * floor.mean():.1f} %" if floor.len() else "-"
         text += f"Mean |error|, {role} ({part.height}): {pooled}; floor {floor_s}\n\n"
     if phase == "train":
         text += training_slopes(table)
     held = table.filter(pl.col("role") == "held out")
-    if held.height:
+    if held.height and verdict:
         err = held["law_error"].abs()
         met = bool((err <= 0.10).all())
         best = min(NAIVE, key=lambda k: held[k + "_error"].abs().mean())
@@ -336,12 +436,12 @@ def markdown2(table: pl.DataFrame, phase: str = "step") -> str:
         closer = [f"({r['G']}, {r['B']}): {n}" for r in held.iter_rows(named=True)
                   for k, n in zip(NAIVE, ("power law", "linear", "constant"), strict=True)
                   if abs(r[k + "_error"]) < abs(r["law_error"])]  # fmt: skip
-        verdict = ("Target (|law error| <= 10 % at each 256-rollout setting)" if whole else
+        claim = ("Target (|law error| <= 10 % at each 256-rollout setting)" if whole else
                    f"The {phase} phase alone at plan 2's held-out settings (already scored on "
                    "the whole step: a breakdown, not a new test); |law error| <= 10 % at "
                    "each 256-rollout setting")  # fmt: skip
         text += (
-            f"{verdict}: {'met' if met else 'not met'}. Beats the best naive rule ({best}) on "
+            f"{claim}: {'met' if met else 'not met'}. Beats the best naive rule ({best}) on "
             f"the mean: {'yes' if beats else 'no'}. Rows where a naive rule is closer: "
             f"{', '.join(closer) if closer else 'none'}.\n"
         )

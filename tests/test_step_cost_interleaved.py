@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -38,6 +39,18 @@ def test_two_capacities_of_one_setting_draw_the_same_rollouts(tmp_path, monkeypa
     assert tables["g2_b2_c4_s0"].select(cols).equals(tables["g2_b2_c2_s0"].select(cols))
     with pytest.raises(SystemExit):  # a pass that exists is never overwritten
         bench.main(argv)
+
+
+def test_plan3_shares_plan2s_fit_and_holds_out_seeds_no_plan_ran():
+    fit2, held2, beyond2 = bench.plan_settings(2)
+    fit3, held3, beyond3 = bench.plan_settings(3)
+    assert fit3 == fit2 and beyond3 == ()
+    # plan 1 ran at seed 0 only (bench/step_cost_measure.py), plan 2 these settings
+    seeds_ran = {(g, b, s) for g, b, _, s in fit2 + held2 + beyond2}
+    assert all((g, b, s) not in seeds_ran and s != 0 for g, b, _, s in held3)
+    assert {g * b for g, b, _, _ in held3} == {256}
+    with pytest.raises(ValueError, match="plan must be 2 or 3"):
+        bench.plan_settings(1)
 
 
 @pytest.mark.slow(
@@ -78,6 +91,20 @@ def test_plan2_evaluation_of_two_passes(tmp_path, monkeypatch):
     # the training phase alone: same draws, so the law's phases add up to its step
     validation.plan2(runs, tmp_path / "train", draws=2, phase="train")
     validation.plan2(runs, tmp_path / "gen", draws=2, phase="gen")
+    # plan 3 on the same runs (its held-out settings those of this fixture)
+    monkeypatch.setattr(bench, "HELDOUT3", bench.HELDOUT)
+    text3 = validation.plan3(runs, tmp_path / "plan3", draws=2)
+    step3 = pl.read_csv(tmp_path / "plan3" / "step_cost_validation.csv")
+    train3 = pl.read_csv(tmp_path / "plan3" / "train_cost_validation.csv")
+    held3 = step3.filter(pl.col("role") == "held out").row(0, named=True)
+    assert held3["measured_s"] == pytest.approx(held["measured_s"])
+    train_held = train3.filter(pl.col("role") == "held out").row(0, named=True)
+    assert train_held["measured_s"] == pytest.approx(
+        np.mean([np.mean([json.loads(line)["cpu_train_s"]
+                          for line in (runs / p / "g2_b4_c4_s1" / "learner.jsonl").open()])
+                 for p in ("pass1", "pass2")])
+    )  # fmt: skip
+    assert "Pass rule (PLAN3.md)" in text3 and "plan2_drawn_trained_rollouts" in train3.columns
     train = pl.read_csv(tmp_path / "train" / "train_cost_validation.csv")
     gen = pl.read_csv(tmp_path / "gen" / "gen_cost_validation.csv")
     sync = json.loads((tmp_path / "check" / "law.json").read_text())["law"]["sync_s"]

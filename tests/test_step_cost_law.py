@@ -11,10 +11,14 @@ from rolloutlab.analysis.learning.step_cost_law import (
     TRAIN_FEATURES_V1,
     CostLaw,
     RunSteps,
+    drawn_features,
     engine_work,
+    fit_kept_share,
     fit_law,
     kept_rollouts,
     predict_setting,
+    prompt_batch,
+    prompt_pool,
     step_features,
 )
 
@@ -191,3 +195,105 @@ def test_each_phase_is_priced_by_its_own_coefficients_and_the_step_is_their_sum(
     assert law.step_s(feats) == pytest.approx([0.083, 0.14892])
     with pytest.raises(ValueError, match="phase must be one of"):
         law.phase_s(feats, "step")
+
+
+def _groups_with_mixed(B, G, mixed, steps):
+    """``steps`` (B, G, 3) batches whose first ``mixed`` groups are mixed (one right
+    response), the rest all wrong."""
+    batch = np.zeros((B, G, 3), int)
+    batch[..., 0], batch[..., 1] = 10, 5
+    batch[:mixed, 0, 2] = 1
+    return [batch.copy() for _ in range(steps)]
+
+
+def test_the_kept_share_model_fits_each_batch_size_share_and_extrapolates_in_log_b():
+    # G = 2 at B = 4 (1 group in 4 mixed) and B = 8 (6 in 8), the same every step: the
+    # logistic fits logit 0.25 = -ln 3 at B = 4, +ln 3 at B = 8, so 2 ln 3 per doubling
+    # of B and logit 3 ln 3 at B = 16: share 27 / 28; no dependence on the step
+    a = RunSteps("a", 2, 4, 64, _groups_with_mixed(4, 2, 1, 10), pl.DataFrame(), pl.DataFrame())
+    b = RunSteps("b", 2, 8, 64, _groups_with_mixed(8, 2, 6, 10), pl.DataFrame(), pl.DataFrame())
+    a_c8 = RunSteps("a8", 2, 4, 8, a.groups, pl.DataFrame(), pl.DataFrame())  # counts once
+    for runs in ([a, b], [a, a_c8, b]):
+        share = fit_kept_share(runs)
+        assert share.share(2, 4, 0) == pytest.approx(0.25, abs=0.01)
+        assert share.share(2, 8, 9) == pytest.approx(0.75, abs=0.01)
+        assert share.share(2, 16, 5) == pytest.approx(27 / 28, abs=0.01)
+        assert share.coef[3] == pytest.approx(0.0, abs=0.01)
+    none = RunSteps("n", 2, 4, 64, _groups_with_mixed(4, 2, 0, 3), pl.DataFrame(), pl.DataFrame())
+    assert fit_kept_share([none]).share(16, 64, 3) == 0.0  # no mixed group seen: none kept
+    with pytest.raises(ValueError, match="no group"):
+        fit_kept_share([])
+
+
+def _prompt_run(B, steps, seed=0, G=2):
+    """A run whose step-s prompt i has prompt length 10 s + i (so a drawn batch names its
+    prompts) and responses of 3 tokens, all wrong."""
+    groups = []
+    for s in range(steps):
+        g = np.zeros((B, G, 3), int)
+        g[..., 0] = (10 * s + np.arange(B))[:, None]
+        g[..., 1] = 3
+        groups.append(g)
+    return RunSteps(f"b{B}_s{seed}", G, B, 64, groups, pl.DataFrame(), pl.DataFrame(), seed)
+
+
+def test_a_prompt_several_runs_hold_is_one_prompt_and_seeds_name_others():
+    small, large, other = _prompt_run(1, 2), _prompt_run(2, 2), _prompt_run(2, 2, seed=1)
+    pool = prompt_pool([small, large], G=2)
+    assert [sorted(step) for step in pool] == [[(0, 0), (0, 1)], [(0, 0), (0, 1)]]
+    # small's prompt 0 is large's (same seed); their groups are the same: held once
+    assert len(pool[0][(0, 0)]) == 1
+    assert sorted(prompt_pool([large, other], G=2)[1]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert prompt_pool([large], G=4) == []  # no run has groups of 4
+
+
+def test_a_prompt_batch_takes_distinct_prompts_from_the_nearest_steps():
+    pool = prompt_pool([_prompt_run(2, 5)], G=2)  # steps 0-4, two prompts each
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        # B = 4 at step 2 without dynamic sampling: step 2, then step 1 (the earlier of
+        # the two nearest), each prompt once
+        batch = prompt_batch(pool, 2, 4, 2, 4, False, rng)
+        assert batch.shape == (4, 2, 3)
+        assert sorted(batch[:, 0, 0]) == [10, 11, 20, 21]
+    batch = prompt_batch(pool, 2, 12, 0, 12, False, rng)  # 10 prompts in all, 2 again
+    assert batch.shape == (12, 2, 3) and set(batch[:, 0, 0]) == {
+        0,
+        1,
+        10,
+        11,
+        20,
+        21,
+        30,
+        31,
+        40,
+        41,
+    }
+
+
+def test_a_prompt_batch_holds_as_many_kept_groups_as_asked():
+    run = _prompt_run(2, 3)  # every group all wrong ...
+    run.groups[2][1, 0, 2] = 1  # ... but step 2's prompt 1 (length 21): mixed
+    pool = prompt_pool([run], G=2)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        # one kept group at step 0: the window grows to step 2 to find it
+        batch = prompt_batch(pool, 2, 3, 0, 1, True, rng)
+        lengths = sorted(batch[:, 0, 0])
+        assert 21 in lengths and len(set(lengths)) == 3
+        assert kept_rollouts(batch[..., 2], True)[:, 0].sum() == 1
+    # asking for two kept groups where one exists: it, and the unmixed fill the batch
+    batch = prompt_batch(pool, 2, 3, 0, 2, True, rng)
+    assert kept_rollouts(batch[..., 2], True)[:, 0].sum() == 1 and len(set(batch[:, 0, 0])) == 3
+
+
+def test_the_prompts_draw_prices_distinct_prompts_where_the_groups_draw_repeats_them():
+    # one fit run of B = 2 at one step: prompt lengths 0 and 1; 2 groups drawn
+    run = _prompt_run(2, 1)
+    law = CostLaw({"prefill_tokens": 1.0}, {"one": 0.0}, 0.0, dynamic_sampling=False)
+    # distinct prompts: every batch holds both, one prefill of 4 rows padded to 1 token
+    assert predict_setting(law, [run], 2, 2, 1, 64, 10, 0, "prompts") == pytest.approx(4.0)
+    # with replacement, both rows of prompt 0 in some batches: fewer than 4 tokens there
+    assert predict_setting(law, [run], 2, 2, 1, 64, 40, 0, "groups") < 4.0
+    with pytest.raises(ValueError, match="draw must be one of"):
+        drawn_features([run], 2, 2, 1, 64, draw="rows")

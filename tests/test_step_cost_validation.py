@@ -48,3 +48,31 @@ def test_training_work_counts_trained_rollouts_and_their_padding():
     assert work["trained_rollouts"] == pytest.approx(10 / 3)
     assert work["padded_length"] == pytest.approx(15.0)  # over the steps that trained
     assert work["padded_tokens"] == pytest.approx(160 / 3)
+
+
+def _held_table(law, plan2_draw, power):
+    """A plan-3 table of two held-out settings and one fit setting (errors as fractions)."""
+    rows = []
+    for i, role in enumerate(("held out", "held out", "fit setting")):
+        row = {"G": 16, "B": 16, "capacity": 64, "seed": i, "role": role}
+        for k in bench.RULES3:
+            row[k + "_error"] = {"law": law, "law_plan2_draw": plan2_draw,
+                                 "power_law": power}.get(k, [0.5, 0.5])[i % 2]  # fmt: skip
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def test_plan3_passes_only_when_each_step_is_within_10_and_training_beats_both():
+    step_ok = _held_table([0.09, -0.10], [0.2, 0.2], [0.2, 0.2])
+    train_ok = _held_table([0.05, -0.07], [-0.10, -0.03], [0.30, 0.01])  # 6.0 < 6.5, 15.5
+    assert "Plan 3 passes" in bench.verdict3(step_ok, train_ok)
+    step_miss = _held_table([0.09, -0.11], [0.2, 0.2], [0.2, 0.2])  # one step 11 % off
+    text = bench.verdict3(step_miss, train_ok)
+    assert "Plan 3 fails" in text and "(1) Whole step" in text and ": not met (" in text
+    train_tie = _held_table([0.05, -0.07], [-0.10, -0.02], [0.30, 0.01])  # 6.0 = 6.0
+    assert "Plan 3 fails" in bench.verdict3(step_ok, train_tie)
+    # the fit setting's errors (row 3: 0.09 / 0.05) never enter the verdict
+    step_fit_off = step_ok.with_columns(
+        law_error=pl.when(pl.col("role") == "fit setting").then(0.9).otherwise(pl.col("law_error"))
+    )
+    assert "Plan 3 passes" in bench.verdict3(step_fit_off, train_ok)

@@ -31,11 +31,16 @@ the first plan's (no prompts, attended cells or attention term).
 
 Coefficients: non-negative least squares (``scipy.optimize.nnls``) per phase over the fit
 runs' steps. **Predicting a setting from (G, B) alone** (:func:`predict_setting`): at each
-step ``t`` draw ``B`` groups of ``G`` rollouts from the fit runs' groups at step ``t`` (a
-larger group subsampled to ``G``: the same prompt's responses), compute their features,
-apply the coefficients, and average over draws and steps. **Modelling choice**: the
-lengths and pass rates of step ``t`` are pooled across settings, though a larger batch
-learns (and shortens its walks) sooner.
+step ``t`` draw ``B`` groups of ``G`` rollouts from the fit runs' groups (a larger group
+subsampled to ``G``: the same prompt's responses), compute their features, apply the
+coefficients, and average over draws and steps. :func:`drawn_features` draws either as
+plan 2 (``"groups"``: at step ``t`` only, with replacement, each fit run's batch alike, so
+a small batch's groups repeat and a 256-rollout batch's longest sequence comes out short)
+or as plan 3 (``"prompts"``: ``B`` distinct prompts from step ``t`` and its nearest steps,
+their kept share from a logistic model in ``G``, ``B`` and the step, :func:`fit_kept_share`:
+a larger batch learns sooner and keeps more mixed groups). **Modelling choice**: the
+lengths of step ``t`` are pooled across settings, though a larger batch learns (and
+shortens its walks) sooner.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.inputs.run_input import cpu_phases
 from rolloutlab.sim.trace import schema as trace
-from scipy.optimize import nnls
+from scipy.optimize import minimize, nnls
 
 GEN_FEATURES = ("one", "prompts", "calls", "decoded_rows", "attended_cells", "prefill_tokens")
 TRAIN_FEATURES = ("one", "rows", "cells", "attention_cells")
@@ -159,11 +164,15 @@ class RunSteps:
     """One row per step: the features of both phases (:func:`step_features`)."""
     cpu: pl.DataFrame
     """One row per step: ``gen, train, sync`` process CPU seconds."""
+    seed: int = 0
+    """The run's seed: with the step and the index in the batch, it names a prompt
+    (``real sync`` samples step ``s``'s prompts from ``rng(seed, s)``, so a larger batch's
+    first prompts are a smaller one's)."""
 
     def head(self, steps: int) -> RunSteps:
         """The run's first ``steps`` steps."""
         return RunSteps(self.name, self.G, self.B, self.capacity, self.groups[:steps],
-                        self.features.head(steps), self.cpu.head(steps))  # fmt: skip
+                        self.features.head(steps), self.cpu.head(steps), self.seed)  # fmt: skip
 
 
 def read_steps(run_dir: str | Path) -> RunSteps:
@@ -198,7 +207,8 @@ def read_steps(run_dir: str | Path) -> RunSteps:
     phases = cpu_phases(d, len(groups))
     cpu = pl.DataFrame({"gen": phases["cpu_gen_s"], "train": phases["cpu_train_s"],
                         "sync": phases["cpu_sync_s"]})  # fmt: skip
-    return RunSteps(d.name, int(groups[0].shape[1]), B, capacity, groups, pl.DataFrame(feats), cpu)
+    return RunSteps(d.name, int(groups[0].shape[1]), B, capacity, groups, pl.DataFrame(feats), cpu,
+                    int(cfg.get("seed", 0)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -255,6 +265,11 @@ def fit_law(
                    float(cpu["sync"].mean()))  # fmt: skip
 
 
+DRAWS = ("groups", "prompts")
+"""How :func:`drawn_features` draws a batch: ``"groups"`` (plan 2, PLAN2.md) or
+``"prompts"`` (plan 3, PLAN3.md)."""
+
+
 def predict_setting(
     law: CostLaw,
     runs: Sequence[RunSteps],
@@ -264,11 +279,69 @@ def predict_setting(
     capacity: int,
     draws: int = 50,
     seed: int = 0,
+    draw: str = "groups",
 ) -> float:
     """Mean predicted CPU s per step of a run at ``(G, B)`` over ``steps`` steps: ``law``
     applied to :func:`drawn_features` (same arguments). Raises as it does."""
-    feats = drawn_features(runs, G, B, steps, capacity, draws, seed, law.dynamic_sampling)
+    feats = drawn_features(runs, G, B, steps, capacity, draws, seed, law.dynamic_sampling, draw)
     return float(law.step_s(feats).mean())
+
+
+@dataclass(frozen=True)
+class KeptShare:
+    """The share of a step's groups that dynamic sampling keeps (mixed: rewards not all
+    equal), ``sigmoid(a + b log2 G + c log2 B + d step)`` (:func:`fit_kept_share`); or a
+    ``fixed`` share when the fit groups were all mixed or none was."""
+
+    coef: tuple[float, float, float, float]
+    """``(a, b, c, d)``: intercept, per doubling of ``G``, per doubling of ``B``, per step."""
+    fixed: float | None = None
+
+    def share(self, G: int, B: int, step: int) -> float:
+        """The kept share (0-1) of a step ``step`` (0-based) batch of ``B`` groups of ``G``."""
+        if self.fixed is not None:
+            return self.fixed
+        z = float(np.dot(self.coef, (1.0, np.log2(G), np.log2(B), step)))
+        return float(1.0 / (1.0 + np.exp(-z)))
+
+
+RIDGE = 1e-3
+"""L2 penalty on :class:`KeptShare`'s slopes (not the intercept): fit runs of one ``G`` or
+one ``B`` leave that slope unidentified; with thousands of groups it moves nothing else."""
+
+
+def fit_kept_share(runs: Sequence[RunSteps]) -> KeptShare:
+    """Logistic regression (maximum likelihood, ``scipy.optimize.minimize``, a :data:`RIDGE`
+    penalty on the slopes) of each group's mixed flag on its run's ``log2 G``, ``log2 B``
+    and step, over the distinct groups of ``runs`` at their own ``G`` (a group held by
+    several runs of one ``(G, B)`` and seed, capacity variants or passes, counts once).
+    Raises ValueError when ``runs`` hold no group."""
+    seen: dict[tuple, tuple[float, float, float, bool]] = {}
+    for r in runs:
+        for t, batch in enumerate(r.groups):
+            mixed = kept_rollouts(batch[..., 2], True)[:, 0]
+            for i, g in enumerate(batch):
+                key = (r.G, r.B, r.seed, t, i, g.tobytes())
+                seen[key] = (np.log2(r.G), np.log2(r.B), float(t), bool(mixed[i]))
+    if not seen:
+        raise ValueError("fit_kept_share: the runs hold no group")
+    rows = np.array(list(seen.values()), float)  # (n, 4)
+    X = np.column_stack([np.ones(len(rows)), rows[:, :3]])
+    y = rows[:, 3]
+    if y.min() == y.max():
+        return KeptShare((0.0, 0.0, 0.0, 0.0), fixed=float(y[0]))
+    scale = np.maximum(np.abs(X).max(axis=0), 1.0)  # steps and log2 sizes alike
+    Xs = X / scale
+    slopes = np.array([0.0, 1.0, 1.0, 1.0])
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        z = Xs @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        nll = float(np.sum(np.logaddexp(0.0, z) - y * z)) + RIDGE * float(np.sum(slopes * w**2))
+        return nll, Xs.T @ (p - y) + 2 * RIDGE * slopes * w
+
+    w = minimize(loss, np.zeros(4), jac=True, method="BFGS").x / scale
+    return KeptShare((float(w[0]), float(w[1]), float(w[2]), float(w[3])))
 
 
 def drawn_features(
@@ -280,34 +353,106 @@ def drawn_features(
     draws: int = 50,
     seed: int = 0,
     dynamic_sampling: bool = True,
+    draw: str = "groups",
 ) -> pl.DataFrame:
     """``steps x draws`` rows of :func:`step_features` of a run at ``(G, B)`` and
-    ``capacity``: at each step ``t``, ``draws`` batches of ``B`` groups drawn from ``runs``'
-    groups at step ``t`` (a larger group subsampled to ``G``; module docstring). A step
-    batch that several runs hold (one setting at two capacities, or two passes of it: the
-    same seeds draw the same rollouts) counts once, so a setting measured more often does
-    not weigh more in the draws.
+    ``capacity``, each from a batch of ``B`` groups of ``G`` drawn from ``runs``' groups
+    (a larger group subsampled to ``G``: the same prompt's responses) as ``draw`` says
+    (:data:`DRAWS`):
 
-    Raises ValueError when no run has groups of ``G`` or more at some step."""
+    - ``"groups"`` (PLAN2.md): at step ``t``, ``B`` times, a run's step-``t`` batch
+      uniformly, then one of its groups (with replacement). A step batch that several runs
+      hold (one setting at two capacities, or two passes of it: the same seeds draw the
+      same rollouts) counts once.
+    - ``"prompts"`` (PLAN3.md; :func:`prompt_batch`): ``B`` distinct prompts from step
+      ``t`` and its nearest steps, as many kept (mixed) as :func:`fit_kept_share`'s model
+      of ``runs`` says on average.
+
+    Raises ValueError when no run has groups of ``G`` or more at some step, or on another
+    ``draw``."""
+    if draw not in DRAWS:
+        raise ValueError(f"drawn_features: draw must be one of {DRAWS}, got {draw!r}")
     rng = np.random.default_rng(seed)
+    for t in range(steps):
+        if not any(r.G >= G and t < len(r.groups) for r in runs):
+            raise ValueError(f"predict_setting: no fit run has groups of {G} or more at step {t}")
+    share = fit_kept_share(runs) if draw == "prompts" and dynamic_sampling else None
+    prompts = prompt_pool(runs, G) if draw == "prompts" else []
     rows = []
     for t in range(steps):
         batches = [r.groups[t] for r in runs if r.G >= G and t < len(r.groups)]
         pool = list({(g.shape, g.tobytes()): g for g in batches}.values())
-        if not pool:
-            raise ValueError(f"predict_setting: no fit run has groups of {G} or more at step {t}")
         for _ in range(draws):
-            picks = []
-            for _ in range(B):
-                src = pool[rng.integers(len(pool))]
-                grp = src[rng.integers(src.shape[0])]  # (G', 3)
-                picks.append(grp[rng.choice(grp.shape[0], G, replace=False)])
-            g = np.stack(picks)  # (B, G, 3)
+            if draw == "prompts":
+                kept_groups = B if share is None else int(rng.binomial(B, share.share(G, B, t)))
+                g = prompt_batch(prompts, G, B, t, kept_groups, dynamic_sampling, rng)
+            else:
+                picks = []
+                for _ in range(B):
+                    src = pool[rng.integers(len(pool))]
+                    grp = src[rng.integers(src.shape[0])]  # (G', 3)
+                    picks.append(grp[rng.choice(grp.shape[0], G, replace=False)])
+                g = np.stack(picks)  # (B, G, 3)
             kept = kept_rollouts(g[..., 2], dynamic_sampling)
             rows.append(
                 step_features(g[..., 0].ravel(), g[..., 1].ravel(), kept.ravel(), capacity, B)
             )
     return pl.DataFrame(rows)
+
+
+def prompt_pool(runs: Sequence[RunSteps], G: int) -> list[dict[tuple[int, int], list[np.ndarray]]]:
+    """Per step ``s`` that some run of ``G' >= G`` holds: ``{(seed, index): groups}``, the
+    distinct ``(G', 3)`` groups those runs drew for that prompt (:attr:`RunSteps.seed`)."""
+    steps = max((len(r.groups) for r in runs if r.G >= G), default=0)
+    pool: list[dict[tuple[int, int], dict[bytes, np.ndarray]]] = [{} for _ in range(steps)]
+    for r in runs:
+        if r.G < G:
+            continue
+        for s, batch in enumerate(r.groups):
+            for i, g in enumerate(batch):
+                pool[s].setdefault((r.seed, i), {})[g.tobytes() + bytes(str(g.shape), "ascii")] = g
+    return [{k: list(v.values()) for k, v in step.items()} for step in pool]
+
+
+def prompt_batch(
+    pool: Sequence[dict[tuple[int, int], list[np.ndarray]]],
+    G: int,
+    B: int,
+    step: int,
+    kept_groups: int,
+    dynamic_sampling: bool,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """One drawn ``(B, G, 3)`` batch of distinct prompts (PLAN3.md): steps of ``pool``
+    (:func:`prompt_pool`) in order of distance from ``step`` (a tie: the earlier), each
+    prompt one of its groups uniformly, subsampled to ``G`` without replacement, until
+    ``kept_groups`` prompts with a mixed group (with ``dynamic_sampling``; without it
+    every group counts as kept) and ``B - kept_groups`` without are held; then that many
+    of each, without replacement, in a random order. Fewer held than asked after every
+    step: all of that stratum, the other filling the rest; fewer than ``B`` prompts in
+    all: the rest drawn again (with replacement) from those held.
+
+    Raises ValueError when ``pool`` holds no prompt."""
+    order = sorted(range(len(pool)), key=lambda s: (abs(s - step), s))
+    strata: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # kept, not kept
+    for s in order:
+        for groups in pool[s].values():
+            g = groups[rng.integers(len(groups))]
+            g = g[rng.choice(g.shape[0], G, replace=False)]
+            mixed = not dynamic_sampling or bool(kept_rollouts(g[None, :, 2], True)[0, 0])
+            strata[0 if mixed else 1].append(g)
+        if len(strata[0]) >= kept_groups and len(strata[1]) >= B - kept_groups:
+            break
+    held = strata[0] + strata[1]
+    if not held:
+        raise ValueError("prompt_batch: the pool holds no prompt")
+    take_kept = min(kept_groups, len(strata[0]))
+    take_rest = min(B - take_kept, len(strata[1]))
+    take_kept = min(B - take_rest, len(strata[0]))
+    picks = [strata[0][i] for i in rng.choice(len(strata[0]), take_kept, replace=False)]
+    picks += [strata[1][i] for i in rng.choice(len(strata[1]), take_rest, replace=False)]
+    picks += [held[i] for i in rng.integers(len(held), size=B - len(picks))]
+    return np.stack([picks[i] for i in rng.permutation(B)])
 
 
 def step_clock_law(
@@ -318,14 +463,15 @@ def step_clock_law(
     capacity: int,
     draws: int = 20,
     seed: int = 0,
+    draw: str = "groups",
 ) -> np.ndarray:
     """Predicted ``t_end`` (T,) in CPU s of a run whose steps have group size ``G`` and
     prompts ``B`` ((T,) ints) on ``capacity`` engine slots: the cumulative sum of each
     step's setting's mean predicted cost (:func:`predict_setting` over the steps every run
-    of ``runs`` has, ``draws`` draws, one ``seed`` for every setting). Raises as
+    of ``runs`` has, ``draws`` draws as ``draw`` says, one ``seed`` for every setting). Raises as
     :func:`predict_setting` does (no run of ``runs`` has groups of some ``G``)."""
     steps = min(len(r.groups) for r in runs)
     cost: dict[tuple[int, int], float] = {}
     for g, b in {(int(g), int(b)) for g, b in zip(G, B, strict=True)}:
-        cost[(g, b)] = predict_setting(law, runs, g, b, steps, capacity, draws, seed)
+        cost[(g, b)] = predict_setting(law, runs, g, b, steps, capacity, draws, seed, draw)
     return np.cumsum([cost[(int(g), int(b))] for g, b in zip(G, B, strict=True)])
