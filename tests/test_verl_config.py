@@ -51,6 +51,7 @@ def test_a_whole_verl_example_config_is_mapped_and_every_other_field_listed():
         "chunked_prefill": True,
         "gpu_memory_utilization": 0.5,
         "lr": 1e-6,  # written 1e-6: a float to verl's OmegaConf, a string to PyYAML
+        "updates_per_batch": 4,  # ceil(1024 / 256) mini-batches x ppo_epochs 1
     }
     mapped = {r.field for r in m.rows}
     flat = read_flat(SPLIT)
@@ -87,7 +88,7 @@ def test_sim_runs_a_verl_config_and_the_command_line_wins(tmp_path):
     out, cfg = _sim(tmp_path, "--verl-config", str(SPLIT), "--steps", "2", "--prompts", "8")
     assert out.startswith(f"verl config {SPLIT} (sync):")
     assert "given on the command line instead: --prompts" in out
-    assert "ignored 126 field(s), no simulator meaning: actor_rollout_ref.actor.clip_ratio" in out
+    assert "ignored 124 field(s), no simulator meaning: actor_rollout_ref.actor.clip_ratio" in out
     assert "scenario gsm8k: 2 steps x 8 prompts, 4 workers" in out
     assert cfg["controllers"] == ["static:1"] and cfg["run"]["prompts"] == 8
     assert cfg["pipelines"][0]["placement"] == "colocated"
@@ -160,3 +161,94 @@ def test_lr_token_budget_chunked_prefill_kv_memory_and_rollout_mode_are_mapped(t
     f.write_text(DAPO + "actor_rollout_ref.actor.optim.lr: 3.0e-6\n")
     _, cfg = _sim(tmp_path, "--verl-config", str(f), "--steps", "1", "--prompts", "4")
     assert cfg["run"]["lr"] == 3e-6  # the learning gain's lr / lr_ref
+
+
+def _mapped(tmp_path, text: str):
+    f = tmp_path / "verl.yaml"
+    f.write_text(text)
+    return f, load(f)
+
+
+def test_updates_per_batch_are_mini_batches_times_epochs(tmp_path):
+    # 96 prompts in mini-batches of 40: 40, 40, 16 (verl's split keeps the short one), twice
+    _, m = _mapped(
+        tmp_path,
+        """
+data.train_batch_size: 96
+actor_rollout_ref.actor: {ppo_mini_batch_size: 40, ppo_epochs: 2}
+""",
+    )
+    assert m.settings["updates_per_batch"] == 6
+    rows = {r.field: r for r in m.rows}
+    assert rows["actor_rollout_ref.actor.ppo_mini_batch_size"].note == (
+        "K = ceil(B 96 / 40) x ppo_epochs 2 = 6"
+    )
+    assert "actor_rollout_ref.actor.ppo_epochs" in rows
+    assert not any("ppo_" in k for k in m.ignored)
+
+
+def test_updates_per_batch_without_epochs_take_verls_default_one(tmp_path):
+    _, m = _mapped(
+        tmp_path, "data: {train_batch_size: 64}\nactor_rollout_ref.actor.ppo_mini_batch_size: 16\n"
+    )
+    assert m.settings["updates_per_batch"] == 4
+    (row,) = [r for r in m.rows if r.field.endswith("ppo_mini_batch_size")]
+    assert "ppo_epochs not set: verl's default 1" in row.note
+
+
+def test_a_file_without_mini_batch_sets_no_updates_and_says_so(tmp_path):
+    _, m = _mapped(tmp_path, "data: {train_batch_size: 64}\n")
+    assert "updates_per_batch" not in m.settings
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size" in m.missing
+
+
+def test_fully_async_updates_per_batch_are_required_batches_times_epochs(tmp_path):
+    # B = require_batches x ppo_mini_batch_size = 4 x 32 = 128: 4 mini-batches, 2 epochs
+    _, m = _mapped(
+        tmp_path,
+        """
+async_training: {require_batches: 4, staleness_threshold: 0.5}
+actor_rollout_ref.actor: {ppo_mini_batch_size: 32, ppo_epochs: 2}
+""",
+    )
+    assert m.settings["prompts"] == 128 and m.settings["updates_per_batch"] == 8
+    (row,) = [r for r in m.rows if r.field.endswith("ppo_mini_batch_size")]
+    assert row.note == "B = 4 x 32; K = ceil(B 128 / 32) x ppo_epochs 2 = 8"
+
+
+def test_sim_uses_the_files_updates_unless_given_and_says_which(tmp_path):
+    f, _ = _mapped(
+        tmp_path,
+        """
+data.train_batch_size: 8
+actor_rollout_ref.rollout.n: 2
+actor_rollout_ref.actor: {ppo_mini_batch_size: 4, ppo_epochs: 2}
+""",
+    )
+    out, cfg = _sim(tmp_path, "--verl-config", str(f), "--steps", "2", "--no-figure")
+    assert (
+        "updates per batch K = 4: from the verl config, K = ceil(B 8 / 4) x ppo_epochs 2 = 4" in out
+    )
+    assert cfg["run"]["updates_per_batch"] == 4
+    res = CliRunner().invoke(
+        main,
+        ["sim", "--verl-config", str(f), "--steps", "2", "--no-figure",
+         "--updates-per-batch", "2", "--out", str(tmp_path / "o2")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "updates per batch K = 2: --updates-per-batch (the verl config's is 4)" in res.output
+    assert "given on the command line instead: --updates-per-batch" in res.output
+    cfg2 = json.loads((tmp_path / "o2" / "config.json").read_text())
+    assert cfg2["run"]["updates_per_batch"] == 2
+
+
+def test_sim_refuses_file_updates_that_do_not_divide_the_batch_in_one_line(tmp_path):
+    # ceil(8 / 3) x 1 = 3 mini-batches (3, 3, 2 prompts in verl); the simulator needs K | B
+    f, _ = _mapped(
+        tmp_path, "data.train_batch_size: 8\nactor_rollout_ref.actor.ppo_mini_batch_size: 3\n"
+    )
+    res = CliRunner().invoke(main, ["sim", "--verl-config", str(f), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    (line,) = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert "K = 3 updates per batch, which does not divide B = 8" in line
+    assert "--updates-per-batch" in line and not (tmp_path / "o").exists()

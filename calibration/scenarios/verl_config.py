@@ -13,6 +13,7 @@ hydra are not composed: only the file's own fields are read), and dotted keys
 | ``data.train_batch_size`` | prompts per step B (sync, one-step-off) |
 | ``async_training.require_batches`` x ``actor_rollout_ref.actor.ppo_mini_batch_size`` | B (fully async: prompts per learner step) |
 | ``actor_rollout_ref.rollout.n`` | group size G (controller ``static:G``) |
+| ``actor_rollout_ref.actor.ppo_mini_batch_size``, ``.ppo_epochs`` | optimizer updates per batch K = ``ceil(B / ppo_mini_batch_size) x ppo_epochs`` (``--updates-per-batch``) |
 | ``data.max_response_length`` / ``actor_rollout_ref.rollout.response_length`` | response cap (``lengths.max_response_length``) |
 | ``data.max_prompt_length`` / ``actor_rollout_ref.rollout.prompt_length`` | prompt tokens capped at it |
 | ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` | generation GPUs (colocated sync) |
@@ -75,7 +76,7 @@ class VerlMapping:
     key), ``max_num_seqs``, ``pipeline`` (a ``--pipeline`` spec), ``placement``,
     ``dynamic_sampling``, ``max_gen_batches``, ``gen_batch_factor``, ``steps``,
     ``max_num_batched_tokens``, ``chunked_prefill``, ``gpu_memory_utilization``,
-    ``dispatch``, ``lr``; only those the file gives."""
+    ``dispatch``, ``lr``, ``updates_per_batch``; only those the file gives."""
     rows: list[Mapped]
     """The fields used, in table order."""
     ignored: list[str]
@@ -141,7 +142,7 @@ class _Reader:
 
     def need(self, *keys: str) -> None:
         """Note ``keys`` as meaningful but not in the file."""
-        self.missing += [k for k in keys if self.flat.get(k) is None]
+        self.missing += [k for k in keys if self.flat.get(k) is None and k not in self.missing]
 
 
 VERL_BLOCKS = (
@@ -227,6 +228,7 @@ def map_config(flat: dict[str, Any], path: str = "<config>") -> VerlMapping:
             if group
             else "a critic's advantage: the G rollouts a prompt are still simulated",
         )
+    _updates(r, s, mode)
     _cluster(r, s, mode)
     _pipeline(r, s, mode)
     _dynamic(r, s)
@@ -236,6 +238,38 @@ def map_config(flat: dict[str, Any], path: str = "<config>") -> VerlMapping:
         r.row("trainer.total_training_steps", "learner steps")
     ignored = sorted(k for k in flat if k not in r.used and k not in r.missing)
     return VerlMapping(path, mode, s, r.rows, ignored, r.missing)
+
+
+def _updates(r: _Reader, s: dict[str, Any], mode: str) -> None:
+    """Optimizer updates per rollout batch K = ``ceil(B / ppo_mini_batch_size) x
+    ppo_epochs``: verl's actor (``workers/actor/dp_actor.py``, ``update_policy``) splits
+    the batch it trains on into mini-batches of ``ppo_mini_batch_size`` prompts (the
+    worker multiplies the field by ``rollout.n`` and divides it by the data-parallel
+    ranks; the last mini-batch may be short) and repeats that loop ``ppo_epochs`` times,
+    one optimizer step per mini-batch. ``ppo_epochs`` absent: verl's default 1. The
+    simulator splits B into K mini-batches of B / K prompts, each prompt trained once: the
+    same K updates, the last ``K - 1`` off-policy, with ``ppo_epochs`` > 1 on smaller
+    mini-batches than verl's."""
+    act = "actor_rollout_ref.actor."
+    mini = r.get(act + "ppo_mini_batch_size", int, 1)
+    epochs = r.get(act + "ppo_epochs", int, 1)
+    B = s.get("prompts")
+    if mini is None or B is None:
+        r.need(act + "ppo_mini_batch_size")
+        return
+    per_epoch = math.ceil(B / mini)
+    K = s["updates_per_batch"] = per_epoch * (epochs or 1)
+    how = f"K = ceil(B {B} / {mini}) x ppo_epochs {epochs or 1} = {K}" + (
+        "" if epochs is not None else " (ppo_epochs not set: verl's default 1)"
+    )
+    if mode == "fully-async":  # the field gave B already: its row says so
+        i = next(n for n, m in enumerate(r.rows) if m.field == act + "ppo_mini_batch_size")
+        r.rows[i] = Mapped(r.rows[i].field, mini, "prompts B, updates per batch K",
+                           f"{r.rows[i].note}; {how}")  # fmt: skip
+    else:
+        r.row(act + "ppo_mini_batch_size", "updates per batch K", how)
+    if epochs is not None:
+        r.row(act + "ppo_epochs", "updates per batch K", "each epoch re-runs the mini-batches")
 
 
 def _cluster(r: _Reader, s: dict[str, Any], mode: str) -> None:
@@ -436,11 +470,13 @@ def apply_to_calibration(d: Any, m: VerlMapping) -> Any:
 
 def run_settings(m: VerlMapping) -> dict[str, Any]:
     """The ``rolloutlab sim`` options ``m`` sets, by option name (``controllers``,
-    ``pipeline``, ``placement``, ``prompts``, ``steps``, ``dynamic_sampling``,
-    ``max_gen_batches``, ``gen_batch_factor``, ``model``, ``tp``); the cluster and caps
+    ``pipeline``, ``placement``, ``prompts``, ``steps``, ``updates_per_batch``,
+    ``dynamic_sampling``, ``max_gen_batches``, ``gen_batch_factor``, ``model``, ``tp``);
+    the cluster and caps
     go through :func:`apply_to_calibration` instead."""
     s = m.settings
-    out: dict[str, Any] = {k: s[k] for k in ("pipeline", "placement", "prompts", "steps") if k in s}
+    keys = ("pipeline", "placement", "prompts", "steps", "updates_per_batch")
+    out: dict[str, Any] = {k: s[k] for k in keys if k in s}
     if "group_size" in s:
         out["controllers"] = f"static:{s['group_size']}"
     for k in ("dynamic_sampling", "max_gen_batches", "gen_batch_factor", "model", "tp"):

@@ -17,7 +17,13 @@ from rolloutlab.commands.options.scenario import (
 )
 from rolloutlab.commands.options.terminal import echo_table, progress
 from rolloutlab.commands.options.types import PROMPTS, STEPS, WORKERS
-from rolloutlab.commands.simulate.verl import VERL_OPTION, echo_mapping, merge_verl, verl_record
+from rolloutlab.commands.simulate.verl import (
+    VERL_OPTION,
+    echo_mapping,
+    merge_verl,
+    updates_source,
+    verl_record,
+)
 from rolloutlab.sim.models.hardware import get_gpu, get_model
 from rolloutlab.sim.models.learner_cost import WEIGHT_TRANSFERS, Network
 from rolloutlab.sim.pipelines.spec import PLACEMENTS, SYNC_MODES, parse_pipeline
@@ -105,8 +111,9 @@ out so that ``--help`` imports no numpy; a test holds the two equal)."""
     default=1,
     show_default=True,
     help="K optimizer updates per rollout batch (mini-batches of B/K prompts, verl's "
-    "train_batch_size / ppo_mini_batch_size); mini-batch j trains j updates off-policy. "
-    "Must divide --prompts.",
+    "ceil(train_batch_size / ppo_mini_batch_size) x ppo_epochs); mini-batch j trains j "
+    "updates off-policy. Must divide --prompts. With --verl-config: the file's, unless "
+    "given here.",
 )
 @click.option(
     "--gpus",
@@ -188,9 +195,19 @@ def sim(
     verl = None
     if verl_config:  # the file's settings, where the command line sets none
         verl, params, overridden = merge_verl(ctx, verl_config)
-        steps, prompts, pipeline, placement = (params[k] for k in SET_BY_VERL)
+        steps, prompts, pipeline, placement, updates_per_batch = (params[k] for k in SET_BY_VERL)
         opts.update({k: params[k] for k in opts})
         echo_mapping(verl, overridden)
+        click.echo(updates_source(verl, updates_per_batch, "--updates-per-batch" in overridden))
+        if "--updates-per-batch" not in overridden and prompts and prompts % updates_per_batch:
+            fail(
+                ValueError(
+                    f"{verl_config}: fields actor_rollout_ref.actor.ppo_mini_batch_size and "
+                    f".ppo_epochs give K = {updates_per_batch} updates per batch, which does "
+                    f"not divide B = {prompts} prompts (the simulator trains K equal "
+                    "mini-batches): give --updates-per-batch with a divisor of B"
+                )
+            )
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
@@ -307,7 +324,7 @@ def _placed(sc, opts, gpus, split_spec, placement, weight_sync, net_gbps, worker
     return apply_split(sc, split, model, gpu, net, weight_sync, **chosen)
 
 
-SET_BY_VERL = ("steps", "prompts", "pipeline", "placement")
+SET_BY_VERL = ("steps", "prompts", "pipeline", "placement", "updates_per_batch")
 """The parameters of :func:`sim` (besides ``opts``) that ``--verl-config`` may set."""
 
 

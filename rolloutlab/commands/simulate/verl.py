@@ -115,6 +115,27 @@ def echo_mapping(m: VerlMapping, overridden: Sequence[str] = ()) -> None:
     click.echo(textwrap.fill(text, width=100, break_on_hyphens=False))
 
 
+def updates_source(m: VerlMapping, updates: int, given: bool) -> str:
+    """One line saying which optimizer updates per batch K the run uses and where it came
+    from: ``--updates-per-batch`` given on the command line (``given``; the file's K
+    beside it), the file's ``ceil(B / ppo_mini_batch_size) x ppo_epochs``, or the
+    default 1 when the file does not set ``ppo_mini_batch_size``."""
+    row = next((r for r in m.rows if r.field.endswith("actor.ppo_mini_batch_size")), None)
+    file_k = m.settings.get("updates_per_batch")
+    if given:
+        from_file = f"the verl config's is {file_k}" if file_k else "the verl config sets none"
+        return f"updates per batch K = {updates}: --updates-per-batch ({from_file})"
+    if file_k is None or row is None:
+        return (
+            f"updates per batch K = {updates}: the default (the verl config sets no "
+            "actor_rollout_ref.actor.ppo_mini_batch_size)"
+        )
+    how = row.note.rsplit("; ", 1)[-1]  # fully async: after the B note
+    return (
+        f"updates per batch K = {updates}: from the verl config, {how} (--updates-per-batch wins)"
+    )
+
+
 def verl_record(m: VerlMapping) -> dict[str, Any]:
     """The mapping for a run's ``config.json``."""
     return {
@@ -148,7 +169,7 @@ def from_verl(config_file: str, base: str, name: str | None, out: str) -> None:
     Reads FILE (a verl trainer config), prints the mapping and the fields it ignored, and
     writes OUT: --base's scenario with the file's generation workers, max_num_seqs,
     response and prompt caps, batch and steps. Prints the `rolloutlab sim` options for
-    the rest (G, pipeline, placement, dynamic sampling).
+    the rest (G, pipeline, placement, dynamic sampling, updates per batch).
     """
     from pathlib import Path
 
@@ -167,7 +188,8 @@ def from_verl(config_file: str, base: str, name: str | None, out: str) -> None:
     opts = run_settings(m)
     flags = ["--dynamic-sampling"] if opts.get("dynamic_sampling") else []
     options = {"controllers": "--controller", "pipeline": "--pipeline", "placement": "--placement",
-               "max_gen_batches": "--max-gen-batches", "gen_batch_factor": "--gen-batch-factor"}  # fmt: skip
+               "max_gen_batches": "--max-gen-batches", "gen_batch_factor": "--gen-batch-factor",
+               "updates_per_batch": "--updates-per-batch"}  # fmt: skip
     flags += [f"{flag} {opts[k]}" for k, flag in options.items() if k in opts]
     click.echo(f"wrote {out} (scenario {d['name']} on {base})")
     click.echo(
