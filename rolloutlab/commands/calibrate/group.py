@@ -117,8 +117,8 @@ def echo_assumptions(d: dict) -> None:
     click.echo(
         f"assumed (the log does not say; stored in provenance.assumptions): G = {a['group_size']} "
         f"(--group-size), B = {a['logged_prompts']} (inferred: perf/total_num_tokens / "
-        f"(response + prompt length) / G), {a['logged_engine']['n_workers']} generation "
-        f"workers (--logged-workers), max_num_seqs {a['logged_engine']['max_num_seqs']}, "
+        f"(response + prompt length) / G), {a['logged_engine']['n_workers']} engine "
+        f"replicas (--logged-workers), max_num_seqs {a['logged_engine']['max_num_seqs']}, "
         f"placement {a['placement']}, reward latency shape {lat['kind']}({lat['a']:g}, "
         f"{lat['b']:g}) s x fitted scale (--reward-latency), {a['reward_workers']} reward "
         f"workers (--reward-workers), reward overlap {a['reward_overlap']}"

@@ -87,7 +87,7 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
 @click.command()
 @scenario_options
 @_list("--prompts", "16,32,64", "Prompt batches B to search.")
-@_list("--workers", "1,2,4", "Generation worker counts to search.")
+@_list("--workers", "1,2,4", "Engine replica counts W to search (each `--tp` GPUs).")
 @_list("--max-num-seqs", "256,1024", "vLLM max_num_seqs per worker to search.")
 @_list(
     "--pipeline",

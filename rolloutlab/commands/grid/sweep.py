@@ -68,7 +68,7 @@ def _seed_list(ctx: click.Context, param: click.Parameter, value):
 @click.command()
 @scenario_options
 @_int_list_option("--prompts", "B", "Prompt batches B, e.g. 16,64,256", PROMPTS)
-@_int_list_option("--workers", "W", "Generation worker counts, e.g. 1,2,4", WORKERS)
+@_int_list_option("--workers", "W", "Engine replica counts W, e.g. 1,2,4", WORKERS)
 @_int_list_option("--max-num-seqs", "N", "vLLM max_num_seqs per worker, e.g. 256,1024")
 @click.option(
     "--seeds",

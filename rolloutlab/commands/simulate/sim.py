@@ -37,7 +37,7 @@ out so that ``--help`` imports no numpy; a test holds the two equal)."""
 @scenario_options
 @click.option("--steps", type=STEPS, help="Learner steps (default: scenario's).")
 @click.option("--prompts", type=PROMPTS, help="Prompt batch B (default: scenario's).")
-@click.option("--workers", type=WORKERS, help="Generation workers (default: scenario's).")
+@click.option("--workers", type=WORKERS, help="Engine replicas W (default: scenario's).")
 @click.option(
     "--pipeline",
     "pipeline",
