@@ -12,6 +12,7 @@ from rolloutlab.calibration.fits.cost_fit import (
     draw_step_lengths,
     fit_decode,
     fit_learner,
+    slope_t,
     predict_gen_s,
     step_features,
 )
@@ -121,6 +122,58 @@ def test_learner_fit_recovers_line():
     assert f.learner_const_s == pytest.approx(20.0, rel=1e-6)
     assert f.learner_s_per_token == pytest.approx(7e-5, rel=1e-6)
     assert f.sync_s == 2.0 and f.r2 == pytest.approx(1.0)
+
+
+def test_an_exact_line_is_identified_and_kept_when_the_slope_is_tested():
+    tokens = np.array([1000.0, 1500.0, 2000.0, 2500.0])
+    f = fit_learner(tokens, 3.0 + 0.002 * tokens, np.array([0.5]), min_slope_t=2.0)
+    assert f.rule == "intercept+slope" and f.slope_t == np.inf
+    assert f.learner_const_s == pytest.approx(3.0) and f.learner_s_per_token == pytest.approx(2e-3)
+    assert "identified" in f.why() and "not identified" not in f.why()
+
+
+def test_slope_t_of_three_hand_computed_points():
+    # x 1,2,3 / y 1,3,2: slope 1/2, residuals -1/2, 1, -1/2, RSS 3/2 over 1 dof,
+    # se^2 = (3/2) / 2 = 3/4, so t = (1/2) / sqrt(3/4) = 1/sqrt(3)
+    assert slope_t(np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0])) == pytest.approx(
+        1 / np.sqrt(3)
+    )
+    assert np.isnan(slope_t(np.array([5.0, 5.0, 5.0]), np.array([1.0, 2.0, 3.0])))
+    assert np.isnan(slope_t(np.array([1.0, 2.0]), np.array([1.0, 2.0])))
+
+
+def test_a_one_setting_run_is_priced_per_token_through_the_origin():
+    # tokens barely move and the learner time moves against them: NNLS alone would put the
+    # whole 10 s into the constant; the tested fit prices 40 s / 4000 tokens = 0.01 s a token
+    tokens = np.array([1000.0, 1010.0, 990.0, 1000.0])
+    train = np.array([10.0, 9.0, 11.0, 10.0])
+    sync = np.array([0.2, 0.4, 0.3])
+    plain = fit_learner(tokens, train, sync)
+    assert plain.learner_const_s == pytest.approx(10.0) and plain.learner_s_per_token == 0.0
+    f = fit_learner(tokens, train, sync, min_slope_t=2.0)
+    assert f.rule == "origin" and f.learner_const_s == 0.0
+    assert f.learner_s_per_token == pytest.approx(0.01)
+    assert f.sync_s == pytest.approx(0.3)
+    assert f.tokens_cv == pytest.approx(np.sqrt(50.0) / 1000.0)
+    assert f.why().startswith("learner through the origin: per-token slope not identified")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(100.0, 1e5), min_size=3, max_size=12),
+    st.floats(1e-5, 1e-2),
+    st.floats(0.01, 0.3),
+    st.integers(0, 2**31),
+)
+def test_the_origin_price_pays_the_measured_learner_seconds_in_total(tokens, price, noise, seed):
+    x = np.array(tokens)  # (n,) tokens a step
+    rng = np.random.default_rng(seed)
+    y = price * x * (1 + noise * rng.uniform(-1, 1, size=len(x)))  # (n,) learner s
+    # noisy, so the slope's t is finite: below an infinite threshold it is never identified
+    f = fit_learner(x, y, np.array([0.0]), min_slope_t=np.inf)
+    assert f.rule == "origin"
+    assert np.sum(f.learner_s_per_token * x) == pytest.approx(np.sum(y), rel=1e-9)
+    assert f.learner_s_per_token == pytest.approx(price, rel=noise + 1e-9)
 
 
 def test_step_draws_carry_the_logged_extremes():

@@ -34,10 +34,24 @@ def test_the_decode_learner_and_sync_costs_that_timed_a_synthetic_run_come_back(
     assert cost["a_s"] == pytest.approx(COST.a_s, rel=1e-3)
     assert cost["learner_const_s"] == pytest.approx(0.7, rel=1e-6)
     assert cost["learner_s_per_token"] == pytest.approx(2e-4, rel=1e-6)
+    assert fit["learner_rule"] == "intercept+slope"
     assert cost["sync_s"] == pytest.approx(0.3)
     assert cost["gen_overhead_s"] == pytest.approx(0.0, abs=1e-6)  # gen_time is the makespan
     assert engine["max_num_seqs"] == 16 and not engine["prefix_caching"]
     assert fit["steps"] == 6
+
+
+def test_a_constant_learner_time_is_priced_per_token_through_the_origin(tmp_path):
+    run_dir = write_run(tmp_path / "run", [8, 8, 8, 8, 8])
+    _with_learner(run_dir, const=4.0, per_token=0.0, sync=0.3)
+    roll = pl.read_parquet(run_dir / "rollouts.parquet")
+    tokens = int((roll["prompt_tokens"] + roll["response_tokens"]).sum())  # over the 5 steps
+    cost, _, fit = run_cost(load_run(run_dir))
+    assert fit["learner_rule"] == "origin"
+    assert cost["learner_const_s"] == 0.0
+    assert cost["learner_s_per_token"] == pytest.approx(5 * 4.0 / tokens)
+    assert cost["sync_s"] == pytest.approx(0.3)
+    assert "not identified" in fit["learner_why"]
 
 
 def test_one_step_is_refused_naming_the_run(tmp_path):
@@ -51,6 +65,7 @@ def test_the_cli_writes_a_calibration_the_simulator_loads(tmp_path):
     out = tmp_path / "cost.json"
     res = CliRunner().invoke(main, ["calibrate", "run-cost", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-1].startswith("learner ")
     d = json.loads(out.read_text())
     assert d["cost"]["a_s"] == pytest.approx(COST.a_s, rel=1e-3)
     assert d["provenance"]["source"] == "run-cost"

@@ -11,7 +11,11 @@ calibration JSON whose ``cost`` and ``engine`` blocks come from the run's own st
   least squares over the steps, ``tokens`` the prompt + response tokens of all the step's
   rollouts (what the simulator's learner is priced on, :mod:`sim.models.cost`; a step whose
   groups dynamic sampling all dropped trains on none and costs little, so the slope is an
-  average over kept and dropped groups).
+  average over kept and dropped groups). When the steps do not identify the per-token slope
+  (its OLS t statistic below :data:`MIN_SLOPE_T`, as in a run at one ``(G, B)`` whose tokens
+  vary little), the learner is priced through the origin instead, ``learner_s_per_token =
+  sum train_time / sum tokens`` and ``learner_const_s = 0``, so a simulated step at another
+  ``G`` or ``B`` pays for its tokens (:func:`calibration.fits.cost_fit.fit_learner`).
 - ``sync_s``: the median ``sync_time``.
 
 Times are the run's wall clock (``steps`` table ``gen_time``, ``train_time``, ``sync_time``
@@ -27,10 +31,14 @@ import numpy as np
 import polars as pl
 from rolloutlab.analysis.idle.finish_fit import fit_finish_times, simulate_step
 from rolloutlab.analysis.inputs.run_input import RunData, RunInputError, step_layouts
-from scipy import optimize
+from rolloutlab.calibration.fits.cost_fit import fit_learner
+
+MIN_SLOPE_T = 2.0
+"""A per-token learner slope whose OLS t statistic is below this is not identified (the
+usual two-standard-error rule)."""
 
 
-def run_cost(run: RunData) -> tuple[dict, dict, dict]:
+def run_cost(run: RunData, min_slope_t: float | None = MIN_SLOPE_T) -> tuple[dict, dict, dict]:
     """``(cost, engine, fit)`` blocks of a calibration (module docstring) for ``run``.
 
     ``engine``: one block of :class:`sim.engine.core.EngineConfig` fields: the run's workers
@@ -74,28 +82,31 @@ def run_cost(run: RunData) -> tuple[dict, dict, dict]:
         dtype=float,
     )
     train = steps["train_time"].to_numpy()
-    X = np.column_stack([np.ones_like(tok), tok])
-    scale = X.max(axis=0)
-    (const, per_token), _ = optimize.nnls(X / scale, train)
-    const, per_token = const / scale[0], per_token / scale[1]
-    pred = const + per_token * tok
+    learner = fit_learner(tok, train, steps["sync_time"].to_numpy(), min_slope_t=min_slope_t)
+    pred = learner.learner_const_s + learner.learner_s_per_token * tok
     cost = {
         **fit.cost.to_dict(),
-        "learner_const_s": float(const),
-        "learner_s_per_token": float(per_token),
-        "sync_s": float(np.median(steps["sync_time"].to_numpy())),
+        "learner_const_s": learner.learner_const_s,
+        "learner_s_per_token": learner.learner_s_per_token,
+        "sync_s": learner.sync_s,
         "gen_overhead_s": overhead,
     }
     with np.errstate(divide="ignore", invalid="ignore"):
         learner_mape = float(np.nanmean(np.abs(pred / train - 1.0)))
     fit_block = {
-        "method": "run-cost: decode NNLS on rollout finish times, learner NNLS on step tokens",
+        "method": "run-cost: decode NNLS on rollout finish times, learner NNLS on step tokens "
+        "(through the origin when the slope is not identified)",
         "decode": fit.to_dict(),
         "gen_overhead_s_spread": [
             float(np.min(gen[at] - engine_s)),
             float(np.max(gen[at] - engine_s)),
         ],
         "learner_mape": learner_mape,
+        "learner_rule": learner.rule,
+        # strict JSON: nan (slope not computable) and inf (exact line) are written as null
+        "learner_slope_t": learner.slope_t if np.isfinite(learner.slope_t) else None,
+        "learner_tokens_cv": learner.tokens_cv,
+        "learner_why": learner.why(),
         "steps": len(layouts),
         "clock": "wall",
     }

@@ -15,6 +15,18 @@ least squares (``scipy.optimize.nnls``), with ``train_t`` the sum of verl's
 ``timing_s/update_actor + timing_s/old_log_prob + timing_s/ref`` and ``tokens_t`` =
 ``perf/total_num_tokens`` (prompt + response). Weight sync: ``sync_s`` = median of
 ``timing_s/reshard``.
+
+When the steps cannot separate a per-token cost from the intercept (a run at one group
+size and batch, whose tokens vary little from step to step), NNLS puts the whole learner
+into the constant and a simulator priced with it does not grow the learner with ``B G``.
+With ``min_slope_t`` set, :func:`fit_learner` tests the per-token slope first: the
+ordinary least-squares slope's t statistic ``slope / se(slope)`` (``se`` from the residual
+variance over ``n - 2`` degrees of freedom, the textbook simple-regression formula). Below
+``min_slope_t`` the learner is priced through the origin, ``learner_s_per_token =
+sum_t train_t / sum_t tokens_t`` (the run's learner seconds per token) and
+``learner_const_s = 0``: the learner's work is a forward and backward pass over the
+trained tokens, so its time scales with them (docs/learning.md §5 measures the CPU
+learner growing with trained rollouts times padded length).
 """
 
 from __future__ import annotations
@@ -169,28 +181,81 @@ class LearnerFit:
     """Coefficient of determination of the line."""
     sync_s: float
     """Median of the logged weight-sync times."""
+    rule: str = "intercept+slope"
+    """``intercept+slope`` (NNLS line) or ``origin`` (per-token price through the origin,
+    the slope not identified)."""
+    slope_t: float = float("nan")
+    """OLS slope over its standard error (nan when not computed or fewer than 3 steps;
+    ``inf`` for an exact line)."""
+    tokens_cv: float = float("nan")
+    """Coefficient of variation (sd / mean) of the steps' tokens."""
+
+    def why(self) -> str:
+        """One line: which learner rule was used and why."""
+        stat = f"slope t {self.slope_t:.2f}, tokens CV {self.tokens_cv:.3f}"
+        if self.rule == "origin":
+            return f"learner through the origin: per-token slope not identified ({stat})"
+        if np.isnan(self.slope_t):
+            return "learner intercept + slope (NNLS; identification not tested)"
+        return f"learner intercept + slope: per-token slope identified ({stat})"
 
 
-def fit_learner(tokens: np.ndarray, train_s: np.ndarray, sync_s: np.ndarray) -> LearnerFit:
+def slope_t(tokens: np.ndarray, train_s: np.ndarray) -> float:
+    """t statistic of the OLS slope of ``train_s`` on ``tokens`` (each ``(n,)``).
+
+    ``slope / se``, ``se^2 = (RSS / (n - 2)) / sum (x - mean x)^2``. Returns nan for fewer
+    than 3 steps or tokens without spread, ``+-inf`` for an exact line."""
+    x, y = np.asarray(tokens, float), np.asarray(train_s, float)
+    sxx = float(np.sum((x - x.mean()) ** 2))
+    if len(x) < 3 or sxx <= 1e-12 * max(float(np.sum(x**2)), 1e-300):
+        return float("nan")
+    slope = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
+    rss = float(np.sum((y - y.mean() - slope * (x - x.mean())) ** 2))
+    se = np.sqrt(rss / (len(x) - 2) / sxx)
+    if se == 0.0:
+        return float(np.copysign(np.inf, slope)) if slope != 0 else float("nan")
+    return slope / float(se)
+
+
+def fit_learner(
+    tokens: np.ndarray,
+    train_s: np.ndarray,
+    sync_s: np.ndarray,
+    *,
+    min_slope_t: float | None = None,
+) -> LearnerFit:
     """``train_s ~ const + per_token * tokens`` by NNLS; ``sync`` = median.
 
     Args: per-step ``tokens`` (prompt + response), ``train_s`` and ``sync_s`` (seconds),
-    each ``(n_steps,)``. Raises: ValueError on fewer than 2 steps.
+    each ``(n_steps,)``; ``min_slope_t``: when given, a slope whose OLS t statistic is below
+    it (or not computable) is not identified and the learner is priced through the origin
+    (module docstring). Raises: ValueError on fewer than 2 steps, or on no tokens at all.
     """
     tokens, train_s = np.asarray(tokens, float), np.asarray(train_s, float)
     if len(tokens) < 2 or len(tokens) != len(train_s) or len(sync_s) < 1:
         raise ValueError("fit_learner: need >= 2 steps of tokens and train times, >= 1 sync time")
     s = tokens.mean()
-    A = np.column_stack([np.ones_like(tokens), tokens / s])
-    coef, _ = optimize.nnls(A, train_s)
-    pred = A @ coef
+    if not s > 0:
+        raise ValueError("fit_learner: the steps hold no tokens")
+    t = slope_t(tokens, train_s) if min_slope_t is not None else float("nan")
+    origin = min_slope_t is not None and not t >= min_slope_t
+    if origin:
+        coef = np.array([0.0, float(train_s.sum() / tokens.sum()) * s])
+    else:
+        coef, _ = optimize.nnls(np.column_stack([np.ones_like(tokens), tokens / s]), train_s)
+    pred = coef[0] + coef[1] * tokens / s
     r2 = 1.0 - np.sum((train_s - pred) ** 2) / max(np.sum((train_s - train_s.mean()) ** 2), 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a step without an update trains 0 s
+        mape = float(np.mean(np.abs(pred / train_s - 1)))
     return LearnerFit(
         learner_const_s=float(coef[0]),
         learner_s_per_token=float(coef[1] / s),
-        mape=float(np.mean(np.abs(pred / train_s - 1))),
+        mape=mape,
         r2=float(r2),
         sync_s=float(np.median(sync_s)),
+        rule="origin" if origin else "intercept+slope",
+        slope_t=t,
+        tokens_cv=float(tokens.std() / s),
     )
 
 

@@ -73,3 +73,4 @@ def run_cost_cmd(run_dir: Path, out, lengths_from, name):
         f"+ {cost['learner_s_per_token']:.2e} s/token, sync {cost['sync_s']:.2f} s; "
         f"finish-time rel. RMSE {fit['decode']['rel_rmse']:.3f} over {fit['steps']} steps"
     )
+    click.echo(fit["learner_why"])
