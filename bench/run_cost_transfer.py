@@ -10,7 +10,10 @@ For each ``CAL=HELD`` pair (two synchronous runs of static G, the same B):
    identify (:func:`analysis.idle.run_cost.run_cost` with ``min_slope_t=None``, the rule
    before; on a one-G run it comes out a constant): ``calibration_nnls.json``;
 3. ``sim --calibration`` of each at HELD's G and B (``static:G``, ``--sim-steps`` steps,
-   seed 0): the median simulated step time (``t_end - t_start``);
+   or as many as HELD ran with ``--sim-steps 0``; seeds ``0 .. --sim-seeds - 1``): the
+   median simulated step time (``t_end - t_start``) over the seeds' steps pooled. (The
+   fitted lengths drift per step, ``mu_growth_per_step``: 200 steps extrapolate a 12- or
+   24-step run's drift far past what it measured.)
 4. HELD's measured median step time beside them and beside two naive rules made from
    CAL's measured median step time: times ``G_held / G_cal`` (``x G ratio``) and unchanged
    (``constant``). Errors are ``predicted / measured - 1``. With ``--floor ROOT``, the
@@ -59,24 +62,38 @@ def setting(run_dir: Path) -> tuple[int, int, float]:
     return G, int(cfg["prompts"]), float((st["t_end"] - st["t_start"]).median())
 
 
-def sim_median_s(cal: Path, G: int, B: int, steps: int, out: Path, log: list[str]) -> float:
-    """Median simulated step time (s) of ``static:G`` at ``B`` prompts under ``cal``."""
-    cli(
-        ["sim", "--calibration", str(cal), "--controller", f"static:{G}", "--prompts", str(B),
-         "--steps", str(steps), "--seed", "0", "--no-figure", "--out", str(out)],
-        log,
-    )  # fmt: skip
-    st = pl.read_parquet(out / "steps.parquet")
-    return float((st["t_end"] - st["t_start"]).median())
+def sim_median_s(
+    cal: Path, G: int, B: int, steps: int, seeds: int, out: Path, log: list[str]
+) -> float:
+    """Median simulated step time (s) of ``static:G`` at ``B`` prompts under ``cal``, over
+    the steps of seeds ``0 .. seeds - 1`` pooled."""
+    step_s = []
+    for seed in range(seeds):
+        d = out if seeds == 1 else out / f"seed{seed}"
+        cli(
+            ["sim", "--calibration", str(cal), "--controller", f"static:{G}", "--prompts",
+             str(B), "--steps", str(steps), "--seed", str(seed), "--no-figure", "--out", str(d)],
+            log,
+        )  # fmt: skip
+        st = pl.read_parquet(d / "steps.parquet")
+        step_s.append(st["t_end"] - st["t_start"])
+    return float(pl.concat(step_s).median())
 
 
 def one_pair(
-    cal_dir: Path, held_dir: Path, steps: int, out: Path, log: list[str], floor: Path | None
+    cal_dir: Path,
+    held_dir: Path,
+    steps: int,
+    seeds: int,
+    out: Path,
+    log: list[str],
+    floor: Path | None,
 ) -> dict:
     """One row of ``transfer.csv`` (module docstring)."""
     out.mkdir(parents=True, exist_ok=True)
     g_cal, b_cal, cal_s = setting(cal_dir)
     g_held, b_held, held_s = setting(held_dir)
+    steps = steps or pl.read_parquet(held_dir / "steps.parquet").height
     if b_cal != b_held:
         raise SystemExit(f"{cal_dir} has B {b_cal}, {held_dir} B {b_held}: a pair shares B")
     cost, cal = out / "run_cost.json", out / "calibration.json"
@@ -95,8 +112,8 @@ def one_pair(
     cal_nnls = out / "calibration_nnls.json"
     cal_nnls.write_text(json.dumps(doc_nnls, indent=1))
     pred = {
-        "calibrated": sim_median_s(cal, g_held, b_held, steps, out / "sim", log),
-        "nnls": sim_median_s(cal_nnls, g_held, b_held, steps, out / "sim_nnls", log),
+        "calibrated": sim_median_s(cal, g_held, b_held, steps, seeds, out / "sim", log),
+        "nnls": sim_median_s(cal_nnls, g_held, b_held, steps, seeds, out / "sim_nnls", log),
         "g_ratio": cal_s * g_held / g_cal,
         "constant": cal_s,
     }
@@ -107,6 +124,7 @@ def one_pair(
         "G_cal": g_cal,
         "G_held": g_held,
         "B": b_held,
+        "sim_steps": steps,
         "cal_step_s": cal_s,
         "held_step_s": held_s,
         **{f"pred_{r}_s": v for r, v in pred.items()},
@@ -127,7 +145,8 @@ def one_pair(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pair", action="append", required=True, help="CAL_RUN=HELD_RUN")
-    ap.add_argument("--sim-steps", type=int, default=200)
+    ap.add_argument("--sim-steps", type=int, default=200, help="0: as many as HELD ran")
+    ap.add_argument("--sim-seeds", type=int, default=1)
     ap.add_argument("--floor", type=Path, default=None, help="root of repeats of HELD runs")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
@@ -142,6 +161,7 @@ def main() -> None:
                 cal_dir,
                 held_dir,
                 a.sim_steps,
+                a.sim_seeds,
                 a.out / f"{cal_dir.name}__{held_dir.name}",
                 log,
                 a.floor,
@@ -153,6 +173,8 @@ def main() -> None:
     (a.out / "transfer_partial.csv").unlink()
     summary = {
         "pairs": len(rows),
+        "sim_steps": a.sim_steps,
+        "sim_seeds": a.sim_seeds,
         "mean_abs_error": {r: float(table[f"err_{r}"].abs().mean()) for r in RULES},
         "mean_repeat_floor": float(table["repeat_floor"].mean()),
         "commands": log,
