@@ -12,8 +12,8 @@ from rolloutlab.calibration.fits.cost_fit import (
     draw_step_lengths,
     fit_decode,
     fit_learner,
-    slope_t,
     predict_gen_s,
+    slope_t,
     step_features,
 )
 from rolloutlab.calibration.fits.icc import bundled_icc, icc_log_lengths
