@@ -34,7 +34,11 @@ class Term:
 VOCABULARY: tuple[Term, ...] = (
     Term("group size G (completions per prompt)", ("--group-size",), ("--G", "--group-sizes")),
     Term("prompt batch B (prompts per learner step)", ("--prompts",), ("--batch", "--batch-size")),
-    Term("staleness bound S", ("--S",), ("--staleness", "--max-staleness")),
+    Term(
+        "S: sync interval (stability) or staleness bound (bounded:S)",
+        ("--S",),
+        ("--staleness", "--max-staleness"),
+    ),
     Term("learning rate eta", ("--lr",), ("--eta", "--learning-rate")),
     Term("seed(s) of the run", ("--seed", "--seeds"), ("--seed-count", "--n-seeds")),
     Term("learner steps T", ("--steps",), ("--T", "--n-steps", "--num-steps")),

@@ -44,7 +44,8 @@ REAL_GRID_PARALLEL = 2
     default="1,2,4,8",
     show_default=True,
     type=CommaList(NON_NEGATIVE_INT),
-    help="Staleness / sync intervals S: distinct integers >= 0, comma-separated.",
+    help="S of every run's --pipeline: the sync interval (interval:S, learner steps per "
+    "weight sync) or the staleness bound (bounded:S); distinct integers >= 0, comma-separated.",
 )
 @click.option(
     "--lr",
