@@ -108,10 +108,11 @@ WHOLE_STEP = {  # run -> (measured, model, constant, linear, persistence) step t
 persistence 50 % (one step with a previous one)."""
 
 
-def validate_verl_whole_step(d: Path) -> Path:
+def validate_verl_whole_step(d: Path, whole_step: dict | None = None) -> Path:
     """A ``compare verl-tb --calibration`` output (validation.csv scored by the command's
-    own :func:`score` from :data:`WHOLE_STEP`; config naming the runs the calibration
-    fitted), without the minute the real calibration and prediction take."""
+    own :func:`score` from ``whole_step``, :data:`WHOLE_STEP` by default; config naming the
+    runs the calibration fitted), without the minute the real calibration and prediction
+    take."""
     import polars as pl
     from rolloutlab.calibration.validation.step_holdout import score
     from rolloutlab.sim.scenario.provenance import write_config
@@ -119,12 +120,12 @@ def validate_verl_whole_step(d: Path) -> Path:
     rows = [
         {"run": run, "step": i + 1, "measured_s": m, "model_s": a, "constant_s": c,
          "linear_s": li, "persistence_s": p, "periodic": False}
-        for run, cols in WHOLE_STEP.items()
+        for run, cols in (whole_step or WHOLE_STEP).items()
         for i, (m, a, c, li, p) in enumerate(zip(*cols))
     ]  # fmt: skip
     d.mkdir()
     score(pl.DataFrame(rows)).write_csv(d / "validation.csv")
-    write_config(d / "config.json", {"command": "validate-verl-tb", "runs": list(WHOLE_STEP),
+    write_config(d / "config.json", {"command": "validate-verl-tb", "runs": list(whole_step or WHOLE_STEP),
                                      "calibration": "cal.json", "fitted_runs": ["fitted"]})  # fmt: skip
     return d
 
