@@ -73,11 +73,11 @@ def test_the_scores_of_the_rules_and_the_floor_by_hand():
     const, near, loglin = (out["rules"][k] for k in ("constant", "nearest", "loglinear"))
     assert const["accuracy"] == pytest.approx(2 / 3)
     assert const["brier"] == pytest.approx((2 * 0.2**2 + 0.8**2) / 3)
-    assert const["mdape"] == pytest.approx((0.2 + 0.6) / 2)  # |8/10 - 1|, |8/5 - 1|
+    assert const["mdape_all_collapsed"] == pytest.approx((0.2 + 0.6) / 2)  # |8/10 - 1|, |8/5 - 1|
     assert near["brier"] == pytest.approx((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / 3)
-    assert near["mdape"] == pytest.approx((0.5 + 2.0) / 2)  # 15 against 10 and 5
+    assert near["mdape_all_collapsed"] == pytest.approx((0.5 + 2.0) / 2)  # 15 against 10 and 5
     r = math.sqrt(75.0)
-    assert loglin["mdape"] == pytest.approx((abs(r / 10 - 1) + abs(r / 5 - 1)) / 2)
+    assert loglin["mdape_all_collapsed"] == pytest.approx((abs(r / 10 - 1) + abs(r / 5 - 1)) / 2)
     assert loglin["both_collapsed"] == 2
     fl = out["floor"]
     assert fl["accuracy"] == pytest.approx(2 / 3)  # the cell's majority: 2 of 3
@@ -98,8 +98,8 @@ def test_the_lookup_reads_the_cell_and_a_cell_without_collapse_predicts_beyond_t
         held, *(pred["lookup"][c] for c in ("p", "predicted_collapsed", "predicted_t")), T
     )
     # every collapsed run scored: |20/24 - 1| and |61/30 - 1|; only the first collapsed on both sides
-    assert s["mdape"] == pytest.approx((4 / 24 + 31 / 30) / 2)
-    assert s["mdape_both"] == pytest.approx(4 / 24)
+    assert s["mdape_all_collapsed"] == pytest.approx((4 / 24 + 31 / 30) / 2)
+    assert s["mdape_both_collapsed"] == pytest.approx(4 / 24)
     assert (s["collapsed_runs"], s["both_collapsed"]) == (2, 1)
     assert s["accuracy"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="no fit runs"):
@@ -116,14 +116,57 @@ def test_the_rules_along_S_extrapolate_through_the_two_nearest_cells():
 
 
 def test_the_best_rule_and_the_verdict():
-    rules = {"a": {"mdape": 0.4, "brier": 0.2, "accuracy": 0.7},
-             "b": {"mdape": float("nan"), "brier": 0.1, "accuracy": 0.9}}  # fmt: skip
-    assert baselines.best_rule(rules, "mdape") == ("a", 0.4)
+    rules = {"a": {"mdape_all_collapsed": 0.4, "brier": 0.2, "accuracy": 0.7},
+             "b": {"mdape_all_collapsed": float("nan"), "brier": 0.1, "accuracy": 0.9}}  # fmt: skip
+    assert baselines.best_rule(rules, "mdape_all_collapsed") == ("a", 0.4)
     assert baselines.best_rule(rules, "accuracy") == ("b", 0.9)
-    said = baselines.verdict({"mdape": 0.3, "brier": 0.15, "accuracy": 0.9}, rules)
-    assert said.startswith("step MdAPE: beats a (0.400)")
-    assert "Brier: does not beat b (0.100)" in said
-    assert said.endswith("accuracy: does not beat b (0.900)")  # a tie does not beat
+    said = baselines.verdict({"mdape_all_collapsed": 0.3, "brier": 0.15, "accuracy": 0.9}, rules)
+    assert said.startswith(
+        "step MdAPE over every collapsed held-out run (beyond T counted as T + 1): 0.300, "
+        "beats a (0.400)"
+    )
+    assert "Brier: 0.150, does not beat b (0.100)" in said
+    assert said.endswith("accuracy: 0.900, does not beat b (0.900)")  # a tie does not beat
+
+
+def test_the_verdict_compares_like_for_like_and_names_the_both_sides_mdape_apart():
+    # by hand, as on results/real_stability_full's lr split: over the 4 collapsed held-out
+    # runs the law is off 0.1, 0.2, 0.3, 0.9 (median 0.25), the line 0.4, 0.5, 0.6, 0.7
+    # (median 0.55): like for like the law wins. Over the runs each predicts collapsed as
+    # well (the law's last 3: 0.2, 0.3, 0.9 -> 0.3; the line's first 2: 0.4, 0.5 -> 0.45)
+    # the law looks worse: that is shown, named apart, and not judged
+    law = {
+        "mdape_all_collapsed": 0.25,
+        "collapsed_runs": 4,
+        "mdape_both_collapsed": 0.3,
+        "both_collapsed": 3,
+        "brier": 0.1,
+        "accuracy": 0.9,
+    }
+    line = {"mdape_all_collapsed": 0.55, "collapsed_runs": 4, "mdape_both_collapsed": 0.45,
+            "both_collapsed": 2, "brier": 0.2, "accuracy": 0.8}  # fmt: skip
+    said = baselines.verdict(law, {"loglinear": line})
+    assert said.startswith(
+        "step MdAPE over every collapsed held-out run (4, the same for every predictor; beyond "
+        "T counted as T + 1): 0.250, beats log-linear across fitted cells (0.550) [over the "
+        "runs collapsed on both sides, each predictor's own: 0.300 (3 runs) against 0.450 "
+        "(2 runs), not like for like]"
+    )
+
+    # a summary written before the names were distinct (mdape, mdape_both) says the same
+    def renamed(d):
+        return {{"mdape_all_collapsed": "mdape", "mdape_both_collapsed": "mdape_both"}.get(k, k): v
+                for k, v in d.items()}  # fmt: skip
+
+    assert "mdape" in renamed(law) and "mdape_both" in renamed(law)
+    assert baselines.verdict(renamed(law), {"loglinear": renamed(line)}) == said
+    table = baselines.score_table(
+        "law", law, {"cells": "unseen", "rules": {"loglinear": renamed(line)},
+                     "floor": {"accuracy": 1.0, "brier": 0.0, "mdape": 0.1}},
+    )  # fmt: skip
+    assert table.columns[-2:] == ["mdape_all_collapsed", "mdape_both_collapsed"]
+    assert table["mdape_all_collapsed"].to_list() == [0.25, 0.55, 0.1]
+    assert table["mdape_both_collapsed"].to_list() == [0.3, 0.45, None]
 
 
 @settings(max_examples=50, deadline=None)
@@ -191,6 +234,11 @@ def test_compare_horizon_holds_out_one_S_and_puts_the_rules_beside_the_law(tmp_p
     assert points["S"].unique().to_list() == [4] and points["cell"].unique().to_list() == ["unseen"]
     assert {"p_nearest", "t_loglinear"} <= set(points.columns)
     assert "log-linear across fitted cells" in res.output and "best naive rule" in res.output
+    # the two step MdAPEs under their own names, in the JSON and the printed verdict
+    law = summary["scores"]
+    assert {"mdape_all_collapsed", "mdape_both_collapsed"} <= set(law) and "mdape" not in law
+    n = law["collapsed_runs"]
+    assert f"step MdAPE over every collapsed held-out run ({n}, the same for every" in res.output
     page = answer(out, json.loads((out / "config.json").read_text()))
     assert page is not None
     assert "log-linear across fitted cells" in page.table["predictor"].to_list()

@@ -20,10 +20,14 @@ the run) when none collapsed. A held-out run is predicted by
 
 Every rule predicts "collapsed" where its probability is at least 1/2 (a tie counts as
 collapsed). Scores (:func:`score`): ``accuracy``; ``brier`` ``mean (p - y)^2`` (Brier 1950;
-``y`` 1 for a collapsed run); ``mdape`` the median ``|min(t_pred, T + 1) / t - 1|`` over
-*every* held-out run that collapsed (a prediction beyond the run counted at ``T + 1``, so
-all predictors are scored on the same runs); ``mdape_both`` the same over runs collapsed on
-both sides (each predictor on its own runs: the number the studies reported before).
+``y`` 1 for a collapsed run); ``mdape_all_collapsed`` the median
+``|min(t_pred, T + 1) / t - 1|`` over *every* held-out run that collapsed (a prediction
+beyond the run counted at ``T + 1``, so all predictors are scored on the same runs: the
+one the verdict compares); ``mdape_both_collapsed`` the same over the runs collapsed on
+both sides, measured and predicted (each predictor on its own runs, so two predictors'
+values are not like for like; :func:`analysis.collapse.compare.agreement`'s
+``t_collapse_mdape``). Summaries written before these names hold them as ``mdape`` and
+``mdape_both`` (:func:`named_scores` reads either).
 
 Floor (:func:`floor`), read off the held-out runs themselves, so never a prediction:
 ``mdape`` predicting each collapsed held-out run by the median step of the *other*
@@ -42,6 +46,9 @@ import polars as pl
 AXES = ("lr", "S")
 """The setting axes a held-out cell may be unseen along."""
 RULES = ("constant", "lookup", "nearest", "loglinear")
+MDAPES = ("mdape_all_collapsed", "mdape_both_collapsed")
+"""The two collapse-step MdAPEs of :func:`score`: over every collapsed held-out run (the
+same runs for every predictor), over the runs collapsed on both sides (each its own)."""
 
 
 def cell_keys(df: pl.DataFrame) -> list[str]:
@@ -141,8 +148,8 @@ def _frame(p: np.ndarray, t: np.ndarray) -> pl.DataFrame:
 
 def score(held: pl.DataFrame, p, predicted_collapsed, predicted_t, T: int) -> dict:
     """Scores of one predictor on ``held`` (module docstring): ``runs``, ``accuracy``,
-    ``brier``, ``mdape`` over ``collapsed_runs`` (every collapsed held-out run),
-    ``mdape_both`` over ``both_collapsed`` runs. ``p``, ``predicted_collapsed``,
+    ``brier``, ``mdape_all_collapsed`` over ``collapsed_runs`` (every collapsed held-out
+    run), ``mdape_both_collapsed`` over ``both_collapsed`` runs. ``p``, ``predicted_collapsed``,
     ``predicted_t``: arrays ``(held.height,)``; NaN where a score has no run."""
     y = held["collapsed"].to_numpy().astype(bool)
     t = held["t_collapse"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -154,9 +161,9 @@ def score(held: pl.DataFrame, p, predicted_collapsed, predicted_t, T: int) -> di
         "runs": int(held.height),
         "accuracy": float(np.mean(cls == y)) if held.height else float("nan"),
         "brier": float(np.mean((p - y) ** 2)) if held.height else float("nan"),
-        "mdape": float(np.median(ape[y])) if y.any() else float("nan"),
+        "mdape_all_collapsed": float(np.median(ape[y])) if y.any() else float("nan"),
         "collapsed_runs": int(y.sum()),
-        "mdape_both": float(np.median(ape[both])) if both.any() else float("nan"),
+        "mdape_both_collapsed": float(np.median(ape[both])) if both.any() else float("nan"),
         "both_collapsed": int(both.sum()),
     }
 
@@ -211,8 +218,22 @@ def baseline_scores(
     }
 
 
+LEGACY_NAMES = {"mdape": "mdape_all_collapsed", "mdape_both": "mdape_both_collapsed"}
+"""Score names in summaries written before the two step MdAPEs had distinct names."""
+
+
+def named_scores(scores: dict) -> dict:
+    """``scores`` (one predictor's :func:`score`, as read from a summary) with the names of
+    :data:`LEGACY_NAMES` replaced by today's (a summary that has both keeps today's)."""
+    out = dict(scores)
+    for old, new in LEGACY_NAMES.items():
+        if old in out:
+            out.setdefault(new, out.pop(old))
+    return out
+
+
 def best_rule(rules: dict, metric: str) -> tuple[str, float] | None:
-    """The naive rule with the lowest ``metric`` (``brier``, ``mdape``) or highest
+    """The naive rule with the lowest ``metric`` (``brier``, ``mdape_all_collapsed``) or highest
     (``accuracy``) finite value, ``(name, value)``; None when none is finite."""
     vals = {k: v[metric] for k, v in rules.items() if v.get(metric) == v.get(metric)}
     if not vals:
@@ -233,8 +254,9 @@ RULE_NAMES = {
 def score_table(model: str, scores: dict, base: dict) -> pl.DataFrame:
     """One row per predictor on the same held-out runs: ``model`` (its :func:`score`),
     each naive rule of ``base`` (:func:`baseline_scores`) and the floor; columns
-    ``predictor, cells, accuracy, brier, mdape, mdape_both`` (:func:`verdict` says whether
-    the model beats the best rule)."""
+    ``predictor, cells, accuracy, brier, mdape_all_collapsed, mdape_both_collapsed``
+    (:func:`verdict` says whether the model beats the best rule). The floor's ``mdape``
+    (over the collapsed runs whose cell has another) goes in the all-collapsed column."""
     cells_seen = base["cells"]
     rows = [{"predictor": model, **_pick(scores), "cells": cells_seen}]
     for rule, s in base["rules"].items():
@@ -242,29 +264,55 @@ def score_table(model: str, scores: dict, base: dict) -> pl.DataFrame:
     f = base["floor"]
     rows.append(
         {"predictor": "run-to-run floor (held-out seeds)", "accuracy": f["accuracy"],
-         "brier": f["brier"], "mdape": f["mdape"], "mdape_both": None, "both_collapsed": None,
+         "brier": f["brier"], "mdape_all_collapsed": f["mdape"], "mdape_both_collapsed": None,
          "cells": "oracle"}
     )  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None).select(
-        "predictor", "cells", "accuracy", "brier", "mdape", "mdape_both"
+        "predictor", "cells", "accuracy", "brier", *MDAPES
     )
 
 
 def _pick(s: dict) -> dict:
-    return {k: s[k] for k in ("accuracy", "brier", "mdape", "mdape_both", "both_collapsed")}
+    s = named_scores(s)
+    return {k: s.get(k) for k in ("accuracy", "brier", *MDAPES)}
 
 
 def verdict(scores: dict, rules: dict) -> str:
-    """``"beats"`` / ``"does not beat"`` the best naive rule, per metric, in words:
-    collapse-step MdAPE (every collapsed held-out run), Brier score and accuracy (a tie
-    does not beat)."""
+    """``"beats"`` / ``"does not beat"`` the best naive rule, per metric, in words: the
+    collapse-step MdAPE over every collapsed held-out run (the same runs for every
+    predictor, so like for like), Brier score and accuracy (a tie does not beat); then,
+    where a summary has it, the MdAPE over the runs collapsed on both sides beside the same
+    rule's, said to be each predictor's own runs (not a verdict). ``scores``, ``rules``:
+    :func:`score` dicts (old names read, :func:`named_scores`)."""
+    scores = named_scores(scores)
+    rules = {k: named_scores(v) for k, v in rules.items()}
+    n_all = scores.get("collapsed_runs")
     parts = []
-    for metric, what in (("mdape", "step MdAPE"), ("brier", "Brier"), ("accuracy", "accuracy")):
+    for metric, what in (
+        ("mdape_all_collapsed",
+         "step MdAPE over every collapsed held-out run"
+         + (f" ({n_all}, the same for every predictor; beyond T counted as T + 1)"
+            if n_all is not None else " (beyond T counted as T + 1)")),
+        ("brier", "Brier"),
+        ("accuracy", "accuracy"),
+    ):  # fmt: skip
         best = best_rule(rules, metric)
         mine = scores.get(metric)
         if best is None or mine is None or mine != mine:
             continue
         better = mine > best[1] if metric == "accuracy" else mine < best[1]
         word = "beats" if better else "does not beat"
-        parts.append(f"{what}: {word} {RULE_NAMES.get(best[0], best[0])} ({best[1]:.3f})")
+        name = RULE_NAMES.get(best[0], best[0])
+        parts.append(f"{what}: {mine:.3f}, {word} {name} ({best[1]:.3f})")
+        if metric == "mdape_all_collapsed":
+            both, rule_both = scores.get("mdape_both_collapsed"), rules[best[0]]
+            if both is not None and both == both:
+                theirs = rule_both.get("mdape_both_collapsed")
+                parts[-1] += (
+                    f" [over the runs collapsed on both sides, each predictor's own: "
+                    f"{both:.3f} ({scores.get('both_collapsed')} runs) against "
+                    + (f"{theirs:.3f} ({rule_both.get('both_collapsed')} runs)"
+                       if theirs is not None and theirs == theirs else "none")
+                    + ", not like for like]"
+                )  # fmt: skip
     return "; ".join(parts)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import cast
 
 import polars as pl
+from rolloutlab.analysis.collapse.baselines import MDAPES, named_scores
 from rolloutlab.analysis.figures import numbers as fmt
 from rolloutlab.analysis.figures.answers.base import (
     Answer,
@@ -111,17 +112,21 @@ def _rule_rows(doc: dict, path: Path, model: str) -> tuple[list[dict], str, str]
         base.get("floor", {}),
         base.get("cells"),
     )
-    keys = ("accuracy", "brier", "mdape")
-    rows = [{"predictor": model, "cells": cells, **{k: scores.get(k) for k in keys}}]
-    rows += [{"predictor": RULE_NAMES.get(r, r), "cells": cells, **{k: v.get(k) for k in keys}}
+    keys = ("accuracy", "brier", *MDAPES)
+    rows = [{"predictor": model, "cells": cells, **{k: named_scores(scores).get(k) for k in keys}}]
+    rows += [{"predictor": RULE_NAMES.get(r, r), "cells": cells,
+              **{k: named_scores(v).get(k) for k in keys}}
              for r, v in rules.items()]  # fmt: skip
     rows.append({"predictor": "run-to-run floor (held-out seeds)", "cells": "oracle",
-                 **{k: fl.get(k) for k in keys}})  # fmt: skip
+                 "accuracy": fl.get("accuracy"), "brier": fl.get("brier"),
+                 MDAPES[0]: fl.get("mdape"), MDAPES[1]: None})  # fmt: skip
     said = verdict(scores, rules)
     note = (
         f"cells {cells}: {'the fit saw other seeds of every held-out cell' if cells == 'seen' else 'no fitted run had the held-out setting'}; "
-        "mdape over every collapsed held-out run (a prediction beyond the run counted at T + 1), "
-        "brier the mean squared error of the collapse probability; the floor is read off the "
+        "MdAPE all collapsed: over every collapsed held-out run, the same runs for every "
+        "predictor (a prediction beyond the run counted at T + 1; the floor's over the runs "
+        "whose cell has another); MdAPE both collapsed: over the runs collapsed measured and "
+        "predicted, each predictor's own (not like for like); brier the mean squared error of the collapse probability; the floor is read off the "
         "held-out runs themselves (each cell's other seeds), so no predictor of the cell beats it"
     )  # fmt: skip
     return rows, f" Against the best naive rule: {said}." if said else "", note
@@ -144,13 +149,14 @@ def collapse_answer(study: Path, cfg: dict) -> Answer:
     else:
         table = pl.DataFrame(
             [{"predictor": "collapse model", "cells": "unseen" if doc.get("split") != "seed" else "seen",
-              "accuracy": h["agreement"], "brier": None, "mdape": h["t_collapse_mdape"]}]
+              "accuracy": h["agreement"], "brier": None, MDAPES[0]: None,
+              MDAPES[1]: h["t_collapse_mdape"]}]
         )  # fmt: skip
     lead = (
         f"Fitted on half the grid (split by {doc.get('split')}), the collapse model classifies "
         f"{fmt.percent(h['agreement'])} % of the {h['points']} unseen runs correctly; where both "
-        f"collapse ({h['both_collapsed']} runs) its collapse step is off by a median "
-        f"{fmt.percent(h['t_collapse_mdape'])} %."
+        f"collapse ({h['both_collapsed']} runs, measured and predicted) its collapse step is off "
+        f"by a median {fmt.percent(h['t_collapse_mdape'])} %."
     )
     return Answer(
         "Does the collapse model predict which unseen runs collapse, and when?",
@@ -172,21 +178,25 @@ def horizon_answer(study: Path, cfg: dict) -> Answer:
     cells = rows[0]["cells"] if rows else ("seen" if doc.get("split") == "seed" else "unseen")
     if not rows:
         rows = [{"predictor": "horizon law (all mechanisms)", "cells": cells,
-                 "accuracy": h["agreement"], "brier": None, "mdape": h["t_collapse_mdape"]}]  # fmt: skip
+                 "accuracy": h["agreement"], "brier": None, MDAPES[0]: None,
+                 MDAPES[1]: h["t_collapse_mdape"]}]  # fmt: skip
     floor = doc.get("seed_floor")
     if floor:
         rows.append({"predictor": "seed floor (fit seeds of the cell, collapsed only)", "cells": "seen",
-                     "accuracy": floor["agreement"], "brier": None, "mdape": floor["mdape"]})  # fmt: skip
+                     "accuracy": floor["agreement"], "brier": None, MDAPES[0]: None,
+                     MDAPES[1]: floor["mdape"]})  # fmt: skip
     if "class_ceiling" in doc:
         rows.append({"predictor": "ceiling (best per-cell classifier)", "cells": "oracle",
-                     "accuracy": doc["class_ceiling"], "brier": None, "mdape": None})  # fmt: skip
+                     "accuracy": doc["class_ceiling"], "brier": None, MDAPES[0]: None,
+                     MDAPES[1]: None})  # fmt: skip
     mechanisms = doc.get("mechanisms", {})
     if len(mechanisms) > 1:
         for mech, m in mechanisms.items():
-            sc = m.get("scores", {})
+            sc = named_scores(m.get("scores", {}))
             rows.append({"predictor": f"law: {mech}", "cells": cells,
                          "accuracy": m["held_out"]["agreement"], "brier": sc.get("brier"),
-                         "mdape": sc.get("mdape", m["held_out"]["t_collapse_mdape"])})  # fmt: skip
+                         MDAPES[0]: sc.get(MDAPES[0]),
+                         MDAPES[1]: m["held_out"]["t_collapse_mdape"]})  # fmt: skip
     table = pl.DataFrame(rows, infer_schema_length=None)
     hold = doc.get("held_out_value")
     what = (
@@ -194,11 +204,13 @@ def horizon_answer(study: Path, cfg: dict) -> Answer:
         if hold is not None
         else f"fit on half the {doc.get('split')}s"
     )
-    law_mdape = rows[0]["mdape"]
+    on_all = rows[0][MDAPES[0]] is not None
+    law_mdape = rows[0][MDAPES[0] if on_all else MDAPES[1]]
     lead = (
         f"On {h['points']} unseen runs ({what}, law {doc.get('law', 'pooled')}), the horizon law "
         f"classifies {fmt.percent(h['agreement'])} % of runs correctly and predicts the collapse "
-        f"step to a median {fmt.percent(law_mdape)} %"
+        f"step to a median {fmt.percent(law_mdape)} % "
+        + ("over every collapsed run" if on_all else "over the runs collapsed on both sides")
     )
     if floor:
         lead += (

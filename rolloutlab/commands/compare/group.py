@@ -205,12 +205,14 @@ def collapse(
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
-        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs collapsed on both sides"
+        f"step MdAPE over the {h['both_collapsed']} runs collapsed on both sides "
+        f"{h['t_collapse_mdape']:.3f}"
     )
     click.echo(
         f"beside the naive rules and the floor on the same held-out runs "
-        f"({summary['baselines']['cells']} cells; mdape: every collapsed held-out run, a "
-        "prediction beyond T counted as T + 1; the model's probability is its class):"
+        f"({summary['baselines']['cells']} cells; mdape_all_collapsed: every collapsed held-out "
+        "run, a prediction beyond T counted as T + 1; mdape_both_collapsed: the runs collapsed "
+        "on both sides, each predictor's own; the model's probability is its class):"
     )
     echo_table(score_table("collapse model", summary["scores"], summary["baselines"]))
     click.echo(

@@ -113,8 +113,8 @@ def _echo_horizon(summary: dict) -> None:
     h = summary["held_out"]
     click.echo(
         f"held-out runs: {h['points']}, classification agreement {h['agreement']:.3f}, "
-        f"t_collapse MdAPE {h['t_collapse_mdape']:.3f} over {h['both_collapsed']} runs "
-        "collapsed on both sides"
+        f"step MdAPE over the {h['both_collapsed']} runs collapsed on both sides "
+        f"{h['t_collapse_mdape']:.3f}"
         + (
             f" (seed floor: agreement {summary['seed_floor']['agreement']:.3f}, MdAPE "
             f"{summary['seed_floor']['mdape']:.3f})"
@@ -129,7 +129,8 @@ def _echo_horizon(summary: dict) -> None:
     d = summary["held_out_distinct"]
     click.echo(
         f"counting each S <= 1 run once across mechanisms: {d['points']} runs, agreement "
-        f"{d['agreement']:.3f}, MdAPE {d['t_collapse_mdape']:.3f} ({d['both_collapsed']})"
+        f"{d['agreement']:.3f}, step MdAPE over runs collapsed on both sides "
+        f"{d['t_collapse_mdape']:.3f} ({d['both_collapsed']} runs)"
         + (
             f" (seed floor: {summary['seed_floor_distinct']['agreement']:.3f}, "
             f"{summary['seed_floor_distinct']['mdape']:.3f}; ceiling "
@@ -140,8 +141,9 @@ def _echo_horizon(summary: dict) -> None:
     )
     click.echo(
         f"beside the naive rules and the floor on the same {summary['scores']['runs']} held-out "
-        f"runs ({summary['baselines']['cells']} cells; mdape: every collapsed held-out run, "
-        "a prediction beyond T counted as T + 1):"
+        f"runs ({summary['baselines']['cells']} cells; mdape_all_collapsed: every collapsed "
+        "held-out run, a prediction beyond T counted as T + 1; mdape_both_collapsed: the runs "
+        "collapsed on both sides, each predictor's own):"
     )
     echo_table(score_table("horizon law", summary["scores"], summary["baselines"]))
     click.echo(
@@ -152,8 +154,8 @@ def _echo_horizon(summary: dict) -> None:
         fitted = m["law_all"]
         floor = m["seed_floor"]
         click.echo(
-            f"{mech}: agreement {m['held_out']['agreement']:.3f}, MdAPE "
-            f"{m['held_out']['t_collapse_mdape']:.3f}"
+            f"{mech}: agreement {m['held_out']['agreement']:.3f}, step MdAPE over runs "
+            f"collapsed on both sides {m['held_out']['t_collapse_mdape']:.3f}"
             + (
                 f" (seed floor {floor['agreement']:.3f}, {floor['mdape']:.3f})"
                 if floor is not None
