@@ -88,3 +88,48 @@ def test_forecast_model_needs_forecast_and_drift_still_runs(tmp_path):
         assert res.exit_code == 0, res.output
         assert f"forecast ({model})" in res.output
         assert pl.read_csv(out / "forecast_cells.csv")["p_forecast"].is_between(0, 1).all()
+
+
+def test_the_verdict_names_the_best_naive_rule_and_the_margin():
+    from rolloutlab.analysis.groups.compare import ForecastStudy
+
+    # graph-walk seed 4's numbers (README): the forecast loses to persistence on P and on
+    # the makespan, and beats the other seeds' mean by a hair
+    study = ForecastStudy(
+        cells=pl.DataFrame(), makespan=pl.DataFrame(), length_unit="tokens",
+        errors={"forecast": 0.0731, "persistence": 0.0502, "linear": 0.142, "static": 0.426,
+                "floor": 0.0774},
+        makespan_errors={"forecast": 11.12, "persistence": 10.94, "linear": 12.1, "static": 13.4},
+        meets=(50, 52),
+    )  # fmt: skip
+    assert study.verdict() == (
+        "verdict: P(max/median > tau): forecast 0.073 does not beat the best naive rule, "
+        "persistence, 0.050 (worse by 0.023); makespan: forecast 11.1 tokens does not beat the "
+        "best naive rule, persistence, 10.9 tokens (worse by 0.2 tokens); P, lookup: forecast "
+        "0.073 beats the other runs' mean 0.077 (better by 0.004)"
+    )
+    # a tie at the printed precision does not beat; the lowest rule is the one named
+    tie = ForecastStudy(
+        cells=pl.DataFrame(), makespan=pl.DataFrame(), length_unit="tokens",
+        errors={"forecast": 0.1001, "persistence": 0.2, "linear": 0.0999, "static": 0.3},
+        makespan_errors={"forecast": 5.0, "persistence": 9.0, "linear": 7.0, "static": 6.0},
+        meets=(1, 1),
+    )  # fmt: skip
+    said = tie.verdict()
+    assert (
+        "forecast 0.100 does not beat the best naive rule, linear, 0.100 (worse by 0.000)" in said
+    )
+    assert (
+        "forecast 5.0 tokens beats the best naive rule, static, 6.0 tokens (better by 1.0" in said
+    )
+    assert "lookup" not in said  # no other run, no lookup
+
+
+def test_the_forecast_prints_its_verdict(tmp_path):
+    fast = "--fit-steps 2 --tau 1.5,2 --forecast --draws 5 --reps 5".split()
+    res = _run(FIXTURE, FIXTURE, *fast, "--out", str(tmp_path / "v"))
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("verdict: "))
+    # the fixture's three steps score no (G, tau) cell in [0.05, 0.95]: P says so
+    assert line.startswith("verdict: P(max/median > tau): no scored cell; makespan: forecast ")
+    assert "the best naive rule, " in line

@@ -148,6 +148,49 @@ class ForecastStudy:
     meets: tuple[int, int]
     """(cells within max(0.10, floor + 2 SE), cells scored)."""
 
+    def verdict(self) -> str:
+        """The forecast against the best naive rule (the lowest mean |error| of
+        :data:`NAIVE_RULES`), in one line: P(max/median > tau) over the scored cells and
+        the makespan, each with the margin, then P against the other runs' mean (lookup)
+        where there are other runs. Judged on the numbers as printed (3 decimals for P, 1
+        for tokens): a tie there does not beat."""
+        parts = [
+            _versus("P(max/median > tau)", self.errors, NAIVE_RULES, 3),
+            _versus("makespan", self.makespan_errors, NAIVE_RULES, 1, " tokens"),
+        ]
+        if "floor" in self.errors:
+            parts.append(_versus("P, lookup", self.errors, ("floor",), 3))
+        return "verdict: " + "; ".join(parts)
+
+
+NAIVE_RULES = ("persistence", "linear", "static")
+"""The naive rules a forecast is judged against (:data:`calibration.validation.forecast.RULES`
+less the forecast itself)."""
+
+
+def _versus(
+    what: str, errors: dict[str, float], rules: Sequence[str], decimals: int, unit: str = ""
+) -> str:
+    """``what: forecast 0.073 does not beat the best naive rule, persistence, 0.050 (worse
+    by 0.023)``: the forecast's mean |error| in ``errors`` against the lowest of ``rules``
+    (lower is better; ``floor`` is named the other runs' mean), both rounded to
+    ``decimals`` first."""
+    mine = round(errors["forecast"], decimals)
+    finite = {r: round(errors[r], decimals) for r in rules if errors[r] == errors[r]}
+    if mine != mine or not finite:
+        return f"{what}: no scored cell"
+    name, best = min(finite.items(), key=lambda kv: kv[1])
+    label = "the other runs' mean" if name == "floor" else f"the best naive rule, {name},"
+
+    def num(x: float) -> str:
+        return f"{x:.{decimals}f}{unit}"
+
+    word, margin = ("beats", "better") if mine < best else ("does not beat", "worse")
+    return (
+        f"{what}: forecast {num(mine)} {word} {label} {num(best)} "
+        f"({margin} by {num(abs(best - mine))})"
+    )
+
 
 def forecast_study(
     files: Sequence[str], names: FieldNames, tokenizer: str | None, cfg: ForecastConfig

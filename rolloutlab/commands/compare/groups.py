@@ -242,4 +242,5 @@ def _forecast(files, tokenizer, fields, cfg: ForecastConfig, out) -> None:
     if "floor" in err:
         click.echo(f"  {'floor':<12} {err['floor']:.3f}   (the other runs' mean)")
     click.echo(f"cells within max(0.10, floor + 2 SE): {ok} of {n}")
+    click.echo(study.verdict())
     click.echo(f"wrote {out_dir / 'forecast_cells.csv'}, {out_dir / 'forecast_makespan.csv'}")
