@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rolloutlab.sim.trace.metrics import (
     busy_union_s,
+    phase_means,
     run_summary,
     slot_idle_fraction,
     step_metrics,
@@ -163,3 +164,24 @@ def test_step_metrics_equal_the_per_step_definitions(table):
             for g in groups
         ]
         assert row["group_straggler_share"] == pytest.approx(float(np.mean(straggling)))
+
+
+def test_phase_means_are_per_run_never_pooled_over_runs():
+    # two runs of a study by hand: G 4 steps cost 10 s reward wait, G 16 steps 90 s; the
+    # pooled mean (50 s) is neither run's cost
+    steps = pl.DataFrame(
+        {"run_id": ["static:4", "static:16", "static:4", "static:16"],
+         "t_start": [0.0, 0.0, 30.0, 150.0], "t_end": [30.0, 150.0, 70.0, 300.0],
+         "gen_time": [8.0, 20.0, 12.0, 24.0], "train_time": [10.0, 38.0, 10.0, 34.0],
+         "sync_time": [2.0, 2.0, 2.0, 2.0], "reward_wait_s": [10.0, 90.0, 10.0, 90.0],
+         "periodic_s": [0.0, 0.0, 6.0, 0.0]}
+    )  # fmt: skip
+    got = phase_means(steps)
+    assert got["run_id"].to_list() == ["static:4", "static:16"]  # first-appearance order
+    assert got.row(0, named=True) == {"run_id": "static:4", "steps": 2, "step_s": 35.0,
+        "gen_s": 10.0, "train_s": 10.0, "sync_s": 2.0, "reward_wait_s": 10.0, "periodic_s": 3.0}  # fmt: skip
+    assert got.row(1, named=True)["reward_wait_s"] == 90.0
+    assert got.row(1, named=True)["step_s"] == 150.0
+    # a step table without priced phases has no such columns: none is made up
+    assert phase_means(steps.drop("reward_wait_s", "periodic_s")).columns == [
+        "run_id", "steps", "step_s", "gen_s", "train_s", "sync_s"]  # fmt: skip

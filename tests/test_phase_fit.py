@@ -211,15 +211,30 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     )
     assert res.exit_code == 2 and "fitted every step" in res.output
     assert not out.exists()
-    sim = ["sim", "--calibration", str(cal), "--controller", "static:5", "--prompts", "64"]
+    sim = ["sim", "--calibration", str(cal), "--controller", "static:5,static:2", "--prompts", "64"]
     res = CliRunner().invoke(
         main, [*sim, "--steps", "5", "--engine", "fast", "--no-figure", "--out", str(out)]
     )
     assert res.exit_code == 0, res.output
     assert "prices the step's reward and periodic phases" in res.output
+    # one row of phase means per controller, read off its own steps (never pooled)
+    rows = {
+        cells[0]: cells
+        for line in res.output.splitlines()
+        if (cells := [c.strip() for c in line.strip("│ ").split("┆")])[0]
+        in ("static:5", "static:2")
+        and len(cells) == 8
+    }
+    steps = pl.read_parquet(out / "steps.parquet")
+    for run, cells in rows.items():
+        own = steps.filter(pl.col("run_id") == run)
+        assert cells[5:] == [
+            f"{own[c].mean():.1f}" for c in ("sync_time", "reward_wait_s", "periodic_s")
+        ]
+    assert rows["static:5"][6] != rows["static:2"][6]  # more rollouts, a longer reward wait
     # the fifth step runs validation (every 5): one in five steps pays it
     testing = next(p for p in scenario_from_dict(json.loads(cal.read_text())).step_phases.periodic)
-    assert f"validation/checkpoint {testing.seconds / 5:.1f} s" in res.output
+    assert rows["static:5"][7] == f"{testing.seconds / 5:.1f}"
 
 
 def test_part_shares_by_hand():

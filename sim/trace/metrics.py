@@ -359,6 +359,35 @@ def steps_summary(per_step: pl.DataFrame, steps: pl.DataFrame) -> dict:
     }
 
 
+STEP_PHASES = {
+    "gen_s": "gen_time",
+    "train_s": "train_time",
+    "sync_s": "sync_time",
+    "reward_wait_s": "reward_wait_s",
+    "periodic_s": "periodic_s",
+}
+"""The phases of a step table averaged by :func:`phase_means`: printed name -> column."""
+
+
+def phase_means(steps: pl.DataFrame) -> pl.DataFrame:
+    """Mean seconds per step of each run of a step table (several runs: ``sim`` with
+    several controllers or pipelines), so that no run's phase cost is read off an average
+    over runs of other G.
+
+    Returns one row per ``run_id`` in order of first appearance: ``run_id``, ``steps``,
+    ``step_s`` (mean ``t_end - t_start``) and the :data:`STEP_PHASES` the table has (means
+    of ``gen_time``, ``train_time``, ``sync_time``, ``reward_wait_s``, ``periodic_s``; null
+    where a column is all null, e.g. no priced step phases). The phases sum to ``step_s``
+    only in a synchronous pipeline: an asynchronous one overlaps them.
+    """
+    phases = {k: v for k, v in STEP_PHASES.items() if v in steps.columns}
+    return steps.group_by("run_id", maintain_order=True).agg(
+        pl.len().alias("steps"),
+        (pl.col("t_end") - pl.col("t_start")).mean().alias("step_s"),
+        *(pl.col(col).mean().alias(name) for name, col in phases.items()),
+    )
+
+
 def pipeline_summary(
     rollouts: pl.DataFrame | pl.LazyFrame,
     steps: pl.DataFrame,

@@ -284,13 +284,16 @@ def _echo_comparison(result, sc, cfg, pipes, target_reward: float | None) -> Non
             "target (--pass-rate fixed:P|beta:A,B|FILE, or `rolloutlab calibrate learning`)"
         )
     if sc.step_phases is not None and "reward_wait_s" in steps_df.columns:
+        from rolloutlab.sim.trace.metrics import phase_means
+
         click.echo(
             f"scenario {sc.name} prices the step's reward and periodic phases "
-            "(docs/step_phases.md): mean per step "
-            f"reward wait + advantage {steps_df['reward_wait_s'].mean():.1f} s, "
-            f"validation/checkpoint {steps_df['periodic_s'].mean():.1f} s "
-            "(steps.parquet: reward_wait_s, periodic_s)"
+            "(docs/step_phases.md); mean s per step of each run (steps.parquet: t_end - "
+            "t_start, gen_time, train_time, sync_time, reward_wait_s = reward wait + "
+            "advantage, periodic_s = validation/checkpoint; asynchronous pipelines overlap "
+            "them):"
         )
+        echo_table(phase_means(steps_df), rows=50, precision=1)
     if DYNAMIC_SAMPLING_COLUMNS[0] in summary.columns:  # what the filter cost, separately
         echo_table(summary.select("controller", "pipeline", *DYNAMIC_SAMPLING_COLUMNS), rows=50)
     for note in summary_notes(summary, cfg, target_reward):
