@@ -5,6 +5,7 @@ says which rows the fit never saw."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
@@ -22,18 +23,18 @@ from rolloutlab.analysis.figures.answers.base import (
 from rolloutlab.analysis.inputs.run_input import read_object
 
 
-def _verdict(model: float, rules: dict[str, float], what: str) -> str:
+def _verdict(model: float, rules: Mapping[str, float | None], what: str) -> str:
     """``beats`` / ``does not beat`` the best naive rule, in words (lower is better)."""
     said = _against_best(model, rules, what)
     return f" It {said}." if said else ""
 
 
-def _against_best(model: float, rules: dict[str, float], what: str) -> str:
+def _against_best(model: float | None, rules: Mapping[str, float | None], what: str) -> str:
     """``beats the best naive rule (constant, 5.48 % MAPE)`` or ``does not beat ...``: the
     model against the lowest finite value of ``rules`` (lower is better; a tie does not
-    beat); ``""`` when no rule is finite."""
+    beat); ``""`` when the model's value or every rule's is missing."""
     finite = {k: v for k, v in rules.items() if v is not None and v == v}
-    if not finite:
+    if not finite or model is None or model != model:
         return ""
     name, value = min(finite.items(), key=lambda kv: kv[1])
     word = "beats" if model < value else "does not beat"
@@ -439,7 +440,7 @@ def _whole_step_answer(df: pl.DataFrame, path: Path, cfg: dict) -> Answer:
         verdicts = "; ".join(
             f"on the {word} it "
             + (_against_best(values[short], {n: median(n, short) for n in naive}, short)
-               or "has no naive rule to beat")
+               or "cannot be compared with a naive rule")
             for _, word, short in stats
         )  # fmt: skip
         lead = (
