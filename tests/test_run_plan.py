@@ -8,6 +8,7 @@ import dataclasses
 import json
 from collections import Counter
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from rolloutlab.sim.control.controllers import StaticG
@@ -73,17 +74,36 @@ def test_sim_checks_each_pipeline_once(monkeypatch, tmp_path):
     assert calls == {"check_step_phases": 2, "runner_for": 2, "check_multi_turn": 2}
 
 
-def test_a_setting_no_run_can_take_is_refused_before_the_folder(tmp_path):
-    """A calibration's step phases with an asynchronous pipeline: one line, exit 2,
-    nothing written."""
+def _sim_with_phases(tmp_path, *extra: str):
+    """``sim`` on gsm8k with a 50 s validation phase every 3 steps, synchronous and
+    one-step-off: ``(result, out)``."""
     d = dict(load_scenario("gsm8k").source)
     d["step_phases"] = StepPhases(None, (PeriodicPhase("testing", 3, 50.0),)).to_dict()
     cal = tmp_path / "cal.json"
     cal.write_text(json.dumps(d))
     out = tmp_path / "o"
     args = ["sim", "--calibration", str(cal), "--pipeline", "sync,one-step-off", "--steps",
-            "2", "--prompts", "4", "--no-figure", "--out", str(out)]  # fmt: skip
-    res = CliRunner().invoke(main, args)
+            "3", "--prompts", "4", "--no-figure", *extra, "--out", str(out)]  # fmt: skip
+    return CliRunner().invoke(main, args), out
+
+
+def test_a_setting_no_run_can_take_is_refused_before_the_folder(tmp_path):
+    """A calibration's step phases with an asynchronous pipeline: one line, exit 2,
+    nothing written."""
+    res, out = _sim_with_phases(tmp_path)
     assert res.exit_code == 2, res.output
-    assert "priced by the synchronous pipeline only; one-step-off" in res.output
+    assert "priced by the synchronous pipeline only: where one-step-off" in res.output
+    assert "--without-step-phases" in res.output  # the way out, by name
     assert not out.exists()
+
+
+def test_without_step_phases_every_pipeline_runs_and_the_run_says_so(tmp_path):
+    res, out = _sim_with_phases(tmp_path, "--without-step-phases")
+    assert res.exit_code == 0, res.output
+    assert "step phases are left out of every run" in res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["step_phases"] == "left out (--without-step-phases)"
+    # the 50 s validation of step 3 would be in the synchronous step; it is in none
+    assert "prices the step's reward and periodic phases" not in res.output
+    steps = pl.read_parquet(out / "steps.parquet")
+    assert "periodic_s" not in steps.columns or steps["periodic_s"].drop_nulls().sum() == 0

@@ -161,6 +161,29 @@ def explain_infeasible(
     return line, closest
 
 
+def priced_objective(
+    metrics: dict[str, Any] | None,
+    setting: dict[str, Any],
+    constraints: Constraints,
+    use_target: bool,
+    objective: str = "time",
+    gpus: Callable[[dict], int] | None = None,
+    feasible_only: bool = True,
+) -> float | None:
+    """What :func:`search` minimises for one priced setting (the time objective, or its
+    GPU-hours with ``objective="gpu-hours"``), or None for a failed setting, one that
+    did not reach the target (with ``use_target``), or (``feasible_only``) one that
+    breaks a constraint: how a setting priced outside the search is ranked beside it."""
+    if metrics is None or "error" in metrics:
+        return None
+    if use_target and metrics.get("time_to_target_s") is None:
+        return None
+    if feasible_only and not all(v <= 0 for v in _constraints(metrics, constraints, use_target)):
+        return None
+    t = _objective_time(metrics, use_target)
+    return gpu_hours(t, gpus(setting)) if objective == "gpu-hours" and gpus else t
+
+
 CONSTRAINT_NAMES = ("straggler_rate", "collapse_margin", "reached_target")
 """Names of the Optuna constraints (:meth:`optuna.trial.Trial.set_constraint`)."""
 

@@ -10,14 +10,30 @@ local and Ray executors); this module only runs and writes.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import polars as pl
+from rolloutlab.analysis.advise.caveats import (
+    SPREAD_SEEDS,
+    Choice,
+    assumptions,
+    choice_header,
+    choices,
+    neighbours,
+    relative_spread,
+)
 from rolloutlab.analysis.advise.evaluate import evaluate, with_horizon
-from rolloutlab.analysis.advise.search import Constraints, SearchSpace, pareto_table, search
+from rolloutlab.analysis.advise.search import (
+    Constraints,
+    SearchSpace,
+    pareto_table,
+    priced_objective,
+    search,
+)
 from rolloutlab.sim.models.horizon import HorizonFit
 from rolloutlab.sim.models.rewards import RewardConfig
 from rolloutlab.sim.scenario.placement import place
@@ -75,12 +91,84 @@ class AdviseResult:
     """The group reading's level, or None for the step-level straggler ratio."""
     horizon: bool
     """Each trial carries its predicted collapse step (:data:`HORIZON_COLUMNS`)."""
+    assumptions: tuple[str, ...] = ()
+    """The model assumptions the scenario did not measure (:func:`caveats.assumptions`)."""
+    choices: tuple[Choice, ...] = ()
+    """Each searched knob of the chosen setting against its runner-up
+    (:func:`caveats.choices`); empty when no trial is feasible."""
+    spread: float | None = None
+    """Run-to-run spread of the chosen setting's objective (relative sd over
+    :data:`caveats.SPREAD_SEEDS` seeds), None when it could not be had."""
+
+    def caveat_lines(self) -> list[str]:
+        """What is printed under the answer (and shown on the report page): the
+        assumption lines, the tie rule, one line per choice."""
+        lines = ["assumed, not measured by the scenario:", *(f"  {a}" for a in self.assumptions)]
+        if self.choices:
+            unit = "GPU-h" if self.objective == "gpu-hours" else "s"
+            lines += [choice_header(self.spread), *(f"  {c.line(unit)}" for c in self.choices)]
+        return lines
 
 
 def setting_gpus(setting: dict, tp: int, total: int | None) -> int:
     """GPUs a setting holds: ``total`` (``--gpus``) with a split, else workers x ``tp``
     (colocated: the learner runs on the generation GPUs)."""
     return int(total) if setting.get("split") and total else int(setting["workers"]) * tp
+
+
+def _evaluate_at(point: tuple[dict, int], **kwargs: Any) -> dict[str, Any]:
+    """:func:`evaluate` of ``point = (setting, seed)`` (a module-level function, so a
+    spawned executor can pickle it)."""
+    setting, seed = point
+    return evaluate(setting, seed=seed, **kwargs)
+
+
+def _check_choices(
+    table: pl.DataFrame,
+    space: SearchSpace,
+    constraints: Constraints,
+    price: Callable[[list[tuple[dict, int]]], list[dict | None]],
+    seed: int,
+    score: Callable[..., float | None],
+    column: str,
+) -> tuple[list[Choice], float | None]:
+    """The chosen setting's knobs against their runners-up, and its run-to-run spread
+    (:mod:`.caveats`). ``table``: :func:`search`'s (before the split's workers are
+    filled in); ``column``: its objective (``time_s`` or ``gpu_hours``). The neighbours
+    the search did not price and the chosen setting at :data:`SPREAD_SEEDS` - 1 more
+    seeds are priced by ``price`` (``(setting, seed)`` points, one metrics dict or None
+    each); ``score(metrics, setting, feasible_only=)`` ranks them as the search does."""
+    best = table.filter("best")
+    if not best.height:
+        return [], None
+    row = best.row(0, named=True)
+    chosen = {k: row[k] for k in space.keys}
+
+    def key(setting: dict) -> str:
+        return json.dumps(setting, sort_keys=True)
+
+    pruned = constraints.prune(space)
+    varied = {k: tuple(getattr(pruned, k)) for k in space.keys if len(getattr(pruned, k)) > 1}
+    near = neighbours(chosen, varied)
+    known = {key({k: r[k] for k in space.keys}): r for r in table.iter_rows(named=True)}
+    todo = list({key(s): s for _, s in near if key(s) not in known}.values())
+    results = price(
+        [(s, seed) for s in todo] + [(chosen, seed + i) for i in range(1, SPREAD_SEEDS)]
+    )
+    fresh = {key(s): m for s, m in zip(todo, results)}
+    priced = []
+    for knob, s in near:
+        r = known.get(key(s))
+        if r is not None:
+            t = r[column] if r["feasible"] else None
+        else:
+            t = score(fresh[key(s)], s)
+        priced.append((knob, s, None if t is None else float(t)))
+    best_s = float(row[column])
+    spread = relative_spread(
+        [best_s, *(score(m, chosen, feasible_only=False) for m in results[len(todo) :])]
+    )
+    return choices(chosen, best_s, priced, spread), spread
 
 
 def advise_study(
@@ -112,18 +200,27 @@ def advise_study(
     study's own: the command's head and its reward and executor description). Raises what
     :func:`search` raises (ValueError on a bad trial count or objective)."""
     use_target = rewards is not None and rewards.learns and target is not None
-    fn = functools.partial(
-        evaluate,
-        placement=placement if space.split else None,
-        scenario=scenario,
-        rewards=rewards,
-        steps=steps,
-        target=target,
-        seed=seed,
-        dataset_size=dataset_size,
-        straggler_level=straggler_level,
-    )
+    kwargs: dict[str, Any] = {
+        "placement": placement if space.split else None,
+        "scenario": scenario,
+        "rewards": rewards,
+        "steps": steps,
+        "target": target,
+        "dataset_size": dataset_size,
+        "straggler_level": straggler_level,
+    }
+    fn = functools.partial(evaluate, seed=seed, **kwargs)
     total = placement.gpus if placement is not None else None
+    gpus = functools.partial(setting_gpus, tp=tp, total=total)
+
+    def price(points: list[tuple[dict, int]]) -> list[dict | None]:
+        results: list[dict | None] = [None] * len(points)
+
+        def keep(o) -> None:
+            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
+
+        executor.run(functools.partial(_evaluate_at, **kwargs), list(enumerate(points)), keep)
+        return results
 
     def run_batch(settings: list[dict]) -> list[dict | None]:
         results: list[dict | None] = [None] * len(settings)
@@ -146,8 +243,17 @@ def advise_study(
             seed,
             use_target,
             objective=objective,
-            gpus=functools.partial(setting_gpus, tp=tp, total=total),
+            gpus=gpus,
         )
+        score = functools.partial(
+            priced_objective,
+            constraints=constraints,
+            use_target=use_target,
+            objective=objective,
+            gpus=gpus,
+        )
+        column = "gpu_hours" if objective == "gpu-hours" else "time_s"
+        picks, spread = _check_choices(table, space, constraints, price, seed, score, column)
     finally:
         bar.close()
         executor.close()
@@ -164,6 +270,21 @@ def advise_study(
     from rolloutlab.analysis.advise.plots import advise_figure  # seaborn: not for --help
 
     advise_figure(table, out_dir / "advise.png", label, constraints.max_straggler_rate)
+    varied = {k for k in space.keys if len(getattr(space, k)) > 1}
+    result = AdviseResult(
+        table,
+        pareto,
+        use_target,
+        space,
+        constraints,
+        objective,
+        target,
+        straggler_level,
+        horizon is not None,
+        tuple(assumptions(scenario, space.lr, varied, use_target)),
+        tuple(picks),
+        spread,
+    )
     head, tail = record
     write_config(
         out_dir / "config.json",
@@ -181,17 +302,14 @@ def advise_study(
             "trials": trials,
             "batch": batch,
             "seed": seed,
+            "caveats": {
+                "assumptions": list(result.assumptions),
+                "spread": spread,
+                "spread_seeds": SPREAD_SEEDS,
+                "choices": [c.to_dict() for c in picks],
+                "lines": result.caveat_lines(),
+            },
             **tail,
         },
     )
-    return AdviseResult(
-        table,
-        pareto,
-        use_target,
-        space,
-        constraints,
-        objective,
-        target,
-        straggler_level,
-        horizon is not None,
-    )
+    return result

@@ -123,7 +123,10 @@ def check_step_phases(scenario: Scenario, pipeline: PipelineConfig) -> None:
     if scenario.step_phases is not None and pipeline.kind != "sync":
         raise ValueError(
             f"{scenario.name}: the step_phases block (reward and periodic phases) is priced "
-            f"by the synchronous pipeline only; {pipeline.spec} would leave it out"
+            f"by the synchronous pipeline only: where {pipeline.spec} would put them (beside "
+            "generation or on the learner) is not in a synchronous run's log "
+            "(docs/step_phases.md, 'Asynchronous pipelines'); use --pipeline sync, or "
+            "--without-step-phases to compare pipelines with those phases left out of every one"
         )
 
 

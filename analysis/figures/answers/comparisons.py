@@ -207,6 +207,8 @@ def advise_answer(study: Path, cfg: dict) -> Answer:
             "the same in every trial: "
             + ", ".join(f"{fmt.header(c)} {_value(c, df[c][0])}" for c in fixed)
         )
+    # what advise printed under its answer: the assumptions and the ties (config.json)
+    notes += [str(line).strip() for line in (cfg.get("caveats") or {}).get("lines", [])]
     return Answer(question, lead, top, (True, False)[: top.height], tuple(notes))
 
 

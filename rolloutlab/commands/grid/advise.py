@@ -25,10 +25,12 @@ from rolloutlab.commands.grid.executor import ExecutorError
 from rolloutlab.commands.grid.options import describe_executor, executor_from, executor_options
 from rolloutlab.commands.options.common import claim, fail, parse_list, renamed_option
 from rolloutlab.commands.options.scenario import (
+    WITHOUT_STEP_PHASES,
     config_head,
     load_run,
     run_options,
     scenario_options,
+    without_step_phases,
 )
 from rolloutlab.commands.options.terminal import echo_table
 from rolloutlab.commands.options.types import (
@@ -41,6 +43,7 @@ from rolloutlab.commands.options.types import (
 from rolloutlab.real.rundir.extras import MissingExtra
 from rolloutlab.sim.control.controllers import split_specs
 from rolloutlab.sim.models.hardware import get_gpu, get_model
+from rolloutlab.sim.pipelines.registry import check_step_phases
 from rolloutlab.sim.pipelines.spec import parse_pipeline
 from rolloutlab.sim.scenario.placement import check_memory, parse_split
 from rolloutlab.sim.scenario.provenance import describe_rewards
@@ -170,6 +173,7 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
 )
 @renamed_option("--accelerators", "--rollout-gpus", "accelerators", type=click.IntRange(min=1))
 @run_options
+@WITHOUT_STEP_PHASES
 @executor_options
 @click.option(
     "--gpus",
@@ -203,8 +207,18 @@ def advise(
     Writes OUT/trials.csv (every trial), pareto.csv (feasible trials not beaten on time,
     straggler rate and collapse margin together), advise.png and config.json; prints the
     Pareto table and the chosen setting.
+
+    Under the answer: one line per model assumption the scenario (calibration file) did
+    not measure (learning gain linear in lr, progress independent of B with b_noise = 0,
+    no saturation, the staleness model's eta_ref, an assumed reward latency law), then
+    each searched knob of the chosen setting against its runner-up, the fastest feasible
+    setting that differs in that knob alone (priced after the search if the search had
+    not). A choice is a tie when |runner-up / chosen - 1| <= max(run-to-run spread, 1 %),
+    the spread being the relative sd of the chosen setting's objective over 3 seeds.
     """
     sc, rewards, dynamic, target = load_run(opts, engine="simpy")
+    drop_phases = opts.pop("without_step_phases")
+    sc = without_step_phases(sc, drop_phases)
     given = _given(("prompts", "workers", "max_num_seqs", "pipelines", "controllers"))
     if opts.get("calibration"):  # around the calibrated run, unless the options say otherwise
         searched = around_calibrated_run(sc, given)
@@ -250,7 +264,11 @@ def advise(
         horizon=horizon,
         record=(
             config_head("advise", sc, "simpy", opts),
-            {**describe_rewards(rewards, dynamic, target), **describe_executor(opts)},
+            {
+                **describe_rewards(rewards, dynamic, target),
+                **describe_executor(opts),
+                **({"step_phases": "left out (--without-step-phases)"} if drop_phases else {}),
+            },
         ),
     )  # fmt: skip
     _echo_advice(result, sc.name, trials)
@@ -284,11 +302,10 @@ def _search_space(
     option: a pipeline other than sync on a scenario with step phases, a bad list or
     split, an accelerator budget no worker count fits, a dataset smaller than a batch."""
     for spec in pipelines.split(","):
-        if parse_pipeline(spec).kind != "sync" and sc.step_phases is not None:
-            raise ValueError(
-                f"--pipeline {spec}: scenario {sc.name}'s reward/periodic step phases "
-                "are priced by the synchronous pipeline only (--pipeline sync)"
-            )
+        try:
+            check_step_phases(sc, parse_pipeline(spec))
+        except ValueError as exc:
+            raise ValueError(f"--pipeline {spec.strip()}: {exc}") from None
     split = _splits(gpus, splits, opts)
     space = SearchSpace(
         controller=tuple(split_specs(opts["controllers"])),
@@ -349,6 +366,8 @@ def _echo_advice(result: AdviseResult, scenario: str, trials: int) -> None:
         click.echo(
             "best: " + " ".join(f"{k}={b[k]}" for k in space.keys) + f" time_s={b['time_s']:.0f}"
         )
+        for line in result.caveat_lines():
+            click.echo(line)
     else:
         line, closest = explain_infeasible(table, constraints, use_target)
         click.echo(f"best: none ({line})")

@@ -165,3 +165,32 @@ def config_head(command: str, sc: Scenario, engine: str, opts: dict[str, Any]) -
         **{k: opts[k] for k in ("model", "gpu", "tp", "drift")},
         "lengths": describe(sc.lengths),
     }
+
+
+WITHOUT_STEP_PHASES = click.option(
+    "--without-step-phases",
+    is_flag=True,
+    help="Leave a calibration's reward and periodic step phases (docs/step_phases.md) out "
+    "of every run: each step is generation, learner and weight sync only, so the "
+    "asynchronous pipelines can be compared with the synchronous one; those seconds are "
+    "in no run's time.",
+)
+"""``--without-step-phases`` of ``rolloutlab sim`` and ``advise``: the way past the
+synchronous-only refusal of a scenario with a ``step_phases`` block."""
+
+
+def without_step_phases(sc: Scenario, drop: bool) -> Scenario:
+    """``sc`` without its ``step_phases`` block when ``drop`` (``--without-step-phases``),
+    saying so in one line; ``sc`` itself otherwise."""
+    if not drop:
+        return sc
+    if sc.step_phases is None:
+        click.echo(f"--without-step-phases: scenario {sc.name} has no step phases to leave out")
+        return sc
+    import dataclasses
+
+    click.echo(
+        f"--without-step-phases: scenario {sc.name}'s reward and periodic step phases are left "
+        "out of every run (a step is generation, learner and weight sync only)"
+    )
+    return dataclasses.replace(sc, step_phases=None)

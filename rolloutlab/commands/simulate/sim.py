@@ -10,10 +10,12 @@ import click
 
 from rolloutlab.commands.options.common import claimed, fail, renamed_option
 from rolloutlab.commands.options.scenario import (
+    WITHOUT_STEP_PHASES,
     config_head,
     load_run,
     run_options,
     scenario_options,
+    without_step_phases,
 )
 from rolloutlab.commands.options.terminal import echo_table, progress
 from rolloutlab.commands.options.types import PROMPTS, STEPS, WORKERS
@@ -152,6 +154,7 @@ out so that ``--help`` imports no numpy; a test holds the two equal)."""
     help="Draw OUT/comparison.png (seaborn; about half of a 100-step run's time).",
 )
 @VERL_OPTION
+@WITHOUT_STEP_PHASES
 @run_options
 @click.pass_context
 def sim(
@@ -209,6 +212,8 @@ def sim(
                 )
             )
     sc, rewards, dynamic, target_reward = load_run(opts, engine=engine, workers=workers, verl=verl)
+    drop_phases = opts.pop("without_step_phases")
+    sc = without_step_phases(sc, drop_phases)
     try:
         sc = apply_overrides(sc, engine=engine, dispatch=dispatch, sandboxes=sandboxes)
         if learner_phases is not None and not gpus:
@@ -250,7 +255,8 @@ def sim(
                 plan, out_dir, on_step=on_step, figure=_comparison_figure if figure else None,
                 record=(
                     config_head("sim", sc, engine, opts),
-                    {"verl_config": verl_record(verl)} if verl else {},
+                    ({"verl_config": verl_record(verl)} if verl else {})
+                    | ({"step_phases": "left out (--without-step-phases)"} if drop_phases else {}),
                 ),
             )  # fmt: skip
     _echo_comparison(result, sc, cfg, pipes, target_reward)
