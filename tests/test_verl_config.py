@@ -120,6 +120,7 @@ def test_scenario_from_verl_writes_a_scenario_sim_loads(tmp_path):
     res = CliRunner().invoke(main, ["scenario", "from-verl", str(SPLIT), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "run it: rolloutlab sim --calibration" in res.output
+    assert "--updates-per-batch 4 --out" in res.output  # ceil(1024 / 256) x 1 epoch
     assert "--controller static:1 --pipeline sync --placement colocated" in res.output
     sc = load_scenario(out)
     assert sc.name == "ppo_trainer_split" and sc.engine.n_workers == 4
