@@ -85,8 +85,9 @@ def collapse_split(default: str):
             type=click.Choice(["seed", "lr", "S"]),
             default=default,
             show_default=True,
-            help="Hold out odd seeds, alternate learning rates, or one staleness S (the "
-            "middle of the grid's S values unless --held-out-value names it).",
+            help="Hold out odd seeds, alternate learning rates, or one S of the stability grid "
+            "(its sync interval, or its staleness bound with --pipeline bounded; the middle "
+            "of the grid's S values unless --held-out-value names it).",
         )(f)
 
     return wrap
