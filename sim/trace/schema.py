@@ -64,7 +64,7 @@ STEP_SCHEMA: dict[str, pl.DataType] = {
     "t_start": pl.Float64,  # s from run start: first rollout request of the step
     "t_end": pl.Float64,  # s from run start: weights synced, step done
     "gen_time": pl.Float64,  # s, generation phase (verl timing_s/gen)
-    "train_time": pl.Float64,  # s, learner update (verl timing_s/update_actor)
+    "train_time": pl.Float64,  # s, learner: log-prob passes + update (verl timing_s/old_log_prob + ref + update_actor)
     "sync_time": pl.Float64,  # s, weight sync to the generators
     "lr": pl.Float64,
     "reward_mean": pl.Float64,  # null in the simulator without a pass-rate model
