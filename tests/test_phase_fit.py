@@ -212,8 +212,10 @@ def test_calibrate_prints_assumptions_and_every_phase_and_validate_refuses_a_fit
     assert res.exit_code == 2 and "fitted every step" in res.output
     assert not out.exists()
     sim = ["sim", "--calibration", str(cal), "--controller", "static:5,static:2", "--prompts", "64"]
-    res = CliRunner().invoke(
-        main, [*sim, "--steps", "5", "--engine", "fast", "--no-figure", "--out", str(out)]
+    res = CliRunner().invoke(  # wide enough that the table prints as one block
+        main,
+        [*sim, "--steps", "5", "--engine", "fast", "--no-figure", "--out", str(out)],
+        env={"COLUMNS": "400"},
     )
     assert res.exit_code == 0, res.output
     assert "prices the step's reward and periodic phases" in res.output
