@@ -149,7 +149,18 @@ def test_advise_command_writes_tables_and_figure(tmp_path):
     res = CliRunner().invoke(main, [*TINY, "--out", str(out)])
     assert res.exit_code == 0, res.output
     trials = pl.read_csv(out / "trials.csv")
-    assert trials.height == 6 and trials["best"].sum() == 1
+    searched = trials.filter(pl.col("origin") == "search")
+    assert searched.height == 6 and trials["best"].sum() == 1
+    # the polish prices settings no trial had, at most 2 per varied knob (4) per round (3)
+    polished = trials.filter(pl.col("origin") == "polish")
+    assert 0 < polished.height <= 24 and polished["trial"].min() == 6
+    knobs = ["controller", "workers", "pipeline", "lr"]  # (the search may repeat a setting)
+    assert polished.unique(knobs).height == polished.height
+    assert polished.join(searched, on=knobs).height == 0
+    best = trials.filter("best").row(0, named=True)
+    assert best["time_s"] == trials.filter("feasible")["time_s"].min()
+    polish = json.loads((out / "config.json").read_text())["polish"]
+    assert polish["trials"] == polished.height and polish["line"] in res.output
     pareto = pl.read_csv(out / "pareto.csv")
     assert pareto["feasible"].all() and set(pareto["trial"]) <= set(trials["trial"])
     assert (out / "advise.png").stat().st_size > 10_000
@@ -180,9 +191,19 @@ def test_advise_searches_updates_per_batch(tmp_path):
     assert json.loads((out / "config.json").read_text())["space"]["updates_per_batch"] == [1, 2]
 
 
+def test_advise_polish_trials_zero_prices_nothing_after_the_search(tmp_path):
+    out = tmp_path / "adv"
+    res = CliRunner().invoke(main, [*TINY, "--polish-trials", "0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    trials = pl.read_csv(out / "trials.csv")
+    assert trials.height == 6 and trials["origin"].unique().to_list() == ["search"]
+    assert "polish: 0 single-knob neighbours priced in 0 round(s) (budget 0)" in res.output
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
+        (["--polish-trials", "-1"], "'--polish-trials'"),
         (["--rollout-gpus", "1", "--workers", "2,4"], "--rollout-gpus 1: no --workers choice fits"),
         (["--pipeline", "sync,bounded:x"], "pipeline spec 'bounded:x'"),
         (["--lr", "0.1,2"], "--lr"),

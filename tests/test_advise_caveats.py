@@ -122,6 +122,15 @@ def test_neighbours_change_one_knob_at_a_time():
         ("lr", {"workers": 8, "lr": 4e-6, "prompts": 512}),
     ]
 
+    # one grid step down and up: the neighbours a polish round prices
+    space = {"workers": (2, 4, 8, 16), "lr": (1e-6, 4e-6)}
+    got = neighbours({**best, "workers": 4}, space, reach=1)
+    assert [(k, s["workers"], s["lr"]) for k, s in got] == [
+        ("workers", 2, 1e-6),
+        ("workers", 8, 1e-6),
+        ("lr", 4, 4e-6),
+    ]
+
 
 def test_relative_spread_is_the_sd_over_the_mean():
     # mean 100, deviations 0, +2, -2: sd (ddof 1) = sqrt(8 / 2) = 2
@@ -217,4 +226,6 @@ def test_advise_prints_its_assumptions_and_ties_and_the_report_shows_them(tmp_pa
     assert [n for n in notes if "tie when within" in n or "eta_ref" in n]
     assert set(line.strip() for line in caveats["lines"]) <= set(notes)
     trials = pl.read_csv(out / "trials.csv")
-    assert trials.height == 4  # the runners-up priced after the search are not trials
+    # the polish's settings are trials (origin polish), the runners-up priced after it not
+    assert trials.filter(pl.col("origin") == "search").height == 4
+    assert trials.height == 4 + cfg["polish"]["trials"]

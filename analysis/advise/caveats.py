@@ -172,10 +172,21 @@ def relative_spread(values: list[float | None]) -> float | None:
     return float(v.std(ddof=1) / v.mean())
 
 
-def neighbours(best: dict[str, Any], space: dict[str, tuple]) -> list[tuple[str, dict[str, Any]]]:
+def neighbours(
+    best: dict[str, Any], space: dict[str, tuple], reach: int | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """``(knob, setting)`` for every setting that differs from ``best`` in one knob of
-    ``space`` (knob -> its searched values), in the space's order."""
-    return [(k, {**best, k: v}) for k, values in space.items() for v in values if v != best[k]]
+    ``space`` (knob -> its searched values), in the space's order; with ``reach``, only
+    values at most ``reach`` places from ``best``'s in the knob's list (``reach=1``: one
+    grid step down and up)."""
+    out = []
+    for k, values in space.items():
+        near = values
+        if reach is not None:
+            here = values.index(best[k])
+            near = values[max(0, here - reach) : here + reach + 1]
+        out += [(k, {**best, k: v}) for v in near if v != best[k]]
+    return out
 
 
 def choices(

@@ -18,7 +18,9 @@ budget is never tried).
 
 The answer: the feasible trial with the smallest time (ties: lower straggler rate, then
 larger margin, then trial number). The Pareto table: the feasible trials no other feasible
-trial beats on all three objectives (``study.best_trials``, constraint-aware).
+trial beats on all three objectives (:func:`finish`; what Optuna's constraint-aware
+``study.best_trials`` holds, computed over the table so that trials priced after the
+search, :mod:`.polish`, join it).
 """
 
 from __future__ import annotations
@@ -248,46 +250,73 @@ def search(
         for s, m in zip(new, run_batch(new)):
             priced[json.dumps(s, sort_keys=True)] = m or {"error": "no result"}
         for t, s, k in zip(trials, settings, keys):
-            m = priced[k]
-            row = {"trial": t.number, **s, **{key: m.get(key) for key in METRIC_KEYS}}
-            if "error" in m:
-                study.tell(t, state=optuna.trial.TrialState.FAIL)
-                rows.append(
-                    {
-                        **row,
-                        "time_s": None,
-                        "feasible": False,
-                        "status": "failed",
-                        "error": m["error"],
-                    }
-                )
-                continue
-            cons = _constraints(m, constraints, use_target)
-            for name, value in zip(CONSTRAINT_NAMES, cons):
-                t.set_constraint(name, value)
-            time_s = _objective_time(m, use_target)
-            cost = time_s
-            if gpus is not None:
-                row["gpus"] = int(gpus(s))
-                row["gpu_hours"] = gpu_hours(time_s, row["gpus"])
-                if objective == "gpu-hours":
-                    cost = row["gpu_hours"]
-            study.tell(t, [cost, float(m["straggler_rate"]), float(m["collapse_margin"])])
-            feasible = all(v <= 0 for v in cons)
-            rows.append(
-                {**row, "time_s": time_s, "feasible": feasible, "status": "ok", "error": None}
+            row, cons, values = trial_row(
+                t.number, s, priced[k], constraints, use_target, objective, gpus
             )
-    pareto = {t.number for t in study.best_trials}
+            if values is None:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+            else:
+                for name, value in zip(CONSTRAINT_NAMES, cons):
+                    t.set_constraint(name, value)
+                study.tell(t, values)
+            rows.append(row)
+    return finish(rows, space.keys, objective)
+
+
+def trial_row(
+    number: int,
+    setting: dict,
+    metrics: dict[str, Any],
+    constraints: Constraints,
+    use_target: bool,
+    objective: str = "time",
+    gpus: Callable[[dict], int] | None = None,
+) -> tuple[dict[str, Any], list[float], list[float] | None]:
+    """One priced setting as a row of :func:`search`'s table (before :func:`finish`), its
+    constraint values (<= 0: met) and its objectives (:data:`DIRECTIONS`; None for a
+    failed setting, whose row has ``status`` ``failed`` and the error)."""
+    row = {"trial": number, **setting, **{key: metrics.get(key) for key in METRIC_KEYS}}
+    if "error" in metrics:
+        failed = {"time_s": None, "feasible": False, "status": "failed", "error": metrics["error"]}
+        return {**row, **failed}, [], None
+    cons = _constraints(metrics, constraints, use_target)
+    time_s = _objective_time(metrics, use_target)
+    cost = time_s
+    if gpus is not None:
+        row["gpus"] = int(gpus(setting))
+        row["gpu_hours"] = gpu_hours(time_s, row["gpus"])
+        if objective == "gpu-hours":
+            cost = row["gpu_hours"]
+    values = [cost, float(metrics["straggler_rate"]), float(metrics["collapse_margin"])]
+    feasible = all(v <= 0 for v in cons)
+    return (
+        {**row, "time_s": time_s, "feasible": feasible, "status": "ok", "error": None},
+        cons,
+        values,
+    )
+
+
+def finish(rows: list[dict], keys: Sequence[str], objective: str = "time") -> pl.DataFrame:
+    """:func:`search`'s table from :func:`trial_row`'s rows (any extra column, such as
+    ``origin``, kept after ``error``): ``pareto`` marks the feasible rows no other
+    feasible row beats on all three objectives (:data:`DIRECTIONS`, the cost being
+    GPU-hours with ``objective="gpu-hours"``), ``best`` the feasible row with the smallest
+    cost (ties: lower straggler rate, then larger margin, then trial number)."""
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-        pl.col("trial").is_in(sorted(pareto)).and_(pl.col("feasible")).alias("pareto"),
         *(pl.col(k).cast(pl.Float64) for k in METRIC_KEYS),
         pl.col("time_s").cast(pl.Float64),
         pl.col("error").cast(pl.String),
     )
     key = "gpu_hours" if objective == "gpu-hours" else "time_s"
+    feas = df.filter("feasible")
+    objs = feas.select(key, "straggler_rate", -pl.col("collapse_margin")).to_numpy()
+    # row i is dominated when some row is no worse on every objective and better on one
+    no_worse = (objs[None, :, :] <= objs[:, None, :]).all(axis=2)
+    better = (objs[None, :, :] < objs[:, None, :]).any(axis=2)
+    dominated = pl.Series((no_worse & better).any(axis=1), dtype=pl.Boolean)
+    pareto = feas.filter(~dominated)["trial"] if feas.height else []
     best = (
-        df.filter("feasible")
-        .sort(
+        feas.sort(
             key,
             "straggler_rate",
             "collapse_margin",
@@ -298,10 +327,12 @@ def search(
         .to_list()
     )
     extra = [c for c in ("gpus", "gpu_hours") if c in df.columns]
-    cols = ["trial", *space.keys, *METRIC_KEYS, "time_s", *extra, "feasible", "pareto"]
-    return df.with_columns(pl.col("trial").is_in(best).alias("best")).select(
-        *cols, "best", "status", "error"
-    )
+    cols = ["trial", *keys, *METRIC_KEYS, "time_s", *extra, "feasible", "pareto"]
+    tail = [c for c in df.columns if c not in (*cols, "best", "status", "error")]
+    return df.with_columns(
+        pl.col("trial").is_in(list(pareto)).alias("pareto"),
+        pl.col("trial").is_in(best).alias("best"),
+    ).select(*cols, "best", "status", "error", *tail)
 
 
 def pareto_table(trials: pl.DataFrame) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import polars as pl
 from rolloutlab.analysis.advise.caveats import (
     SPREAD_SEEDS,
+    TIE_FLOOR,
     Choice,
     assumptions,
     choice_header,
@@ -27,6 +28,7 @@ from rolloutlab.analysis.advise.caveats import (
     relative_spread,
 )
 from rolloutlab.analysis.advise.evaluate import evaluate, with_horizon
+from rolloutlab.analysis.advise.polish import Polish, default_budget, polish
 from rolloutlab.analysis.advise.search import (
     Constraints,
     SearchSpace,
@@ -99,13 +101,16 @@ class AdviseResult:
     spread: float | None = None
     """Run-to-run spread of the chosen setting's objective (relative sd over
     :data:`caveats.SPREAD_SEEDS` seeds), None when it could not be had."""
+    polish: Polish | None = None
+    """The neighbour polish after the search (:mod:`.polish`)."""
 
     def caveat_lines(self) -> list[str]:
         """What is printed under the answer (and shown on the report page): the
         assumption lines, the tie rule, one line per choice."""
-        lines = ["assumed, not measured by the scenario:", *(f"  {a}" for a in self.assumptions)]
+        unit = "GPU-h" if self.objective == "gpu-hours" else "s"
+        lines = [self.polish.line(unit)] if self.polish is not None else []
+        lines += ["assumed, not measured by the scenario:", *(f"  {a}" for a in self.assumptions)]
         if self.choices:
-            unit = "GPU-h" if self.objective == "gpu-hours" else "s"
             lines += [choice_header(self.spread), *(f"  {c.line(unit)}" for c in self.choices)]
         return lines
 
@@ -123,6 +128,29 @@ def _evaluate_at(point: tuple[dict, int], **kwargs: Any) -> dict[str, Any]:
     return evaluate(setting, seed=seed, **kwargs)
 
 
+def _spread(
+    table: pl.DataFrame,
+    space: SearchSpace,
+    price: Callable[[list[tuple[dict, int]]], list[dict | None]],
+    seed: int,
+    score: Callable[..., float | None],
+    column: str,
+) -> float | None:
+    """Run-to-run spread (:func:`relative_spread`) of ``table``'s answer: its objective
+    ``column`` at ``seed`` and at :data:`SPREAD_SEEDS` - 1 more seeds priced by ``price``
+    (``(setting, seed)`` points, one metrics dict or None each; ``score(metrics, setting,
+    feasible_only=)`` ranks them as the search does). None without an answer."""
+    best = table.filter("best")
+    if not best.height:
+        return None
+    row = best.row(0, named=True)
+    chosen = {k: row[k] for k in space.keys}
+    results = price([(chosen, seed + i) for i in range(1, SPREAD_SEEDS)])
+    return relative_spread(
+        [float(row[column]), *(score(m, chosen, feasible_only=False) for m in results)]
+    )
+
+
 def _check_choices(
     table: pl.DataFrame,
     space: SearchSpace,
@@ -131,16 +159,16 @@ def _check_choices(
     seed: int,
     score: Callable[..., float | None],
     column: str,
-) -> tuple[list[Choice], float | None]:
-    """The chosen setting's knobs against their runners-up, and its run-to-run spread
-    (:mod:`.caveats`). ``table``: :func:`search`'s (before the split's workers are
-    filled in); ``column``: its objective (``time_s`` or ``gpu_hours``). The neighbours
-    the search did not price and the chosen setting at :data:`SPREAD_SEEDS` - 1 more
-    seeds are priced by ``price`` (``(setting, seed)`` points, one metrics dict or None
-    each); ``score(metrics, setting, feasible_only=)`` ranks them as the search does."""
+    spread: float | None,
+) -> list[Choice]:
+    """The chosen setting's knobs against their runners-up (:mod:`.caveats`) with the
+    chosen setting's run-to-run ``spread`` (:func:`_spread`). ``table``: :func:`search`'s
+    (and the polish's, before the split's workers are filled in); ``column``: its
+    objective (``time_s`` or ``gpu_hours``). The neighbours no trial priced are priced by
+    ``price`` at ``seed`` and ranked by ``score`` (:func:`_spread`)."""
     best = table.filter("best")
     if not best.height:
-        return [], None
+        return []
     row = best.row(0, named=True)
     chosen = {k: row[k] for k in space.keys}
 
@@ -152,10 +180,7 @@ def _check_choices(
     near = neighbours(chosen, varied)
     known = {key({k: r[k] for k in space.keys}): r for r in table.iter_rows(named=True)}
     todo = list({key(s): s for _, s in near if key(s) not in known}.values())
-    results = price(
-        [(s, seed) for s in todo] + [(chosen, seed + i) for i in range(1, SPREAD_SEEDS)]
-    )
-    fresh = {key(s): m for s, m in zip(todo, results)}
+    fresh = {key(s): m for s, m in zip(todo, price([(s, seed) for s in todo]))}
     priced = []
     for knob, s in near:
         r = known.get(key(s))
@@ -164,11 +189,7 @@ def _check_choices(
         else:
             t = score(fresh[key(s)], s)
         priced.append((knob, s, None if t is None else float(t)))
-    best_s = float(row[column])
-    spread = relative_spread(
-        [best_s, *(score(m, chosen, feasible_only=False) for m in results[len(todo) :])]
-    )
-    return choices(chosen, best_s, priced, spread), spread
+    return choices(chosen, float(row[column]), priced, spread)
 
 
 def advise_study(
@@ -190,11 +211,14 @@ def advise_study(
     dataset_size: int | None = None,
     straggler_level: float | None = None,
     horizon: HorizonFit | None = None,
+    polish_trials: int | None = None,
     record: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
 ) -> AdviseResult:
     """Search ``space`` under ``constraints`` (:func:`search`, ``trials`` trials asked
     ``batch`` at a time, each setting simulated ``steps`` learner steps by
-    :func:`evaluate` on ``executor``), closing the executor at the end. ``placement``: the
+    :func:`evaluate` on ``executor``), then polish its answer (:func:`.polish.polish`,
+    ``polish_trials`` settings at most, None for :func:`.polish.default_budget`, 0 for
+    none), closing the executor at the end. ``placement``: the
     split's GPUs (required when ``space.split`` is set). Writes ``out_dir``/trials.csv,
     pareto.csv, advise.png and config.json (``record``: the config keys before and after the
     study's own: the command's head and its reward and executor description). Raises what
@@ -209,7 +233,6 @@ def advise_study(
         "dataset_size": dataset_size,
         "straggler_level": straggler_level,
     }
-    fn = functools.partial(evaluate, seed=seed, **kwargs)
     total = placement.gpus if placement is not None else None
     gpus = functools.partial(setting_gpus, tp=tp, total=total)
 
@@ -222,16 +245,17 @@ def advise_study(
         executor.run(functools.partial(_evaluate_at, **kwargs), list(enumerate(points)), keep)
         return results
 
+    def run_settings(settings: list[dict]) -> list[dict | None]:
+        return price([(s, seed) for s in settings])
+
     def run_batch(settings: list[dict]) -> list[dict | None]:
-        results: list[dict | None] = [None] * len(settings)
-
-        def keep(o) -> None:
-            results[o.index] = o.value if o.status == "ok" else {"error": o.error}
-
-        executor.run(fn, list(enumerate(settings)), keep)
+        results = run_settings(settings)
         bar.update(len(settings))
         return results
 
+    pruned = constraints.prune(space)
+    knobs = sum(len(getattr(pruned, k)) > 1 for k in space.keys)
+    budget = default_budget(knobs) if polish_trials is None else polish_trials
     bar = progress_bar(total=trials, desc="advise", unit="trial")  # settings priced so far
     try:
         table = search(
@@ -253,7 +277,22 @@ def advise_study(
             gpus=gpus,
         )
         column = "gpu_hours" if objective == "gpu-hours" else "time_s"
-        picks, spread = _check_choices(table, space, constraints, price, seed, score, column)
+        spread = _spread(table, space, price, seed, score, column)
+        polished = polish(
+            table,
+            space,
+            constraints,
+            run_settings,
+            max(spread or 0.0, TIE_FLOOR),
+            budget,
+            use_target=use_target,
+            objective=objective,
+            gpus=gpus,
+        )
+        table = polished.table
+        if polished.moved:
+            spread = _spread(table, space, price, seed, score, column)
+        picks = _check_choices(table, space, constraints, price, seed, score, column, spread)
     finally:
         bar.close()
         executor.close()
@@ -284,8 +323,10 @@ def advise_study(
         tuple(assumptions(scenario, space.lr, varied, use_target)),
         tuple(picks),
         spread,
+        polished,
     )
     head, tail = record
+    unit = "GPU-h" if objective == "gpu-hours" else "s"
     write_config(
         out_dir / "config.json",
         {
@@ -302,6 +343,14 @@ def advise_study(
             "trials": trials,
             "batch": batch,
             "seed": seed,
+            "polish": {
+                "budget": polished.budget,
+                "trials": polished.trials,
+                "rounds": polished.rounds,
+                "threshold": polished.threshold,
+                "moved": polished.moved,
+                "line": polished.line(unit),
+            },
             "caveats": {
                 "assumptions": list(result.assumptions),
                 "spread": spread,

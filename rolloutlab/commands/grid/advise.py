@@ -119,6 +119,15 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
     "--trials", type=click.IntRange(min=1), default=100, show_default=True, help="Optuna trials."
 )
 @click.option(
+    "--polish-trials",
+    type=click.IntRange(min=0),
+    default=None,
+    help="After the search, settings the neighbour polish may price (one grid step in one "
+    "knob from the answer, moving while a neighbour wins by more than the tie threshold, "
+    "at most 3 rounds; analysis/advise/polish.py). Default: 2 per searched knob per "
+    "round; 0: no polish.",
+)
+@click.option(
     "--parallel-trials",
     "batch",
     type=click.IntRange(min=1),
@@ -193,8 +202,8 @@ def _list(name: str, default: str, what: str, dest: str | None = None):
     help="Minimise the time objective (s), or GPU-hours (it x the setting's GPUs / 3600).",
 )
 def advise(
-    prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, steps, trials, batch, seed,
-    out, gpus, splits, horizon_path, objective,
+    prompts, workers, max_num_seqs, pipelines, lr, updates_per_batch, steps, trials,
+    polish_trials, batch, seed, out, gpus, splits, horizon_path, objective,
     **opts,
 ):  # fmt: skip
     """Search the settings for the fastest one that is safe (stragglers, collapse).
@@ -208,10 +217,15 @@ def advise(
     straggler rate and collapse margin together), advise.png and config.json; prints the
     Pareto table and the chosen setting.
 
+    After the search, a neighbour polish walks from its answer: it prices each setting one
+    grid step away in one knob and moves to the fastest while it wins by more than the tie
+    threshold below (--polish-trials; those trials are in trials.csv with origin
+    "polish"); the answer is the fastest feasible setting of search and polish together.
+
     Under the answer: one line per model assumption the scenario (calibration file) did
     not measure (learning gain linear in lr, progress independent of B with b_noise = 0,
     no saturation, the staleness model's eta_ref, an assumed reward latency law), then
-    each searched knob of the chosen setting against its runner-up, the fastest feasible
+    the polish's line, each searched knob of the chosen setting against its runner-up, the fastest feasible
     setting that differs in that knob alone (priced after the search if the search had
     not). A choice is a tie when |runner-up / chosen - 1| <= max(run-to-run spread, 1 %),
     the spread being the relative sd of the chosen setting's objective over 3 seeds.
@@ -261,7 +275,7 @@ def advise(
         steps=steps, trials=trials, batch=batch, seed=seed, objective=objective, tp=tp,
         placement=Placement(gpus, tp, opts["model"], opts["gpu"]) if space.split else None,
         dataset_size=opts["dataset_size"], straggler_level=opts["straggler_level"],
-        horizon=horizon,
+        horizon=horizon, polish_trials=polish_trials,
         record=(
             config_head("advise", sc, "simpy", opts),
             {
