@@ -108,6 +108,7 @@ def test_a_win_within_the_threshold_is_a_tie_the_walk_does_not_follow():
     p = polish(start_table(setting("x", 1, 1), shallow), SPACE, C, run(shallow), 0.01, 100)
     assert p.rounds == 1  # 0.5 % <= 1 %: no second round from prompts 2
     assert best_setting(p.table)["prompts"] == 2  # still the fastest setting priced
+    assert p.line().endswith("prompts 1 -> 2 (-0.5%, a tie: within 1.0%)")
     bigger = polish(start_table(setting("x", 1, 1), shallow), SPACE, C, run(shallow), 0.004, 100)
     assert bigger.rounds == POLISH_ROUNDS and best_setting(bigger.table)["prompts"] == 4
 

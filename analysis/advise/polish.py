@@ -83,9 +83,11 @@ class Polish:
             for k in self.start
             if self.start[k] != self.end[k]
         )
+        gap = self.end_s / self.start_s - 1
+        tie = f", a tie: within {self.threshold:.1%}" if abs(gap) <= self.threshold else ""
         return (
             f"{head}; the answer moved from the search's ({self.start_s:,.4g} {unit}): "
-            f"{changed} ({self.end_s / self.start_s - 1:+.1%})"
+            f"{changed} ({gap:+.1%}{tie})"
         )
 
 
