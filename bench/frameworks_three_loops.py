@@ -24,6 +24,11 @@ invocation only.
     python bench/frameworks_three_loops.py --out runs/three_loops_seeds \\
         --steps 32 --fit-steps 8 --seed 0 --seed 1 --seed 2 \\
         --controller sagc:candidates=2/4/8 --controller sagc:candidates=2/4/8,eta_lambda=1
+
+``--rescore DIR`` runs nothing: it scores again the per-step tables an earlier ``--out DIR``
+kept (``three_loops.json``, each run's ``idle_*/idle_comparison.csv`` and
+``step_times_*.csv``) with today's ``three_loops_score`` and writes ``three_loops.json``
+and ``summary.md`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -206,15 +211,15 @@ KEYS = ("controller", "loop", "seeds")
 TABLES = {
     "straggler rate (tau)": KEYS + (
         "G held out", "rate fit / held out", "rate error sim", "rate error persistence",
-        "rate floor", "sim beats persistence (rate)", "Brier sim / persistence",
-        "sim beats persistence (Brier)",
+        "rate error linear", "rate floor", "sim beats naive (rate)",
+        "Brier sim / persistence / linear", "sim beats naive (Brier)",
     ),
     "generation makespan (MdAPE over the held-out steps)": KEYS + (
-        "makespan MdAPE drawn", "replay", "constant", "persistence", "makespan floor",
-        "drawn beats naive", "mean makespan s",
+        "makespan MdAPE drawn", "replay", "constant", "persistence", "linear",
+        "makespan floor", "drawn beats naive", "mean makespan s",
     ),
     "step time (MdAPE over the held-out steps)": KEYS + (
-        "step MdAPE sim", "step constant", "step persistence", "step floor",
+        "step MdAPE sim", "step constant", "step persistence", "step linear", "step floor",
         "sim beats naive (step)", "mean step s",
     ),
 }  # fmt: skip
@@ -234,14 +239,16 @@ def per_seed_rows(raw: list[dict]) -> list[dict]:
                     "loop": loop,
                     "G per step": "".join(f"{g:x}" for g in s["G"]),
                     "rate fit / held out": f"{s['fit_rate']:.2f} / {s['held_out_rate']:.2f}",
-                    "rate pred sim / persistence": f"{s['rate_pred']['sim']:.2f} / "
-                    f"{s['rate_pred']['persistence']:.2f}",
-                    "Brier sim / persistence": f"{s['brier']['sim']:.3f} / "
-                    f"{s['brier']['persistence']:.3f}",
-                    "makespan MdAPE drawn / replay / constant / persistence": " / ".join(
+                    "rate pred sim / persistence / linear": " / ".join(
+                        f"{s['rate_pred'][k]:.2f}" for k in score.RATE_RULES
+                    ),
+                    "Brier sim / persistence / linear": " / ".join(
+                        f"{s['brier'][k]:.3f}" for k in score.RATE_RULES
+                    ),
+                    "makespan MdAPE drawn / replay / constant / persistence / linear": " / ".join(
                         f"{s['makespan_mdape'][k]:.2f}" for k in score.MAKESPAN_RULES
                     ),
-                    "step MdAPE sim / constant / persistence": " / ".join(
+                    "step MdAPE sim / constant / persistence / linear": " / ".join(
                         f"{s['step_mdape'][k]:.2f}" for k in score.STEP_RULES
                     ),
                     "mean step / makespan (s)": f"{s['mean_step_s']:.2f} / {s['mean_makespan_s']:.2f}",
@@ -269,6 +276,29 @@ def write_results(out: Path, args, raw: list[dict]) -> str:
     return md
 
 
+def rescore(src: Path, out: Path) -> str:
+    """Score again the runs of an earlier ``--out`` ``src`` (module docstring) into ``out``;
+    the measured fields a score cannot recompute (wall time, load, ``compare groups``,
+    mean response) are kept from ``src/three_loops.json``. Returns the markdown.
+    Raises FileNotFoundError naming the first per-step table missing."""
+    doc = json.loads((src / "three_loops.json").read_text())
+    args = argparse.Namespace(**doc["args"])
+    k = int(args.fit_steps)
+    raw = []
+    for run in doc["runs"]:
+        run_dir = src / label(run["controller"]) / f"seed{run['seed']}"
+        new = {"controller": run["controller"], "seed": run["seed"]}
+        for loop in ("rolloutlab", "trl"):
+            per_step = pl.read_csv(run_dir / f"idle_{loop}" / "idle_comparison.csv")
+            times = pl.read_csv(run_dir / f"step_times_{loop}.csv")
+            kept = {key: run[loop][key] for key in
+                    ("compare_groups", "response_tokens_mean", "wall_s", "load_1min")}  # fmt: skip
+            new[loop] = {**score.score_run(per_step, times, k), **kept}
+        raw.append(new)
+    out.mkdir(parents=True)
+    return write_results(out, args, raw)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
@@ -282,6 +312,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tau", type=float, default=2.0)
     p.add_argument("--warm-start-steps", type=int, default=350)
     p.add_argument("--draws", type=int, default=16, help="compare idle's length draws a step")
+    p.add_argument("--rescore", type=Path, default=None,
+                   help="score an earlier --out folder's kept tables again; run nothing")  # fmt: skip
     args = p.parse_args(argv)
     args.controller = args.controller or ["sagc:candidates=4/8/16"]
     args.seed = args.seed or [0]
@@ -295,6 +327,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.rescore is not None:
+        print(rescore(args.rescore, args.out))
+        return 0
     args.out.mkdir(parents=True)
     first_cfg = sync_config(args.controller[0], args.seed[0], args)
     print(warm_start_line(first_cfg, default_cache_dir()), file=sys.stderr, flush=True)

@@ -12,20 +12,27 @@ out; every prediction below uses only the fit steps and what is known when a ste
   ``|predicted - measured|`` of the held-out rate, and the Brier score
   ``mean_t (p_t - S_t)^2`` over the held-out steps (Brier 1950, Monthly Weather Review
   78(1)), where persistence predicts ``p_t`` = the fit steps' rate at every step.
+  ``linear``: the ordinary least-squares line through the fit steps' indicators
+  ``(t, S_t)``, ``t < K``, extrapolated to each held-out step and clipped to ``[0, 1]``
+  (:func:`linear_trend`); its rate is the mean of those ``p_t``.
 - **generation makespan** (first request to last rollout finished, s): ``compare idle``'s
   ``drawn`` (whole simulator: drawn lengths through the fitted engine), ``replay``
   (measured lengths: schedule and cost only, known after the step, so not a forecast),
   ``constant`` (median of the fit steps of the same G, all fit steps when that G was not
-  seen) and ``persistence`` (the step before). Error: MdAPE
-  ``median_t |pred_t / meas_t - 1|`` over the held-out steps.
+  seen), ``persistence`` (the step before) and ``linear`` (the least-squares line of
+  measured makespan against step over the fit steps of the same G when it has at least 2,
+  else over all fit steps, extrapolated to the held-out step, not clipped:
+  :func:`linear_trend`). Error: MdAPE ``median_t |pred_t / meas_t - 1|`` over the
+  held-out steps.
 - **step time** (``t_end - t_start`` of the steps table, s): the simulator's is the drawn
   makespan, plus the learner priced as the simulator prices it
   (:meth:`sim.models.cost.LinearCost.learner_step_s`: ``const + per_token * tokens``,
   :func:`calibration.fits.cost_fit.fit_learner` on the fit steps' ``train_time``) at the
   step's expected tokens (its prompt tokens plus its rollouts times the fit steps' mean
   response length), plus the fit steps' median of what neither covers
-  (``step time - makespan - train_time``: request set-up, rewards, logging); ``constant``
-  and ``persistence`` as for the makespan. Error: MdAPE.
+  (``step time - makespan - train_time``: request set-up, rewards, logging); ``constant``,
+  ``persistence`` and ``linear`` as for the makespan, on the measured step times. Error:
+  MdAPE.
 
 Floor over seeds (same loop and controller): the rate's mean ``|r_i - r_j|`` over pairs of
 seeds (a lookup of another seed's run), and for times the median over ordered pairs of
@@ -41,11 +48,13 @@ import numpy as np
 import polars as pl
 from rolloutlab.calibration.fits.cost_fit import fit_learner
 
-RATE_RULES = ("sim", "persistence")
-MAKESPAN_RULES = ("drawn", "replay", "constant", "persistence")
-STEP_RULES = ("sim", "constant", "persistence")
-NAIVE = ("constant", "persistence")
-"""The naive rules a forecast is judged against (``replay`` is not a forecast)."""
+RATE_RULES = ("sim", "persistence", "linear")
+MAKESPAN_RULES = ("drawn", "replay", "constant", "persistence", "linear")
+STEP_RULES = ("sim", "constant", "persistence", "linear")
+NAIVE = ("constant", "persistence", "linear")
+"""The naive rules a time forecast is judged against (``replay`` is not a forecast)."""
+RATE_NAIVE = ("persistence", "linear")
+"""The naive rules a straggler-rate forecast is judged against."""
 
 
 def mdape(pred, meas) -> float:
@@ -53,6 +62,29 @@ def mdape(pred, meas) -> float:
     p, m = np.asarray(pred, float), np.asarray(meas, float)
     ok = np.isfinite(p) & np.isfinite(m) & (m > 0)
     return float(np.median(np.abs(p[ok] / m[ok] - 1.0))) if ok.any() else float("nan")
+
+
+def linear_trend(step, value, k: int, group_size=None) -> np.ndarray:
+    """Least-squares line of ``value`` against ``step`` over the fit steps (the first
+    ``k`` entries), evaluated at each held-out step (entries ``k..``).
+
+    ``step``, ``value``: shape ``(n,)``, ordered by step. With ``group_size`` (shape
+    ``(n,)``) a held-out step's line is fitted on the fit steps of its G when there are at
+    least 2 of them, else on all fit steps. Returns shape ``(n - k,)``, not clipped.
+    Raises ValueError when ``k < 2`` or no held-out step exists. Ordinary least squares
+    (``numpy.polyfit``, degree 1).
+    """
+    t, v = np.asarray(step, float), np.asarray(value, float)
+    if not 2 <= k < t.size:
+        raise ValueError(f"linear_trend: fit steps {k} with {t.size} steps; need 2 <= K < steps")
+    G = np.zeros(t.size) if group_size is None else np.asarray(group_size)
+    out = np.empty(t.size - k)
+    for i in range(k, t.size):
+        same = G[:k] == G[i]
+        use = same if same.sum() >= 2 else np.ones(k, bool)
+        slope, intercept = np.polyfit(t[:k][use], v[:k][use], 1)
+        out[i - k] = intercept + slope * t[i]
+    return out
 
 
 def step_times(
@@ -124,18 +156,30 @@ def score_run(per_step: pl.DataFrame, times: pl.DataFrame, k: int) -> dict:
     s_held = held["measured_straggler"].cast(pl.Float64).to_numpy()
     p_sim = held["drawn_straggler_prob"].to_numpy()
     fit_rate, held_rate = float(s_fit.mean()), float(s_held.mean())
-    rate_pred = {"sim": float(p_sim.mean()), "persistence": fit_rate}
-    brier = {
-        "sim": float(np.mean((p_sim - s_held) ** 2)),
-        "persistence": float(np.mean((fit_rate - s_held) ** 2)),
+    steps = per["step"].to_numpy()
+    p_t = {
+        "sim": p_sim,
+        "persistence": np.full(held.height, fit_rate),
+        "linear": np.clip(linear_trend(steps, np.concatenate([s_fit, s_held]), k), 0.0, 1.0),
     }
+    rate_pred = {r: float(p.mean()) for r, p in p_t.items()}
+    brier = {r: float(np.mean((p - s_held) ** 2)) for r, p in p_t.items()}
+    G = per["group_size"].to_numpy()
     meas_mk = held["measured_makespan_s"].to_numpy()
-    makespan = {
-        r: mdape(held[f"{'predicted' if r == 'drawn' else r}_makespan_s"].to_numpy(), meas_mk)
+    mk_pred = {
+        r: held[f"{'predicted' if r == 'drawn' else r}_makespan_s"].to_numpy()
         for r in MAKESPAN_RULES
+        if r != "linear"
     }
+    mk_pred["linear"] = linear_trend(steps, per["measured_makespan_s"].to_numpy(), k, G)
+    makespan = {r: mdape(mk_pred[r], meas_mk) for r in MAKESPAN_RULES}
+    t_all = times.sort("step")
     meas_step = t_held["measured_step_s"].to_numpy()
-    step = {r: mdape(t_held[f"{r}_step_s"].to_numpy(), meas_step) for r in STEP_RULES}
+    st_pred = {r: t_held[f"{r}_step_s"].to_numpy() for r in STEP_RULES if r != "linear"}
+    st_pred["linear"] = linear_trend(
+        t_all["step"].to_numpy(), t_all["measured_step_s"].to_numpy(), k, G
+    )
+    step = {r: mdape(st_pred[r], meas_step) for r in STEP_RULES}
     return {
         "G": [int(g) for g in per["group_size"]],
         "fit_rate": fit_rate,
@@ -221,22 +265,24 @@ def summary_rows(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
                     "rate error persistence": spread(
                         [r["rate_abs_error"]["persistence"] for r in runs]
                     ),
+                    "rate error linear": spread([r["rate_abs_error"]["linear"] for r in runs]),
                     "rate floor": f"{fl['rate']:.2f}",
-                    "sim beats persistence (rate)": beats(
-                        runs, "rate_abs_error", "sim", ["persistence"]
+                    "sim beats naive (rate)": beats(runs, "rate_abs_error", "sim", RATE_NAIVE),
+                    "Brier sim / persistence / linear": " / ".join(
+                        spread([r["brier"][k] for r in runs]) for k in RATE_RULES
                     ),
-                    "Brier sim / persistence": f"{spread([r['brier']['sim'] for r in runs])} / "
-                    f"{spread([r['brier']['persistence'] for r in runs])}",
-                    "sim beats persistence (Brier)": beats(runs, "brier", "sim", ["persistence"]),
+                    "sim beats naive (Brier)": beats(runs, "brier", "sim", RATE_NAIVE),
                     "makespan MdAPE drawn": spread([r["makespan_mdape"]["drawn"] for r in runs]),
                     "replay": spread([r["makespan_mdape"]["replay"] for r in runs]),
                     "constant": spread([r["makespan_mdape"]["constant"] for r in runs]),
                     "persistence": spread([r["makespan_mdape"]["persistence"] for r in runs]),
+                    "linear": spread([r["makespan_mdape"]["linear"] for r in runs]),
                     "makespan floor": f"{fl['makespan']:.2f}",
                     "drawn beats naive": beats(runs, "makespan_mdape", "drawn", NAIVE),
                     "step MdAPE sim": spread([r["step_mdape"]["sim"] for r in runs]),
                     "step constant": spread([r["step_mdape"]["constant"] for r in runs]),
                     "step persistence": spread([r["step_mdape"]["persistence"] for r in runs]),
+                    "step linear": spread([r["step_mdape"]["linear"] for r in runs]),
                     "step floor": f"{fl['step']:.2f}",
                     "sim beats naive (step)": beats(runs, "step_mdape", "sim", NAIVE),
                     "mean step s": spread([r["mean_step_s"] for r in runs]),

@@ -89,14 +89,15 @@ def test_step_times_needs_two_fit_steps_and_one_held_out():
             score.step_times(per_step, steps, rollouts, k)
 
 
-def test_score_run_against_hand_counts():
+def _scored_tables():
+    """compare idle's per-step table and step_times' table of a four-step run."""
     per_step = pl.DataFrame(
         {
             "step": [0, 1, 2, 3],
             "group_size": [8, 8, 4, 4],
             "measured_straggler": [True, False, True, False],
             "drawn_straggler_prob": [0.5, 0.5, 0.75, 0.25],
-            "measured_makespan_s": [1.0, 1.0, 2.0, 4.0],
+            "measured_makespan_s": [1.0, 1.5, 2.0, 4.0],
             "predicted_makespan_s": [1.0, 1.0, 2.2, 3.0],
             "replay_makespan_s": [1.0, 1.0, 2.0, 4.4],
             "constant_makespan_s": [1.0, 1.0, 1.0, 1.0],
@@ -106,24 +107,49 @@ def test_score_run_against_hand_counts():
     times = pl.DataFrame(
         {
             "step": [0, 1, 2, 3],
-            "measured_step_s": [2.0, 2.0, 3.0, 5.0],
+            "measured_step_s": [2.0, 2.5, 3.0, 5.0],
             "sim_step_s": [2.0, 2.0, 3.3, 5.0],
             "constant_step_s": [2.0, 2.0, 2.0, 2.0],
             "persistence_step_s": [np.nan, 2.0, 2.0, 3.0],
         }
     )
-    r = score.score_run(per_step, times, 2)
+    return per_step, times
+
+
+def test_score_run_against_hand_counts():
+    r = score.score_run(*_scored_tables(), 2)
     assert r["G"] == [8, 8, 4, 4] and r["held_out_steps"] == 2
     assert (r["fit_rate"], r["held_out_rate"]) == (0.5, 0.5)
-    assert r["rate_abs_error"] == {"sim": 0.0, "persistence": 0.0}
-    # Brier: ((0.75-1)^2 + 0.25^2) / 2 against ((0.5-1)^2 + 0.5^2) / 2
-    assert r["brier"] == pytest.approx({"sim": 0.0625, "persistence": 0.25})
+    # linear: the line through (0, 1), (1, 0) is 1 - t: -1 and -2 at steps 2, 3, clipped to 0
+    assert r["rate_pred"]["linear"] == 0.0
+    assert r["rate_abs_error"] == {"sim": 0.0, "persistence": 0.0, "linear": 0.5}
+    # Brier: ((0.75-1)^2 + 0.25^2) / 2, ((0.5-1)^2 + 0.5^2) / 2 and ((0-1)^2 + 0^2) / 2
+    assert r["brier"] == pytest.approx({"sim": 0.0625, "persistence": 0.25, "linear": 0.5})
+    # linear makespan: G 4 has no fit step, so all fit steps: 1 + 0.5 t -> 2.0, 2.5 against
+    # 2.0, 4.0: errors 0 and 0.375
     assert r["makespan_mdape"] == pytest.approx(
-        {"drawn": 0.175, "replay": 0.05, "constant": 0.625, "persistence": 0.5}
-    )
+        {"drawn": 0.175, "replay": 0.05, "constant": 0.625, "persistence": 0.5,
+         "linear": 0.1875}
+    )  # fmt: skip
+    # linear step time: 2 + 0.5 t -> 3.0, 3.5 against 3.0, 5.0: errors 0 and 0.3
     assert r["step_mdape"] == pytest.approx(
-        {"sim": 0.05, "constant": (1 / 3 + 0.6) / 2, "persistence": (1 / 3 + 0.4) / 2}
-    )
+        {"sim": 0.05, "constant": (1 / 3 + 0.6) / 2, "persistence": (1 / 3 + 0.4) / 2,
+         "linear": 0.15}
+    )  # fmt: skip
+
+
+def test_linear_trend_fits_the_same_group_size_when_it_has_two_fit_steps():
+    step = [0, 1, 2, 3, 4, 5]
+    value = [1.0, 10.0, 3.0, 14.0, 0.0, 0.0]  # held-out values are never read
+    G = [2, 4, 2, 8, 2, 8]
+    # step 4 (G 2): the line through (0, 1), (2, 3) is 1 + t -> 5. Step 5 (G 8, one fit
+    # step): all four fit steps, mean t 1.5, mean value 7, Sxy 16, Sxx 5: slope 3.2,
+    # intercept 2.2 -> 18.2
+    assert score.linear_trend(step, value, 4, G) == pytest.approx([5.0, 18.2])
+    # without G every held-out step takes all fit steps: 2.2 + 3.2 t
+    assert score.linear_trend(step, value, 4) == pytest.approx([15.0, 18.2])
+    with pytest.raises(ValueError, match="need 2 <= K"):
+        score.linear_trend(step, value, 1)
 
 
 def _run(rate, makespans, steps_s):
@@ -143,11 +169,12 @@ def test_floor_is_the_seeds_against_each_other():
 
 def test_beats_counts_seeds_strictly_below_every_rule():
     runs = [
-        {"m": {"sim": 0.1, "constant": 0.2, "persistence": 0.3}},
-        {"m": {"sim": 0.2, "constant": 0.2, "persistence": 0.3}},
-        {"m": {"sim": 0.1, "constant": 0.2, "persistence": float("nan")}},
+        {"m": {"sim": 0.1, "constant": 0.2, "persistence": 0.3, "linear": 0.4}},
+        {"m": {"sim": 0.2, "constant": 0.2, "persistence": 0.3, "linear": 0.4}},
+        {"m": {"sim": 0.1, "constant": 0.2, "persistence": float("nan"), "linear": 0.15}},
+        {"m": {"sim": 0.1, "constant": 0.2, "persistence": 0.3, "linear": 0.05}},
     ]
-    assert score.beats(runs, "m", "sim", score.NAIVE) == "2 of 3"
+    assert score.beats(runs, "m", "sim", score.NAIVE) == "2 of 4"
 
 
 def test_spread_is_mean_and_range():
@@ -197,3 +224,29 @@ def test_settings_default_to_one_seed_half_the_steps_and_refuse_no_held_out_step
 
 def test_folder_names_of_controller_specs():
     assert bench.label("sagc:candidates=2/4/8,eta_lambda=1") == "sagc_candidates_2_4_8_eta_lambda_1"
+
+
+def test_rescore_scores_the_kept_tables_again_and_keeps_the_measured_fields(tmp_path):
+    per_step, times = _scored_tables()
+    ctl = "sagc:candidates=2/4/8"
+    run_dir = tmp_path / "src" / bench.label(ctl) / "seed3"
+    kept = {"compare_groups": {"skipped": "G changed"}, "response_tokens_mean": 9.5,
+            "wall_s": 12.0, "load_1min": [0.5, 1.0]}  # fmt: skip
+    for loop in ("rolloutlab", "trl"):
+        (run_dir / f"idle_{loop}").mkdir(parents=True)
+        per_step.write_csv(run_dir / f"idle_{loop}" / "idle_comparison.csv")
+        times.write_csv(run_dir / f"step_times_{loop}.csv")
+    old = {"controller": ctl, "seed": 3, "rolloutlab": {**kept, "brier": {}}, "trl": kept}
+    doc = {"args": {"fit_steps": "2", "steps": "4"}, "runs": [old]}
+    (tmp_path / "src" / "three_loops.json").write_text(json.dumps(doc))
+    md = bench.rescore(tmp_path / "src", tmp_path / "out")
+    new = json.loads((tmp_path / "out" / "three_loops.json").read_text())["runs"][0]
+    for loop in ("rolloutlab", "trl"):
+        assert new[loop]["brier"] == pytest.approx(
+            {"sim": 0.0625, "persistence": 0.25, "linear": 0.5}
+        )
+        assert new[loop]["step_mdape"]["linear"] == pytest.approx(0.15)
+        assert {k: new[loop][k] for k in kept} == kept
+    assert "0.062 / 0.250 / 0.500" in md
+    with pytest.raises(FileExistsError):
+        bench.rescore(tmp_path / "src", tmp_path / "out")
