@@ -289,8 +289,13 @@ def rescore(src: Path, out: Path) -> str:
         run_dir = src / label(run["controller"]) / f"seed{run['seed']}"
         new = {"controller": run["controller"], "seed": run["seed"]}
         for loop in ("rolloutlab", "trl"):
-            per_step = pl.read_csv(run_dir / f"idle_{loop}" / "idle_comparison.csv")
-            times = pl.read_csv(run_dir / f"step_times_{loop}.csv")
+            tables = (
+                run_dir / f"idle_{loop}" / "idle_comparison.csv",
+                run_dir / f"step_times_{loop}.csv",
+            )
+            if missing := [t for t in tables if not t.is_file()]:
+                raise FileNotFoundError(f"no per-step table {missing[0]}")
+            per_step, times = (pl.read_csv(t) for t in tables)
             kept = {key: run[loop][key] for key in
                     ("compare_groups", "response_tokens_mean", "wall_s", "load_1min")}  # fmt: skip
             new[loop] = {**score.score_run(per_step, times, k), **kept}
@@ -322,13 +327,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--fit-steps {args.fit_steps}: need 2 <= K < --steps {args.steps}")
     if args.out.exists():
         p.error(f"--out {args.out} exists; choose a new folder")
+    if args.rescore is not None and not (args.rescore / "three_loops.json").is_file():
+        p.error(f"--rescore {args.rescore}: no three_loops.json (give an earlier --out folder)")
     return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.rescore is not None:
-        print(rescore(args.rescore, args.out))
+        try:
+            print(rescore(args.rescore, args.out))
+        except FileNotFoundError as exc:  # a per-step table of one run is missing
+            sys.exit(f"--rescore {args.rescore}: {exc}")
         return 0
     args.out.mkdir(parents=True)
     first_cfg = sync_config(args.controller[0], args.seed[0], args)
