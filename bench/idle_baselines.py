@@ -8,14 +8,23 @@ of the simulator (``drawn``), the replay and each rule, the best rule, and wheth
 simulator beats it. Nothing is simulated again: ``drawn`` and ``replay`` are the
 folder's own numbers.
 
-Usage: python bench/idle_baselines.py DIR [DIR ...] [--out runs/idle_baselines]
+``--repeats``: folders named ``NAME_rK`` are repeats of one command (same seed, so the
+same lengths: only the machine's timing differs). Each repeat also gets the **lookup**
+rule of a user who ran that command before: a held-out step's makespan predicted by the
+median, over the other repeats, of their measured makespan at the same step. With
+identical work, that rule's error is also the run-to-run floor of a per-step prediction.
+
+Usage: python bench/idle_baselines.py DIR [DIR ...] [--repeats] [--out runs/idle_baselines]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from rolloutlab.analysis.idle.compare import NAIVE, add_naive_rules, summarize
 
@@ -33,11 +42,53 @@ def scores(path: Path) -> dict[str, float]:
     return {"held_out_steps": float(summary["held_out_steps"][0]), **out}
 
 
-def row(name: str, s: dict[str, float]) -> str:
-    """One markdown row: MdAPE in %, the best naive rule and the verdict."""
-    best = min(NAIVE, key=lambda r: s[r])
+def repeat_lookup(dirs: list[Path]) -> dict[Path, float]:
+    """Held-out makespan MdAPE (fraction) of the lookup rule for every folder named
+    ``NAME_rK`` that has at least one other repeat of ``NAME`` among ``dirs``: each held-out
+    step's measured makespan against the median of the other repeats' measured makespan at
+    that step. Raises ValueError naming the folder when a repeat lacks one of the steps."""
+    groups: dict[str, list[Path]] = defaultdict(list)
+    for d in dirs:
+        m = re.fullmatch(r"(.+)_r\d+", d.name)
+        if m:
+            groups[m.group(1)].append(d)
+    out: dict[Path, float] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        tables = {
+            d: pl.read_csv(d / "idle_comparison.csv").select("step", "split", "measured_makespan_s")
+            for d in members
+        }
+        for d in members:
+            held = tables[d].filter(pl.col("split") == "held_out").sort("step")
+            others = []
+            for o in members:
+                if o == d:
+                    continue
+                same = tables[o].filter(pl.col("step").is_in(held["step"].to_list())).sort("step")
+                if same.height != held.height:
+                    raise ValueError(
+                        f"{o / 'idle_comparison.csv'}: lacks held-out steps of {d.name}"
+                    )
+                others.append(same["measured_makespan_s"].to_numpy())
+            meas = held["measured_makespan_s"].to_numpy()
+            pred = np.median(np.stack(others), axis=0)
+            out[d] = float(np.median(np.abs(pred - meas) / meas))
+    return out
+
+
+def row(name: str, s: dict[str, float], lookup_column: bool = False) -> str:
+    """One markdown row: MdAPE in %, the best naive rule and the verdict; with
+    ``lookup_column`` a ``lookup`` cell too (``-`` when ``s`` has none), which competes
+    for the best naive rule where present."""
+    rules = [*NAIVE, "lookup"] if "lookup" in s else list(NAIVE)
+    best = min(rules, key=lambda r: s[r])
     verdict = "yes" if s["drawn"] < s[best] else "**no**"
-    cells = " | ".join(f"{100 * s[p]:.1f}" for p in ("drawn", "replay", *NAIVE))
+    shown = ["drawn", "replay", *NAIVE]
+    cells = " | ".join(f"{100 * s[p]:.1f}" for p in shown)
+    if lookup_column:
+        cells += f" | {100 * s['lookup']:.1f}" if "lookup" in s else " | -"
     return f"| {name} | {int(s['held_out_steps'])} | {cells} | {best} | {verdict} |"
 
 
@@ -45,17 +96,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="compare idle output folders")
     ap.add_argument("--out", default="runs/idle_baselines", help="folder of table.md")
+    ap.add_argument("--repeats", action="store_true", help="add the lookup over NAME_rK repeats")
     args = ap.parse_args()
+    extra = " lookup (repeats) |" if args.repeats else ""
     lines = [
-        "| run | held-out steps | drawn | replay | constant | persistence | linear "
-        "| best naive rule | drawn beats it |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | held-out steps | drawn | replay | constant | persistence | linear |"
+        + extra
+        + " best naive rule | drawn beats it |",
+        "|---|---|---|---|---|---|---|" + ("---|" if args.repeats else "") + "---|---|",
     ]
-    for d in args.dirs:
-        try:
-            lines.append(row(d.name, scores(d)))
-        except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
-            raise SystemExit(f"{d}: {exc}") from None
+    try:
+        lookups = repeat_lookup(args.dirs) if args.repeats else {}
+        for d in args.dirs:
+            s = scores(d)
+            if d in lookups:
+                s["lookup"] = lookups[d]
+            lines.append(row(d.name, s, lookup_column=args.repeats))
+    except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise SystemExit(str(exc)) from None
     out = Path(args.out) / "table.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

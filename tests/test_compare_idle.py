@@ -336,3 +336,44 @@ def test_the_cpu_clock_needs_the_cpu_fields_and_generation_on_this_cpu(tmp_path)
     )
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
+
+
+def test_repeat_lookup_predicts_each_repeat_by_the_others_median(tmp_path):
+    bench = _idle_bench()
+    held = {"x_r0": (1.0, 2.0), "x_r1": (2.0, 2.0), "x_r2": (4.0, 1.0), "z_r0": (3.0, 3.0)}
+    dirs = []
+    for name, (a, b) in held.items():
+        d = tmp_path / name
+        d.mkdir()
+        pl.DataFrame(
+            {
+                "step": [0, 1, 2, 3],
+                "split": ["fit", "fit", "held_out", "held_out"],
+                "measured_makespan_s": [9.0, 9.0, a, b],
+            }
+        ).write_csv(d / "idle_comparison.csv")
+        dirs.append(d)
+    got = bench.repeat_lookup(dirs)
+    # x_r0: others' medians (3.0, 1.5) against (1.0, 2.0): errors 2.0 and 0.25
+    assert got[tmp_path / "x_r0"] == pytest.approx(1.125)
+    # x_r1: (2.5, 1.5) against (2.0, 2.0): 0.25 and 0.25
+    assert got[tmp_path / "x_r1"] == pytest.approx(0.25)
+    # x_r2: (1.5, 2.0) against (4.0, 1.0): 0.625 and 1.0
+    assert got[tmp_path / "x_r2"] == pytest.approx(0.8125)
+    assert tmp_path / "z_r0" not in got  # no other repeat of z
+
+
+def test_repeat_lookup_names_a_repeat_missing_a_step(tmp_path):
+    bench = _idle_bench()
+    for name, steps in (("x_r0", [0, 1, 2]), ("x_r1", [0, 1])):
+        d = tmp_path / name
+        d.mkdir()
+        pl.DataFrame(
+            {
+                "step": steps,
+                "split": ["fit", "held_out", "held_out"][: len(steps)],
+                "measured_makespan_s": [1.0] * len(steps),
+            }
+        ).write_csv(d / "idle_comparison.csv")
+    with pytest.raises(ValueError, match="x_r1.*lacks held-out steps of x_r0"):
+        bench.repeat_lookup([tmp_path / "x_r0", tmp_path / "x_r1"])
