@@ -7,8 +7,30 @@ trailing 10-step mean of ``critic/score/mean`` reaches the target, at the summed
 output folder (``rolloutlab sim ... --out DIR``): the ``time_to_target_s`` of every row of
 its ``summary.csv``. Printed as one table, seconds; the relative error of each simulated
 value against each measured run is printed beside it (``pred / measured - 1``, a
-fraction; only rows at the measured run's setting compare). No naive rule is computed here: the measured time of the calibration run is
-the constant rule, and the table shows it.
+fraction; only rows at the measured run's setting compare), and the step count that
+reaches it (the simulated run's steps ending by then, from its ``steps.parquet``).
+
+Naive rules, from the first ``--verl`` run (the calibration run) only, each giving a step
+count ``n`` and a time, beside every other ``--verl`` run (fixed before they were computed
+on a held-out run):
+
+- ``constant``: the calibration run's own measured time to target and step, by the rule
+  above (its own reward curve on its own clock; carried unchanged to the other run).
+- ``linear``: the least-squares line of the calibration run's per-step
+  ``critic/score/mean`` against the verl step, over its steps with both tags
+  (``numpy.polyfit`` degree 1: the ``linear`` rule of
+  :func:`rolloutlab.calibration.fits.verl_learning.naive_curves`, the same line as the
+  held-out reward-curve table of docs/learning.md), evaluated at steps 1, 2, ...,
+  :data:`MAX_STEPS`; the rule above on that line (first full 10-step window whose mean
+  reaches the target) gives ``n``; time = ``n`` x the calibration run's mean
+  ``timing_s/step`` over the same steps. A line that does not reach the target by
+  :data:`MAX_STEPS` (e.g. a slope <= 0) gives no step and no time ("never").
+- ``persistence``: the calibration run's last logged reward carried forward from step 1
+  (the ``persistence`` rule of ``naive_curves``): a flat curve reaches the target at the
+  first full window (``n`` = 10) when that reward is >= the target, else never; priced
+  as ``linear``.
+
+Each rule's error against a measured run is ``rule / measured - 1`` in time and in steps.
 
 Usage: python bench/verl_time_to_target.py --verl RUN_DIR [--verl ...] --sim DIR [--sim ...]
 [--target 0.9]
