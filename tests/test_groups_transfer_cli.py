@@ -1,13 +1,18 @@
 """``compare groups --transfer``: the table on a real trace, the same predictions from
-a metrics file as from the lengths it summarises, and the option checks."""
+a metrics file as from the lengths it summarises, the same-information rule (rho = 0)
+against exact enumeration and its verdict line, and the option checks."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import statistics
 from pathlib import Path
 
 import polars as pl
+import pytest
 from click.testing import CliRunner
+from rolloutlab.analysis.groups.compare import against_rho0
 
 from rolloutlab.cli import main
 
@@ -46,10 +51,11 @@ def test_transfer_aggregates_from_metrics_equals_from_lengths(tmp_path):
     assert b.exit_code == 0, b.output
     ta = pl.read_csv(tmp_path / "a" / "validation_groups.csv")
     tb = pl.read_csv(tmp_path / "b" / "validation_groups.csv")
-    assert ta["model"].unique().to_list() == ["transfer_aggregates"]
+    models = ["transfer_aggregates", "transfer_aggregates_rho0"]
+    assert ta["model"].unique(maintain_order=True).to_list() == models
     assert sorted(ta["G"].unique().to_list()) == list(range(1, 9))
     assert ta["p_straggler_pred"].is_between(0, 1).all()
-    assert ta["law"][0].startswith("copula rho=")
+    assert ta["law"][0].startswith("copula rho=") and ta["law"][-1] == "naive rho=0, aggregates"
     assert ta["p_straggler_pred"].to_list() == tb["p_straggler_pred"].to_list()
 
 
@@ -60,16 +66,74 @@ def test_transfer_marginal_on_a_held_out_run(tmp_path):
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     t = pl.read_csv(tmp_path / "o" / "validation_groups.csv")
-    assert t["model"].unique().to_list() == ["transfer_marginal"] and t["n_steps"][0] == 2
+    models = ["transfer_marginal", "transfer_marginal_rho0"]
+    assert t["model"].unique(maintain_order=True).to_list() == models and t["n_steps"][0] == 2
+    assert "transfer_marginal against the same-information rule" in r.output
 
 
-def test_transfer_option_checks(tmp_path):
-    m = metrics_of(REAL, tmp_path / "m.jsonl")
-    for extra, words in (
-        (("--target-metrics", m), "--target-metrics: needs --transfer aggregates"),
-        (("--transfer", "aggregates", "--fit-window", "5"), "--transfer: one FILE"),
-        (("--transfer", "marginal", "--target-metrics", m), "--target-metrics: needs"),
-    ):
-        r = _run("compare", "groups", REAL, *FAST, *extra, "--out", tmp_path / "o")
-        assert r.exit_code == 2 and words in r.output, r.output
-        assert not (tmp_path / "o").exists()
+def write_step(folder: Path, step: int, groups: list[list[int]]) -> Path:
+    """One step of a group-per-line length log (``packed_lengths_step_N.jsonl``)."""
+    folder.mkdir(exist_ok=True)
+    path = folder / f"packed_lengths_step_{step}.jsonl"
+    lines = [{"local_index": i, "input": 5, "output": g} for i, g in enumerate(groups)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def test_rho0_rule_is_the_target_step_subsampled_without_replacement(tmp_path):
+    src = tmp_path / "source"
+    for step, groups in enumerate(([[2, 3], [5, 40]], [[1, 1], [7, 30]], [[4, 6], [2, 50]])):
+        write_step(src, step, groups)
+    target = write_step(tmp_path / "target", 0, [[1, 2], [3, 9]])
+    taus = (1.4, 1.55)
+    r = _run(
+        "compare", "groups", src, "--held-out", target, "--tau", ",".join(map(str, taus)),
+        "--draws", "20", "--reps", "20000", "--transfer", "marginal", "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    t = pl.read_csv(tmp_path / "o" / "validation_groups.csv")
+    naive = t.filter(pl.col("model") == "transfer_marginal_rho0")
+    pairs = list(itertools.combinations([1, 2, 3, 9], 2))  # G = 1, B = 2: 2 of the 4 lengths
+    for tau in taus:
+        want = sum(max(p) / statistics.median(p) > tau for p in pairs) / len(pairs)
+        got = naive.filter((pl.col("tau") == tau) & (pl.col("G") == 1))["p_straggler_pred"][0]
+        assert abs(got - want) < 4 * (want * (1 - want) / 20_000) ** 0.5
+    # at the logged G and B both rebuild the logged step: max/median = 9 / 2.5 > every tau
+    assert (t.filter(pl.col("G") == 2)["p_straggler_pred"] == 1.0).all()
+    assert "of 4; |error| lower in" in r.output
+
+
+def verdict_table(law: list[float], naive: list[float]) -> pl.DataFrame:
+    cells = [(tau, g) for tau in (2.0, 3.0) for g in (1, 2)]
+    rows = [
+        {"model": m, "tau": tau, "G": g, "abs_error": e}
+        for m, errs in (("transfer_marginal", law), ("transfer_marginal_rho0", naive))
+        for (tau, g), e in zip(cells, errs, strict=True)
+    ]
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("law", "naive", "words", "verdict"),
+    [
+        # worst 0.30 > 0.20, though 3 cells within 0.10 against 2; lower only in cell 1
+        (
+            [0.02, 0.30, 0.05, 0.08],
+            [0.20, 0.12, 0.052, 0.01],
+            "lower in 1, higher in 2, within 0.005 in 1 cells",
+            "does not beat it",
+        ),
+        (
+            [0.20, 0.09, 0.052, 0.01],
+            [0.02, 0.30, 0.05, 0.08],
+            "largest |error| 0.200 against 0.300; cells within 0.10: 3 against 3 of 4; |error| "
+            "lower in 2, higher in 1, within 0.005 in 1",
+            "beats it",
+        ),
+        # lower worst error but fewer cells within 0.10: not a win
+        ([0.11, 0.11, 0.0, 0.0], [0.05, 0.05, 0.05, 0.12], "2 against 3 of 4", "does not beat it"),
+    ],
+)
+def test_against_rho0_scores_as_the_plan_says(law, naive, words, verdict):
+    line = against_rho0(verdict_table(law, naive), "marginal")
+    assert words in line and line.endswith(f"cells: {verdict}"), line

@@ -28,6 +28,7 @@ from rolloutlab.calibration.validation.forecast import (
 )
 from rolloutlab.calibration.validation.groups import ValidationConfig, validate_groups
 from rolloutlab.calibration.validation.run_spread import with_target
+from rolloutlab.calibration.validation.transfer import NAIVE_SUFFIX, TRANSFERS
 from rolloutlab.sim.scenario.provenance import write_config
 
 COMMAND = "validate groups"
@@ -81,6 +82,54 @@ class GroupsStudy:
                 "floor + 2 SE)" + (f", worst by {miss:.3f}" if miss > 0 else "")
             )
         return "target: " + "; ".join(sorted(parts))
+
+    def naive_lines(self) -> list[str]:
+        """With ``--transfer``: the fitted law against its same-information naive rule
+        (:func:`against_rho0`), one line per kind."""
+        return [against_rho0(self.table, kind) for kind in TRANSFERS if _has(self.table, kind)]
+
+
+ERROR_TARGET = 0.10
+"""Largest |error| of P(straggler) a cell may have against a run of another configuration
+(ERRATA, per-sample traces issue)."""
+
+TIE = 0.005
+"""|error| differences below this count as a tie in :func:`against_rho0` (a few times
+the simulation's standard error of a predicted P at 300 simulated steps per step)."""
+
+
+def _has(table: pl.DataFrame, kind: str) -> bool:
+    return f"transfer_{kind}{NAIVE_SUFFIX}" in table["model"].unique().to_list()
+
+
+def against_rho0(table: pl.DataFrame, kind: str) -> str:
+    """One line: ``transfer_<kind>`` (the fitted ``rho``) against ``transfer_<kind>_rho0``
+    (``rho`` = 0 on the same marginal) over their common (tau, G) cells: the largest
+    |error| of each, the cells within :data:`ERROR_TARGET` of each, and the cells where the
+    law's |error| is lower / higher than the rule's by more than :data:`TIE` (else tied).
+    The law beats the rule when its largest |error| is lower and it has at least as many
+    cells within the target (docs/per_sample.md, the plan fixed before the runs)."""
+    law, naive = f"transfer_{kind}", f"transfer_{kind}{NAIVE_SUFFIX}"
+    cells = (
+        table.filter(pl.col("model") == law)
+        .select("tau", "G", "abs_error")
+        .join(
+            table.filter(pl.col("model") == naive).select("tau", "G", naive=pl.col("abs_error")),
+            on=["tau", "G"],
+        )
+    )
+    e, n = cells["abs_error"], cells["naive"]
+    worst, worst_naive = float(e.max()), float(n.max())
+    ok, ok_naive = int((e <= ERROR_TARGET).sum()), int((n <= ERROR_TARGET).sum())
+    lower, higher = int((e < n - TIE).sum()), int((e > n + TIE).sum())
+    beats = worst < worst_naive and ok >= ok_naive
+    return (
+        f"{law} against the same-information rule {naive} (rho = 0): largest |error| "
+        f"{worst:.3f} against {worst_naive:.3f}; cells within {ERROR_TARGET:.2f}: {ok} "
+        f"against {ok_naive} of {cells.height}; |error| lower in {lower}, higher in {higher}, "
+        f"within {TIE} in {cells.height - lower - higher} cells: "
+        + ("beats it" if beats else "does not beat it")
+    )
 
 
 def groups_study(

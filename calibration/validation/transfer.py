@@ -9,6 +9,10 @@ with the prompt ids dropped, dealt back into groups by ``rho`` (``marginal``,
 :class:`sim.models.regrouped_lengths.RegroupedLengths`; at the logged ``G`` and ``B`` it
 reproduces the step exactly, so only smaller ``G`` test it). Measured steps are the held-out run's, or the
 same run's steps after the fit steps (a later stretch: the marginal drifts, ``rho`` stays).
+
+Beside the law, the naive rule with the same information: ``rho`` = 0 on the same target
+marginal (each step's pooled lengths subsampled without replacement, or i.i.d. draws
+from its aggregates), so the table shows what the source's ``rho`` adds.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from rolloutlab.sim.models.regrouped_lengths import RegroupedLengths
 
 TRANSFERS = ("aggregates", "marginal")
 """What the target side gives (module docstring)."""
+
+NAIVE_SUFFIX = "_rho0"
+"""Name suffix of the same-information naive rule's model (``rho`` = 0)."""
 
 
 def _aggregates_grid(groups, censored, steps, cap: int, metrics: str | None) -> np.ndarray:
@@ -53,7 +60,9 @@ def transfer_models(
     G: int,
     options: tuple[str, str | None, int, int, int],
 ) -> dict:
-    """``{"transfer_<kind>": (model, G, 0, law)}`` for ``validate_groups``.
+    """``{"transfer_<kind>": (model, G, 0, law), "transfer_<kind>_rho0": (...)}`` for
+    ``validate_groups``: the fitted law and the same-information naive rule (``rho`` = 0,
+    nothing taken from the source).
 
     ``trace``: the source, fitted on its first ``fit_steps`` steps; ``target``: the
     measured ``(steps, groups per step, censored per step)``; ``options``: ``(kind,
@@ -80,4 +89,7 @@ def transfer_models(
     b_fit = min(b_src, B)
     fit = fit_rho(mats, _factory(kind, src, cap, G, b_fit, None), b_fit, G, min(draws, 50), seed)
     law = f"copula rho={fit.rho:.2f} (source ICC {fit.icc:.2f}, source RMSE {fit.rmse:.3f}), {kind}"
-    return {f"transfer_{kind}": (make_target(fit.rho), G, 0, law)}
+    return {
+        f"transfer_{kind}": (make_target(fit.rho), G, 0, law),
+        f"transfer_{kind}{NAIVE_SUFFIX}": (make_target(0.0), G, 0, f"naive rho=0, {kind}"),
+    }

@@ -207,6 +207,8 @@ def compare_groups_cmd(
         click.echo(study.summary())
     if (line := study.target_line()) is not None:
         click.echo(line)
+    for line in study.naive_lines():
+        click.echo(line)
     for t in (study.trace, study.held_out):
         if t is not None and (uneven := t.group_sizes()) is not None:
             click.echo(f"note: {uneven}; G up to {t.typical_group_size()} (the most common)")
