@@ -107,11 +107,15 @@ def main() -> None:
     ]
     try:
         lookups = repeat_lookup(args.dirs) if args.repeats else {}
-        for d in args.dirs:
+        # folders of one name (seed0/compare_idle, seed1/compare_idle) are told apart by their parent
+        names = [d.name for d in args.dirs]
+        if len(set(names)) < len(names):
+            names = [f"{d.parent.name}/{d.name}" for d in args.dirs]
+        for d, name in zip(args.dirs, names, strict=True):
             s = scores(d)
             if d in lookups:
                 s["lookup"] = lookups[d]
-            lines.append(row(d.name, s, lookup_column=args.repeats))
+            lines.append(row(name, s, lookup_column=args.repeats))
     except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
         raise SystemExit(str(exc)) from None
     out = Path(args.out) / "table.md"

@@ -112,3 +112,15 @@ def test_bundled_validation_reproduces_the_documented_step_errors(tmp_path):
         got = (pooled["law"], pooled["constant"], pooled["log_plane"], pooled["seed_floor"],
                pooled["constant_time"])  # fmt: skip
         assert np.round(got, 3).tolist() == list(want)
+
+
+def test_a_tie_with_the_plane_is_not_a_win():
+    # the plane through (4, 4), (16, 4), (4, 16) at (4, 16) returns the fitted 40 steps up
+    # to floating-point noise; a law also at 40 ties it
+    fit = {(4, 4): 90.0, (16, 4): 50.0, (4, 16): 40.0}
+    measured = {(4, 16): 38.0}
+    t = baseline_table(measured, {(4, 16): 40.0}, fit, {})
+    row = t.row(0, named=True)
+    assert row["log_plane_steps"] == pytest.approx(40.0)
+    assert row["law_error"] == pytest.approx(row["log_plane_error"])
+    assert row["law_beats_naive"] is False

@@ -25,6 +25,10 @@ import polars as pl
 Setting = tuple[int, int]
 """``(G, B)``."""
 
+TIE_TOLERANCE = 1e-9
+"""Relative errors closer than this are a tie (floating-point noise of the plane's fit),
+and a tie does not count as the law beating the rule."""
+
 
 def setting_means(runs: pl.DataFrame) -> dict[Setting, float]:
     """``{(G, B): mean steps}`` over the runs of each setting that reached the target.
@@ -74,7 +78,8 @@ def baseline_table(
     setting" when in ``fit``, else "held out"), ``measured_steps``, then for the law and each
     rule its predicted steps and ``*_error`` (relative), and ``best_naive`` (the naive rule
     with the smallest |error|, the floor not counted: it is a lookup of runs made) and
-    ``law_beats_naive`` (the law's |error| below it; null without a law prediction).
+    ``law_beats_naive`` (the law's |error| below it by more than :data:`TIE_TOLERANCE`;
+    null without a law prediction).
 
     ``measured``: ``{(G, B): mean steps}`` of the predicted runs; ``law``: the law's
     predicted mean steps per setting; ``fit``: the fit settings' mean steps (the rules'
@@ -108,8 +113,11 @@ def baseline_table(
                 )
         naive = {k: abs(row[f"{k}_error"]) for k in ("constant", "log_plane")}
         row["best_naive"] = min(naive, key=naive.__getitem__)
+        # a tie within rounding (the law and the plane both at 40 steps) is not a win
         row["law_beats_naive"] = (
-            None if preds["law"] is None else abs(row["law_error"]) < min(naive.values())
+            None
+            if preds["law"] is None
+            else abs(row["law_error"]) < min(naive.values()) - TIE_TOLERANCE
         )
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None)
