@@ -42,11 +42,35 @@ def scores(path: Path) -> dict[str, float]:
     return {"held_out_steps": float(summary["held_out_steps"][0]), **out}
 
 
+def _makespans(d: Path) -> pl.DataFrame:
+    """``step, split, measured_makespan_s`` of ``d/idle_comparison.csv``. Raises
+    FileNotFoundError without it, ValueError naming the file (and the row) for a missing
+    column or a makespan that is not a positive finite number."""
+    path = d / "idle_comparison.csv"
+    try:
+        t = pl.read_csv(path).select(
+            "step", "split", pl.col("measured_makespan_s").cast(pl.Float64, strict=True)
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise ValueError(f"{path}: {str(exc).splitlines()[0]}") from None
+    bad = t.with_row_index("row").filter(
+        ~pl.col("measured_makespan_s").is_finite() | (pl.col("measured_makespan_s") <= 0)
+    )
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise ValueError(
+            f"{path}: row {r['row'] + 1}: measured_makespan_s is {r['measured_makespan_s']}"
+            " (a positive number of seconds expected)"
+        )
+    return t
+
+
 def repeat_lookup(dirs: list[Path]) -> dict[Path, float]:
     """Held-out makespan MdAPE (fraction) of the lookup rule for every folder named
     ``NAME_rK`` that has at least one other repeat of ``NAME`` among ``dirs``: each held-out
     step's measured makespan against the median of the other repeats' measured makespan at
-    that step. Raises ValueError naming the folder when a repeat lacks one of the steps."""
+    that step. Raises ValueError naming the file when a repeat lacks one of the steps or
+    its makespans are unreadable (:func:`_makespans`), FileNotFoundError without one."""
     groups: dict[str, list[Path]] = defaultdict(list)
     for d in dirs:
         m = re.fullmatch(r"(.+)_r\d+", d.name)
@@ -56,10 +80,7 @@ def repeat_lookup(dirs: list[Path]) -> dict[Path, float]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        tables = {
-            d: pl.read_csv(d / "idle_comparison.csv").select("step", "split", "measured_makespan_s")
-            for d in members
-        }
+        tables = {d: _makespans(d) for d in members}
         for d in members:
             held = tables[d].filter(pl.col("split") == "held_out").sort("step")
             others = []
@@ -107,20 +128,26 @@ def main() -> None:
     ]
     try:
         lookups = repeat_lookup(args.dirs) if args.repeats else {}
-        # folders of one name (seed0/compare_idle, seed1/compare_idle) are told apart by their parent
-        names = [d.name for d in args.dirs]
-        if len(set(names)) < len(names):
-            names = [f"{d.parent.name}/{d.name}" for d in args.dirs]
-        for d, name in zip(args.dirs, names, strict=True):
-            s = scores(d)
-            if d in lookups:
-                s["lookup"] = lookups[d]
-            lines.append(row(name, s, lookup_column=args.repeats))
-    except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
+    # folders of one name (seed0/compare_idle, seed1/compare_idle) are told apart by their parent
+    names = [d.name for d in args.dirs]
+    if len(set(names)) < len(names):
+        names = [f"{d.parent.name}/{d.name}" for d in args.dirs]
+    for d, name in zip(args.dirs, names, strict=True):
+        try:
+            s = scores(d)
+        except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
+            raise SystemExit(f"{d}: {str(exc).splitlines()[0]}") from None
+        if d in lookups:
+            s["lookup"] = lookups[d]
+        lines.append(row(name, s, lookup_column=args.repeats))
     out = Path(args.out) / "table.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise SystemExit(f"{out}: cannot write it ({exc.strerror})") from None
     print(out.read_text(), end="")
 
 

@@ -74,7 +74,11 @@ def main() -> None:
         ("0.30", args.dir / "learning_comparison.csv"),
         ("0.33", args.dir / "target_0.33" / "learning_comparison.csv"),
     ):
-        for r in rules(settings(path)):
+        try:
+            table = rules(settings(path))
+        except (FileNotFoundError, ValueError, pl.exceptions.PolarsError) as exc:
+            raise SystemExit(f"{path}: {str(exc).splitlines()[0]}") from None
+        for r in table:
             print(
                 f"target {target} ({r['G']}, {r['B']}): measured {r['measured_s']:.2f} s, "
                 f"law {100 * r['law']:+.0f} %, constant time {100 * r['constant_time']:+.0f} %, "

@@ -377,3 +377,17 @@ def test_repeat_lookup_names_a_repeat_missing_a_step(tmp_path):
         ).write_csv(d / "idle_comparison.csv")
     with pytest.raises(ValueError, match="x_r1.*lacks held-out steps of x_r0"):
         bench.repeat_lookup([tmp_path / "x_r0", tmp_path / "x_r1"])
+
+
+def test_repeat_lookup_names_the_file_and_row_of_a_bad_makespan(tmp_path):
+    bench = _idle_bench()
+    for name, value in (("x_r0", "1.0"), ("x_r1", "nan")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "idle_comparison.csv").write_text(
+            f"step,split,measured_makespan_s\n0,fit,1.0\n1,held_out,{value}\n"
+        )
+    with pytest.raises(
+        ValueError, match=r"x_r1/idle_comparison.csv: row 2: measured_makespan_s is nan"
+    ):
+        bench.repeat_lookup([tmp_path / "x_r0", tmp_path / "x_r1"])
