@@ -27,7 +27,7 @@ from rolloutlab.calibration.validation.forecast import (
     meets_target,
 )
 from rolloutlab.calibration.validation.groups import ValidationConfig, validate_groups
-from rolloutlab.calibration.validation.run_spread import with_target
+from rolloutlab.calibration.validation.run_spread import ERROR_TARGET, with_target
 from rolloutlab.calibration.validation.transfer import NAIVE_SUFFIX, TRANSFERS
 from rolloutlab.sim.scenario.provenance import write_config
 
@@ -88,10 +88,6 @@ class GroupsStudy:
         (:func:`against_rho0`), one line per kind."""
         return [against_rho0(self.table, kind) for kind in TRANSFERS if _has(self.table, kind)]
 
-
-ERROR_TARGET = 0.10
-"""Largest |error| of P(straggler) a cell may have against a run of another configuration
-(ERRATA, per-sample traces issue)."""
 
 TIE = 0.005
 """|error| differences below this count as a tie in :func:`against_rho0` (a few times

@@ -50,6 +50,7 @@ from rolloutlab.calibration.fits.local_level import fit_local_level
 from rolloutlab.calibration.fits.rolling_origin import backtest_errors, combine, origins, weights
 from rolloutlab.calibration.readers.grouped import GroupedTrace
 from rolloutlab.calibration.validation.measure import padded, step_ratio, subsample
+from rolloutlab.calibration.validation.run_spread import ERROR_TARGET
 
 PERSIST_STEPS = 10
 """Fit steps averaged by the persistence rule."""
@@ -404,7 +405,7 @@ def meets_target(cells: pl.DataFrame) -> tuple[int, int]:
     (ERRATA's decided target; floor 0 without other runs)."""
     s = cells.filter(pl.col("scored"))
     floor = s["floor"].fill_null(0.0)
-    target = np.maximum(0.10, floor.to_numpy() + 2 * s["p_meas_se"].to_numpy())
+    target = np.maximum(ERROR_TARGET, floor.to_numpy() + 2 * s["p_meas_se"].to_numpy())
     err = (s["p_forecast"] - s["p_meas"]).abs().to_numpy()
     return int((err <= target).sum()), s.height
 
